@@ -1,0 +1,92 @@
+// The one place that reads the environment. Everything else receives a Config.
+import os from 'node:os';
+import path from 'node:path';
+
+export interface Config {
+  /** HTTP port of the public server (gateway + console). */
+  port: number;
+  /** Interface to bind. */
+  host: string;
+  /** Where gateway.db and other state live. */
+  dataDir: string;
+  /** Inference worker threads in the pool. */
+  workers: number;
+  /** ffmpeg binary: FFMPEG_PATH, else the one shipped in @ffmpeg-installer/ffmpeg. */
+  ffmpegPath: string;
+  /** Directory holding the generated ONNX graphs and manifest.json. */
+  modelsDir: string;
+  /** When set, the gateway forwards to this model service over HTTP instead of the in-process one. */
+  modelServiceUrl: string | null;
+  /** Port for `npm run model-service` (the model service alone). */
+  modelServicePort: number;
+  /** Gateway → model service: give up after this long (504 upstream_timeout). */
+  upstreamTimeoutMs: number;
+  /** Consecutive upstream failures that open the circuit breaker. */
+  breakerThreshold: number;
+  /** How long the breaker stays open before letting a trial call through. */
+  breakerCooldownMs: number;
+  /** Console admin secret; null means generate one on first start. */
+  adminSecret: string | null;
+  /** attenuation_limit_db applied when a request omits it. */
+  defaultAttenuationLimitDb: number;
+  /** Trust X-Forwarded-For (behind a reverse proxy) for client IPs. */
+  trustProxy: boolean;
+  /** Directory for temporary uploads and outputs. */
+  tmpDir: string;
+  /** Log each request line to stdout. */
+  logRequests: boolean;
+}
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n)) throw new Error(`${name} must be a number, got "${raw}"`);
+  return n;
+}
+
+function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  return /^(1|true|yes|on)$/i.test(raw);
+}
+
+function defaultFfmpeg(): string {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-var-requires
+    return (require('@ffmpeg-installer/ffmpeg') as { path: string }).path;
+  } catch {
+    return 'ffmpeg';
+  }
+}
+
+/** Project root: two levels above dist/src/config.js, one above src/config.ts. */
+export const PROJECT_ROOT = (() => {
+  const here = __dirname;
+  const parts = here.split(path.sep);
+  const distIdx = parts.lastIndexOf('dist');
+  if (distIdx >= 0) return parts.slice(0, distIdx).join(path.sep) || path.sep;
+  return path.resolve(here, '..');
+})();
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const dataDir = path.resolve(env.DATA_DIR || path.join(PROJECT_ROOT, 'data'));
+  return {
+    port: int(env, 'PORT', 8080),
+    host: env.HOST || '0.0.0.0',
+    dataDir,
+    workers: Math.max(1, int(env, 'WORKERS', os.availableParallelism ? os.availableParallelism() : os.cpus().length)),
+    ffmpegPath: env.FFMPEG_PATH || defaultFfmpeg(),
+    modelsDir: path.resolve(env.MODELS_DIR || path.join(PROJECT_ROOT, 'models')),
+    modelServiceUrl: env.MODEL_SERVICE_URL ? env.MODEL_SERVICE_URL.replace(/\/+$/, '') : null,
+    modelServicePort: int(env, 'MODEL_SERVICE_PORT', 8081),
+    upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', 600_000),
+    breakerThreshold: Math.max(1, int(env, 'BREAKER_THRESHOLD', 5)),
+    breakerCooldownMs: int(env, 'BREAKER_COOLDOWN_MS', 30_000),
+    adminSecret: env.ADMIN_SECRET || null,
+    defaultAttenuationLimitDb: int(env, 'DEFAULT_ATTENUATION_LIMIT_DB', 0),
+    trustProxy: bool(env, 'TRUST_PROXY', false),
+    tmpDir: path.resolve(env.TMP_DIR || path.join(dataDir, 'tmp')),
+    logRequests: bool(env, 'LOG_REQUESTS', env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
+  };
+}

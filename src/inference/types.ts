@@ -1,0 +1,53 @@
+// Contract between the audio pipeline and the inference engine.
+// Audio crosses it as float32 samples in [-1, 1] at the model's native rate, planar (one array per channel).
+
+export type ModelId = 'nsm-1' | 'nsm-2' | 'nsm-3' | 'nsm-4' | 'nsm-2-hd';
+
+export const MODEL_IDS: readonly ModelId[] = ['nsm-1', 'nsm-2', 'nsm-3', 'nsm-4', 'nsm-2-hd'];
+export const DEFAULT_MODEL: ModelId = 'nsm-2';
+
+/** One entry of models/manifest.json's `models` array (ONNX graph files are listed per model). */
+export interface ModelManifestEntry {
+  id: ModelId;
+  label: string;
+  sample_rate: number;
+  description: string;
+  /** Graph files (relative to models/) this model's chain uses. */
+  files: string[];
+  size_mb: number;
+  /** sha256 of each file, same order as files. */
+  sha256: string[];
+}
+
+export interface DenoiseOptions {
+  model: ModelId;
+  channels: number;
+  /** 0 = as much removal as possible; L > 0 = never attenuate more than L dB. */
+  attenuationLimitDb: number;
+}
+
+/**
+ * A stateful denoising stream for one file: push planar chunks of any length, get back planar chunks.
+ * Output is delayed internally; `end()` flushes the tail so total output length equals total input length.
+ */
+export interface DenoiseStream {
+  readonly sampleRate: number;
+  push(planar: Float32Array[]): Promise<Float32Array[]>;
+  end(): Promise<Float32Array[]>;
+  /** Frees worker state without flushing (on errors/aborts). */
+  abort(): void;
+}
+
+export interface PoolState {
+  size: number;
+  busy: number;
+  queued: number;
+  streams: number;
+  restarts: number;
+}
+
+export interface InferenceEngine {
+  openStream(opts: DenoiseOptions): Promise<DenoiseStream>;
+  state(): PoolState;
+  close(): Promise<void>;
+}
