@@ -18,6 +18,7 @@ export interface Workspace {
   customRequestsPerMinute: number | null;
   customCreditsPerMonth: number | null;
   /** Services the plan excludes (for plan_forbids_service); empty = all allowed. */
+  excludedServices?: string[];
   createdAt: string; // ISO
 }
 
@@ -110,4 +111,15 @@ export interface GatewayStore {
   setSetting(key: string, value: string): void;
 
   close(): void;
+
+  // extensions (added by the gateway owner; existing members above are unchanged)
+  /** Services this workspace may not call even though its plan includes them (→ 403 plan_forbids_service). */
+  setExcludedServices(workspaceId: string, services: string[]): Workspace;
+  /** Number of logged requests matching the filter (ignores limit/offset). */
+  countRequests(filter: RequestLogFilter): number;
+}
+
+/** 'YYYY-MM' of a date in UTC: the credit period. */
+export function creditPeriod(when: Date): string {
+  return when.toISOString().slice(0, 7);
 }

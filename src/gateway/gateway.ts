@@ -1,0 +1,365 @@
+// The gateway's policy pipeline: one ordered list of small policies in front of the Forwarder.
+import crypto from 'node:crypto';
+import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
+import type { Config } from '../config';
+import type { GatewayStore, PlanLimits, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
+import { hashToken, TOKEN_PATTERN } from '../store/tokens';
+import { sendGatewayError, type GatewayErrorType } from './errors';
+import { clientIpOf, ipAllowed } from './ip';
+import { limitsFor, planAllowsService } from './plans';
+import { FixedWindowRateLimiter, type RateLimitState, type RateLimiter } from './rate-limit';
+import { matchRoute, ROUTES, scopesAllow, type RouteMatch } from './routes';
+import type { EndpointSpec, Forwarder, GatewayContext } from './types';
+
+export interface GatewayOptions {
+  config: Config;
+  store: GatewayStore;
+  forward: Forwarder;
+  /** Route table; defaults to ROUTES. */
+  routes?: EndpointSpec[];
+  /** Defaults to an in-memory fixed one-minute window per token. */
+  rateLimiter?: RateLimiter;
+  /** Clock in ms; injectable for tests of window and month boundaries. */
+  now?: () => number;
+}
+
+/** Everything one call accumulates while passing the policies. */
+interface Call {
+  req: Request;
+  res: Response;
+  ctx: GatewayContext;
+  match?: RouteMatch;
+  token?: TokenRecord;
+  workspace?: Workspace;
+  limits?: PlanLimits;
+  /** When credits were charged: a refund goes to that same month. */
+  chargedAt?: Date;
+}
+
+/** continue: next policy; handled: a response was produced; pass: not a gateway path, hand to the app. */
+type PolicyResult = 'continue' | 'handled' | 'pass';
+
+interface Policy {
+  name: string;
+  run?(call: Call): PolicyResult | Promise<PolicyResult>;
+  /** Runs once when the response finishes or the client goes away. */
+  onEnd?(call: Call, finished: boolean): void;
+}
+
+/** Client-sent request ids are echoed only when they look like an id (no header/log injection). */
+export const SAFE_REQUEST_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+function reject(call: Call, type: GatewayErrorType, message: string, status?: number): PolicyResult {
+  call.ctx.errorType = type;
+  sendGatewayError(call.res, type, message, status);
+  return 'handled';
+}
+
+function setRateLimitHeaders(res: Response, state: RateLimitState): void {
+  if (res.headersSent) return;
+  res.setHeader('RateLimit-Limit', String(state.limit));
+  res.setHeader('RateLimit-Remaining', String(state.remaining));
+  res.setHeader('RateLimit-Reset', String(state.resetSeconds));
+}
+
+/** Sets X-Request-Id (client's if safe, else a fresh one) unless an earlier handler already did. */
+export function assignRequestId(req: Request, res: Response): string {
+  const existing = res.locals.requestId as string | undefined;
+  if (existing) return existing;
+  const sent = req.headers['x-request-id'];
+  const candidate = Array.isArray(sent) ? sent[0] : sent;
+  const id = candidate && SAFE_REQUEST_ID.test(candidate) ? candidate : 'req_' + crypto.randomUUID().replace(/-/g, '');
+  res.locals.requestId = id;
+  if (!res.headersSent) res.setHeader('X-Request-Id', id);
+  return id;
+}
+
+/** The token from `Authorization: Bearer …` or `X-API-Key: …`; null when neither header is present. */
+function presentedToken(req: Request): string | null {
+  const auth = req.headers.authorization;
+  if (auth !== undefined) {
+    const m = /^Bearer[ \t]+(.*)$/i.exec(auth.trim());
+    return m ? m[1].trim() : ''; // another scheme: present but unusable → invalid_token
+  }
+  const key = req.headers['x-api-key'];
+  if (key !== undefined) return (Array.isArray(key) ? key[0] : key).trim();
+  return null;
+}
+
+function clip(value: string | undefined | null, max = 100): string | null {
+  if (value === undefined || value === null || value === '') return null;
+  return value.length > max ? value.slice(0, max) : value;
+}
+
+export function createGateway({ config, store, forward, routes = ROUTES, rateLimiter, now = Date.now }: GatewayOptions): express.Router {
+  const limiter = rateLimiter ?? new FixedWindowRateLimiter();
+  // last_used is informational: write it at most every few seconds per token, not on every call.
+  const lastTouched = new Map<string, number>();
+  const TOUCH_INTERVAL_MS = 5_000;
+
+  const policies: Policy[] = [
+    {
+      name: 'request-id',
+      run(call) {
+        call.ctx.requestId = assignRequestId(call.req, call.res);
+        return 'continue';
+      },
+    },
+    {
+      name: 'route',
+      run(call) {
+        const match = matchRoute(call.req.method, call.req.path, routes);
+        call.match = match;
+        switch (match.kind) {
+          case 'not_v1':
+            return 'pass';
+          case 'service_not_found':
+            return reject(call, 'service_not_found', `Unknown service "${clip(match.service) ?? ''}". Paths are /v1/{service}/{endpoint}.`);
+          case 'endpoint_not_found':
+            return reject(call, 'endpoint_not_found', `Service "${match.service}" has no endpoint "${clip(match.endpoint) ?? ''}".`);
+          case 'method_not_allowed':
+            call.res.setHeader('Allow', match.allow.join(', '));
+            return reject(
+              call,
+              'method_not_allowed',
+              `${call.req.method} is not allowed on /v1/${match.service}/${match.endpoint}; use ${match.allow.join(' or ')}.`,
+            );
+          case 'ok':
+            call.ctx.route = match.route;
+            return 'continue';
+        }
+      },
+    },
+    {
+      name: 'auth',
+      run(call) {
+        const token = presentedToken(call.req);
+        if (token === null) {
+          return reject(call, 'missing_token', 'Send the access token as "Authorization: Bearer <token>" or "X-API-Key: <token>".');
+        }
+        const record = TOKEN_PATTERN.test(token) ? store.findTokenByHash(hashToken(token)) : null;
+        const workspace = record ? store.getWorkspace(record.workspaceId) : null;
+        if (!record || !workspace) return reject(call, 'invalid_token', 'The access token is not recognised.');
+        call.ctx.tokenId = record.id;
+        call.ctx.workspaceId = workspace.id;
+        if (record.revokedAt) return reject(call, 'key_revoked', 'This access token has been revoked.');
+        const t = now();
+        if (record.expiresAt && Date.parse(record.expiresAt) <= t) {
+          return reject(call, 'key_expired', `This access token expired at ${record.expiresAt}.`);
+        }
+        call.token = record;
+        call.workspace = workspace;
+        call.limits = limitsFor(workspace);
+        // From here on every response carries the token's rate-limit state.
+        setRateLimitHeaders(call.res, limiter.peek(record.id, call.limits.requestsPerMinute, t));
+        if (t - (lastTouched.get(record.id) ?? 0) >= TOUCH_INTERVAL_MS) {
+          lastTouched.set(record.id, t);
+          store.touchToken(record.id, new Date(t).toISOString());
+        }
+        return 'continue';
+      },
+    },
+    {
+      name: 'ip-allow-list',
+      run(call) {
+        if (ipAllowed(call.ctx.clientIp, call.token!.allowedIps)) return 'continue';
+        return reject(call, 'ip_not_allowed', `This access token may not be used from ${call.ctx.clientIp}.`);
+      },
+    },
+    {
+      name: 'scope',
+      run(call) {
+        const route = call.ctx.route!;
+        if (scopesAllow(call.token!.scopes, route)) return 'continue';
+        return reject(call, 'scope_denied', `This access token lacks the scope "${route.scope}".`);
+      },
+    },
+    {
+      name: 'plan',
+      run(call) {
+        const route = call.ctx.route!;
+        if (planAllowsService(call.workspace!, route.service)) return 'continue';
+        return reject(call, 'plan_forbids_service', `The ${call.workspace!.plan} plan of this workspace does not include "${route.service}".`);
+      },
+    },
+    {
+      name: 'rate-limit',
+      run(call) {
+        const decision = limiter.hit(call.token!.id, call.limits!.requestsPerMinute, now());
+        setRateLimitHeaders(call.res, decision);
+        if (decision.allowed) return 'continue';
+        call.res.setHeader('Retry-After', String(decision.resetSeconds));
+        return reject(
+          call,
+          'rate_limited',
+          `Rate limit of ${decision.limit} requests per minute reached; retry in ${decision.resetSeconds} s.`,
+        );
+      },
+    },
+    {
+      // Cheap early 413 from the declared size; the forwarder still counts bytes while streaming.
+      name: 'declared-body-size',
+      run(call) {
+        const route = call.ctx.route!;
+        const declared = Number(call.req.headers['content-length']);
+        if (route.maxBodyBytes > 0 && Number.isFinite(declared) && declared > route.maxBodyBytes) {
+          return reject(call, 'payload_too_large', `Request body of ${declared} bytes exceeds the ${route.maxBodyBytes}-byte limit of this endpoint.`);
+        }
+        return 'continue';
+      },
+    },
+    {
+      name: 'credits',
+      run(call) {
+        const route = call.ctx.route!;
+        if (route.credits <= 0) return 'continue';
+        const when = new Date(now());
+        const charge = store.chargeCredits(call.workspace!.id, route.credits, call.limits!.creditsPerMonth, when);
+        if (!charge.ok) {
+          return reject(
+            call,
+            'quota_exhausted',
+            `The workspace has used ${charge.used} of its ${charge.limit} credits this month; credits renew on the 1st (UTC) or with a plan upgrade.`,
+          );
+        }
+        call.chargedAt = when;
+        call.ctx.creditsCharged = route.credits;
+        return 'continue';
+      },
+    },
+    {
+      name: 'forward',
+      async run(call): Promise<PolicyResult> {
+        // Refund rule: a call is paid for only when the model service did the work (outcome.ok).
+        const refund = () => {
+          if (call.ctx.creditsCharged > 0 && call.chargedAt) {
+            store.refundCredits(call.workspace!.id, call.ctx.creditsCharged, call.chargedAt);
+            call.ctx.creditsCharged = 0;
+          }
+        };
+        let outcome;
+        try {
+          outcome = await forward(call.req, call.res, call.ctx);
+        } catch (err) {
+          refund();
+          throw err;
+        }
+        if (!outcome.ok) refund();
+        if (call.ctx.upstreamMs === undefined && outcome.upstreamMs !== undefined) call.ctx.upstreamMs = outcome.upstreamMs;
+        return 'handled';
+      },
+    },
+    {
+      name: 'request-log',
+      onEnd(call, finished) {
+        const { ctx, req, res } = call;
+        const match = call.match;
+        const service = match && match.kind !== 'not_v1' ? clip(match.kind === 'ok' ? match.route.service : match.service) : null;
+        const endpoint =
+          match && match.kind !== 'not_v1' && match.kind !== 'service_not_found'
+            ? clip(match.kind === 'ok' ? match.route.endpoint : match.endpoint)
+            : null;
+        const declaredOut = Number(res.getHeader('content-length'));
+        const entry: RequestLogEntry = {
+          requestId: ctx.requestId,
+          time: new Date(ctx.startedAt).toISOString(),
+          tokenId: ctx.tokenId ?? null,
+          workspaceId: ctx.workspaceId ?? null,
+          method: req.method,
+          service,
+          endpoint,
+          // 499: the client went away before a response was sent.
+          status: finished || res.headersSent ? res.statusCode : 499,
+          errorType: ctx.errorType ?? (res.locals.errorType as string | undefined) ?? null,
+          creditsCharged: ctx.creditsCharged,
+          bytesIn: ctx.bytesIn,
+          bytesOut: ctx.bytesOut || (Number.isFinite(declaredOut) ? declaredOut : 0),
+          upstreamMs: ctx.upstreamMs ?? null,
+          totalMs: Math.max(0, now() - ctx.startedAt),
+          clientIp: ctx.clientIp,
+        };
+        try {
+          store.logRequest(entry);
+        } catch (err) {
+          console.error(`[gateway] could not write the request log for ${entry.requestId}:`, err);
+        }
+        if (config.logRequests) {
+          console.log(
+            `${entry.time} ${entry.requestId} ${entry.method} ${req.originalUrl.split('?')[0]} ${entry.status}` +
+              `${entry.errorType ? ' ' + entry.errorType : ''} ${entry.totalMs}ms`,
+          );
+        }
+      },
+    },
+  ];
+
+  const ending = policies.filter((p) => p.onEnd);
+
+  const handler: RequestHandler = async (req, res, next) => {
+    const ctx: GatewayContext = {
+      requestId: '',
+      startedAt: now(),
+      clientIp: clientIpOf(req, config.trustProxy),
+      creditsCharged: 0,
+      bytesIn: 0,
+      bytesOut: 0,
+    };
+    const call: Call = { req, res, ctx };
+    res.locals.gateway = ctx;
+    let armed = false;
+    const arm = () => {
+      // The end hooks run once, on 'finish' (response sent) or 'close' (client aborted).
+      armed = true;
+      let done = false;
+      const end = (finished: boolean) => {
+        if (done) return;
+        done = true;
+        for (const p of ending) p.onEnd!(call, finished);
+      };
+      res.once('finish', () => end(true));
+      res.once('close', () => end(res.writableFinished));
+    };
+    try {
+      for (const policy of policies) {
+        if (!policy.run) continue;
+        const result = await policy.run(call);
+        if (result === 'pass') return next();
+        // Once the path is a /v1 path, every outcome (404s included) is a gateway call and is logged.
+        if (!armed && policy.name === 'route') arm();
+        if (result === 'handled') return;
+      }
+    } catch (err) {
+      ctx.errorType = 'internal_error';
+      next(err);
+    }
+  };
+
+  const router = express.Router();
+  router.use(handler);
+  return router;
+}
+
+/**
+ * Last error handler of the app: any exception becomes the 500 envelope with X-Request-Id
+ * (413 for body-parser size errors). Mount after everything else.
+ */
+export const gatewayErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
+  assignRequestId(req, res);
+  const status = Number((err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode);
+  if ((err as { type?: string })?.type === 'entity.too.large' || status === 413) {
+    sendGatewayError(res, 'payload_too_large', 'Request body exceeds the limit of this endpoint.');
+    return;
+  }
+  console.error(`[gateway] ${requestLabel(req)} failed:`, err);
+  sendGatewayError(res, 'internal_error', 'Internal server error.');
+};
+
+/** 404 for paths outside /v1 that nothing else handled (mount after the console and static routes). */
+export const gatewayNotFoundHandler: RequestHandler = (req, res) => {
+  assignRequestId(req, res);
+  sendGatewayError(res, 'endpoint_not_found', `No route for ${req.method} ${req.path}. API paths are /v1/{service}/{endpoint}.`);
+};
+
+function requestLabel(req: Request): string {
+  return `${req.method} ${req.originalUrl.split('?')[0]}`;
+}

@@ -1,0 +1,10 @@
+// Public surface of the gateway module.
+export { createGateway, gatewayErrorHandler, gatewayNotFoundHandler, assignRequestId, SAFE_REQUEST_ID } from './gateway';
+export type { GatewayOptions } from './gateway';
+export { ROUTES, matchRoute, scopesAllow, knownScopes, MULTIPART_OVERHEAD_BYTES } from './routes';
+export { PLANS, limitsFor, planAllowsService } from './plans';
+export { FixedWindowRateLimiter } from './rate-limit';
+export type { RateLimiter, RateLimitDecision, RateLimitState } from './rate-limit';
+export { clientIpOf, ipAllowed, normalizeIp, parseIpRule } from './ip';
+export * from './errors';
+export * from './types';
