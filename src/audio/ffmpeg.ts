@@ -1,0 +1,53 @@
+// Small helpers around spawning the ffmpeg binary directly (no ffprobe ships with @ffmpeg-installer).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { AudioPipelineError } from './errors';
+
+/** Keeps only the last `limit` characters of a child's stderr so a chatty ffmpeg cannot grow memory. */
+export class StderrTail {
+  private text = '';
+  constructor(private readonly limit = 8192) {}
+  push(chunk: Buffer | string): void {
+    this.text += chunk.toString();
+    if (this.text.length > this.limit * 2) this.text = this.text.slice(-this.limit);
+  }
+  toString(): string {
+    return this.text.slice(-this.limit);
+  }
+  /** Last meaningful lines, for error messages. */
+  summary(maxLines = 3): string {
+    const lines = this.toString()
+      .split(/\r?\n/)
+      .map((l) => l.trim())
+      .filter((l) => l && !/^(Press \[q\]|\[q\] command|size=|video:|Stream mapping|Output #|Input #|Metadata:|Duration:|Stream #|encoder\s*:|\s*handler_name)/i.test(l));
+    return lines.slice(-maxLines).join('; ');
+  }
+}
+
+export function spawnFfmpeg(ffmpegPath: string, args: string[]): ChildProcess {
+  const child = spawn(ffmpegPath, ['-hide_banner', '-nostdin', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  return child;
+}
+
+/** Resolves with the exit code (or null plus the signal) once the child has exited and its pipes closed. */
+export function waitForExit(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return new Promise((resolve, reject) => {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      resolve({ code: child.exitCode, signal: child.signalCode });
+      return;
+    }
+    child.once('error', (err) => reject(new AudioPipelineError(`could not run ffmpeg: ${err.message}`, { cause: err })));
+    child.once('close', (code, signal) => resolve({ code, signal }));
+  });
+}
+
+/** Kills a child that is still running; safe to call more than once. */
+export function killChild(child: ChildProcess | null | undefined): void {
+  if (!child) return;
+  if (child.exitCode === null && child.signalCode === null) {
+    try {
+      child.kill('SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+}
