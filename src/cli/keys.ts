@@ -1,0 +1,323 @@
+// Keys CLI: `npm run -s keys -- <command>`. Manages workspaces, plans and access tokens in
+// DATA_DIR/gateway.db; safe to run while the server uses the same database (WAL).
+import { loadConfig, type Config } from '../config';
+import { limitsFor } from '../gateway/plans';
+import { parseIpRule } from '../gateway/ip';
+import { knownScopes } from '../gateway/routes';
+import { isPlanId, openSqliteStore } from '../store/sqlite-store';
+import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
+
+export interface KeysCliIo {
+  out(line: string): void;
+  err(line: string): void;
+}
+
+const HELP = `Usage: npm run -s keys -- <command> [options]
+
+Commands:
+  create --workspace W [--plan free|starter|scale|enterprise] [--scopes S,S] [--ip CIDR,CIDR]
+         [--expires ISO-DATE] [--name N] [--rpm N --credits N (enterprise)]
+      Creates the workspace if missing, then a key. The token is printed once, as the last line.
+      Default scopes: noise-suppressor:*. Default plan for a new workspace: free.
+  list [--workspace W]
+      Lists keys (display prefix only; tokens are never stored).
+  revoke <key-id|prefix>
+      Revokes a key; calls with it get 401 key_revoked.
+  plan --workspace W --plan P [--rpm N] [--credits N]
+      Changes a workspace's plan (--rpm/--credits set enterprise custom limits).
+  usage [--workspace W]
+      Credits used and left this month (UTC) and requests logged this month.
+  --help
+      This text.
+
+Environment: DATA_DIR (default ./data) holds gateway.db.`;
+
+/** A mistake in the command line: reported with exit status 2. */
+class UsageError extends Error {}
+
+interface ParsedArgs {
+  command: string | undefined;
+  positional: string[];
+  options: Map<string, string>;
+  help: boolean;
+}
+
+const VALUE_OPTIONS = new Set(['workspace', 'plan', 'scopes', 'ip', 'expires', 'name', 'rpm', 'credits']);
+
+function parseArgs(argv: string[]): ParsedArgs {
+  const parsed: ParsedArgs = { command: undefined, positional: [], options: new Map(), help: false };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--help' || arg === '-h') {
+      parsed.help = true;
+    } else if (arg.startsWith('--')) {
+      const eq = arg.indexOf('=');
+      const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
+      if (!VALUE_OPTIONS.has(name)) throw new UsageError(`unknown option --${name}`);
+      let value: string | undefined = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
+      if (value === undefined || (eq < 0 && value.startsWith('--'))) throw new UsageError(`--${name} needs a value`);
+      value = value.trim();
+      if (value === '') throw new UsageError(`--${name} needs a value`);
+      if (parsed.options.has(name)) throw new UsageError(`--${name} given twice`);
+      parsed.options.set(name, value);
+    } else if (parsed.command === undefined) {
+      parsed.command = arg;
+    } else {
+      parsed.positional.push(arg);
+    }
+  }
+  return parsed;
+}
+
+function allowOnly(args: ParsedArgs, allowed: string[], maxPositional = 0): void {
+  for (const name of args.options.keys()) {
+    if (!allowed.includes(name)) throw new UsageError(`${args.command} does not take --${name}`);
+  }
+  if (args.positional.length > maxPositional) throw new UsageError(`unexpected argument "${args.positional[maxPositional]}"`);
+}
+
+function list(value: string | undefined): string[] {
+  return value === undefined ? [] : value.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+function positiveInt(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new UsageError(`--${name} must be a positive integer, got "${value}"`);
+  return Number(value);
+}
+
+function planOption(value: string | undefined): PlanId | undefined {
+  if (value === undefined) return undefined;
+  if (!isPlanId(value)) throw new UsageError(`unknown plan "${value}"; use free, starter, scale or enterprise`);
+  return value;
+}
+
+function customLimits(args: ParsedArgs, plan: PlanId): { requestsPerMinute?: number; creditsPerMonth?: number } {
+  const requestsPerMinute = positiveInt('rpm', args.options.get('rpm'));
+  const creditsPerMonth = positiveInt('credits', args.options.get('credits'));
+  if ((requestsPerMinute !== undefined || creditsPerMonth !== undefined) && plan !== 'enterprise') {
+    throw new UsageError('--rpm and --credits are custom limits of the enterprise plan; add --plan enterprise');
+  }
+  return { requestsPerMinute, creditsPerMonth };
+}
+
+function requireWorkspace(store: GatewayStore, name: string | undefined): Workspace {
+  if (name === undefined) throw new UsageError('--workspace is required');
+  const ws = store.getWorkspaceByName(name);
+  if (!ws) throw new Error(`no workspace named "${name}"`);
+  return ws;
+}
+
+function tokenStatus(t: TokenRecord, now: number): string {
+  if (t.revokedAt) return 'revoked';
+  if (t.expiresAt && Date.parse(t.expiresAt) <= now) return 'expired';
+  return 'active';
+}
+
+function describeWorkspace(ws: Workspace): string {
+  const l = limitsFor(ws);
+  return `${ws.name} (${ws.id}) plan=${ws.plan} rpm=${l.requestsPerMinute} credits/month=${l.creditsPerMonth}`;
+}
+
+function table(rows: string[][]): string[] {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join('  ').trimEnd());
+}
+
+function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+  allowOnly(args, ['workspace', 'plan', 'scopes', 'ip', 'expires', 'name', 'rpm', 'credits']);
+  const wsName = args.options.get('workspace');
+  if (wsName === undefined) throw new UsageError('--workspace is required');
+  const requestedPlan = planOption(args.options.get('plan'));
+
+  const scopes = args.options.has('scopes') ? list(args.options.get('scopes')) : ['noise-suppressor:*'];
+  if (scopes.length === 0) throw new UsageError('--scopes must name at least one scope');
+  const valid = knownScopes();
+  for (const s of scopes) if (!valid.includes(s)) throw new UsageError(`unknown scope "${s}"; known: ${valid.join(', ')}`);
+
+  const ips = list(args.options.get('ip'));
+  for (const rule of ips) {
+    try {
+      parseIpRule(rule);
+    } catch (err) {
+      throw new UsageError(`--ip: ${(err as Error).message}`);
+    }
+  }
+
+  let expiresAt: string | null = null;
+  const expires = args.options.get('expires');
+  if (expires !== undefined) {
+    const t = Date.parse(expires);
+    if (Number.isNaN(t)) throw new UsageError(`--expires is not an ISO date: "${expires}"`);
+    if (t <= Date.now()) throw new UsageError(`--expires must be in the future, got ${new Date(t).toISOString()}`);
+    expiresAt = new Date(t).toISOString();
+  }
+
+  let ws = store.getWorkspaceByName(wsName);
+  if (ws) {
+    if (requestedPlan !== undefined && requestedPlan !== ws.plan) {
+      throw new UsageError(`workspace "${ws.name}" is on the ${ws.plan} plan; change it with: keys plan --workspace ${ws.name} --plan ${requestedPlan}`);
+    }
+    if (args.options.has('rpm') || args.options.has('credits')) {
+      throw new UsageError(`workspace "${ws.name}" exists; change its limits with: keys plan --workspace ${ws.name} ...`);
+    }
+  } else {
+    const plan = requestedPlan ?? 'free';
+    ws = store.createWorkspace(wsName, plan, customLimits(args, plan));
+    io.out(`created workspace ${ws.name}`);
+  }
+
+  const name = args.options.get('name') ?? `key-${new Date().toISOString().slice(0, 10)}`;
+  const { token, record } = store.createToken({ workspaceId: ws.id, name, scopes, allowedIps: ips, expiresAt });
+  io.out(`workspace:   ${describeWorkspace(ws)}`);
+  io.out(`key id:      ${record.id}`);
+  io.out(`name:        ${record.name}`);
+  io.out(`prefix:      ${record.prefix}`);
+  io.out(`scopes:      ${record.scopes.join(',')}`);
+  io.out(`allowed IPs: ${record.allowedIps.length ? record.allowedIps.join(',') : 'any'}`);
+  io.out(`expires:     ${record.expiresAt ?? 'never'}`);
+  io.out('token (shown only now; only its hash is stored):');
+  io.out(token);
+}
+
+function cmdList(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+  allowOnly(args, ['workspace']);
+  const wsName = args.options.get('workspace');
+  const ws = wsName === undefined ? undefined : requireWorkspace(store, wsName);
+  const tokens = store.listTokens(ws?.id);
+  if (tokens.length === 0) {
+    io.out('no keys');
+    return;
+  }
+  const names = new Map(store.listWorkspaces().map((w) => [w.id, w.name]));
+  const now = Date.now();
+  const rows = [['ID', 'PREFIX', 'WORKSPACE', 'NAME', 'STATUS', 'SCOPES', 'IPS', 'EXPIRES', 'LAST USED']];
+  for (const t of tokens) {
+    rows.push([
+      t.id,
+      t.prefix + '…',
+      names.get(t.workspaceId) ?? t.workspaceId,
+      t.name,
+      tokenStatus(t, now),
+      t.scopes.join(','),
+      t.allowedIps.length ? t.allowedIps.join(',') : 'any',
+      t.expiresAt ?? 'never',
+      t.lastUsedAt ?? 'never',
+    ]);
+  }
+  for (const line of table(rows)) io.out(line);
+}
+
+function cmdRevoke(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+  allowOnly(args, [], 1);
+  const target = args.positional[0];
+  if (target === undefined) throw new UsageError('revoke needs a key id or prefix');
+  const record = store.revokeToken(target);
+  if (!record) throw new Error(`no key with id or prefix "${target}"`);
+  io.out(`revoked ${record.id} (${record.prefix}…) at ${record.revokedAt}`);
+}
+
+function cmdPlan(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+  allowOnly(args, ['workspace', 'plan', 'rpm', 'credits']);
+  const plan = planOption(args.options.get('plan'));
+  if (plan === undefined) throw new UsageError('--plan is required');
+  const custom = customLimits(args, plan);
+  const ws = requireWorkspace(store, args.options.get('workspace'));
+  const updated = store.setPlan(ws.id, plan, custom);
+  io.out(`workspace:   ${describeWorkspace(updated)}`);
+}
+
+function cmdUsage(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+  allowOnly(args, ['workspace']);
+  const wsName = args.options.get('workspace');
+  const workspaces = wsName === undefined ? store.listWorkspaces() : [requireWorkspace(store, wsName)];
+  if (workspaces.length === 0) {
+    io.out('no workspaces');
+    return;
+  }
+  const now = new Date();
+  const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
+  const rows = [['WORKSPACE', 'PLAN', 'PERIOD', 'CREDITS USED', 'CREDITS LEFT', 'CREDIT LIMIT', 'REQUESTS', 'ERRORS', 'RPM']];
+  for (const ws of workspaces) {
+    const limits = limitsFor(ws);
+    const used = store.creditsUsed(ws.id, now);
+    const requests = store.countRequests({ workspaceId: ws.id, since: monthStart });
+    const errors = store
+      .requestsPerDay(ws.id, now.getUTCDate())
+      .reduce((sum, d) => sum + d.errors, 0);
+    rows.push([
+      ws.name,
+      ws.plan,
+      creditPeriod(now),
+      String(used),
+      String(Math.max(0, limits.creditsPerMonth - used)),
+      String(limits.creditsPerMonth),
+      String(requests),
+      String(errors),
+      String(limits.requestsPerMinute),
+    ]);
+  }
+  for (const line of table(rows)) io.out(line);
+}
+
+const COMMANDS: Record<string, (store: GatewayStore, args: ParsedArgs, io: KeysCliIo) => void> = {
+  create: cmdCreate,
+  list: cmdList,
+  revoke: cmdRevoke,
+  plan: cmdPlan,
+  usage: cmdUsage,
+};
+
+const consoleIo: KeysCliIo = {
+  out: (line) => process.stdout.write(line + '\n'),
+  err: (line) => process.stderr.write(line + '\n'),
+};
+
+/**
+ * Runs one keys command against the store of `config.dataDir`.
+ * Returns the exit status: 0 success, 1 failure (e.g. unknown workspace or key), 2 bad command line.
+ */
+export function runKeysCli(argv: string[], config: Pick<Config, 'dataDir'>, io: KeysCliIo = consoleIo): number {
+  let args: ParsedArgs;
+  try {
+    args = parseArgs(argv);
+  } catch (err) {
+    io.err(`keys: ${(err as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  if (args.help || args.command === 'help') {
+    io.out(HELP);
+    return 0;
+  }
+  if (args.command === undefined) {
+    io.err(`keys: a command is required\n\n${HELP}`);
+    return 2;
+  }
+  const command = COMMANDS[args.command];
+  if (!command) {
+    io.err(`keys: unknown command "${args.command}"\n\n${HELP}`);
+    return 2;
+  }
+  let store: GatewayStore | undefined;
+  try {
+    store = openSqliteStore(config);
+    command(store, args, io);
+    return 0;
+  } catch (err) {
+    io.err(`keys ${args.command}: ${(err as Error).message}`);
+    return err instanceof UsageError ? 2 : 1;
+  } finally {
+    store?.close();
+  }
+}
+
+if (require.main === module) {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    process.stderr.write(`keys: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  process.exitCode = runKeysCli(process.argv.slice(2), config);
+}
