@@ -1,0 +1,319 @@
+// The model service's own HTTP app: /denoise, /denoise/batch, /models, /sample, /health.
+// It knows nothing about tokens or credits (the gateway in front does); its errors are {"detail": "..."}.
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import archiver from 'archiver';
+import { PROJECT_ROOT, type Config } from '../config';
+import type { InferenceEngine } from '../inference/types';
+import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../audio/pipeline';
+import { loadCatalog } from './catalog';
+import { badRequest, HttpError, sendDetail } from './http-error';
+import { FileBase64, sendJsonWithFiles } from './json-files';
+import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from './names';
+import { assertModelInstalled, parseDenoiseParams, type DenoiseParams, type EndpointKind } from './params';
+import { receiveUpload, sweepStaleRequestDirs, withRequestScope, type RequestScope } from './uploads';
+
+export interface ModelServiceDeps {
+  config: Config;
+  engine: InferenceEngine;
+  /** Diagnostics for unexpected (500) errors; defaults to stderr. */
+  log?: (line: string) => void;
+}
+
+const CONTENT_TYPES = { wav: 'audio/wav', flac: 'audio/flac' } as const;
+
+export const SERVICE_VERSION: string = (() => {
+  try {
+    return (JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    return '0.0.0';
+  }
+})();
+
+export interface BatchItemOk {
+  index: number;
+  input: string;
+  status: 'ok';
+  output: string;
+  bytes: number;
+  stats: DenoiseStats;
+}
+
+export interface BatchItemError {
+  index: number;
+  input: string;
+  status: 'error';
+  error: { type: 'invalid_audio' | 'processing_failed'; message: string };
+}
+
+export interface BatchManifest {
+  model: string;
+  output_format: string;
+  files: number;
+  succeeded: number;
+  failed: number;
+  processing_s: number;
+  items: Array<BatchItemOk | BatchItemError>;
+}
+
+export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
+  const { config, engine } = deps;
+  const log = deps.log ?? ((line: string) => process.stderr.write(line + '\n'));
+  const startedAt = Date.now();
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  void sweepStaleRequestDirs(config.tmpDir, 6 * 60 * 60 * 1000);
+
+  const fail = (res: Response) => (err: unknown) => {
+    if (err instanceof HttpError) return sendDetail(res, err.status, err.detail);
+    if (err instanceof AudioInputError) return sendDetail(res, 422, err.message);
+    if (err instanceof AudioAbortedError) return; // the client is gone
+    log(`[model-service] internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    sendDetail(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
+  };
+
+  /** Uploads, then options: options that precede the file are already checked while it streams in. */
+  async function receive(kind: EndpointKind, scope: RequestScope, req: Request, res: Response) {
+    if (!req.is('multipart/form-data')) {
+      throw badRequest(`send multipart/form-data with the audio in "${kind === 'single' ? 'file' : 'files'}"`);
+    }
+    const files = await receiveUpload(config, kind, scope, req, res);
+    const params = parseDenoiseParams(config, kind, req.body as Record<string, unknown>);
+    if (files.length === 0) {
+      throw badRequest(
+        kind === 'single'
+          ? 'missing file: send the audio as the multipart file field "file"'
+          : 'missing files: send each audio file as a repeated multipart file field "files"',
+      );
+    }
+    assertModelInstalled(config, params.model);
+    return { files, params };
+  }
+
+  const pipelineOptions = (params: DenoiseParams, signal: AbortSignal) => ({
+    model: params.model,
+    attenuationLimitDb: params.attenuationLimitDb,
+    outputFormat: params.outputFormat,
+    keepInputSampleRate: params.keepInputSampleRate,
+    signal,
+  });
+
+  app.post('/denoise', (req, res) =>
+    withRequestScope(
+      config,
+      res,
+      async (scope) => {
+        const { files, params } = await receive('single', scope, req, res);
+        const upload = files[0];
+        const ext = params.outputFormat;
+        const outPath = path.join(scope.dir, `output.${ext}`);
+        const stats = await denoiseFile({ config, engine }, upload.path, outPath, pipelineOptions(params, scope.signal));
+        const filename = `${safeBaseName(upload.originalname)}_denoised.${ext}`;
+        res.setHeader('X-NS-Stats', headerJson(stats));
+        if (params.response === 'json') {
+          await sendJsonWithFiles(res, 200, { filename, stats, audio_base64: new FileBase64(outPath) });
+          return;
+        }
+        await sendFile(res, outPath, CONTENT_TYPES[ext], filename);
+      },
+      fail(res),
+    ),
+  );
+
+  app.post('/denoise/batch', (req, res) =>
+    withRequestScope(
+      config,
+      res,
+      async (scope) => {
+        const { files, params } = await receive('batch', scope, req, res);
+        const started = process.hrtime.bigint();
+        const ext = params.outputFormat;
+        const outputs: string[] = files.map((_, i) => path.join(scope.dir, `output-${i}.${ext}`));
+        const results: Array<DenoiseStats | Error> = new Array(files.length);
+
+        // Bounded concurrency: as many files at once as the engine has workers.
+        let next = 0;
+        const workers = Math.max(1, Math.min(files.length, engine.state().size || 1));
+        await Promise.all(
+          Array.from({ length: workers }, async () => {
+            while (next < files.length && !scope.signal.aborted) {
+              const i = next++;
+              try {
+                results[i] = await denoiseFile(
+                  { config, engine },
+                  files[i].path,
+                  outputs[i],
+                  pipelineOptions(params, scope.signal),
+                );
+              } catch (err) {
+                results[i] = err instanceof Error ? err : new Error(String(err));
+              } finally {
+                // The input is no longer needed; free the disk early on big batches.
+                await fsp.rm(files[i].path, { force: true });
+              }
+            }
+          }),
+        );
+        if (scope.signal.aborted) throw new AudioAbortedError();
+
+        const namer = new OutputNamer();
+        const items: Array<BatchItemOk | BatchItemError> = [];
+        for (let i = 0; i < files.length; i++) {
+          const input = cleanInputName(files[i].originalname);
+          const result = results[i];
+          if (result instanceof Error) {
+            if (result instanceof AudioAbortedError) throw result;
+            if (!(result instanceof AudioInputError)) log(`[model-service] batch item ${i} failed: ${result.stack ?? result.message}`);
+            items.push({
+              index: i,
+              input,
+              status: 'error',
+              error: {
+                type: result instanceof AudioInputError ? 'invalid_audio' : 'processing_failed',
+                message: result.message,
+              },
+            });
+            continue;
+          }
+          const bytes = (await fsp.stat(outputs[i])).size;
+          items.push({ index: i, input, status: 'ok', output: namer.take(safeBaseName(files[i].originalname), ext), bytes, stats: result });
+        }
+        const succeeded = items.filter((it) => it.status === 'ok').length;
+        const manifest: BatchManifest = {
+          model: params.model,
+          output_format: ext,
+          files: files.length,
+          succeeded,
+          failed: files.length - succeeded,
+          processing_s: Math.round(Number(process.hrtime.bigint() - started) / 1e6) / 1000,
+          items,
+        };
+        res.setHeader(
+          'X-NS-Batch',
+          headerJson({
+            files: manifest.files,
+            succeeded: manifest.succeeded,
+            failed: manifest.failed,
+            processing_s: manifest.processing_s,
+          }),
+        );
+
+        if (params.response === 'json') {
+          const withAudio = {
+            ...manifest,
+            items: items.map((it) => (it.status === 'ok' ? { ...it, audio_base64: new FileBase64(outputs[it.index]) } : it)),
+          };
+          await sendJsonWithFiles(res, 200, withAudio);
+          return;
+        }
+        await sendZip(res, manifest, outputs);
+      },
+      fail(res),
+    ),
+  );
+
+  app.get('/models', (_req, res) => {
+    res.json(loadCatalog(config));
+  });
+
+  app.get('/sample', async (_req, res) => {
+    const samplePath = path.join(config.modelsDir, 'sample.wav');
+    try {
+      await fsp.access(samplePath, fs.constants.R_OK);
+    } catch {
+      return sendDetail(res, 404, 'the sample clip is not installed (run `npm run models`)');
+    }
+    try {
+      await sendFile(res, samplePath, 'audio/wav', 'sample.wav', 'inline');
+    } catch (err) {
+      fail(res)(err);
+    }
+  });
+
+  app.get('/health', (_req, res) => {
+    const catalog = loadCatalog(config);
+    const installed = catalog.models.filter((m) => m.available).map((m) => m.id);
+    res.json({
+      status: installed.length > 0 ? 'ok' : 'degraded',
+      version: SERVICE_VERSION,
+      models: installed,
+      default_model: catalog.default,
+      workers: engine.state(),
+      uptime_s: Math.round((Date.now() - startedAt) / 1000),
+    });
+  });
+
+  app.use((req: Request, res: Response) => {
+    sendDetail(res, 404, `no such endpoint: ${req.method} ${req.path}`);
+  });
+  // Express calls this for errors thrown outside withRequestScope (e.g. malformed URLs).
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const status = (err as { status?: number }).status;
+    if (typeof status === 'number' && status >= 400 && status < 500) {
+      return sendDetail(res, status, (err as Error).message || 'bad request');
+    }
+    fail(res)(err);
+  });
+  return app;
+}
+
+/** Streams a file with Content-Length; resolves when the body was handed to the socket or the client left. */
+async function sendFile(
+  res: Response,
+  filePath: string,
+  contentType: string,
+  filename: string,
+  disposition: 'attachment' | 'inline' = 'attachment',
+): Promise<void> {
+  const { size } = await fsp.stat(filePath);
+  res.status(200);
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('Content-Length', String(size));
+  const cd = contentDisposition(filename);
+  res.setHeader('Content-Disposition', disposition === 'inline' ? cd.replace(/^attachment/, 'inline') : cd);
+  if (res.req.method === 'HEAD') {
+    res.end();
+    return;
+  }
+  await new Promise<void>((resolve) => {
+    const input = fs.createReadStream(filePath);
+    input.on('error', () => {
+      res.destroy();
+      resolve();
+    });
+    res.once('close', () => {
+      input.destroy();
+      resolve();
+    });
+    input.pipe(res);
+  });
+}
+
+/** Streams denoised.zip: archiver reads each output from its temp file while the zip goes out. */
+async function sendZip(res: Response, manifest: BatchManifest, outputs: string[]): Promise<void> {
+  res.status(200);
+  res.setHeader('Content-Type', 'application/zip');
+  res.setHeader('Content-Disposition', contentDisposition('denoised.zip'));
+  // Audio barely compresses; a low level keeps CPU for denoising.
+  const archive = archiver('zip', { zlib: { level: 1 } });
+  await new Promise<void>((resolve) => {
+    archive.on('error', () => {
+      res.destroy();
+      resolve();
+    });
+    archive.on('warning', () => undefined);
+    res.once('close', () => {
+      if (!res.writableFinished) archive.abort();
+      resolve();
+    });
+    archive.pipe(res);
+    for (const item of manifest.items) {
+      if (item.status === 'ok') archive.file(outputs[item.index], { name: item.output });
+    }
+    archive.append(JSON.stringify(manifest, null, 2) + '\n', { name: 'manifest.json' });
+    void archive.finalize();
+  });
+}

@@ -1,0 +1,108 @@
+// Validation of the text fields of POST /denoise and /denoise/batch; every failure names the field and the rule.
+import type { Config } from '../config';
+import { MODEL_IDS, type ModelId } from '../inference/types';
+import { isModelId, loadCatalog } from './catalog';
+import { badRequest, unprocessable } from './http-error';
+
+export type OutputFormat = 'wav' | 'flac';
+
+export interface DenoiseParams {
+  model: ModelId;
+  attenuationLimitDb: number;
+  outputFormat: OutputFormat;
+  keepInputSampleRate: boolean;
+  response: string; // 'audio' | 'json' for /denoise, 'zip' | 'json' for /denoise/batch
+}
+
+export type EndpointKind = 'single' | 'batch';
+
+const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response'];
+const RESPONSES: Record<EndpointKind, string[]> = { single: ['audio', 'json'], batch: ['zip', 'json'] };
+export const FILE_FIELD: Record<EndpointKind, string> = { single: 'file', batch: 'files' };
+
+const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
+/** One text value; an empty string counts as omitted (what `curl -F x=` and empty form inputs send). */
+function single(body: Record<string, unknown>, name: string): string | undefined {
+  const value = body[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw badRequest(`${name} was given more than once; send it once`);
+  const trimmed = value.trim();
+  return trimmed === '' ? undefined : trimmed;
+}
+
+/**
+ * Checks the fields received so far and fills in defaults. It is also called when a file part starts, before the
+ * rest of the body has arrived, so a bad option that precedes the file is rejected before a large upload is stored.
+ */
+export function parseDenoiseParams(
+  config: Config,
+  kind: EndpointKind,
+  body: Record<string, unknown> | undefined,
+): DenoiseParams {
+  const fields = body ?? {};
+  for (const name of Object.keys(fields)) {
+    if (COMMON_FIELDS.includes(name)) continue;
+    if (name === FILE_FIELD[kind] || name === 'file' || name === 'files') {
+      throw badRequest(`"${name}" must be a file part (multipart/form-data with a filename), not a text field`);
+    }
+    throw badRequest(`unknown field "${name}"; accepted fields: ${FILE_FIELD[kind]}, ${COMMON_FIELDS.join(', ')}`);
+  }
+
+  const modelRaw = single(fields, 'model');
+  let model: ModelId;
+  if (modelRaw === undefined) {
+    model = loadCatalog(config).default;
+  } else if (!isModelId(modelRaw)) {
+    throw badRequest(`unknown model "${modelRaw}"; use one of ${MODEL_IDS.join(', ')}`);
+  } else {
+    model = modelRaw;
+  }
+
+  const attenuationRaw = single(fields, 'attenuation_limit_db');
+  let attenuationLimitDb = config.defaultAttenuationLimitDb;
+  if (attenuationRaw !== undefined) {
+    if (!NUMBER.test(attenuationRaw)) {
+      throw badRequest(`attenuation_limit_db must be a number from 0 to 100, got "${attenuationRaw}"`);
+    }
+    attenuationLimitDb = Number(attenuationRaw);
+    if (!(attenuationLimitDb >= 0 && attenuationLimitDb <= 100)) {
+      throw badRequest(`attenuation_limit_db must be from 0 to 100, got ${attenuationRaw}`);
+    }
+  }
+
+  const formatRaw = single(fields, 'output_format')?.toLowerCase();
+  if (formatRaw !== undefined && formatRaw !== 'wav' && formatRaw !== 'flac') {
+    throw badRequest(`output_format must be "wav" or "flac", got "${single(fields, 'output_format')}"`);
+  }
+  const outputFormat: OutputFormat = formatRaw ?? 'wav';
+
+  const keepRaw = single(fields, 'keep_input_sample_rate')?.toLowerCase();
+  let keepInputSampleRate = true;
+  if (keepRaw !== undefined) {
+    if (keepRaw === 'true' || keepRaw === '1') keepInputSampleRate = true;
+    else if (keepRaw === 'false' || keepRaw === '0') keepInputSampleRate = false;
+    else {
+      throw badRequest(
+        `keep_input_sample_rate must be a boolean (true, false, 1 or 0), got "${single(fields, 'keep_input_sample_rate')}"`,
+      );
+    }
+  }
+
+  const allowed = RESPONSES[kind];
+  const responseRaw = single(fields, 'response')?.toLowerCase();
+  if (responseRaw !== undefined && !allowed.includes(responseRaw)) {
+    throw badRequest(`response must be "${allowed[0]}" or "${allowed[1]}", got "${single(fields, 'response')}"`);
+  }
+  const response = responseRaw ?? allowed[0];
+
+  return { model, attenuationLimitDb, outputFormat, keepInputSampleRate, response };
+}
+
+/** A known model id whose graph files are missing cannot run here: the request is fine, the server lacks it. */
+export function assertModelInstalled(config: Config, model: ModelId): void {
+  const record = loadCatalog(config).models.find((m) => m.id === model);
+  if (!record?.available) {
+    throw unprocessable(`model "${model}" is not installed on this server (run \`npm run models\`)`);
+  }
+}

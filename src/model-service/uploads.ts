@@ -1,0 +1,202 @@
+// Uploads: streamed by multer into a per-request temp directory under config.tmpDir, never buffered whole in memory.
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import type { Request, Response } from 'express';
+import multer from 'multer';
+import type { Config } from '../config';
+import { badRequest, HttpError, tooLarge } from './http-error';
+import { FILE_FIELD, parseDenoiseParams, type EndpointKind } from './params';
+
+export const MAX_FILE_BYTES = 100 * 1024 * 1024;
+export const MAX_BATCH_FILES = 25;
+export const MAX_BATCH_BYTES = 200 * 1024 * 1024;
+const MB = 1024 * 1024;
+
+/** Where one request keeps its uploads and outputs; the whole directory is removed when the request is over. */
+export interface RequestScope {
+  dir: string;
+  /** Aborted when the client goes away before the response is complete. */
+  signal: AbortSignal;
+}
+
+const REQUEST_DIR_PREFIX = 'req-';
+
+/**
+ * Runs `handler` with a fresh temp directory. The directory is removed once BOTH the handler has settled (no
+ * ffmpeg or worker still writing into it) and the response is closed (outputs fully streamed, or client gone),
+ * whatever happened: success, validation error, crash or client abort.
+ */
+export async function withRequestScope(
+  config: Config,
+  res: Response,
+  handler: (scope: RequestScope) => Promise<void>,
+  onError: (err: unknown) => void,
+): Promise<void> {
+  const abort = new AbortController();
+  const responseClosed = new Promise<void>((resolve) => {
+    res.once('close', () => {
+      if (!res.writableFinished) abort.abort(new Error('client closed the connection'));
+      resolve();
+    });
+  });
+  let dir: string | null = null;
+  try {
+    await fsp.mkdir(config.tmpDir, { recursive: true });
+    dir = await fsp.mkdtemp(path.join(config.tmpDir, REQUEST_DIR_PREFIX));
+    await handler({ dir, signal: abort.signal });
+  } catch (err) {
+    if (!abort.signal.aborted) onError(err);
+  } finally {
+    if (!res.headersSent && !res.destroyed) {
+      // The handler must always answer; this is a guard so the directory wait below cannot hang.
+      res.status(500).json({ detail: 'internal error: no response produced' });
+    }
+    await responseClosed;
+    if (dir) await fsp.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+/** Removes request directories left behind by a crashed process (older than maxAgeMs). */
+export async function sweepStaleRequestDirs(tmpDir: string, maxAgeMs: number): Promise<void> {
+  let names: string[];
+  try {
+    names = await fsp.readdir(tmpDir);
+  } catch {
+    return;
+  }
+  const cutoff = Date.now() - maxAgeMs;
+  for (const name of names) {
+    if (!name.startsWith(REQUEST_DIR_PREFIX)) continue;
+    const full = path.join(tmpDir, name);
+    try {
+      const st = await fsp.stat(full);
+      if (st.mtimeMs < cutoff) await fsp.rm(full, { recursive: true, force: true });
+    } catch {
+      // Another process may be removing it at the same time.
+    }
+  }
+}
+
+class TotalSizeExceeded extends Error {
+  readonly code = 'LIMIT_TOTAL_SIZE';
+}
+
+/** multer storage engine: writes each file part into the request directory and enforces the per-request total. */
+class ScopedDiskStorage implements multer.StorageEngine {
+  constructor(
+    private readonly dir: string,
+    private readonly maxTotalBytes: number,
+  ) {}
+
+  private count = 0;
+  private totalBytes = 0;
+
+  _handleFile(
+    _req: Request,
+    file: Express.Multer.File,
+    cb: (error?: unknown, info?: Partial<Express.Multer.File>) => void,
+  ): void {
+    const filePath = path.join(this.dir, `upload-${this.count++}`);
+    const out = fs.createWriteStream(filePath);
+    let size = 0;
+    let failed = false;
+    const fail = (err: unknown): void => {
+      if (failed) return;
+      failed = true;
+      file.stream.unpipe(out);
+      file.stream.resume();
+      out.destroy();
+      fs.unlink(filePath, () => cb(err));
+    };
+    file.stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      this.totalBytes += chunk.length;
+      if (this.totalBytes > this.maxTotalBytes) fail(new TotalSizeExceeded());
+    });
+    file.stream.on('error', fail);
+    out.on('error', fail);
+    out.on('finish', () => {
+      if (!failed) cb(null, { path: filePath, size, destination: this.dir, filename: path.basename(filePath) });
+    });
+    file.stream.pipe(out);
+  }
+
+  _removeFile(_req: Request, file: Express.Multer.File, cb: (error: Error | null) => void): void {
+    fs.unlink(file.path, () => cb(null));
+  }
+}
+
+/** Translates multer/busboy failures into the {detail} errors of the API. */
+function uploadError(kind: EndpointKind, err: unknown): unknown {
+  if (err instanceof HttpError) return err;
+  if (err instanceof TotalSizeExceeded) {
+    return tooLarge(`the request's files exceed ${MAX_BATCH_BYTES / MB} MB in total`);
+  }
+  if (err instanceof multer.MulterError) {
+    const expected = FILE_FIELD[kind];
+    switch (err.code) {
+      case 'LIMIT_FILE_SIZE': {
+        const name = (err as { filename?: string }).filename;
+        return tooLarge(`${name ? `file "${name}"` : 'a file'} is larger than ${MAX_FILE_BYTES / MB} MB`);
+      }
+      case 'LIMIT_FILE_COUNT':
+        return tooLarge(`too many files: at most ${MAX_BATCH_FILES} per batch`);
+      case 'LIMIT_UNEXPECTED_FILE':
+        if (err.field === expected) {
+          return badRequest(`only one "file" per call; send several files to /denoise/batch as repeated "files"`);
+        }
+        return badRequest(`unexpected file field "${err.field ?? ''}"; send the audio as "${expected}"`);
+      default:
+        return badRequest(`malformed form data: ${err.message}`);
+    }
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  // busboy: "Unexpected end of form", "Malformed part header", "Multipart: Boundary not found", ...
+  return badRequest(`malformed multipart/form-data body: ${message}`);
+}
+
+/**
+ * Receives the multipart body into `scope.dir`. Resolves with the stored files (in upload order);
+ * text fields end up in req.body.
+ */
+export function receiveUpload(
+  config: Config,
+  kind: EndpointKind,
+  scope: RequestScope,
+  req: Request,
+  res: Response,
+): Promise<Express.Multer.File[]> {
+  const expected = FILE_FIELD[kind];
+  const upload = multer({
+    storage: new ScopedDiskStorage(scope.dir, kind === 'single' ? MAX_FILE_BYTES : MAX_BATCH_BYTES),
+    // Browsers and curl send UTF-8 file names without declaring a charset.
+    defParamCharset: 'utf8',
+    limits: {
+      fileSize: MAX_FILE_BYTES,
+      ...(kind === 'batch' ? { files: MAX_BATCH_FILES } : {}),
+      fields: 20,
+      parts: MAX_BATCH_FILES + 20,
+      fieldSize: 64 * 1024,
+    },
+    fileFilter: (fileReq, file, cb) => {
+      try {
+        if (file.fieldname !== expected) {
+          throw badRequest(`unexpected file field "${file.fieldname}"; send the audio as "${expected}"`);
+        }
+        parseDenoiseParams(config, kind, fileReq.body as Record<string, unknown>);
+        cb(null, true);
+      } catch (err) {
+        cb(err as Error);
+      }
+    },
+  });
+  const middleware = kind === 'single' ? upload.single(expected) : upload.array(expected, MAX_BATCH_FILES);
+  return new Promise((resolve, reject) => {
+    middleware(req, res, (err?: unknown) => {
+      if (err) return reject(uploadError(kind, err));
+      if (kind === 'single') resolve(req.file ? [req.file] : []);
+      else resolve(Array.isArray(req.files) ? req.files : []);
+    });
+  });
+}
