@@ -1,0 +1,41 @@
+// Decode / encode audio with ffmpeg for the benchmark and evaluation (float32 planar, any rate).
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { loadConfig } from '../../src/config';
+
+export function decodeAudio(file: string, sampleRate: number, channels = 1): Float32Array[] {
+  const ff = loadConfig().ffmpegPath;
+  const r = spawnSync(ff, ['-v', 'error', '-i', file, '-ac', String(channels), '-ar', String(sampleRate), '-f', 'f32le', 'pipe:1'], {
+    maxBuffer: 2 ** 31,
+  });
+  if (r.status !== 0) throw new Error(`ffmpeg could not decode ${file}: ${r.stderr}`);
+  const b = r.stdout;
+  const inter = new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length));
+  const n = inter.length / channels;
+  const planar = Array.from({ length: channels }, () => new Float32Array(n));
+  for (let i = 0; i < n; i++) for (let c = 0; c < channels; c++) planar[c][i] = inter[i * channels + c];
+  return planar;
+}
+
+/** Writes a float32 WAV (mono or planar channels). */
+export function writeWavFloat(file: string, planar: Float32Array[], sampleRate: number): void {
+  const ch = planar.length;
+  const n = planar[0].length;
+  const data = Buffer.alloc(n * ch * 4);
+  for (let i = 0; i < n; i++) for (let c = 0; c < ch; c++) data.writeFloatLE(planar[c][i], (i * ch + c) * 4);
+  const h = Buffer.alloc(44);
+  h.write('RIFF', 0);
+  h.writeUInt32LE(36 + data.length, 4);
+  h.write('WAVE', 8);
+  h.write('fmt ', 12);
+  h.writeUInt32LE(16, 16);
+  h.writeUInt16LE(3, 20);
+  h.writeUInt16LE(ch, 22);
+  h.writeUInt32LE(sampleRate, 24);
+  h.writeUInt32LE(sampleRate * ch * 4, 28);
+  h.writeUInt16LE(ch * 4, 32);
+  h.writeUInt16LE(32, 34);
+  h.write('data', 36);
+  h.writeUInt32LE(data.length, 40);
+  fs.writeFileSync(file, Buffer.concat([h, data]));
+}

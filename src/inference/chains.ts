@@ -1,0 +1,186 @@
+// The five model chains. Each is a ChainProcessor: delayed, hop-quantised output; AlignedStream aligns it.
+import { DelayLine, Decimator3, Interpolator3, RESAMPLE_DELAY_48K } from './dsp';
+import { DtlnCore, DtlnGraphs, DTLN_LATENCY, HOP } from './dtln';
+import { PostFilter, PostFilterOptions } from './postfilter';
+import { ChainProcessor, concat } from './stream';
+import { ModelId } from './types';
+
+/** nsm-1 (stage 1 only, Hann resynthesis) and nsm-2 (both stages), optionally averaged over shifted frame grids. */
+export class Dtln16Chain implements ChainProcessor {
+  readonly sampleRate = 16000;
+  readonly latency: number;
+  private readonly core: DtlnCore;
+  private readonly inDelays: DelayLine[][];
+  private readonly outDelays: DelayLine[][];
+
+  constructor(
+    graphs: DtlnGraphs,
+    readonly channels: number,
+    useStage2: boolean,
+    /** Frame-grid offsets (samples) to average over; [0] = plain DTLN. */
+    private readonly offsets: number[] = [0],
+  ) {
+    const maxOffset = Math.max(...offsets);
+    this.core = new DtlnCore(graphs, { batch: channels * offsets.length, useStage2 });
+    this.inDelays = offsets.map((s) => Array.from({ length: channels }, () => new DelayLine(s)));
+    this.outDelays = offsets.map((s) => Array.from({ length: channels }, () => new DelayLine(maxOffset - s)));
+    this.latency = DTLN_LATENCY + maxOffset;
+  }
+
+  async process(planar: Float32Array[]): Promise<Float32Array[]> {
+    const G = this.offsets.length;
+    if (G === 1) return (await this.core.process(planar)).out;
+    const batch: Float32Array[] = [];
+    for (let g = 0; g < G; g++) for (let c = 0; c < this.channels; c++) batch.push(this.inDelays[g][c].process(planar[c]));
+    const { out } = await this.core.process(batch);
+    const result: Float32Array[] = [];
+    for (let c = 0; c < this.channels; c++) {
+      const acc = new Float32Array(out[0].length);
+      for (let g = 0; g < G; g++) {
+        const y = this.outDelays[g][c].process(out[g * this.channels + c]);
+        for (let i = 0; i < acc.length; i++) acc[i] += y[i];
+      }
+      for (let i = 0; i < acc.length; i++) acc[i] /= G;
+      result.push(acc);
+    }
+    return result;
+  }
+}
+
+/** A 16 kHz chain followed by the residual-noise post-filter. */
+export class PostFilteredChain implements ChainProcessor {
+  readonly sampleRate: number;
+  readonly channels: number;
+  readonly latency: number;
+  private readonly filters: PostFilter[];
+
+  constructor(
+    private readonly inner: ChainProcessor,
+    opts: PostFilterOptions,
+  ) {
+    this.sampleRate = inner.sampleRate;
+    this.channels = inner.channels;
+    this.filters = Array.from({ length: inner.channels }, () => new PostFilter(opts));
+    this.latency = inner.latency + this.filters[0].latency;
+  }
+
+  async process(planar: Float32Array[]): Promise<Float32Array[]> {
+    const y = await this.inner.process(planar);
+    return y.map((ch, c) => this.filters[c].process(ch));
+  }
+}
+
+/**
+ * nsm-2-hd, 48 kHz: the 16 kHz DTLN core on the speech band (decimated), and above the crossover (~7.6 kHz)
+ * the input's high band scaled by the core's own 4-7.5 kHz effective gain, hop by hop.
+ * out = up(DTLN(down(x))) + g(t) * (x - up(down(x))), all delayed to the same point.
+ */
+export class FullBandChain implements ChainProcessor {
+  readonly sampleRate = 48000;
+  readonly latency: number;
+  private readonly core: DtlnCore;
+  private readonly down: Decimator3[];
+  private readonly upWet: Interpolator3[];
+  private readonly upDry: Interpolator3[];
+  private readonly dryDelay16: DelayLine[];
+  private readonly inDelay48: DelayLine[];
+  private readonly gainDelay48: DelayLine[];
+  private readonly gainState: number[];
+  private readonly mergers: BandMerger[];
+  /** One-pole smoothing of the per-hop gain at 16 kHz (~4 ms). */
+  private readonly smooth = Math.exp(-1 / (0.004 * 16000));
+
+  constructor(
+    graphs: DtlnGraphs,
+    readonly channels: number,
+  ) {
+    this.core = new DtlnCore(graphs, { batch: channels, useStage2: true, highBandGain: true });
+    const mk = <T>(f: () => T): T[] => Array.from({ length: channels }, f);
+    this.down = mk(() => new Decimator3());
+    this.upWet = mk(() => new Interpolator3());
+    this.upDry = mk(() => new Interpolator3());
+    this.dryDelay16 = mk(() => new DelayLine(DTLN_LATENCY));
+    this.latency = 2 * RESAMPLE_DELAY_48K + 3 * DTLN_LATENCY;
+    this.inDelay48 = mk(() => new DelayLine(this.latency));
+    this.gainDelay48 = mk(() => new DelayLine(RESAMPLE_DELAY_48K));
+    this.gainState = mk(() => 1);
+    this.mergers = mk(() => new BandMerger());
+  }
+
+  async process(planar: Float32Array[]): Promise<Float32Array[]> {
+    const x16 = planar.map((x, c) => this.down[c].process(x));
+    // Decimator output counts are identical across channels (same input lengths).
+    const { out, highGain } = await this.core.process(x16);
+    const result: Float32Array[] = [];
+    for (let c = 0; c < this.channels; c++) {
+      const low = this.upWet[c].process(out[c]);
+      // The dry path must see exactly the samples the core consumed: same delay, same count.
+      const dry16 = this.dryDelay16[c].process(x16[c]);
+      const lowDryAll = this.upDry[c].process(dry16);
+      const xd = this.inDelay48[c].process(planar[c]);
+      // Gain per 16 kHz sample (held per hop, smoothed), repeated x3 and delayed like the interpolator.
+      const hg = highGain![c];
+      const g48 = new Float32Array(3 * out[c].length);
+      let s = this.gainState[c];
+      for (let j = 0; j < hg.length; j++) {
+        for (let i = 0; i < HOP; i++) {
+          s = hg[j] + this.smooth * (s - hg[j]);
+          const o = 3 * (j * HOP + i);
+          g48[o] = s;
+          g48[o + 1] = s;
+          g48[o + 2] = s;
+        }
+      }
+      this.gainState[c] = s;
+      const g = this.gainDelay48[c].process(g48);
+      result.push(this.mergers[c].merge(low, lowDryAll, xd, g));
+    }
+    return result;
+  }
+}
+
+/**
+ * The four 48 kHz paths of FullBandChain are aligned in stream time but arrive in different amounts per call (the
+ * core emits whole hops, the dry paths follow the input), so each keeps its surplus until the others catch up.
+ */
+class BandMerger {
+  private low: Float32Array = new Float32Array(0);
+  private lowDry: Float32Array = new Float32Array(0);
+  private dry: Float32Array = new Float32Array(0);
+  private gain: Float32Array = new Float32Array(0);
+
+  merge(low: Float32Array, lowDry: Float32Array, dry: Float32Array, gain: Float32Array): Float32Array {
+    this.low = concat(this.low, low);
+    this.lowDry = concat(this.lowDry, lowDry);
+    this.dry = concat(this.dry, dry);
+    this.gain = concat(this.gain, gain);
+    const n = Math.min(this.low.length, this.lowDry.length, this.dry.length, this.gain.length);
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i++) out[i] = this.low[i] + this.gain[i] * (this.dry[i] - this.lowDry[i]);
+    this.low = this.low.slice(n);
+    this.lowDry = this.lowDry.slice(n);
+    this.dry = this.dry.slice(n);
+    this.gain = this.gain.slice(n);
+    return out;
+  }
+}
+
+export function createChain(model: ModelId, channels: number, graphs: DtlnGraphs): ChainProcessor {
+  switch (model) {
+    case 'nsm-1':
+      return new Dtln16Chain(graphs, channels, false);
+    case 'nsm-2':
+      return new Dtln16Chain(graphs, channels, true);
+    case 'nsm-3':
+      return new PostFilteredChain(new Dtln16Chain(graphs, channels, true), NSM3_POSTFILTER);
+    case 'nsm-4':
+      return new PostFilteredChain(new Dtln16Chain(graphs, channels, true, [0, 32, 64, 96]), NSM4_POSTFILTER);
+    case 'nsm-2-hd':
+      return new FullBandChain(graphs, channels);
+    default:
+      throw new Error(`unknown model ${String(model)}`);
+  }
+}
+
+export const NSM3_POSTFILTER: PostFilterOptions = { overSubtract: 1.0, floorDb: -15 };
+export const NSM4_POSTFILTER: PostFilterOptions = { overSubtract: 1.5, floorDb: -20 };

@@ -1,0 +1,25 @@
+// Loads the two DTLN graphs with the options the pool relies on: one thread per session (parallelism comes from the
+// worker pool), full graph optimisation.
+import fs from 'node:fs';
+import path from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { DtlnGraphs } from './dtln';
+
+export const STAGE1_FILE = 'dtln_stage1.onnx';
+export const STAGE2_FILE = 'dtln_stage2.onnx';
+
+export const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
+  intraOpNumThreads: 1,
+  interOpNumThreads: 1,
+  graphOptimizationLevel: 'all',
+  executionMode: 'sequential',
+};
+
+export async function loadGraphs(modelsDir: string): Promise<DtlnGraphs> {
+  const files = [STAGE1_FILE, STAGE2_FILE].map((f) => path.join(modelsDir, f));
+  for (const f of files) {
+    if (!fs.existsSync(f)) throw new Error(`model graph ${f} is missing: run "npm run models" first`);
+  }
+  const [stage1, stage2] = await Promise.all(files.map((f) => ort.InferenceSession.create(f, SESSION_OPTIONS)));
+  return { stage1, stage2 };
+}

@@ -1,0 +1,108 @@
+// Turns a chain (delayed, hop-quantised output) into an aligned stream: output sample n lines up with input sample
+// n, total output length == total input length, and attenuation_limit_db is applied on the aligned signals.
+
+export interface ChainProcessor {
+  readonly sampleRate: number;
+  readonly channels: number;
+  /** Output stream index i corresponds to input index i - latency. */
+  readonly latency: number;
+  /** Equal-length planar chunks in; equal-length planar chunks out (any length, possibly 0). */
+  process(planar: Float32Array[]): Promise<Float32Array[]>;
+}
+
+/** Linear mix weight of the (aligned) input that keeps the output within `limitDb` of it; 0 when unlimited. */
+export function dryMixForLimit(limitDb: number): number {
+  if (!(limitDb > 0)) return 0;
+  return Math.pow(10, -limitDb / 20);
+}
+
+export class AlignedStream {
+  private readonly dry: number;
+  /** Chain output samples still to drop (its latency). */
+  private toSkip: number;
+  private inCount = 0;
+  private outCount = 0;
+  /** Input samples not yet matched by output; only kept when mixing with the dry signal. */
+  private pendingDry: Float32Array[];
+
+  constructor(
+    private readonly chain: ChainProcessor,
+    attenuationLimitDb: number,
+  ) {
+    this.dry = dryMixForLimit(attenuationLimitDb);
+    this.toSkip = chain.latency;
+    this.pendingDry = Array.from({ length: chain.channels }, () => new Float32Array(0));
+  }
+
+  get sampleRate(): number {
+    return this.chain.sampleRate;
+  }
+
+  async push(planar: Float32Array[]): Promise<Float32Array[]> {
+    if (planar.length !== this.chain.channels) {
+      throw new Error(`expected ${this.chain.channels} channels, got ${planar.length}`);
+    }
+    const n = planar[0].length;
+    for (const c of planar) if (c.length !== n) throw new Error('channels of a chunk must have equal length');
+    if (this.dry > 0) this.pendingDry = this.pendingDry.map((p, c) => concat(p, planar[c]));
+    this.inCount += n;
+    const y = await this.chain.process(planar);
+    return this.emit(y, this.inCount - this.outCount);
+  }
+
+  async end(): Promise<Float32Array[]> {
+    const parts: Float32Array[][] = [];
+    // Feed silence until the chain has produced every delayed sample of the real input.
+    let guard = 0;
+    while (this.outCount < this.inCount) {
+      const need = this.inCount - this.outCount + this.toSkip;
+      const zeros = Array.from({ length: this.chain.channels }, () => new Float32Array(need + 512));
+      const y = await this.chain.process(zeros);
+      parts.push(this.emit(y, this.inCount - this.outCount));
+      if (++guard > 1000) throw new Error('chain did not flush');
+    }
+    return parts.length === 1 ? parts[0] : this.pendingDry.map((_, c) => concatAll(parts.map((p) => p[c])));
+  }
+
+  private emit(y: Float32Array[], maxLen: number): Float32Array[] {
+    let start = 0;
+    if (this.toSkip > 0) {
+      start = Math.min(this.toSkip, y[0].length);
+      this.toSkip -= start;
+    }
+    const len = Math.max(0, Math.min(y[0].length - start, maxLen));
+    const out = y.map((ch) => ch.subarray(start, start + len));
+    if (this.dry > 0 && len > 0) {
+      const wet = 1 - this.dry;
+      for (let c = 0; c < out.length; c++) {
+        const d = this.pendingDry[c];
+        const o = new Float32Array(len);
+        const w = out[c];
+        for (let i = 0; i < len; i++) o[i] = this.dry * d[i] + wet * w[i];
+        out[c] = o;
+        this.pendingDry[c] = d.subarray(len);
+      }
+    }
+    this.outCount += len;
+    return out;
+  }
+}
+
+export function concat(a: Float32Array, b: Float32Array): Float32Array {
+  if (a.length === 0) return b;
+  const r = new Float32Array(a.length + b.length);
+  r.set(a);
+  r.set(b, a.length);
+  return r;
+}
+
+export function concatAll(parts: Float32Array[]): Float32Array {
+  const total = parts.reduce((s, p) => s + p.length, 0);
+  const r = new Float32Array(total);
+  let o = 0;
+  for (const p of parts) {
+    r.set(p, o);
+    o += p.length;
+  }
+  return r;
+}
