@@ -1,0 +1,599 @@
+// The console's single page: sign-in, API keys, workspaces (usage chart + request log) and the
+// playground. Talks to /console/api/* with the session cookie and the CSRF header; the
+// playground calls the public API /v1/noise-suppressor/* directly with X-API-Key.
+// All data goes into the page through textContent, never innerHTML.
+'use strict';
+(function () {
+  const $ = (sel) => document.querySelector(sel);
+  const API = 'api';
+  // The public API lives next to /console on the same origin.
+  const BASE = location.pathname.replace(/\/console(\/.*)?$/, '');
+
+  const state = {
+    csrf: null,
+    meta: null,
+    workspaces: [],
+    keys: [],
+    page: null,
+    wsId: null,
+    logOffset: 0,
+    logLimit: 25,
+    playground: { workspaceId: null, token: null, models: null, file: null, fileName: null, beforeBytes: null, recorder: null, afterUrl: null, beforeUrl: null, beforePeakDb: null },
+  };
+
+  // ---------------------------------------------------------------- helpers
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') node.className = v;
+      else if (k === 'text') node.textContent = v;
+      else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+      else if (k === 'dataset') Object.assign(node.dataset, v);
+      else node.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
+    return node;
+  }
+  function show(node, on) { node.hidden = !on; }
+  function setError(node, msg) { node.textContent = msg || ''; show(node, !!msg); }
+  function fmtTime(iso) {
+    if (!iso) return '—';
+    const d = new Date(iso);
+    return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  }
+  function fmtNum(n) { return n === null || n === undefined ? 'custom' : Number(n).toLocaleString(); }
+
+  class ApiError extends Error {
+    constructor(status, type, message) { super(message); this.status = status; this.type = type; }
+  }
+
+  async function api(method, path, body) {
+    const headers = { Accept: 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (method !== 'GET' && state.csrf) headers['X-CSRF-Token'] = state.csrf;
+    const res = await fetch(`${API}/${path}`, {
+      method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let data = null;
+    try { data = await res.json(); } catch { /* empty */ }
+    if (!res.ok) {
+      const err = (data && data.error) || {};
+      if (res.status === 401 && err.type === 'not_signed_in') signedOut();
+      throw new ApiError(res.status, err.type || 'error', err.message || `HTTP ${res.status}`);
+    }
+    return data;
+  }
+
+  // ---------------------------------------------------------------- session
+  function signedOut() {
+    state.csrf = null;
+    state.playground.token = null;
+    show($('#nav'), false);
+    show($('#signout'), false);
+    for (const p of document.querySelectorAll('.page')) show(p, false);
+    show($('#page-signin'), true);
+    $('#signin-secret').focus();
+  }
+
+  async function signedIn(csrf) {
+    state.csrf = csrf;
+    show($('#page-signin'), false);
+    show($('#nav'), true);
+    show($('#signout'), true);
+    state.meta = await api('GET', 'meta');
+    buildStaticOptions();
+    route();
+  }
+
+  $('#signin-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    setError($('#signin-error'), '');
+    try {
+      const out = await api('POST', 'login', { secret: $('#signin-secret').value });
+      $('#signin-secret').value = '';
+      await signedIn(out.csrf_token);
+    } catch (e) {
+      setError($('#signin-error'), e.type === 'too_many_attempts' ? e.message : e.type === 'invalid_secret' ? 'Wrong admin secret.' : e.message);
+    }
+  });
+
+  $('#signout').addEventListener('click', async () => {
+    try { await api('POST', 'logout'); } catch { /* signed out anyway */ }
+    if (location.hash) history.replaceState(null, '', location.pathname);
+    signedOut();
+  });
+
+  // ---------------------------------------------------------------- routing
+  const PAGES = ['keys', 'workspaces', 'playground'];
+  function route() {
+    if (!state.csrf) return;
+    const page = PAGES.includes(location.hash.slice(1)) ? location.hash.slice(1) : 'keys';
+    state.page = page;
+    for (const p of PAGES) show($(`#page-${p}`), p === page);
+    for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.page === page);
+    const load = { keys: loadKeysPage, workspaces: loadWorkspacesPage, playground: loadPlayground }[page];
+    load().catch((e) => console.error(e));
+  }
+  window.addEventListener('hashchange', route);
+
+  function buildStaticOptions() {
+    const scopes = $('#key-scopes');
+    if (!scopes.childElementCount) {
+      for (const s of state.meta.scopes) {
+        const id = `scope-${s.scope.replace(/[^a-z0-9]/gi, '_')}`;
+        scopes.append(el('label', { for: id },
+          el('input', { type: 'checkbox', id, value: s.scope, name: 'scopes' }),
+          el('code', { text: s.scope }), el('span', { class: 'muted', text: s.allows })));
+      }
+    }
+    for (const sel of [$('#key-new-workspace-plan'), $('#ws-create-plan'), $('#ws-plan-select')]) {
+      if (sel.childElementCount) continue;
+      for (const p of state.meta.plans) {
+        const limits = `${fmtNum(p.requestsPerMinute)}/min, ${fmtNum(p.creditsPerMonth)} credits/month${p.custom ? ' unless custom' : ''}`;
+        sel.append(el('option', { value: p.id, text: `${p.label} (${limits})` }));
+      }
+    }
+  }
+
+  async function refreshWorkspaces() {
+    state.workspaces = (await api('GET', 'workspaces')).workspaces;
+    if (!state.wsId || !state.workspaces.some((w) => w.id === state.wsId)) state.wsId = state.workspaces[0] ? state.workspaces[0].id : null;
+    return state.workspaces;
+  }
+
+  function fillWorkspaceSelect(sel, { allOption, newOption, selected } = {}) {
+    sel.textContent = '';
+    if (allOption) sel.append(el('option', { value: '', text: 'All workspaces' }));
+    for (const w of state.workspaces) sel.append(el('option', { value: w.id, text: `${w.name} (${w.plan_label})` }));
+    if (newOption) sel.append(el('option', { value: '__new__', text: '+ New workspace…' }));
+    if (selected !== undefined && [...sel.options].some((o) => o.value === selected)) sel.value = selected;
+  }
+
+  // ---------------------------------------------------------------- API keys
+  async function loadKeysPage() {
+    await refreshWorkspaces();
+    const filter = $('#keys-filter-workspace');
+    const keepFilter = filter.value;
+    fillWorkspaceSelect(filter, { allOption: true, selected: keepFilter });
+    const target = $('#key-workspace');
+    fillWorkspaceSelect(target, { newOption: true, selected: target.value || state.wsId || '__new__' });
+    if (!state.workspaces.length) target.value = '__new__';
+    show($('#key-new-workspace'), target.value === '__new__');
+    await renderKeys();
+  }
+
+  async function renderKeys() {
+    const ws = $('#keys-filter-workspace').value;
+    state.keys = (await api('GET', `keys${ws ? `?workspace=${encodeURIComponent(ws)}` : ''}`)).keys;
+    const body = $('#keys-table tbody');
+    body.textContent = '';
+    for (const k of state.keys) {
+      const revokeBtn = k.status === 'active'
+        ? el('button', { type: 'button', class: 'link-danger revoke', dataset: { keyId: k.id }, text: 'Revoke', onclick: () => revokeKey(k) })
+        : null;
+      body.append(el('tr', { dataset: { keyId: k.id, prefix: k.prefix } },
+        el('td', { text: k.name }),
+        el('td', { class: 'mono', text: `${k.prefix}…` }),
+        el('td', { text: k.workspace_name }),
+        el('td', {}, ...k.scopes.map((s) => el('span', { class: 'scope-chip', text: s })),
+          k.allowed_ips.length ? el('div', { class: 'muted small', text: `IPs: ${k.allowed_ips.join(', ')}` }) : null),
+        el('td', { text: fmtTime(k.created_at) }),
+        el('td', { text: fmtTime(k.last_used_at) }),
+        el('td', { text: k.expires_at ? fmtTime(k.expires_at) : 'never' }),
+        el('td', {}, el('span', { class: `badge ${k.status}`, text: k.status })),
+        el('td', {}, revokeBtn)));
+    }
+    show($('#keys-empty'), state.keys.length === 0);
+  }
+
+  $('#keys-filter-workspace').addEventListener('change', () => renderKeys());
+  $('#key-workspace').addEventListener('change', () => show($('#key-new-workspace'), $('#key-workspace').value === '__new__'));
+
+  $('#key-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    setError($('#key-form-error'), '');
+    const scopes = [...document.querySelectorAll('#key-scopes input:checked')].map((i) => i.value);
+    const body = {
+      name: $('#key-name').value,
+      scopes,
+      allowed_ips: $('#key-ips').value,
+      expires_at: $('#key-expiry').value || null,
+    };
+    if ($('#key-workspace').value === '__new__') {
+      body.new_workspace = { name: $('#key-new-workspace-name').value, plan: $('#key-new-workspace-plan').value };
+    } else {
+      body.workspace_id = $('#key-workspace').value;
+    }
+    const submit = $('#key-create-submit');
+    submit.disabled = true;
+    try {
+      const out = await api('POST', 'keys', body);
+      $('#token-once-value').value = out.token;
+      show($('#token-once-copied'), false);
+      show($('#token-once'), true);
+      $('#key-form').reset();
+      state.wsId = out.key.workspace_id;
+      $('#key-workspace').value = out.key.workspace_id;
+      await loadKeysPage();
+      $('#key-workspace').value = out.key.workspace_id;
+      show($('#key-new-workspace'), false);
+      $('#token-once').scrollIntoView({ block: 'nearest' });
+    } catch (e) {
+      setError($('#key-form-error'), e.message);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+
+  $('#token-once-copy').addEventListener('click', async () => {
+    const input = $('#token-once-value');
+    try {
+      await navigator.clipboard.writeText(input.value);
+    } catch {
+      // Clipboard API needs a secure context; fall back to the selection.
+      input.select();
+      document.execCommand('copy');
+    }
+    show($('#token-once-copied'), true);
+  });
+  $('#token-once-close').addEventListener('click', () => {
+    $('#token-once-value').value = '';
+    show($('#token-once'), false);
+  });
+
+  function confirmDialog(title, text, okLabel) {
+    const dlg = $('#confirm-dialog');
+    $('#confirm-title').textContent = title;
+    $('#confirm-text').textContent = text;
+    $('#confirm-ok').textContent = okLabel;
+    return new Promise((resolve) => {
+      dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
+      dlg.returnValue = '';
+      dlg.showModal();
+    });
+  }
+
+  async function revokeKey(k) {
+    const ok = await confirmDialog('Revoke this key?', `"${k.name}" (${k.prefix}…) stops working immediately. Calls with it get 401 key_revoked. This cannot be undone.`, 'Revoke');
+    if (!ok) return;
+    try {
+      await api('POST', `keys/${encodeURIComponent(k.id)}/revoke`);
+    } catch (e) {
+      alert(e.message);
+    }
+    await renderKeys();
+  }
+
+  // ---------------------------------------------------------------- workspaces
+  async function loadWorkspacesPage() {
+    await refreshWorkspaces();
+    fillWorkspaceSelect($('#ws-select'), { selected: state.wsId });
+    show($('#ws-empty'), !state.workspaces.length);
+    show($('#ws-details'), !!state.workspaces.length);
+    if (!state.workspaces.length) return;
+    state.logOffset = 0;
+    await renderWorkspace();
+  }
+
+  async function renderWorkspace() {
+    const id = $('#ws-select').value;
+    state.wsId = id;
+    const usage = await api('GET', `workspaces/${encodeURIComponent(id)}/usage?days=30`);
+    const w = usage.workspace;
+    $('#ws-plan').textContent = w.plan_label;
+    $('#ws-plan-select').value = w.plan;
+    $('#ws-rate').textContent = `${fmtNum(w.requests_per_minute)} requests/min per key`;
+    $('#ws-credits-used').textContent = fmtNum(w.credits_used);
+    $('#ws-credits-left').textContent = w.credits_left === null ? 'unlimited' : fmtNum(w.credits_left);
+    $('#ws-credits-period').textContent = w.credits_per_month === null
+      ? `period ${w.period} (UTC), custom limit`
+      : `of ${fmtNum(w.credits_per_month)} in ${w.period} (UTC)`;
+    const pct = w.credits_per_month ? Math.min(100, (100 * w.credits_used) / w.credits_per_month) : 0;
+    $('#ws-credits-bar').style.width = `${pct}%`;
+    $('#ws-credits-bar').classList.toggle('high', pct >= 90);
+    $('#ws-keys-active').textContent = `${w.active_keys} active key${w.active_keys === 1 ? '' : 's'}`;
+    drawChart($('#ws-chart'), usage.days, 30);
+
+    const keys = (await api('GET', `keys?workspace=${encodeURIComponent(id)}`)).keys;
+    const keySel = $('#log-key');
+    const keepKey = keySel.value;
+    keySel.textContent = '';
+    keySel.append(el('option', { value: '', text: 'any' }));
+    for (const k of keys) keySel.append(el('option', { value: k.id, text: `${k.name} (${k.prefix}…)` }));
+    if ([...keySel.options].some((o) => o.value === keepKey)) keySel.value = keepKey;
+    await renderLog();
+  }
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, text) {
+    const n = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+    if (text !== undefined) n.textContent = text;
+    return n;
+  }
+
+  /** Bar chart of requests per day (errors stacked in red) for the last `days` days, in inline SVG. */
+  function drawChart(container, rows, days) {
+    const byDay = new Map(rows.map((r) => [r.day, r]));
+    const series = [];
+    const today = new Date();
+    for (let i = days - 1; i >= 0; i--) {
+      const d = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - i));
+      const key = d.toISOString().slice(0, 10);
+      const r = byDay.get(key);
+      series.push({ day: key, count: r ? r.count : 0, errors: r ? r.errors : 0 });
+    }
+    const W = 900, H = 220, left = 40, right = 10, top = 10, bottom = 28;
+    const max = Math.max(1, ...series.map((s) => s.count));
+    const niceMax = (() => { const p = Math.pow(10, Math.floor(Math.log10(max))); return Math.ceil(max / p) * p; })();
+    const plotW = W - left - right, plotH = H - top - bottom;
+    const bw = plotW / series.length;
+    const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'Requests per day', preserveAspectRatio: 'none' });
+    for (let t = 0; t <= 4; t++) {
+      const v = (niceMax * t) / 4;
+      const y = top + plotH - (v / niceMax) * plotH;
+      root.append(svg('line', { x1: left, x2: W - right, y1: y, y2: y, class: 'axis', 'stroke-dasharray': t ? '2,3' : '' }));
+      root.append(svg('text', { x: left - 6, y: y + 3, 'text-anchor': 'end' }, Number.isInteger(v) ? String(v) : v.toFixed(1)));
+    }
+    series.forEach((s, i) => {
+      const x = left + i * bw + bw * 0.15, w = bw * 0.7;
+      const hAll = (s.count / niceMax) * plotH, hErr = (s.errors / niceMax) * plotH;
+      const g = svg('g', { 'data-day': s.day, 'data-count': s.count });
+      g.append(svg('title', {}, `${s.day}: ${s.count} requests, ${s.errors} errors`));
+      if (s.count > s.errors) g.append(svg('rect', { x, y: top + plotH - hAll, width: w, height: hAll - hErr, class: 'bar-ok' }));
+      if (s.errors) g.append(svg('rect', { x, y: top + plotH - hErr, width: w, height: hErr, class: 'bar-err' }));
+      root.append(g);
+      if (i % 5 === 4 || i === series.length - 1) {
+        root.append(svg('text', { x: x + w / 2, y: H - 10, 'text-anchor': 'middle' }, s.day.slice(5)));
+      }
+    });
+    container.textContent = '';
+    container.append(root);
+  }
+
+  async function renderLog() {
+    const params = new URLSearchParams({ workspace: state.wsId, limit: String(state.logLimit), offset: String(state.logOffset) });
+    const add = (k, v) => { if (v) params.set(k, v); };
+    add('status', $('#log-status').value);
+    add('error_type', $('#log-error-type').value);
+    add('endpoint', $('#log-endpoint').value);
+    add('key', $('#log-key').value);
+    const out = await api('GET', `requests?${params}`);
+    const body = $('#log-table tbody');
+    body.textContent = '';
+    for (const r of out.requests) {
+      const ok = r.status < 400;
+      body.append(el('tr', { dataset: { requestId: r.request_id } },
+        el('td', { text: fmtTime(r.time) }),
+        el('td', { class: 'mono', text: r.request_id }),
+        el('td', { class: 'mono', text: `${r.method} ${r.endpoint || '—'}` }),
+        el('td', {}, el('span', { class: ok ? 'status-ok' : 'status-err', text: String(r.status) })),
+        el('td', { class: 'mono', text: r.error_type || '' }),
+        el('td', { class: 'mono', text: r.key_prefix ? `${r.key_prefix}…` : '—', title: r.key_name || '' }),
+        el('td', { text: String(r.credits) }),
+        el('td', { text: r.upstream_ms === null ? '—' : `${r.upstream_ms} ms` }),
+        el('td', { text: `${r.total_ms} ms` })));
+    }
+    show($('#log-empty'), out.requests.length === 0);
+    $('#log-prev').disabled = state.logOffset === 0;
+    $('#log-next').disabled = !out.has_more;
+    $('#log-page').textContent = out.requests.length ? `rows ${state.logOffset + 1}–${state.logOffset + out.requests.length}` : '';
+  }
+
+  $('#ws-select').addEventListener('change', () => { state.logOffset = 0; renderWorkspace(); });
+  for (const id of ['#log-status', '#log-error-type', '#log-endpoint', '#log-key']) {
+    $(id).addEventListener('change', () => { state.logOffset = 0; renderLog(); });
+  }
+  $('#log-refresh').addEventListener('click', () => renderWorkspace());
+  $('#log-prev').addEventListener('click', () => { state.logOffset = Math.max(0, state.logOffset - state.logLimit); renderLog(); });
+  $('#log-next').addEventListener('click', () => { state.logOffset += state.logLimit; renderLog(); });
+
+  $('#ws-plan-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const plan = $('#ws-plan-select').value;
+    const ok = await confirmDialog('Change plan?', `Switch this workspace to the ${plan} plan? Rate limits and monthly credits change immediately.`, 'Change plan');
+    if (!ok) return;
+    try { await api('POST', `workspaces/${encodeURIComponent(state.wsId)}/plan`, { plan }); } catch (e) { alert(e.message); }
+    await loadWorkspacesPage();
+  });
+
+  $('#ws-create-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    setError($('#ws-create-error'), '');
+    try {
+      const out = await api('POST', 'workspaces', { name: $('#ws-create-name').value, plan: $('#ws-create-plan').value });
+      $('#ws-create-form').reset();
+      state.wsId = out.workspace.id;
+      await loadWorkspacesPage();
+    } catch (e) {
+      setError($('#ws-create-error'), e.message);
+    }
+  });
+
+  // ---------------------------------------------------------------- playground
+  const pg = state.playground;
+
+  function pgStatus(text, isError) {
+    const s = $('#pg-status');
+    s.textContent = text;
+    s.className = isError ? 'error' : 'muted';
+  }
+
+  function updateRunButton() {
+    $('#pg-run').disabled = !(pg.token && pg.file && $('#pg-model').value);
+  }
+
+  async function loadPlayground() {
+    await refreshWorkspaces();
+    const sel = $('#pg-workspace');
+    fillWorkspaceSelect(sel, { selected: pg.workspaceId || state.wsId });
+    if (!state.workspaces.length) {
+      pgStatus('Create a workspace first (API keys or Workspaces page).', true);
+      updateRunButton();
+      return;
+    }
+    await selectPlaygroundWorkspace(sel.value);
+  }
+
+  async function selectPlaygroundWorkspace(id) {
+    if (pg.workspaceId === id && pg.token && pg.models) { updateRunButton(); return; }
+    pg.workspaceId = id;
+    pg.token = null;
+    updateRunButton();
+    try {
+      const key = await api('POST', 'playground/key', { workspace_id: id });
+      pg.token = key.token;
+      $('#pg-key-info').textContent = `Using key ${key.prefix}… ("console playground", expires ${fmtTime(key.expires_at)}).`;
+      await loadModels();
+    } catch (e) {
+      pgStatus(`Could not prepare the playground: ${e.message}`, true);
+    }
+    updateRunButton();
+  }
+
+  async function loadModels() {
+    const res = await fetch(`${BASE}/v1/noise-suppressor/models`, { headers: { 'X-API-Key': pg.token } });
+    const data = await res.json().catch(() => null);
+    if (!res.ok) {
+      const err = (data && data.error) || {};
+      throw new Error(`GET /models: ${res.status} ${err.type || ''} ${err.message || ''}`.trim());
+    }
+    pg.models = data.models;
+    const sel = $('#pg-model');
+    const keep = sel.value;
+    sel.textContent = '';
+    for (const m of data.models) {
+      sel.append(el('option', { value: m.id, disabled: !m.available, text: `${m.id} — ${m.label} (${m.sample_rate / 1000} kHz)${m.available ? '' : ' — not installed'}` }));
+    }
+    sel.value = keep && data.models.some((m) => m.id === keep && m.available) ? keep : data.default;
+  }
+
+  $('#pg-workspace').addEventListener('change', () => selectPlaygroundWorkspace($('#pg-workspace').value));
+  $('#pg-model').addEventListener('change', updateRunButton);
+  $('#pg-atten').addEventListener('input', () => { $('#pg-atten-value').textContent = $('#pg-atten').value; });
+
+  async function setInputAudio(blob, name) {
+    pg.file = blob;
+    pg.fileName = name;
+    if (pg.beforeUrl) URL.revokeObjectURL(pg.beforeUrl);
+    pg.beforeUrl = URL.createObjectURL(blob);
+    $('#pg-before-audio').src = pg.beforeUrl;
+    const canvas = $('#pg-before-spec');
+    delete canvas.dataset.ready;
+    $('#pg-before-info').textContent = `${name} · ${(blob.size / 1024).toFixed(0)} KiB`;
+    updateRunButton();
+    try {
+      const bytes = await blob.arrayBuffer();
+      pg.beforeBytes = bytes;
+      const decoded = await Spectrogram.decodeMono(bytes, Spectrogram.wavSampleRate(bytes) || 48000);
+      pg.beforePeakDb = Spectrogram.draw(canvas, decoded);
+      $('#pg-before-info').textContent = `${name} · ${(blob.size / 1024).toFixed(0)} KiB · ${decoded.duration.toFixed(2)} s`;
+    } catch (e) {
+      $('#pg-before-info').textContent = `${name}: the browser cannot decode this format for a spectrogram (the API may still accept it).`;
+    }
+  }
+
+  $('#pg-file').addEventListener('change', () => {
+    const f = $('#pg-file').files[0];
+    if (f) setInputAudio(f, f.name);
+  });
+
+  $('#pg-record').addEventListener('click', async () => {
+    const btn = $('#pg-record');
+    if (pg.recorder) { pg.recorder.stop(); return; }
+    if (!navigator.mediaDevices || !window.MediaRecorder) {
+      $('#pg-record-state').textContent = 'Recording needs a browser with MediaRecorder on https or localhost.';
+      return;
+    }
+    let stream;
+    try {
+      stream = await navigator.mediaDevices.getUserMedia({ audio: { noiseSuppression: false, echoCancellation: false, autoGainControl: false } });
+    } catch (e) {
+      $('#pg-record-state').textContent = `Microphone unavailable: ${e.message}`;
+      return;
+    }
+    const chunks = [];
+    const rec = new MediaRecorder(stream);
+    pg.recorder = rec;
+    rec.addEventListener('dataavailable', (ev) => { if (ev.data.size) chunks.push(ev.data); });
+    rec.addEventListener('stop', () => {
+      stream.getTracks().forEach((t) => t.stop());
+      pg.recorder = null;
+      btn.textContent = '● Record';
+      btn.classList.remove('recording');
+      const type = rec.mimeType || 'audio/webm';
+      const ext = type.includes('ogg') ? 'ogg' : type.includes('mp4') ? 'm4a' : 'webm';
+      $('#pg-record-state').textContent = 'Recorded.';
+      $('#pg-file').value = '';
+      setInputAudio(new Blob(chunks, { type }), `recording.${ext}`);
+    });
+    rec.start();
+    btn.textContent = '■ Stop';
+    btn.classList.add('recording');
+    $('#pg-record-state').textContent = 'Recording… (no browser noise suppression)';
+  });
+
+  $('#pg-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    if (!pg.file || !pg.token) return;
+    const form = new FormData();
+    form.append('file', pg.file, pg.fileName);
+    form.append('model', $('#pg-model').value);
+    form.append('attenuation_limit_db', $('#pg-atten').value);
+    form.append('output_format', 'wav');
+    const run = $('#pg-run');
+    run.disabled = true;
+    pgStatus('Uploading and cleaning…');
+    const afterCanvas = $('#pg-after-spec');
+    delete afterCanvas.dataset.ready;
+    const started = performance.now();
+    try {
+      const res = await fetch(`${BASE}/v1/noise-suppressor/denoise`, { method: 'POST', headers: { 'X-API-Key': pg.token }, body: form });
+      const requestId = res.headers.get('X-Request-Id') || '';
+      if (!res.ok) {
+        const data = await res.json().catch(() => null);
+        const msg = data && data.error ? `${data.error.type}: ${data.error.message}` : data && data.detail ? String(data.detail) : `HTTP ${res.status}`;
+        // The session key may have been revoked from the keys page: get a fresh one next time.
+        if (res.status === 401) { pg.token = null; pg.models = null; pg.workspaceId = null; }
+        pgStatus(`Failed (${res.status}) ${msg} · request ${requestId}`, true);
+        return;
+      }
+      const blob = await res.blob();
+      let stats = {};
+      try { stats = JSON.parse(res.headers.get('X-NS-Stats') || '{}'); } catch { /* no stats */ }
+      if (pg.afterUrl) URL.revokeObjectURL(pg.afterUrl);
+      pg.afterUrl = URL.createObjectURL(blob);
+      $('#pg-after-audio').src = pg.afterUrl;
+      const dl = $('#pg-download');
+      dl.href = pg.afterUrl;
+      dl.download = `${(pg.fileName || 'audio').replace(/\.[^.]+$/, '')}_denoised.wav`;
+      show(dl, true);
+      const parts = [`request ${requestId}`];
+      if (typeof stats.duration_s === 'number') parts.push(`${stats.duration_s.toFixed(2)} s audio`);
+      if (typeof stats.processing_s === 'number') parts.push(`processed in ${stats.processing_s.toFixed(2)} s`);
+      if (typeof stats.rtf === 'number') parts.push(`RTF ${stats.rtf.toFixed(3)}`);
+      $('#pg-after-info').textContent = parts.join(' · ');
+      pgStatus(`Done in ${((performance.now() - started) / 1000).toFixed(1)} s.`);
+      const bytes = await blob.arrayBuffer();
+      const decoded = await Spectrogram.decodeMono(bytes, Spectrogram.wavSampleRate(bytes) || 48000);
+      // Same colour scale as "before" so the removed noise shows as darker areas.
+      Spectrogram.draw(afterCanvas, decoded, pg.beforePeakDb);
+    } catch (e) {
+      pgStatus(`Failed: ${e.message}`, true);
+    } finally {
+      updateRunButton();
+    }
+  });
+
+  // ---------------------------------------------------------------- start
+  (async () => {
+    try {
+      const s = await api('GET', 'session');
+      if (s.signed_in) await signedIn(s.csrf_token);
+      else signedOut();
+    } catch {
+      signedOut();
+    }
+  })();
+})();

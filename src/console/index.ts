@@ -1,0 +1,534 @@
+// The web console at /console: static pages plus JSON endpoints under /console/api/.
+// The app mounts it with `app.use('/console', createConsoleRouter({ config, store }))` and
+// calls `ensureAdminSecret(config, store, log)` once at start.
+import fs from 'node:fs';
+import path from 'node:path';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { PROJECT_ROOT, type Config } from '../config';
+import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
+import {
+  LoginRateLimiter,
+  SessionStore,
+  checkAdminSecret,
+  constantTimeEqual,
+  type ConsoleSession,
+  type LoginLimiterOptions,
+  type SessionOptions,
+} from './auth';
+import { PLAN_OPTIONS, displayLimits } from './plans';
+import {
+  CONSOLE_SCOPES,
+  InputError,
+  optionalPositiveInt,
+  parseAllowedIps,
+  parseExpiry,
+  parsePlan,
+  parseScopes,
+  requireString,
+} from './validation';
+
+export { ensureAdminSecret, ADMIN_SECRET_SETTING } from './auth';
+
+export const SESSION_COOKIE = 'ns_console_session';
+export const CSRF_HEADER = 'x-csrf-token';
+/** Name given to the per-session keys the playground uses. */
+export const PLAYGROUND_KEY_NAME = 'console playground';
+export const PLAYGROUND_SCOPES = ['noise-suppressor:denoise', 'noise-suppressor:models'];
+
+export interface ConsoleOptions extends SessionOptions, LoginLimiterOptions {
+  /** Folder with index.html, console.js, console.css. */
+  staticDir: string;
+}
+
+export const DEFAULT_CONSOLE_OPTIONS: ConsoleOptions = {
+  idleTtlMs: 60 * 60 * 1000, // 1 h without a request
+  absoluteTtlMs: 12 * 60 * 60 * 1000, // 12 h at most
+  maxFailures: 5,
+  windowMs: 15 * 60 * 1000,
+  staticDir: path.join(PROJECT_ROOT, 'public', 'console'),
+};
+
+export interface ConsoleDeps {
+  config: Config;
+  store: GatewayStore;
+  options?: Partial<ConsoleOptions>;
+}
+
+type ConsoleErrorType =
+  | 'not_signed_in'
+  | 'csrf_failed'
+  | 'invalid_secret'
+  | 'too_many_attempts'
+  | 'bad_request'
+  | 'not_found'
+  | 'unsupported_media_type';
+
+function sendError(res: Response, status: number, type: ConsoleErrorType, message: string): void {
+  res.status(status).json({ error: { type, message } });
+}
+
+function parseCookies(header: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!header) return out;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    const name = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (name && !(name in out)) {
+      try {
+        out[name] = decodeURIComponent(value);
+      } catch {
+        out[name] = value;
+      }
+    }
+  }
+  return out;
+}
+
+export function tokenStatus(t: TokenRecord, now = Date.now()): 'active' | 'revoked' | 'expired' {
+  if (t.revokedAt) return 'revoked';
+  if (t.expiresAt && Date.parse(t.expiresAt) <= now) return 'expired';
+  return 'active';
+}
+
+function tokenView(t: TokenRecord, workspaces: Map<string, Workspace>) {
+  return {
+    id: t.id,
+    name: t.name,
+    prefix: t.prefix,
+    workspace_id: t.workspaceId,
+    workspace_name: workspaces.get(t.workspaceId)?.name ?? t.workspaceId,
+    scopes: t.scopes,
+    allowed_ips: t.allowedIps,
+    created_at: t.createdAt,
+    last_used_at: t.lastUsedAt,
+    expires_at: t.expiresAt,
+    revoked_at: t.revokedAt,
+    status: tokenStatus(t),
+  };
+}
+
+function workspaceView(store: GatewayStore, ws: Workspace, now: Date) {
+  const limits = displayLimits(ws);
+  const used = store.creditsUsed(ws.id, now);
+  const tokens = store.listTokens(ws.id);
+  return {
+    id: ws.id,
+    name: ws.name,
+    plan: ws.plan,
+    plan_label: limits.planLabel,
+    requests_per_minute: limits.requestsPerMinute,
+    credits_per_month: limits.creditsPerMonth,
+    credits_used: used,
+    credits_left: Math.max(0, limits.creditsPerMonth - used),
+    period: now.toISOString().slice(0, 7),
+    active_keys: tokens.filter((t) => tokenStatus(t, now.getTime()) === 'active').length,
+    created_at: ws.createdAt,
+  };
+}
+
+function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
+  const token = e.tokenId ? tokens.get(e.tokenId) : undefined;
+  return {
+    request_id: e.requestId,
+    time: e.time,
+    method: e.method,
+    service: e.service,
+    endpoint: e.endpoint,
+    status: e.status,
+    error_type: e.errorType,
+    credits: e.creditsCharged,
+    bytes_in: e.bytesIn,
+    bytes_out: e.bytesOut,
+    upstream_ms: e.upstreamMs,
+    total_ms: e.totalMs,
+    client_ip: e.clientIp,
+    workspace_id: e.workspaceId,
+    token_id: e.tokenId,
+    key_prefix: token?.prefix ?? null,
+    key_name: token?.name ?? null,
+  };
+}
+
+/** Route handler wrapper: turns InputError into 400 and other throws into next(err). */
+function handle(fn: (req: Request, res: Response) => unknown) {
+  return (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const out = fn(req, res);
+      if (out instanceof Promise) out.catch((err) => next(err));
+    } catch (err) {
+      if (err instanceof InputError) sendError(res, 400, 'bad_request', err.message);
+      else next(err);
+    }
+  };
+}
+
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data: blob:",
+  "media-src 'self' blob: mediastream:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+  "form-action 'self'",
+].join('; ');
+
+export function createConsoleRouter(deps: ConsoleDeps): express.Router {
+  const { config, store } = deps;
+  const options: ConsoleOptions = { ...DEFAULT_CONSOLE_OPTIONS, ...deps.options };
+  const sessions = new SessionStore(options);
+  const loginLimiter = new LoginRateLimiter(options);
+  const router = express.Router();
+
+  router.use((_req, res, next) => {
+    res.setHeader('Content-Security-Policy', CONTENT_SECURITY_POLICY);
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.setHeader('X-Frame-Options', 'DENY');
+    res.setHeader('Referrer-Policy', 'no-referrer');
+    next();
+  });
+
+  const isHttps = (req: Request): boolean =>
+    req.secure ||
+    (config.trustProxy && String(req.headers['x-forwarded-proto'] ?? '').split(',')[0].trim() === 'https');
+
+  const cookiePath = (req: Request): string => req.baseUrl || '/';
+
+  const sessionIdOf = (req: Request): string | undefined => parseCookies(req.headers.cookie)[SESSION_COOKIE];
+
+  const setSessionCookie = (req: Request, res: Response, value: string, maxAgeMs: number): void => {
+    const attrs = [
+      `${SESSION_COOKIE}=${value}`,
+      `Path=${cookiePath(req)}`,
+      'HttpOnly',
+      'SameSite=Strict',
+      `Max-Age=${Math.max(0, Math.floor(maxAgeMs / 1000))}`,
+    ];
+    if (isHttps(req)) attrs.push('Secure');
+    res.append('Set-Cookie', attrs.join('; '));
+  };
+
+  // Revokes the playground keys a session created: they are useless once their clear token is gone.
+  const dropPlaygroundKeys = (session: ConsoleSession): void => {
+    for (const key of session.playgroundKeys.values()) {
+      try {
+        store.revokeToken(key.tokenId);
+      } catch {
+        /* already gone */
+      }
+    }
+    session.playgroundKeys.clear();
+  };
+
+  // ---- static pages -------------------------------------------------------
+  router.get('/', (req, res, next) => {
+    // Relative asset URLs need the trailing slash.
+    const pathOnly = req.originalUrl.split('?')[0];
+    if (!pathOnly.endsWith('/')) {
+      res.redirect(301, `${req.baseUrl}/`);
+      return;
+    }
+    next();
+  });
+  if (fs.existsSync(options.staticDir)) {
+    router.use(express.static(options.staticDir, { index: 'index.html', fallthrough: true, maxAge: 0 }));
+  }
+
+  // ---- JSON API -----------------------------------------------------------
+  const api = express.Router();
+  router.use('/api', api);
+
+  api.use((_req, res, next) => {
+    res.setHeader('Cache-Control', 'no-store');
+    next();
+  });
+  api.use(express.json({ limit: '64kb' }));
+
+  // Cross-site requests never reach the API (belt and braces on top of SameSite=Strict + CSRF).
+  api.use((req, res, next) => {
+    const site = req.headers['sec-fetch-site'];
+    if (site === 'cross-site') {
+      sendError(res, 403, 'csrf_failed', 'cross-site request refused');
+      return;
+    }
+    next();
+  });
+
+  const stateChanging = (req: Request) => !['GET', 'HEAD', 'OPTIONS'].includes(req.method);
+
+  api.get('/session', (req, res) => {
+    const session = sessions.get(sessionIdOf(req));
+    if (!session) {
+      res.json({ signed_in: false });
+      return;
+    }
+    res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: new Date(sessions.endsAt(session)).toISOString() });
+  });
+
+  api.post(
+    '/login',
+    handle((req, res) => {
+      // JSON only: a cross-site HTML form cannot send application/json without a CORS preflight.
+      if (!req.is('application/json')) {
+        sendError(res, 415, 'unsupported_media_type', 'send JSON');
+        return;
+      }
+      const ip = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+      const wait = loginLimiter.retryAfterSeconds(ip);
+      if (wait > 0) {
+        res.setHeader('Retry-After', String(wait));
+        sendError(res, 429, 'too_many_attempts', `too many failed sign-ins; try again in ${wait} s`);
+        return;
+      }
+      const secret = typeof req.body?.secret === 'string' ? req.body.secret : '';
+      if (!secret || secret.length > 1024 || !checkAdminSecret(config, store, secret)) {
+        loginLimiter.recordFailure(ip);
+        sendError(res, 401, 'invalid_secret', 'wrong admin secret');
+        return;
+      }
+      loginLimiter.recordSuccess(ip);
+      // A fresh session id on every sign-in (no fixation); an older session from this browser ends.
+      const old = sessionIdOf(req);
+      if (old) {
+        const previous = sessions.destroy(old);
+        if (previous) dropPlaygroundKeys(previous);
+      }
+      const { sessionId, session } = sessions.create();
+      setSessionCookie(req, res, sessionId, options.absoluteTtlMs);
+      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: new Date(sessions.endsAt(session)).toISOString() });
+    }),
+  );
+
+  // Everything below needs a session; state-changing calls also need the CSRF header.
+  api.use((req, res, next) => {
+    const session = sessions.get(sessionIdOf(req));
+    if (!session) {
+      sendError(res, 401, 'not_signed_in', 'sign in first');
+      return;
+    }
+    if (stateChanging(req)) {
+      const sent = req.headers[CSRF_HEADER];
+      if (typeof sent !== 'string' || !constantTimeEqual(sent, session.csrfToken)) {
+        sendError(res, 403, 'csrf_failed', 'missing or wrong CSRF token');
+        return;
+      }
+    }
+    res.locals.consoleSession = session;
+    next();
+  });
+
+  const sessionOf = (res: Response): ConsoleSession => res.locals.consoleSession as ConsoleSession;
+
+  api.post('/logout', (req, res) => {
+    const id = sessionIdOf(req);
+    if (id) {
+      const session = sessions.destroy(id);
+      if (session) dropPlaygroundKeys(session);
+    }
+    setSessionCookie(req, res, '', 0);
+    res.json({ signed_in: false });
+  });
+
+  api.get('/meta', (_req, res) => {
+    res.json({ scopes: CONSOLE_SCOPES, plans: PLAN_OPTIONS, playground_key_name: PLAYGROUND_KEY_NAME });
+  });
+
+  // -- workspaces
+  api.get(
+    '/workspaces',
+    handle((_req, res) => {
+      const now = new Date();
+      res.json({ workspaces: store.listWorkspaces().map((ws) => workspaceView(store, ws, now)) });
+    }),
+  );
+
+  const createWorkspaceFrom = (body: Record<string, unknown>): Workspace => {
+    const name = requireString(body.name, 'workspace name', 80);
+    if (store.getWorkspaceByName(name)) throw new InputError(`a workspace named "${name}" already exists`);
+    const plan = parsePlan(body.plan);
+    const custom = {
+      requestsPerMinute: optionalPositiveInt(body.requests_per_minute, 'requests_per_minute'),
+      creditsPerMonth: optionalPositiveInt(body.credits_per_month, 'credits_per_month'),
+    };
+    return store.createWorkspace(name, plan, plan === 'enterprise' ? custom : undefined);
+  };
+
+  api.post(
+    '/workspaces',
+    handle((req, res) => {
+      const ws = createWorkspaceFrom(req.body ?? {});
+      res.status(201).json({ workspace: workspaceView(store, ws, new Date()) });
+    }),
+  );
+
+  api.post(
+    '/workspaces/:id/plan',
+    handle((req, res) => {
+      const ws = store.getWorkspace(String(req.params.id));
+      if (!ws) {
+        sendError(res, 404, 'not_found', 'no such workspace');
+        return;
+      }
+      const plan = parsePlan(req.body?.plan);
+      const custom = {
+        requestsPerMinute: optionalPositiveInt(req.body?.requests_per_minute, 'requests_per_minute'),
+        creditsPerMonth: optionalPositiveInt(req.body?.credits_per_month, 'credits_per_month'),
+      };
+      const updated = store.setPlan(ws.id, plan, plan === 'enterprise' ? custom : undefined);
+      res.json({ workspace: workspaceView(store, updated, new Date()) });
+    }),
+  );
+
+  api.get(
+    '/workspaces/:id/usage',
+    handle((req, res) => {
+      const ws = store.getWorkspace(String(req.params.id));
+      if (!ws) {
+        sendError(res, 404, 'not_found', 'no such workspace');
+        return;
+      }
+      const days = Math.min(90, Math.max(1, Number(req.query.days) || 30));
+      res.json({
+        workspace: workspaceView(store, ws, new Date()),
+        days: store.requestsPerDay(ws.id, days),
+      });
+    }),
+  );
+
+  // -- request log
+  api.get(
+    '/requests',
+    handle((req, res) => {
+      const q = req.query as Record<string, unknown>;
+      const str = (v: unknown) => (typeof v === 'string' && v.trim() ? v.trim() : undefined);
+      const statusText = str(q.status);
+      let status: number | undefined;
+      if (statusText !== undefined) {
+        status = Number(statusText);
+        if (!Number.isInteger(status) || status < 100 || status > 599) throw new InputError('status must be an HTTP status code');
+      }
+      const limit = Math.min(200, Math.max(1, Number(q.limit) || 50));
+      const offset = Math.max(0, Number(q.offset) || 0);
+      const workspaceId = str(q.workspace);
+      // One row more than asked tells the page whether a next page exists.
+      const rows = store.queryRequests({
+        workspaceId,
+        tokenId: str(q.key),
+        status,
+        errorType: str(q.error_type),
+        endpoint: str(q.endpoint),
+        limit: limit + 1,
+        offset,
+      });
+      const tokens = new Map(store.listTokens(workspaceId).map((t) => [t.id, t]));
+      res.json({
+        requests: rows.slice(0, limit).map((e) => requestView(e, tokens)),
+        has_more: rows.length > limit,
+        limit,
+        offset,
+      });
+    }),
+  );
+
+  // -- API keys
+  api.get(
+    '/keys',
+    handle((req, res) => {
+      const workspaceId = typeof req.query.workspace === 'string' && req.query.workspace ? req.query.workspace : undefined;
+      const workspaces = new Map(store.listWorkspaces().map((w) => [w.id, w]));
+      const keys = store
+        .listTokens(workspaceId)
+        .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
+        .map((t) => tokenView(t, workspaces));
+      res.json({ keys });
+    }),
+  );
+
+  api.post(
+    '/keys',
+    handle((req, res) => {
+      const body = (req.body ?? {}) as Record<string, unknown>;
+      const name = requireString(body.name, 'key name', 80);
+      const scopes = parseScopes(body.scopes);
+      const allowedIps = parseAllowedIps(body.allowed_ips);
+      const expiresAt = parseExpiry(body.expires_at);
+      let ws: Workspace | null;
+      if (body.workspace_id) {
+        ws = store.getWorkspace(String(body.workspace_id));
+        if (!ws) throw new InputError('no such workspace');
+      } else if (body.new_workspace && typeof body.new_workspace === 'object') {
+        ws = createWorkspaceFrom(body.new_workspace as Record<string, unknown>);
+      } else {
+        throw new InputError('pick a workspace or create a new one');
+      }
+      const { token, record } = store.createToken({ workspaceId: ws.id, name, scopes, allowedIps, expiresAt });
+      const workspaces = new Map([[ws.id, ws]]);
+      res.status(201).json({ token, key: tokenView(record, workspaces) });
+    }),
+  );
+
+  api.post(
+    '/keys/:id/revoke',
+    handle((req, res) => {
+      const existing = store.getToken(String(req.params.id));
+      if (!existing) {
+        sendError(res, 404, 'not_found', 'no such key');
+        return;
+      }
+      const revoked = store.revokeToken(existing.id) ?? store.getToken(existing.id);
+      const workspaces = new Map(store.listWorkspaces().map((w) => [w.id, w]));
+      res.json({ key: revoked ? tokenView(revoked, workspaces) : null });
+    }),
+  );
+
+  // -- playground: a key per session and workspace whose clear token lives only in the session.
+  // It expires with the session and is revoked at sign-out.
+  api.post(
+    '/playground/key',
+    handle((req, res) => {
+      const session = sessionOf(res);
+      const ws = store.getWorkspace(String(req.body?.workspace_id ?? ''));
+      if (!ws) throw new InputError('pick a workspace');
+      const held = session.playgroundKeys.get(ws.id);
+      if (held) {
+        const rec = store.getToken(held.tokenId);
+        if (rec && tokenStatus(rec) === 'active') {
+          res.json({ token: held.token, key_id: rec.id, prefix: rec.prefix, expires_at: rec.expiresAt });
+          return;
+        }
+        session.playgroundKeys.delete(ws.id);
+      }
+      const { token, record } = store.createToken({
+        workspaceId: ws.id,
+        name: PLAYGROUND_KEY_NAME,
+        scopes: PLAYGROUND_SCOPES,
+        allowedIps: [],
+        expiresAt: new Date(session.expiresAt).toISOString(),
+      });
+      session.playgroundKeys.set(ws.id, { tokenId: record.id, token });
+      res.json({ token, key_id: record.id, prefix: record.prefix, expires_at: record.expiresAt });
+    }),
+  );
+
+  api.use((_req, res) => sendError(res, 404, 'not_found', 'no such console endpoint'));
+
+  // JSON errors for the API (bad JSON bodies land here too).
+  api.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const e = err as { status?: number; type?: string; message?: string };
+    if (e && (e.status === 400 || e.type === 'entity.parse.failed')) {
+      sendError(res, 400, 'bad_request', 'malformed JSON body');
+      return;
+    }
+    if (e && e.status === 413) {
+      sendError(res, 400, 'bad_request', 'body too large');
+      return;
+    }
+    if (!res.headersSent) res.status(500).json({ error: { type: 'internal_error', message: 'console error' } });
+  });
+
+  return router;
+}
