@@ -1,0 +1,90 @@
+// probeAudio against real files with the real ffmpeg binary (no engine needed).
+import fs from 'node:fs';
+import path from 'node:path';
+import { loadConfig } from '../src/config';
+import { AudioInputError, parseWavHeader, probeAudio } from '../src/audio/probe';
+import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';
+import { writePcm } from '../src/audio/pcm';
+import { FORMAT_FIXTURES, fixture, makeTmpDir } from './audio-helpers';
+
+const config = loadConfig();
+
+describe('probeAudio', () => {
+  let tmp: string;
+  beforeAll(() => {
+    tmp = makeTmpDir('nsm-probe-');
+  });
+  afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  test.each(FORMAT_FIXTURES)('reads rate, channels, codec and duration of $file', async ({ file, rate }) => {
+    const p = await probeAudio(config, fixture(file));
+    expect(p.sampleRate).toBe(rate);
+    expect(p.channels).toBe(2);
+    expect(p.durationS).not.toBeNull();
+    expect(Math.abs(p.durationS! - 3)).toBeLessThan(0.05);
+    const ext = path.extname(file).slice(1);
+    const expectedCodec = { wav: 'pcm_s16le', flac: 'flac', ogg: 'vorbis', opus: 'opus', mp3: 'mp3', m4a: 'aac', webm: 'opus' }[ext];
+    expect(p.codec).toBe(expectedCodec);
+    expect(p.container).not.toBe('unknown');
+  });
+
+  test('mono 16 kHz and 48 kHz WAVs', async () => {
+    expect(await probeAudio(config, fixture('speech-noisy-16k-mono.wav'))).toEqual({
+      sampleRate: 16000, channels: 1, durationS: 3, codec: 'pcm_s16le', container: 'wav',
+    });
+    const p48 = await probeAudio(config, fixture('speech-noisy-48k-mono.wav'));
+    expect([p48.sampleRate, p48.channels, p48.durationS]).toEqual([48000, 1, 2.5]);
+  });
+
+  test('multichannel counts come from the decoded stream, not a layout name', async () => {
+    // 3 and 10 channels have no common layout name; ffmpeg prints them differently.
+    for (const channels of [3, 6, 10]) {
+      const planar = Array.from({ length: channels }, (_, c) =>
+        Float32Array.from({ length: 11025 }, (_, i) => 0.3 * Math.sin((2 * Math.PI * (220 + 50 * c) * i) / 22050)));
+      const [name, codec] = channels <= 8 ? [`ch${channels}.flac`, ['-c:a', 'flac', '-f', 'flac']] : [`ch${channels}.wav`, ['-c:a', 'pcm_s16le', '-f', 'wav']];
+      await writePcm(config, planar, 22050, path.join(tmp, name), codec);
+      const p = await probeAudio(config, path.join(tmp, name));
+      expect([p.channels, p.sampleRate, p.durationS]).toEqual([channels, 22050, 0.5]);
+    }
+  });
+
+  test('empty file', async () => {
+    await expect(probeAudio(config, fixture('empty.wav'))).rejects.toThrow(new AudioInputError('file is empty'));
+  });
+
+  test('text file named .wav', async () => {
+    const err = await probeAudio(config, fixture('not-audio.wav')).catch((e) => e);
+    expect(err).toBeInstanceOf(AudioInputError);
+    expect(err.message).toMatch(/^could not decode: .*Invalid data/);
+    expect(err.message).not.toContain(FIXTURE_DIR_MARK);
+  });
+
+  test('truncated MP4 (index atom missing)', async () => {
+    const err = await probeAudio(config, fixture('truncated.m4a')).catch((e) => e);
+    expect(err).toBeInstanceOf(AudioInputError);
+    expect(err.message).toMatch(/could not decode: .*moov atom not found/);
+  });
+
+  test('missing file and a directory', async () => {
+    await expect(probeAudio(config, path.join(tmp, 'nope.wav'))).rejects.toThrow(new AudioInputError('file not found'));
+    await expect(probeAudio(config, tmp)).rejects.toThrow(AudioInputError);
+  });
+
+  test('a video-only file has no audio stream', async () => {
+    const png = path.join(tmp, 'picture.png');
+    const child = spawnFfmpeg(config.ffmpegPath, ['-loglevel', 'error', '-f', 'lavfi', '-i', 'color=c=red:s=16x16', '-frames:v', '1', '-y', png]);
+    child.stdin!.end();
+    expect((await waitForExit(child)).code).toBe(0);
+    await expect(probeAudio(config, png)).rejects.toThrow(new AudioInputError('no audio stream found'));
+  });
+
+  test('parseWavHeader walks chunks and rejects non-WAV bytes', () => {
+    const wav = fs.readFileSync(fixture('speech-noisy-16k-mono.wav')).subarray(0, 64);
+    expect(parseWavHeader(wav)).toEqual({ channels: 1, sampleRate: 16000 });
+    expect(parseWavHeader(Buffer.from('RIFF????WAVEjunk'))).toBeNull();
+    expect(parseWavHeader(Buffer.from('hello world, not a wav'))).toBeNull();
+  });
+});
+
+/** Error messages must not leak server paths. */
+const FIXTURE_DIR_MARK = path.dirname(fixture('x'));
