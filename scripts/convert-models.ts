@@ -1,0 +1,116 @@
+// Converts the two DTLN TFLite networks shipped in @vonage/noise-suppression into ONNX sequence graphs
+// and writes models/manifest.json. Run by `npm run models` (and by the install's prepare step).
+//   node dist/scripts/convert-models.js [--out DIR]
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { PROJECT_ROOT } from '../src/config';
+import type { ModelManifestEntry } from '../src/inference/types';
+import { extractStage1, extractStage2, LstmWeights } from './dtln/extract';
+import { buildStage1, buildStage2 } from './dtln/onnx-graphs';
+import { parseTflite, TfliteGraph } from './tflite/reader';
+
+export const STAGE1_FILE = 'dtln_stage1.onnx';
+export const STAGE2_FILE = 'dtln_stage2.onnx';
+
+/** Location of the TFLite networks inside the pinned npm package. */
+export function tflitePaths(): { stage1: string; stage2: string } {
+  const pkg = path.dirname(require.resolve('@vonage/noise-suppression/package.json'));
+  return { stage1: path.join(pkg, 'dist', 'model_1.tflite'), stage2: path.join(pkg, 'dist', 'model_2.tflite') };
+}
+
+export function loadTflite(file: string): TfliteGraph {
+  return parseTflite(new Uint8Array(fs.readFileSync(file)));
+}
+
+/** The ONNX graphs keep the TFLite state layout: index k of h0/c0 is LSTM k, which must be TFLite layer k. */
+function checkStateLayout(lstms: LstmWeights[]): void {
+  lstms.forEach((l, k) => {
+    if (l.stateLayer !== k || l.hSlot !== 0 || l.cSlot !== 1) {
+      throw new Error(`LSTM ${k} uses state [layer ${l.stateLayer}, h ${l.hSlot}, c ${l.cSlot}]; expected [${k}, 0, 1]`);
+    }
+  });
+}
+
+export function convertStage1(graph: TfliteGraph): Uint8Array {
+  const layers = extractStage1(graph);
+  checkStateLayout(layers.lstms);
+  return buildStage1(layers);
+}
+
+export function convertStage2(graph: TfliteGraph): Uint8Array {
+  const layers = extractStage2(graph);
+  checkStateLayout(layers.lstms);
+  return buildStage2(layers);
+}
+
+/** What each public model id runs; the chains themselves live in src/inference. */
+const MODELS: Array<Omit<ModelManifestEntry, 'size_mb' | 'sha256'>> = [
+  {
+    id: 'nsm-1', label: 'NSM-1 Fast', sample_rate: 16000, files: [STAGE1_FILE],
+    description: 'DTLN magnitude-mask stage alone: one LSTM pass per 8 ms hop. Lowest cost, for real-time and high-volume jobs.',
+  },
+  {
+    id: 'nsm-2', label: 'NSM-2 Balanced', sample_rate: 16000, files: [STAGE1_FILE, STAGE2_FILE],
+    description: 'Both DTLN stages (magnitude mask, then learned-basis stage). The default.',
+  },
+  {
+    id: 'nsm-3', label: 'NSM-3 Quality', sample_rate: 16000, files: [STAGE1_FILE, STAGE2_FILE],
+    description: 'Both DTLN stages plus a residual-noise post-filter on the effective time-frequency gain. Cleaner, slower.',
+  },
+  {
+    id: 'nsm-4', label: 'NSM-4 Studio', sample_rate: 16000, files: [STAGE1_FILE, STAGE2_FILE],
+    description: 'NSM-3 run on several shifted frame grids and averaged, then post-filtered. Best 16 kHz quality, highest cost.',
+  },
+  {
+    id: 'nsm-2-hd', label: 'NSM-2 HD (48 kHz)', sample_rate: 48000, files: [STAGE1_FILE, STAGE2_FILE],
+    description: 'Full-band 48 kHz: DTLN on the speech band plus a full-band gain derived from it above 8 kHz, merged with a crossover.',
+  },
+];
+
+export interface Manifest {
+  format: 1;
+  source: { package: string; version: string; files: string[] };
+  default: 'nsm-2';
+  graphs: Array<{ file: string; sha256: string; bytes: number }>;
+  models: ModelManifestEntry[];
+}
+
+export function convertAll(outDir: string): Manifest {
+  const src = tflitePaths();
+  fs.mkdirSync(outDir, { recursive: true });
+  const graphs = [
+    { file: STAGE1_FILE, bytes: convertStage1(loadTflite(src.stage1)) },
+    { file: STAGE2_FILE, bytes: convertStage2(loadTflite(src.stage2)) },
+  ].map(({ file, bytes }) => {
+    // Write atomically so a running server never loads a half-written graph.
+    const tmp = path.join(outDir, `.${file}.tmp`);
+    fs.writeFileSync(tmp, bytes);
+    fs.renameSync(tmp, path.join(outDir, file));
+    return { file, sha256: createHash('sha256').update(bytes).digest('hex'), bytes: bytes.length };
+  });
+  const byFile = new Map(graphs.map((g) => [g.file, g]));
+  const pkgJson = JSON.parse(fs.readFileSync(require.resolve('@vonage/noise-suppression/package.json'), 'utf8')) as { version: string };
+  const manifest: Manifest = {
+    format: 1,
+    source: { package: '@vonage/noise-suppression', version: pkgJson.version, files: ['dist/model_1.tflite', 'dist/model_2.tflite'] },
+    default: 'nsm-2',
+    graphs,
+    models: MODELS.map((m) => {
+      const parts = m.files.map((f) => byFile.get(f)!);
+      const bytes = parts.reduce((a, g) => a + g.bytes, 0);
+      return { ...m, size_mb: Math.round((bytes / 1e6) * 100) / 100, sha256: parts.map((g) => g.sha256) };
+    }),
+  };
+  fs.writeFileSync(path.join(outDir, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
+  return manifest;
+}
+
+if (require.main === module) {
+  const i = process.argv.indexOf('--out');
+  const outDir = i > 0 ? path.resolve(process.argv[i + 1]) : path.join(PROJECT_ROOT, 'models');
+  const t0 = Date.now();
+  const manifest = convertAll(outDir);
+  for (const g of manifest.graphs) console.log(`${g.file}  ${(g.bytes / 1e6).toFixed(2)} MB  sha256 ${g.sha256.slice(0, 16)}…`);
+  console.log(`wrote ${path.join(outDir, 'manifest.json')} (${manifest.models.length} models) in ${Date.now() - t0} ms`);
+}
