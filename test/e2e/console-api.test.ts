@@ -1,0 +1,344 @@
+// The console's JSON API over real HTTP with a real SQLite store: admin secret bootstrap,
+// sessions and cookies, CSRF, sign-in rate limiting, keys, workspaces, request log, playground keys.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import express from 'express';
+import request from 'supertest';
+import { loadConfig, type Config } from '../../src/config';
+import { ADMIN_SECRET_SETTING, createConsoleRouter, ensureAdminSecret, PLAYGROUND_KEY_NAME } from '../../src/console';
+import { openSqliteStore } from '../../src/store/sqlite-store';
+import type { GatewayStore } from '../../src/store/types';
+
+interface Harness {
+  app: express.Express;
+  store: GatewayStore;
+  config: Config;
+  dir: string;
+}
+
+const SECRET = 'console-api-test-secret';
+
+function makeHarness(env: Record<string, string> = { ADMIN_SECRET: SECRET }, options = {}): Harness {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'console-api-'));
+  const config = loadConfig({ ...env, DATA_DIR: dir, NODE_ENV: 'test' });
+  const store = openSqliteStore(config);
+  const app = express();
+  app.use('/console', createConsoleRouter({ config, store, options }));
+  return { app, store, config, dir };
+}
+
+function cleanup(h: Harness): void {
+  h.store.close();
+  fs.rmSync(h.dir, { recursive: true, force: true });
+}
+
+function sessionCookie(setCookie: string[] | string | undefined): string {
+  const list = Array.isArray(setCookie) ? setCookie : setCookie ? [setCookie] : [];
+  const c = list.find((s) => s.startsWith('ns_console_session='));
+  if (!c) throw new Error('no session cookie set');
+  return c.split(';')[0];
+}
+
+async function signIn(h: Harness, secret = SECRET): Promise<{ cookie: string; csrf: string; raw: string }> {
+  const res = await request(h.app).post('/console/api/login').send({ secret }).expect(200);
+  const raw = ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((s) => s.startsWith('ns_console_session='))!;
+  return { cookie: sessionCookie(res.headers['set-cookie']), csrf: res.body.csrf_token, raw };
+}
+
+describe('console admin secret', () => {
+  test('generated on first start when ADMIN_SECRET is unset: only a hash is stored, printed once, and it signs in', async () => {
+    const h = makeHarness({});
+    try {
+      const lines: string[] = [];
+      const secret = ensureAdminSecret(h.config, h.store, (l) => lines.push(l));
+      expect(secret).toMatch(/^[A-Za-z0-9_-]{32}$/);
+      expect(lines.join('\n')).toContain(secret!);
+      const stored = h.store.getSetting(ADMIN_SECRET_SETTING)!;
+      expect(stored).toMatch(/^scrypt\$/);
+      expect(stored).not.toContain(secret!);
+      // Second start: nothing new generated or printed.
+      expect(ensureAdminSecret(h.config, h.store, (l) => lines.push(l))).toBeNull();
+      expect(lines).toHaveLength(1);
+      expect(h.store.getSetting(ADMIN_SECRET_SETTING)).toBe(stored);
+
+      await request(h.app).post('/console/api/login').send({ secret: 'wrong' }).expect(401);
+      const { csrf } = await signIn(h, secret!);
+      expect(csrf).toBeTruthy();
+    } finally {
+      cleanup(h);
+    }
+  });
+
+  test('with ADMIN_SECRET set nothing is stored and only that secret works', async () => {
+    const h = makeHarness();
+    try {
+      expect(ensureAdminSecret(h.config, h.store, () => undefined)).toBeNull();
+      expect(h.store.getSetting(ADMIN_SECRET_SETTING)).toBeNull();
+      const bad = await request(h.app).post('/console/api/login').send({ secret: SECRET + 'x' }).expect(401);
+      expect(bad.body.error.type).toBe('invalid_secret');
+      await signIn(h);
+    } finally {
+      cleanup(h);
+    }
+  });
+});
+
+describe('console sessions and CSRF', () => {
+  let h: Harness;
+  beforeEach(() => {
+    h = makeHarness();
+  });
+  afterEach(() => cleanup(h));
+
+  test('session cookie is HttpOnly, SameSite=Strict, scoped to /console; Secure only behind https', async () => {
+    const { raw } = await signIn(h);
+    expect(raw).toMatch(/HttpOnly/);
+    expect(raw).toMatch(/SameSite=Strict/);
+    expect(raw).toMatch(/Path=\/console/);
+    expect(raw).not.toMatch(/Secure/);
+
+    const behindProxy = makeHarness({ ADMIN_SECRET: SECRET, TRUST_PROXY: '1' });
+    try {
+      const res = await request(behindProxy.app)
+        .post('/console/api/login')
+        .set('X-Forwarded-Proto', 'https')
+        .send({ secret: SECRET })
+        .expect(200);
+      expect(String(res.headers['set-cookie'])).toMatch(/; Secure/);
+    } finally {
+      cleanup(behindProxy);
+    }
+  });
+
+  test('API needs a session; state-changing calls need the CSRF header', async () => {
+    const anon = await request(h.app).get('/console/api/workspaces').expect(401);
+    expect(anon.body.error.type).toBe('not_signed_in');
+    expect((await request(h.app).get('/console/api/session').expect(200)).body).toEqual({ signed_in: false });
+
+    const { cookie, csrf } = await signIn(h);
+    const s = await request(h.app).get('/console/api/session').set('Cookie', cookie).expect(200);
+    expect(s.body).toMatchObject({ signed_in: true, csrf_token: csrf });
+
+    const noCsrf = await request(h.app).post('/console/api/workspaces').set('Cookie', cookie).send({ name: 'w1' }).expect(403);
+    expect(noCsrf.body.error.type).toBe('csrf_failed');
+    await request(h.app)
+      .post('/console/api/workspaces')
+      .set('Cookie', cookie)
+      .set('X-CSRF-Token', csrf.slice(0, -1) + (csrf.endsWith('A') ? 'B' : 'A'))
+      .send({ name: 'w1' })
+      .expect(403);
+    expect(h.store.listWorkspaces()).toHaveLength(0);
+    // Cross-site fetches are refused even with the right token.
+    await request(h.app)
+      .post('/console/api/workspaces')
+      .set('Cookie', cookie)
+      .set('X-CSRF-Token', csrf)
+      .set('Sec-Fetch-Site', 'cross-site')
+      .send({ name: 'w1' })
+      .expect(403);
+    await request(h.app).post('/console/api/workspaces').set('Cookie', cookie).set('X-CSRF-Token', csrf).send({ name: 'w1' }).expect(201);
+    expect(h.store.listWorkspaces().map((w) => w.name)).toEqual(['w1']);
+  });
+
+  test('login accepts JSON only (no cross-site form posts)', async () => {
+    await request(h.app).post('/console/api/login').type('form').send({ secret: SECRET }).expect(415);
+  });
+
+  test('sign-out ends the session server-side and revokes its playground keys', async () => {
+    const { cookie, csrf } = await signIn(h);
+    const ws = h.store.createWorkspace('pg', 'free');
+    const key = await request(h.app)
+      .post('/console/api/playground/key')
+      .set('Cookie', cookie)
+      .set('X-CSRF-Token', csrf)
+      .send({ workspace_id: ws.id })
+      .expect(200);
+    expect(key.body.token).toMatch(/^mw_live_[A-Za-z0-9]{32}$/);
+    // Same session, same workspace: the same key comes back.
+    const again = await request(h.app)
+      .post('/console/api/playground/key')
+      .set('Cookie', cookie)
+      .set('X-CSRF-Token', csrf)
+      .send({ workspace_id: ws.id })
+      .expect(200);
+    expect(again.body.key_id).toBe(key.body.key_id);
+    const rec = h.store.getToken(key.body.key_id)!;
+    expect(rec.name).toBe(PLAYGROUND_KEY_NAME);
+    expect(rec.scopes.sort()).toEqual(['noise-suppressor:denoise', 'noise-suppressor:models']);
+    expect(rec.expiresAt).not.toBeNull();
+
+    await request(h.app).post('/console/api/logout').set('Cookie', cookie).expect(403); // CSRF needed for sign-out too
+    const out = await request(h.app).post('/console/api/logout').set('Cookie', cookie).set('X-CSRF-Token', csrf).expect(200);
+    expect(String(out.headers['set-cookie'])).toMatch(/Max-Age=0/);
+    await request(h.app).get('/console/api/workspaces').set('Cookie', cookie).expect(401);
+    expect(h.store.getToken(key.body.key_id)!.revokedAt).not.toBeNull();
+  });
+
+  test('sessions expire when idle', async () => {
+    const short = makeHarness({ ADMIN_SECRET: SECRET }, { idleTtlMs: 150 });
+    try {
+      const { cookie } = await signIn(short);
+      await request(short.app).get('/console/api/workspaces').set('Cookie', cookie).expect(200);
+      await new Promise((r) => setTimeout(r, 250));
+      await request(short.app).get('/console/api/workspaces').set('Cookie', cookie).expect(401);
+    } finally {
+      cleanup(short);
+    }
+  });
+
+  test('failed sign-ins are rate-limited per client with Retry-After', async () => {
+    const limited = makeHarness({ ADMIN_SECRET: SECRET }, { maxFailures: 3, windowMs: 60_000 });
+    try {
+      for (let i = 0; i < 3; i++) await request(limited.app).post('/console/api/login').send({ secret: 'nope' }).expect(401);
+      const blocked = await request(limited.app).post('/console/api/login').send({ secret: SECRET }).expect(429);
+      expect(blocked.body.error.type).toBe('too_many_attempts');
+      expect(Number(blocked.headers['retry-after'])).toBeGreaterThan(0);
+    } finally {
+      cleanup(limited);
+    }
+  });
+
+  test('pages are served with a strict CSP and /console redirects to /console/', async () => {
+    await request(h.app).get('/console').expect(301).expect('Location', '/console/');
+    const page = await request(h.app).get('/console/').expect(200);
+    expect(page.text).toContain('Noise Suppression Console');
+    expect(page.headers['content-security-policy']).toContain("script-src 'self'");
+    expect(page.headers['x-frame-options']).toBe('DENY');
+    await request(h.app).get('/console/console.js').expect(200).expect('Content-Type', /javascript/);
+    await request(h.app).get('/console/spectrogram.js').expect(200);
+  });
+});
+
+describe('console keys, workspaces and request log', () => {
+  let h: Harness;
+  let cookie: string;
+  let csrf: string;
+  const post = (url: string, body: unknown = {}) =>
+    request(h.app).post(url).set('Cookie', cookie).set('X-CSRF-Token', csrf).send(body as object);
+  const get = (url: string) => request(h.app).get(url).set('Cookie', cookie);
+
+  beforeEach(async () => {
+    h = makeHarness();
+    ({ cookie, csrf } = await signIn(h));
+  });
+  afterEach(() => cleanup(h));
+
+  test('create a key in a new workspace: token shown once, only listed by prefix afterwards', async () => {
+    const created = await post('/console/api/keys', {
+      name: 'backend',
+      new_workspace: { name: 'acme', plan: 'starter' },
+      scopes: ['noise-suppressor:denoise', 'noise-suppressor:models'],
+      allowed_ips: '203.0.113.7\n10.0.0.0/8',
+      expires_at: '2999-01-01',
+    }).expect(201);
+    const { token, key } = created.body;
+    expect(token).toMatch(/^mw_live_[A-Za-z0-9]{32}$/);
+    expect(key).toMatchObject({
+      name: 'backend',
+      prefix: token.slice(0, 12),
+      workspace_name: 'acme',
+      allowed_ips: ['203.0.113.7', '10.0.0.0/8'],
+      status: 'active',
+      expires_at: '2999-01-01T23:59:59.999Z',
+    });
+    const listed = await get('/console/api/keys').expect(200);
+    expect(listed.body.keys).toHaveLength(1);
+    expect(JSON.stringify(listed.body)).not.toContain(token);
+    expect(h.store.getWorkspaceByName('acme')!.plan).toBe('starter');
+
+    const ws = await get('/console/api/workspaces').expect(200);
+    expect(ws.body.workspaces[0]).toMatchObject({
+      name: 'acme',
+      plan: 'starter',
+      requests_per_minute: 300,
+      credits_per_month: 25_000,
+      credits_used: 0,
+      credits_left: 25_000,
+      active_keys: 1,
+    });
+
+    const revoked = await post(`/console/api/keys/${key.id}/revoke`).expect(200);
+    expect(revoked.body.key.status).toBe('revoked');
+    expect((await get('/console/api/keys').expect(200)).body.keys[0].status).toBe('revoked');
+  });
+
+  test('bad key input is refused with a message', async () => {
+    const ws = h.store.createWorkspace('w', 'free');
+    const bad = async (body: object, pattern: RegExp) => {
+      const res = await post('/console/api/keys', { name: 'k', workspace_id: ws.id, scopes: ['*'], ...body }).expect(400);
+      expect(res.body.error.message).toMatch(pattern);
+    };
+    await bad({ scopes: [] }, /scope/);
+    await bad({ scopes: ['admin'] }, /unknown scope/);
+    await bad({ allowed_ips: 'not-an-ip' }, /not an IP/);
+    await bad({ allowed_ips: '10.0.0.0/33' }, /not an IP/);
+    await bad({ expires_at: '2001-01-01' }, /future/);
+    await bad({ name: '  ' }, /name/);
+    await bad({ workspace_id: 'ws_missing' }, /workspace/);
+    expect(h.store.listTokens()).toHaveLength(0);
+  });
+
+  test('expired keys show as expired; usage and request log come from the store with filters', async () => {
+    const ws = h.store.createWorkspace('logs', 'free');
+    const { record } = h.store.createToken({ workspaceId: ws.id, name: 'k1', scopes: ['*'], allowedIps: [], expiresAt: null });
+    const { record: old } = h.store.createToken({
+      workspaceId: ws.id,
+      name: 'old',
+      scopes: ['*'],
+      allowedIps: [],
+      expiresAt: new Date(Date.now() + 50).toISOString(),
+    });
+    await new Promise((r) => setTimeout(r, 80));
+    const keys = (await get(`/console/api/keys?workspace=${ws.id}`).expect(200)).body.keys;
+    expect(keys.find((k: { id: string }) => k.id === old.id).status).toBe('expired');
+
+    const base = {
+      time: new Date().toISOString(),
+      workspaceId: ws.id,
+      method: 'POST',
+      service: 'noise-suppressor',
+      creditsCharged: 1,
+      bytesIn: 10,
+      bytesOut: 20,
+      upstreamMs: 5,
+      totalMs: 9,
+      clientIp: '127.0.0.1',
+    };
+    h.store.logRequest({ ...base, requestId: 'req_ok', tokenId: record.id, endpoint: 'denoise', status: 200, errorType: null });
+    h.store.logRequest({ ...base, requestId: 'req_rl', tokenId: record.id, endpoint: 'models', status: 429, errorType: 'rate_limited', creditsCharged: 0 });
+    h.store.logRequest({ ...base, requestId: 'req_other', tokenId: old.id, endpoint: 'denoise', status: 401, errorType: 'key_expired', creditsCharged: 0 });
+    h.store.chargeCredits(ws.id, 1, 1000, new Date());
+
+    const all = (await get(`/console/api/requests?workspace=${ws.id}`).expect(200)).body;
+    expect(all.requests.map((r: { request_id: string }) => r.request_id).sort()).toEqual(['req_ok', 'req_other', 'req_rl']);
+    const ok = all.requests.find((r: { request_id: string }) => r.request_id === 'req_ok');
+    expect(ok).toMatchObject({ status: 200, endpoint: 'denoise', key_prefix: record.prefix, key_name: 'k1', credits: 1 });
+
+    const ids = async (q: string) =>
+      (await get(`/console/api/requests?workspace=${ws.id}&${q}`).expect(200)).body.requests.map((r: { request_id: string }) => r.request_id).sort();
+    expect(await ids('status=429')).toEqual(['req_rl']);
+    expect(await ids('error_type=key_expired')).toEqual(['req_other']);
+    expect(await ids('endpoint=denoise')).toEqual(['req_ok', 'req_other']);
+    expect(await ids(`key=${record.id}`)).toEqual(['req_ok', 'req_rl']);
+    const paged = (await get(`/console/api/requests?workspace=${ws.id}&limit=2`).expect(200)).body;
+    expect(paged.requests).toHaveLength(2);
+    expect(paged.has_more).toBe(true);
+    await get(`/console/api/requests?status=abc`).expect(400);
+
+    const usage = (await get(`/console/api/workspaces/${ws.id}/usage?days=7`).expect(200)).body;
+    expect(usage.workspace).toMatchObject({ credits_used: 1, credits_left: 999 });
+    const today = usage.days.find((d: { day: string }) => d.day === new Date().toISOString().slice(0, 10));
+    expect(today).toMatchObject({ count: 3, errors: 2 });
+  });
+
+  test('workspaces: create, duplicate name refused, change plan', async () => {
+    const created = await post('/console/api/workspaces', { name: 'studio', plan: 'free' }).expect(201);
+    await post('/console/api/workspaces', { name: 'studio', plan: 'free' }).expect(400);
+    await post('/console/api/workspaces', { name: 'x', plan: 'platinum' }).expect(400);
+    const id = created.body.workspace.id;
+    const changed = await post(`/console/api/workspaces/${id}/plan`, { plan: 'scale' }).expect(200);
+    expect(changed.body.workspace).toMatchObject({ plan: 'scale', requests_per_minute: 1200, credits_per_month: 250_000 });
+    await post('/console/api/workspaces/ws_nope/plan', { plan: 'scale' }).expect(404);
+  });
+});
