@@ -1,0 +1,128 @@
+// Wires the whole service: store, inference engine, model service (in-process on loopback, or MODEL_SERVICE_URL),
+// the forwarder between them, the console, /openapi.json and the gateway.
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import express from 'express';
+import { PROJECT_ROOT, type Config } from './config';
+import { createConsoleRouter } from './console';
+import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler } from './gateway';
+import { createInferenceEngine } from './inference/engine';
+import type { InferenceEngine } from './inference/types';
+import { createModelServiceApp } from './model-service/app';
+import { openSqliteStore } from './store/sqlite-store';
+import type { GatewayStore } from './store/types';
+import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
+
+export interface AppOptions {
+  /** Use this store instead of opening config.dataDir/gateway.db (it is not closed by close()). */
+  store?: GatewayStore;
+  /** Use this engine instead of creating one (it is not closed by close()). */
+  engine?: InferenceEngine;
+  log?: (line: string) => void;
+}
+
+export interface AppHandle {
+  app: express.Express;
+  store: GatewayStore;
+  /** The in-process engine; null when the model service is remote (config.modelServiceUrl). */
+  engine: InferenceEngine | null;
+  /** Where the gateway forwards to. */
+  modelServiceUrl: string;
+  forwarder: ModelServiceForwarder;
+  /** Stops the in-process model service, then closes what createApp opened (engine, store). */
+  close(): Promise<void>;
+}
+
+export const OPENAPI_PATH = path.join(PROJECT_ROOT, 'openapi.json');
+
+/** Starts a model service on 127.0.0.1:<ephemeral>; loopback only, the gateway is its sole client. */
+export async function startModelServiceServer(
+  config: Config,
+  engine: InferenceEngine,
+  log?: (line: string) => void,
+): Promise<{ server: http.Server; url: string }> {
+  const server = http.createServer(createModelServiceApp({ config, engine, log }));
+  // The gateway bounds upload and processing time (UPSTREAM_TIMEOUT_MS); no second clock here.
+  server.requestTimeout = 0;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return { server, url: `http://127.0.0.1:${port}` };
+}
+
+export function closeServer(server: http.Server, graceMs = 10_000): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const force = setTimeout(() => server.closeAllConnections(), graceMs);
+    force.unref();
+    server.close(() => {
+      clearTimeout(force);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}
+
+export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
+  const log = opts.log ?? ((line: string) => process.stdout.write(line + '\n'));
+  const store = opts.store ?? openSqliteStore(config);
+  let engine: InferenceEngine | null = null;
+  let modelServer: http.Server | null = null;
+  let modelServiceUrl: string;
+  try {
+    if (config.modelServiceUrl) {
+      modelServiceUrl = config.modelServiceUrl;
+    } else {
+      const localEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config));
+      engine = localEngine;
+      const started = await startModelServiceServer(config, localEngine, log);
+      modelServer = started.server;
+      modelServiceUrl = started.url;
+    }
+  } catch (err) {
+    if (!opts.engine) await engine?.close().catch(() => undefined);
+    if (!opts.store) store.close();
+    throw err;
+  }
+
+  const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
+  const app = express();
+  app.disable('x-powered-by');
+
+  app.get('/openapi.json', (_req, res) => {
+    // Read per request: small, and a redeployed file needs no restart.
+    fs.readFile(OPENAPI_PATH, (err, data) => {
+      if (err) {
+        res.status(404).json({ error: { type: 'endpoint_not_found', message: 'openapi.json is missing', request_id: '' } });
+        return;
+      }
+      res.setHeader('Content-Type', 'application/json; charset=utf-8');
+      res.setHeader('Cache-Control', 'no-cache');
+      res.send(data);
+    });
+  });
+  app.use('/console', createConsoleRouter({ config, store }));
+  app.use('/', createGateway({ config, store, forward: forwarder }));
+  app.get('/', (_req, res) => res.redirect(302, '/console/'));
+  app.use(gatewayNotFoundHandler);
+  app.use(gatewayErrorHandler);
+
+  let closed = false;
+  return {
+    app,
+    store,
+    engine,
+    modelServiceUrl,
+    forwarder,
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (modelServer) await closeServer(modelServer);
+      if (engine && !opts.engine) await engine.close();
+      if (!opts.store) store.close();
+    },
+  };
+}
