@@ -110,9 +110,11 @@ class PipelineRun {
   private readonly decoderErr = new StderrTail();
   private readonly encoderErr = new StderrTail();
   private aborted = false;
-  /** Rejects when the signal fires or the encoder dies early; every await in the loop races it. */
-  private readonly failure: Promise<never>;
-  private fail!: (err: Error) => void;
+  /** Set once the signal fires or the encoder dies early; every await in the loop is guarded by it. */
+  private failedWith: Error | null = null;
+  /** Rejecters of the guard() calls in flight. (Not Promise.race against one long-lived promise: every race would
+   * leave a reaction on it that keeps the chunk it resolved with alive, i.e. the whole file's audio.) */
+  private readonly waiting = new Set<(err: Error) => void>();
   private readonly onAbort = (): void => {
     this.aborted = true;
     this.teardown();
@@ -126,15 +128,35 @@ class PipelineRun {
     private readonly outputPath: string,
     private readonly opts: DenoiseFileOptions,
   ) {
-    this.failure = new Promise<never>((_, reject) => {
-      this.fail = reject;
-    });
-    this.failure.catch(() => undefined); // observed through guard(); never an unhandled rejection
     opts.signal?.addEventListener('abort', this.onAbort, { once: true });
   }
 
+  private fail(err: Error): void {
+    if (this.failedWith) return;
+    this.failedWith = err;
+    for (const reject of this.waiting) reject(err);
+    this.waiting.clear();
+  }
+
+  /** Resolves like `p`, or rejects as soon as the run fails (abort, encoder death), whichever comes first. */
   guard<T>(p: Promise<T>): Promise<T> {
-    return Promise.race([p, this.failure]);
+    if (this.failedWith) {
+      p.catch(() => undefined);
+      return Promise.reject(this.failedWith);
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.add(reject);
+      p.then(
+        (v) => {
+          this.waiting.delete(reject);
+          resolve(v);
+        },
+        (e: unknown) => {
+          this.waiting.delete(reject);
+          reject(e);
+        },
+      );
+    });
   }
 
   async execute(): Promise<number> {
