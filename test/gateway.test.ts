@@ -1,0 +1,413 @@
+// The gateway pipeline over real HTTP and a real SQLite store. The Forwarder here stands in for
+// the model service at the gateway's boundary (it answers like one); nothing shipped is mocked.
+import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import express from 'express';
+import request from 'supertest';
+import { loadConfig, type Config } from '../src/config';
+import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler } from '../src/gateway';
+import { ROUTES } from '../src/gateway/routes';
+import type { EndpointSpec, Forwarder } from '../src/gateway/types';
+import { openSqliteStore } from '../src/store/sqlite-store';
+import type { GatewayStore, NewToken, PlanId, RequestLogEntry } from '../src/store/types';
+
+/** Answers like the model service; the X-Test-Upstream header picks a failure mode. */
+const modelServiceLike: Forwarder = async (req, res, ctx) => {
+  let bytes = 0;
+  for await (const chunk of req) bytes += (chunk as Buffer).length;
+  ctx.bytesIn = bytes;
+  const mode = req.headers['x-test-upstream'];
+  if (mode === 'slow') await new Promise((r) => setTimeout(r, 30));
+  if (mode === 'throw') throw new Error('forwarder exploded');
+  ctx.upstreamMs = 2;
+  res.setHeader('X-Gateway-Upstream-Ms', '2');
+  if (mode === 'reject') {
+    res.status(422).json({ detail: 'could not decode the uploaded file' });
+    return { status: 422, ok: false, upstreamMs: 2 };
+  }
+  if (mode === 'down') {
+    res.status(502).json({ error: { type: 'upstream_unavailable', message: 'down', request_id: ctx.requestId } });
+    return { status: 502, ok: false };
+  }
+  const body = JSON.stringify({ endpoint: ctx.route!.endpoint, bytes });
+  ctx.bytesOut = Buffer.byteLength(body);
+  res.status(200).type('application/json').send(body);
+  return { status: 200, ok: true, upstreamMs: 2 };
+};
+
+let dataDir: string;
+let config: Config;
+let store: GatewayStore;
+
+function buildApp(opts: { trustProxy?: boolean; routes?: EndpointSpec[]; now?: () => number } = {}): express.Express {
+  const app = express();
+  const cfg = { ...config, trustProxy: opts.trustProxy ?? false };
+  app.use(createGateway({ config: cfg, store, forward: modelServiceLike, routes: opts.routes, now: opts.now }));
+  app.get('/hello', (_req, res) => {
+    res.type('text').send('hi');
+  });
+  app.use(gatewayNotFoundHandler);
+  app.use(gatewayErrorHandler);
+  return app;
+}
+
+function workspace(name: string, plan: PlanId = 'enterprise', custom?: { requestsPerMinute?: number; creditsPerMonth?: number }) {
+  return store.createWorkspace(name, plan, custom ?? (plan === 'enterprise' ? { requestsPerMinute: 100_000, creditsPerMonth: 100_000 } : undefined));
+}
+
+function token(workspaceId: string, over: Partial<NewToken> = {}): string {
+  return store.createToken({ workspaceId, name: 'test', scopes: ['*'], allowedIps: [], expiresAt: null, ...over }).token;
+}
+
+/** The log row is written on 'finish', which can trail the client seeing the body by a tick. */
+async function loggedRow(requestId: string): Promise<RequestLogEntry> {
+  for (let i = 0; i < 50; i++) {
+    const row = store.queryRequests({ limit: 1000 }).find((r) => r.requestId === requestId);
+    if (row) return row;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`no log row for ${requestId}`);
+}
+
+function expectEnvelope(res: request.Response, status: number, type: string): void {
+  expect(res.status).toBe(status);
+  expect(res.body).toEqual({ error: { type, message: expect.any(String), request_id: res.headers['x-request-id'] } });
+  expect(res.body.error.message.length).toBeGreaterThan(0);
+}
+
+beforeEach(() => {
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-test-'));
+  config = loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'test' });
+  store = openSqliteStore(config);
+});
+
+afterEach(() => {
+  store.close();
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('routing and request ids', () => {
+  test('unknown service, unknown endpoint and wrong method use the envelope; 405 carries Allow', async () => {
+    const app = buildApp();
+    expectEnvelope(await request(app).get('/v1/voice-clone/models'), 404, 'service_not_found');
+    expectEnvelope(await request(app).get('/v1'), 404, 'service_not_found');
+    expectEnvelope(await request(app).get('/v1/noise-suppressor/nope'), 404, 'endpoint_not_found');
+    expectEnvelope(await request(app).get('/v1/noise-suppressor'), 404, 'endpoint_not_found');
+    const wrong = await request(app).get('/v1/noise-suppressor/denoise');
+    expectEnvelope(wrong, 405, 'method_not_allowed');
+    expect(wrong.headers.allow).toBe('POST');
+    const wrongGet = await request(app).delete('/v1/noise-suppressor/models');
+    expectEnvelope(wrongGet, 405, 'method_not_allowed');
+    expect(wrongGet.headers.allow).toBe('GET, HEAD');
+  });
+
+  test('X-Request-Id on every response and equal to the logged id', async () => {
+    const app = buildApp();
+    const ws = workspace('acme');
+    const tok = token(ws.id);
+    const logged = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    const responses = await Promise.all([
+      request(app).get('/v1/nope/x'),
+      request(app).get('/v1/noise-suppressor/nope'),
+      request(app).put('/v1/noise-suppressor/models'),
+      request(app).get('/v1/noise-suppressor/models'),
+      request(app).get('/v1/noise-suppressor/models').set('Authorization', `Bearer ${tok}`),
+      request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok).set('X-Test-Upstream', 'throw'),
+    ]);
+    expect(responses.map((r) => r.status)).toEqual([404, 404, 405, 401, 200, 500]);
+    expect(logged).toHaveBeenCalledWith(expect.stringContaining('POST /v1/noise-suppressor/denoise'), expect.any(Error));
+    logged.mockRestore();
+    for (const res of responses) {
+      const id = res.headers['x-request-id'];
+      expect(id).toMatch(/^req_[0-9a-f]{32}$/);
+      expect((await loggedRow(id)).status).toBe(res.status);
+    }
+    expect(new Set(responses.map((r) => r.headers['x-request-id'])).size).toBe(responses.length);
+    const ok = await loggedRow(responses[4].headers['x-request-id']);
+    expect(ok).toMatchObject({ service: 'noise-suppressor', endpoint: 'models', method: 'GET', status: 200, upstreamMs: 2, creditsCharged: 0 });
+    expect(ok.tokenId).not.toBeNull();
+    expect((await loggedRow(responses[3].headers['x-request-id'])).errorType).toBe('missing_token');
+    // The 500 path: envelope, and the credit charged before forwarding is refunded.
+    expectEnvelope(responses[5], 500, 'internal_error');
+    expect((await loggedRow(responses[5].headers['x-request-id'])).creditsCharged).toBe(0);
+    expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+
+    // Paths outside /v1 get an id too, whether the app or the fallback 404 answers.
+    const hello = await request(app).get('/hello');
+    expect(hello.text).toBe('hi');
+    expect(hello.headers['x-request-id']).toMatch(/^req_/);
+    const lost = await request(app).get('/nowhere');
+    expect(lost.status).toBe(404);
+    expect(lost.body.error.request_id).toBe(lost.headers['x-request-id']);
+  });
+
+  test('a safe client X-Request-Id is kept, an unsafe one replaced', async () => {
+    const app = buildApp();
+    const kept = await request(app).get('/v1/noise-suppressor/models').set('X-Request-Id', 'client-123.abc');
+    expect(kept.headers['x-request-id']).toBe('client-123.abc');
+    expect(kept.body.error.request_id).toBe('client-123.abc');
+    expect((await loggedRow('client-123.abc')).errorType).toBe('missing_token');
+    const replaced = await request(app).get('/v1/noise-suppressor/models').set('X-Request-Id', 'bad id <script>');
+    expect(replaced.headers['x-request-id']).toMatch(/^req_[0-9a-f]{32}$/);
+    const tooLong = await request(app).get('/v1/noise-suppressor/models').set('X-Request-Id', 'a'.repeat(200));
+    expect(tooLong.headers['x-request-id']).toMatch(/^req_/);
+  });
+});
+
+describe('authentication', () => {
+  test('missing, invalid, revoked and expired tokens are 401 with their own types', async () => {
+    const app = buildApp();
+    const ws = workspace('acme');
+    const models = '/v1/noise-suppressor/models';
+    expectEnvelope(await request(app).get(models), 401, 'missing_token');
+    expectEnvelope(await request(app).get(models).set('Authorization', 'Bearer nope'), 401, 'invalid_token');
+    expectEnvelope(await request(app).get(models).set('Authorization', `Bearer mw_live_${'A'.repeat(32)}`), 401, 'invalid_token');
+    expectEnvelope(await request(app).get(models).set('Authorization', 'Basic dXNlcjpwYXNz'), 401, 'invalid_token');
+    expectEnvelope(await request(app).get(models).set('X-API-Key', ''), 401, 'invalid_token');
+
+    const revoked = store.createToken({ workspaceId: ws.id, name: 'r', scopes: ['*'], allowedIps: [], expiresAt: null });
+    store.revokeToken(revoked.record.id);
+    const r = await request(app).get(models).set('X-API-Key', revoked.token);
+    expectEnvelope(r, 401, 'key_revoked');
+    expect(r.headers['ratelimit-limit']).toBeUndefined(); // not authenticated → no rate-limit headers
+
+    const expired = token(ws.id, { expiresAt: new Date(Date.now() - 1000).toISOString() });
+    expectEnvelope(await request(app).get(models).set('Authorization', `Bearer ${expired}`), 401, 'key_expired');
+    const future = token(ws.id, { expiresAt: new Date(Date.now() + 3_600_000).toISOString() });
+    expect((await request(app).get(models).set('Authorization', `Bearer ${future}`)).status).toBe(200);
+  });
+
+  test('Bearer and X-API-Key are equivalent and share one rate-limit budget; last used is recorded', async () => {
+    const app = buildApp();
+    const ws = workspace('acme', 'free');
+    const created = store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null });
+    expect(created.record.lastUsedAt).toBeNull();
+    const a = await request(app).get('/v1/noise-suppressor/models').set('Authorization', `Bearer ${created.token}`);
+    const b = await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', created.token);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect(a.body).toEqual(b.body);
+    expect(a.headers['ratelimit-limit']).toBe('60');
+    expect(Number(a.headers['ratelimit-remaining']) - Number(b.headers['ratelimit-remaining'])).toBe(1);
+    expect(store.getToken(created.record.id)!.lastUsedAt).not.toBeNull();
+    // The clear token is never written to the log.
+    expect(JSON.stringify(store.queryRequests({ limit: 1000 }))).not.toContain('mw_live_');
+  });
+});
+
+describe('IP allow-lists', () => {
+  test('socket address matched against IPs and CIDRs; IPv4-mapped IPv6 treated as IPv4', async () => {
+    const app = buildApp();
+    const ws = workspace('acme');
+    const call = (tok: string) => request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok);
+    for (const rules of [['127.0.0.1'], ['127.0.0.0/8'], ['::ffff:127.0.0.1'], ['10.0.0.0/8', '127.0.0.1/32'], ['::1', '127.0.0.1']]) {
+      expect((await call(token(ws.id, { allowedIps: rules }))).status).toBe(200);
+    }
+    const denied = await call(token(ws.id, { allowedIps: ['10.0.0.0/8', '2001:db8::/32'] }));
+    expectEnvelope(denied, 403, 'ip_not_allowed');
+    expect(denied.headers['ratelimit-limit']).toBeDefined(); // after auth: rate-limit headers present
+    expect((await loggedRow(denied.headers['x-request-id'])).clientIp).toBe('127.0.0.1');
+  });
+
+  test('X-Forwarded-For is used only when trustProxy is set (IPv4 and IPv6)', async () => {
+    const ws = workspace('acme');
+    const v4 = token(ws.id, { allowedIps: ['203.0.113.0/24'] });
+    const v6 = token(ws.id, { allowedIps: ['2001:db8::/32'] });
+    const untrusted = buildApp();
+    const trusted = buildApp({ trustProxy: true });
+    const models = '/v1/noise-suppressor/models';
+    expect((await request(untrusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '203.0.113.9')).status).toBe(403);
+    expect((await request(trusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '203.0.113.9, 10.0.0.1')).status).toBe(200);
+    expect((await request(trusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '198.51.100.1')).status).toBe(403);
+    expect((await request(trusted).get(models).set('X-API-Key', v6).set('X-Forwarded-For', '2001:db8:5::1')).status).toBe(200);
+    expect((await request(trusted).get(models).set('X-API-Key', v6).set('X-Forwarded-For', '2001:db9::1')).status).toBe(403);
+  });
+});
+
+describe('scopes and plans', () => {
+  const endpoints: Array<[string, 'get' | 'post', string]> = [
+    ['denoise', 'post', 'noise-suppressor:denoise'],
+    ['denoise/batch', 'post', 'noise-suppressor:denoise-batch'],
+    ['models', 'get', 'noise-suppressor:models'],
+    ['sample', 'get', 'noise-suppressor:sample'],
+    ['health', 'get', 'noise-suppressor:health'],
+  ];
+  const scopeRows: Array<[string, string[]]> = [
+    ['*', endpoints.map((e) => e[0])],
+    ['noise-suppressor:*', endpoints.map((e) => e[0])],
+    ...endpoints.map(([endpoint, , scope]) => [scope, [endpoint]] as [string, string[]]),
+  ];
+
+  test.each(scopeRows)('scope %s allows exactly %j', async (scope, allowed) => {
+    const app = buildApp();
+    const ws = workspace('acme');
+    const tok = token(ws.id, { scopes: [scope] });
+    for (const [endpoint, method] of endpoints) {
+      const res = await request(app)[method](`/v1/noise-suppressor/${endpoint}`).set('Authorization', `Bearer ${tok}`);
+      if (allowed.includes(endpoint)) {
+        expect(res.status).toBe(200);
+        expect(res.body.endpoint).toBe(endpoint);
+      } else {
+        expectEnvelope(res, 403, 'scope_denied');
+        expect(res.headers['ratelimit-remaining']).toBeDefined();
+      }
+    }
+  });
+
+  test('a scope for another service does not grant noise-suppressor', async () => {
+    const app = buildApp();
+    const ws = workspace('acme');
+    const tok = token(ws.id, { scopes: ['voice-lab:*', 'noise-suppressor:models'] });
+    expectEnvelope(await request(app).get('/v1/noise-suppressor/health').set('X-API-Key', tok), 403, 'scope_denied');
+  });
+
+  test('plan_forbids_service: a workspace exclusion, and a service outside the plan', async () => {
+    const withOtherService: EndpointSpec[] = [
+      ...ROUTES,
+      { service: 'voice-lab', endpoint: 'clone', method: 'POST', scope: 'voice-lab:clone', credits: 1, maxBodyBytes: 1024 },
+    ];
+    const app = buildApp({ routes: withOtherService });
+    const free = workspace('free-ws', 'free');
+    const tok = token(free.id);
+    expect((await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok)).status).toBe(200);
+    // free includes only noise-suppressor
+    expectEnvelope(await request(app).post('/v1/voice-lab/clone').set('X-API-Key', tok), 403, 'plan_forbids_service');
+    // enterprise includes every service
+    const ent = workspace('ent');
+    expect((await request(app).post('/v1/voice-lab/clone').set('X-API-Key', token(ent.id))).status).toBe(200);
+    // a workspace-level exclusion removes a service its plan includes; no credit is charged
+    store.setExcludedServices(free.id, ['noise-suppressor']);
+    expectEnvelope(await request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok), 403, 'plan_forbids_service');
+    expect(store.creditsUsed(free.id, new Date())).toBe(0);
+  });
+});
+
+describe('rate limits', () => {
+  test('RateLimit-* on every authenticated response; 429 rate_limited with Retry-After; window resets', async () => {
+    let clock = Date.UTC(2030, 0, 1, 12, 0, 15); // 45 s before the minute ends
+    const app = buildApp({ now: () => clock });
+    const ws = workspace('acme', 'enterprise', { requestsPerMinute: 3, creditsPerMonth: 100 });
+    const tok = token(ws.id);
+    const models = () => request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok);
+    const remaining: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await models();
+      expect(res.status).toBe(200);
+      expect(res.headers['ratelimit-limit']).toBe('3');
+      expect(res.headers['ratelimit-reset']).toBe('45');
+      remaining.push(res.headers['ratelimit-remaining']);
+    }
+    expect(remaining).toEqual(['2', '1', '0']);
+    clock += 5_000;
+    const limited = await models();
+    expectEnvelope(limited, 429, 'rate_limited');
+    expect(limited.headers['retry-after']).toBe('40');
+    expect(limited.headers['ratelimit-remaining']).toBe('0');
+    expect(limited.headers['ratelimit-reset']).toBe('40');
+    // a rejected POST is not charged
+    expect((await request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok)).status).toBe(429);
+    expect(store.creditsUsed(ws.id, new Date(clock))).toBe(0);
+    // another token of the same workspace has its own budget
+    expect((await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', token(ws.id))).status).toBe(200);
+    clock += 40_000; // next window
+    const again = await models();
+    expect(again.status).toBe(200);
+    expect(again.headers['ratelimit-remaining']).toBe('2');
+    expect(again.headers['ratelimit-reset']).toBe('60');
+  });
+
+  test('plan rates: free 60/min', async () => {
+    const clock = Date.UTC(2030, 0, 1, 12, 0, 0);
+    const app = buildApp({ now: () => clock });
+    const tok = token(workspace('acme', 'free').id);
+    const statuses: number[] = [];
+    for (let i = 0; i < 61; i++) statuses.push((await request(app).get('/v1/noise-suppressor/health').set('X-API-Key', tok)).status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(60);
+    expect(statuses[60]).toBe(429);
+  });
+});
+
+describe('credits', () => {
+  test('402 quota_exhausted when the month is used up; 0-credit endpoints still work', async () => {
+    const app = buildApp();
+    const ws = workspace('acme', 'enterprise', { creditsPerMonth: 2, requestsPerMinute: 1000 });
+    const tok = token(ws.id);
+    const denoise = () => request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok).attach('file', Buffer.from('RIFF....'), 'a.wav');
+    expect((await denoise()).status).toBe(200);
+    expect((await request(app).post('/v1/noise-suppressor/denoise/batch').set('X-API-Key', tok)).status).toBe(200);
+    const exhausted = await denoise();
+    expectEnvelope(exhausted, 402, 'quota_exhausted');
+    expect(exhausted.headers['ratelimit-limit']).toBe('1000');
+    expect((await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok)).status).toBe(200);
+    expect(store.creditsUsed(ws.id, new Date())).toBe(2);
+    // an upgrade lifts the limit immediately
+    store.setPlan(ws.id, 'enterprise', { creditsPerMonth: 3 });
+    expect((await denoise()).status).toBe(200);
+    const rows = store.queryRequests({ workspaceId: ws.id, endpoint: 'denoise' });
+    expect(rows.map((r) => [r.status, r.creditsCharged])).toEqual([[200, 1], [402, 0], [200, 1]]);
+    expect(rows[2].bytesIn).toBeGreaterThan(8); // multipart body counted by the forwarder
+  });
+
+  test('refund when the model service rejects the input (4xx) or fails (5xx)', async () => {
+    const app = buildApp();
+    const ws = workspace('acme');
+    const tok = token(ws.id);
+    const post = (mode?: string) => {
+      const r = request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok);
+      return mode ? r.set('X-Test-Upstream', mode) : r;
+    };
+    const rejected = await post('reject');
+    expect(rejected.status).toBe(422);
+    expect(rejected.body).toEqual({ detail: 'could not decode the uploaded file' });
+    expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+    expect((await post('down')).status).toBe(502);
+    expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+    expect((await post()).status).toBe(200);
+    expect(store.creditsUsed(ws.id, new Date())).toBe(1);
+    expect((await loggedRow(rejected.headers['x-request-id'])).creditsCharged).toBe(0);
+  });
+
+  test('payload_too_large from the declared Content-Length, before any charge', async () => {
+    const small: EndpointSpec[] = ROUTES.map((r) => (r.endpoint === 'denoise' ? { ...r, maxBodyBytes: 64 } : r));
+    const app = buildApp({ routes: small });
+    const ws = workspace('acme');
+    const tok = token(ws.id);
+    expectEnvelope(
+      await request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok).set('Content-Type', 'application/octet-stream').send(Buffer.alloc(65)),
+      413,
+      'payload_too_large',
+    );
+    expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+    expect(ROUTES.find((r) => r.endpoint === 'denoise')!.maxBodyBytes).toBe(101 * 1024 * 1024);
+    expect(ROUTES.find((r) => r.endpoint === 'denoise/batch')!.maxBodyBytes).toBe(201 * 1024 * 1024);
+  });
+
+  test('50 concurrent calls against 10 remaining credits: exactly 10 succeed', async () => {
+    const app = buildApp();
+    const ws = workspace('acme', 'enterprise', { creditsPerMonth: 1000, requestsPerMinute: 10_000 });
+    expect(store.chargeCredits(ws.id, 990, 1000, new Date()).ok).toBe(true);
+    const tok = token(ws.id);
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const statuses = await Promise.all(
+        Array.from({ length: 50 }, async (_, i) => {
+          const res = await fetch(`http://127.0.0.1:${port}/v1/noise-suppressor/denoise`, {
+            method: 'POST',
+            headers: { Authorization: `Bearer ${tok}`, 'X-Test-Upstream': 'slow', 'Content-Type': 'application/octet-stream' },
+            body: Buffer.alloc(1000, i),
+          });
+          const body = (await res.json()) as { error?: { type: string } };
+          return res.status === 402 ? body.error!.type : res.status;
+        }),
+      );
+      expect(statuses.filter((s) => s === 200)).toHaveLength(10);
+      expect(statuses.filter((s) => s === 'quota_exhausted')).toHaveLength(40);
+      expect(store.creditsUsed(ws.id, new Date())).toBe(1000);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+});
