@@ -69,6 +69,9 @@
   function signedOut() {
     state.csrf = null;
     state.playground.token = null;
+    state.playground.models = null;
+    state.playground.workspaceId = null;
+    clearTokenOnce();
     show($('#nav'), false);
     show($('#signout'), false);
     for (const p of document.querySelectorAll('.page')) show(p, false);
@@ -110,6 +113,8 @@
     if (!state.csrf) return;
     const page = PAGES.includes(location.hash.slice(1)) ? location.hash.slice(1) : 'keys';
     state.page = page;
+    // A new key's clear token is shown once: leaving the page forgets it.
+    clearTokenOnce();
     for (const p of PAGES) show($(`#page-${p}`), p === page);
     for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.page === page);
     const load = { keys: loadKeysPage, workspaces: loadWorkspacesPage, playground: loadPlayground }[page];
@@ -237,10 +242,11 @@
     }
     show($('#token-once-copied'), true);
   });
-  $('#token-once-close').addEventListener('click', () => {
+  function clearTokenOnce() {
     $('#token-once-value').value = '';
     show($('#token-once'), false);
-  });
+  }
+  $('#token-once-close').addEventListener('click', clearTokenOnce);
 
   function confirmDialog(title, text, okLabel) {
     const dlg = $('#confirm-dialog');

@@ -2,9 +2,11 @@
 // The app mounts it with `app.use('/console', createConsoleRouter({ config, store }))` and
 // calls `ensureAdminSecret(config, store, log)` once at start.
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
+import { normalizeIp } from '../gateway/ip';
 import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import {
   LoginRateLimiter,
@@ -151,6 +153,21 @@ function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
   };
 }
 
+/**
+ * Who is signing in, for the attempt limiter: the socket peer, or behind a trusted proxy the
+ * right-most X-Forwarded-For entry (the one the proxy itself appended; entries to its left are
+ * whatever the client sent, so rotating them must not buy fresh attempts).
+ */
+function signInClientKey(req: Request, trustProxy: boolean): string {
+  if (trustProxy) {
+    const header = req.headers['x-forwarded-for'];
+    const parts = (Array.isArray(header) ? header.join(',') : header ?? '').split(',');
+    const last = normalizeIp(parts[parts.length - 1] ?? '');
+    if (last && net.isIP(last)) return last;
+  }
+  return normalizeIp(req.socket.remoteAddress ?? '') || 'unknown';
+}
+
 /** Route handler wrapper: turns InputError into 400 and other throws into next(err). */
 function handle(fn: (req: Request, res: Response) => unknown) {
   return (req: Request, res: Response, next: NextFunction) => {
@@ -277,7 +294,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
         sendError(res, 415, 'unsupported_media_type', 'send JSON');
         return;
       }
-      const ip = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+      const ip = signInClientKey(req, config.trustProxy);
       const wait = loginLimiter.retryAfterSeconds(ip);
       if (wait > 0) {
         res.setHeader('Retry-After', String(wait));

@@ -197,6 +197,18 @@ describe('console sessions and CSRF', () => {
     } finally {
       cleanup(limited);
     }
+    // Behind a trusted proxy the proxy-appended (right-most) X-Forwarded-For entry counts, so a
+    // client rotating the left-hand entries gets no fresh attempts; another real client is unaffected.
+    const proxied = makeHarness({ ADMIN_SECRET: SECRET, TRUST_PROXY: '1' }, { maxFailures: 2, windowMs: 60_000 });
+    try {
+      for (const spoof of ['1.1.1.1', '2.2.2.2']) {
+        await request(proxied.app).post('/console/api/login').set('X-Forwarded-For', `${spoof}, 198.51.100.9`).send({ secret: 'nope' }).expect(401);
+      }
+      await request(proxied.app).post('/console/api/login').set('X-Forwarded-For', '3.3.3.3, 198.51.100.9').send({ secret: SECRET }).expect(429);
+      await request(proxied.app).post('/console/api/login').set('X-Forwarded-For', '198.51.100.10').send({ secret: SECRET }).expect(200);
+    } finally {
+      cleanup(proxied);
+    }
   });
 
   test('pages are served with a strict CSP and /console redirects to /console/', async () => {

@@ -1,0 +1,232 @@
+// End to end in headless Chromium against the REAL app (createApp: gateway, model service,
+// ONNX inference, SQLite): sign in, create a key in the UI, use it on the public API, find the
+// call in the request log, revoke it in the UI, run the playground. Screenshots go to test-output/.
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { createApp, closeServer, type AppHandle } from '../../src/app';
+import { loadConfig, PROJECT_ROOT } from '../../src/config';
+import { ensureAdminSecret } from '../../src/console';
+
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const SECRET = 'e2e-console-admin-secret';
+const FIXTURE = path.join(PROJECT_ROOT, 'fixtures', 'speech-noisy-16k-mono.wav');
+const SHOTS = path.join(PROJECT_ROOT, 'test-output');
+
+// Without a browser there is nothing to drive: say so loudly rather than pass silently.
+const describeBrowser = fs.existsSync(CHROMIUM) ? describe : describe.skip;
+if (!fs.existsSync(CHROMIUM)) {
+  // eslint-disable-next-line no-console
+  console.warn(`console e2e skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium)`);
+}
+
+describeBrowser('web console in a real browser', () => {
+  let dataDir: string;
+  let handle: AppHandle;
+  let server: http.Server;
+  let base: string;
+  let browser: Browser;
+  let page: Page;
+  const browserErrors: string[] = [];
+
+  beforeAll(async () => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'console-e2e-'));
+    const config = loadConfig({ DATA_DIR: dataDir, ADMIN_SECRET: SECRET, WORKERS: '1', NODE_ENV: 'test' });
+    handle = await createApp(config, { log: () => undefined });
+    ensureAdminSecret(config, handle.store, () => undefined);
+    server = http.createServer(handle.app);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    fs.mkdirSync(SHOTS, { recursive: true });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update'],
+    });
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('pageerror', (err) => browserErrors.push(String(err)));
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') browserErrors.push(msg.text());
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    if (server) await closeServer(server, 1000);
+    await handle?.close();
+    if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const shot = (name: string) => page.screenshot({ path: path.join(SHOTS, `console-${name}.png`), fullPage: true });
+
+  let token = '';
+  let denoiseRequestId = '';
+
+  test('sign in: a wrong secret is refused, the right one opens the console', async () => {
+    await page.goto(`${base}/console`);
+    await page.waitForSelector('#page-signin:not([hidden])');
+    await page.fill('#signin-secret', 'not-the-secret');
+    await page.click('#signin-form button[type=submit]');
+    await page.waitForSelector('#signin-error:not([hidden])');
+    expect(await page.textContent('#signin-error')).toContain('Wrong admin secret');
+    await shot('signin');
+
+    await page.fill('#signin-secret', SECRET);
+    await page.click('#signin-form button[type=submit]');
+    await page.waitForSelector('#page-keys:not([hidden])');
+    const cookies = await page.context().cookies();
+    const session = cookies.find((c) => c.name === 'ns_console_session')!;
+    expect(session.httpOnly).toBe(true);
+    expect(session.sameSite).toBe('Strict');
+    // The page's JS cannot read the session cookie.
+    expect(await page.evaluate(() => document.cookie)).not.toContain('ns_console_session');
+  });
+
+  test('create a key in the UI: token shown once, listed by prefix', async () => {
+    await page.fill('#key-name', 'e2e backend');
+    await page.selectOption('#key-workspace', '__new__');
+    await page.fill('#key-new-workspace-name', 'acme');
+    await page.selectOption('#key-new-workspace-plan', 'free');
+    await page.check('#key-scopes input[value="noise-suppressor:denoise"]');
+    await page.check('#key-scopes input[value="noise-suppressor:models"]');
+    await page.click('#key-create-submit');
+    await page.waitForSelector('#token-once:not([hidden])');
+    token = await page.inputValue('#token-once-value');
+    expect(token).toMatch(/^mw_live_[A-Za-z0-9]{32}$/);
+    const row = page.locator(`#keys-table tr[data-prefix="${token.slice(0, 12)}"]`);
+    await row.waitFor();
+    expect(await row.textContent()).toContain('e2e backend');
+    expect(await row.locator('.badge').textContent()).toBe('active');
+    await page.click('#token-once-copy');
+    await page.waitForSelector('#token-once-copied:not([hidden])');
+    await shot('keys-created');
+    // The table shows the prefix only, never the token.
+    expect(await page.textContent('#keys-table')).not.toContain(token);
+  });
+
+  test('the new key works on the public API: /models and a real /denoise', async () => {
+    const models = await fetch(`${base}/v1/noise-suppressor/models`, { headers: { 'X-API-Key': token } });
+    expect(models.status).toBe(200);
+    const body = (await models.json()) as { models: Array<{ id: string }>; default: string };
+    expect(body.models.map((m) => m.id)).toContain('nsm-2');
+
+    const form = new FormData();
+    form.append('file', new Blob([fs.readFileSync(FIXTURE)], { type: 'audio/wav' }), 'speech.wav');
+    form.append('model', 'nsm-1');
+    const res = await fetch(`${base}/v1/noise-suppressor/denoise`, { method: 'POST', headers: { 'X-API-Key': token }, body: form });
+    expect(res.status).toBe(200);
+    const audio = Buffer.from(await res.arrayBuffer());
+    expect(audio.subarray(0, 4).toString('latin1')).toBe('RIFF');
+    denoiseRequestId = res.headers.get('x-request-id') ?? '';
+    expect(denoiseRequestId).not.toBe('');
+  });
+
+  test('the call shows up on the workspace page: credits, chart and request log with filters', async () => {
+    await page.click('#nav a[data-page=workspaces]');
+    await page.waitForSelector('#page-workspaces:not([hidden])');
+    const row = page.locator(`#log-table tr[data-request-id="${denoiseRequestId}"]`);
+    await row.waitFor();
+    const text = (await row.textContent())!;
+    expect(text).toContain(denoiseRequestId);
+    expect(text).toContain('denoise');
+    expect(text).toContain('200');
+    expect(await page.textContent('#ws-credits-used')).toBe('1');
+    expect(await page.textContent('#ws-credits-left')).toBe('999');
+    const today = new Date().toISOString().slice(0, 10);
+    expect(await page.getAttribute(`#ws-chart g[data-day="${today}"]`, 'data-count')).toBe('2');
+
+    await page.selectOption('#log-endpoint', 'models');
+    await page.waitForSelector(`#log-table tr[data-request-id="${denoiseRequestId}"]`, { state: 'detached' });
+    expect(await page.locator('#log-table tbody tr').count()).toBe(1);
+    await page.selectOption('#log-endpoint', '');
+    await row.waitFor();
+    await shot('workspaces');
+  });
+
+  test('revoke in the UI (with confirmation): the next call fails with key_revoked', async () => {
+    await page.click('#nav a[data-page=keys]');
+    // Shown once: after leaving the page the clear token is gone from it.
+    expect(await page.isHidden('#token-once')).toBe(true);
+    expect(await page.inputValue('#token-once-value')).toBe('');
+    const row = page.locator(`#keys-table tr[data-prefix="${token.slice(0, 12)}"]`);
+    await row.locator('button.revoke').click();
+    await page.waitForSelector('#confirm-dialog[open]');
+    await shot('revoke-confirm');
+    // Cancel first: nothing changes.
+    await page.click('#confirm-cancel');
+    expect(await row.locator('.badge').textContent()).toBe('active');
+    await row.locator('button.revoke').click();
+    await page.click('#confirm-ok');
+    await row.locator('.badge.revoked').waitFor();
+    expect(await row.locator('button.revoke').count()).toBe(0);
+
+    const res = await fetch(`${base}/v1/noise-suppressor/models`, { headers: { 'X-API-Key': token } });
+    expect(res.status).toBe(401);
+    expect(((await res.json()) as { error: { type: string } }).error.type).toBe('key_revoked');
+
+    await page.click('#nav a[data-page=workspaces]');
+    await page.selectOption('#log-error-type', 'key_revoked');
+    await page.locator('#log-table tbody tr').first().waitFor();
+    expect(await page.textContent('#log-table tbody')).toContain('key_revoked');
+    await page.selectOption('#log-error-type', '');
+  });
+
+  test('playground: upload a WAV, clean it through the public API, play and draw both spectrograms', async () => {
+    await page.click('#nav a[data-page=playground]');
+    await page.waitForSelector('#pg-model option[value="nsm-2"]', { state: 'attached' });
+    expect(await page.inputValue('#pg-model')).toBe('nsm-2');
+    await page.selectOption('#pg-model', 'nsm-1');
+    await page.fill('#pg-atten', '30');
+    await page.setInputFiles('#pg-file', FIXTURE);
+    await page.waitForSelector('#pg-before-spec[data-ready="true"]');
+    await page.waitForSelector('#pg-run:not([disabled])');
+    await page.click('#pg-run');
+    await page.waitForSelector('#pg-after-spec[data-ready="true"]', { timeout: 60_000 });
+    expect(await page.textContent('#pg-status')).toContain('Done');
+    const afterSrc = await page.getAttribute('#pg-after-audio', 'src');
+    expect(afterSrc).toMatch(/^blob:/);
+    // The browser can load both recordings.
+    await page.waitForFunction(() => (document.querySelector('#pg-after-audio') as HTMLAudioElement).readyState >= 1);
+    const durations = await page.evaluate(() =>
+      ['#pg-before-audio', '#pg-after-audio'].map((s) => (document.querySelector(s) as HTMLAudioElement).duration),
+    );
+    expect(durations[1]).toBeCloseTo(durations[0], 1);
+
+    // Both spectrograms hold a real picture (many distinct colours), and the cleaned one is darker.
+    const stats = await page.evaluate(() =>
+      ['#pg-before-spec', '#pg-after-spec'].map((sel) => {
+        const c = document.querySelector(sel) as HTMLCanvasElement;
+        const d = c.getContext('2d')!.getImageData(42, 6, c.width - 50, c.height - 28).data;
+        const colours = new Set<number>();
+        let sum = 0;
+        for (let i = 0; i < d.length; i += 4) {
+          colours.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+          sum += d[i] + d[i + 1] + d[i + 2];
+        }
+        return { colours: colours.size, brightness: sum / (d.length / 4) };
+      }),
+    );
+    expect(stats[0].colours).toBeGreaterThan(200);
+    expect(stats[1].colours).toBeGreaterThan(200);
+    expect(stats[1].brightness).toBeLessThan(stats[0].brightness);
+    await shot('playground');
+
+    // The playground went through the real gateway with its own session key, and was logged.
+    const keys = handle.store.listTokens().filter((k) => k.name === 'console playground');
+    expect(keys).toHaveLength(1);
+    const logged = handle.store.queryRequests({ tokenId: keys[0].id, endpoint: 'denoise' });
+    expect(logged.map((r) => r.status)).toEqual([200]);
+  });
+
+  test('sign out: back to sign-in, API closed, playground key revoked', async () => {
+    await page.click('#signout');
+    await page.waitForSelector('#page-signin:not([hidden])');
+    const res = await page.evaluate(async () => (await fetch('api/workspaces')).status);
+    expect(res).toBe(401);
+    const pgKey = handle.store.listTokens().find((k) => k.name === 'console playground')!;
+    expect(pgKey.revokedAt).not.toBeNull();
+    expect(browserErrors.filter((e) => !/401|Unauthorized/.test(e))).toEqual([]);
+  });
+});
