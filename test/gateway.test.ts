@@ -1,6 +1,7 @@
 // The gateway pipeline over real HTTP and a real SQLite store. The Forwarder here stands in for
 // the model service at the gateway's boundary (it answers like one); nothing shipped is mocked.
 import fs from 'node:fs';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,6 +22,11 @@ const modelServiceLike: Forwarder = async (req, res, ctx) => {
   const mode = req.headers['x-test-upstream'];
   if (mode === 'slow') await new Promise((r) => setTimeout(r, 30));
   if (mode === 'throw') throw new Error('forwarder exploded');
+  if (mode === 'hang') {
+    // Never answers; gives up when the client goes away, as a real forwarder would.
+    await new Promise((r) => res.once('close', r));
+    return { status: 499, ok: false };
+  }
   ctx.upstreamMs = 2;
   res.setHeader('X-Gateway-Upstream-Ms', '2');
   if (mode === 'reject') {
@@ -381,6 +387,35 @@ describe('credits', () => {
     expect(store.creditsUsed(ws.id, new Date())).toBe(0);
     expect(ROUTES.find((r) => r.endpoint === 'denoise')!.maxBodyBytes).toBe(101 * 1024 * 1024);
     expect(ROUTES.find((r) => r.endpoint === 'denoise/batch')!.maxBodyBytes).toBe(201 * 1024 * 1024);
+  });
+
+  test('a client that aborts is logged (499) and its credit refunded', async () => {
+    const app = buildApp();
+    const ws = workspace('acme');
+    const tok = token(ws.id);
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const req = http.request({
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/noise-suppressor/denoise',
+        headers: { 'X-API-Key': tok, 'X-Test-Upstream': 'hang', 'X-Request-Id': 'abort-test-1', 'Content-Length': '4' },
+      });
+      req.on('error', () => undefined);
+      req.end('abcd');
+      // wait until the gateway has charged, then hang up
+      for (let i = 0; i < 100 && store.creditsUsed(ws.id, new Date()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(store.creditsUsed(ws.id, new Date())).toBe(1);
+      req.destroy();
+      const row = await loggedRow('abort-test-1');
+      expect(row).toMatchObject({ status: 499, creditsCharged: 0, endpoint: 'denoise' });
+      expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
   });
 
   test('50 concurrent calls against 10 remaining credits: exactly 10 succeed', async () => {

@@ -34,6 +34,8 @@ interface Call {
   limits?: PlanLimits;
   /** When credits were charged: a refund goes to that same month. */
   chargedAt?: Date;
+  /** When the response finished or the client went away. */
+  endedAt?: number;
 }
 
 /** continue: next policy; handled: a response was produced; pass: not a gateway path, hand to the app. */
@@ -275,7 +277,7 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
           bytesIn: ctx.bytesIn,
           bytesOut: ctx.bytesOut || (Number.isFinite(declaredOut) ? declaredOut : 0),
           upstreamMs: ctx.upstreamMs ?? null,
-          totalMs: Math.max(0, now() - ctx.startedAt),
+          totalMs: Math.max(0, (call.endedAt ?? now()) - ctx.startedAt),
           clientIp: ctx.clientIp,
         };
         try {
@@ -306,6 +308,10 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
     };
     const call: Call = { req, res, ctx };
     res.locals.gateway = ctx;
+    // Settles when the policies are done (after the forwarder's refund decision), so the log row
+    // of an aborted call carries the final credits even though 'close' fired first.
+    let pipelineSettled!: () => void;
+    const pipelineDone = new Promise<void>((resolve) => (pipelineSettled = resolve));
     let armed = false;
     const arm = () => {
       // The end hooks run once, on 'finish' (response sent) or 'close' (client aborted).
@@ -314,7 +320,10 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
       const end = (finished: boolean) => {
         if (done) return;
         done = true;
-        for (const p of ending) p.onEnd!(call, finished);
+        call.endedAt = now();
+        void pipelineDone.then(() => {
+          for (const p of ending) p.onEnd!(call, finished);
+        });
       };
       res.once('finish', () => end(true));
       res.once('close', () => end(res.writableFinished));
@@ -331,6 +340,8 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
     } catch (err) {
       ctx.errorType = 'internal_error';
       next(err);
+    } finally {
+      pipelineSettled();
     }
   };
 
