@@ -138,6 +138,10 @@ class PipelineRun {
     this.waiting.clear();
   }
 
+  private throwIfFailed(): void {
+    if (this.failedWith) throw this.failedWith;
+  }
+
   /** Resolves like `p`, or rejects as soon as the run fails (abort, encoder death), whichever comes first. */
   guard<T>(p: Promise<T>): Promise<T> {
     if (this.failedWith) {
@@ -220,6 +224,7 @@ class PipelineRun {
     const processBytes = async (bytes: Buffer): Promise<void> => {
       const planar = deinterleave(bytes, channels);
       framesIn += planar[0].length;
+      this.throwIfFailed();
       await writeOut(await this.guard(stream.push(planar)));
       this.opts.onProgress?.(framesIn / modelRate, total);
     };
@@ -249,6 +254,7 @@ class PipelineRun {
     if (tailBytes > 0) await processBytes(Buffer.concat(pending, pendingBytes).subarray(0, tailBytes));
     if (framesIn === 0) throw new AudioInputError('could not decode: no audio samples in the file');
 
+    this.throwIfFailed(); // end() cannot be aborted once sent, so do not send it for a run that already failed
     await writeOut(await this.guard(stream.end()));
     this.stream = null; // flushed: nothing to abort any more
     encoderInputEnded = true;
