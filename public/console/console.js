@@ -427,7 +427,7 @@
   }
 
   function updateRunButton() {
-    $('#pg-run').disabled = !(pg.token && pg.file && $('#pg-model').value);
+    $('#pg-run').disabled = !(pg.file && $('#pg-model').value && $('#pg-workspace').value);
   }
 
   async function loadPlayground() {
@@ -542,7 +542,10 @@
 
   $('#pg-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
-    if (!pg.file || !pg.token) return;
+    if (!pg.file) return;
+    // The session key is gone (revoked on the keys page, or the session was renewed): get a fresh one.
+    if (!pg.token) await selectPlaygroundWorkspace($('#pg-workspace').value);
+    if (!pg.token) return;
     const form = new FormData();
     form.append('file', pg.file, pg.fileName);
     form.append('model', $('#pg-model').value);
@@ -555,13 +558,19 @@
     delete afterCanvas.dataset.ready;
     const started = performance.now();
     try {
-      const res = await fetch(`${BASE}/v1/noise-suppressor/denoise`, { method: 'POST', headers: { 'X-API-Key': pg.token }, body: form });
+      const send = () => fetch(`${BASE}/v1/noise-suppressor/denoise`, { method: 'POST', headers: { 'X-API-Key': pg.token }, body: form });
+      let res = await send();
+      if (res.status === 401) {
+        // The session's key was revoked (e.g. on the keys page) or expired: take a fresh one, once.
+        pg.token = null;
+        pg.models = null;
+        await selectPlaygroundWorkspace($('#pg-workspace').value);
+        if (pg.token) res = await send();
+      }
       const requestId = res.headers.get('X-Request-Id') || '';
       if (!res.ok) {
         const data = await res.json().catch(() => null);
         const msg = data && data.error ? `${data.error.type}: ${data.error.message}` : data && data.detail ? String(data.detail) : `HTTP ${res.status}`;
-        // The session key may have been revoked from the keys page: get a fresh one next time.
-        if (res.status === 401) { pg.token = null; pg.models = null; pg.workspaceId = null; }
         pgStatus(`Failed (${res.status}) ${msg} · request ${requestId}`, true);
         return;
       }

@@ -11,7 +11,7 @@ import { createApp, closeServer, type AppHandle } from '../../src/app';
 import { loadConfig, PROJECT_ROOT } from '../../src/config';
 import { ensureAdminSecret } from '../../src/console';
 
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const CHROMIUM = '/usr/bin/chromium';
 const SECRET = 'e2e-console-admin-secret';
 const FIXTURE = path.join(PROJECT_ROOT, 'fixtures', 'speech-noisy-16k-mono.wav');
 const SHOTS = path.join(PROJECT_ROOT, 'test-output');
@@ -43,7 +43,16 @@ describeBrowser('web console in a real browser', () => {
     fs.mkdirSync(SHOTS, { recursive: true });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        // A fake microphone (a beeping tone) and auto-accepted permission for the Record button.
+        '--use-fake-ui-for-media-stream',
+        '--use-fake-device-for-media-stream',
+      ],
     });
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('pageerror', (err) => browserErrors.push(String(err)));
@@ -220,13 +229,45 @@ describeBrowser('web console in a real browser', () => {
     expect(logged.map((r) => r.status)).toEqual([200]);
   });
 
+  test('playground recovers when its key was revoked meanwhile: it takes a fresh one', async () => {
+    const before = handle.store.listTokens().filter((k) => k.name === 'console playground');
+    expect(before).toHaveLength(1);
+    handle.store.revokeToken(before[0].id);
+    await page.evaluate(() => {
+      delete (document.querySelector('#pg-after-spec') as HTMLCanvasElement).dataset.ready;
+    });
+    await page.click('#pg-run');
+    await page.waitForSelector('#pg-after-spec[data-ready="true"]', { timeout: 60_000 });
+    expect(await page.textContent('#pg-status')).toContain('Done');
+    const after = handle.store.listTokens().filter((k) => k.name === 'console playground' && !k.revokedAt);
+    expect(after).toHaveLength(1);
+    expect(after[0].id).not.toBe(before[0].id);
+  });
+
+  test('playground: record from the (fake) microphone with MediaRecorder and clean the recording', async () => {
+    await page.click('#pg-record');
+    await page.waitForSelector('#pg-record.recording');
+    await page.waitForTimeout(1500);
+    await page.click('#pg-record');
+    await page.waitForFunction(() => /recording\.(webm|ogg|m4a)/.test(document.querySelector('#pg-before-info')!.textContent ?? ''));
+    await page.waitForSelector('#pg-before-spec[data-ready="true"]');
+    await page.click('#pg-run');
+    await page.waitForFunction(() => /Done|Failed/.test(document.querySelector('#pg-status')!.textContent ?? ''), undefined, { timeout: 60_000 });
+    expect(await page.textContent('#pg-status')).toContain('Done');
+    await page.waitForSelector('#pg-after-spec[data-ready="true"]');
+    const logged = handle.store.queryRequests({ endpoint: 'denoise', status: 200 });
+    expect(logged.length).toBeGreaterThanOrEqual(4); // API call, file run, retried run, recording
+    await shot('playground-recorded');
+  });
+
   test('sign out: back to sign-in, API closed, playground key revoked', async () => {
     await page.click('#signout');
     await page.waitForSelector('#page-signin:not([hidden])');
     const res = await page.evaluate(async () => (await fetch('api/workspaces')).status);
     expect(res).toBe(401);
-    const pgKey = handle.store.listTokens().find((k) => k.name === 'console playground')!;
-    expect(pgKey.revokedAt).not.toBeNull();
+    const pgKeys = handle.store.listTokens().filter((k) => k.name === 'console playground');
+    expect(pgKeys).toHaveLength(2);
+    expect(pgKeys.every((k) => k.revokedAt !== null)).toBe(true);
     expect(browserErrors.filter((e) => !/401|Unauthorized/.test(e))).toEqual([]);
   });
 });
