@@ -335,7 +335,7 @@
     const niceMax = (() => { const p = Math.pow(10, Math.floor(Math.log10(max))); return Math.ceil(max / p) * p; })();
     const plotW = W - left - right, plotH = H - top - bottom;
     const bw = plotW / series.length;
-    const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'Requests per day', preserveAspectRatio: 'none' });
+    const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'Requests per day' });
     for (let t = 0; t <= 4; t++) {
       const v = (niceMax * t) / 4;
       const y = top + plotH - (v / niceMax) * plotH;

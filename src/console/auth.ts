@@ -88,7 +88,20 @@ export interface SessionOptions {
 export class SessionStore {
   private readonly sessions = new Map<string, ConsoleSession>();
 
-  constructor(private readonly options: SessionOptions) {}
+  /** `onEnd` runs for sessions that time out (not for destroy(), whose caller handles it). */
+  constructor(
+    private readonly options: SessionOptions,
+    private readonly onEnd: (session: ConsoleSession) => void = () => undefined,
+  ) {}
+
+  private isOver(s: ConsoleSession, now: number): boolean {
+    return now >= s.expiresAt || now - s.lastSeenAt >= this.options.idleTtlMs;
+  }
+
+  private end(key: string, session: ConsoleSession): void {
+    this.sessions.delete(key);
+    this.onEnd(session);
+  }
 
   private static key(sessionId: string): string {
     return crypto.createHash('sha256').update(sessionId).digest('hex');
@@ -114,8 +127,8 @@ export class SessionStore {
     const key = SessionStore.key(sessionId);
     const session = this.sessions.get(key);
     if (!session) return null;
-    if (now >= session.expiresAt || now - session.lastSeenAt >= this.options.idleTtlMs) {
-      this.sessions.delete(key);
+    if (this.isOver(session, now)) {
+      this.end(key, session);
       return null;
     }
     session.lastSeenAt = now;
@@ -134,9 +147,10 @@ export class SessionStore {
     return Math.min(session.expiresAt, session.lastSeenAt + this.options.idleTtlMs);
   }
 
-  private sweep(now: number): void {
+  /** Ends every timed-out session; runs at each sign-in and on a timer. */
+  sweep(now = Date.now()): void {
     for (const [key, s] of this.sessions) {
-      if (now >= s.expiresAt || now - s.lastSeenAt >= this.options.idleTtlMs) this.sessions.delete(key);
+      if (this.isOver(s, now)) this.end(key, s);
     }
   }
 }

@@ -197,7 +197,6 @@ const CONTENT_SECURITY_POLICY = [
 export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   const { config, store } = deps;
   const options: ConsoleOptions = { ...DEFAULT_CONSOLE_OPTIONS, ...deps.options };
-  const sessions = new SessionStore(options);
   const loginLimiter = new LoginRateLimiter(options);
   const router = express.Router();
 
@@ -240,6 +239,11 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
     }
     session.playgroundKeys.clear();
   };
+
+  // A timed-out session's playground keys are revoked too, not left valid until their expiry.
+  const sessions = new SessionStore(options, dropPlaygroundKeys);
+  const sweeper = setInterval(() => sessions.sweep(), Math.max(1000, Math.min(options.idleTtlMs, 60_000)));
+  sweeper.unref();
 
   // ---- static pages -------------------------------------------------------
   router.get('/', (req, res, next) => {

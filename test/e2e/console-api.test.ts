@@ -178,10 +178,18 @@ describe('console sessions and CSRF', () => {
   test('sessions expire when idle', async () => {
     const short = makeHarness({ ADMIN_SECRET: SECRET }, { idleTtlMs: 150 });
     try {
-      const { cookie } = await signIn(short);
-      await request(short.app).get('/console/api/workspaces').set('Cookie', cookie).expect(200);
+      const { cookie, csrf } = await signIn(short);
+      const ws = short.store.createWorkspace('idle', 'free');
+      const key = await request(short.app)
+        .post('/console/api/playground/key')
+        .set('Cookie', cookie)
+        .set('X-CSRF-Token', csrf)
+        .send({ workspace_id: ws.id })
+        .expect(200);
       await new Promise((r) => setTimeout(r, 250));
       await request(short.app).get('/console/api/workspaces').set('Cookie', cookie).expect(401);
+      // The timed-out session's playground key went with it.
+      expect(short.store.getToken(key.body.key_id)!.revokedAt).not.toBeNull();
     } finally {
       cleanup(short);
     }
