@@ -172,6 +172,9 @@ describe('authentication', () => {
     expectEnvelope(await request(app).get(models).set('Authorization', `Bearer mw_live_${'A'.repeat(32)}`), 401, 'invalid_token');
     expectEnvelope(await request(app).get(models).set('Authorization', 'Basic dXNlcjpwYXNz'), 401, 'invalid_token');
     expectEnvelope(await request(app).get(models).set('X-API-Key', ''), 401, 'invalid_token');
+    // a Basic header from a proxy does not hide a valid X-API-Key
+    const valid = token(ws.id);
+    expect((await request(app).get(models).set('Authorization', 'Basic dXNlcjpwYXNz').set('X-API-Key', valid)).status).toBe(200);
 
     const revoked = store.createToken({ workspaceId: ws.id, name: 'r', scopes: ['*'], allowedIps: [], expiresAt: null });
     store.revokeToken(revoked.record.id);
@@ -207,7 +210,7 @@ describe('IP allow-lists', () => {
     const app = buildApp();
     const ws = workspace('acme');
     const call = (tok: string) => request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok);
-    for (const rules of [['127.0.0.1'], ['127.0.0.0/8'], ['::ffff:127.0.0.1'], ['10.0.0.0/8', '127.0.0.1/32'], ['::1', '127.0.0.1']]) {
+    for (const rules of [['127.0.0.1'], ['127.0.0.0/8'], ['::ffff:127.0.0.1'], ['::ffff:127.0.0.0/104'], ['10.0.0.0/8', '127.0.0.1/32'], ['::1', '127.0.0.1']]) {
       expect((await call(token(ws.id, { allowedIps: rules }))).status).toBe(200);
     }
     const denied = await call(token(ws.id, { allowedIps: ['10.0.0.0/8', '2001:db8::/32'] }));

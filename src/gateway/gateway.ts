@@ -76,16 +76,19 @@ export function assignRequestId(req: Request, res: Response): string {
   return id;
 }
 
-/** The token from `Authorization: Bearer …` or `X-API-Key: …`; null when neither header is present. */
+/**
+ * The token from `Authorization: Bearer …` or `X-API-Key: …`; null when neither header is present,
+ * '' when a header is present but carries no usable token (→ invalid_token).
+ */
 function presentedToken(req: Request): string | null {
   const auth = req.headers.authorization;
-  if (auth !== undefined) {
-    const m = /^Bearer[ \t]+(.*)$/i.exec(auth.trim());
-    return m ? m[1].trim() : ''; // another scheme: present but unusable → invalid_token
-  }
+  const bearer = auth === undefined ? undefined : /^Bearer[ \t]+(.*)$/i.exec(auth.trim())?.[1]?.trim();
+  if (bearer) return bearer;
   const key = req.headers['x-api-key'];
-  if (key !== undefined) return (Array.isArray(key) ? key[0] : key).trim();
-  return null;
+  const apiKey = (Array.isArray(key) ? key[0] : key)?.trim();
+  if (apiKey) return apiKey;
+  // An Authorization header of another scheme (e.g. Basic from a proxy) is not a token.
+  return auth !== undefined || key !== undefined ? '' : null;
 }
 
 function clip(value: string | undefined | null, max = 100): string | null {

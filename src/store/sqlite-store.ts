@@ -237,7 +237,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
   const stmt = {
     workspaceById: db.prepare('SELECT * FROM workspaces WHERE id = ?'),
     workspaceByName: db.prepare('SELECT * FROM workspaces WHERE name = ?'),
-    listWorkspaces: db.prepare('SELECT * FROM workspaces ORDER BY created_at, name'),
+    listWorkspaces: db.prepare('SELECT * FROM workspaces ORDER BY created_at, rowid'),
     insertWorkspace: db.prepare(
       `INSERT INTO workspaces (id, name, plan, custom_rpm, custom_credits, excluded_services, created_at)
        VALUES (@id, @name, @plan, @custom_rpm, @custom_credits, '[]', @created_at)`,
@@ -251,8 +251,8 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     tokenByHash: db.prepare('SELECT * FROM tokens WHERE token_hash = ?'),
     tokenById: db.prepare('SELECT * FROM tokens WHERE id = ?'),
     tokensByPrefix: db.prepare('SELECT * FROM tokens WHERE prefix = ?'),
-    listTokens: db.prepare('SELECT * FROM tokens ORDER BY created_at, id'),
-    listTokensOf: db.prepare('SELECT * FROM tokens WHERE workspace_id = ? ORDER BY created_at, id'),
+    listTokens: db.prepare('SELECT * FROM tokens ORDER BY created_at, rowid'),
+    listTokensOf: db.prepare('SELECT * FROM tokens WHERE workspace_id = ? ORDER BY created_at, rowid'),
     revoke: db.prepare('UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
     touch: db.prepare('UPDATE tokens SET last_used_at = ? WHERE id = ?'),
     // One conditional UPSERT: inserts or adds only while the sum stays within the limit,
