@@ -1,0 +1,64 @@
+// Bounded memory: a ~90 MB, 12-minute stereo WAV goes through denoiseFile in a child process whose peak RSS
+// (process.resourceUsage().maxRSS) must stay under 400 MB and stop growing once the run has warmed up.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { loadConfig } from '../src/config';
+import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';
+import { fixture, makeTmpDir } from './audio-helpers';
+
+const config = loadConfig();
+const LONG_SECONDS = 12 * 60;
+
+// Runs in the child: one engine, a short file first, then the long one, recording the peak RSS along the way.
+const CHILD = `
+const { loadConfig } = require(${JSON.stringify(path.resolve(__dirname, '../src/config.js'))});
+const { denoiseFile } = require(${JSON.stringify(path.resolve(__dirname, '../src/audio/pipeline.js'))});
+const { createInferenceEngine } = require(${JSON.stringify(path.resolve(__dirname, '../src/inference/engine.js'))});
+const [shortIn, longIn, outDir] = process.argv.slice(1);
+(async () => {
+  const config = loadConfig();
+  const engine = await createInferenceEngine({ ...config, workers: 1 });
+  const opts = { model: 'nsm-1', attenuationLimitDb: 0, outputFormat: 'flac', keepInputSampleRate: true };
+  await denoiseFile({ config, engine }, shortIn, outDir + '/short.flac', opts);
+  const shortRssKb = process.resourceUsage().maxRSS;
+  let quarterRssKb = 0;
+  const onProgress = (done, total) => { if (!quarterRssKb && done >= total / 4) quarterRssKb = process.resourceUsage().maxRSS; };
+  const stats = await denoiseFile({ config, engine }, longIn, outDir + '/long.flac', { ...opts, onProgress });
+  const longRssKb = process.resourceUsage().maxRSS;
+  await engine.close();
+  process.stdout.write(JSON.stringify({ shortRssKb, quarterRssKb, longRssKb, stats }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+test('a 12-minute ~90 MB upload stays far under 400 MB peak RSS', async () => {
+  const tmp = makeTmpDir('nsm-memory-');
+  try {
+    const longIn = path.join(tmp, 'long.wav');
+    const gen = spawnFfmpeg(config.ffmpegPath, [
+      '-loglevel', 'error', '-f', 'lavfi', '-i', `anoisesrc=color=pink:sample_rate=32000:amplitude=0.2:duration=${LONG_SECONDS}`,
+      '-ac', '2', '-c:a', 'pcm_s16le', '-f', 'wav', '-y', longIn,
+    ]);
+    gen.stdin!.end();
+    expect((await waitForExit(gen)).code).toBe(0);
+    expect(fs.statSync(longIn).size).toBeGreaterThan(90e6);
+
+    const { stdout } = await promisify(execFile)(process.execPath, ['-e', CHILD, fixture('speech-noisy-44k1-stereo.wav'), longIn, tmp], {
+      maxBuffer: 1 << 20,
+    });
+    const { shortRssKb, quarterRssKb, longRssKb, stats } = JSON.parse(stdout) as {
+      shortRssKb: number; quarterRssKb: number; longRssKb: number; stats: { duration_s: number; channels: number };
+    };
+    expect(stats.duration_s).toBeCloseTo(LONG_SECONDS, 1);
+    expect(stats.channels).toBe(2);
+    expect(shortRssKb).toBeGreaterThan(0);
+    expect(longRssKb / 1024).toBeLessThan(400);
+    // The peak settles within the first minutes (worker and ONNX Runtime warm-up). Holding the decoded audio
+    // would keep growing: the last three quarters alone are 9 min × 2 ch × 16 kHz × 4 B ≈ 66 MB.
+    expect(quarterRssKb).toBeGreaterThan(0);
+    expect((longRssKb - quarterRssKb) / 1024).toBeLessThan(30);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}, 180_000);
