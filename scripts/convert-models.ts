@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../src/config';
+import { loadConfig } from '../src/config';
 import type { ModelManifestEntry } from '../src/inference/types';
 import { extractStage1, extractStage2, LstmWeights } from './dtln/extract';
 import { buildStage1, buildStage2 } from './dtln/onnx-graphs';
@@ -108,7 +108,7 @@ export function convertAll(outDir: string): Manifest {
 
 if (require.main === module) {
   const i = process.argv.indexOf('--out');
-  const outDir = i > 0 ? path.resolve(process.argv[i + 1]) : path.join(PROJECT_ROOT, 'models');
+  const outDir = i > 0 ? path.resolve(process.argv[i + 1]) : loadConfig().modelsDir;
   const t0 = Date.now();
   const manifest = convertAll(outDir);
   for (const g of manifest.graphs) console.log(`${g.file}  ${(g.bytes / 1e6).toFixed(2)} MB  sha256 ${g.sha256.slice(0, 16)}…`);
