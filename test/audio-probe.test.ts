@@ -70,12 +70,37 @@ describe('probeAudio', () => {
     await expect(probeAudio(config, tmp)).rejects.toThrow(AudioInputError);
   });
 
-  test('a video-only file has no audio stream', async () => {
+  test('a video-only Matroska file has no audio stream; an image is not an accepted format', async () => {
+    const mkv = path.join(tmp, 'video-only.mkv');
     const png = path.join(tmp, 'picture.png');
-    const child = spawnFfmpeg(config.ffmpegPath, ['-loglevel', 'error', '-f', 'lavfi', '-i', 'color=c=red:s=16x16', '-frames:v', '1', '-y', png]);
-    child.stdin!.end();
-    expect((await waitForExit(child)).code).toBe(0);
-    await expect(probeAudio(config, png)).rejects.toThrow(new AudioInputError('no audio stream found'));
+    for (const [out, codec] of [[mkv, ['-c:v', 'mjpeg', '-f', 'matroska']], [png, ['-frames:v', '1']]] as const) {
+      const child = spawnFfmpeg(config.ffmpegPath, ['-loglevel', 'error', '-f', 'lavfi', '-i', 'color=c=red:s=16x16:d=0.2', ...codec, '-y', out]);
+      child.stdin!.end();
+      expect((await waitForExit(child)).code).toBe(0);
+    }
+    await expect(probeAudio(config, mkv)).rejects.toThrow(new AudioInputError('no audio stream found'));
+    await expect(probeAudio(config, png)).rejects.toThrow(/unsupported input format/);
+  });
+
+  test('formats are recognised by content, not by file name (uploads are stored without extensions)', async () => {
+    for (const { file, rate } of FORMAT_FIXTURES) {
+      const bare = path.join(tmp, `upload-${path.extname(file).slice(1)}`);
+      fs.copyFileSync(fixture(file), bare);
+      const p = await probeAudio(config, bare);
+      expect([p.sampleRate, p.channels]).toEqual([rate, 2]);
+    }
+  });
+
+  test('a playlist that points at other server files is refused, not followed', async () => {
+    // Without a demuxer whitelist ffmpeg opens this as HLS and reads the referenced file.
+    const playlist = path.join(tmp, 'upload.wav');
+    fs.writeFileSync(playlist, `#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:3,\n${fixture('speech-noisy-16k-mono.wav')}\n#EXT-X-ENDLIST\n`);
+    const err = await probeAudio(config, playlist).catch((e) => e);
+    expect(err).toBeInstanceOf(AudioInputError);
+    expect(err.message).toMatch(/unsupported input format "hls"/);
+    const concat = path.join(tmp, 'upload2.wav');
+    fs.writeFileSync(concat, `ffconcat version 1.0\nfile '${fixture('speech-noisy-16k-mono.wav')}'\n`);
+    await expect(probeAudio(config, concat)).rejects.toThrow(AudioInputError);
   });
 
   test('parseWavHeader walks chunks and rejects non-WAV bytes', () => {

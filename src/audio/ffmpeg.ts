@@ -23,6 +23,20 @@ export class StderrTail {
   }
 }
 
+/**
+ * Demuxers an uploaded file may be opened with. Without a whitelist ffmpeg would also accept playlists (HLS, concat)
+ * that make it open other files on the server, so an upload could read server files back as "audio".
+ */
+export const INPUT_DEMUXERS = [
+  'wav', 'w64', 'flac', 'ogg', 'mp3', 'mov', 'matroska', 'aac', 'aiff', 'caf', 'wv', 'ape', 'asf', 'amr', 'au', 'tta',
+  'ac3', 'eac3', 'dts', 'mpc', 'dsf', 'voc', 'xwma', 'tak', 'shn', 'truehd', 'mlp',
+];
+
+/** Input options that restrict what an untrusted input file can make ffmpeg do; put them before `-i`. */
+export function untrustedInputArgs(): string[] {
+  return ['-format_whitelist', INPUT_DEMUXERS.join(','), '-protocol_whitelist', 'file'];
+}
+
 export function spawnFfmpeg(ffmpegPath: string, args: string[]): ChildProcess {
   const child = spawn(ffmpegPath, ['-hide_banner', '-nostdin', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
   return child;

@@ -7,11 +7,12 @@
 // previous chunk went through the engine and was accepted by the encoder's stdin (we wait for 'drain'), so a slow
 // engine or encoder pauses the decoder through the pipe instead of buffering audio here.
 import fs from 'node:fs';
+import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import type { Config } from '../config';
 import type { DenoiseStream, InferenceEngine, ModelId } from '../inference/types';
 import { AudioAbortedError, AudioInputError, AudioPipelineError } from './errors';
-import { killChild, spawnFfmpeg, StderrTail, waitForExit } from './ffmpeg';
+import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
 import { cleanDetail, probeAudio, type AudioProbe } from './probe';
 
 export { AudioAbortedError, AudioInputError, AudioPipelineError } from './errors';
@@ -70,6 +71,9 @@ export async function denoiseFile(
   }
   if (signal?.aborted) throw new AudioAbortedError();
 
+  // Absolute paths: ffmpeg reads names like "concat:a|b" as protocol URLs.
+  inputPath = path.resolve(inputPath);
+  outputPath = path.resolve(outputPath);
   const run = new PipelineRun(config, probe, inputPath, outputPath, opts);
   try {
     const stream = await run.guard(
@@ -171,6 +175,7 @@ class PipelineRun {
 
     this.decoder = spawnFfmpeg(this.config.ffmpegPath, [
       '-loglevel', 'error',
+      ...untrustedInputArgs(),
       '-i', this.inputPath,
       '-map', '0:a:0', '-vn', '-sn', '-dn',
       '-af', `aresample=${modelRate}:resampler=soxr`,

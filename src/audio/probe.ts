@@ -4,9 +4,10 @@
 //   - sample rate and channel count from the WAV header ffmpeg wrote (exact, no channel-layout name parsing),
 //   - decodability from the exit status.
 import fs from 'node:fs';
+import path from 'node:path';
 import type { Config } from '../config';
 import { AudioInputError, AudioPipelineError } from './errors';
-import { killChild, spawnFfmpeg, StderrTail, waitForExit } from './ffmpeg';
+import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
 
 export { AudioInputError } from './errors';
 
@@ -42,7 +43,10 @@ export async function probeAudio(config: Config, inputPath: string): Promise<Aud
     throw new AudioInputError('cannot read file (permission denied)');
   }
 
+  // Absolute path: ffmpeg would read a relative name like "concat:a|b" or "http:x" as a protocol URL.
+  inputPath = path.resolve(inputPath);
   const child = spawnFfmpeg(config.ffmpegPath, [
+    ...untrustedInputArgs(),
     '-i', inputPath,
     '-map', '0:a:0', '-vn', '-sn', '-dn',
     '-t', PROBE_DECODE_SECONDS,
@@ -105,6 +109,10 @@ export function parseBanner(text: string): Banner {
 function probeFailure(stderr: string, inputPath: string, hasAudio: boolean): AudioInputError {
   if (/matches no streams/.test(stderr) || (/Input #0/.test(stderr) && !hasAudio)) {
     return new AudioInputError('no audio stream found');
+  }
+  const rejected = /\[([A-Za-z0-9_]+)[A-Za-z0-9_,]* @ 0x[0-9a-f]+\] Format not on whitelist/.exec(stderr);
+  if (rejected) {
+    return new AudioInputError(`unsupported input format "${rejected[1]}": send WAV, FLAC, OGG, Opus, MP3, M4A, WebM or another audio file`);
   }
   const lines = stderr.split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
   // The useful reason is usually the line naming the input ("<path>: Invalid data found ...") plus what preceded it.
