@@ -28,6 +28,19 @@ describe('probeAudio', () => {
     expect(p.container).not.toBe('unknown');
   });
 
+  test('Opus reports the original rate from its OpusHead, not the 48 kHz it decodes at', async () => {
+    // WebM has no page checksums, so the header's input-sample-rate field can be rewritten in place.
+    const bytes = fs.readFileSync(fixture('speech-noisy-44k1-stereo.webm'));
+    const at = bytes.indexOf('OpusHead');
+    expect(at).toBeGreaterThan(0);
+    expect((await probeAudio(config, fixture('speech-noisy-44k1-stereo.webm'))).sampleRate).toBe(bytes.readUInt32LE(at + 12));
+    bytes.writeUInt32LE(44100, at + 12);
+    const patched = path.join(tmp, 'recorded-at-44k1.webm');
+    fs.writeFileSync(patched, bytes);
+    const p = await probeAudio(config, patched);
+    expect([p.codec, p.sampleRate, p.channels]).toEqual(['opus', 44100, 2]);
+  });
+
   test('mono 16 kHz and 48 kHz WAVs', async () => {
     expect(await probeAudio(config, fixture('speech-noisy-16k-mono.wav'))).toEqual({
       sampleRate: 16000, channels: 1, durationS: 3, codec: 'pcm_s16le', container: 'wav',

@@ -81,8 +81,10 @@ export async function probeAudio(config: Config, inputPath: string): Promise<Aud
 
   const header = parseWavHeader(Buffer.concat(stdout));
   if (!header) throw new AudioInputError(`could not decode: ${cleanDetail(stderr.summary(), inputPath) || 'no audio decoded'}`);
+  // Opus always decodes at 48 kHz; the stream header records the rate the audio was recorded at.
+  const opusRate = banner.codec === 'opus' ? await opusInputSampleRate(inputPath) : null;
   return {
-    sampleRate: header.sampleRate,
+    sampleRate: opusRate ?? header.sampleRate,
     channels: header.channels,
     durationS: banner.durationS,
     codec: banner.codec ?? 'unknown',
@@ -153,4 +155,23 @@ export function parseWavHeader(buf: Buffer): { channels: number; sampleRate: num
     off += 8 + size + (size & 1);
   }
   return null;
+}
+
+/**
+ * The "input sample rate" field of an Opus identification header (RFC 7845 §5.1), found in the first
+ * 64 KiB of an Ogg or Matroska/WebM file; null when absent, zero or implausible.
+ */
+export async function opusInputSampleRate(inputPath: string): Promise<number | null> {
+  const fh = await fs.promises.open(inputPath, 'r');
+  try {
+    const buf = Buffer.alloc(64 * 1024);
+    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+    const head = buf.subarray(0, bytesRead);
+    const at = head.indexOf('OpusHead');
+    if (at < 0 || at + 16 > head.length) return null;
+    const rate = head.readUInt32LE(at + 12);
+    return rate >= 8000 && rate <= 192000 ? rate : null;
+  } finally {
+    await fh.close();
+  }
 }
