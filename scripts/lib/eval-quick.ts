@@ -4,9 +4,26 @@ import path from 'node:path';
 import { loadConfig } from '../../src/config';
 import { loadGraphs } from '../../src/inference/sessions';
 import { denoiseBuffer } from '../../src/inference/offline';
+import { Dtln16Chain, PostFilteredChain } from '../../src/inference/chains';
+import { AlignedStream } from '../../src/inference/stream';
+import { DtlnGraphs } from '../../src/inference/dtln';
 import { ModelId } from '../../src/inference/types';
 import { decodeAudio } from './audio-io';
 import { dnsmos, evalDir, siSdr } from './metrics';
+
+/** Experimental chains for tuning: x:<offsets comma list>:<beta>:<floorDb> (beta 0 = no post-filter). */
+async function experimental(graphs: DtlnGraphs, spec: string, x: Float32Array): Promise<Float32Array> {
+  const [, offs, beta, floor] = spec.split(':');
+  let chain: import('../../src/inference/stream').ChainProcessor = new Dtln16Chain(graphs, 1, true, offs.split(',').map(Number));
+  if (Number(beta) > 0) chain = new PostFilteredChain(chain, { overSubtract: Number(beta), floorDb: Number(floor) });
+  const s = new AlignedStream(chain, 0);
+  const a = await s.push([x]);
+  const b = await s.end();
+  const y = new Float32Array(a[0].length + b[0].length);
+  y.set(a[0]);
+  y.set(b[0], a[0].length);
+  return y;
+}
 
 async function main(): Promise<void> {
   const dir = evalDir();
@@ -20,7 +37,7 @@ async function main(): Promise<void> {
     for (const [set, files] of [['real', real], ['syn', syn]] as const) {
       for (const f of files) {
         const x = decodeAudio(f, 16000)[0];
-        const y = m === 'none' ? x : (await denoiseBuffer(graphs, m, [x]))[0];
+        const y = m === 'none' ? x : m.startsWith('x') ? await experimental(graphs, m, x) : (await denoiseBuffer(graphs, m, [x]))[0];
         const s = await dnsmos(y);
         acc[set][0] += s.SIG / files.length;
         acc[set][1] += s.BAK / files.length;

@@ -182,5 +182,5 @@ export function createChain(model: ModelId, channels: number, graphs: DtlnGraphs
   }
 }
 
-export const NSM3_POSTFILTER: PostFilterOptions = { overSubtract: 1.0, floorDb: -15 };
-export const NSM4_POSTFILTER: PostFilterOptions = { overSubtract: 1.5, floorDb: -20 };
+export const NSM3_POSTFILTER: PostFilterOptions = { overSubtract: 6, floorDb: -15 };
+export const NSM4_POSTFILTER: PostFilterOptions = { overSubtract: 4, floorDb: -20 };

@@ -1,0 +1,325 @@
+// The inference engine: a pool of worker threads (config.workers), streams pinned to a worker (their state lives
+// there), a per-worker FIFO queue on this side (one request in flight per worker), audio moved with transferable
+// ArrayBuffers. A worker that dies is replaced; only the streams pinned to it fail, with a clear error.
+import fs from 'node:fs';
+import path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import type { Config } from '../config';
+import { CHAINS } from './catalog';
+import type { FromWorker, ToWorker } from './protocol';
+import {
+  MODEL_IDS,
+  type DenoiseOptions,
+  type DenoiseStream,
+  type InferenceEngine,
+  type ModelId,
+  type ModelManifestEntry,
+  type PoolState,
+} from './types';
+
+const WORKER_SCRIPT = path.join(__dirname, 'worker.js');
+
+interface Job {
+  msg: ToWorker;
+  transfer: ArrayBuffer[];
+  /** Fire-and-forget messages (abort) have no reply. */
+  expectsReply: boolean;
+  resolve(planar: Float32Array[]): void;
+  reject(err: Error): void;
+}
+
+class PoolWorker {
+  readonly worker: Worker;
+  readonly ready: Promise<void>;
+  readonly queue: Job[] = [];
+  current: Job | null = null;
+  readonly streams = new Map<number, StreamHandle>();
+  dead = false;
+  private isReady = false;
+  private initError: Error | null = null;
+
+  constructor(
+    modelsDir: string,
+    private readonly onExit: (w: PoolWorker, code: number) => void,
+  ) {
+    this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir } });
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.worker.on('message', (msg: FromWorker) => {
+        if (msg.type === 'ready') {
+          this.isReady = true;
+          resolve();
+          this.pump();
+        } else if (msg.type === 'init-error') {
+          this.initError = new Error(`inference worker could not start: ${msg.message}`);
+          reject(this.initError);
+          this.failAll(this.initError);
+        } else {
+          const job = this.current;
+          this.current = null;
+          if (job) {
+            if (msg.type === 'result') job.resolve(msg.planar);
+            else job.reject(new Error(msg.message));
+          }
+          this.pump();
+        }
+      });
+      this.worker.on('error', () => undefined); // an 'exit' always follows; handled there
+      this.worker.on('exit', (code) => {
+        this.dead = true;
+        if (!this.isReady && !this.initError) reject(new Error(`inference worker exited during start-up (code ${code})`));
+        this.onExit(this, code);
+      });
+    });
+    this.ready.catch(() => undefined);
+  }
+
+  submit(job: Job): void {
+    if (this.dead) return job.reject(new Error('inference worker is gone'));
+    if (this.initError) return job.reject(this.initError);
+    this.queue.push(job);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (this.isReady && !this.dead && !this.current && this.queue.length > 0) {
+      const job = this.queue.shift()!;
+      try {
+        this.worker.postMessage(job.msg, job.transfer);
+      } catch (err) {
+        job.reject(err as Error);
+        continue;
+      }
+      if (job.expectsReply) this.current = job;
+      else job.resolve([]);
+    }
+  }
+
+  failAll(err: Error): void {
+    const jobs = [...(this.current ? [this.current] : []), ...this.queue];
+    this.current = null;
+    this.queue.length = 0;
+    for (const j of jobs) j.reject(err);
+    for (const s of this.streams.values()) s.fail(err);
+    this.streams.clear();
+  }
+}
+
+/** Gives each channel its own exclusively owned buffer so it can be transferred (views into shared buffers are copied). */
+function ownedPlanar(planar: Float32Array[]): { planar: Float32Array[]; transfer: ArrayBuffer[] } {
+  const seen = new Set<ArrayBufferLike>();
+  const out = planar.map((ch) => {
+    const exclusive = ch.byteOffset === 0 && ch.byteLength === ch.buffer.byteLength && !seen.has(ch.buffer);
+    const owned = exclusive && !(ch.buffer instanceof SharedArrayBuffer) ? ch : ch.slice();
+    seen.add(owned.buffer);
+    return owned;
+  });
+  return { planar: out, transfer: out.map((c) => c.buffer as ArrayBuffer) };
+}
+
+class StreamHandle implements DenoiseStream {
+  private tail: Promise<unknown> = Promise.resolve();
+  private failure: Error | null = null;
+  private finished = false;
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly owner: PoolWorker,
+    readonly id: number,
+    readonly sampleRate: number,
+    private readonly channels: number,
+  ) {}
+
+  fail(err: Error): void {
+    if (!this.failure) this.failure = err;
+  }
+
+  /** Takes ownership of the arrays: their buffers are transferred to the worker (detached here). */
+  push(planar: Float32Array[]): Promise<Float32Array[]> {
+    if (planar.length !== this.channels) {
+      return Promise.reject(new Error(`expected ${this.channels} channels, got ${planar.length}`));
+    }
+    const moved = ownedPlanar(planar);
+    return this.request((reqId) => ({ type: 'push', reqId, streamId: this.id, planar: moved.planar }), moved.transfer);
+  }
+
+  end(): Promise<Float32Array[]> {
+    const p = this.request((reqId) => ({ type: 'end', reqId, streamId: this.id }), []);
+    this.finished = true;
+    return p.finally(() => this.owner.streams.delete(this.id));
+  }
+
+  abort(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.owner.streams.delete(this.id);
+    if (!this.owner.dead) {
+      this.owner.submit({
+        msg: { type: 'abort', streamId: this.id },
+        transfer: [],
+        expectsReply: false,
+        resolve: () => undefined,
+        reject: () => undefined,
+      });
+    }
+  }
+
+  private request(make: (reqId: number) => ToWorker, transfer: ArrayBuffer[]): Promise<Float32Array[]> {
+    if (this.finished) return Promise.reject(new Error('stream already ended or aborted'));
+    // Requests of one stream run in order: each waits for the previous one.
+    const run = this.tail.then(
+      () =>
+        new Promise<Float32Array[]>((resolve, reject) => {
+          if (this.failure) return reject(this.failure);
+          this.owner.submit({ msg: make(this.engine.nextReqId()), transfer, expectsReply: true, resolve, reject });
+        }),
+    );
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+}
+
+class Engine implements InferenceEngine {
+  private readonly workers: PoolWorker[] = [];
+  private restarts = 0;
+  private closed = false;
+  private reqCounter = 0;
+  private streamCounter = 0;
+
+  constructor(private readonly config: Config) {
+    for (let i = 0; i < Math.max(1, config.workers); i++) this.workers.push(this.spawn());
+  }
+
+  nextReqId(): number {
+    return ++this.reqCounter;
+  }
+
+  async start(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.ready));
+  }
+
+  private spawn(): PoolWorker {
+    return new PoolWorker(this.config.modelsDir, (w, code) => this.onWorkerExit(w, code));
+  }
+
+  private onWorkerExit(w: PoolWorker, code: number): void {
+    const idx = this.workers.indexOf(w);
+    w.failAll(
+      new Error(
+        this.closed ? 'inference engine closed' : `inference worker crashed (exit code ${code}); this stream was lost, retry the request`,
+      ),
+    );
+    if (this.closed || idx < 0) return;
+    this.restarts++;
+    this.workers[idx] = this.spawn();
+  }
+
+  async openStream(opts: DenoiseOptions): Promise<DenoiseStream> {
+    if (this.closed) throw new Error('inference engine closed');
+    if (!MODEL_IDS.includes(opts.model)) throw new Error(`unknown model "${opts.model}"`);
+    if (!Number.isInteger(opts.channels) || opts.channels < 1) throw new Error(`invalid channel count ${opts.channels}`);
+    if (!(opts.attenuationLimitDb >= 0)) throw new Error(`invalid attenuation limit ${opts.attenuationLimitDb}`);
+    // Pin to the worker with the fewest streams, then the shortest queue.
+    const w = this.workers
+      .filter((x) => !x.dead)
+      .sort((a, b) => a.streams.size - b.streams.size || a.queue.length - b.queue.length)[0];
+    if (!w) throw new Error('no inference worker available');
+    const id = ++this.streamCounter;
+    const handle = new StreamHandle(this, w, id, CHAINS[opts.model].sample_rate, opts.channels);
+    w.streams.set(id, handle);
+    await new Promise<Float32Array[]>((resolve, reject) =>
+      w.submit({
+        msg: { type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels, attenuationLimitDb: opts.attenuationLimitDb },
+        transfer: [],
+        expectsReply: true,
+        resolve,
+        reject,
+      }),
+    ).catch((err: Error) => {
+      w.streams.delete(id);
+      throw err;
+    });
+    return handle;
+  }
+
+  state(): PoolState {
+    let busy = 0;
+    let queued = 0;
+    let streams = 0;
+    for (const w of this.workers) {
+      if (w.current) busy++;
+      queued += w.queue.length;
+      streams += w.streams.size;
+    }
+    return { size: this.workers.length, busy, queued, streams, restarts: this.restarts };
+  }
+
+  /** Test hook: makes worker `index` exit abruptly, as a native crash would. */
+  crashWorkerForTest(index: number): void {
+    this.workers[index].worker.postMessage({ type: 'crash' } satisfies ToWorker);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all(this.workers.map((w) => w.worker.terminate()));
+  }
+}
+
+/** Starts the pool and resolves once every worker has loaded the graphs (rejects if they cannot be loaded). */
+export async function createInferenceEngine(config: Config): Promise<InferenceEngine> {
+  const engine = new Engine(config);
+  try {
+    await engine.start();
+  } catch (err) {
+    await engine.close();
+    throw err;
+  }
+  return engine;
+}
+
+export interface ModelListEntry {
+  id: ModelId;
+  label: string;
+  sample_rate: number;
+  description: string;
+  available: boolean;
+  size_mb: number;
+}
+
+/**
+ * The model catalogue for GET /models and /health: chain definitions from catalog.ts, sizes from
+ * models/manifest.json when present, `available` when every graph file the chain needs exists.
+ */
+export function listModels(config: Config): { models: ModelListEntry[]; default: ModelId } {
+  let manifest: { models?: ModelManifestEntry[]; default?: string } = {};
+  try {
+    manifest = JSON.parse(fs.readFileSync(path.join(config.modelsDir, 'manifest.json'), 'utf8'));
+  } catch {
+    // no manifest yet: every model is listed as unavailable
+  }
+  const byId = new Map((manifest.models ?? []).map((m) => [m.id, m]));
+  const models = MODEL_IDS.map((id) => {
+    const def = CHAINS[id];
+    const entry = byId.get(id);
+    const files = entry?.files ?? def.files;
+    const available = !!entry && files.every((f) => fs.existsSync(path.join(config.modelsDir, f)));
+    let size = 0;
+    for (const f of files) {
+      try {
+        size += fs.statSync(path.join(config.modelsDir, f)).size;
+      } catch {
+        // missing file: not available, size unknown
+      }
+    }
+    return {
+      id,
+      label: def.label,
+      sample_rate: def.sample_rate,
+      description: def.description,
+      available,
+      size_mb: entry?.size_mb ?? Math.round((size / 1e6) * 100) / 100,
+    };
+  });
+  const dflt = MODEL_IDS.includes(manifest.default as ModelId) ? (manifest.default as ModelId) : 'nsm-2';
+  return { models, default: dflt };
+}

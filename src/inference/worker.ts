@@ -1,0 +1,76 @@
+// Inference worker thread: one ONNX Runtime session per graph, created once; hosts the streams pinned to it.
+// The pool sends one request at a time (it keeps the queue), so streams on a worker never run concurrently.
+import { parentPort, workerData } from 'node:worker_threads';
+import { createChain } from './chains';
+import { DtlnGraphs } from './dtln';
+import { loadGraphs } from './sessions';
+import { AlignedStream } from './stream';
+import type { ToWorker, FromWorker } from './protocol';
+
+interface WorkerInit {
+  modelsDir: string;
+}
+
+const port = parentPort;
+if (!port) throw new Error('worker.ts must run as a worker thread');
+
+const streams = new Map<number, AlignedStream>();
+let graphs: DtlnGraphs | null = null;
+
+function send(msg: FromWorker, transfer: ArrayBuffer[] = []): void {
+  port!.postMessage(msg, transfer);
+}
+
+function transferList(planar: Float32Array[]): ArrayBuffer[] {
+  const seen = new Set<ArrayBuffer>();
+  for (const ch of planar) seen.add(ch.buffer as ArrayBuffer);
+  return [...seen];
+}
+
+/** Outputs are often views into larger arrays; copy those so only the bytes returned are transferred. */
+function compact(planar: Float32Array[]): Float32Array[] {
+  return planar.map((ch) => (ch.byteOffset === 0 && ch.byteLength === ch.buffer.byteLength ? ch : ch.slice()));
+}
+
+async function handle(msg: ToWorker): Promise<void> {
+  switch (msg.type) {
+    case 'open': {
+      const chain = createChain(msg.model, msg.channels, graphs!);
+      streams.set(msg.streamId, new AlignedStream(chain, msg.attenuationLimitDb));
+      send({ type: 'result', reqId: msg.reqId, planar: [] });
+      return;
+    }
+    case 'push':
+    case 'end': {
+      const stream = streams.get(msg.streamId);
+      if (!stream) throw new Error(`unknown stream ${msg.streamId}`);
+      const out = compact(msg.type === 'push' ? await stream.push(msg.planar) : await stream.end());
+      if (msg.type === 'end') streams.delete(msg.streamId);
+      send({ type: 'result', reqId: msg.reqId, planar: out }, transferList(out));
+      return;
+    }
+    case 'abort':
+      streams.delete(msg.streamId);
+      return;
+    case 'crash':
+      // Test hook: die the way a native fault would, without cleanup.
+      process.exit(70);
+  }
+}
+
+async function main(): Promise<void> {
+  try {
+    graphs = await loadGraphs((workerData as WorkerInit).modelsDir);
+  } catch (err) {
+    send({ type: 'init-error', message: (err as Error).message });
+    return;
+  }
+  port!.on('message', (msg: ToWorker) => {
+    handle(msg).catch((err: Error) => {
+      if ('reqId' in msg) send({ type: 'error', reqId: msg.reqId, message: err.message });
+    });
+  });
+  send({ type: 'ready' });
+}
+
+void main();
