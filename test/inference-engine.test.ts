@@ -1,0 +1,129 @@
+// The worker pool with real worker threads running the compiled worker and real ONNX Runtime sessions.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../src/config';
+import { createInferenceEngine, listModels } from '../src/inference/engine';
+import { loadGraphs, STAGE1_FILE, STAGE2_FILE } from '../src/inference/sessions';
+import { denoiseBuffer } from '../src/inference/offline';
+import { concatAll } from '../src/inference/stream';
+import { DenoiseStream, InferenceEngine, MODEL_IDS, ModelId } from '../src/inference/types';
+import { seededRandom } from '../src/audio/synthetic-noise';
+
+const config = { ...loadConfig(), workers: 2 };
+
+function requireModels(): void {
+  for (const f of [STAGE1_FILE, STAGE2_FILE]) {
+    const p = path.join(config.modelsDir, f);
+    if (!fs.existsSync(p)) throw new Error(`${p} is missing: run "npm run models" (node dist/scripts/convert-models.js) first`);
+  }
+}
+
+function signal(n: number, seed: number): Float32Array {
+  const r = seededRandom(seed);
+  const x = new Float32Array(n);
+  for (let i = 0; i < n; i++) x[i] = 0.3 * Math.sin((2 * Math.PI * 220 * i) / 16000) * (i % 8000 < 4000 ? 1 : 0) + 0.05 * (r() * 2 - 1);
+  return x;
+}
+
+async function runStream(stream: DenoiseStream, x: Float32Array[], chunk: number): Promise<Float32Array[]> {
+  const parts: Float32Array[][] = [];
+  for (let pos = 0; pos < x[0].length; pos += chunk) parts.push(await stream.push(x.map((c) => c.slice(pos, pos + chunk))));
+  parts.push(await stream.end());
+  return x.map((_, c) => concatAll(parts.map((p) => p[c])));
+}
+
+describe('inference engine (worker pool)', () => {
+  let engine: InferenceEngine;
+
+  beforeAll(async () => {
+    requireModels();
+    engine = await createInferenceEngine(config);
+  });
+
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  it('reports its state', () => {
+    expect(engine.state()).toEqual({ size: 2, busy: 0, queued: 0, streams: 0, restarts: 0 });
+  });
+
+  it('runs several concurrent streams and matches the in-thread result', async () => {
+    const graphs = await loadGraphs(config.modelsDir);
+    const jobs: { model: ModelId; x: Float32Array[] }[] = [
+      { model: 'nsm-2', x: [signal(16000, 1)] },
+      { model: 'nsm-1', x: [signal(12000, 2), signal(12000, 3)] },
+      { model: 'nsm-3', x: [signal(20000, 4)] },
+      { model: 'nsm-2-hd', x: [signal(48000, 5)] },
+    ];
+    const streams = await Promise.all(jobs.map((j) => engine.openStream({ model: j.model, channels: j.x.length, attenuationLimitDb: 0 })));
+    expect(engine.state().streams).toBe(4);
+    expect(streams.map((s) => s.sampleRate)).toEqual([16000, 16000, 16000, 48000]);
+    const outs = await Promise.all(streams.map((s, i) => runStream(s, jobs[i].x, 3000)));
+    for (let i = 0; i < jobs.length; i++) {
+      const expected = await denoiseBuffer(graphs, jobs[i].model, jobs[i].x);
+      for (let c = 0; c < expected.length; c++) {
+        expect(outs[i][c].length).toBe(jobs[i].x[c].length);
+        let maxDiff = 0;
+        for (let k = 0; k < expected[c].length; k++) maxDiff = Math.max(maxDiff, Math.abs(outs[i][c][k] - expected[c][k]));
+        expect(maxDiff).toBeLessThan(1e-5);
+      }
+    }
+    expect(engine.state().streams).toBe(0);
+  });
+
+  it('rejects bad options', async () => {
+    await expect(engine.openStream({ model: 'nsm-9' as ModelId, channels: 1, attenuationLimitDb: 0 })).rejects.toThrow(/unknown model/);
+    await expect(engine.openStream({ model: 'nsm-2', channels: 0, attenuationLimitDb: 0 })).rejects.toThrow(/channel/);
+  });
+
+  it('a worker crash fails only its streams, and the worker is replaced', async () => {
+    const a = await engine.openStream({ model: 'nsm-2', channels: 1, attenuationLimitDb: 0 }); // worker 0
+    const b = await engine.openStream({ model: 'nsm-2', channels: 1, attenuationLimitDb: 0 }); // worker 1
+    await a.push([signal(4000, 6)]);
+    const first = await b.push([signal(4000, 7)]);
+    (engine as unknown as { crashWorkerForTest(i: number): void }).crashWorkerForTest(0);
+    await expect(a.push([signal(4000, 8)])).rejects.toThrow(/worker crashed/);
+    await expect(a.end()).rejects.toThrow();
+    // The other worker's stream is untouched.
+    const rest = await b.push([signal(4000, 9)]);
+    const tail = await b.end();
+    expect(first[0].length + rest[0].length + tail[0].length).toBe(8000);
+    expect(engine.state().restarts).toBe(1);
+    // The replacement worker serves new streams.
+    const c = await engine.openStream({ model: 'nsm-1', channels: 1, attenuationLimitDb: 0 });
+    const out = await runStream(c, [signal(5000, 10)], 5000);
+    expect(out[0].length).toBe(5000);
+    expect(engine.state()).toMatchObject({ size: 2, restarts: 1, streams: 0 });
+  });
+
+  it('abort frees the stream', async () => {
+    const s = await engine.openStream({ model: 'nsm-4', channels: 1, attenuationLimitDb: 0 });
+    await s.push([signal(3000, 11)]);
+    s.abort();
+    expect(engine.state().streams).toBe(0);
+    await expect(s.push([signal(100, 12)])).rejects.toThrow(/ended or aborted/);
+  });
+
+  it('fails with a clear message when the graphs are missing', async () => {
+    const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-models-'));
+    await expect(createInferenceEngine({ ...config, workers: 1, modelsDir: empty })).rejects.toThrow(/npm run models/);
+  });
+});
+
+describe('listModels', () => {
+  it('lists the five chains with availability from models/', () => {
+    requireModels();
+    const cat = listModels(config);
+    expect(cat.default).toBe('nsm-2');
+    expect(cat.models.map((m) => m.id)).toEqual([...MODEL_IDS]);
+    for (const m of cat.models) {
+      expect(m.available).toBe(true);
+      expect(m.size_mb).toBeGreaterThan(1);
+    }
+    expect(cat.models.find((m) => m.id === 'nsm-2-hd')!.sample_rate).toBe(48000);
+    const missing = listModels({ ...config, modelsDir: fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-none-')) });
+    expect(missing.models.every((m) => !m.available)).toBe(true);
+  });
+});
