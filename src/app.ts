@@ -66,6 +66,19 @@ export function closeServer(server: http.Server, graceMs = 10_000): Promise<void
   });
 }
 
+/**
+ * Waits until no engine job is running or queued: a stream aborted by a client may still have one chunk in a
+ * worker, and terminating a worker in the middle of an ONNX Runtime call can abort the whole process.
+ */
+export async function waitForIdle(engine: InferenceEngine, maxMs: number): Promise<void> {
+  const end = Date.now() + maxMs;
+  while (Date.now() < end) {
+    const s = engine.state();
+    if (s.busy === 0 && s.queued === 0) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
   const log = opts.log ?? ((line: string) => process.stdout.write(line + '\n'));
   const store = opts.store ?? openSqliteStore(config);
@@ -121,7 +134,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       if (closed) return;
       closed = true;
       if (modelServer) await closeServer(modelServer);
-      if (engine && !opts.engine) await engine.close();
+      if (engine && !opts.engine) {
+        await waitForIdle(engine, 10_000);
+        await engine.close();
+      }
       if (!opts.store) store.close();
     },
   };

@@ -2,7 +2,7 @@
 // It listens at once and answers 503 {"detail":"starting"} until the inference engine is ready.
 import http from 'node:http';
 import type express from 'express';
-import { closeServer } from './app';
+import { closeServer, waitForIdle } from './app';
 import { loadConfig } from './config';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
@@ -44,7 +44,11 @@ async function main(): Promise<void> {
     stopping = true;
     log(`${signal}: finishing in-flight requests...`);
     closeServer(server, 60_000)
-      .then(() => engine?.close())
+      .then(async () => {
+        if (!engine) return;
+        await waitForIdle(engine, 10_000);
+        await engine.close();
+      })
       .then(
         () => process.exit(0),
         () => process.exit(1),

@@ -172,6 +172,9 @@ export function receiveUpload(
     storage: new ScopedDiskStorage(scope.dir, kind === 'single' ? MAX_FILE_BYTES : MAX_BATCH_BYTES),
     // Browsers and curl send UTF-8 file names without declaring a charset.
     defParamCharset: 'utf8',
+    // Keep the raw client name: names.ts strips directories itself, and busboy's stripping turns a name like
+    // ".." into "", which multer would then silently skip instead of reporting the file in the manifest.
+    preservePath: true,
     limits: {
       fileSize: MAX_FILE_BYTES,
       ...(kind === 'batch' ? { files: MAX_BATCH_FILES } : {}),
