@@ -1,0 +1,152 @@
+// The gateway → model-service boundary with a REAL second process: `node dist/src/model-service-main.js`,
+// and gateways built by createApp with config.modelServiceUrl pointing at it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import request from 'supertest';
+import { createApp, type AppHandle } from '../src/app';
+import { PROJECT_ROOT, type Config } from '../src/config';
+import { openSqliteStore } from '../src/store/sqlite-store';
+import type { GatewayStore } from '../src/store/types';
+import { closeQuietly, createToken, fixture, listen, rawRequest, testConfig } from './service-helpers';
+
+const API = '/v1/noise-suppressor';
+const STEREO_44K = fixture('speech-noisy-44k1-stereo.wav');
+
+async function freePort(): Promise<number> {
+  const { server, url } = await listen(() => undefined);
+  await closeQuietly(server);
+  return Number(new URL(url).port);
+}
+
+describe('gateway → real model-service process', () => {
+  let config: Config;
+  let store: GatewayStore;
+  let token: string;
+  let child: ChildProcess;
+  let serviceUrl: string;
+  let childOutput = '';
+  const startup: Array<{ status: number; body: string }> = [];
+  const apps: AppHandle[] = [];
+
+  async function gateway(overrides: Partial<Config>): Promise<AppHandle> {
+    const handle = await createApp({ ...config, modelServiceUrl: serviceUrl, ...overrides }, { store, log: () => undefined });
+    apps.push(handle);
+    return handle;
+  }
+
+  beforeAll(async () => {
+    config = testConfig();
+    store = openSqliteStore(config);
+    token = createToken(store);
+    const port = await freePort();
+    serviceUrl = `http://127.0.0.1:${port}`;
+    child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/model-service-main.js')], {
+      env: {
+        ...process.env,
+        PORT: String(await freePort()),
+        MODEL_SERVICE_PORT: String(port),
+        HOST: '127.0.0.1',
+        DATA_DIR: config.dataDir,
+        WORKERS: '1',
+        NODE_ENV: 'test',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout!.on('data', (d: Buffer) => (childOutput += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (childOutput += d.toString()));
+    // Poll from the first moment: the service listens at once and says "starting" until the engine is ready.
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      if (Date.now() > deadline) throw new Error(`model service did not start:\n${childOutput}`);
+      try {
+        const res = await rawRequest(`${serviceUrl}/health`, {});
+        startup.push({ status: res.status, body: res.body.toString() });
+        if (res.status === 200) break;
+      } catch {
+        // not listening yet
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  });
+
+  afterAll(async () => {
+    for (const a of apps) await a.close();
+    if (child.exitCode === null) child.kill('SIGKILL');
+    store.close();
+    fs.rmSync(config.dataDir, { recursive: true, force: true });
+  });
+
+  const auth = () => ({ Authorization: `Bearer ${token}` });
+
+  test('while the engine starts the model service answers 503 {"detail":"starting"}, then 200', () => {
+    const before = startup.slice(0, -1);
+    expect(startup[startup.length - 1].status).toBe(200);
+    expect(before.length).toBeGreaterThan(0);
+    for (const r of before) expect(r).toEqual({ status: 503, body: '{"detail":"starting"}' });
+  });
+
+  test('forwarded calls work end to end and carry X-Gateway-Upstream-Ms', async () => {
+    const handle = await gateway({});
+    expect(handle.engine).toBeNull(); // the remote service does the work
+    expect(handle.modelServiceUrl).toBe(serviceUrl);
+    const res = await request(handle.app).post(`${API}/denoise`).set(auth()).field('response', 'json').attach('file', STEREO_44K);
+    expect(res.status).toBe(200);
+    expect(res.body.filename).toBe('speech-noisy-44k1-stereo_denoised.wav');
+    expect(Number(res.headers['x-gateway-upstream-ms'])).toBeGreaterThan(0);
+    expect(JSON.parse(res.headers['x-ns-stats']).processing_s).toBeGreaterThan(0);
+
+    const health = await request(handle.app).get(`${API}/health`).set(auth());
+    expect(health.status).toBe(200);
+    expect(health.body.workers.size).toBe(1);
+    expect(health.headers['x-gateway-upstream-ms']).toMatch(/^\d+$/);
+
+    const bad = await request(handle.app).post(`${API}/denoise`).set(auth()).field('model', 'nope').attach('file', STEREO_44K);
+    expect(bad.status).toBe(400);
+    expect(bad.body.detail).toMatch(/unknown model/);
+    expect(bad.headers['x-gateway-upstream-ms']).toMatch(/^\d+$/);
+  });
+
+  test('small timeout → 504 upstream_timeout; repeated failures open the circuit; after the cool-down a trial call closes it', async () => {
+    const handle = await gateway({ upstreamTimeoutMs: 150, breakerThreshold: 2, breakerCooldownMs: 1000 });
+    // Denoising 3 s of stereo audio takes far longer than 150 ms.
+    for (let i = 0; i < 2; i++) {
+      const res = await request(handle.app).post(`${API}/denoise`).set(auth()).field('model', 'nsm-4').attach('file', STEREO_44K);
+      expect(res.status).toBe(504);
+      expect(res.body.error.type).toBe('upstream_timeout');
+    }
+    const open = await request(handle.app).get(`${API}/health`).set(auth());
+    expect(open.status).toBe(503);
+    expect(open.body.error.type).toBe('circuit_open');
+    expect(open.headers['retry-after']).toBe('1');
+    expect(open.headers['x-request-id']).toBe(open.body.error.request_id);
+
+    await new Promise((r) => setTimeout(r, 1100));
+    // The trial call (fast) goes through and closes the circuit.
+    const trial = await request(handle.app).get(`${API}/health`).set(auth());
+    expect(trial.status).toBe(200);
+    expect(handle.forwarder.breaker.snapshot().state).toBe('closed');
+    expect((await request(handle.app).get(`${API}/models`).set(auth())).status).toBe(200);
+
+    // The request log kept the error types.
+    const logged = store.queryRequests({ errorType: 'upstream_timeout' });
+    expect(logged.length).toBeGreaterThanOrEqual(2);
+  });
+
+  test('model service killed → 502 upstream_unavailable, then circuit_open after the threshold', async () => {
+    const handle = await gateway({ breakerThreshold: 2, breakerCooldownMs: 60_000 });
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+    for (let i = 0; i < 2; i++) {
+      const res = await request(handle.app).get(`${API}/models`).set(auth());
+      expect(res.status).toBe(502);
+      expect(res.body.error.type).toBe('upstream_unavailable');
+      expect(res.body.error.message).toMatch(/ECONNREFUSED/);
+    }
+    const res = await request(handle.app).post(`${API}/denoise`).set(auth()).attach('file', STEREO_44K);
+    expect(res.status).toBe(503);
+    expect(res.body.error.type).toBe('circuit_open');
+    expect(Number(res.headers['retry-after'])).toBe(60);
+  });
+});
