@@ -1,0 +1,65 @@
+// `npm start` (dist/src/server.js) as a real process: startup log, admin secret bootstrap, a real call,
+// and graceful shutdown on SIGTERM (in-flight request finishes, then the process exits 0).
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { PROJECT_ROOT } from '../src/config';
+import { openSqliteStore } from '../src/store/sqlite-store';
+import { closeQuietly, createToken, fixture, listen, multipartBody, rawRequest, testConfig } from './service-helpers';
+
+describe('server process', () => {
+  test('starts, serves, and shuts down gracefully on SIGTERM', async () => {
+    const config = testConfig();
+    const probe = await listen(() => undefined);
+    const port = Number(new URL(probe.url).port);
+    await closeQuietly(probe.server);
+
+    const child: ChildProcess = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/server.js')], {
+      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', ADMIN_SECRET: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (!output.includes('listening on')) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${output}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(output).toContain(`http://127.0.0.1:${port}`);
+      expect(output).toMatch(/generated a console admin secret/);
+
+      // Tokens are made through the store (SQLite, shared with the running server).
+      const store = openSqliteStore(config);
+      const token = createToken(store);
+      store.close();
+
+      const spec = await rawRequest(`http://127.0.0.1:${port}/openapi.json`, {});
+      expect(spec.status).toBe(200);
+
+      const { body, contentType } = multipartBody([
+        { name: 'model', value: 'nsm-4' },
+        { name: 'file', filename: 'talk.wav', data: fs.readFileSync(fixture('speech-noisy-44k1-stereo.wav')) },
+      ]);
+      const inFlight = rawRequest(`http://127.0.0.1:${port}/v1/noise-suppressor/denoise`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${token}`, 'Content-Type': contentType, 'Content-Length': body.length },
+        body,
+      });
+      await new Promise((r) => setTimeout(r, 150));
+      child.kill('SIGTERM');
+      const res = await inFlight;
+      expect(res.status).toBe(200);
+      expect(res.headers['content-disposition']).toBe('attachment; filename="talk_denoised.wav"');
+      expect(await exited).toBe(0);
+      expect(output).toMatch(/SIGTERM/);
+      expect(output).toMatch(/shut down cleanly/);
+      await expect(rawRequest(`http://127.0.0.1:${port}/openapi.json`, {})).rejects.toThrow(/ECONNREFUSED/);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      fs.rmSync(config.dataDir, { recursive: true, force: true });
+    }
+  });
+});
