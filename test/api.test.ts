@@ -7,6 +7,8 @@ import { spawnSync } from 'node:child_process';
 import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import type { Config } from '../src/config';
+import { GATEWAY_ERRORS } from '../src/gateway/errors';
+import { COMMON_FIELDS } from '../src/model-service/params';
 import {
   closeQuietly,
   createToken,
@@ -368,6 +370,18 @@ describe('public API through the full app', () => {
     expect(res.body.info.version).toBe('1.0.0');
     for (const p of ['denoise', 'denoise/batch', 'models', 'sample', 'health']) {
       expect(res.body.paths[`${API}/${p}`]).toBeDefined();
+    }
+    // The description stays in step with the code: error types, form fields, error statuses.
+    expect([...res.body.components.schemas.ErrorEnvelope.properties.error.properties.type.enum].sort()).toEqual(
+      Object.keys(GATEWAY_ERRORS).sort(),
+    );
+    for (const [p, fileField] of [['denoise', 'file'], ['denoise/batch', 'files']]) {
+      const post = res.body.paths[`${API}/${p}`].post;
+      const props = Object.keys(post.requestBody.content['multipart/form-data'].schema.properties);
+      expect(props.sort()).toEqual([fileField, ...COMMON_FIELDS].sort());
+      for (const status of ['200', '400', '401', '402', '403', '413', '422', '429', '502', '503', '504']) {
+        expect([p, status, post.responses[status] !== undefined]).toEqual([p, status, true]);
+      }
     }
   });
 

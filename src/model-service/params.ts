@@ -16,7 +16,7 @@ export interface DenoiseParams {
 
 export type EndpointKind = 'single' | 'batch';
 
-const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response'];
+export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response'];
 const RESPONSES: Record<EndpointKind, string[]> = { single: ['audio', 'json'], batch: ['zip', 'json'] };
 export const FILE_FIELD: Record<EndpointKind, string> = { single: 'file', batch: 'files' };
 

@@ -169,7 +169,8 @@ export function receiveUpload(
 ): Promise<Express.Multer.File[]> {
   const expected = FILE_FIELD[kind];
   const upload = multer({
-    storage: new ScopedDiskStorage(scope.dir, kind === 'single' ? MAX_FILE_BYTES : MAX_BATCH_BYTES),
+    // The per-file limit is multer's fileSize; the storage enforces the batch's total on top.
+    storage: new ScopedDiskStorage(scope.dir, kind === 'single' ? Infinity : MAX_BATCH_BYTES),
     // Browsers and curl send UTF-8 file names without declaring a charset.
     defParamCharset: 'utf8',
     // Keep the raw client name: names.ts strips directories itself, and busboy's stripping turns a name like
