@@ -81,6 +81,30 @@ describe('model service app alone', () => {
     await eventually(() => tmpEntries(config).length === 0);
   });
 
+  test('batch limits: files per call, size per file, total size per request → 413 {detail}', async () => {
+    const app = createModelServiceApp({ config, engine, limits: { maxFileBytes: 200_000, maxBatchFiles: 3, maxBatchBytes: 250_000 } });
+    const mono = fixture('speech-noisy-16k-mono.wav'); // 96 044 bytes
+
+    let req = request(app).post('/denoise/batch');
+    for (let i = 0; i < 4; i++) req = req.attach('files', fixture('not-audio.wav'));
+    const tooMany = await req;
+    expect(tooMany.status).toBe(413);
+    expect(tooMany.body).toEqual({ detail: 'too many files: at most 3 per batch' });
+
+    const tooBig = await request(app).post('/denoise/batch').attach('files', mono).attach('files', fixture('speech-noisy-44k1-stereo.wav'));
+    expect(tooBig.status).toBe(413);
+    expect(tooBig.body).toEqual({ detail: 'file "speech-noisy-44k1-stereo.wav" is larger than 200000 bytes' });
+
+    const tooMuch = await request(app).post('/denoise/batch').attach('files', mono).attach('files', mono).attach('files', mono);
+    expect(tooMuch.status).toBe(413);
+    expect(tooMuch.body).toEqual({ detail: "the request's files exceed 250000 bytes in total" });
+
+    const fits = await request(app).post('/denoise/batch').field('response', 'json').attach('files', mono).attach('files', mono);
+    expect(fits.status).toBe(200);
+    expect(fits.body.succeeded).toBe(2);
+    await eventually(() => tmpEntries(config).length === 0);
+  });
+
   test('unknown paths → 404 {detail}', async () => {
     const app = createModelServiceApp({ config, engine });
     const res = await request(app).get('/v1/noise-suppressor/models');

@@ -13,13 +13,22 @@ import { badRequest, HttpError, sendDetail } from './http-error';
 import { FileBase64, sendJsonWithFiles } from './json-files';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from './names';
 import { assertModelInstalled, parseDenoiseParams, type DenoiseParams, type EndpointKind } from './params';
-import { receiveUpload, sweepStaleRequestDirs, withRequestScope, type RequestScope } from './uploads';
+import {
+  DEFAULT_UPLOAD_LIMITS,
+  receiveUpload,
+  sweepStaleRequestDirs,
+  withRequestScope,
+  type RequestScope,
+  type UploadLimits,
+} from './uploads';
 
 export interface ModelServiceDeps {
   config: Config;
   engine: InferenceEngine;
   /** Diagnostics for unexpected (500) errors; defaults to stderr. */
   log?: (line: string) => void;
+  /** Upload limits; the defaults are the spec's (100 MB per file, 25 files, 200 MB per batch). */
+  limits?: Partial<UploadLimits>;
 }
 
 const CONTENT_TYPES = { wav: 'audio/wav', flac: 'audio/flac' } as const;
@@ -61,6 +70,7 @@ export interface BatchManifest {
 export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
   const { config, engine } = deps;
   const log = deps.log ?? ((line: string) => process.stderr.write(line + '\n'));
+  const limits: UploadLimits = { ...DEFAULT_UPLOAD_LIMITS, ...deps.limits };
   const startedAt = Date.now();
   const app = express();
   app.disable('x-powered-by');
@@ -80,7 +90,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
     if (!req.is('multipart/form-data')) {
       throw badRequest(`send multipart/form-data with the audio in "${kind === 'single' ? 'file' : 'files'}"`);
     }
-    const files = await receiveUpload(config, kind, scope, req, res);
+    const files = await receiveUpload(config, kind, scope, req, res, limits);
     const params = parseDenoiseParams(config, kind, req.body as Record<string, unknown>);
     if (files.length === 0) {
       throw badRequest(

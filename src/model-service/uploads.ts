@@ -13,6 +13,24 @@ export const MAX_BATCH_FILES = 25;
 export const MAX_BATCH_BYTES = 200 * 1024 * 1024;
 const MB = 1024 * 1024;
 
+/** Upload limits (spec part 8); overridable so tests can exercise them with small files. */
+export interface UploadLimits {
+  maxFileBytes: number;
+  maxBatchFiles: number;
+  maxBatchBytes: number;
+}
+
+export const DEFAULT_UPLOAD_LIMITS: UploadLimits = {
+  maxFileBytes: MAX_FILE_BYTES,
+  maxBatchFiles: MAX_BATCH_FILES,
+  maxBatchBytes: MAX_BATCH_BYTES,
+};
+
+/** "100 MB" for whole megabytes, else bytes. */
+function size(bytes: number): string {
+  return bytes % MB === 0 ? `${bytes / MB} MB` : `${bytes} bytes`;
+}
+
 /** Where one request keeps its uploads and outputs; the whole directory is removed when the request is over. */
 export interface RequestScope {
   dir: string;
@@ -128,20 +146,20 @@ class ScopedDiskStorage implements multer.StorageEngine {
 }
 
 /** Translates multer/busboy failures into the {detail} errors of the API. */
-function uploadError(kind: EndpointKind, err: unknown): unknown {
+function uploadError(kind: EndpointKind, limits: UploadLimits, err: unknown): unknown {
   if (err instanceof HttpError) return err;
   if (err instanceof TotalSizeExceeded) {
-    return tooLarge(`the request's files exceed ${MAX_BATCH_BYTES / MB} MB in total`);
+    return tooLarge(`the request's files exceed ${size(limits.maxBatchBytes)} in total`);
   }
   if (err instanceof multer.MulterError) {
     const expected = FILE_FIELD[kind];
     switch (err.code) {
       case 'LIMIT_FILE_SIZE': {
         const name = (err as { filename?: string }).filename;
-        return tooLarge(`${name ? `file "${name}"` : 'a file'} is larger than ${MAX_FILE_BYTES / MB} MB`);
+        return tooLarge(`${name ? `file "${name}"` : 'a file'} is larger than ${size(limits.maxFileBytes)}`);
       }
       case 'LIMIT_FILE_COUNT':
-        return tooLarge(`too many files: at most ${MAX_BATCH_FILES} per batch`);
+        return tooLarge(`too many files: at most ${limits.maxBatchFiles} per batch`);
       case 'LIMIT_UNEXPECTED_FILE':
         if (err.field === expected) {
           return badRequest(`only one "file" per call; send several files to /denoise/batch as repeated "files"`);
@@ -166,21 +184,22 @@ export function receiveUpload(
   scope: RequestScope,
   req: Request,
   res: Response,
+  limits: UploadLimits = DEFAULT_UPLOAD_LIMITS,
 ): Promise<Express.Multer.File[]> {
   const expected = FILE_FIELD[kind];
   const upload = multer({
     // The per-file limit is multer's fileSize; the storage enforces the batch's total on top.
-    storage: new ScopedDiskStorage(scope.dir, kind === 'single' ? Infinity : MAX_BATCH_BYTES),
+    storage: new ScopedDiskStorage(scope.dir, kind === 'single' ? Infinity : limits.maxBatchBytes),
     // Browsers and curl send UTF-8 file names without declaring a charset.
     defParamCharset: 'utf8',
     // Keep the raw client name: names.ts strips directories itself, and busboy's stripping turns a name like
     // ".." into "", which multer would then silently skip instead of reporting the file in the manifest.
     preservePath: true,
     limits: {
-      fileSize: MAX_FILE_BYTES,
-      ...(kind === 'batch' ? { files: MAX_BATCH_FILES } : {}),
+      fileSize: limits.maxFileBytes,
+      ...(kind === 'batch' ? { files: limits.maxBatchFiles } : {}),
       fields: 20,
-      parts: MAX_BATCH_FILES + 20,
+      parts: limits.maxBatchFiles + 20,
       fieldSize: 64 * 1024,
     },
     fileFilter: (fileReq, file, cb) => {
@@ -195,10 +214,10 @@ export function receiveUpload(
       }
     },
   });
-  const middleware = kind === 'single' ? upload.single(expected) : upload.array(expected, MAX_BATCH_FILES);
+  const middleware = kind === 'single' ? upload.single(expected) : upload.array(expected, limits.maxBatchFiles);
   return new Promise((resolve, reject) => {
     middleware(req, res, (err?: unknown) => {
-      if (err) return reject(uploadError(kind, err));
+      if (err) return reject(uploadError(kind, limits, err));
       if (kind === 'single') resolve(req.file ? [req.file] : []);
       else resolve(Array.isArray(req.files) ? req.files : []);
     });
