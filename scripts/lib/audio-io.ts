@@ -39,3 +39,34 @@ export function writeWavFloat(file: string, planar: Float32Array[], sampleRate: 
   h.writeUInt32LE(data.length, 40);
   fs.writeFileSync(file, Buffer.concat([h, data]));
 }
+
+/** Writes a 16-bit mono WAV of `total` samples produced by `sampleAt`, in 1 MB pieces (bounded memory). */
+export function writeWav16(file: string, sampleRate: number, total: number, sampleAt: (i: number) => number): void {
+  const h = Buffer.alloc(44);
+  h.write('RIFF', 0);
+  h.writeUInt32LE(36 + total * 2, 4);
+  h.write('WAVE', 8);
+  h.write('fmt ', 12);
+  h.writeUInt32LE(16, 16);
+  h.writeUInt16LE(1, 20);
+  h.writeUInt16LE(1, 22);
+  h.writeUInt32LE(sampleRate, 24);
+  h.writeUInt32LE(sampleRate * 2, 28);
+  h.writeUInt16LE(2, 32);
+  h.writeUInt16LE(16, 34);
+  h.write('data', 36);
+  h.writeUInt32LE(total * 2, 40);
+  const fd = fs.openSync(file, 'w');
+  try {
+    fs.writeSync(fd, h);
+    const piece = 1 << 19;
+    const buf = Buffer.alloc(piece * 2);
+    for (let start = 0; start < total; start += piece) {
+      const n = Math.min(piece, total - start);
+      for (let i = 0; i < n; i++) buf.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(sampleAt(start + i) * 32767))), i * 2);
+      fs.writeSync(fd, buf, 0, n * 2);
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}

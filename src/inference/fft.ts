@@ -2,6 +2,7 @@
 // Twiddles and bit-reversal tables are built once; forward/inverse allocate nothing.
 
 type Samples = Float32Array | Float64Array;
+// Hot paths call forward(Float32Array, Float64Array spectra) and inverse(Float64Array spectra, Float32Array).
 
 export class RealFFT {
   readonly n: number;
@@ -9,12 +10,12 @@ export class RealFFT {
   readonly bins: number;
   private readonly half: number;
   private readonly rev: Uint32Array;
-  /** Twiddles of the half-size complex FFT: e^{-2πik/half}. */
-  private readonly twRe: Float64Array;
-  private readonly twIm: Float64Array;
   /** Split twiddles: e^{-2πik/n}, k = 0..half. */
   private readonly spRe: Float64Array;
   private readonly spIm: Float64Array;
+  private readonly stageRe: Float64Array;
+  private readonly stageImFwd: Float64Array;
+  private readonly stageImInv: Float64Array;
   private readonly zRe: Float64Array;
   private readonly zIm: Float64Array;
 
@@ -31,12 +32,6 @@ export class RealFFT {
       for (let b = 0; b < bits; b++) if (i & (1 << b)) r |= 1 << (bits - 1 - b);
       this.rev[i] = r;
     }
-    this.twRe = new Float64Array(m >> 1);
-    this.twIm = new Float64Array(m >> 1);
-    for (let k = 0; k < m >> 1; k++) {
-      this.twRe[k] = Math.cos((-2 * Math.PI * k) / m);
-      this.twIm[k] = Math.sin((-2 * Math.PI * k) / m);
-    }
     this.spRe = new Float64Array(m + 1);
     this.spIm = new Float64Array(m + 1);
     for (let k = 0; k <= m; k++) {
@@ -45,6 +40,17 @@ export class RealFFT {
     }
     this.zRe = new Float64Array(m);
     this.zIm = new Float64Array(m);
+    // Per-stage twiddles: for a stage of butterfly span h, entries [h, 2h) hold e^{-iπj/h}, j < h.
+    this.stageRe = new Float64Array(m);
+    this.stageImFwd = new Float64Array(m);
+    this.stageImInv = new Float64Array(m);
+    for (let h = 1; h < m; h <<= 1) {
+      for (let j = 0; j < h; j++) {
+        this.stageRe[h + j] = Math.cos((-Math.PI * j) / h);
+        this.stageImFwd[h + j] = Math.sin((-Math.PI * j) / h);
+        this.stageImInv[h + j] = -this.stageImFwd[h + j];
+      }
+    }
   }
 
   /**
@@ -123,20 +129,31 @@ export class RealFFT {
     this.butterflies(-1);
   }
 
-  /** Radix-2 decimation-in-time butterflies; conj = -1 conjugates the twiddles (inverse transform). */
+  /**
+   * Radix-2 decimation-in-time butterflies. Stage 1 (size 2) needs no twiddles; later stages read their twiddles
+   * from a per-stage contiguous table (forward or conjugated), so the inner loop is multiply-adds only.
+   */
   private butterflies(conj: number): void {
     const m = this.half;
     const re = this.zRe;
     const im = this.zIm;
-    const twRe = this.twRe;
-    const twIm = this.twIm;
-    for (let size = 2; size <= m; size <<= 1) {
+    for (let a = 0; a < m; a += 2) {
+      const br = re[a + 1];
+      const bi = im[a + 1];
+      re[a + 1] = re[a] - br;
+      im[a + 1] = im[a] - bi;
+      re[a] += br;
+      im[a] += bi;
+    }
+    const stRe = this.stageRe;
+    const stIm = conj > 0 ? this.stageImFwd : this.stageImInv;
+    for (let size = 4; size <= m; size <<= 1) {
       const halfSize = size >> 1;
-      const step = m / size;
+      const base = halfSize; // stage tables are stored at offset halfSize, length halfSize
       for (let start = 0; start < m; start += size) {
-        for (let j = 0, k = 0; j < halfSize; j++, k += step) {
-          const wr = twRe[k];
-          const wi = conj * twIm[k];
+        for (let j = 0; j < halfSize; j++) {
+          const wr = stRe[base + j];
+          const wi = stIm[base + j];
           const a = start + j;
           const b = a + halfSize;
           const xr = re[b] * wr - im[b] * wi;

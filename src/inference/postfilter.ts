@@ -8,36 +8,57 @@ export interface PostFilterOptions {
   overSubtract: number;
   /** Lowest gain in dB (keeps some room tone, avoids musical noise). */
   floorDb: number;
+  /** STFT size / hop / sample rate; default 512 / 128 / 16000. */
+  fftSize?: number;
+  hop?: number;
+  sampleRate?: number;
 }
 
-const N = 512;
-const HOP = 128;
-const BINS = N / 2 + 1;
-const FRAMES_PER_S = 16000 / HOP;
-// Power smoothing, how fast the noise floor may rise (dB/s), decision-directed weight.
+// Power smoothing, how fast the noise floor may rise (4 dB/s), decision-directed weight.
 const POWER_SMOOTH = 0.6;
-const FLOOR_RISE = Math.pow(10, 4 / 10 / FRAMES_PER_S);
+const FLOOR_RISE_DB_PER_S = 4;
 const DD_ALPHA = 0.92;
 
 export class PostFilter {
-  readonly latency = N - HOP;
-  private readonly fft = new RealFFT(N);
-  private readonly window = new Float32Array(N);
+  readonly latency: number;
+  private readonly n: number;
+  private readonly hop: number;
+  private readonly bins: number;
+  private readonly floorRise: number;
+  private readonly fft: RealFFT;
+  private readonly window: Float32Array;
   private readonly floorGain: number;
   private readonly beta: number;
   /** Unframed input; starts with the last N - HOP samples of the previous frame. */
-  private inBuf = new Float32Array(N - HOP);
-  private olaTail = new Float32Array(N - HOP);
-  private readonly smoothPow = new Float64Array(BINS);
-  private readonly noise = new Float64Array(BINS);
-  private readonly prevClean = new Float64Array(BINS);
+  private inBuf: Float32Array;
+  private olaTail: Float32Array;
+  private readonly smoothPow: Float64Array;
+  private readonly noise: Float64Array;
+  private readonly prevClean: Float64Array;
   private frames = 0;
-  private readonly re = new Float64Array(BINS);
-  private readonly im = new Float64Array(BINS);
-  private readonly frame = new Float64Array(N);
-  private readonly block = new Float64Array(N);
+  private readonly re: Float64Array;
+  private readonly im: Float64Array;
+  private readonly frame: Float32Array;
+  private readonly block: Float32Array;
 
   constructor(opts: PostFilterOptions) {
+    const N = (this.n = opts.fftSize ?? 512);
+    this.hop = opts.hop ?? N / 4;
+    if (this.hop !== N / 4) throw new Error('post-filter hop must be fftSize / 4 (sqrt-Hann overlap-add)');
+    this.bins = N / 2 + 1;
+    this.latency = N - this.hop;
+    this.floorRise = Math.pow(10, FLOOR_RISE_DB_PER_S / 10 / ((opts.sampleRate ?? 16000) / this.hop));
+    this.fft = new RealFFT(N);
+    this.window = new Float32Array(N);
+    this.inBuf = new Float32Array(N - this.hop);
+    this.olaTail = new Float32Array(N - this.hop);
+    this.smoothPow = new Float64Array(this.bins);
+    this.noise = new Float64Array(this.bins);
+    this.prevClean = new Float64Array(this.bins);
+    this.re = new Float64Array(this.bins);
+    this.im = new Float64Array(this.bins);
+    this.frame = new Float32Array(N);
+    this.block = new Float32Array(N);
     this.floorGain = Math.pow(10, opts.floorDb / 20);
     this.beta = opts.overSubtract;
     // sqrt of periodic Hann on both sides: the product (Hann) sums to 2 at hop N/4, hence the 1/sqrt(2) each side.
@@ -48,6 +69,8 @@ export class PostFilter {
     const all = new Float32Array(this.inBuf.length + x.length);
     all.set(this.inBuf);
     all.set(x, this.inBuf.length);
+    const N = this.n;
+    const HOP = this.hop;
     const frames = Math.floor((all.length - (N - HOP)) / HOP);
     const acc = new Float32Array(frames * HOP + N - HOP);
     acc.set(this.olaTail);
@@ -67,12 +90,12 @@ export class PostFilter {
 
   private gain(re: Float64Array, im: Float64Array): void {
     const first = this.frames++ === 0;
-    for (let k = 0; k < BINS; k++) {
+    for (let k = 0; k < this.bins; k++) {
       const p = re[k] * re[k] + im[k] * im[k];
       const sp = first ? p : POWER_SMOOTH * this.smoothPow[k] + (1 - POWER_SMOOTH) * p;
       this.smoothPow[k] = sp;
       // Minimum tracking: follow drops at once, rise slowly.
-      let nz = first ? sp : Math.min(sp, this.noise[k] * FLOOR_RISE);
+      let nz = first ? sp : Math.min(sp, this.noise[k] * this.floorRise);
       if (nz < 1e-12) nz = 1e-12;
       this.noise[k] = nz;
       const noiseEst = this.beta * nz;
