@@ -20,6 +20,26 @@ function stridesOf(shape: number[]): number[] {
   return s;
 }
 
+/**
+ * Maps every element of an array of `shape` to an offset in another array: `place(d, idx)` gives the
+ * contribution of index `idx` on axis `d` to the destination offset.
+ */
+function scatterOffsets(shape: number[], place: (axis: number, idx: number) => number): Int32Array {
+  const inStr = stridesOf(shape);
+  const offsets = new Int32Array(size(shape));
+  for (let i = 0; i < offsets.length; i++) {
+    let rem = i;
+    let dst = 0;
+    for (let d = 0; d < shape.length; d++) {
+      const idx = Math.floor(rem / inStr[d]);
+      rem -= idx * inStr[d];
+      dst += place(d, idx);
+    }
+    offsets[i] = dst;
+  }
+  return offsets;
+}
+
 function applyActivation(x: Float64Array, code: unknown): void {
   const name = activationName(code as number);
   if (name === 'NONE') return;
@@ -180,18 +200,9 @@ const OPS: Record<string, Eval> = {
     const axes = ints(x(1)).map((ax) => normAxis(ax, a.shape.length));
     const keptShape = a.shape.map((d, i) => (axes.includes(i) ? 1 : d));
     const sum = new Float64Array(size(keptShape));
-    const inStr = stridesOf(a.shape);
     const outStr = stridesOf(keptShape);
-    for (let i = 0; i < a.data.length; i++) {
-      let rem = i;
-      let dst = 0;
-      for (let d = 0; d < a.shape.length; d++) {
-        const idx = Math.floor(rem / inStr[d]);
-        rem -= idx * inStr[d];
-        if (!axes.includes(d)) dst += idx * outStr[d];
-      }
-      sum[dst] += a.data[i];
-    }
+    const dst = scatterOffsets(a.shape, (d, idx) => (axes.includes(d) ? 0 : idx * outStr[d]));
+    for (let i = 0; i < a.data.length; i++) sum[dst[i]] += a.data[i];
     const count = axes.reduce((p, ax) => p * a.shape[ax], 1);
     for (let i = 0; i < sum.length; i++) sum[i] /= count;
     const shape = op.options.keepDims ? keptShape : a.shape.filter((_d, i) => !axes.includes(i));
@@ -202,17 +213,10 @@ const OPS: Record<string, Eval> = {
     const p = ints(x(1)); // [rank, 2]
     const shape = a.shape.map((d, i) => d + p[2 * i] + p[2 * i + 1]);
     const out = new Float64Array(size(shape));
-    const inStr = stridesOf(a.shape);
     const outStr = stridesOf(shape);
+    const dst = scatterOffsets(a.shape, (d, idx) => (idx + p[2 * d]) * outStr[d]);
     for (let i = 0; i < a.data.length; i++) {
-      let rem = i;
-      let dst = 0;
-      for (let d = 0; d < a.shape.length; d++) {
-        const idx = Math.floor(rem / inStr[d]);
-        rem -= idx * inStr[d];
-        dst += (idx + p[2 * d]) * outStr[d];
-      }
-      out[dst] = a.data[i];
+      out[dst[i]] = a.data[i];
     }
     return [{ shape, data: out }];
   },
