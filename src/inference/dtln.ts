@@ -110,9 +110,7 @@ export class DtlnCore {
     const B = this.batch;
     const fft = this.fft;
     // Float64 spectra and Float32 signals everywhere keeps the FFT's loops monomorphic (measurably faster).
-    const re = new Float64Array(B * t * BINS);
-    const im = new Float64Array(B * t * BINS);
-    const mag = new Float32Array(B * t * BINS);
+    const { re, im, mag, blocks } = this.scratchFor(B * t);
     for (let b = 0; b < B; b++) {
       const src = combined[b];
       for (let i = 0; i < t; i++) {
@@ -122,14 +120,13 @@ export class DtlnCore {
       }
     }
     const r1 = await this.graphs.stage1.run({
-      mag: new ort.Tensor('float32', mag, [B, t, BINS]),
+      mag: new ort.Tensor('float32', mag.subarray(0, B * t * BINS), [B, t, BINS]),
       h0: new ort.Tensor('float32', this.h1, [LAYERS, B, UNITS]),
       c0: new ort.Tensor('float32', this.c1, [LAYERS, B, UNITS]),
     });
     const mask = r1.mask.data as Float32Array;
     this.h1 = r1.hN.data as Float32Array;
     this.c1 = r1.cN.data as Float32Array;
-    const blocks = new Float32Array(B * t * BLOCK);
     for (let j = 0; j < B * t; j++) {
       const o = j * BINS;
       for (let k = 0; k < BINS; k++) {
@@ -141,7 +138,7 @@ export class DtlnCore {
     let outBlocks: Float32Array = blocks;
     if (this.useStage2) {
       const r2 = await this.graphs.stage2.run({
-        frames: new ort.Tensor('float32', blocks, [B, t, BLOCK]),
+        frames: new ort.Tensor('float32', blocks.subarray(0, B * t * BLOCK), [B, t, BLOCK]),
         h0: new ort.Tensor('float32', this.h2, [LAYERS, B, UNITS]),
         c0: new ort.Tensor('float32', this.c2, [LAYERS, B, UNITS]),
       });
@@ -166,6 +163,20 @@ export class DtlnCore {
       out[b].set(acc.subarray(0, t * HOP), f0 * HOP);
       this.olaTail[b] = acc.slice(t * HOP);
     }
+  }
+
+  /** Per-run work arrays, reused across runs (grown when a run has more frames): less garbage per chunk. */
+  private scratch = { re: new Float64Array(0), im: new Float64Array(0), mag: new Float32Array(0), blocks: new Float32Array(0) };
+  private scratchFor(frames: number): { re: Float64Array; im: Float64Array; mag: Float32Array; blocks: Float32Array } {
+    if (this.scratch.mag.length < frames * BINS) {
+      this.scratch = {
+        re: new Float64Array(frames * BINS),
+        im: new Float64Array(frames * BINS),
+        mag: new Float32Array(frames * BINS),
+        blocks: new Float32Array(frames * BLOCK),
+      };
+    }
+    return this.scratch;
   }
 
   /** Effective 4-7.5 kHz gain per frame (output vs input block energy), averaged over the 4 blocks of each hop. */
