@@ -5,13 +5,14 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
-import type { ModelManifestEntry } from '../src/inference/types';
+import { CHAINS } from '../src/inference/catalog';
+import { STAGE1_FILE, STAGE2_FILE } from '../src/inference/sessions';
+import { MODEL_IDS, type ModelManifestEntry } from '../src/inference/types';
 import { extractStage1, extractStage2, LstmWeights } from './dtln/extract';
 import { buildStage1, buildStage2 } from './dtln/onnx-graphs';
 import { parseTflite, TfliteGraph } from './tflite/reader';
 
-export const STAGE1_FILE = 'dtln_stage1.onnx';
-export const STAGE2_FILE = 'dtln_stage2.onnx';
+export { STAGE1_FILE, STAGE2_FILE };
 
 /** Location of the TFLite networks inside the pinned npm package. */
 export function tflitePaths(): { stage1: string; stage2: string } {
@@ -44,30 +45,6 @@ export function convertStage2(graph: TfliteGraph): Uint8Array {
   return buildStage2(layers);
 }
 
-/** What each public model id runs; the chains themselves live in src/inference. */
-const MODELS: Array<Omit<ModelManifestEntry, 'size_mb' | 'sha256'>> = [
-  {
-    id: 'nsm-1', label: 'NSM-1 Fast', sample_rate: 16000, files: [STAGE1_FILE],
-    description: 'DTLN magnitude-mask stage alone: one LSTM pass per 8 ms hop. Lowest cost, for real-time and high-volume jobs.',
-  },
-  {
-    id: 'nsm-2', label: 'NSM-2 Balanced', sample_rate: 16000, files: [STAGE1_FILE, STAGE2_FILE],
-    description: 'Both DTLN stages (magnitude mask, then learned-basis stage). The default.',
-  },
-  {
-    id: 'nsm-3', label: 'NSM-3 Quality', sample_rate: 16000, files: [STAGE1_FILE, STAGE2_FILE],
-    description: 'Both DTLN stages plus a residual-noise post-filter on the effective time-frequency gain. Cleaner, slower.',
-  },
-  {
-    id: 'nsm-4', label: 'NSM-4 Studio', sample_rate: 16000, files: [STAGE1_FILE, STAGE2_FILE],
-    description: 'NSM-3 run on several shifted frame grids and averaged, then post-filtered. Best 16 kHz quality, highest cost.',
-  },
-  {
-    id: 'nsm-2-hd', label: 'NSM-2 HD (48 kHz)', sample_rate: 48000, files: [STAGE1_FILE, STAGE2_FILE],
-    description: 'Full-band 48 kHz: DTLN on the speech band plus a full-band gain derived from it above 8 kHz, merged with a crossover.',
-  },
-];
-
 export interface Manifest {
   format: 1;
   source: { package: string; version: string; files: string[] };
@@ -76,30 +53,38 @@ export interface Manifest {
   models: ModelManifestEntry[];
 }
 
+function sha256(...parts: Uint8Array[]): string {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(p);
+  return h.digest('hex');
+}
+
 export function convertAll(outDir: string): Manifest {
   const src = tflitePaths();
   fs.mkdirSync(outDir, { recursive: true });
-  const graphs = [
+  const converted = [
     { file: STAGE1_FILE, bytes: convertStage1(loadTflite(src.stage1)) },
     { file: STAGE2_FILE, bytes: convertStage2(loadTflite(src.stage2)) },
-  ].map(({ file, bytes }) => {
+  ];
+  for (const { file, bytes } of converted) {
     // Write atomically so a running server never loads a half-written graph.
     const tmp = path.join(outDir, `.${file}.tmp`);
     fs.writeFileSync(tmp, bytes);
     fs.renameSync(tmp, path.join(outDir, file));
-    return { file, sha256: createHash('sha256').update(bytes).digest('hex'), bytes: bytes.length };
-  });
-  const byFile = new Map(graphs.map((g) => [g.file, g]));
+  }
+  const graphs = converted.map(({ file, bytes }) => ({ file, sha256: sha256(bytes), bytes: bytes.length }));
+  const content = new Map(converted.map((c) => [c.file, c.bytes]));
   const pkgJson = JSON.parse(fs.readFileSync(require.resolve('@vonage/noise-suppression/package.json'), 'utf8')) as { version: string };
   const manifest: Manifest = {
     format: 1,
     source: { package: '@vonage/noise-suppression', version: pkgJson.version, files: ['dist/model_1.tflite', 'dist/model_2.tflite'] },
     default: 'nsm-2',
     graphs,
-    models: MODELS.map((m) => {
-      const parts = m.files.map((f) => byFile.get(f)!);
-      const bytes = parts.reduce((a, g) => a + g.bytes, 0);
-      return { ...m, size_mb: Math.round((bytes / 1e6) * 100) / 100, sha256: parts.map((g) => g.sha256) };
+    // What each public model id runs is defined with the chains themselves (src/inference/catalog.ts).
+    models: MODEL_IDS.map((id) => CHAINS[id]).map((m) => {
+      const parts = m.files.map((f) => content.get(f)!);
+      const bytes = parts.reduce((a, b) => a + b.length, 0);
+      return { ...m, size_mb: Math.round((bytes / 1e6) * 100) / 100, sha256: sha256(...parts) };
     }),
   };
   fs.writeFileSync(path.join(outDir, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');

@@ -1,6 +1,7 @@
 // Proves the TFLite → ONNX conversion: an independent op-by-op float64 evaluation of the TFLite graphs,
 // stepped frame by frame with its state fed back, must match the ONNX sequence graphs run over all
 // frames at once, on real speech (the LibriSpeech utterance shipped in @vonage/noise-suppression).
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -93,6 +94,15 @@ test('manifest lists both graphs with their sha256 and all five models', () => {
   expect(manifest.graphs.map((g: { file: string }) => g.file)).toEqual([STAGE1_FILE, STAGE2_FILE]);
   for (const g of manifest.graphs) expect(g.sha256).toMatch(/^[0-9a-f]{64}$/);
   expect(manifest.models.map((m: { id: string }) => m.id)).toEqual(['nsm-1', 'nsm-2', 'nsm-3', 'nsm-4', 'nsm-2-hd']);
+  for (const m of manifest.models) {
+    // A model's digest covers its graph files in order, so `cat FILES | sha256sum` checks an installation.
+    const bytes = Buffer.concat(m.files.map((f: string) => fs.readFileSync(path.join(outDir, f))));
+    expect(m.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+    expect(m.size_mb).toBeCloseTo(bytes.length / 1e6, 2);
+    expect(typeof m.label).toBe('string');
+    expect(typeof m.description).toBe('string');
+    expect([16000, 48000]).toContain(m.sample_rate);
+  }
   expect(manifest.default).toBe('nsm-2');
 });
 

@@ -15,8 +15,8 @@ export interface ModelManifestEntry {
   /** Graph files (relative to models/) this model's chain uses. */
   files: string[];
   size_mb: number;
-  /** sha256 of each file, same order as files. */
-  sha256: string[];
+  /** sha256 of the model's graph files concatenated in `files` order (`cat FILES | sha256sum`); per-file digests are in the manifest's `graphs`. */
+  sha256: string;
 }
 
 export interface DenoiseOptions {
