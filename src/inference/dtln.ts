@@ -113,11 +113,7 @@ export class DtlnCore {
     const { re, im, mag, blocks } = this.scratchFor(B * t);
     for (let b = 0; b < B; b++) {
       const src = combined[b];
-      for (let i = 0; i < t; i++) {
-        const o = (b * t + i) * BINS;
-        fft.forward(src, (f0 + i) * HOP, re, im, o);
-        for (let k = 0; k < BINS; k++) mag[o + k] = Math.sqrt(re[o + k] * re[o + k] + im[o + k] * im[o + k]);
-      }
+      for (let i = 0; i < t; i++) fft.forwardMag(src, (f0 + i) * HOP, re, im, mag, (b * t + i) * BINS);
     }
     const r1 = await this.graphs.stage1.run({
       mag: new ort.Tensor('float32', mag.subarray(0, B * t * BINS), [B, t, BINS]),
@@ -127,14 +123,7 @@ export class DtlnCore {
     const mask = r1.mask.data as Float32Array;
     this.h1 = r1.hN.data as Float32Array;
     this.c1 = r1.cN.data as Float32Array;
-    for (let j = 0; j < B * t; j++) {
-      const o = j * BINS;
-      for (let k = 0; k < BINS; k++) {
-        re[o + k] *= mask[o + k];
-        im[o + k] *= mask[o + k];
-      }
-      fft.inverse(re, im, o, blocks, j * BLOCK);
-    }
+    for (let j = 0; j < B * t; j++) fft.inverseMasked(re, im, mask, j * BINS, blocks, j * BLOCK);
     let outBlocks: Float32Array = blocks;
     if (this.useStage2) {
       const r2 = await this.graphs.stage2.run({

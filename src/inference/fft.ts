@@ -1,56 +1,60 @@
 // Real FFT for power-of-two sizes (512 for DTLN), computed as a complex FFT of half the size plus a split step.
-// Twiddles and bit-reversal tables are built once; forward/inverse allocate nothing.
+// The complex FFT is radix-4 decimation in time on bit-reversed input (one radix-2 pass first when log2(n/2) is odd),
+// with per-pass twiddle tables; the inverse runs the same butterflies on the conjugate. Split steps handle bins k and
+// n/2-k together (they share their inputs and twiddle). Tables are built once; forward/inverse allocate nothing.
 
 type Samples = Float32Array | Float64Array;
-// Hot paths call forward(Float32Array, Float64Array spectra) and inverse(Float64Array spectra, Float32Array).
+// Hot paths (DTLN, post-filter) always call with Float32Array signals and Float64Array spectra: keep it that way,
+// so the loops stay monomorphic.
 
 export class RealFFT {
   readonly n: number;
   /** Number of non-redundant bins: n/2 + 1. */
   readonly bins: number;
   private readonly half: number;
-  private readonly rev: Uint32Array;
-  /** Split twiddles: e^{-2πik/n}, k = 0..half. */
+  private readonly rev: Int32Array;
+  /** Split twiddles e^{-2πik/n}, k = 0..n/4 (bins k and n/2-k share one). */
   private readonly spRe: Float64Array;
   private readonly spIm: Float64Array;
-  private readonly stageRe: Float64Array;
-  private readonly stageImFwd: Float64Array;
-  private readonly stageImInv: Float64Array;
+  /** Radix-4 twiddles, pass after pass: per j, W^j, W^2j, W^3j (re, im) with W = e^{-2πi/(4h)}. */
+  private readonly tw: Float64Array;
+  /** log2(n/2) odd: the butterflies start with one radix-2 pass. */
+  private readonly radix2First: boolean;
   private readonly zRe: Float64Array;
   private readonly zIm: Float64Array;
 
   constructor(n: number) {
     if (n < 4 || (n & (n - 1)) !== 0) throw new Error(`RealFFT size must be a power of two >= 4, got ${n}`);
     this.n = n;
-    this.half = n >> 1;
-    this.bins = this.half + 1;
-    const m = this.half;
-    const bits = Math.log2(m);
-    this.rev = new Uint32Array(m);
+    const m = (this.half = n >> 1);
+    this.bins = m + 1;
+    const bits = Math.round(Math.log2(m));
+    this.rev = new Int32Array(m);
     for (let i = 0; i < m; i++) {
       let r = 0;
       for (let b = 0; b < bits; b++) if (i & (1 << b)) r |= 1 << (bits - 1 - b);
       this.rev[i] = r;
     }
-    this.spRe = new Float64Array(m + 1);
-    this.spIm = new Float64Array(m + 1);
-    for (let k = 0; k <= m; k++) {
+    const q = m >> 1;
+    this.spRe = new Float64Array(q + 1);
+    this.spIm = new Float64Array(q + 1);
+    for (let k = 0; k <= q; k++) {
       this.spRe[k] = Math.cos((-2 * Math.PI * k) / n);
       this.spIm[k] = Math.sin((-2 * Math.PI * k) / n);
     }
     this.zRe = new Float64Array(m);
     this.zIm = new Float64Array(m);
-    // Per-stage twiddles: for a stage of butterfly span h, entries [h, 2h) hold e^{-iπj/h}, j < h.
-    this.stageRe = new Float64Array(m);
-    this.stageImFwd = new Float64Array(m);
-    this.stageImInv = new Float64Array(m);
-    for (let h = 1; h < m; h <<= 1) {
+    this.radix2First = bits % 2 === 1;
+    const tw: number[] = [];
+    for (let h = this.radix2First ? 2 : 1; 4 * h <= m; h *= 4) {
       for (let j = 0; j < h; j++) {
-        this.stageRe[h + j] = Math.cos((-Math.PI * j) / h);
-        this.stageImFwd[h + j] = Math.sin((-Math.PI * j) / h);
-        this.stageImInv[h + j] = -this.stageImFwd[h + j];
+        for (let p = 1; p <= 3; p++) {
+          const a = (-2 * Math.PI * p * j) / (4 * h);
+          tw.push(Math.cos(a), Math.sin(a));
+        }
       }
     }
+    this.tw = Float64Array.from(tw);
   }
 
   /**
@@ -58,32 +62,78 @@ export class RealFFT {
    * Same convention as numpy.fft.rfft (no scaling).
    */
   forward(input: Samples, inOff: number, re: Samples, im: Samples, outOff = 0): void {
+    this.loadReal(input, inOff);
+    this.butterflies();
     const m = this.half;
     const zr = this.zRe;
     const zi = this.zIm;
-    for (let i = 0; i < m; i++) {
-      const r = this.rev[i];
-      zr[r] = input[inOff + 2 * i];
-      zi[r] = input[inOff + 2 * i + 1];
-    }
-    this.complexFftForward();
-    // X[k] = E[k] + W^k O[k], E = (Z[k] + conj Z[m-k]) / 2, O = (Z[k] - conj Z[m-k]) / 2i
-    for (let k = 0; k <= m; k++) {
-      const k1 = k === m ? 0 : k;
-      const k2 = k === 0 ? 0 : m - k;
-      const ar = zr[k1];
-      const ai = zi[k1];
+    const spRe = this.spRe;
+    const spIm = this.spIm;
+    re[outOff] = zr[0] + zi[0];
+    im[outOff] = 0;
+    re[outOff + m] = zr[0] - zi[0];
+    im[outOff + m] = 0;
+    // E = (Z[k] + conj Z[m-k]) / 2, O = (Z[k] - conj Z[m-k]) / 2i: X[k] = E + W^k O, X[m-k] = conj(E - W^k O).
+    for (let k = 1, k2 = m - 1; k <= k2; k++, k2--) {
+      const ar = zr[k];
+      const ai = zi[k];
       const br = zr[k2];
-      const bi = -zi[k2];
+      const bi = zi[k2];
       const er = 0.5 * (ar + br);
-      const ei = 0.5 * (ai + bi);
-      // (a - b) / 2i = (ai - bi)/2 - i (ar - br)/2
-      const or = 0.5 * (ai - bi);
-      const oi = -0.5 * (ar - br);
-      const wr = this.spRe[k];
-      const wi = this.spIm[k];
-      re[outOff + k] = er + or * wr - oi * wi;
-      im[outOff + k] = ei + or * wi + oi * wr;
+      const ei = 0.5 * (ai - bi);
+      const or = 0.5 * (ai + bi);
+      const oi = 0.5 * (br - ar);
+      const wr = spRe[k];
+      const wi = spIm[k];
+      const tr = or * wr - oi * wi;
+      const ti = or * wi + oi * wr;
+      re[outOff + k] = er + tr;
+      im[outOff + k] = ei + ti;
+      re[outOff + k2] = er - tr;
+      im[outOff + k2] = ti - ei;
+    }
+  }
+
+  /** forward() that also writes the magnitudes |X[k]| to mag[outOff .. outOff+bins) (DTLN's stage-1 input). */
+  forwardMag(input: Float32Array, inOff: number, re: Float64Array, im: Float64Array, mag: Float32Array, outOff: number): void {
+    this.loadReal(input, inOff);
+    this.butterflies();
+    const m = this.half;
+    const zr = this.zRe;
+    const zi = this.zIm;
+    const spRe = this.spRe;
+    const spIm = this.spIm;
+    const x0 = zr[0] + zi[0];
+    const xm = zr[0] - zi[0];
+    re[outOff] = x0;
+    im[outOff] = 0;
+    mag[outOff] = Math.abs(x0);
+    re[outOff + m] = xm;
+    im[outOff + m] = 0;
+    mag[outOff + m] = Math.abs(xm);
+    for (let k = 1, k2 = m - 1; k <= k2; k++, k2--) {
+      const ar = zr[k];
+      const ai = zi[k];
+      const br = zr[k2];
+      const bi = zi[k2];
+      const er = 0.5 * (ar + br);
+      const ei = 0.5 * (ai - bi);
+      const or = 0.5 * (ai + bi);
+      const oi = 0.5 * (br - ar);
+      const wr = spRe[k];
+      const wi = spIm[k];
+      const tr = or * wr - oi * wi;
+      const ti = or * wi + oi * wr;
+      const r1 = er + tr;
+      const i1 = ei + ti;
+      const r2 = er - tr;
+      const i2 = ti - ei;
+      re[outOff + k] = r1;
+      im[outOff + k] = i1;
+      mag[outOff + k] = Math.sqrt(r1 * r1 + i1 * i1);
+      re[outOff + k2] = r2;
+      im[outOff + k2] = i2;
+      mag[outOff + k2] = Math.sqrt(r2 * r2 + i2 * i2);
     }
   }
 
@@ -95,75 +145,202 @@ export class RealFFT {
     const m = this.half;
     const zr = this.zRe;
     const zi = this.zIm;
-    // E[k] = (X[k] + conj X[m-k]) / 2, O[k] = (X[k] - conj X[m-k]) * W^{-k} / 2, Z[k] = E[k] + i O[k]
-    for (let k = 0; k < m; k++) {
+    const rev = this.rev;
+    const spRe = this.spRe;
+    const spIm = this.spIm;
+    // Z[k] = E[k] + i O[k], E = (X[k] + conj X[m-k]) / 2, O = (X[k] - conj X[m-k]) W^{-k} / 2;
+    // Z[m-k] = conj E + i conj O. Stored conjugated: the forward butterflies then compute the conjugate inverse.
+    const a0 = re[inOff];
+    const am = re[inOff + m];
+    zr[0] = 0.5 * (a0 + am);
+    zi[0] = -0.5 * (a0 - am);
+    for (let k = 1, k2 = m - 1; k <= k2; k++, k2--) {
       const xr = re[inOff + k];
-      const xi = k === 0 ? 0 : im[inOff + k];
-      const yr = re[inOff + m - k];
-      const yi = k === 0 ? 0 : -im[inOff + m - k];
+      const xi = im[inOff + k];
+      const yr = re[inOff + k2];
+      const yi = im[inOff + k2];
       const er = 0.5 * (xr + yr);
-      const ei = 0.5 * (xi + yi);
+      const ei = 0.5 * (xi - yi);
       const dr = 0.5 * (xr - yr);
-      const di = 0.5 * (xi - yi);
-      const wr = this.spRe[k];
-      const wi = -this.spIm[k];
+      const di = 0.5 * (xi + yi);
+      const wr = spRe[k];
+      const wi = -spIm[k];
       const or = dr * wr - di * wi;
       const oi = dr * wi + di * wr;
-      const r = this.rev[k];
-      zr[r] = er - oi;
-      zi[r] = ei + or;
+      const r1 = rev[k];
+      zr[r1] = er - oi;
+      zi[r1] = -(ei + or);
+      const r2 = rev[k2];
+      zr[r2] = er + oi;
+      zi[r2] = ei - or;
     }
-    this.complexFftInverse();
+    this.butterflies();
+    this.storeConjScaled(out, outOff);
+  }
+
+  /** inverse() of the spectrum multiplied bin by bin with a real gain (DTLN's mask), without writing it back. */
+  inverseMasked(re: Float64Array, im: Float64Array, gain: Float32Array, inOff: number, out: Float32Array, outOff: number): void {
+    const m = this.half;
+    const zr = this.zRe;
+    const zi = this.zIm;
+    const rev = this.rev;
+    const spRe = this.spRe;
+    const spIm = this.spIm;
+    const a0 = re[inOff] * gain[inOff];
+    const am = re[inOff + m] * gain[inOff + m];
+    zr[0] = 0.5 * (a0 + am);
+    zi[0] = -0.5 * (a0 - am);
+    for (let k = 1, k2 = m - 1; k <= k2; k++, k2--) {
+      const g1 = gain[inOff + k];
+      const g2 = gain[inOff + k2];
+      const xr = re[inOff + k] * g1;
+      const xi = im[inOff + k] * g1;
+      const yr = re[inOff + k2] * g2;
+      const yi = im[inOff + k2] * g2;
+      const er = 0.5 * (xr + yr);
+      const ei = 0.5 * (xi - yi);
+      const dr = 0.5 * (xr - yr);
+      const di = 0.5 * (xi + yi);
+      const wr = spRe[k];
+      const wi = -spIm[k];
+      const or = dr * wr - di * wi;
+      const oi = dr * wi + di * wr;
+      const r1 = rev[k];
+      zr[r1] = er - oi;
+      zi[r1] = -(ei + or);
+      const r2 = rev[k2];
+      zr[r2] = er + oi;
+      zi[r2] = ei - or;
+    }
+    this.butterflies();
+    this.storeConjScaled(out, outOff);
+  }
+
+  /** Even samples into the real parts, odd into the imaginary parts, in bit-reversed order. */
+  private loadReal(input: Samples, inOff: number): void {
+    const m = this.half;
+    const zr = this.zRe;
+    const zi = this.zIm;
+    const rev = this.rev;
+    for (let i = 0, p = inOff; i < m; i++, p += 2) {
+      const r = rev[i];
+      zr[r] = input[p];
+      zi[r] = input[p + 1];
+    }
+  }
+
+  /** out = conj(z) / m, interleaved back to real samples. */
+  private storeConjScaled(out: Samples, outOff: number): void {
+    const m = this.half;
+    const zr = this.zRe;
+    const zi = this.zIm;
     const scale = 1 / m;
-    for (let i = 0; i < m; i++) {
-      out[outOff + 2 * i] = zr[i] * scale;
-      out[outOff + 2 * i + 1] = zi[i] * scale;
+    for (let i = 0, p = outOff; i < m; i++, p += 2) {
+      out[p] = zr[i] * scale;
+      out[p + 1] = -zi[i] * scale;
     }
   }
 
-  private complexFftForward(): void {
-    this.butterflies(1);
-  }
-
-  private complexFftInverse(): void {
-    this.butterflies(-1);
-  }
-
-  /**
-   * Radix-2 decimation-in-time butterflies. Stage 1 (size 2) needs no twiddles; later stages read their twiddles
-   * from a per-stage contiguous table (forward or conjugated), so the inner loop is multiply-adds only.
-   */
-  private butterflies(conj: number): void {
+  /** In-place forward complex FFT of zRe/zIm (bit-reversed input, natural-order output). */
+  private butterflies(): void {
     const m = this.half;
     const re = this.zRe;
     const im = this.zIm;
-    for (let a = 0; a < m; a += 2) {
-      const br = re[a + 1];
-      const bi = im[a + 1];
-      re[a + 1] = re[a] - br;
-      im[a + 1] = im[a] - bi;
-      re[a] += br;
-      im[a] += bi;
+    const tw = this.tw;
+    let h: number;
+    if (this.radix2First) {
+      for (let a = 0; a < m; a += 2) {
+        const br = re[a + 1];
+        const bi = im[a + 1];
+        const ar = re[a];
+        const ai = im[a];
+        re[a] = ar + br;
+        im[a] = ai + bi;
+        re[a + 1] = ar - br;
+        im[a + 1] = ai - bi;
+      }
+      h = 2;
+    } else {
+      // First radix-4 pass (h = 1): all twiddles are 1.
+      for (let a = 0; a < m; a += 4) {
+        const Ar = re[a];
+        const Ai = im[a];
+        const Cr = re[a + 1];
+        const Ci = im[a + 1];
+        const Br = re[a + 2];
+        const Bi = im[a + 2];
+        const Dr = re[a + 3];
+        const Di = im[a + 3];
+        const s0r = Ar + Cr;
+        const s0i = Ai + Ci;
+        const s1r = Ar - Cr;
+        const s1i = Ai - Ci;
+        const s2r = Br + Dr;
+        const s2i = Bi + Di;
+        const s3r = Br - Dr;
+        const s3i = Bi - Di;
+        re[a] = s0r + s2r;
+        im[a] = s0i + s2i;
+        re[a + 2] = s0r - s2r;
+        im[a + 2] = s0i - s2i;
+        // -i (B - D)
+        re[a + 1] = s1r + s3i;
+        im[a + 1] = s1i - s3r;
+        re[a + 3] = s1r - s3i;
+        im[a + 3] = s1i + s3r;
+      }
+      h = 4;
     }
-    const stRe = this.stageRe;
-    const stIm = conj > 0 ? this.stageImFwd : this.stageImInv;
-    for (let size = 4; size <= m; size <<= 1) {
-      const halfSize = size >> 1;
-      const base = halfSize; // stage tables are stored at offset halfSize, length halfSize
-      for (let start = 0; start < m; start += size) {
-        for (let j = 0; j < halfSize; j++) {
-          const wr = stRe[base + j];
-          const wi = stIm[base + j];
-          const a = start + j;
-          const b = a + halfSize;
-          const xr = re[b] * wr - im[b] * wi;
-          const xi = re[b] * wi + im[b] * wr;
-          re[b] = re[a] - xr;
-          im[b] = im[a] - xi;
-          re[a] += xr;
-          im[a] += xi;
+    // Radix-4 passes: the bit-reversed sub-transforms sit at a0 (F0), a0+h (F2), a0+2h (F1), a0+3h (F3).
+    // The table starts with the h = 1 pass (unused: done above without twiddles) unless a radix-2 pass came first.
+    let t = this.radix2First ? 0 : 6;
+    for (; 4 * h <= m; h *= 4) {
+      const span = 4 * h;
+      for (let s = 0; s < m; s += span) {
+        for (let j = 0, w = t; j < h; j++, w += 6) {
+          const w1r = tw[w];
+          const w1i = tw[w + 1];
+          const w2r = tw[w + 2];
+          const w2i = tw[w + 3];
+          const w3r = tw[w + 4];
+          const w3i = tw[w + 5];
+          const i0 = s + j;
+          const i1 = i0 + h;
+          const i2 = i1 + h;
+          const i3 = i2 + h;
+          const Ar = re[i0];
+          const Ai = im[i0];
+          const xr = re[i1];
+          const xi = im[i1];
+          const Cr = xr * w2r - xi * w2i;
+          const Ci = xr * w2i + xi * w2r;
+          const yr = re[i2];
+          const yi = im[i2];
+          const Br = yr * w1r - yi * w1i;
+          const Bi = yr * w1i + yi * w1r;
+          const zr = re[i3];
+          const zi = im[i3];
+          const Dr = zr * w3r - zi * w3i;
+          const Di = zr * w3i + zi * w3r;
+          const s0r = Ar + Cr;
+          const s0i = Ai + Ci;
+          const s1r = Ar - Cr;
+          const s1i = Ai - Ci;
+          const s2r = Br + Dr;
+          const s2i = Bi + Di;
+          const s3r = Br - Dr;
+          const s3i = Bi - Di;
+          re[i0] = s0r + s2r;
+          im[i0] = s0i + s2i;
+          re[i2] = s0r - s2r;
+          im[i2] = s0i - s2i;
+          re[i1] = s1r + s3i;
+          im[i1] = s1i - s3r;
+          re[i3] = s1r - s3i;
+          im[i3] = s1i + s3r;
         }
       }
+      t += 6 * h;
     }
   }
 }
