@@ -48,7 +48,7 @@ export class DtlnCore {
   /** Per stream: unframed input; always starts with the last BLOCK-HOP samples of the previous frame. */
   private inBuf: Float32Array[];
   /** Per stream: overlap-add tail (partial sums of the next BLOCK-HOP output samples). */
-  private olaTail: Float32Array[];
+  private readonly olaTail: Float32Array[];
   /** Per stream: per-frame high-band gains of the last 3 frames (their blocks overlap the next hop). */
   private gainHist: Float32Array[];
   private h1: Float32Array;
@@ -123,6 +123,25 @@ export class DtlnCore {
     const mask = r1.mask.data as Float32Array;
     this.h1 = r1.hN.data as Float32Array;
     this.c1 = r1.cN.data as Float32Array;
+    // Overlap-add: frame i's block covers positions [i*HOP, i*HOP + BLOCK) of the run's accumulator (tail first).
+    // Loop bounds are locals: the exported constants compile to property loads on `exports`.
+    const blockLen = BLOCK;
+    const hop = HOP;
+    const tailLen = BLOCK - HOP;
+    const accLen = t * hop + tailLen;
+    const acc = this.olaScratch(accLen);
+    if (!this.useStage2 && !highGain) {
+      // Stage-1-only chain: each inverse FFT adds its Hann-windowed block straight into the accumulator.
+      const w = this.synthWindow;
+      for (let b = 0; b < B; b++) {
+        acc.set(this.olaTail[b]);
+        acc.fill(0, tailLen, accLen);
+        for (let i = 0; i < t; i++) fft.inverseMaskedOverlapAdd(re, im, mask, (b * t + i) * BINS, acc, i * hop, w);
+        out[b].set(acc.subarray(0, t * hop), f0 * hop);
+        this.olaTail[b].set(acc.subarray(t * hop, accLen));
+      }
+      return;
+    }
     for (let j = 0; j < B * t; j++) fft.inverseMasked(re, im, mask, j * BINS, blocks, j * BLOCK);
     let outBlocks: Float32Array = blocks;
     if (this.useStage2) {
@@ -138,20 +157,24 @@ export class DtlnCore {
     if (highGain) this.highBandGains(combined, f0, t, outBlocks, highGain);
     // Stage 2 output is overlap-added as is (as trained); the stage-1-only chain gets the Hann synthesis window.
     const w = this.useStage2 ? null : this.synthWindow;
-    // Overlap-add: frame i's block covers output positions [i*HOP, i*HOP + BLOCK) of this run (tail first).
-    const tailLen = BLOCK - HOP;
     for (let b = 0; b < B; b++) {
-      const acc = new Float32Array(t * HOP + tailLen);
       acc.set(this.olaTail[b]);
+      acc.fill(0, tailLen, accLen);
       for (let i = 0; i < t; i++) {
-        const src = (b * t + i) * BLOCK;
-        const dst = i * HOP;
-        if (w) for (let s = 0; s < BLOCK; s++) acc[dst + s] += outBlocks[src + s] * w[s];
-        else for (let s = 0; s < BLOCK; s++) acc[dst + s] += outBlocks[src + s];
+        const src = (b * t + i) * blockLen;
+        const dst = i * hop;
+        if (w) for (let s = 0; s < blockLen; s++) acc[dst + s] += outBlocks[src + s] * w[s];
+        else for (let s = 0; s < blockLen; s++) acc[dst + s] += outBlocks[src + s];
       }
-      out[b].set(acc.subarray(0, t * HOP), f0 * HOP);
-      this.olaTail[b] = acc.slice(t * HOP);
+      out[b].set(acc.subarray(0, t * hop), f0 * hop);
+      this.olaTail[b].set(acc.subarray(t * hop, accLen));
     }
+  }
+
+  private olaAcc = new Float32Array(0);
+  private olaScratch(len: number): Float32Array {
+    if (this.olaAcc.length < len) this.olaAcc = new Float32Array(len);
+    return this.olaAcc;
   }
 
   /** Per-run work arrays, reused across runs (grown when a run has more frames): less garbage per chunk. */

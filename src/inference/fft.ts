@@ -180,11 +180,34 @@ export class RealFFT {
       zr[r2] = er + oi;
       zi[r2] = ei - or;
     }
-    this.inverseComplexConj(out, outOff);
+    this.inverseComplexConj(out, outOff, null);
   }
 
   /** inverse() of the spectrum multiplied bin by bin with a real gain (DTLN's mask), without writing it back. */
   inverseMasked(re: Float64Array, im: Float64Array, gain: Float32Array, inOff: number, out: Float32Array, outOff: number): void {
+    this.loadMaskedSpectrum(re, im, gain, inOff);
+    this.inverseComplexConj(out, outOff, null);
+  }
+
+  /**
+   * Overlap-add synthesis step: acc[accOff + i] += block[i] * window[i], block = inverseMasked(...) rounded to float32
+   * first, so the sums are exactly those of writing the block out and adding it windowed afterwards.
+   */
+  inverseMaskedOverlapAdd(
+    re: Float64Array,
+    im: Float64Array,
+    gain: Float32Array,
+    inOff: number,
+    acc: Float32Array,
+    accOff: number,
+    window: Float32Array,
+  ): void {
+    this.loadMaskedSpectrum(re, im, gain, inOff);
+    this.inverseComplexConj(acc, accOff, window);
+  }
+
+  /** Split step of the inverse for X[k] * gain[k] (see inverse()), conjugated, into bit-reversed zRe/zIm. */
+  private loadMaskedSpectrum(re: Float64Array, im: Float64Array, gain: Float32Array, inOff: number): void {
     const m = this.half;
     const zr = this.zRe;
     const zi = this.zIm;
@@ -217,7 +240,6 @@ export class RealFFT {
       zr[r2] = er + oi;
       zi[r2] = ei - or;
     }
-    this.inverseComplexConj(out, outOff);
   }
 
   /** Offset in `tw` of the radix-4 pass with quarter span h. */
@@ -389,10 +411,11 @@ export class RealFFT {
 
   /**
    * zRe/zIm hold conj(Z) in bit-reversed order: runs the forward decimation-in-time FFT on it and writes
-   * conj(result) / m (= the inverse FFT of Z), de-interleaved into real samples, from the last pass.
+   * conj(result) / m (= the inverse FFT of Z), de-interleaved into real samples, from the last pass; with a window,
+   * adds fround(sample) * window[i] to out instead (overlap-add).
    * Radix-4 DIT: the sub-transforms F0, F2, F1, F3 sit at j, j+h, j+2h, j+3h.
    */
-  private inverseComplexConj(out: Samples, outOff: number): void {
+  private inverseComplexConj(out: Samples, outOff: number, window: Float32Array | null): void {
     const m = this.half;
     const re = this.zRe;
     const im = this.zIm;
@@ -411,10 +434,11 @@ export class RealFFT {
         im[a + 1] = ai - bi;
       }
       if (m === 2) {
-        out[outOff] = re[0] * scale;
-        out[outOff + 1] = -im[0] * scale;
-        out[outOff + 2] = re[1] * scale;
-        out[outOff + 3] = -im[1] * scale;
+        const v = [re[0] * scale, -im[0] * scale, re[1] * scale, -im[1] * scale];
+        for (let i = 0; i < 4; i++) {
+          if (window) out[outOff + i] += Math.fround(v[i]) * window[i];
+          else out[outOff + i] = v[i];
+        }
         return;
       }
       h = 2;
@@ -499,6 +523,52 @@ export class RealFFT {
       }
     }
     // Last pass (h = m/4, one group), written out as conj / m: sample 2p = Re, 2p+1 = -Im of element p.
+    if (window) {
+      for (let j = 0, w = this.twOffset(h); j < h; j++, w += 6) {
+        const i1 = j + h;
+        const i2 = i1 + h;
+        const i3 = i2 + h;
+        const Ar = re[j];
+        const Ai = im[j];
+        const xr = re[i1];
+        const xi = im[i1];
+        const Cr = xr * tw[w + 2] - xi * tw[w + 3];
+        const Ci = xr * tw[w + 3] + xi * tw[w + 2];
+        const yr = re[i2];
+        const yi = im[i2];
+        const Br = yr * tw[w] - yi * tw[w + 1];
+        const Bi = yr * tw[w + 1] + yi * tw[w];
+        const zr = re[i3];
+        const zi = im[i3];
+        const Dr = zr * tw[w + 4] - zi * tw[w + 5];
+        const Di = zr * tw[w + 5] + zi * tw[w + 4];
+        const s0r = Ar + Cr;
+        const s0i = Ai + Ci;
+        const s1r = Ar - Cr;
+        const s1i = Ai - Ci;
+        const s2r = Br + Dr;
+        const s2i = Bi + Di;
+        const s3r = Br - Dr;
+        const s3i = Bi - Di;
+        const q0 = 2 * j;
+        const q1 = q0 + 2 * h;
+        const q2 = q1 + 2 * h;
+        const q3 = q2 + 2 * h;
+        const p0 = outOff + q0;
+        const p1 = outOff + q1;
+        const p2 = outOff + q2;
+        const p3 = outOff + q3;
+        out[p0] += Math.fround((s0r + s2r) * scale) * window[q0];
+        out[p0 + 1] += Math.fround(-(s0i + s2i) * scale) * window[q0 + 1];
+        out[p2] += Math.fround((s0r - s2r) * scale) * window[q2];
+        out[p2 + 1] += Math.fround(-(s0i - s2i) * scale) * window[q2 + 1];
+        out[p1] += Math.fround((s1r + s3i) * scale) * window[q1];
+        out[p1 + 1] += Math.fround(-(s1i - s3r) * scale) * window[q1 + 1];
+        out[p3] += Math.fround((s1r - s3i) * scale) * window[q3];
+        out[p3 + 1] += Math.fround(-(s1i + s3r) * scale) * window[q3 + 1];
+      }
+      return;
+    }
     for (let j = 0, w = this.twOffset(h); j < h; j++, w += 6) {
       const i1 = j + h;
       const i2 = i1 + h;
