@@ -1,6 +1,7 @@
 // The inference engine: a pool of worker threads (config.workers), streams pinned to a worker (their state lives
-// there), a per-worker FIFO queue on this side (one request in flight per worker), audio moved with transferable
-// ArrayBuffers. A worker that dies is replaced; only the streams pinned to it fail, with a clear error.
+// there), a per-worker FIFO queue on this side (at most MAX_IN_FLIGHT requests posted per worker; the worker runs them
+// one at a time, in order), audio moved with transferable ArrayBuffers. A worker that dies is replaced; only the
+// streams pinned to it fail, with a clear error.
 import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -18,6 +19,11 @@ import {
 } from './types';
 
 const WORKER_SCRIPT = path.join(__dirname, 'worker.js');
+/**
+ * Requests posted to a worker before it has answered the previous ones: with 2, the next request is already there
+ * when the worker finishes one (no idle round trip) while the rest stays queued here (bounded memory in the worker).
+ */
+const MAX_IN_FLIGHT = 2;
 
 interface Job {
   msg: ToWorker;
@@ -32,7 +38,8 @@ class PoolWorker {
   readonly worker: Worker;
   readonly ready: Promise<void>;
   readonly queue: Job[] = [];
-  current: Job | null = null;
+  /** Posted and awaiting their reply, in posting order (the worker answers in that order). */
+  readonly inFlight: Job[] = [];
   readonly streams = new Map<number, StreamHandle>();
   dead = false;
   private isReady = false;
@@ -54,8 +61,8 @@ class PoolWorker {
           reject(this.initError);
           this.failAll(this.initError);
         } else {
-          const job = this.current;
-          this.current = null;
+          const i = this.inFlight.findIndex((j) => 'reqId' in j.msg && j.msg.reqId === msg.reqId);
+          const job = i >= 0 ? this.inFlight.splice(i, 1)[0] : undefined;
           if (job) {
             if (msg.type === 'result') job.resolve(msg.planar);
             else job.reject(new Error(msg.message));
@@ -81,7 +88,7 @@ class PoolWorker {
   }
 
   private pump(): void {
-    while (this.isReady && !this.dead && !this.current && this.queue.length > 0) {
+    while (this.isReady && !this.dead && this.inFlight.length < MAX_IN_FLIGHT && this.queue.length > 0) {
       const job = this.queue.shift()!;
       try {
         this.worker.postMessage(job.msg, job.transfer);
@@ -89,14 +96,14 @@ class PoolWorker {
         job.reject(err as Error);
         continue;
       }
-      if (job.expectsReply) this.current = job;
+      if (job.expectsReply) this.inFlight.push(job);
       else job.resolve([]);
     }
   }
 
   failAll(err: Error): void {
-    const jobs = [...(this.current ? [this.current] : []), ...this.queue];
-    this.current = null;
+    const jobs = [...this.inFlight, ...this.queue];
+    this.inFlight.length = 0;
     this.queue.length = 0;
     for (const j of jobs) j.reject(err);
     for (const s of this.streams.values()) s.fail(err);
@@ -117,7 +124,6 @@ function ownedPlanar(planar: Float32Array[]): { planar: Float32Array[]; transfer
 }
 
 class StreamHandle implements DenoiseStream {
-  private tail: Promise<unknown> = Promise.resolve();
   private failure: Error | null = null;
   private finished = false;
 
@@ -165,16 +171,12 @@ class StreamHandle implements DenoiseStream {
 
   private request(make: (reqId: number) => ToWorker, transfer: ArrayBuffer[]): Promise<Float32Array[]> {
     if (this.finished) return Promise.reject(new Error('stream already ended or aborted'));
-    // Requests of one stream run in order: each waits for the previous one.
-    const run = this.tail.then(
-      () =>
-        new Promise<Float32Array[]>((resolve, reject) => {
-          if (this.failure) return reject(this.failure);
-          this.owner.submit({ msg: make(this.engine.nextReqId()), transfer, expectsReply: true, resolve, reject });
-        }),
-    );
-    this.tail = run.catch(() => undefined);
-    return run;
+    if (this.failure) return Promise.reject(this.failure);
+    // Submitted at once: requests of one stream still run in order (one worker, FIFO queue, run one at a time there),
+    // and a push made before the previous one resolved is already queued, or posted, when the worker gets to it.
+    return new Promise<Float32Array[]>((resolve, reject) => {
+      this.owner.submit({ msg: make(this.engine.nextReqId()), transfer, expectsReply: true, resolve, reject });
+    });
   }
 }
 
@@ -246,7 +248,7 @@ class Engine implements InferenceEngine {
     let queued = 0;
     let streams = 0;
     for (const w of this.workers) {
-      if (w.current) busy++;
+      if (w.inFlight.length > 0) busy++;
       queued += w.queue.length;
       streams += w.streams.size;
     }

@@ -1,5 +1,6 @@
 // Inference worker thread: one ONNX Runtime session per graph, created once; hosts the streams pinned to it.
-// The pool sends one request at a time (it keeps the queue), so streams on a worker never run concurrently.
+// The pool may post a request before the previous one is answered; requests run one at a time, in arrival order, so
+// streams on a worker never run concurrently and replies come back in order.
 import { parentPort, workerData } from 'node:worker_threads';
 import { createChain } from './chains';
 import { DtlnGraphs } from './dtln';
@@ -53,7 +54,7 @@ async function handle(msg: ToWorker): Promise<void> {
       streams.delete(msg.streamId);
       return;
     case 'crash':
-      // Test hook: die the way a native fault would, without cleanup.
+      // Test hook (normally handled on arrival): die the way a native fault would, without cleanup.
       process.exit(70);
   }
 }
@@ -65,10 +66,15 @@ async function main(): Promise<void> {
     send({ type: 'init-error', message: (err as Error).message });
     return;
   }
+  let previous: Promise<void> = Promise.resolve();
   port!.on('message', (msg: ToWorker) => {
-    handle(msg).catch((err: Error) => {
-      if ('reqId' in msg) send({ type: 'error', reqId: msg.reqId, message: err.message });
-    });
+    // Test hook: at once, even mid-request, as a native crash would.
+    if (msg.type === 'crash') process.exit(70);
+    previous = previous.then(() =>
+      handle(msg).catch((err: Error) => {
+        if ('reqId' in msg) send({ type: 'error', reqId: msg.reqId, message: err.message });
+      }),
+    );
   });
   send({ type: 'ready' });
 }
