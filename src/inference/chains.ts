@@ -1,6 +1,7 @@
 // The five model chains. Each is a ChainProcessor: delayed, hop-quantised output; AlignedStream aligns it.
 import { DelayLine, Decimator3, Interpolator3, RESAMPLE_DELAY_48K } from './dsp';
 import { DtlnCore, DtlnGraphs, DTLN_LATENCY, HOP } from './dtln';
+import { HighBandFilter, HighBandOptions } from './highband';
 import { PostFilter, PostFilterOptions } from './postfilter';
 import { ChainProcessor, concat } from './stream';
 import { ModelId } from './types';
@@ -72,8 +73,10 @@ export class PostFilteredChain implements ChainProcessor {
 
 /**
  * nsm-2-hd, 48 kHz: the 16 kHz DTLN core on the speech band (decimated), and above the crossover (~7.6 kHz)
- * the input's high band scaled by the core's own 4-7.5 kHz effective gain, hop by hop.
- * out = up(DTLN(down(x))) + g(t) * (x - up(down(x))), all delayed to the same point.
+ * the input's high band through HighBandFilter: per-bin Wiener gain (noise PSD tracked while DTLN says "noise"),
+ * limited by the broadband gain min(1, 2g) from the core's 4-7.5 kHz effective gain g.
+ * out = up(DTLN(down(x))) + HB(x - up(down(x)), g), all delayed to the same point. With `highBand: null` the
+ * previous chain: out = up(DTLN(down(x))) + min(1, 2g(t)) * (x - up(down(x))).
  */
 export class FullBandChain implements ChainProcessor {
   readonly sampleRate = 48000;
@@ -87,12 +90,16 @@ export class FullBandChain implements ChainProcessor {
   private readonly gainDelay48: DelayLine[];
   private readonly gainState: number[];
   private readonly mergers: BandMerger[];
+  /** Per-bin high-band filters (null: the broadband gain alone) and the low band's matching delay. */
+  private readonly highFilters: HighBandFilter[] | null;
+  private readonly lowDelay: DelayLine[];
   /** One-pole smoothing of the per-hop gain at 16 kHz (~4 ms). */
   private readonly smooth = Math.exp(-1 / (0.004 * 16000));
 
   constructor(
     graphs: DtlnGraphs,
     readonly channels: number,
+    highBand: HighBandOptions | null = NSM2HD_HIGHBAND,
   ) {
     this.core = new DtlnCore(graphs, { batch: channels, useStage2: true, highBandGain: true });
     const mk = <T>(f: () => T): T[] => Array.from({ length: channels }, f);
@@ -100,22 +107,49 @@ export class FullBandChain implements ChainProcessor {
     this.upWet = mk(() => new Interpolator3());
     this.upDry = mk(() => new Interpolator3());
     this.dryDelay16 = mk(() => new DelayLine(DTLN_LATENCY));
-    this.latency = 2 * RESAMPLE_DELAY_48K + 3 * DTLN_LATENCY;
-    this.inDelay48 = mk(() => new DelayLine(this.latency));
+    const bandLatency = 2 * RESAMPLE_DELAY_48K + 3 * DTLN_LATENCY;
+    this.inDelay48 = mk(() => new DelayLine(bandLatency));
     this.gainDelay48 = mk(() => new DelayLine(RESAMPLE_DELAY_48K));
     this.gainState = mk(() => 1);
     this.mergers = mk(() => new BandMerger());
+    this.highFilters = highBand ? mk(() => new HighBandFilter(highBand)) : null;
+    const filterLatency = this.highFilters ? this.highFilters[0].latency : 0;
+    this.lowDelay = mk(() => new DelayLine(filterLatency));
+    this.latency = bandLatency + filterLatency;
   }
 
-  /** Evaluation only: keep the high-band gain track (per output sample, chain time) of every channel. */
+  /** Evaluation only, broadband chain (`highBand: null`): keep the high-band gain per output sample (chain time). */
   recordHighBandGain(): Float32Array[][] {
+    if (this.highFilters) {
+      throw new Error('nsm-2-hd filters the high band per bin: use recordHighBandFrames() and HighBandFilter({ replay })');
+    }
     return this.mergers.map((m) => (m.recorded = []));
+  }
+
+  /**
+   * Evaluation only, per-bin chain: keep every STFT frame's gain vector, per channel. Frozen-gain measurement: run a
+   * signal's high band, delayed by `latency - highBandLatency`, through `new HighBandFilter({ replay: frames })`.
+   */
+  recordHighBandFrames(): Float32Array[][] {
+    if (!this.highFilters) throw new Error('this chain has no per-bin high-band filter: use recordHighBandGain()');
+    return this.highFilters.map((f) => (f.recorded = []));
+  }
+
+  /** Delay of the per-bin high-band filter (0 without it); the rest of `latency` comes before it. */
+  get highBandLatency(): number {
+    return this.highFilters ? this.highFilters[0].latency : 0;
+  }
+
+  /** True when the high band is filtered per bin (recordHighBandGain then records STFT frames). */
+  get perBinHighBand(): boolean {
+    return this.highFilters !== null;
   }
 
   async process(planar: Float32Array[]): Promise<Float32Array[]> {
     const x16 = planar.map((x, c) => this.down[c].process(x));
     // Decimator output counts are identical across channels (same input lengths).
     const { out, highGain } = await this.core.process(x16);
+    const mapGain = this.highFilters === null;
     const result: Float32Array[] = [];
     for (let c = 0; c < this.channels; c++) {
       const low = this.upWet[c].process(out[c]);
@@ -123,8 +157,9 @@ export class FullBandChain implements ChainProcessor {
       const dry16 = this.dryDelay16[c].process(x16[c]);
       const lowDryAll = this.upDry[c].process(dry16);
       const xd = this.inDelay48[c].process(planar[c]);
-      // Gain per 16 kHz sample (held per hop, smoothed), repeated x3 and delayed like the interpolator.
-      const hg = highGain![c].map(HIGH_GAIN_MAP);
+      // Gain per 16 kHz sample (held per hop, smoothed), repeated x3 and delayed like the interpolator. The per-bin
+      // filter takes DTLN's own gain (it maps it itself); the broadband path gets the mapped gain.
+      const hg = mapGain ? highGain![c].map(HIGH_GAIN_MAP) : highGain![c];
       const g48 = new Float32Array(3 * out[c].length);
       let s = this.gainState[c];
       for (let j = 0; j < hg.length; j++) {
@@ -138,7 +173,18 @@ export class FullBandChain implements ChainProcessor {
       }
       this.gainState[c] = s;
       const g = this.gainDelay48[c].process(g48);
-      result.push(this.mergers[c].merge(low, lowDryAll, xd, g));
+      const bands = this.mergers[c].merge(low, lowDryAll, xd, g);
+      if (!this.highFilters) {
+        const y = bands.low;
+        for (let i = 0; i < y.length; i++) y[i] += bands.gain[i] * bands.high[i];
+        result.push(y);
+      } else {
+        const y = this.lowDelay[c].process(bands.low);
+        const h = this.highFilters[c].process(bands.high, bands.gain);
+        const sum = new Float32Array(y.length);
+        for (let i = 0; i < y.length; i++) sum[i] = y[i] + h[i];
+        result.push(sum);
+      }
     }
     return result;
   }
@@ -147,6 +193,7 @@ export class FullBandChain implements ChainProcessor {
 /**
  * The four 48 kHz paths of FullBandChain are aligned in stream time but arrive in different amounts per call (the
  * core emits whole hops, the dry paths follow the input), so each keeps its surplus until the others catch up.
+ * Returns equal-length low band, high band (input minus the same low-pass path: the crossover is exact) and gain.
  */
 class BandMerger {
   private low: Float32Array = new Float32Array(0);
@@ -156,20 +203,21 @@ class BandMerger {
   /** Evaluation only: the high-band gain applied to each output sample, in output order. */
   recorded: Float32Array[] | null = null;
 
-  merge(low: Float32Array, lowDry: Float32Array, dry: Float32Array, gain: Float32Array): Float32Array {
+  merge(low: Float32Array, lowDry: Float32Array, dry: Float32Array, gain: Float32Array): { low: Float32Array; high: Float32Array; gain: Float32Array } {
     this.low = concat(this.low, low);
     this.lowDry = concat(this.lowDry, lowDry);
     this.dry = concat(this.dry, dry);
     this.gain = concat(this.gain, gain);
     const n = Math.min(this.low.length, this.lowDry.length, this.dry.length, this.gain.length);
-    const out = new Float32Array(n);
-    for (let i = 0; i < n; i++) out[i] = this.low[i] + this.gain[i] * (this.dry[i] - this.lowDry[i]);
-    if (this.recorded) this.recorded.push(this.gain.slice(0, n));
+    const high = new Float32Array(n);
+    for (let i = 0; i < n; i++) high[i] = this.dry[i] - this.lowDry[i];
+    const res = { low: this.low.slice(0, n), high, gain: this.gain.slice(0, n) };
+    if (this.recorded) this.recorded.push(res.gain);
     this.low = this.low.slice(n);
     this.lowDry = this.lowDry.slice(n);
     this.dry = this.dry.slice(n);
     this.gain = this.gain.slice(n);
-    return out;
+    return res;
   }
 }
 
@@ -196,6 +244,9 @@ export function createChain(model: ModelId, channels: number, graphs: DtlnGraphs
       throw new Error(`unknown model ${String(model)}`);
   }
 }
+
+/** nsm-2-hd's per-bin high-band filter: HighBandFilter's defaults, tuned on fullband/ (docs/engine.md). */
+export const NSM2HD_HIGHBAND: HighBandOptions = {};
 
 export const NSM3_POSTFILTER: PostFilterOptions = { overSubtract: 6, floorDb: -15 };
 export const NSM4_POSTFILTER: PostFilterOptions = { overSubtract: 4, floorDb: -20 };

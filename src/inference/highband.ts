@@ -1,0 +1,199 @@
+// Per-bin noise suppression of the 48 kHz high band (above the nsm-2-hd crossover). One broadband gain per hop cannot
+// remove noise that sits under speech; here the high band gets its own STFT (sqrt-Hann, 1024 / hop 256), a per-bin
+// noise PSD tracked with DTLN's speech/noise decision, a decision-directed Wiener gain with a floor, smoothed over
+// frequency. With all gains 1 the STFT reconstructs its input exactly (delayed by `latency`).
+import { RealFFT } from './fft';
+
+export interface HighBandOptions {
+  /** STFT size at 48 kHz (power of two); hop is a quarter of it. */
+  fftSize?: number;
+  /** Lowest per-bin gain, dB. */
+  floorDb?: number;
+  /** Noise over-estimation factor in the Wiener gain. */
+  overSubtract?: number;
+  /** Decision-directed weight (higher = smoother, less musical noise). */
+  ddAlpha?: number;
+  /** Noise-PSD time constant (s) while DTLN says "noise". */
+  noiseTau?: number;
+  /** DTLN 4-7.5 kHz gain at or below which a frame counts as noise, and at or above which as speech. */
+  noiseGain?: number;
+  speechGain?: number;
+  /** How to combine with the broadband gain min(1, 2g) (default 'min': the lower of the two). */
+  combine?: 'product' | 'min' | 'none';
+  /** Bins either side for the frequency smoothing of the gain. */
+  smoothBins?: number;
+  /** Evaluation only: apply these per-frame gains instead of computing them (frozen-gain measurement). */
+  replay?: Float32Array[];
+}
+
+const SAMPLE_RATE = 48000;
+/** Recursive smoothing of the per-bin power for the falling-noise check. */
+const POWER_SMOOTH = 0.7;
+
+export class HighBandFilter {
+  /** Output sample i is input sample i - latency; output length == input length on every call. */
+  readonly latency: number;
+  /** Evaluation only: when an array, every frame's gain vector is pushed to it. */
+  recorded: Float32Array[] | null = null;
+  private readonly n: number;
+  private readonly hop: number;
+  private readonly bins: number;
+  private readonly fft: RealFFT;
+  private readonly window: Float32Array;
+  private readonly floorGain: number;
+  private readonly beta: number;
+  private readonly ddAlpha: number;
+  private readonly noiseAlpha: number;
+  private readonly gNoise: number;
+  private readonly gSpeech: number;
+  private readonly combine: 'product' | 'min' | 'none';
+  private readonly smoothBins: number;
+  private readonly kPerBin: number;
+  private readonly replay: Float32Array[] | null;
+  /** Unframed input and its DTLN gain; both start with the last N - hop samples of the previous frame. */
+  private inBuf: Float32Array;
+  private gBuf: Float32Array;
+  private olaTail: Float32Array;
+  /** Filtered samples not yet emitted (to keep output length == input length). */
+  private ready: Float32Array;
+  private readonly noise: Float64Array;
+  private readonly smoothPow: Float64Array;
+  private readonly prevClean: Float64Array;
+  private readonly rawGain: Float64Array;
+  private frames = 0;
+  private readonly re: Float64Array;
+  private readonly im: Float64Array;
+  private readonly frame: Float64Array;
+  private readonly block: Float64Array;
+
+  constructor(opts: HighBandOptions = {}) {
+    const N = (this.n = opts.fftSize ?? 1024);
+    this.hop = N / 4;
+    this.bins = N / 2 + 1;
+    this.latency = N;
+    this.fft = new RealFFT(N);
+    // sqrt of periodic Hann on both sides: the product (Hann) sums to 2 at hop N/4, hence the 1/sqrt(2) each side.
+    this.window = new Float32Array(N);
+    for (let i = 0; i < N; i++) this.window[i] = Math.sqrt(0.5 * (1 - Math.cos((2 * Math.PI * i) / N))) / Math.SQRT2;
+    this.floorGain = Math.pow(10, (opts.floorDb ?? -15) / 20);
+    this.beta = opts.overSubtract ?? 3;
+    this.ddAlpha = opts.ddAlpha ?? 0.98;
+    this.noiseAlpha = Math.exp(-this.hop / (SAMPLE_RATE * (opts.noiseTau ?? 0.1)));
+    this.gNoise = opts.noiseGain ?? 0.15;
+    this.gSpeech = opts.speechGain ?? 0.4;
+    this.combine = opts.combine ?? 'min';
+    this.smoothBins = opts.smoothBins ?? 3;
+    this.kPerBin = Math.ceil((8000 * N) / SAMPLE_RATE);
+    this.replay = opts.replay ?? null;
+    this.inBuf = new Float32Array(N - this.hop);
+    this.gBuf = new Float32Array(N - this.hop).fill(1);
+    this.olaTail = new Float32Array(N - this.hop);
+    // The STFT itself delays by N - hop; one more hop of zeros makes the delay N (see process()).
+    this.ready = new Float32Array(this.hop);
+    this.noise = new Float64Array(this.bins);
+    this.smoothPow = new Float64Array(this.bins);
+    this.prevClean = new Float64Array(this.bins);
+    this.rawGain = new Float64Array(this.bins);
+    this.re = new Float64Array(this.bins);
+    this.im = new Float64Array(this.bins);
+    this.frame = new Float64Array(N);
+    this.block = new Float64Array(N);
+  }
+
+  /**
+   * `x`: high band; `g`: DTLN's 4-7.5 kHz gain for the same samples (0..1, before the broadband map).
+   * Returns as many samples as given, delayed by `latency`.
+   */
+  process(x: Float32Array, g: Float32Array): Float32Array {
+    const N = this.n;
+    const H = this.hop;
+    const all = new Float32Array(this.inBuf.length + x.length);
+    all.set(this.inBuf);
+    all.set(x, this.inBuf.length);
+    const gAll = new Float32Array(this.gBuf.length + g.length);
+    gAll.set(this.gBuf);
+    gAll.set(g, this.gBuf.length);
+    const frames = Math.floor((all.length - (N - H)) / H);
+    const acc = new Float32Array(frames * H + N - H);
+    acc.set(this.olaTail);
+    const { re, im, frame, block, window: w } = this;
+    for (let f = 0; f < frames; f++) {
+      const off = f * H;
+      for (let i = 0; i < N; i++) frame[i] = all[off + i] * w[i];
+      this.fft.forward(frame, 0, re, im, 0);
+      this.applyGain(re, im, gAll, off);
+      this.fft.inverse(re, im, 0, block, 0);
+      for (let i = 0; i < N; i++) acc[off + i] += block[i] * w[i];
+    }
+    this.inBuf = all.slice(frames * H);
+    this.gBuf = gAll.slice(frames * H);
+    this.olaTail = acc.slice(frames * H);
+    // Completed samples so far always exceed (input so far) - N, so a fixed delay of N keeps lengths equal.
+    const done = new Float32Array(this.ready.length + frames * H);
+    done.set(this.ready);
+    done.set(acc.subarray(0, frames * H), this.ready.length);
+    const out = done.slice(0, x.length);
+    this.ready = done.slice(x.length);
+    return out;
+  }
+
+  private applyGain(re: Float64Array, im: Float64Array, gAll: Float32Array, off: number): void {
+    const K = this.bins;
+    if (this.replay) {
+      const r = this.replay[this.frames++];
+      for (let k = 0; k < K; k++) {
+        re[k] *= r[k];
+        im[k] *= r[k];
+      }
+      return;
+    }
+    // DTLN's gain over the frame's central half: speech presence for this frame.
+    const N = this.n;
+    let gm = 0;
+    for (let i = N / 4; i < (3 * N) / 4; i++) gm += gAll[off + i];
+    gm /= N / 2;
+    const speech = Math.min(1, Math.max(0, (gm - this.gNoise) / (this.gSpeech - this.gNoise)));
+    const first = this.frames++ === 0;
+    const an = this.noiseAlpha + (1 - this.noiseAlpha) * speech;
+    const raw = this.rawGain;
+    for (let k = 0; k < K; k++) {
+      const p = re[k] * re[k] + im[k] * im[k];
+      const sp = first ? p : POWER_SMOOTH * this.smoothPow[k] + (1 - POWER_SMOOTH) * p;
+      this.smoothPow[k] = sp;
+      let nz = first ? p : an * this.noise[k] + (1 - an) * p;
+      // While speech holds the estimate, a smoothed power below it means the noise fell: follow it down.
+      if (speech > 0.5 && sp < nz) nz = sp;
+      if (nz < 1e-14) nz = 1e-14;
+      this.noise[k] = nz;
+      const ne = this.beta * nz;
+      const post = p / ne;
+      const prior = this.ddAlpha * (this.prevClean[k] / ne) + (1 - this.ddAlpha) * Math.max(post - 1, 0);
+      const gk = prior / (1 + prior);
+      raw[k] = gk;
+      this.prevClean[k] = gk * gk * p;
+    }
+    const bb = Math.min(1, 2 * gm);
+    const gains = new Float32Array(K);
+    const S = this.smoothBins;
+    for (let k = 0; k < K; k++) {
+      let s = 0;
+      let c = 0;
+      for (let j = Math.max(0, k - S); j <= Math.min(K - 1, k + S); j++) {
+        s += raw[j];
+        c++;
+      }
+      let gk = s / c;
+      // Below 8 kHz (the crossover's transition band) keep the broadband gain: that part reaches the 16 kHz band.
+      if (k < this.kPerBin) gk = 1;
+      // The floor bounds the per-bin gain only: where DTLN says "noise" the broadband gain may go lower.
+      if (gk < this.floorGain) gk = this.floorGain;
+      if (this.combine === 'product') gk *= bb;
+      else if (this.combine === 'min') gk = Math.min(gk, bb);
+      if (gk > 1) gk = 1;
+      gains[k] = gk;
+      re[k] *= gk;
+      im[k] *= gk;
+    }
+    if (this.recorded) this.recorded.push(gains);
+  }
+}
