@@ -11,6 +11,7 @@ import { loadConfig, PROJECT_ROOT, type Config } from '../src/config';
 import { createChain, FullBandChain } from '../src/inference/chains';
 import { Decimator3, Interpolator3 } from '../src/inference/dsp';
 import { createInferenceEngine } from '../src/inference/engine';
+import { HighBandFilter } from '../src/inference/highband';
 import { RealFFT } from '../src/inference/fft';
 import { denoiseBuffer } from '../src/inference/offline';
 import { loadGraphs } from '../src/inference/sessions';
@@ -243,15 +244,21 @@ async function fullBand(config: Config, dir: string): Promise<HdRow[]> {
     const n = noise.map((v) => v * scale);
     const mix = clean.map((v, i) => v + n[i]);
     const chain = createChain('nsm-2-hd', 1, graphs) as FullBandChain;
-    const track = chain.recordHighBandGain()[0];
+    const frames = chain.recordHighBandFrames()[0];
     const stream = new AlignedStream(chain, 0);
     const parts = [(await stream.push([mix]))[0], (await stream.end())[0]];
     const out = concatAll(parts);
-    // Frozen gains: the gain the chain applied to the noisy mix, applied to clean-only and noise-only high bands.
-    const g = concatAll(track).subarray(chain.latency, chain.latency + mix.length);
+    // Frozen gains: the per-bin gains the chain applied to the noisy mix's high band, replayed on the clean-only and
+    // noise-only high bands (delayed like the chain delays its high band, then aligned like its output).
     const ch = highBand(clean);
     const nh = highBand(n);
-    const gained = (s: Float32Array) => s.map((v, i) => v * g[i]);
+    const bandLatency = chain.latency - chain.highBandLatency;
+    const gained = (s: Float32Array) => {
+      const filter = new HighBandFilter({ replay: frames });
+      const input = new Float32Array(bandLatency + s.length + filter.latency);
+      input.set(s, bandLatency);
+      return filter.process(input, new Float32Array(input.length)).subarray(chain.latency, chain.latency + s.length);
+    };
     // 48 -> 16 kHz for DNSMOS: the decimator delays by 40 samples at 16 kHz.
     const to16 = (x: Float32Array) => {
       const d = new Decimator3().process(concatAll([x, new Float32Array(240)]));
