@@ -11,6 +11,7 @@ import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler } from './ga
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { createModelServiceApp } from './model-service/app';
+import { requestScopesSettled } from './model-service/uploads';
 import { openSqliteStore } from './store/sqlite-store';
 import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
@@ -134,6 +135,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       if (closed) return;
       closed = true;
       if (modelServer) await closeServer(modelServer);
+      // Responses may have closed a moment before their temp directories are removed.
+      await requestScopesSettled(10_000);
       if (engine && !opts.engine) {
         await waitForIdle(engine, 10_000);
         await engine.close();

@@ -7,6 +7,7 @@ import { loadConfig } from './config';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { createModelServiceApp } from './model-service/app';
+import { requestScopesSettled } from './model-service/uploads';
 
 const log = (line: string): void => {
   process.stdout.write(line + '\n');
@@ -45,6 +46,7 @@ async function main(): Promise<void> {
     log(`${signal}: finishing in-flight requests...`);
     closeServer(server, 60_000)
       .then(async () => {
+        await requestScopesSettled(10_000);
         if (!engine) return;
         await waitForIdle(engine, 10_000);
         await engine.close();

@@ -40,12 +40,38 @@ export interface RequestScope {
 
 const REQUEST_DIR_PREFIX = 'req-';
 
+/** Request scopes still running or removing their directory; shutdown waits for them. */
+const activeScopes = new Set<Promise<void>>();
+
+/** Resolves once every request scope has removed its temp directory (bounded by `timeoutMs`). */
+export async function requestScopesSettled(timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, timeoutMs);
+    timer.unref();
+  });
+  await Promise.race([Promise.all([...activeScopes]), timeout]);
+  clearTimeout(timer);
+}
+
 /**
  * Runs `handler` with a fresh temp directory. The directory is removed once BOTH the handler has settled (no
  * ffmpeg or worker still writing into it) and the response is closed (outputs fully streamed, or client gone),
  * whatever happened: success, validation error, crash or client abort.
  */
-export async function withRequestScope(
+export function withRequestScope(
+  config: Config,
+  res: Response,
+  handler: (scope: RequestScope) => Promise<void>,
+  onError: (err: unknown) => void,
+): Promise<void> {
+  const scope = runRequestScope(config, res, handler, onError);
+  activeScopes.add(scope);
+  void scope.finally(() => activeScopes.delete(scope));
+  return scope;
+}
+
+async function runRequestScope(
   config: Config,
   res: Response,
   handler: (scope: RequestScope) => Promise<void>,
