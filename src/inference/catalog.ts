@@ -44,7 +44,7 @@ export const CHAINS: Record<ModelId, ChainDefinition> = {
     id: 'nsm-2-hd',
     label: 'NSM-2 HD (48 kHz)',
     sample_rate: 48000,
-    description: 'Full-band 48 kHz: DTLN on the speech band; above 8 kHz a per-frequency noise filter guided by DTLN\'s speech/noise decision, so noise under speech is reduced there too.',
+    description: 'Full-band 48 kHz: DTLN plus a residual-noise post-filter on the speech band; above 8 kHz a per-frequency noise filter guided by DTLN\'s speech/noise decision, so noise under speech is reduced there too.',
     files: [STAGE1_FILE, STAGE2_FILE],
   },
 };

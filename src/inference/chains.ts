@@ -75,7 +75,8 @@ export class PostFilteredChain implements ChainProcessor {
  * nsm-2-hd, 48 kHz: the 16 kHz DTLN core on the speech band (decimated), and above the crossover (~7.6 kHz)
  * the input's high band through HighBandFilter: per-bin Wiener gain (noise PSD tracked while DTLN says "noise"),
  * limited by the broadband gain min(1, 2g) from the core's 4-7.5 kHz effective gain g.
- * out = up(DTLN(down(x))) + HB(x - up(down(x)), g), all delayed to the same point. With `highBand: null` the
+ * out = up(PF(DTLN(down(x)))) + HB(x - up(down(x)), g), all delayed to the same point (PF: the residual-noise
+ * post-filter at 16 kHz, `postFilter: null` leaves it out). With `highBand: null` the
  * previous chain: out = up(DTLN(down(x))) + min(1, 2g(t)) * (x - up(down(x))).
  */
 export class FullBandChain implements ChainProcessor {
@@ -93,6 +94,10 @@ export class FullBandChain implements ChainProcessor {
   /** Per-bin high-band filters (null: the broadband gain alone) and the low band's matching delay. */
   private readonly highFilters: HighBandFilter[] | null;
   private readonly lowDelay: DelayLine[];
+  /** Residual-noise post-filters on the core's 16 kHz output (null: none). */
+  private readonly postFilters: PostFilter[] | null;
+  /** The high band's low-pass path, delayed like the input (inDelay48) to wait for the post-filter. */
+  private readonly lowDryDelay: DelayLine[];
   /** One-pole smoothing of the per-hop gain at 16 kHz (~4 ms). */
   private readonly smooth = Math.exp(-1 / (0.004 * 16000));
 
@@ -100,6 +105,7 @@ export class FullBandChain implements ChainProcessor {
     graphs: DtlnGraphs,
     readonly channels: number,
     highBand: HighBandOptions | null = NSM2HD_HIGHBAND,
+    postFilter: PostFilterOptions | null = NSM2HD_POSTFILTER,
   ) {
     this.core = new DtlnCore(graphs, { batch: channels, useStage2: true, highBandGain: true });
     const mk = <T>(f: () => T): T[] => Array.from({ length: channels }, f);
@@ -108,14 +114,20 @@ export class FullBandChain implements ChainProcessor {
     this.upDry = mk(() => new Interpolator3());
     this.dryDelay16 = mk(() => new DelayLine(DTLN_LATENCY));
     const bandLatency = 2 * RESAMPLE_DELAY_48K + 3 * DTLN_LATENCY;
-    this.inDelay48 = mk(() => new DelayLine(bandLatency));
-    this.gainDelay48 = mk(() => new DelayLine(RESAMPLE_DELAY_48K));
-    this.gainState = mk(() => 1);
-    this.mergers = mk(() => new BandMerger());
+    this.postFilters = postFilter ? mk(() => new PostFilter({ ...postFilter, sampleRate: 16000 })) : null;
+    // The post-filter delays the low band and the per-bin filter the high band: the shorter path waits for the
+    // longer one, so the chain's delay grows by the larger of the two only.
+    const postLatency48 = this.postFilters ? 3 * this.postFilters[0].latency : 0;
     this.highFilters = highBand ? mk(() => new HighBandFilter(highBand)) : null;
     const filterLatency = this.highFilters ? this.highFilters[0].latency : 0;
-    this.lowDelay = mk(() => new DelayLine(filterLatency));
-    this.latency = bandLatency + filterLatency;
+    const highExtra = Math.max(0, postLatency48 - filterLatency);
+    this.inDelay48 = mk(() => new DelayLine(bandLatency + highExtra));
+    this.lowDryDelay = mk(() => new DelayLine(highExtra));
+    this.gainDelay48 = mk(() => new DelayLine(RESAMPLE_DELAY_48K + highExtra));
+    this.gainState = mk(() => 1);
+    this.mergers = mk(() => new BandMerger());
+    this.lowDelay = mk(() => new DelayLine(Math.max(0, filterLatency - postLatency48)));
+    this.latency = bandLatency + Math.max(postLatency48, filterLatency);
   }
 
   /** Evaluation only, broadband chain (`highBand: null`): keep the high-band gain per output sample (chain time). */
@@ -152,10 +164,10 @@ export class FullBandChain implements ChainProcessor {
     const mapGain = this.highFilters === null;
     const result: Float32Array[] = [];
     for (let c = 0; c < this.channels; c++) {
-      const low = this.upWet[c].process(out[c]);
+      const low = this.upWet[c].process(this.postFilters ? this.postFilters[c].process(out[c]) : out[c]);
       // The dry path must see exactly the samples the core consumed: same delay, same count.
       const dry16 = this.dryDelay16[c].process(x16[c]);
-      const lowDryAll = this.upDry[c].process(dry16);
+      const lowDryAll = this.lowDryDelay[c].process(this.upDry[c].process(dry16));
       const xd = this.inDelay48[c].process(planar[c]);
       // Gain per 16 kHz sample (held per hop, smoothed), repeated x3 and delayed like the interpolator. The per-bin
       // filter takes DTLN's own gain (it maps it itself); the broadband path gets the mapped gain.
@@ -247,6 +259,11 @@ export function createChain(model: ModelId, channels: number, graphs: DtlnGraphs
 
 /** nsm-2-hd's per-bin high-band filter: HighBandFilter's defaults, tuned on fullband/ (docs/engine.md). */
 export const NSM2HD_HIGHBAND: HighBandOptions = {};
+/**
+ * nsm-2-hd's post-filter on the 16 kHz core output (docs/engine.md). Windowed-minimum noise floor: the core's first
+ * output hops are digital zeros, from which the rise-limited floor of nsm-3/nsm-4 would take tens of seconds to climb.
+ */
+export const NSM2HD_POSTFILTER: PostFilterOptions | null = { overSubtract: 4, floorDb: -10, noiseWindowS: 1.5 };
 
 export const NSM3_POSTFILTER: PostFilterOptions = { overSubtract: 6, floorDb: -15 };
 export const NSM4_POSTFILTER: PostFilterOptions = { overSubtract: 4, floorDb: -20 };

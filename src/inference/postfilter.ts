@@ -12,7 +12,16 @@ export interface PostFilterOptions {
   fftSize?: number;
   hop?: number;
   sampleRate?: number;
+  /**
+   * When set: the noise floor is the minimum of the smoothed power over the last this many seconds (8 sub-windows)
+   * instead of a floor that follows drops at once and rises 4 dB/s. The slow rise leaves the filter idle for
+   * tens of seconds after digital silence (e.g. a resampler's or DTLN's leading zeros); the window recovers in its
+   * own length.
+   */
+  noiseWindowS?: number;
 }
+
+const WINDOW_PARTS = 8;
 
 // Power smoothing, how fast the noise floor may rise (4 dB/s), decision-directed weight.
 const POWER_SMOOTH = 0.6;
@@ -36,6 +45,12 @@ export class PostFilter {
   private readonly noise: Float64Array;
   private readonly prevClean: Float64Array;
   private frames = 0;
+  /** Windowed minimum (noiseWindowS): per sub-window minima, bins * WINDOW_PARTS, and the running one. */
+  private readonly partLen: number;
+  private readonly partMins: Float64Array | null;
+  private readonly curMin: Float64Array;
+  private partFrames = 0;
+  private part = 0;
   private readonly re: Float64Array;
   private readonly im: Float64Array;
   private readonly frame: Float32Array;
@@ -55,6 +70,10 @@ export class PostFilter {
     this.smoothPow = new Float64Array(this.bins);
     this.noise = new Float64Array(this.bins);
     this.prevClean = new Float64Array(this.bins);
+    const rate = opts.sampleRate ?? 16000;
+    this.partLen = opts.noiseWindowS ? Math.max(1, Math.round((opts.noiseWindowS * rate) / this.hop / WINDOW_PARTS)) : 0;
+    this.partMins = opts.noiseWindowS ? new Float64Array(this.bins * WINDOW_PARTS).fill(Infinity) : null;
+    this.curMin = new Float64Array(this.bins).fill(Infinity);
     this.re = new Float64Array(this.bins);
     this.im = new Float64Array(this.bins);
     this.frame = new Float32Array(N);
@@ -94,8 +113,15 @@ export class PostFilter {
       const p = re[k] * re[k] + im[k] * im[k];
       const sp = first ? p : POWER_SMOOTH * this.smoothPow[k] + (1 - POWER_SMOOTH) * p;
       this.smoothPow[k] = sp;
-      // Minimum tracking: follow drops at once, rise slowly.
-      let nz = first ? sp : Math.min(sp, this.noise[k] * this.floorRise);
+      let nz: number;
+      if (this.partMins) {
+        if (sp < this.curMin[k]) this.curMin[k] = sp;
+        nz = this.curMin[k];
+        for (let u = 0, o = k * WINDOW_PARTS; u < WINDOW_PARTS; u++) if (this.partMins[o + u] < nz) nz = this.partMins[o + u];
+      } else {
+        // Minimum tracking: follow drops at once, rise slowly.
+        nz = first ? sp : Math.min(sp, this.noise[k] * this.floorRise);
+      }
       if (nz < 1e-12) nz = 1e-12;
       this.noise[k] = nz;
       const noiseEst = this.beta * nz;
@@ -106,6 +132,15 @@ export class PostFilter {
       this.prevClean[k] = g * g * p;
       re[k] *= g;
       im[k] *= g;
+    }
+    if (this.partMins && ++this.partFrames === this.partLen) {
+      // Close the sub-window: it replaces the oldest one.
+      this.partFrames = 0;
+      for (let k = 0; k < this.bins; k++) {
+        this.partMins[k * WINDOW_PARTS + this.part] = this.curMin[k];
+        this.curMin[k] = Infinity;
+      }
+      this.part = (this.part + 1) % WINDOW_PARTS;
     }
   }
 }
