@@ -11,11 +11,11 @@ import { ModelId } from '../../src/inference/types';
 import { decodeAudio } from './audio-io';
 import { dnsmos, evalDir, siSdr } from './metrics';
 
-/** Experimental chains for tuning: x:<offsets comma list>:<beta>:<floorDb> (beta 0 = no post-filter). */
+/** Experimental chains: x:<offsets comma list>:<beta>:<floorDb>[:<noise window s>[:lift]] (beta 0 = no post-filter). */
 async function experimental(graphs: DtlnGraphs, spec: string, x: Float32Array): Promise<Float32Array> {
-  const [, offs, beta, floor] = spec.split(':');
+  const [, offs, beta, floor, windowS, mode] = spec.split(':');
   let chain: import('../../src/inference/stream').ChainProcessor = new Dtln16Chain(graphs, 1, true, offs.split(',').map(Number));
-  if (Number(beta) > 0) chain = new PostFilteredChain(chain, { overSubtract: Number(beta), floorDb: Number(floor) });
+  if (Number(beta) > 0) chain = new PostFilteredChain(chain, { overSubtract: Number(beta), floorDb: Number(floor), noiseWindowS: windowS ? Number(windowS) : undefined, noiseMode: mode === 'lift' ? 'lift' : undefined });
   const s = new AlignedStream(chain, 0);
   const a = await s.push([x]);
   const b = await s.end();

@@ -265,5 +265,10 @@ export const NSM2HD_HIGHBAND: HighBandOptions = {};
  */
 export const NSM2HD_POSTFILTER: PostFilterOptions | null = { overSubtract: 4, floorDb: -10, noiseWindowS: 1.5 };
 
-export const NSM3_POSTFILTER: PostFilterOptions = { overSubtract: 6, floorDb: -15 };
-export const NSM4_POSTFILTER: PostFilterOptions = { overSubtract: 4, floorDb: -20 };
+/**
+ * nsm-3 / nsm-4 post-filters: the rise-limited noise tracker, lifted to the 1.5 s windowed minimum so that it is not
+ * stuck near zero after digital silence or DTLN's leading zeros (it used to stay idle for the first seconds of every
+ * file, and for ~13 s after 1 s of leading silence). Settings re-tuned with the lift (docs/engine.md).
+ */
+export const NSM3_POSTFILTER: PostFilterOptions = { overSubtract: 4, floorDb: -15, noiseWindowS: 1.5, noiseMode: 'lift' };
+export const NSM4_POSTFILTER: PostFilterOptions = { overSubtract: 8, floorDb: -15, noiseWindowS: 1.5, noiseMode: 'lift' };

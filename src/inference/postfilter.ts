@@ -19,6 +19,12 @@ export interface PostFilterOptions {
    * own length.
    */
   noiseWindowS?: number;
+  /**
+   * With noiseWindowS: 'window' (default) uses the windowed minimum alone; 'lift' keeps the slow-rise tracker and
+   * only lifts it to the windowed minimum when it has fallen below it (digital silence at the start of a file), so
+   * the tracker's behaviour is kept once it has found the noise level.
+   */
+  noiseMode?: 'window' | 'lift';
 }
 
 const WINDOW_PARTS = 8;
@@ -48,7 +54,10 @@ export class PostFilter {
   /** Windowed minimum (noiseWindowS): per sub-window minima, bins * WINDOW_PARTS, and the running one. */
   private readonly partLen: number;
   private readonly partMins: Float64Array | null;
+  private readonly lift: boolean;
   private readonly curMin: Float64Array;
+  /** Minimum over the closed sub-windows, refreshed when one closes (so each frame compares once, not 8 times). */
+  private readonly closedMin: Float64Array;
   private partFrames = 0;
   private part = 0;
   private readonly re: Float64Array;
@@ -74,6 +83,8 @@ export class PostFilter {
     this.partLen = opts.noiseWindowS ? Math.max(1, Math.round((opts.noiseWindowS * rate) / this.hop / WINDOW_PARTS)) : 0;
     this.partMins = opts.noiseWindowS ? new Float64Array(this.bins * WINDOW_PARTS).fill(Infinity) : null;
     this.curMin = new Float64Array(this.bins).fill(Infinity);
+    this.closedMin = new Float64Array(this.bins).fill(Infinity);
+    this.lift = opts.noiseMode === 'lift';
     this.re = new Float64Array(this.bins);
     this.im = new Float64Array(this.bins);
     this.frame = new Float32Array(N);
@@ -116,8 +127,12 @@ export class PostFilter {
       let nz: number;
       if (this.partMins) {
         if (sp < this.curMin[k]) this.curMin[k] = sp;
-        nz = this.curMin[k];
-        for (let u = 0, o = k * WINDOW_PARTS; u < WINDOW_PARTS; u++) if (this.partMins[o + u] < nz) nz = this.partMins[o + u];
+        nz = this.curMin[k] < this.closedMin[k] ? this.curMin[k] : this.closedMin[k];
+        if (this.lift) {
+          // Minimum tracking as below, but never under the windowed minimum.
+          const tracked = first ? sp : Math.min(sp, this.noise[k] * this.floorRise);
+          if (tracked > nz) nz = tracked;
+        }
       } else {
         // Minimum tracking: follow drops at once, rise slowly.
         nz = first ? sp : Math.min(sp, this.noise[k] * this.floorRise);
@@ -137,8 +152,12 @@ export class PostFilter {
       // Close the sub-window: it replaces the oldest one.
       this.partFrames = 0;
       for (let k = 0; k < this.bins; k++) {
-        this.partMins[k * WINDOW_PARTS + this.part] = this.curMin[k];
+        const o = k * WINDOW_PARTS;
+        this.partMins[o + this.part] = this.curMin[k];
         this.curMin[k] = Infinity;
+        let m = Infinity;
+        for (let u = 0; u < WINDOW_PARTS; u++) if (this.partMins[o + u] < m) m = this.partMins[o + u];
+        this.closedMin[k] = m;
       }
       this.part = (this.part + 1) % WINDOW_PARTS;
     }
