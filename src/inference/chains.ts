@@ -130,31 +130,18 @@ export class FullBandChain implements ChainProcessor {
     this.latency = bandLatency + Math.max(postLatency48, filterLatency);
   }
 
-  /** Evaluation only, broadband chain (`highBand: null`): keep the high-band gain per output sample (chain time). */
-  recordHighBandGain(): Float32Array[][] {
-    if (this.highFilters) {
-      throw new Error('nsm-2-hd filters the high band per bin: use recordHighBandFrames() and HighBandFilter({ replay })');
-    }
-    return this.mergers.map((m) => (m.recorded = []));
-  }
-
   /**
    * Evaluation only, per-bin chain: keep every STFT frame's gain vector, per channel. Frozen-gain measurement: run a
    * signal's high band, delayed by `latency - highBandLatency`, through `new HighBandFilter({ replay: frames })`.
    */
   recordHighBandFrames(): Float32Array[][] {
-    if (!this.highFilters) throw new Error('this chain has no per-bin high-band filter: use recordHighBandGain()');
+    if (!this.highFilters) throw new Error('this chain has no per-bin high-band filter (highBand: null)');
     return this.highFilters.map((f) => (f.recorded = []));
   }
 
   /** Delay of the per-bin high-band filter (0 without it); the rest of `latency` comes before it. */
   get highBandLatency(): number {
     return this.highFilters ? this.highFilters[0].latency : 0;
-  }
-
-  /** True when the high band is filtered per bin (recordHighBandGain then records STFT frames). */
-  get perBinHighBand(): boolean {
-    return this.highFilters !== null;
   }
 
   async process(planar: Float32Array[]): Promise<Float32Array[]> {
@@ -212,8 +199,6 @@ class BandMerger {
   private lowDry: Float32Array = new Float32Array(0);
   private dry: Float32Array = new Float32Array(0);
   private gain: Float32Array = new Float32Array(0);
-  /** Evaluation only: the high-band gain applied to each output sample, in output order. */
-  recorded: Float32Array[] | null = null;
 
   merge(low: Float32Array, lowDry: Float32Array, dry: Float32Array, gain: Float32Array): { low: Float32Array; high: Float32Array; gain: Float32Array } {
     this.low = concat(this.low, low);
@@ -224,7 +209,6 @@ class BandMerger {
     const high = new Float32Array(n);
     for (let i = 0; i < n; i++) high[i] = this.dry[i] - this.lowDry[i];
     const res = { low: this.low.slice(0, n), high, gain: this.gain.slice(0, n) };
-    if (this.recorded) this.recorded.push(res.gain);
     this.low = this.low.slice(n);
     this.lowDry = this.lowDry.slice(n);
     this.dry = this.dry.slice(n);
