@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { loadConfig } from '../src/config';
 import { convertAll, loadTflite, STAGE1_FILE, STAGE2_FILE, tflitePaths } from '../scripts/convert-models';
 import { NdArray, runTflite } from '../scripts/tflite/interpreter';
-import { parseTflite } from '../scripts/tflite/reader';
+import { parseTflite, type TfliteGraph } from '../scripts/tflite/reader';
 
 const BLOCK = 512;
 const HOP = 128;
@@ -20,6 +20,9 @@ const TOL = 1e-4;
 
 let outDir: string;
 let speech: Float64Array;
+let spectra: Array<{ mag: Float64Array; phase: Float64Array }>;
+/** Stage-1 masks and final state of the TFLite graph stepped over the speech frames (the reference for both stages). */
+let stage1Reference: { outputs: Float64Array[]; state: NdArray };
 
 function loadSpeech(): Float64Array {
   // The shipped utterance is 48 kHz; the networks run at 16 kHz. Resample with the real ffmpeg.
@@ -75,12 +78,26 @@ function speechBlock(t: number): Float64Array {
 }
 
 const zeroState = (): NdArray => ({ shape: [1, 2, 128, 2], data: new Float64Array(512) });
+
+/** Runs a single-step TFLite graph over `frames` of `width` values, feeding each step's state into the next. */
+function stepTflite(graph: TfliteGraph, inputs: [string, string], frames: Float64Array[], width: number) {
+  const outputs: Float64Array[] = [];
+  let state = zeroState();
+  for (const frame of frames) {
+    const out = runTflite(graph, { [inputs[0]]: { shape: [1, 1, width], data: frame }, [inputs[1]]: state });
+    outputs.push(out.Identity.data);
+    state = out.Identity_1;
+  }
+  return { outputs, state };
+}
 const zeros = (n: number) => new ort.Tensor('float32', new Float32Array(n), [2, 1, 128]);
 
 beforeAll(() => {
   outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-convert-'));
   convertAll(outDir);
   speech = loadSpeech();
+  spectra = Array.from({ length: FRAMES }, (_, t) => dft(speechBlock(t)));
+  stage1Reference = stepTflite(loadTflite(tflitePaths().stage1), ['input_2', 'input_3'], spectra.map((x) => x.mag), BINS);
 });
 
 afterAll(() => fs.rmSync(outDir, { recursive: true, force: true }));
@@ -107,20 +124,10 @@ test('manifest lists both graphs with their sha256 and all five models', () => {
 });
 
 test('stage 1: ONNX masks equal the TFLite graph stepped frame by frame (speech, ≤ 1e-4)', async () => {
-  const graph = loadTflite(tflitePaths().stage1);
-  const mags = Array.from({ length: FRAMES }, (_, t) => dft(speechBlock(t)).mag);
-
-  const reference: Float64Array[] = [];
-  let state = zeroState();
-  for (const mag of mags) {
-    const out = runTflite(graph, { input_2: { shape: [1, 1, BINS], data: mag }, input_3: state });
-    reference.push(out.Identity.data);
-    state = out.Identity_1;
-  }
-
+  const { outputs: reference, state } = stage1Reference;
   const session = await ort.InferenceSession.create(path.join(outDir, STAGE1_FILE));
   const input = new Float32Array(FRAMES * BINS);
-  mags.forEach((m, t) => input.set(m, t * BINS));
+  spectra.forEach(({ mag }, t) => input.set(mag, t * BINS));
   const result = await session.run({ mag: new ort.Tensor('float32', input, [1, FRAMES, BINS]), h0: zeros(256), c0: zeros(256) });
   const mask = result.mask.data as Float32Array;
 
@@ -145,24 +152,9 @@ test('stage 1: ONNX masks equal the TFLite graph stepped frame by frame (speech,
 });
 
 test('stage 2: ONNX output blocks equal the TFLite graph stepped frame by frame (speech, ≤ 1e-4)', async () => {
-  const g1 = loadTflite(tflitePaths().stage1);
-  const g2 = loadTflite(tflitePaths().stage2);
   // Stage-2 inputs as in DTLN: the stage-1-masked spectrum back in the time domain.
-  const blocks: Float64Array[] = [];
-  let s1 = zeroState();
-  for (let t = 0; t < FRAMES; t++) {
-    const { mag, phase } = dft(speechBlock(t));
-    const out = runTflite(g1, { input_2: { shape: [1, 1, BINS], data: mag }, input_3: s1 });
-    s1 = out.Identity_1;
-    blocks.push(idft(mag.map((m, k) => m * out.Identity.data[k]), phase));
-  }
-  const reference: Float64Array[] = [];
-  let s2 = zeroState();
-  for (const block of blocks) {
-    const out = runTflite(g2, { input_4: { shape: [1, 1, BLOCK], data: block }, input_5: s2 });
-    reference.push(out.Identity.data);
-    s2 = out.Identity_1;
-  }
+  const blocks = spectra.map(({ mag, phase }, t) => idft(mag.map((m, k) => m * stage1Reference.outputs[t][k]), phase));
+  const { outputs: reference } = stepTflite(loadTflite(tflitePaths().stage2), ['input_4', 'input_5'], blocks, BLOCK);
 
   const session = await ort.InferenceSession.create(path.join(outDir, STAGE2_FILE));
   const input = new Float32Array(FRAMES * BLOCK);
