@@ -12,7 +12,7 @@ import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { createModelServiceApp } from './model-service/app';
 import { requestScopesSettled } from './model-service/uploads';
-import { openSqliteStore } from './store/sqlite-store';
+import { openStore } from './store';
 import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
 
@@ -82,7 +82,7 @@ export async function waitForIdle(engine: InferenceEngine, maxMs: number): Promi
 
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
   const log = opts.log ?? ((line: string) => process.stdout.write(line + '\n'));
-  const store = opts.store ?? openSqliteStore(config);
+  const store = opts.store ?? (await openStore(config));
   let engine: InferenceEngine | null = null;
   let modelServer: http.Server | null = null;
   let modelServiceUrl: string;
@@ -98,7 +98,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     }
   } catch (err) {
     if (!opts.engine) await engine?.close().catch(() => undefined);
-    if (!opts.store) store.close();
+    if (!opts.store) await store.close();
     throw err;
   }
 
@@ -141,7 +141,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         await waitForIdle(engine, 10_000);
         await engine.close();
       }
-      if (!opts.store) store.close();
+      if (!opts.store) await store.close();
     },
   };
 }

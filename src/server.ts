@@ -16,7 +16,7 @@ const REQUEST_TIMEOUT_MS = 30 * 60 * 1000;
 async function main(): Promise<void> {
   const config = loadConfig();
   const handle = await createApp(config, { log });
-  ensureAdminSecret(config, handle.store, log);
+  await ensureAdminSecret(config, handle.store, log);
 
   const server = http.createServer(handle.app);
   server.requestTimeout = REQUEST_TIMEOUT_MS;

@@ -33,8 +33,8 @@ describe('server process', () => {
 
       // Tokens are made through the store (SQLite, shared with the running server).
       const store = openSqliteStore(config);
-      const token = createToken(store);
-      store.close();
+      const token = await createToken(store);
+      await store.close();
 
       const spec = await rawRequest(`http://127.0.0.1:${port}/openapi.json`, {});
       expect(spec.status).toBe(200);

@@ -32,7 +32,7 @@ function nsm(args: string[], onStderr?: (text: string, child: ReturnType<typeof 
 }
 
 let tmp: string;
-beforeAll(() => {
+beforeAll(async () => {
   tmp = makeTmpDir('nsm-cli-');
 });
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));

@@ -11,7 +11,7 @@ import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseNa
 import { eventually, fixture, tmpEntries, testConfig } from './service-helpers';
 
 describe('file names', () => {
-  test('safeBaseName strips directories, extensions, control and unsafe characters, leading dots', () => {
+  test('safeBaseName strips directories, extensions, control and unsafe characters, leading dots', async () => {
     expect(safeBaseName('talk.wav')).toBe('talk');
     expect(safeBaseName('../../etc/passwd')).toBe('passwd');
     expect(safeBaseName('C:\\Users\\me\\My Talk.final.mp3')).toBe('My Talk.final');
@@ -25,12 +25,12 @@ describe('file names', () => {
     expect(safeBaseName('Grüße.wav')).toBe('Grüße');
   });
 
-  test('cleanInputName keeps the name but not its directories or control characters', () => {
+  test('cleanInputName keeps the name but not its directories or control characters', async () => {
     expect(cleanInputName('dir/sub\\a b.wav')).toBe('a b.wav');
     expect(cleanInputName('a\r\nb.wav')).toBe('ab.wav');
   });
 
-  test('OutputNamer makes names unique, case-insensitively', () => {
+  test('OutputNamer makes names unique, case-insensitively', async () => {
     const namer = new OutputNamer();
     expect(namer.take('a', 'wav')).toBe('a_denoised.wav');
     expect(namer.take('a', 'wav')).toBe('a_denoised_2.wav');
@@ -39,13 +39,13 @@ describe('file names', () => {
     expect(namer.take('a_denoised', 'wav').startsWith('a_denoised_denoised')).toBe(true);
   });
 
-  test('contentDisposition: ASCII fallback plus RFC 5987 filename* only when needed', () => {
+  test('contentDisposition: ASCII fallback plus RFC 5987 filename* only when needed', async () => {
     expect(contentDisposition('a_denoised.wav')).toBe('attachment; filename="a_denoised.wav"');
     expect(contentDisposition('é (1)*.wav')).toBe(`attachment; filename="_ (1)*.wav"; filename*=UTF-8''%C3%A9%20%281%29%2A.wav`);
     expect(contentDisposition('a"b\\c.wav')).toBe('attachment; filename="a_b_c.wav"; filename*=UTF-8\'\'a%22b%5Cc.wav');
   });
 
-  test('headerJson escapes non-ASCII so the header stays valid', () => {
+  test('headerJson escapes non-ASCII so the header stays valid', async () => {
     expect(headerJson({ a: 'ü' })).toBe('{"a":"\\u00fc"}');
     expect(JSON.parse(headerJson({ a: 'ü☕' }))).toEqual({ a: 'ü☕' });
   });

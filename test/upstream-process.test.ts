@@ -38,7 +38,7 @@ describe('gateway → real model-service process', () => {
   beforeAll(async () => {
     config = testConfig();
     store = openSqliteStore(config);
-    token = createToken(store);
+    token = await createToken(store);
     const port = await freePort();
     serviceUrl = `http://127.0.0.1:${port}`;
     child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/model-service-main.js')], {
@@ -73,13 +73,13 @@ describe('gateway → real model-service process', () => {
   afterAll(async () => {
     for (const a of apps) await a.close();
     if (child.exitCode === null) child.kill('SIGKILL');
-    store.close();
+    await store.close();
     fs.rmSync(config.dataDir, { recursive: true, force: true });
   });
 
   const auth = () => ({ Authorization: `Bearer ${token}` });
 
-  test('while the engine starts the model service answers 503 {"detail":"starting"}, then 200', () => {
+  test('while the engine starts the model service answers 503 {"detail":"starting"}, then 200', async () => {
     const before = startup.slice(0, -1);
     expect(startup[startup.length - 1].status).toBe(200);
     expect(before.length).toBeGreaterThan(0);
@@ -129,7 +129,7 @@ describe('gateway → real model-service process', () => {
     expect((await request(handle.app).get(`${API}/models`).set(auth())).status).toBe(200);
 
     // The request log kept the error types.
-    const logged = store.queryRequests({ errorType: 'upstream_timeout' });
+    const logged = await store.queryRequests({ errorType: 'upstream_timeout' });
     expect(logged.length).toBeGreaterThanOrEqual(2);
   });
 

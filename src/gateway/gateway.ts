@@ -45,7 +45,7 @@ interface Policy {
   name: string;
   run?(call: Call): PolicyResult | Promise<PolicyResult>;
   /** Runs once when the response finishes or the client goes away. */
-  onEnd?(call: Call, finished: boolean): void;
+  onEnd?(call: Call, finished: boolean): void | Promise<void>;
 }
 
 /** Client-sent request ids are echoed only when they look like an id (no header/log injection). */
@@ -137,13 +137,13 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
     },
     {
       name: 'auth',
-      run(call) {
+      async run(call) {
         const token = presentedToken(call.req);
         if (token === null) {
           return reject(call, 'missing_token', 'Send the access token as "Authorization: Bearer <token>" or "X-API-Key: <token>".');
         }
-        const record = TOKEN_PATTERN.test(token) ? store.findTokenByHash(hashToken(token)) : null;
-        const workspace = record ? store.getWorkspace(record.workspaceId) : null;
+        const record = TOKEN_PATTERN.test(token) ? await store.findTokenByHash(hashToken(token)) : null;
+        const workspace = record ? await store.getWorkspace(record.workspaceId) : null;
         if (!record || !workspace) return reject(call, 'invalid_token', 'The access token is not recognised.');
         call.ctx.tokenId = record.id;
         call.ctx.workspaceId = workspace.id;
@@ -156,10 +156,13 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
         call.workspace = workspace;
         call.limits = limitsFor(workspace);
         // From here on every response carries the token's rate-limit state.
-        setRateLimitHeaders(call.res, limiter.peek(record.id, call.limits.requestsPerMinute, t));
+        setRateLimitHeaders(call.res, await limiter.peek(record.id, call.limits.requestsPerMinute, t));
         if (t - (lastTouched.get(record.id) ?? 0) >= TOUCH_INTERVAL_MS) {
           lastTouched.set(record.id, t);
-          store.touchToken(record.id, new Date(t).toISOString());
+          // Informational only: a failed write must not fail the call.
+          store.touchToken(record.id, new Date(t).toISOString()).catch((err: unknown) => {
+            console.error(`[gateway] could not record last use of ${record.id}:`, err);
+          });
         }
         return 'continue';
       },
@@ -189,8 +192,8 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
     },
     {
       name: 'rate-limit',
-      run(call) {
-        const decision = limiter.hit(call.token!.id, call.limits!.requestsPerMinute, now());
+      async run(call) {
+        const decision = await limiter.hit(call.token!.id, call.limits!.requestsPerMinute, now());
         setRateLimitHeaders(call.res, decision);
         if (decision.allowed) return 'continue';
         call.res.setHeader('Retry-After', String(decision.resetSeconds));
@@ -215,11 +218,11 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
     },
     {
       name: 'credits',
-      run(call) {
+      async run(call) {
         const route = call.ctx.route!;
         if (route.credits <= 0) return 'continue';
         const when = new Date(now());
-        const charge = store.chargeCredits(call.workspace!.id, route.credits, call.limits!.creditsPerMonth, when);
+        const charge = await store.chargeCredits(call.workspace!.id, route.credits, call.limits!.creditsPerMonth, when);
         if (!charge.ok) {
           return reject(
             call,
@@ -236,9 +239,9 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
       name: 'forward',
       async run(call): Promise<PolicyResult> {
         // Refund rule: a call is paid for only when the model service did the work (outcome.ok).
-        const refund = () => {
+        const refund = async (): Promise<void> => {
           if (call.ctx.creditsCharged > 0 && call.chargedAt) {
-            store.refundCredits(call.workspace!.id, call.ctx.creditsCharged, call.chargedAt);
+            await store.refundCredits(call.workspace!.id, call.ctx.creditsCharged, call.chargedAt);
             call.ctx.creditsCharged = 0;
           }
         };
@@ -246,17 +249,17 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
         try {
           outcome = await forward(call.req, call.res, call.ctx);
         } catch (err) {
-          refund();
+          await refund();
           throw err;
         }
-        if (!outcome.ok) refund();
+        if (!outcome.ok) await refund();
         if (call.ctx.upstreamMs === undefined && outcome.upstreamMs !== undefined) call.ctx.upstreamMs = outcome.upstreamMs;
         return 'handled';
       },
     },
     {
       name: 'request-log',
-      onEnd(call, finished) {
+      async onEnd(call, finished) {
         const { ctx, req, res } = call;
         const match = call.match;
         const service = match && match.kind !== 'not_v1' ? clip(match.kind === 'ok' ? match.route.service : match.service) : null;
@@ -284,7 +287,7 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
           clientIp: ctx.clientIp,
         };
         try {
-          store.logRequest(entry);
+          await store.logRequest(entry);
         } catch (err) {
           console.error(`[gateway] could not write the request log for ${entry.requestId}:`, err);
         }
@@ -324,8 +327,14 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
         if (done) return;
         done = true;
         call.endedAt = now();
-        void pipelineDone.then(() => {
-          for (const p of ending) p.onEnd!(call, finished);
+        void pipelineDone.then(async () => {
+          for (const p of ending) {
+            try {
+              await p.onEnd!(call, finished);
+            } catch (err) {
+              console.error(`[gateway] end hook ${p.name} failed for ${ctx.requestId}:`, err);
+            }
+          }
         });
       };
       res.once('finish', () => end(true));

@@ -294,7 +294,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
   });
 
   const store: GatewayStore = {
-    createWorkspace(name, plan, custom) {
+    async createWorkspace(name, plan, custom) {
       const trimmed = name.trim();
       if (!trimmed) throw new Error('workspace name must not be empty');
       if (!isPlanId(plan)) throw new Error(`unknown plan "${plan}" (free, starter, scale, enterprise)`);
@@ -302,6 +302,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       checkCustomLimit('creditsPerMonth', custom?.creditsPerMonth);
       const enterprise = plan === 'enterprise';
       const id = 'ws_' + randomBase62(16);
+      if (stmt.workspaceByName.get(trimmed)) throw new Error(`a workspace named "${trimmed}" already exists`);
       stmt.insertWorkspace.run({
         id,
         name: trimmed,
@@ -312,18 +313,18 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       });
       return requireWorkspace(id);
     },
-    getWorkspace(id) {
+    async getWorkspace(id) {
       const row = stmt.workspaceById.get(id) as WorkspaceRow | undefined;
       return row ? toWorkspace(row) : null;
     },
-    getWorkspaceByName(name) {
+    async getWorkspaceByName(name) {
       const row = stmt.workspaceByName.get(name.trim()) as WorkspaceRow | undefined;
       return row ? toWorkspace(row) : null;
     },
-    listWorkspaces() {
+    async listWorkspaces() {
       return (stmt.listWorkspaces.all() as WorkspaceRow[]).map(toWorkspace);
     },
-    setPlan(workspaceId, plan, custom) {
+    async setPlan(workspaceId, plan, custom) {
       if (!isPlanId(plan)) throw new Error(`unknown plan "${plan}" (free, starter, scale, enterprise)`);
       checkCustomLimit('requestsPerMinute', custom?.requestsPerMinute);
       checkCustomLimit('creditsPerMonth', custom?.creditsPerMonth);
@@ -335,13 +336,13 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       stmt.updatePlan.run(plan, rpm, credits, workspaceId);
       return requireWorkspace(workspaceId);
     },
-    setExcludedServices(workspaceId, services) {
+    async setExcludedServices(workspaceId, services) {
       requireWorkspace(workspaceId);
       stmt.updateExcluded.run(JSON.stringify([...new Set(services)]), workspaceId);
       return requireWorkspace(workspaceId);
     },
 
-    createToken(input: NewToken) {
+    async createToken(input: NewToken) {
       requireWorkspace(input.workspaceId);
       if (input.scopes.length === 0) throw new Error('a token needs at least one scope');
       if (input.expiresAt !== null && Number.isNaN(Date.parse(input.expiresAt))) {
@@ -362,19 +363,19 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       });
       return { token, record: toToken(stmt.tokenById.get(id) as TokenRow) };
     },
-    findTokenByHash(sha256Hex) {
+    async findTokenByHash(sha256Hex) {
       const row = stmt.tokenByHash.get(sha256Hex.toLowerCase()) as TokenRow | undefined;
       return row ? toToken(row) : null;
     },
-    getToken(id) {
+    async getToken(id) {
       const row = stmt.tokenById.get(id) as TokenRow | undefined;
       return row ? toToken(row) : null;
     },
-    listTokens(workspaceId) {
+    async listTokens(workspaceId) {
       const rows = (workspaceId === undefined ? stmt.listTokens.all() : stmt.listTokensOf.all(workspaceId)) as TokenRow[];
       return rows.map(toToken);
     },
-    revokeToken(idOrPrefix) {
+    async revokeToken(idOrPrefix) {
       let row = stmt.tokenById.get(idOrPrefix) as TokenRow | undefined;
       if (!row) {
         const matches = stmt.tokensByPrefix.all(idOrPrefix) as TokenRow[];
@@ -387,29 +388,29 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       stmt.revoke.run(new Date().toISOString(), row.id);
       return toToken(stmt.tokenById.get(row.id) as TokenRow);
     },
-    touchToken(id, when) {
+    async touchToken(id, when) {
       stmt.touch.run(when, id);
     },
 
-    chargeCredits(workspaceId, amount, limit, when): CreditCharge {
+    async chargeCredits(workspaceId, amount, limit, when): Promise<CreditCharge> {
       const period = creditPeriod(when);
-      if (amount <= 0) return { ok: true, used: store.creditsUsed(workspaceId, when), limit };
+      if (amount <= 0) return { ok: true, used: await store.creditsUsed(workspaceId, when), limit };
       const result = chargeTx.immediate(workspaceId, amount, limit, period);
       return { ok: result.ok, used: result.used, limit };
     },
-    refundCredits(workspaceId, amount, when) {
+    async refundCredits(workspaceId, amount, when) {
       if (amount <= 0) return;
       stmt.refund.run(amount, workspaceId, creditPeriod(when));
     },
-    creditsUsed(workspaceId, when) {
+    async creditsUsed(workspaceId, when) {
       const row = stmt.used.get(workspaceId, creditPeriod(when)) as { used: number } | undefined;
       return row?.used ?? 0;
     },
 
-    logRequest(entry) {
+    async logRequest(entry) {
       stmt.insertLog.run(entry);
     },
-    queryRequests(filter) {
+    async queryRequests(filter) {
       const { sql, params } = whereClause(filter);
       const limit = Math.min(Math.max(Math.trunc(filter.limit ?? 100), 1), 1000);
       const offset = Math.max(Math.trunc(filter.offset ?? 0), 0);
@@ -418,12 +419,12 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
         .all(...params, limit, offset) as LogRow[];
       return rows.map(toLogEntry);
     },
-    countRequests(filter) {
+    async countRequests(filter) {
       const { sql, params } = whereClause(filter);
       const row = db.prepare(`SELECT COUNT(*) AS n FROM request_log ${sql}`).get(...params) as { n: number };
       return row.n;
     },
-    requestsPerDay(workspaceId, days) {
+    async requestsPerDay(workspaceId, days) {
       const n = Math.max(1, Math.trunc(days));
       const today = new Date();
       const start = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - (n - 1)));
@@ -439,15 +440,15 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       return out;
     },
 
-    getSetting(key) {
+    async getSetting(key) {
       const row = stmt.getSetting.get(key) as { value: string } | undefined;
       return row ? row.value : null;
     },
-    setSetting(key, value) {
+    async setSetting(key, value) {
       stmt.setSetting.run(key, value);
     },
 
-    close() {
+    async close() {
       if (db.open) db.close();
     },
   };

@@ -33,7 +33,7 @@ describeBrowser('web console in a real browser', () => {
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'console-e2e-'));
     const config = loadConfig({ DATA_DIR: dataDir, ADMIN_SECRET: SECRET, WORKERS: '1', NODE_ENV: 'test' });
     handle = await createApp(config, { log: () => undefined });
-    ensureAdminSecret(config, handle.store, () => undefined);
+    await ensureAdminSecret(config, handle.store, () => undefined);
     server = http.createServer(handle.app);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -230,23 +230,23 @@ describeBrowser('web console in a real browser', () => {
     await shot('playground');
 
     // The playground went through the real gateway with its own session key, and was logged.
-    const keys = handle.store.listTokens().filter((k) => k.name === 'console playground');
+    const keys = (await handle.store.listTokens()).filter((k) => k.name === 'console playground');
     expect(keys).toHaveLength(1);
-    const logged = handle.store.queryRequests({ tokenId: keys[0].id, endpoint: 'denoise' });
+    const logged = await handle.store.queryRequests({ tokenId: keys[0].id, endpoint: 'denoise' });
     expect(logged.map((r) => r.status)).toEqual([200]);
   });
 
   test('playground recovers when its key was revoked meanwhile: it takes a fresh one', async () => {
-    const before = handle.store.listTokens().filter((k) => k.name === 'console playground');
+    const before = (await handle.store.listTokens()).filter((k) => k.name === 'console playground');
     expect(before).toHaveLength(1);
-    handle.store.revokeToken(before[0].id);
+    await handle.store.revokeToken(before[0].id);
     await page.evaluate(() => {
       delete (document.querySelector('#pg-after-spec') as HTMLCanvasElement).dataset.ready;
     });
     await page.click('#pg-run');
     await page.waitForSelector('#pg-after-spec[data-ready="true"]', { timeout: 60_000 });
     expect(await page.textContent('#pg-status')).toContain('Done');
-    const after = handle.store.listTokens().filter((k) => k.name === 'console playground' && !k.revokedAt);
+    const after = (await handle.store.listTokens()).filter((k) => k.name === 'console playground' && !k.revokedAt);
     expect(after).toHaveLength(1);
     expect(after[0].id).not.toBe(before[0].id);
   });
@@ -262,7 +262,7 @@ describeBrowser('web console in a real browser', () => {
     await page.waitForFunction(() => /Done|Failed/.test(document.querySelector('#pg-status')!.textContent ?? ''), undefined, { timeout: 60_000 });
     expect(await page.textContent('#pg-status')).toContain('Done');
     await page.waitForSelector('#pg-after-spec[data-ready="true"]');
-    const logged = handle.store.queryRequests({ endpoint: 'denoise', status: 200 });
+    const logged = await handle.store.queryRequests({ endpoint: 'denoise', status: 200 });
     expect(logged.length).toBeGreaterThanOrEqual(4); // API call, file run, retried run, recording
     await shot('playground-recorded');
   });
@@ -272,7 +272,7 @@ describeBrowser('web console in a real browser', () => {
     await page.waitForSelector('#page-signin:not([hidden])');
     const res = await page.evaluate(async () => (await fetch('api/workspaces')).status);
     expect(res).toBe(401);
-    const pgKeys = handle.store.listTokens().filter((k) => k.name === 'console playground');
+    const pgKeys = (await handle.store.listTokens()).filter((k) => k.name === 'console playground');
     expect(pgKeys).toHaveLength(2);
     expect(pgKeys.every((k) => k.revokedAt !== null)).toBe(true);
     expect(browserErrors.filter((e) => !/401|Unauthorized/.test(e))).toEqual([]);
