@@ -7,7 +7,7 @@ import path from 'node:path';
 import express from 'express';
 import { PROJECT_ROOT, type Config } from './config';
 import { createConsoleRouter } from './console';
-import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler } from './gateway';
+import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler, ROUTES } from './gateway';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { createModelServiceApp } from './model-service/app';
@@ -15,12 +15,15 @@ import { requestScopesSettled } from './model-service/uploads';
 import { openStore } from './store';
 import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
+import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
 
 export interface AppOptions {
   /** Use this store instead of opening config.dataDir/gateway.db (it is not closed by close()). */
   store?: GatewayStore;
   /** Use this engine instead of creating one (it is not closed by close()). */
   engine?: InferenceEngine;
+  /** Use this job queue instead of opening the configured one (it is not closed by close()). */
+  jobStore?: JobStore;
   log?: (line: string) => void;
 }
 
@@ -32,7 +35,9 @@ export interface AppHandle {
   /** Where the gateway forwards to. */
   modelServiceUrl: string;
   forwarder: ModelServiceForwarder;
-  /** Stops the in-process model service, then closes what createApp opened (engine, store). */
+  /** Asynchronous jobs: queue, runner, webhooks (src/jobs). */
+  jobs: Jobs;
+  /** Stops the job runner, the in-process model service, then closes what createApp opened (engine, store). */
   close(): Promise<void>;
 }
 
@@ -103,6 +108,15 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   }
 
   const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
+  let jobs: Jobs;
+  try {
+    jobs = await createJobs({ config, gateway: store, modelServiceUrls: [modelServiceUrl], store: opts.jobStore, log });
+  } catch (err) {
+    if (modelServer) await closeServer(modelServer);
+    if (!opts.engine) await engine?.close().catch(() => undefined);
+    if (!opts.store) await store.close();
+    throw err;
+  }
   const app = express();
   app.disable('x-powered-by');
 
@@ -118,8 +132,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       res.send(data);
     });
   });
-  app.use('/console', createConsoleRouter({ config, store }));
-  app.use('/', createGateway({ config, store, forward: forwarder }));
+  app.use('/console', createConsoleRouter({ config, store, apiRouters: [jobs.consoleRouter] }));
+  app.use(
+    '/',
+    createGateway({ config, store, forward: forwarder, targets: { jobs: jobs.handler }, routes: configureJobRoutes(ROUTES, config) }),
+  );
   app.get('/', (_req, res) => res.redirect(302, '/console/'));
   app.use(gatewayNotFoundHandler);
   app.use(gatewayErrorHandler);
@@ -131,9 +148,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     engine,
     modelServiceUrl,
     forwarder,
+    jobs,
     async close() {
       if (closed) return;
       closed = true;
+      // First: running jobs go back to the queue while the model service can still be reached cleanly.
+      await jobs.close();
       if (modelServer) await closeServer(modelServer);
       // Responses may have closed a moment before their temp directories are removed.
       await requestScopesSettled(10_000);

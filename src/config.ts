@@ -35,6 +35,34 @@ export interface Config {
   tmpDir: string;
   /** Log each request line to stdout. */
   logRequests: boolean;
+
+  // ---- asynchronous jobs (src/jobs, docs/jobs.md) ----
+  jobs: JobsConfig;
+}
+
+/** Asynchronous jobs (src/jobs): queue, runner, URL fetching, webhooks, the `nsm jobs` client. */
+export interface JobsConfig {
+  /** Largest upload or fetched file per job, bytes (JOBS_MAX_UPLOAD_MB, default 2048 MB). */
+  maxUploadBytes: number;
+  /** Results (and the job records) are deleted this long after the job finished (JOB_RETENTION_HOURS, 24 h). */
+  retentionMs: number;
+  /** Let `url` and `webhook_url` reach loopback/private/link-local addresses (JOBS_ALLOW_PRIVATE_URLS; tests only). */
+  allowPrivateUrls: boolean;
+  /** Job streams one runner (and one model service) works on at once (JOBS_CONCURRENCY, default half the workers). */
+  concurrency: number;
+  /** Whether this process runs queued jobs and delivers webhooks (JOBS_RUNNER, default true). */
+  runner: boolean;
+  /** A running job whose runner has not renewed its lease for this long is re-queued (JOBS_LEASE_SECONDS, 30 s). */
+  leaseMs: number;
+  /** Queued + running jobs one workspace may have at once (JOBS_MAX_ACTIVE_PER_WORKSPACE, 20). */
+  maxActivePerWorkspace: number;
+  /** New jobs are refused while DATA_DIR would have less than this free (JOBS_MIN_FREE_DISK_MB, 1024 MB). */
+  minFreeDiskBytes: number;
+  /** Runs of one job before it is failed for good (crashes, unreachable model service). */
+  maxAttempts: number;
+  /** `nsm jobs`: the server to talk to (NSM_URL, default http://localhost:8080) and the token (NSM_TOKEN). */
+  clientUrl: string;
+  clientToken: string | null;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -88,5 +116,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: bool(env, 'TRUST_PROXY', false),
     tmpDir: path.resolve(env.TMP_DIR || path.join(dataDir, 'tmp')),
     logRequests: bool(env, 'LOG_REQUESTS', env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
+    jobs: loadJobsConfig(env),
+  };
+}
+
+function loadJobsConfig(env: NodeJS.ProcessEnv): JobsConfig {
+  const MB = 1024 * 1024;
+  const workers = Math.max(1, int(env, 'WORKERS', os.availableParallelism ? os.availableParallelism() : os.cpus().length));
+  const positive = (name: string, fallback: number): number => {
+    const n = int(env, name, fallback);
+    if (!(n > 0)) throw new Error(`${name} must be a positive number, got "${env[name]}"`);
+    return n;
+  };
+  return {
+    maxUploadBytes: Math.floor(positive('JOBS_MAX_UPLOAD_MB', 2048) * MB),
+    retentionMs: Math.round(positive('JOB_RETENTION_HOURS', 24) * 3600_000),
+    allowPrivateUrls: bool(env, 'JOBS_ALLOW_PRIVATE_URLS', false),
+    concurrency: Math.max(1, Math.floor(int(env, 'JOBS_CONCURRENCY', Math.max(1, Math.floor(workers / 2))))),
+    runner: bool(env, 'JOBS_RUNNER', true),
+    leaseMs: Math.round(positive('JOBS_LEASE_SECONDS', 30) * 1000),
+    maxActivePerWorkspace: Math.max(1, Math.floor(int(env, 'JOBS_MAX_ACTIVE_PER_WORKSPACE', 20))),
+    minFreeDiskBytes: Math.max(0, Math.floor(int(env, 'JOBS_MIN_FREE_DISK_MB', 1024) * MB)),
+    maxAttempts: 3,
+    clientUrl: (env.NSM_URL || 'http://localhost:8080').replace(/\/+$/, ''),
+    clientToken: env.NSM_TOKEN || null,
   };
 }

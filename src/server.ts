@@ -26,7 +26,7 @@ async function main(): Promise<void> {
   });
   const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
   log(`Noise suppression gateway listening on http://${shownHost}:${config.port} (bound to ${config.host})`);
-  log(`  API:     http://${shownHost}:${config.port}/v1/noise-suppressor/{denoise,denoise/batch,models,sample,health}`);
+  log(`  API:     http://${shownHost}:${config.port}/v1/noise-suppressor/{denoise,denoise/batch,models,sample,health,jobs}`);
   log(`  Console: http://${shownHost}:${config.port}/console/`);
   log(`  Model service: ${config.modelServiceUrl ? handle.modelServiceUrl : `in-process at ${handle.modelServiceUrl}`}`);
 

@@ -15,6 +15,8 @@ export interface GatewayOptions {
   config: Config;
   store: GatewayStore;
   forward: Forwarder;
+  /** Handlers for routes with a `target` (e.g. 'jobs'), called in place of `forward`. */
+  targets?: Record<string, Forwarder>;
   /** Route table; defaults to ROUTES. */
   routes?: EndpointSpec[];
   /** Defaults to an in-memory fixed one-minute window per token. */
@@ -96,7 +98,7 @@ function clip(value: string | undefined | null, max = 100): string | null {
   return value.length > max ? value.slice(0, max) : value;
 }
 
-export function createGateway({ config, store, forward, routes = ROUTES, rateLimiter, now = Date.now }: GatewayOptions): express.Router {
+export function createGateway({ config, store, forward, targets = {}, routes = ROUTES, rateLimiter, now = Date.now }: GatewayOptions): express.Router {
   const limiter = rateLimiter ?? new FixedWindowRateLimiter();
   // last_used is informational: write it at most every few seconds per token, not on every call.
   const lastTouched = new Map<string, number>();
@@ -131,6 +133,7 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
             );
           case 'ok':
             call.ctx.route = match.route;
+            call.ctx.params = match.params;
             return 'continue';
         }
       },
@@ -231,6 +234,7 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
           );
         }
         call.chargedAt = when;
+        call.ctx.chargedAt = when;
         call.ctx.creditsCharged = route.credits;
         return 'continue';
       },
@@ -245,9 +249,15 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
             call.ctx.creditsCharged = 0;
           }
         };
+        const route = call.ctx.route!;
+        const handler = route.target === undefined ? forward : targets[route.target];
+        if (!handler) {
+          await refund();
+          return reject(call, 'endpoint_not_found', `/v1/${route.service}/${route.endpoint} is not enabled on this server.`);
+        }
         let outcome;
         try {
-          outcome = await forward(call.req, call.res, call.ctx);
+          outcome = await handler(call.req, call.res, call.ctx);
         } catch (err) {
           await refund();
           throw err;
