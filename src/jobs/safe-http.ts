@@ -67,9 +67,13 @@ function requestOnce(req: OneRequest, opts: SafeHttpOptions): Promise<http.Incom
     outgoing.on('socket', (socket) => {
       const connected = (): void => {
         clearTimeout(connectTimer);
-        outgoing.setTimeout(opts.idleTimeoutMs, () =>
-          fail(new FetchFailedError(`${req.url.host} sent nothing for ${opts.idleTimeoutMs} ms`)),
-        );
+        // Idle limit for the whole exchange: before the headers it fails the request, after them it breaks the
+        // body stream (the reader sees the error).
+        outgoing.setTimeout(opts.idleTimeoutMs, () => {
+          const err = new FetchFailedError(`${req.url.host} sent nothing for ${opts.idleTimeoutMs} ms`);
+          if (!settled) fail(err);
+          else outgoing.destroy(err);
+        });
       };
       if (!socket.connecting) connected();
       else socket.once(req.url.protocol === 'https:' ? 'secureConnect' : 'connect', connected);

@@ -58,6 +58,8 @@ export function addressRefusal(address: string): string | null {
 export interface GuardOptions {
   /** JOBS_ALLOW_PRIVATE_URLS: skip the address checks (tests and closed networks). */
   allowPrivate: boolean;
+  /** Why an address is refused (null: allowed); defaults to addressRefusal. Tests narrow it to exercise redirects. */
+  policy?: (address: string) => string | null;
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;
@@ -74,7 +76,7 @@ export function guardedLookup(opts: GuardOptions) {
       if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 0);
       if (!opts.allowPrivate) {
         for (const a of addresses) {
-          const why = addressRefusal(a.address);
+          const why = (opts.policy ?? addressRefusal)(a.address);
           if (why) return callback(new UrlNotAllowedError(`${hostname} resolves to ${a.address}, ${why}`), '', 0);
         }
       }
@@ -89,7 +91,7 @@ export async function assertPublicHost(url: URL, opts: GuardOptions, field: stri
   if (opts.allowPrivate) return;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (net.isIP(host)) {
-    const why = addressRefusal(host);
+    const why = (opts.policy ?? addressRefusal)(host);
     if (why) throw new UrlNotAllowedError(`${field} points at ${host}, ${why}; only public addresses are fetched`);
     return;
   }
@@ -100,7 +102,7 @@ export async function assertPublicHost(url: URL, opts: GuardOptions, field: stri
     throw new UrlNotAllowedError(`${field}: cannot resolve ${host} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }
   for (const a of addresses) {
-    const why = addressRefusal(a.address);
+    const why = (opts.policy ?? addressRefusal)(a.address);
     if (why) throw new UrlNotAllowedError(`${field}: ${host} resolves to ${a.address}, ${why}; only public addresses are fetched`);
   }
 }
@@ -110,6 +112,6 @@ export function assertLiteralHostAllowed(url: URL, opts: GuardOptions): void {
   if (opts.allowPrivate) return;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (!net.isIP(host)) return;
-  const why = addressRefusal(host);
+  const why = (opts.policy ?? addressRefusal)(host);
   if (why) throw new UrlNotAllowedError(`${host} is ${why}; only public addresses are contacted`);
 }
