@@ -242,6 +242,7 @@ export class JobRunner {
     }
     if (err instanceof ModelServiceBusy) {
       await store.retryJob(job.id, this.owner, now + err.retryAfterMs, null, false, now);
+      log(`[jobs] ${job.id}: the model service runs its share of job streams; retrying in ${Math.round(err.retryAfterMs / 1000)} s`);
       return;
     }
     const permanent = classifyPermanent(err);
