@@ -6,6 +6,19 @@ import { loadConfig } from '../config';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats, type OutputFormat } from '../audio/pipeline';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
+import { runJobsCli } from './jobs';
+
+/** `nsm jobs ...` (src/cli/jobs.ts), interruptible with Ctrl-C. */
+async function runJobsCommand(argv: string[]): Promise<number> {
+  const controller = new AbortController();
+  const onSignal = (): void => controller.abort();
+  process.once('SIGINT', onSignal);
+  try {
+    return await runJobsCli(argv, { out: process.stdout, err: process.stderr, signal: controller.signal });
+  } finally {
+    process.off('SIGINT', onSignal);
+  }
+}
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
 
@@ -14,6 +27,7 @@ export const HELP = `nsm — speech noise suppression (DTLN models, ffmpeg for a
 Usage:
   nsm denoise IN [-o OUT] [--model M] [--attenuation-limit L] [--format wav|flac]
                  [--keep-rate | --model-rate] [--json] [--quiet]
+  nsm jobs submit|status|list|wait|download|cancel ...   asynchronous jobs on a server (nsm jobs --help)
   nsm --help
 
 Options:
@@ -160,6 +174,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return command ? EXIT.ok : EXIT.usage;
   }
+  if (command === 'jobs') return runJobsCommand(rest);
   if (command !== 'denoise') {
     process.stderr.write(`nsm: unknown command "${command}"\n\n${HELP}`);
     return EXIT.usage;
