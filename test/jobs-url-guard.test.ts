@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { downloadToFile, FetchFailedError, FetchTooLargeError, MAX_REDIRECTS, postJson, type SafeHttpOptions } from '../src/jobs/safe-http';
+import { downloadToFile, FetchFailedError, FetchTooLargeError, fileNameFromUrl, MAX_REDIRECTS, postJson, type SafeHttpOptions } from '../src/jobs/safe-http';
 import { addressRefusal, assertPublicHost, parseUserUrl, UrlNotAllowedError } from '../src/jobs/url-guard';
 
 describe('addressRefusal', () => {
@@ -73,6 +73,13 @@ describe('parseUserUrl', () => {
     await expect(assertPublicHost(new URL('http://localhost/a'), { allowPrivate: false }, 'url')).rejects.toThrow(/resolves to .*loopback/);
     await expect(assertPublicHost(new URL('http://127.0.0.1/a'), { allowPrivate: true }, 'url')).resolves.toBeUndefined();
   });
+});
+
+test('fileNameFromUrl: the last path segment, decoded when possible', () => {
+  expect(fileNameFromUrl(new URL('https://x.test/dir/My%20Talk.mp3?x=1'))).toBe('My Talk.mp3');
+  expect(fileNameFromUrl(new URL('https://x.test/'))).toBe('audio');
+  expect(fileNameFromUrl(new URL('https://x.test/a/%E0%A4%A'))).toBe('%E0%A4%A');
+  expect(fileNameFromUrl(new URL('https://x.test/a%0Ab.wav'))).toBe('ab.wav');
 });
 
 describe('downloads and posts through the guard (real loopback servers)', () => {

@@ -118,8 +118,14 @@ async function getFollowing(url: URL, opts: SafeHttpOptions, field: string): Pro
 
 /** The URL's last path segment, for naming the result (talk.mp3 → talk_denoised.wav). */
 export function fileNameFromUrl(url: URL): string {
-  const last = decodeURIComponent(url.pathname.split('/').filter(Boolean).pop() ?? '').slice(0, 200);
-  return last || 'audio';
+  const raw = url.pathname.split('/').filter(Boolean).pop() ?? '';
+  let last: string;
+  try {
+    last = decodeURIComponent(raw);
+  } catch {
+    last = raw; // a malformed %-sequence: keep it as sent
+  }
+  return last.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 200) || 'audio';
 }
 
 /**
