@@ -95,3 +95,19 @@ describe('48 kHz <-> 16 kHz resamplers equal the direct form to float32 rounding
     expect(z.every((v) => Number.isFinite(v))).toBe(true);
   });
 });
+
+describe('ONNX Runtime leaves no empty debug log behind (issue 9, item 13)', () => {
+  it('no <tmpdir>/mat-debug-<pid>.log once the engine has started', async () => {
+    const { createInferenceEngine } = await import('../src/inference/engine');
+    const { loadConfig } = await import('../src/config');
+    const fs = await import('node:fs');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    const engine = await createInferenceEngine({ ...loadConfig(), workers: 1 });
+    try {
+      expect(fs.existsSync(path.join(os.tmpdir(), `mat-debug-${process.pid}.log`))).toBe(false);
+    } finally {
+      await engine.close();
+    }
+  });
+});
