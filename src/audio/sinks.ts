@@ -6,6 +6,7 @@
 // Both turn non-finite samples into silence before encoding (never full-scale garbage), and both apply backpressure:
 // write() resolves once the bytes were taken (file write done, or the encoder's stdin drained).
 import type { ChildProcess } from 'node:child_process';
+import os from 'node:os';
 import type { Config } from '../config';
 import { AudioPipelineError } from './errors';
 import { killChild, spawnFfmpeg, StderrTail, waitForExit } from './ffmpeg';
@@ -31,7 +32,7 @@ export interface SinkOptions {
 }
 
 export async function openSink(config: Config, outputPath: string, opts: SinkOptions): Promise<AudioSink> {
-  if (opts.inProcessWav && opts.format === 'wav' && opts.outputRate === opts.modelRate) {
+  if (opts.inProcessWav && os.endianness() === 'LE' && opts.format === 'wav' && opts.outputRate === opts.modelRate) {
     try {
       return new WavFileSink(await WavWriter.create(outputPath, opts.channels, opts.modelRate));
     } catch (err) {
@@ -56,7 +57,7 @@ class WavFileSink implements AudioSink {
   constructor(private readonly writer: WavWriter) {}
 
   async write(planar: Float32Array[]): Promise<void> {
-    clean(planar);
+    // encodeInt16 turns non-finite samples into 0 itself.
     try {
       await this.writer.write(planar);
     } catch (err) {

@@ -8,6 +8,7 @@
 //                       duration, input rate) and the WAV header it writes first (exact channel count) replace the
 //                       separate probe run; a failure before the header is reported like the probe did.
 import type { ChildProcess } from 'node:child_process';
+import os from 'node:os';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config';
 import { AudioInputError, AudioPipelineError } from './errors';
@@ -43,7 +44,8 @@ export interface SourceOptions {
 const HEADER_TIMEOUT_MS = 30_000;
 
 export async function openSource(config: Config, inputPath: string, modelRate: number, opts: SourceOptions): Promise<AudioSource> {
-  if (opts.inProcessWav) {
+  // Typed-array views read little-endian samples only on a little-endian host (x64, arm64: all we run on).
+  if (opts.inProcessWav && os.endianness() === 'LE') {
     const reader = await WavReader.open(inputPath);
     if (reader) {
       const info = reader.info;

@@ -112,42 +112,59 @@ export function decodeFrames(bytes: Buffer, info: Pick<WavInfo, 'format' | 'chan
   const frames = Math.floor(bytes.length / info.blockAlign);
   const planar = Array.from({ length: C }, () => new Float32Array(frames));
   const n = frames * C;
-  // Reads go through a DataView-free typed path where the buffer is aligned, else per-sample reads.
+  // Typed views need an aligned start: copy when the bytes do not have one (the reader's own buffers always do).
+  const view = <T>(Ctor: { new (b: ArrayBufferLike, o: number, l: number): T; BYTES_PER_ELEMENT: number }): T => {
+    const size = Ctor.BYTES_PER_ELEMENT;
+    const b = bytes.byteOffset % size === 0 ? bytes : Buffer.from(bytes);
+    return new Ctor(b.buffer, b.byteOffset, n);
+  };
   switch (info.format) {
     case 'u8':
-      for (let i = 0; i < n; i++) planar[i % C][(i / C) | 0] = (bytes[i] - 128) / 128;
+      for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k++) planar[c][f] = (bytes[k] - 128) / 128;
       break;
     case 's16': {
+      const v = view(Int16Array);
       if (C === 1) {
         const out = planar[0];
-        for (let i = 0; i < frames; i++) out[i] = bytes.readInt16LE(2 * i) / 32768;
+        for (let i = 0; i < frames; i++) out[i] = v[i] / 32768;
       } else {
-        for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k += 2) planar[c][f] = bytes.readInt16LE(k) / 32768;
+        for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k++) planar[c][f] = v[k] / 32768;
       }
       break;
     }
     case 's24':
-      for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k += 3) planar[c][f] = bytes.readIntLE(k, 3) / 8388608;
-      break;
-    case 's32':
-      for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k += 4) planar[c][f] = bytes.readInt32LE(k) / 2147483648;
-      break;
-    case 'f32':
       for (let f = 0, k = 0; f < frames; f++) {
-        for (let c = 0; c < C; c++, k += 4) {
-          const v = bytes.readFloatLE(k);
-          planar[c][f] = Number.isFinite(v) ? v : 0;
+        for (let c = 0; c < C; c++, k += 3) {
+          // Little-endian 24-bit, sign from the top byte (<< 8 >> 8 sign-extends).
+          planar[c][f] = (((bytes[k] | (bytes[k + 1] << 8) | (bytes[k + 2] << 16)) << 8) >> 8) / 8388608;
         }
       }
       break;
-    case 'f64':
+    case 's32': {
+      const v = view(Int32Array);
+      for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k++) planar[c][f] = v[k] / 2147483648;
+      break;
+    }
+    case 'f32': {
+      const v = view(Float32Array);
       for (let f = 0, k = 0; f < frames; f++) {
-        for (let c = 0; c < C; c++, k += 8) {
-          const v = bytes.readDoubleLE(k);
-          planar[c][f] = Number.isFinite(v) ? v : 0;
+        for (let c = 0; c < C; c++, k++) {
+          const x = v[k];
+          planar[c][f] = x - x === 0 ? x : 0;
         }
       }
       break;
+    }
+    case 'f64': {
+      const v = view(Float64Array);
+      for (let f = 0, k = 0; f < frames; f++) {
+        for (let c = 0; c < C; c++, k++) {
+          const x = v[k];
+          planar[c][f] = x - x === 0 ? x : 0;
+        }
+      }
+      break;
+    }
   }
   return planar;
 }
@@ -183,7 +200,8 @@ export class WavReader {
   async read(maxFrames: number): Promise<Float32Array[]> {
     const frames = Math.min(maxFrames, this.info.frames - this.pos);
     if (frames <= 0) return Array.from({ length: this.info.channels }, () => new Float32Array(0));
-    const bytes = Buffer.allocUnsafe(frames * this.info.blockAlign);
+    // A fresh ArrayBuffer (not the Buffer pool): aligned, so decodeFrames reads it through typed views.
+    const bytes = Buffer.from(new ArrayBuffer(frames * this.info.blockAlign));
     const { bytesRead } = await this.fh.read(bytes, 0, bytes.length, this.info.dataOffset + this.pos * this.info.blockAlign);
     const got = Math.floor(bytesRead / this.info.blockAlign);
     this.pos += got;
@@ -196,23 +214,35 @@ export class WavReader {
   }
 }
 
-/** float32 → int16 as ffmpeg's swresample converts (lrintf(x * 32768): round half to even, then clip). */
+/** 1.5 * 2^52: adding and subtracting it rounds a double below 2^51 to an integer, ties to even (lrint's rule). */
+const ROUND_MAGIC = 6755399441055744;
+
+/**
+ * float32 → int16 as ffmpeg's swresample converts (lrintf(x * 32768): round half to even, then clip); non-finite
+ * samples become 0 (never full-scale garbage).
+ */
 export function toInt16(x: number): number {
   const v = x * 32768;
-  if (!(v > -32768)) return -32768; // also NaN: never reached, the pipeline cleans its samples first
+  if (v - v !== 0) return 0; // NaN, ±Inf
   if (v >= 32767) return 32767;
-  let r = Math.round(v);
-  if (r - v === 0.5 && (r & 1) !== 0) r -= 1;
-  return r | 0; // | 0: no -0
+  if (v <= -32768) return -32768;
+  return (v + ROUND_MAGIC - ROUND_MAGIC) | 0;
 }
 
-/** Interleaves planar float32 into 16-bit little-endian PCM bytes. */
+/** Interleaves planar float32 into 16-bit little-endian PCM bytes (toInt16 per sample). */
 export function encodeInt16(planar: Float32Array[]): Buffer {
   const C = planar.length;
   const frames = planar[0]?.length ?? 0;
-  const out = Buffer.allocUnsafe(frames * C * 2);
-  for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k += 2) out.writeInt16LE(toInt16(planar[c][f]), k);
-  return out;
+  const out = new Int16Array(frames * C);
+  for (let c = 0; c < C; c++) {
+    const x = planar[c];
+    for (let f = 0, k = c; f < frames; f++, k += C) {
+      const v = x[f] * 32768;
+      out[k] = v - v !== 0 ? 0 : v >= 32767 ? 32767 : v <= -32768 ? -32768 : (v + ROUND_MAGIC - ROUND_MAGIC) | 0;
+    }
+  }
+  // Typed arrays are little-endian on the hosts this path is used on (checked by the callers).
+  return Buffer.from(out.buffer, 0, out.byteLength);
 }
 
 const HEADER_BYTES = 80; // RIFF(12) + JUNK/ds64(8 + 28) + fmt(8 + 16) + data(8)
