@@ -6,8 +6,9 @@ import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { DtlnGraphs } from './dtln';
 
-export const STAGE1_FILE = 'dtln_stage1.onnx';
-export const STAGE2_FILE = 'dtln_stage2.onnx';
+import { STAGE1_FILE, STAGE2_FILE } from './graph-files';
+
+export { STAGE1_FILE, STAGE2_FILE };
 
 export const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
   intraOpNumThreads: 1,
