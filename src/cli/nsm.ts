@@ -191,7 +191,7 @@ export async function main(argv: string[]): Promise<number> {
   let engine: Awaited<ReturnType<typeof createInferenceEngine>> | null = null;
   try {
     // One file is one stream: a single worker is enough and starts fastest.
-    engine = await createInferenceEngine({ ...config, workers: 1 });
+    engine = await createInferenceEngine({ ...config, workers: 1 }, { warmUp: false });
     const stats = await denoiseFile({ config, engine }, args.input, args.output, {
       model: args.model,
       attenuationLimitDb: args.attenuationLimitDb,

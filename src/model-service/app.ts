@@ -79,7 +79,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
 
   const fail = (res: Response) => (err: unknown) => {
     if (err instanceof HttpError) return sendDetail(res, err.status, err.detail);
-    if (err instanceof AudioInputError) return sendDetail(res, 422, err.message);
+    if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message);
     if (err instanceof AudioAbortedError) return; // the client is gone
     log(`[model-service] internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     sendDetail(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
