@@ -79,11 +79,14 @@ describe('gateway → real model-service process', () => {
 
   const auth = () => ({ Authorization: `Bearer ${token}` });
 
-  test('while the engine starts the model service answers 503 {"detail":"starting"}, then 200', async () => {
+  test('while the engine starts the model service answers 503 {"detail":"starting",...}, then 200', async () => {
     const before = startup.slice(0, -1);
     expect(startup[startup.length - 1].status).toBe(200);
     expect(before.length).toBeGreaterThan(0);
-    for (const r of before) expect(r).toEqual({ status: 503, body: '{"detail":"starting"}' });
+    for (const r of before) {
+      expect(r.status).toBe(503);
+      expect(JSON.parse(r.body)).toEqual({ detail: 'starting', type: 'unavailable', request_id: expect.stringMatching(/^req_/) });
+    }
   });
 
   test('forwarded calls work end to end and carry X-Gateway-Upstream-Ms', async () => {
