@@ -35,6 +35,24 @@ export interface Config {
   tmpDir: string;
   /** Log each request line to stdout. */
   logRequests: boolean;
+
+  // ---- operations: logs, metrics (engineer "ops") ----
+  /** LOG_FORMAT: 'json' (one JSON object per line, pino) or 'pretty' (coloured lines for humans, pino-pretty). */
+  logFormat: 'json' | 'pretty';
+  /** LOG_LEVEL: fatal, error, warn, info, debug, trace or silent. */
+  logLevel: LogLevel;
+  /** METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <token>`; unset = open. */
+  metricsToken: string | null;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name} must be one of ${allowed.join(', ')}, got "${env[name]}"`);
+  return raw as T;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -88,5 +106,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: bool(env, 'TRUST_PROXY', false),
     tmpDir: path.resolve(env.TMP_DIR || path.join(dataDir, 'tmp')),
     logRequests: bool(env, 'LOG_REQUESTS', env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
+
+    // ---- operations: logs, metrics ----
+    logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    metricsToken: env.METRICS_TOKEN || null,
   };
 }
