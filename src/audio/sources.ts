@@ -202,7 +202,11 @@ class FfmpegSource implements AudioSource {
     const exit = waitForExit(child);
     exit.then(() => bannerDone(), () => bannerDone());
 
-    const timer = setTimeout(() => killChild(child), HEADER_TIMEOUT_MS);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killChild(child);
+    }, HEADER_TIMEOUT_MS);
     const stdout = child.stdout!;
     try {
       // The WAV header ffmpeg writes first: exact channel count. Read it, and keep what follows it.
@@ -243,6 +247,7 @@ class FfmpegSource implements AudioSource {
       clearTimeout(timer);
       killChild(child);
       await exit.catch(() => undefined);
+      if (timedOut) throw new AudioPipelineError(`ffmpeg did not start decoding within ${HEADER_TIMEOUT_MS / 1000} s`);
       throw err;
     }
   }
