@@ -145,12 +145,14 @@ describe('WavWriter', () => {
     const input = fixture('speech-noisy-16k-mono.wav');
     const a = path.join(tmp, 'inproc.wav');
     const b = path.join(tmp, 'ffmpeg.wav');
+    // Children started during the run (a child of an earlier test may still be on its way out).
+    const earlier = new Set(childProcesses().map((c) => c.pid));
     let children: string[] = ['not sampled'];
     const sa = await denoiseFile({ config, engine }, input, a, {
       ...base,
       chunkSeconds: 0.5,
       onProgress: () => {
-        if (children[0] === 'not sampled') children = childProcesses().map((c) => c.comm);
+        if (children[0] === 'not sampled') children = childProcesses().filter((c) => !earlier.has(c.pid)).map((c) => c.comm);
       },
     });
     const sb = await denoiseFile({ config, engine }, input, b, { ...base, inProcessWav: false });

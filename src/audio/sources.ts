@@ -2,8 +2,8 @@
 // the input (rate, channels, codec, container, duration), known before the first chunk.
 //
 //   WavFileSource       uncompressed WAV already at the model rate: read in-process, no child process.
-//   ResampledWavSource  uncompressed WAV at another rate: read in-process (samples cleaned), resampled by an ffmpeg
-//                       child (soxr) through its stdin/stdout.
+//   ResampledWavSource  float WAV at another rate: read in-process (NaN/Inf cleaned), resampled by an ffmpeg child
+//                       (soxr) through its stdin/stdout. (Integer PCM WAVs at another rate go to FfmpegSource.)
 //   FfmpegSource        anything else: ONE ffmpeg child decodes and resamples; its stderr banner (codec, container,
 //                       duration, input rate) and the WAV header it writes first (exact channel count) replace the
 //                       separate probe run; a failure before the header is reported like the probe did.
@@ -56,9 +56,11 @@ export async function openSource(config: Config, inputPath: string, modelRate: n
         await reader.close();
         throw err;
       }
-      return info.sampleRate === modelRate
-        ? new WavFileSource(reader)
-        : new ResampledWavSource(config, reader, modelRate, opts.onFailure);
+      if (info.sampleRate === modelRate) return new WavFileSource(reader);
+      // Float samples may be NaN/Inf, which soxr would smear over its filter length: clean them here first. Integer
+      // PCM cannot hold them, and ffmpeg reading the file itself costs less than piping it through this process.
+      if (info.format === 'f32' || info.format === 'f64') return new ResampledWavSource(config, reader, modelRate, opts.onFailure);
+      await reader.close();
     }
   }
   return FfmpegSource.open(config, inputPath, modelRate, config);
@@ -200,7 +202,11 @@ class FfmpegSource implements AudioSource {
     const exit = waitForExit(child);
     exit.then(() => bannerDone(), () => bannerDone());
 
-    const timer = setTimeout(() => killChild(child), HEADER_TIMEOUT_MS);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killChild(child);
+    }, HEADER_TIMEOUT_MS);
     const stdout = child.stdout!;
     try {
       // The WAV header ffmpeg writes first: exact channel count. Read it, and keep what follows it.
@@ -241,6 +247,7 @@ class FfmpegSource implements AudioSource {
       clearTimeout(timer);
       killChild(child);
       await exit.catch(() => undefined);
+      if (timedOut) throw new AudioPipelineError(`ffmpeg did not start decoding within ${HEADER_TIMEOUT_MS / 1000} s`);
       throw err;
     }
   }
