@@ -19,7 +19,7 @@ import type { JobFiles } from './files';
 import { parseJobForm } from './params';
 import { settleRefund } from './runner';
 import { fileNameFromUrl } from './safe-http';
-import { isJobStatus, type JobRecord, type JobStore } from './types';
+import { isJobStatus, type JobRecord, type JobStore, type JobsLog } from './types';
 import { assertPublicHost, UrlNotAllowedError } from './url-guard';
 import { newWebhookSecret } from './webhooks';
 import { decodeCursor, encodeCursor, jobPath, jobView } from './views';
@@ -31,7 +31,7 @@ export interface JobsApiDeps {
   files: JobFiles;
   /** Wakes this process's runner when a job is created; stops its work when one is canceled. */
   runner?: { wake(): void; stopLocal(id: string): void } | null;
-  log: (line: string) => void;
+  log: JobsLog;
 }
 
 const MAX_LIST = 100;
@@ -306,7 +306,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
           if (err.code === 'ENOENT' || err.status === 404) {
             return resolve(sendJobError(res, 'result_gone', `The result of job ${job.id} is no longer on this server.`));
           }
-          deps.log(`[jobs] sending the result of ${job.id} failed: ${err.message}`);
+          deps.log(`[jobs] sending the result of ${job.id} failed: ${err.message}`, 'error');
           resolve(sendJobError(res, 'internal_error', 'Could not send the result.'));
         },
       );

@@ -6,7 +6,7 @@ import { contentDisposition } from '../model-service/names';
 import type { GatewayStore } from '../store/types';
 import type { JobFiles } from './files';
 import { settleRefund } from './runner';
-import { isJobStatus, type JobStore } from './types';
+import { isJobStatus, type JobStore, type JobsLog } from './types';
 import { decodeCursor, deliveryView, encodeCursor, jobView } from './views';
 import { newWebhookSecret } from './webhooks';
 
@@ -16,7 +16,7 @@ export interface JobsConsoleDeps {
   gateway: GatewayStore;
   files: JobFiles;
   runner?: { stopLocal(id: string): void } | null;
-  log: (line: string) => void;
+  log: JobsLog;
 }
 
 function bad(res: Response, status: number, type: string, message: string): void {

@@ -12,13 +12,14 @@ import crypto from 'node:crypto';
 import type express from 'express';
 import type { Config } from '../config';
 import type { Forwarder } from '../gateway/types';
+import type { Logger } from '../logging';
 import type { GatewayStore } from '../store/types';
 import { createJobsHandler } from './api';
 import { createJobsConsoleRouter } from './console-api';
 import { JobFiles } from './files';
 import { JobRunner } from './runner';
 import { openJobStore } from './store';
-import type { JobStore } from './types';
+import type { JobStore, JobsLog } from './types';
 import { WebhookDispatcher } from './webhooks';
 
 export { createJobStreamRouter } from './stream-endpoint';
@@ -35,7 +36,7 @@ export interface JobsDeps {
   modelServiceHeaders?: Record<string, string>;
   /** Use this queue instead of opening the configured one (not closed by close()). */
   store?: JobStore;
-  log: (line: string) => void;
+  logger: Logger;
 }
 
 export interface Jobs {
@@ -53,7 +54,9 @@ export interface Jobs {
 }
 
 export async function createJobs(deps: JobsDeps): Promise<Jobs> {
-  const { config, gateway, log } = deps;
+  const { config, gateway } = deps;
+  const logger = deps.logger.child({ component: 'jobs' });
+  const log: JobsLog = (line, level = 'info') => logger[level](line);
   const store = deps.store ?? (await openJobStore(config));
   const files = new JobFiles(config.dataDir);
   await files.ensure();

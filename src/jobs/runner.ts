@@ -10,7 +10,7 @@ import type { GatewayStore } from '../store/types';
 import type { JobFiles } from './files';
 import { ModelServiceBusy, ModelServiceFailed, ModelServiceRejected, streamJob } from './model-client';
 import { downloadToFile, FetchFailedError, type SafeHttpOptions } from './safe-http';
-import type { JobError, JobRecord, JobStore } from './types';
+import type { JobError, JobRecord, JobStore, JobsLog } from './types';
 import { UrlNotAllowedError, parseUserUrl } from './url-guard';
 import { deliveryFor, DELIVERY_HISTORY_MS, type WebhookDispatcher } from './webhooks';
 
@@ -24,7 +24,7 @@ export interface RunnerDeps {
   /** Headers for model-service calls (its bearer token, when configured). */
   modelServiceHeaders?: Record<string, string>;
   webhooks: WebhookDispatcher | null;
-  log: (line: string) => void;
+  log: JobsLog;
   /** Outbound fetches of job URLs. */
   fetch: Omit<SafeHttpOptions, 'signal'>;
   /** Poll interval for new jobs (a job created by this process wakes the runner at once). */
@@ -107,7 +107,7 @@ export class JobRunner {
         this.launch(job);
       }
     } catch (err) {
-      this.deps.log(`[jobs] claiming failed: ${err instanceof Error ? err.message : String(err)}`);
+      this.deps.log(`[jobs] claiming failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
     } finally {
       this.looping = false;
       if (!this.stopped) {
@@ -147,7 +147,7 @@ export class JobRunner {
           abort.abort(new StopSignal(current?.status === 'canceled' ? 'canceled' : 'lease_lost'));
         }
       } catch (err) {
-        log(`[jobs] lease renewal of ${job.id} failed: ${err instanceof Error ? err.message : String(err)}`);
+        log(`[jobs] lease renewal of ${job.id} failed: ${err instanceof Error ? err.message : String(err)}`, 'warn');
       } finally {
         writing = false;
       }
@@ -250,13 +250,13 @@ export class JobRunner {
       const error: JobError = { type: 'processing_failed', message: errorMessage(err) };
       const runAfter = now + retryBackoffMs(job.attempts);
       await store.retryJob(job.id, this.owner, runAfter, error, true, now);
-      log(`[jobs] ${job.id} attempt ${job.attempts} failed (${error.message}); retrying in ${Math.round((runAfter - now) / 1000)} s`);
+      log(`[jobs] ${job.id} attempt ${job.attempts} failed (${error.message}); retrying in ${Math.round((runAfter - now) / 1000)} s`, 'warn');
       return;
     }
     const error: JobError = permanent ?? { type: 'processing_failed', message: errorMessage(err) };
     const finished = await store.finishJob(job.id, this.owner, { status: 'failed', error, expiresAt: now + config.jobs.retentionMs }, now, deliveryFor);
     if (finished) {
-      log(`[jobs] ${job.id} failed: ${error.type}: ${error.message}`);
+      log(`[jobs] ${job.id} failed: ${error.type}: ${error.message}`, 'warn');
       await this.deps.files.removeAll(job.id, null);
       await settleRefund(store, this.deps.gateway, finished, log);
       this.deps.webhooks?.wake();
@@ -272,7 +272,7 @@ export class JobRunner {
       const { requeued, failed } = await store.reclaimExpired(now, config.jobs.maxAttempts, now + config.jobs.retentionMs, deliveryFor);
       if (requeued.length) log(`[jobs] re-queued ${requeued.length} job(s) whose runner stopped: ${requeued.join(', ')}`);
       if (failed.length) {
-        log(`[jobs] failed ${failed.length} job(s) after ${config.jobs.maxAttempts} lost runs: ${failed.join(', ')}`);
+        log(`[jobs] failed ${failed.length} job(s) after ${config.jobs.maxAttempts} lost runs: ${failed.join(', ')}`, 'warn');
         for (const id of failed) await files.removeAll(id, null);
         this.deps.webhooks?.wake();
       }
@@ -288,7 +288,7 @@ export class JobRunner {
         await files.sweepOrphans(await store.knownJobIds(), ORPHAN_AGE_MS, now);
       }
     } catch (err) {
-      log(`[jobs] housekeeping failed: ${err instanceof Error ? err.message : String(err)}`);
+      log(`[jobs] housekeeping failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
     } finally {
       if (!this.stopped) {
         this.housekeepingTimer = setTimeout(() => void this.housekeeping(), HOUSEKEEPING_MS);
@@ -338,7 +338,7 @@ export function resultName(inputName: string, ext: string): string {
  * Gives a failed or canceled job's credits back, once: the pending → done transition is claimed first, so two
  * processes cannot both refund; the refund goes to the month the credits were charged in.
  */
-export async function settleRefund(store: JobStore, gateway: GatewayStore, job: JobRecord, log: (line: string) => void): Promise<void> {
+export async function settleRefund(store: JobStore, gateway: GatewayStore, job: JobRecord, log: JobsLog): Promise<void> {
   if (job.refund !== 'pending' || job.credits <= 0) return;
   if (!(await store.setRefund(job.id, 'pending', 'done'))) return;
   try {
@@ -346,6 +346,6 @@ export async function settleRefund(store: JobStore, gateway: GatewayStore, job: 
   } catch (err) {
     // Pending again: the next housekeeping pass retries.
     await store.setRefund(job.id, 'done', 'pending').catch(() => undefined);
-    log(`[jobs] refund of ${job.credits} credit(s) for ${job.id} failed: ${err instanceof Error ? err.message : String(err)}`);
+    log(`[jobs] refund of ${job.credits} credit(s) for ${job.id} failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
   }
 }

@@ -19,7 +19,8 @@ import express, { type Request, type Response } from 'express';
 import type { Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoiseFile } from '../audio/pipeline';
-import { HttpError, sendDetail, tooLarge } from '../model-service/http-error';
+import type { ModelServiceMetrics } from '../metrics';
+import { HttpError, sendDetail, sendHttpError, tooLarge } from '../model-service/http-error';
 import { assertModelInstalled, parseDenoiseParams } from '../model-service/params';
 import { withRequestScope } from '../model-service/uploads';
 
@@ -34,6 +35,8 @@ export interface JobStreamDeps {
   config: Config;
   engine: InferenceEngine;
   log?: (line: string) => void;
+  /** Audio seconds and RTF of job streams count in the model service's /metrics like /denoise's. */
+  metrics?: ModelServiceMetrics;
 }
 
 export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
@@ -47,7 +50,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
       // Not reading a body of up to 2 GB just to refuse it: answer and close the connection.
       res.setHeader('Retry-After', '5');
       res.setHeader('Connection', 'close');
-      sendDetail(res, 503, `busy: this model service already runs ${config.jobs.concurrency} job streams`);
+      sendDetail(res, 503, `busy: this model service already runs ${config.jobs.concurrency} job streams`, 'unavailable');
       return;
     }
     active++;
@@ -117,6 +120,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
               if (Date.now() - lastSent >= PROGRESS_INTERVAL_MS) sendProgress();
             },
           });
+          deps.metrics?.fileDone(stats);
           // The input is no longer needed; free the disk before the output streams out.
           await fsp.rm(inputPath, { force: true });
           const { size } = await fsp.stat(outPath);
@@ -126,7 +130,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
         } catch (err) {
           clearInterval(keepalive);
           if (err instanceof AudioAbortedError || scope.signal.aborted) throw err;
-          const status = err instanceof HttpError ? err.status : err instanceof AudioInputError ? 422 : 500;
+          const status = err instanceof HttpError ? err.status : err instanceof AudioInputError ? err.status : 500;
           const detail = err instanceof HttpError ? err.detail : err instanceof Error ? err.message : String(err);
           if (status === 500) log(`[model-service] job stream failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
           line({ type: 'error', status, detail });
@@ -134,8 +138,8 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
         }
       },
       (err) => {
-        if (err instanceof HttpError) return sendDetail(res, err.status, err.detail);
-        if (err instanceof AudioInputError) return sendDetail(res, 422, err.message);
+        if (err instanceof HttpError) return sendHttpError(res, err);
+        if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, err.status === 413 ? 'payload_too_large' : 'invalid_audio');
         if (err instanceof AudioAbortedError) return;
         log(`[model-service] job stream error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
         sendDetail(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);

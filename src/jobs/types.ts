@@ -2,6 +2,9 @@
 // DATABASE_URL is set). Everything a runner, the API handlers, the webhook dispatcher and the console need from the
 // queue goes through JobStore, so the engines are interchangeable and share one contract test suite.
 
+/** Where the jobs modules log: one line, at a level (info when omitted). */
+export type JobsLog = (line: string, level?: 'info' | 'warn' | 'error') => void;
+
 export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'canceled'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
 export const ACTIVE_STATUSES: readonly JobStatus[] = ['queued', 'running'];

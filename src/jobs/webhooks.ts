@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import { randomBase62 } from '../store/tokens';
 import { postJson, type SafeHttpOptions } from './safe-http';
-import type { DeliveryFactory, DeliveryRecord, JobStore } from './types';
+import type { DeliveryFactory, DeliveryRecord, JobStore, JobsLog } from './types';
 import { UrlNotAllowedError, parseUserUrl } from './url-guard';
 import { jobView } from './views';
 
@@ -78,7 +78,7 @@ export interface DispatcherDeps {
   /** Address guard and timeouts for the receivers. */
   http: Omit<SafeHttpOptions, 'signal'>;
   owner: string;
-  log: (line: string) => void;
+  log: JobsLog;
   /** Poll interval for due deliveries. */
   pollMs?: number;
   now?: () => number;
@@ -119,7 +119,7 @@ export class WebhookDispatcher {
       const due = await this.deps.store.claimDeliveries(this.deps.owner, 60_000, this.now(), 8);
       await Promise.all(due.map((d) => this.track(this.attempt(d))));
     } catch (err) {
-      this.deps.log(`[jobs] webhook dispatch failed: ${err instanceof Error ? err.message : String(err)}`);
+      this.deps.log(`[jobs] webhook dispatch failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
     } finally {
       this.running = false;
       this.schedule(this.deps.pollMs ?? 2000);
@@ -167,7 +167,7 @@ export class WebhookDispatcher {
       nextAttemptAt: ok || permanent || next > d.giveUpAt ? null : next,
     });
     if (!ok) {
-      this.deps.log(`[jobs] webhook ${d.id} for ${d.jobId} attempt ${d.attempts + 1} failed: ${error}`);
+      this.deps.log(`[jobs] webhook ${d.id} for ${d.jobId} attempt ${d.attempts + 1} failed: ${error}`, 'warn');
     }
   }
 
