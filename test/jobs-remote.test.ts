@@ -22,6 +22,7 @@ async function freePort(): Promise<number> {
 describe('jobs with a remote model service', () => {
   let config: Config;
   let child: ChildProcess;
+  let startService: () => Promise<void>;
   let serviceUrl: string;
   let childOutput = '';
   let worker: AppHandle;
@@ -35,27 +36,30 @@ describe('jobs with a remote model service', () => {
     config = testConfig();
     const port = await freePort();
     serviceUrl = `http://127.0.0.1:${port}`;
-    child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/model-service-main.js')], {
-      env: {
-        ...process.env,
-        MODEL_SERVICE_PORT: String(port),
-        HOST: '127.0.0.1',
-        DATA_DIR: path.join(config.dataDir, 'model-service'),
-        WORKERS: '1',
-        JOBS_CONCURRENCY: '1',
-        NODE_ENV: 'test',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout!.on('data', (d: Buffer) => (childOutput += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (childOutput += d.toString()));
-    await until(async () => {
-      try {
-        return (await rawRequest(`${serviceUrl}/health`, {})).status === 200 ? true : undefined;
-      } catch {
-        return undefined;
-      }
-    }, 30_000, 50);
+    startService = async () => {
+      child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/model-service-main.js')], {
+        env: {
+          ...process.env,
+          MODEL_SERVICE_PORT: String(port),
+          HOST: '127.0.0.1',
+          DATA_DIR: path.join(config.dataDir, 'model-service'),
+          WORKERS: '1',
+          JOBS_CONCURRENCY: '1',
+          NODE_ENV: 'test',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stdout!.on('data', (d: Buffer) => (childOutput += d.toString()));
+      child.stderr!.on('data', (d: Buffer) => (childOutput += d.toString()));
+      await until(async () => {
+        try {
+          return (await rawRequest(`${serviceUrl}/health`, {})).status === 200 ? true : undefined;
+        } catch {
+          return undefined;
+        }
+      }, 30_000, 50);
+    };
+    await startService();
     // The worker gateway runs two jobs at once; the model service admits one.
     worker = await createApp(
       { ...config, modelServiceUrl: serviceUrl, jobs: { ...config.jobs, concurrency: 2, leaseMs: 3000 } },
@@ -100,6 +104,25 @@ describe('jobs with a remote model service', () => {
     ]);
     expect(logs.some((l) => /the model service runs its share of job streams; retrying/.test(l))).toBe(true);
     expect(done[0].stats).toMatchObject({ duration_s: 60 });
+  });
+
+  test('the model service is killed (-9) mid-job: the attempt fails, the job is retried and succeeds when it is back', async () => {
+    const res = await request(worker.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-1').attach('file', tenMinutes);
+    const id = res.body.id as string;
+    await until(async () => {
+      const j = await get(worker, id);
+      return j.status === 'running' && j.progress > 0.02 ? true : undefined;
+    }, 60_000, 50);
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    await startService();
+    const done = await until(async () => {
+      const j = await get(worker, id);
+      return j.status === 'succeeded' || j.status === 'failed' ? j : undefined;
+    }, 120_000, 200);
+    expect(done).toMatchObject({ status: 'succeeded', attempts: 2 });
+    expect(done.stats).toMatchObject({ duration_s: 600 });
+    expect(logs.some((l) => new RegExp(`${id} attempt 1 failed \\(.*\\); retrying in \\d+ s`).test(l))).toBe(true);
   });
 
   test('DELETE through another gateway process stops the work on the model service', async () => {
