@@ -141,7 +141,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
   let jobs: Jobs;
   try {
-    jobs = await createJobs({ config, gateway: store, modelServiceUrls: [modelServiceUrl], store: opts.jobStore, logger });
+    jobs = await createJobs({ config, gateway: store, modelServiceUrls: [modelServiceUrl], store: opts.jobStore, logger, registry });
   } catch (err) {
     if (modelServer) await closeServer(modelServer);
     if (!opts.engine) await engine?.close().catch(() => undefined);

@@ -400,6 +400,20 @@ describe('jobs API through the full app', () => {
     }
   });
 
+  test('GET /metrics counts the jobs of this file by outcome, and webhook attempts', async () => {
+    const text = (await request(handle.app).get('/metrics')).text;
+    const value = (series: string): number => Number(new RegExp(`^${series.replace(/[{}"]/g, (c) => `\\${c}`)}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    expect(value('ns_jobs_created_total')).toBeGreaterThanOrEqual(8);
+    for (const status of ['succeeded', 'failed', 'canceled']) {
+      expect(text).toMatch(new RegExp(`^ns_jobs_finished_total\\{[^}]*status="${status}"[^}]*\\} [1-9]`, 'm'));
+    }
+    expect(text).toMatch(/^ns_webhook_attempts_total\{[^}]*result="delivered"[^}]*\} [1-9]/m);
+    expect(text).toMatch(/^ns_jobs_running\{[^}]*\} \d+/m);
+    // The jobs endpoints are counted by route pattern, not by job id.
+    expect(text).toMatch(/ns_http_requests_total\{[^}]*endpoint="jobs\/\{id\}"/);
+    expect(text).not.toMatch(/endpoint="jobs\/job_/);
+  });
+
   test('the upload is streamed to disk under DATA_DIR/jobs (raw multipart, chunked, field order free)', async () => {
     const { body, contentType } = multipartBody([
       { name: 'file', filename: 'naïve talk.wav', data: fs.readFileSync(MONO) },

@@ -16,6 +16,7 @@ import type { GatewayStore } from '../store/types';
 import { randomBase62 } from '../store/tokens';
 import { JobApiError, sendJobError } from './errors';
 import type { JobFiles } from './files';
+import type { JobMetrics } from './metrics';
 import { parseJobForm } from './params';
 import { settleRefund } from './runner';
 import { fileNameFromUrl } from './safe-http';
@@ -32,6 +33,7 @@ export interface JobsApiDeps {
   /** Wakes this process's runner when a job is created; stops its work when one is canceled. */
   runner?: { wake(): void; stopLocal(id: string): void } | null;
   log: JobsLog;
+  metrics?: JobMetrics;
 }
 
 const MAX_LIST = 100;
@@ -195,6 +197,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
         throw new JobApiError('too_many_jobs', `This workspace already has ${outcome.active} queued or running jobs (at most ${max}); wait for some to finish.`);
       }
       created = true;
+      deps.metrics?.created();
       if (form.webhookUrl) await store.ensureWebhookSecret(workspaceId, newWebhookSecret);
       deps.runner?.wake();
       res.status(202).setHeader('Location', jobPath(id));
@@ -252,6 +255,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
       if (!out) throw new JobApiError('job_not_found', `No job "${job.id}" in this workspace.`);
       current = out.job;
       if (out.wasActive) {
+        deps.metrics?.finished('canceled');
         deps.runner?.stopLocal(job.id);
         await files.removeAll(job.id, null);
         await settleRefund(store, deps.gateway, out.job, deps.log);

@@ -5,6 +5,7 @@ import type { Config } from '../config';
 import { contentDisposition } from '../model-service/names';
 import type { GatewayStore } from '../store/types';
 import type { JobFiles } from './files';
+import type { JobMetrics } from './metrics';
 import { settleRefund } from './runner';
 import { isJobStatus, type JobStore, type JobsLog } from './types';
 import { decodeCursor, deliveryView, encodeCursor, jobView } from './views';
@@ -17,6 +18,7 @@ export interface JobsConsoleDeps {
   files: JobFiles;
   runner?: { stopLocal(id: string): void } | null;
   log: JobsLog;
+  metrics?: JobMetrics;
 }
 
 function bad(res: Response, status: number, type: string, message: string): void {
@@ -70,6 +72,7 @@ export function createJobsConsoleRouter(deps: JobsConsoleDeps): express.Router {
       const out = await store.cancelJob(String(req.params.id), null, now, now + config.jobs.retentionMs);
       if (!out) return bad(res, 404, 'not_found', 'no such job');
       if (out.wasActive) {
+        deps.metrics?.finished('canceled');
         deps.runner?.stopLocal(out.job.id);
         await files.removeAll(out.job.id, null);
         await settleRefund(store, gateway, out.job, deps.log);

@@ -13,6 +13,8 @@ import type express from 'express';
 import type { Config } from '../config';
 import type { Forwarder } from '../gateway/types';
 import type { Logger } from '../logging';
+import type { Registry } from '../metrics';
+import { createJobMetrics } from './metrics';
 import type { GatewayStore } from '../store/types';
 import { createJobsHandler } from './api';
 import { createJobsConsoleRouter } from './console-api';
@@ -37,6 +39,8 @@ export interface JobsDeps {
   /** Use this queue instead of opening the configured one (not closed by close()). */
   store?: JobStore;
   logger: Logger;
+  /** Where the job metrics go (the process's /metrics registry); none when omitted. */
+  registry?: Registry;
 }
 
 export interface Jobs {
@@ -63,12 +67,14 @@ export async function createJobs(deps: JobsDeps): Promise<Jobs> {
   const outbound = { allowPrivate: config.jobs.allowPrivateUrls };
   let webhooks: WebhookDispatcher | null = null;
   let runner: JobRunner | null = null;
+  const metrics = deps.registry ? createJobMetrics(deps.registry, { running: () => runner?.activeIds().length ?? 0 }) : undefined;
   if (config.jobs.runner) {
     webhooks = new WebhookDispatcher({
       store,
       http: { ...outbound, connectTimeoutMs: 10_000, idleTimeoutMs: 10_000 },
       owner: `webhooks_${crypto.randomBytes(6).toString('hex')}`,
       log,
+      metrics,
     });
     runner = new JobRunner({
       config,
@@ -79,13 +85,14 @@ export async function createJobs(deps: JobsDeps): Promise<Jobs> {
       modelServiceHeaders: deps.modelServiceHeaders,
       webhooks,
       log,
+      metrics,
       fetch: { ...outbound, connectTimeoutMs: 10_000, idleTimeoutMs: 30_000 },
     });
     webhooks.start();
     runner.start();
   }
-  const handler = createJobsHandler({ config, store, gateway, files, runner, log });
-  const consoleRouter = createJobsConsoleRouter({ config, store, gateway, files, runner, log });
+  const handler = createJobsHandler({ config, store, gateway, files, runner, log, metrics });
+  const consoleRouter = createJobsConsoleRouter({ config, store, gateway, files, runner, log, metrics });
   let closed = false;
   return {
     store,

@@ -8,6 +8,7 @@ import type { Config } from '../config';
 import { safeBaseName } from '../model-service/names';
 import type { GatewayStore } from '../store/types';
 import type { JobFiles } from './files';
+import type { JobMetrics } from './metrics';
 import { ModelServiceBusy, ModelServiceFailed, ModelServiceRejected, streamJob } from './model-client';
 import { downloadToFile, FetchFailedError, type SafeHttpOptions } from './safe-http';
 import type { JobError, JobRecord, JobStore, JobsLog } from './types';
@@ -27,6 +28,7 @@ export interface RunnerDeps {
   log: JobsLog;
   /** Outbound fetches of job URLs. */
   fetch: Omit<SafeHttpOptions, 'signal'>;
+  metrics?: JobMetrics;
   /** Poll interval for new jobs (a job created by this process wakes the runner at once). */
   pollMs?: number;
   now?: () => number;
@@ -193,6 +195,7 @@ export class JobRunner {
         return;
       }
       await fs.promises.rm(inputPath, { force: true });
+      this.deps.metrics?.finished('succeeded');
       log(`[jobs] ${job.id} succeeded (${out.bytes} bytes, attempt ${job.attempts})`);
       this.deps.webhooks?.wake();
     } catch (err) {
@@ -233,6 +236,7 @@ export class JobRunner {
     if (reason === 'shutdown') {
       // Not the job's fault: back to the queue at once, this run not counted.
       await store.retryJob(job.id, this.owner, now, null, false, now).catch(() => undefined);
+      this.deps.metrics?.retried('shutdown');
       log(`[jobs] ${job.id} released for another run (shutdown)`);
       return;
     }
@@ -242,6 +246,7 @@ export class JobRunner {
     }
     if (err instanceof ModelServiceBusy) {
       await store.retryJob(job.id, this.owner, now + err.retryAfterMs, null, false, now);
+      this.deps.metrics?.retried('busy');
       log(`[jobs] ${job.id}: the model service runs its share of job streams; retrying in ${Math.round(err.retryAfterMs / 1000)} s`);
       return;
     }
@@ -250,12 +255,14 @@ export class JobRunner {
       const error: JobError = { type: 'processing_failed', message: errorMessage(err) };
       const runAfter = now + retryBackoffMs(job.attempts);
       await store.retryJob(job.id, this.owner, runAfter, error, true, now);
+      this.deps.metrics?.retried('transient');
       log(`[jobs] ${job.id} attempt ${job.attempts} failed (${error.message}); retrying in ${Math.round((runAfter - now) / 1000)} s`, 'warn');
       return;
     }
     const error: JobError = permanent ?? { type: 'processing_failed', message: errorMessage(err) };
     const finished = await store.finishJob(job.id, this.owner, { status: 'failed', error, expiresAt: now + config.jobs.retentionMs }, now, deliveryFor);
     if (finished) {
+      this.deps.metrics?.finished('failed');
       log(`[jobs] ${job.id} failed: ${error.type}: ${error.message}`, 'warn');
       await this.deps.files.removeAll(job.id, null);
       await settleRefund(store, this.deps.gateway, finished, log);
@@ -270,6 +277,8 @@ export class JobRunner {
     try {
       const now = this.now();
       const { requeued, failed } = await store.reclaimExpired(now, config.jobs.maxAttempts, now + config.jobs.retentionMs, deliveryFor);
+      requeued.forEach(() => this.deps.metrics?.retried('lost'));
+      failed.forEach(() => this.deps.metrics?.finished('failed'));
       if (requeued.length) log(`[jobs] re-queued ${requeued.length} job(s) whose runner stopped: ${requeued.join(', ')}`);
       if (failed.length) {
         log(`[jobs] failed ${failed.length} job(s) after ${config.jobs.maxAttempts} lost runs: ${failed.join(', ')}`, 'warn');

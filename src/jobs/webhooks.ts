@@ -8,6 +8,7 @@ import { postJson, type SafeHttpOptions } from './safe-http';
 import type { DeliveryFactory, DeliveryRecord, JobStore, JobsLog } from './types';
 import { UrlNotAllowedError, parseUserUrl } from './url-guard';
 import { jobView } from './views';
+import type { JobMetrics } from './metrics';
 
 export const SIGNATURE_HEADER = 'X-NS-Signature';
 /** How long a delivery keeps being retried. */
@@ -79,6 +80,7 @@ export interface DispatcherDeps {
   http: Omit<SafeHttpOptions, 'signal'>;
   owner: string;
   log: JobsLog;
+  metrics?: JobMetrics;
   /** Poll interval for due deliveries. */
   pollMs?: number;
   now?: () => number;
@@ -159,13 +161,15 @@ export class WebhookDispatcher {
     }
     const ok = error === null;
     const next = at + retryDelayMs(d.attempts + 1);
+    const nextAttemptAt = ok || permanent || next > d.giveUpAt ? null : next;
     await store.recordDeliveryAttempt(d.id, this.deps.owner, {
       at,
       ok,
       status,
       error: error === null ? null : error.slice(0, 500),
-      nextAttemptAt: ok || permanent || next > d.giveUpAt ? null : next,
+      nextAttemptAt,
     });
+    this.deps.metrics?.webhook(ok ? 'delivered' : nextAttemptAt === null ? 'failed' : 'retry');
     if (!ok) {
       this.deps.log(`[jobs] webhook ${d.id} for ${d.jobId} attempt ${d.attempts + 1} failed: ${error}`, 'warn');
     }
