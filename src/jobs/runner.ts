@@ -68,6 +68,7 @@ export class JobRunner {
   private timer: NodeJS.Timeout | null = null;
   private looping = false;
   private housekeepingTimer: NodeJS.Timeout | null = null;
+  private housekeepingRun: Promise<void> | null = null;
   private lastRetentionSweep = 0;
   private nextUpstream = 0;
   private readonly now: () => number;
@@ -270,9 +271,29 @@ export class JobRunner {
     }
   }
 
-  /** Re-queues jobs of dead runners, settles refunds, deletes expired jobs and stray files. */
+  /** Re-queues jobs of dead runners, settles refunds, deletes expired jobs and stray files; then again in 5 s. */
   private async housekeeping(): Promise<void> {
     if (this.stopped) return;
+    await this.housekeepNow();
+    if (!this.stopped) {
+      this.housekeepingTimer = setTimeout(() => void this.housekeeping(), HOUSEKEEPING_MS);
+      this.housekeepingTimer.unref();
+    }
+  }
+
+  /**
+   * One housekeeping pass now (passes never overlap). Expired jobs, old deliveries and orphan files are looked at
+   * once a minute, or now with `retention: true`.
+   */
+  async housekeepNow(opts: { retention?: boolean } = {}): Promise<void> {
+    while (this.housekeepingRun) await this.housekeepingRun;
+    this.housekeepingRun = this.housekeepOnce(opts.retention ?? false).finally(() => {
+      this.housekeepingRun = null;
+    });
+    await this.housekeepingRun;
+  }
+
+  private async housekeepOnce(forceRetention: boolean): Promise<void> {
     const { config, store, files, log } = this.deps;
     try {
       const now = this.now();
@@ -287,22 +308,21 @@ export class JobRunner {
       }
       if (requeued.length) this.wake();
       for (const job of await store.pendingRefunds(50)) await settleRefund(store, this.deps.gateway, job, log);
-      if (now - this.lastRetentionSweep >= RETENTION_SWEEP_MS) {
+      if (forceRetention || now - this.lastRetentionSweep >= RETENTION_SWEEP_MS) {
         this.lastRetentionSweep = now;
+        let deleted = 0;
         for (const job of await store.expiredJobs(now, 200)) {
           await files.removeAll(job.id, job.result?.file ?? null);
           await store.deleteJob(job.id);
+          deleted++;
         }
+        if (deleted) log(`[jobs] deleted ${deleted} expired job(s) and their files`);
         await store.purgeDeliveries(now - DELIVERY_HISTORY_MS);
-        await files.sweepOrphans(await store.knownJobIds(), ORPHAN_AGE_MS, now);
+        const orphans = await files.sweepOrphans(await store.knownJobIds(), ORPHAN_AGE_MS, now);
+        if (orphans) log(`[jobs] removed ${orphans} file(s) no job refers to`);
       }
     } catch (err) {
       log(`[jobs] housekeeping failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
-    } finally {
-      if (!this.stopped) {
-        this.housekeepingTimer = setTimeout(() => void this.housekeeping(), HOUSEKEEPING_MS);
-        this.housekeepingTimer.unref();
-      }
     }
   }
 
@@ -316,6 +336,7 @@ export class JobRunner {
     if (this.timer) clearTimeout(this.timer);
     if (this.housekeepingTimer) clearTimeout(this.housekeepingTimer);
     while (this.looping) await new Promise((r) => setTimeout(r, 10));
+    if (this.housekeepingRun) await this.housekeepingRun;
     const entries = [...this.running.values()];
     for (const e of entries) e.abort.abort(new StopSignal('shutdown'));
     await Promise.all(entries.map((e) => e.done));
