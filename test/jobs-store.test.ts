@@ -1,9 +1,11 @@
 // The job queue contract (src/jobs/types.ts JobStore), run against every engine: claiming is exclusive, leases fence
 // stale runners, expired leases are reclaimed (and given up after maxAttempts), cancel/refund/retention transitions,
 // keyset pagination, webhook secrets and deliveries.
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { PROJECT_ROOT } from '../src/config';
 import type { JobStore, NewJob } from '../src/jobs/types';
 import { openSqliteJobStore } from '../src/jobs/store/sqlite';
 import { jobStoreEngines } from './jobs-helpers';
@@ -272,6 +274,43 @@ describe.each(jobStoreEngines())('JobStore contract: $name', (engine) => {
 });
 
 describe('SQLite job store file', () => {
+  test('four processes claiming from one jobs.db at once never get the same job', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'jobs-sqlite-procs-'));
+    try {
+      const store = openSqliteJobStore(dir);
+      for (let i = 0; i < 200; i++) await store.createJob(newJob(`job_p${String(i).padStart(3, '0')}`, `ws_${i % 7}`, T0 + i), 1000);
+      await store.close();
+      const script = `
+        const { openSqliteJobStore } = require(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/src/jobs/store/sqlite.js'))});
+        (async () => {
+          const s = openSqliteJobStore(process.argv[1]);
+          const got = [];
+          for (;;) { const j = await s.claimJob('proc' + process.pid, 60000, ${T0 + 10_000}); if (!j) break; got.push(j.id); }
+          await s.close();
+          process.stdout.write(JSON.stringify(got));
+        })();`;
+      const runs = await Promise.all(
+        Array.from({ length: 4 }, () =>
+          new Promise<string[]>((resolve, reject) => {
+            const child = spawn(process.execPath, ['-e', script, dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+            let out = '';
+            let err = '';
+            child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+            child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+            child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as string[]) : reject(new Error(err))));
+          }),
+        ),
+      );
+      const all = runs.flat();
+      expect(all.length).toBe(200);
+      expect(new Set(all).size).toBe(200);
+      // Each process got a share (they really ran concurrently).
+      expect(runs.filter((r) => r.length > 0).length).toBeGreaterThan(1);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('jobs.db is its own file with its own numbered migrations; reopening keeps the data', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'jobs-sqlite-'));
     try {
