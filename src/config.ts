@@ -35,6 +35,15 @@ export interface Config {
   tmpDir: string;
   /** Log each request line to stdout. */
   logRequests: boolean;
+  // --- Audio input limits (src/audio/limits.ts): checked from the header before any decoding, and again while
+  // decoding (headers lie). Too long → 413 payload_too_large; rate or channels out of range → 422.
+  /** Longest audio accepted per file, seconds (MAX_AUDIO_SECONDS, default 4 h). */
+  maxAudioSeconds: number;
+  /** Lowest and highest input sample rates accepted, Hz (MIN_SAMPLE_RATE 8000, MAX_SAMPLE_RATE 384000). */
+  minSampleRate: number;
+  maxSampleRate: number;
+  /** Most channels accepted per file (MAX_CHANNELS, default 16). */
+  maxChannels: number;
 
   // ---- operations: logs, metrics (engineer "ops") ----
   /** LOG_FORMAT: 'json' (one JSON object per line, pino) or 'pretty' (coloured lines for humans, pino-pretty). */
@@ -60,6 +69,12 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
   if (!Number.isFinite(n)) throw new Error(`${name} must be a number, got "${raw}"`);
+  return n;
+}
+
+function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const n = int(env, name, fallback);
+  if (!(n > 0)) throw new Error(`${name} must be a positive number, got "${env[name]}"`);
   return n;
 }
 
@@ -106,6 +121,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: bool(env, 'TRUST_PROXY', false),
     tmpDir: path.resolve(env.TMP_DIR || path.join(dataDir, 'tmp')),
     logRequests: bool(env, 'LOG_REQUESTS', env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
+    maxAudioSeconds: positive(env, 'MAX_AUDIO_SECONDS', 4 * 3600),
+    minSampleRate: positive(env, 'MIN_SAMPLE_RATE', 8000),
+    maxSampleRate: positive(env, 'MAX_SAMPLE_RATE', 384_000),
+    maxChannels: Math.floor(positive(env, 'MAX_CHANNELS', 16)),
 
     // ---- operations: logs, metrics ----
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),

@@ -318,7 +318,7 @@ export async function runDenoise(argv: string[]): Promise<number> {
   const outcomes: Outcome[] = new Array(args.jobs.length);
   try {
     // One file is one stream: a single worker starts fastest. Several files run `concurrency` at a time.
-    engine = await createInferenceEngine({ ...config, workers: concurrency });
+    engine = await createInferenceEngine({ ...config, workers: concurrency }, { warmUp: false });
     const run = async (job: DenoiseJob, index: number): Promise<Outcome> => {
       const progress = single && !args.quiet ? progressReporter(process.stderr) : null;
       const input = job.input === '-' ? await spoolStdin(scratch) : job.input;

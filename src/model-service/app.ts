@@ -82,7 +82,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
 
   const fail = (res: Response) => (err: unknown) => {
     if (err instanceof HttpError) return sendHttpError(res, err);
-    if (err instanceof AudioInputError) return sendDetail(res, 422, err.message, 'invalid_audio');
+    if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, err.status === 413 ? 'payload_too_large' : 'invalid_audio');
     if (err instanceof AudioAbortedError) return; // the client is gone
     log(`[model-service] internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     sendDetail(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
