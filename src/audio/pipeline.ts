@@ -146,17 +146,30 @@ class PipelineRun {
     if (this.failedWith) throw this.failedWith;
   }
 
-  /** Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. */
-  guard<T>(p: Promise<T>): Promise<T> {
+  /**
+   * Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. `release`
+   * frees what `p` opens (a child process, an engine stream) when it arrives after the run failed: nobody else holds
+   * it then, and a decoder left blocked on its full stdout pipe would live forever.
+   */
+  guard<T>(p: Promise<T>, release?: (late: T) => unknown): Promise<T> {
+    const releaseLate = (v: T): void => {
+      if (!release) return;
+      try {
+        void Promise.resolve(release(v)).catch(() => undefined);
+      } catch {
+        /* already released */
+      }
+    };
     if (this.failedWith) {
-      p.catch(() => undefined);
+      p.then(releaseLate, () => undefined);
       return Promise.reject(this.failedWith);
     }
     return new Promise<T>((resolve, reject) => {
       this.waiting.add(reject);
       p.then(
         (v) => {
-          this.waiting.delete(reject);
+          // Not in the set any more: the run failed first and this promise was already rejected.
+          if (!this.waiting.delete(reject)) return releaseLate(v);
           resolve(v);
         },
         (e: unknown) => {
@@ -175,6 +188,7 @@ class PipelineRun {
 
     const source = await this.guard(
       openSource(config, this.inputPath, modelRate, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
+      (late) => late.abort(),
     );
     this.source = source;
     this.throwIfFailed();
@@ -185,6 +199,7 @@ class PipelineRun {
 
     const stream = await this.guard(
       engine.openStream({ model: opts.model, channels: source.channels, attenuationLimitDb: opts.attenuationLimitDb }),
+      (late) => late.abort(),
     );
     this.stream = stream;
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
@@ -199,6 +214,7 @@ class PipelineRun {
         inProcessWav: inProcess,
         onFailure: (e) => this.fail(e),
       }),
+      (late) => late.abort(),
     );
     this.sink = sink;
 
