@@ -278,32 +278,42 @@ describe('SQLite job store file', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'jobs-sqlite-procs-'));
     try {
       const store = openSqliteJobStore(dir);
-      for (let i = 0; i < 200; i++) await store.createJob(newJob(`job_p${String(i).padStart(3, '0')}`, `ws_${i % 7}`, T0 + i), 1000);
+      for (let i = 0; i < 400; i++) await store.createJob(newJob(`job_p${String(i).padStart(3, '0')}`, `ws_${i % 7}`, T0 + i), 1000);
       await store.close();
       const script = `
         const { openSqliteJobStore } = require(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/src/jobs/store/sqlite.js'))});
         (async () => {
           const s = openSqliteJobStore(process.argv[1]);
+          // Start barrier: every process has its connection open before any claims.
+          process.stdout.write('ready\\n');
+          await new Promise((resolve) => process.stdin.once('data', resolve));
           const got = [];
           for (;;) { const j = await s.claimJob('proc' + process.pid, 60000, ${T0 + 10_000}); if (!j) break; got.push(j.id); }
           await s.close();
           process.stdout.write(JSON.stringify(got));
         })();`;
-      const runs = await Promise.all(
-        Array.from({ length: 4 }, () =>
-          new Promise<string[]>((resolve, reject) => {
-            const child = spawn(process.execPath, ['-e', script, dir], { stdio: ['ignore', 'pipe', 'pipe'] });
-            let out = '';
-            let err = '';
-            child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-            child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-            child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as string[]) : reject(new Error(err))));
+      const children = Array.from({ length: 4 }, () => spawn(process.execPath, ['-e', script, dir], { stdio: ['pipe', 'pipe', 'pipe'] }));
+      const outputs = children.map((child) => {
+        let out = '';
+        let err = '';
+        const ready = new Promise<void>((resolve) =>
+          child.stdout.on('data', (d: Buffer) => {
+            out += d.toString();
+            if (out.includes('ready\n')) resolve();
           }),
-        ),
-      );
+        );
+        child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+        const done = new Promise<string[]>((resolve, reject) =>
+          child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.slice(out.indexOf('ready\n') + 6)) as string[]) : reject(new Error(err)))),
+        );
+        return { ready, done };
+      });
+      await Promise.all(outputs.map((o) => o.ready));
+      for (const child of children) child.stdin.end('go');
+      const runs = await Promise.all(outputs.map((o) => o.done));
       const all = runs.flat();
-      expect(all.length).toBe(200);
-      expect(new Set(all).size).toBe(200);
+      expect(all.length).toBe(400);
+      expect(new Set(all).size).toBe(400);
       // Each process got a share (they really ran concurrently).
       expect(runs.filter((r) => r.length > 0).length).toBeGreaterThan(1);
     } finally {
