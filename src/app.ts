@@ -7,7 +7,7 @@ import path from 'node:path';
 import express from 'express';
 import { PROJECT_ROOT, type Config } from './config';
 import { createConsoleRouter } from './console';
-import { createGateway, createGatewayErrorHandler, gatewayNotFoundHandler } from './gateway';
+import { createGateway, createGatewayErrorHandler, gatewayNotFoundHandler, ROUTES } from './gateway';
 import type { CallObserver } from './gateway/types';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
@@ -28,12 +28,15 @@ import { assertWritableDir } from './startup/data-dir';
 import { openStore } from './store';
 import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
+import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
 
 export interface AppOptions {
   /** Use this store instead of opening config.dataDir/gateway.db (it is not closed by close()). */
   store?: GatewayStore;
   /** Use this engine instead of creating one (it is not closed by close()). */
   engine?: InferenceEngine;
+  /** Use this job queue instead of opening the configured one (it is not closed by close()). */
+  jobStore?: JobStore;
   /** Where log lines go; default: a pino logger from the config (LOG_FORMAT, LOG_LEVEL) on stdout. */
   logger?: Logger;
   /** Older form of `logger`: each JSON log line is handed to this callback. */
@@ -50,12 +53,14 @@ export interface AppHandle {
   /** Where the gateway forwards to. */
   modelServiceUrl: string;
   forwarder: ModelServiceForwarder;
+  /** Asynchronous jobs: queue, runner, webhooks (src/jobs). */
+  jobs: Jobs;
   logger: Logger;
   /** The Prometheus registry behind GET /metrics. */
   registry: Registry;
   /** From now on GET /readyz answers 503 (shutdown began; in-flight calls still finish). */
   beginDrain(): void;
-  /** Stops the in-process model service, then closes what createApp opened (engine, store). */
+  /** Stops the job runner, the in-process model service, then closes what createApp opened (engine, store). */
   close(): Promise<void>;
 }
 
@@ -134,6 +139,15 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   }
 
   const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
+  let jobs: Jobs;
+  try {
+    jobs = await createJobs({ config, gateway: store, modelServiceUrls: [modelServiceUrl], store: opts.jobStore, logger, registry });
+  } catch (err) {
+    if (modelServer) await closeServer(modelServer);
+    if (!opts.engine) await engine?.close().catch(() => undefined);
+    if (!opts.store) await store.close();
+    throw err;
+  }
   const gatewayMetrics = createGatewayMetrics(registry, { upstreams: () => forwarder.upstreams() });
   const observers: CallObserver[] = [gatewayMetrics.observe];
   if (config.logRequests) observers.push(requestLineObserver(logger));
@@ -166,6 +180,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
 
   const app = express();
   app.disable('x-powered-by');
+  // No automatic weak ETags on JSON answers (errors, job objects): they change on every call and are not documented.
+  app.set('etag', false);
 
   // Probes and metrics: outside /v1, no API token (METRICS_TOKEN guards /metrics when set).
   app.get('/healthz', (req, res) => probes.healthz(req, res));
@@ -185,8 +201,19 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       res.send(data);
     });
   });
-  app.use('/console', createConsoleRouter({ config, store }));
-  app.use('/', createGateway({ config, store, forward: forwarder, logger, observers }));
+  app.use('/console', createConsoleRouter({ config, store, apiRouters: [jobs.consoleRouter] }));
+  app.use(
+    '/',
+    createGateway({
+      config,
+      store,
+      forward: forwarder,
+      targets: { jobs: jobs.handler },
+      routes: configureJobRoutes(ROUTES, config),
+      logger,
+      observers,
+    }),
+  );
   app.get('/', (_req, res) => res.redirect(302, '/console/'));
   app.use(gatewayNotFoundHandler);
   app.use(createGatewayErrorHandler(logger));
@@ -198,6 +225,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     engine,
     modelServiceUrl,
     forwarder,
+    jobs,
     logger,
     registry,
     beginDrain() {
@@ -206,6 +234,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     async close() {
       if (closed) return;
       closed = true;
+      // First: running jobs go back to the queue while the model service can still be reached cleanly.
+      await jobs.close();
       if (modelServer) await closeServer(modelServer);
       // Responses may have closed a moment before their temp directories are removed.
       await requestScopesSettled(10_000);

@@ -115,7 +115,11 @@
   });
 
   // ---------------------------------------------------------------- routing
-  const PAGES = ['keys', 'workspaces', 'playground'];
+  const PAGES = ['keys', 'workspaces', 'playground', 'jobs'];
+  // The Jobs page lives in jobs.js; it gets the helpers it shares with this file.
+  const loadJobsPage = () => window.NSJobsPage.load({
+    api, el, show, fmtTime, confirmDialog, refreshWorkspaces, workspaces: () => state.workspaces,
+  });
   function route() {
     if (!state.csrf) return;
     const page = PAGES.includes(location.hash.slice(1)) ? location.hash.slice(1) : 'keys';
@@ -124,7 +128,7 @@
     clearTokenOnce();
     for (const p of PAGES) show($(`#page-${p}`), p === page);
     for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.page === page);
-    const load = { keys: loadKeysPage, workspaces: loadWorkspacesPage, playground: loadPlayground }[page];
+    const load = { keys: loadKeysPage, workspaces: loadWorkspacesPage, playground: loadPlayground, jobs: loadJobsPage }[page];
     load().catch((e) => console.error(e));
   }
   window.addEventListener('hashchange', route);

@@ -54,6 +54,8 @@ export const DEFAULT_CONSOLE_OPTIONS: ConsoleOptions = {
 export interface ConsoleDeps {
   config: Config;
   store: GatewayStore;
+  /** More JSON routes under /console/api, behind the session and CSRF checks (e.g. the jobs page's). */
+  apiRouters?: express.Router[];
   options?: Partial<ConsoleOptions>;
 }
 
@@ -541,6 +543,8 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
       res.json({ token, key_id: record.id, prefix: record.prefix, expires_at: record.expiresAt });
     }),
   );
+
+  for (const extra of deps.apiRouters ?? []) api.use(extra);
 
   api.use((_req, res) => sendError(res, 404, 'not_found', 'no such console endpoint'));
 

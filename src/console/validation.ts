@@ -12,6 +12,7 @@ export const CONSOLE_SCOPES: Array<{ scope: string; allows: string }> = [
   { scope: 'noise-suppressor:models', allows: 'GET /models' },
   { scope: 'noise-suppressor:sample', allows: 'GET /sample' },
   { scope: 'noise-suppressor:health', allows: 'GET /health' },
+  { scope: 'noise-suppressor:jobs', allows: 'Asynchronous jobs: POST/GET /jobs, GET/DELETE /jobs/{id}, GET /jobs/{id}/result' },
 ];
 
 export const PLAN_IDS: PlanId[] = ['free', 'starter', 'scale', 'enterprise'];
