@@ -44,6 +44,24 @@ export interface Config {
   maxSampleRate: number;
   /** Most channels accepted per file (MAX_CHANNELS, default 16). */
   maxChannels: number;
+
+  // ---- operations: logs, metrics (engineer "ops") ----
+  /** LOG_FORMAT: 'json' (one JSON object per line, pino) or 'pretty' (coloured lines for humans, pino-pretty). */
+  logFormat: 'json' | 'pretty';
+  /** LOG_LEVEL: fatal, error, warn, info, debug, trace or silent. */
+  logLevel: LogLevel;
+  /** METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <token>`; unset = open. */
+  metricsToken: string | null;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name} must be one of ${allowed.join(', ')}, got "${env[name]}"`);
+  return raw as T;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -107,5 +125,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     minSampleRate: positive(env, 'MIN_SAMPLE_RATE', 8000),
     maxSampleRate: positive(env, 'MAX_SAMPLE_RATE', 384_000),
     maxChannels: Math.floor(positive(env, 'MAX_CHANNELS', 16)),
+
+    // ---- operations: logs, metrics ----
+    logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    metricsToken: env.METRICS_TOKEN || null,
   };
 }

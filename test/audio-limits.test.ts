@@ -171,8 +171,8 @@ describe('over HTTP: limits answer at once, with the right status, and cost no c
   beforeAll(async () => {
     appConfig = testConfig({ maxAudioSeconds: 5 });
     handle = await createApp(appConfig, { log: () => undefined });
-    token = createToken(handle.store, ['*']);
-    workspaceId = handle.store.listWorkspaces()[0].id;
+    token = await createToken(handle.store, ['*']);
+    workspaceId = (await handle.store.listWorkspaces())[0].id;
   });
   afterAll(async () => {
     await handle.close();
@@ -190,7 +190,7 @@ describe('over HTTP: limits answer at once, with the right status, and cost no c
     pcmWav(long, 16000, 6 * 16000);
     const slow = path.join(tmp, 'http-1hz.wav');
     pcmWav(slow, 1, 3600);
-    const before = handle.store.creditsUsed(workspaceId, new Date());
+    const before = await handle.store.creditsUsed(workspaceId, new Date());
     const t0 = Date.now();
     const a = await post(long);
     expect(a.status).toBe(413);
@@ -200,6 +200,6 @@ describe('over HTTP: limits answer at once, with the right status, and cost no c
     expect(b.status).toBe(422);
     expect(b.body.detail).toMatch(/unsupported sample rate 1 Hz/);
     expect(Date.now() - t0).toBeLessThan(1000);
-    expect(handle.store.creditsUsed(workspaceId, new Date())).toBe(before);
+    expect(await handle.store.creditsUsed(workspaceId, new Date())).toBe(before);
   });
 });

@@ -265,7 +265,7 @@ describe('progress, bad inputs, failures, abort', () => {
   });
 });
 
-test('interleave/deinterleave are inverse and handle unaligned buffers', () => {
+test('interleave/deinterleave are inverse and handle unaligned buffers', async () => {
   const planar = [Float32Array.from([1, 2, 3]), Float32Array.from([-1, -2, -3]), Float32Array.from([0.5, 0.25, 0])];
   const bytes = interleave(planar);
   expect(Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, 9))).toEqual([1, -1, 0.5, 2, -2, 0.25, 3, -3, 0]);

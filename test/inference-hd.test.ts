@@ -35,7 +35,7 @@ async function runChain(chain: FullBandChain, x: Float32Array): Promise<Float32A
 }
 
 describe('HighBandFilter', () => {
-  it('reconstructs its input exactly (delayed by latency) when every gain is 1, whatever the chunking', () => {
+  it('reconstructs its input exactly (delayed by latency) when every gain is 1, whatever the chunking', async () => {
     const rnd = seededRandom(7);
     const x = Float32Array.from({ length: 20000 }, () => rnd() * 2 - 1);
     const ones = Array.from({ length: 200 }, () => new Float32Array(513).fill(1));
