@@ -167,14 +167,29 @@ class PipelineRun {
     });
   }
 
+  /**
+   * guard() for a promise that yields a resource (source with its ffmpeg child, engine stream, sink): if the run
+   * fails (abort) before it arrives, the resource is released when it does, instead of being left open.
+   */
+  private acquire<T>(p: Promise<T>, release: (v: T) => unknown): Promise<T> {
+    p.then(
+      (v) => {
+        if (this.failedWith) void Promise.resolve(release(v)).catch(() => undefined);
+      },
+      () => undefined,
+    );
+    return this.guard(p);
+  }
+
   async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream }> {
     const { config, engine } = this.deps;
     const opts = this.opts;
     const modelRate = modelRateFor(opts.model);
     const inProcess = opts.inProcessWav !== false;
 
-    const source = await this.guard(
+    const source = await this.acquire(
       openSource(config, this.inputPath, modelRate, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
+      (s) => s.abort(),
     );
     this.source = source;
     this.throwIfFailed();
@@ -183,14 +198,15 @@ class PipelineRun {
       throw new AudioInputError(`FLAC output supports at most ${FLAC_MAX_CHANNELS} channels; the input has ${source.channels} (use wav)`);
     }
 
-    const stream = await this.guard(
+    const stream = await this.acquire(
       engine.openStream({ model: opts.model, channels: source.channels, attenuationLimitDb: opts.attenuationLimitDb }),
+      (st) => st.abort(),
     );
     this.stream = stream;
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
     this.outputRate = opts.keepInputSampleRate ? source.inputRate : modelRate;
 
-    const sink = await this.guard(
+    const sink = await this.acquire(
       openSink(config, this.outputPath, {
         format: opts.outputFormat,
         channels: source.channels,
@@ -199,6 +215,7 @@ class PipelineRun {
         inProcessWav: inProcess,
         onFailure: (e) => this.fail(e),
       }),
+      (k) => k.abort(),
     );
     this.sink = sink;
 
