@@ -180,6 +180,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
 
   const app = express();
   app.disable('x-powered-by');
+  // No automatic weak ETags on JSON answers (errors, job objects): they change on every call and are not documented.
+  app.set('etag', false);
 
   // Probes and metrics: outside /v1, no API token (METRICS_TOKEN guards /metrics when set).
   app.get('/healthz', (req, res) => probes.healthz(req, res));

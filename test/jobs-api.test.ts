@@ -141,6 +141,14 @@ describe('jobs API through the full app', () => {
 
     const cached = await request(handle.app).get(url).set(as(tokenA)).set('If-None-Match', etag);
     expect(cached.status).toBe(304);
+    // If-Range: the range only while the validator still matches (a strong ETag), else the whole file.
+    expect(etag).toMatch(/^"job_[A-Za-z0-9]+-\d+"$/);
+    const resumed = await request(handle.app).get(url).set(as(tokenA)).set('Range', 'bytes=10-').set('If-Range', etag).buffer(true).parse(binary);
+    expect(resumed.status).toBe(206);
+    expect(resumed.body.equals(full.body.subarray(10))).toBe(true);
+    const stale = await request(handle.app).get(url).set(as(tokenA)).set('Range', 'bytes=10-').set('If-Range', '"other"').buffer(true).parse(binary);
+    expect(stale.status).toBe(200);
+    expect(stale.body.length).toBe(full.body.length);
     const head = await request(handle.app).head(url).set(as(tokenA));
     expect(head.status).toBe(200);
     expect(Number(head.headers['content-length'])).toBe(full.body.length);

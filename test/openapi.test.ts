@@ -15,6 +15,7 @@ import addFormats from 'ajv-formats';
 import request from 'supertest';
 import { createApp, OPENAPI_PATH, type AppHandle } from '../src/app';
 import type { Config } from '../src/config';
+import { until } from './jobs-helpers';
 import { closeQuietly, createToken, fixture, listen, testConfig } from './service-helpers';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -33,7 +34,15 @@ const API_HEADERS = [
   'allow',
   'www-authenticate',
   'cache-control',
+  'location',
+  'accept-ranges',
+  'content-range',
+  'etag',
+  'last-modified',
 ];
+
+/** Keys of a path item that are operations (a path item may also hold `parameters`, `summary`, ...). */
+const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
 const ajv = new Ajv2020({ allErrors: true, strict: true });
 addFormats(ajv);
@@ -132,7 +141,9 @@ describe('openapi.json', () => {
     expect(api.servers[0].url).toMatch(/^https?:\/\/[a-z0-9.-]+(:\d+)?$/);
     for (const tag of api.tags) expect(tag.description.length).toBeGreaterThan(20);
     const used = new Set<string>();
-    for (const ops of Object.values(api.paths) as Json[]) for (const op of Object.values(ops) as Json[]) for (const t of op.tags) used.add(t);
+    for (const ops of Object.values(api.paths) as Json[]) {
+      for (const [method, op] of Object.entries(ops) as Array<[string, Json]>) if (HTTP_METHODS.has(method)) for (const t of op.tags) used.add(t);
+    }
     expect([...used].sort()).toEqual(api.tags.map((t: Json) => t.name).sort());
     const single = api.paths['/v1/noise-suppressor/denoise'].post.requestBody.content['multipart/form-data'].schema.properties.file;
     const batch = api.paths['/v1/noise-suppressor/denoise/batch'].post.requestBody.content['multipart/form-data'].schema.properties.files.items;
@@ -227,62 +238,41 @@ describe('openapi.json', () => {
       at('/v1/noise-suppressor/models', 'get')(lost);
     });
 
-    test('jobs: submit 202/400/413, list, poll, result 200/206/304/416/409/410, DELETE, 404, 405', async () => {
-      const J = '/v1/noise-suppressor/jobs';
-      const mono = fixture('speech-noisy-16k-mono.wav');
-      const submitted = await request(handle.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-1').attach('file', mono);
+    test('jobs: submit 202, list, poll, result 200/206/416, delete, 404 and 400', async () => {
+      const JOBS = '/v1/noise-suppressor/jobs';
+      const ONE = '/v1/noise-suppressor/jobs/{id}';
+      const RESULT = '/v1/noise-suppressor/jobs/{id}/result';
+      const submitted = await request(handle.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-1').attach('file', fixture('speech-noisy-16k-mono.wav'));
       expect(submitted.status).toBe(202);
-      at(J, 'post')(submitted);
+      at(JOBS, 'post')(submitted);
       const id = submitted.body.id as string;
-      for (const [method, res] of [
-        ['post', await request(handle.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-9').attach('file', mono)],
-        ['post', await request(handle.app).post(`${API}/jobs`).set(auth()).set('Content-Type', 'multipart/form-data; boundary=x').set('Content-Length', String(3 * 1024 ** 3))],
-        ['post', await request(handle.app).put(`${API}/jobs`).set(auth())],
-        ['get', await request(handle.app).get(`${API}/jobs?status=done`).set(auth())],
-      ] as const) {
-        expect([400, 405, 413]).toContain(res.status);
-        at(J, method)(res);
-      }
-      const failing = await request(handle.app).post(`${API}/jobs`).set(auth()).attach('file', fixture('not-audio.wav'));
-      let job: Json = {};
-      for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
-        const polled = await request(handle.app).get(`${API}/jobs/${id}`).set(auth());
-        at(`${J}/{id}`, 'get')(polled);
-        job = polled.body;
-        if (job.status === 'succeeded') break;
-      }
-      expect(job.status).toBe('succeeded');
-      at(J, 'get')(await request(handle.app).get(`${API}/jobs?limit=1`).set(auth()));
-      const R = `${J}/{id}/result`;
-      const full = await request(handle.app).get(`${API}/jobs/${id}/result`).set(auth());
-      expect(full.status).toBe(200);
-      at(R, 'get')(full);
+      const badForm = await request(handle.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-9').attach('file', fixture('speech-noisy-16k-mono.wav'));
+      expect(badForm.status).toBe(400);
+      at(JOBS, 'post')(badForm);
+      const listed = await request(handle.app).get(`${API}/jobs`).set(auth());
+      expect(listed.status).toBe(200);
+      at(JOBS, 'get')(listed);
+      const done = await until(async () => {
+        const res = await request(handle.app).get(`${API}/jobs/${id}`).set(auth());
+        return ['succeeded', 'failed'].includes(res.body.status) ? res : undefined;
+      }, 60_000);
+      expect(done.body.status).toBe('succeeded');
+      at(ONE, 'get')(done);
+      const whole = await request(handle.app).get(`${API}/jobs/${id}/result`).set(auth());
+      expect(whole.status).toBe(200);
+      at(RESULT, 'get')(whole);
       const part = await request(handle.app).get(`${API}/jobs/${id}/result`).set(auth()).set('Range', 'bytes=0-99');
       expect(part.status).toBe(206);
-      at(R, 'get')(part);
-      const same = await request(handle.app).get(`${API}/jobs/${id}/result`).set(auth()).set('If-None-Match', full.headers.etag);
-      expect(same.status).toBe(304);
-      at(R, 'get')(same);
-      const outside = await request(handle.app).get(`${API}/jobs/${id}/result`).set(auth()).set('Range', 'bytes=99999999-');
+      at(RESULT, 'get')(part);
+      const outside = await request(handle.app).get(`${API}/jobs/${id}/result`).set(auth()).set('Range', 'bytes=999999999-');
       expect(outside.status).toBe(416);
-      at(R, 'get')(outside);
-      for (let i = 0; i < 300; i++) {
-        const f = await request(handle.app).get(`${API}/jobs/${failing.body.id}`).set(auth());
-        if (f.body.status === 'failed') break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      const noResult = await request(handle.app).get(`${API}/jobs/${failing.body.id}/result`).set(auth());
-      expect(noResult.status).toBe(409);
-      at(R, 'get')(noResult);
+      at(RESULT, 'get')(outside);
+      const unknown = await request(handle.app).get(`${API}/jobs/job_${'x'.repeat(24)}`).set(auth());
+      expect(unknown.status).toBe(404);
+      at(ONE, 'get')(unknown);
       const deleted = await request(handle.app).delete(`${API}/jobs/${id}`).set(auth());
       expect(deleted.status).toBe(200);
-      at(`${J}/{id}`, 'delete')(deleted);
-      const gone = await request(handle.app).get(`${API}/jobs/${id}/result`).set(auth());
-      expect(gone.status).toBe(410);
-      at(R, 'get')(gone);
-      const unknown = await request(handle.app).get(`${API}/jobs/job_unknown`).set(auth());
-      expect(unknown.status).toBe(404);
-      at(`${J}/{id}`, 'get')(unknown);
+      at(ONE, 'delete')(deleted);
     });
 
     test('402 quota_exhausted and 429 rate_limited carry RateLimit-* (and Retry-After on 429)', async () => {
@@ -393,7 +383,7 @@ describe('openapi.json', () => {
   test('every operation was exercised with a success, and the statuses seen cover the error responses', () => {
     const operations: string[] = [];
     for (const [path, ops] of Object.entries(api.paths) as Array<[string, Json]>) {
-      for (const method of Object.keys(ops)) operations.push(`${method} ${path}`);
+      for (const method of Object.keys(ops)) if (HTTP_METHODS.has(method)) operations.push(`${method} ${path}`);
     }
     const succeeded = operations.filter((op) => [...exercised].some((e) => e.startsWith(op + ' 2')));
     expect(succeeded).toEqual(operations);

@@ -146,30 +146,17 @@ class PipelineRun {
     if (this.failedWith) throw this.failedWith;
   }
 
-  /**
-   * Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. `release`
-   * frees what `p` opens (a child process, an engine stream) when it arrives after the run failed: nobody else holds
-   * it then, and a decoder left blocked on its full stdout pipe would live forever.
-   */
-  guard<T>(p: Promise<T>, release?: (late: T) => unknown): Promise<T> {
-    const releaseLate = (v: T): void => {
-      if (!release) return;
-      try {
-        void Promise.resolve(release(v)).catch(() => undefined);
-      } catch {
-        /* already released */
-      }
-    };
+  /** Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. */
+  guard<T>(p: Promise<T>): Promise<T> {
     if (this.failedWith) {
-      p.then(releaseLate, () => undefined);
+      p.catch(() => undefined);
       return Promise.reject(this.failedWith);
     }
     return new Promise<T>((resolve, reject) => {
       this.waiting.add(reject);
       p.then(
         (v) => {
-          // Not in the set any more: the run failed first and this promise was already rejected.
-          if (!this.waiting.delete(reject)) return releaseLate(v);
+          this.waiting.delete(reject);
           resolve(v);
         },
         (e: unknown) => {
@@ -180,15 +167,29 @@ class PipelineRun {
     });
   }
 
+  /**
+   * guard() for a promise that yields a resource (source with its ffmpeg child, engine stream, sink): if the run
+   * fails (abort) before it arrives, the resource is released when it does, instead of being left open.
+   */
+  private acquire<T>(p: Promise<T>, release: (v: T) => unknown): Promise<T> {
+    p.then(
+      (v) => {
+        if (this.failedWith) void Promise.resolve(release(v)).catch(() => undefined);
+      },
+      () => undefined,
+    );
+    return this.guard(p);
+  }
+
   async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream }> {
     const { config, engine } = this.deps;
     const opts = this.opts;
     const modelRate = modelRateFor(opts.model);
     const inProcess = opts.inProcessWav !== false;
 
-    const source = await this.guard(
+    const source = await this.acquire(
       openSource(config, this.inputPath, modelRate, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
-      (late) => late.abort(),
+      (s) => s.abort(),
     );
     this.source = source;
     this.throwIfFailed();
@@ -197,15 +198,15 @@ class PipelineRun {
       throw new AudioInputError(`FLAC output supports at most ${FLAC_MAX_CHANNELS} channels; the input has ${source.channels} (use wav)`);
     }
 
-    const stream = await this.guard(
+    const stream = await this.acquire(
       engine.openStream({ model: opts.model, channels: source.channels, attenuationLimitDb: opts.attenuationLimitDb }),
-      (late) => late.abort(),
+      (st) => st.abort(),
     );
     this.stream = stream;
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
     this.outputRate = opts.keepInputSampleRate ? source.inputRate : modelRate;
 
-    const sink = await this.guard(
+    const sink = await this.acquire(
       openSink(config, this.outputPath, {
         format: opts.outputFormat,
         channels: source.channels,
@@ -214,7 +215,7 @@ class PipelineRun {
         inProcessWav: inProcess,
         onFailure: (e) => this.fail(e),
       }),
-      (late) => late.abort(),
+      (k) => k.abort(),
     );
     this.sink = sink;
 
