@@ -9,6 +9,7 @@ import { PROJECT_ROOT, type Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../audio/pipeline';
 import type { ModelServiceMetrics } from '../metrics';
+import { FORMATS, type OutputFormat } from '../audio/formats';
 import { loadCatalog } from './catalog';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { FileBase64, sendJsonWithFiles } from './json-files';
@@ -34,7 +35,7 @@ export interface ModelServiceDeps {
   metrics?: ModelServiceMetrics;
 }
 
-const CONTENT_TYPES = { wav: 'audio/wav', flac: 'audio/flac' } as const;
+const contentTypeOf = (format: OutputFormat): string => FORMATS[format].contentType;
 
 export const SERVICE_VERSION: string = (() => {
   try {
@@ -110,6 +111,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
     model: params.model,
     attenuationLimitDb: params.attenuationLimitDb,
     outputFormat: params.outputFormat,
+    loudnessLufs: params.loudnessLufs,
     keepInputSampleRate: params.keepInputSampleRate,
     signal,
   });
@@ -131,7 +133,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
           await sendJsonWithFiles(res, 200, { filename, stats, audio_base64: new FileBase64(outPath) });
           return;
         }
-        await sendFile(res, outPath, CONTENT_TYPES[ext], filename);
+        await sendFile(res, outPath, contentTypeOf(ext), filename);
       },
       fail(res),
     ),
