@@ -13,39 +13,6 @@
 // in-memory signals (mono/stereo only), which would break the pipeline's bounded memory; ffmpeg's ebur128 runs only
 // where an ffmpeg child already runs, and the in-process WAV path has none.
 
-/** One biquad in transposed direct form II, float64 state per channel. */
-class Biquad {
-  private readonly z1: Float64Array;
-  private readonly z2: Float64Array;
-  constructor(
-    readonly b0: number,
-    readonly b1: number,
-    readonly b2: number,
-    readonly a1: number,
-    readonly a2: number,
-    channels: number,
-  ) {
-    this.z1 = new Float64Array(channels);
-    this.z2 = new Float64Array(channels);
-  }
-
-  /** Filters `input` of channel `c` into `out` (may be the same array). */
-  run(c: number, input: ArrayLike<number>, out: Float64Array, n: number): void {
-    const { b0, b1, b2, a1, a2 } = this;
-    let z1 = this.z1[c];
-    let z2 = this.z2[c];
-    for (let i = 0; i < n; i++) {
-      const x = input[i];
-      const y = b0 * x + z1;
-      z1 = b1 * x - a1 * y + z2;
-      z2 = b2 * x - a2 * y;
-      out[i] = y;
-    }
-    this.z1[c] = z1;
-    this.z2[c] = z2;
-  }
-}
-
 /** The two K-weighting stages for sample rate `fs` (BS.1770-4's filters, re-derived for fs as libebur128 does). */
 export function kWeightingCoefficients(fs: number): Array<{ b: [number, number, number]; a: [number, number] }> {
   // Stage 1: high shelf.
@@ -108,21 +75,50 @@ class Float64List {
  * block powers at any time.
  */
 export class LoudnessMeter {
-  private readonly stages: Biquad[];
+  // Shelf (b0 b1 b2 a1 a2) and high-pass (a1 a2; its numerator is 1 −2 1) coefficients.
+  private readonly k: Float64Array;
+  /** Per channel: the two stages' transposed-direct-form states (4 values). */
+  private readonly state: Float64Array;
   private readonly weights: number[];
   private readonly subLength: number;
   private readonly subs = new Float64List();
   private subEnergy = 0;
   private subFill = 0;
-  private scratch = new Float64Array(0);
 
   constructor(
     readonly sampleRate: number,
     readonly channels: number,
   ) {
-    this.stages = kWeightingCoefficients(sampleRate).map((s) => new Biquad(s.b[0], s.b[1], s.b[2], s.a[0], s.a[1], channels));
+    const [shelf, hp] = kWeightingCoefficients(sampleRate);
+    this.k = Float64Array.from([...shelf.b, ...shelf.a, ...hp.a]);
+    this.state = new Float64Array(4 * channels);
     this.weights = channelWeights(channels);
     this.subLength = Math.max(1, Math.round(sampleRate / 10));
+  }
+
+  /** Both K-weighting stages and the sum of squares in one pass over `n` samples of channel c from `from`. */
+  private energy(c: number, x: Float32Array, from: number, n: number): number {
+    const k = this.k;
+    const b0 = k[0], b1 = k[1], b2 = k[2], a1 = k[3], a2 = k[4], h1 = k[5], h2 = k[6];
+    const st = this.state;
+    const o = 4 * c;
+    let s1 = st[o], s2 = st[o + 1], t1 = st[o + 2], t2 = st[o + 3];
+    let sum = 0;
+    for (let i = from, end = from + n; i < end; i++) {
+      const v = x[i];
+      const y = b0 * v + s1;
+      s1 = b1 * v - a1 * y + s2;
+      s2 = b2 * v - a2 * y;
+      const z = y + t1;
+      t1 = -2 * y - h1 * z + t2;
+      t2 = y - h2 * z;
+      sum += z * z;
+    }
+    st[o] = s1;
+    st[o + 1] = s2;
+    st[o + 2] = t1;
+    st[o + 3] = t2;
+    return sum;
   }
 
   push(planar: Float32Array[]): void {
@@ -131,17 +127,9 @@ export class LoudnessMeter {
     // Process up to the next 100 ms boundary at a time, so each sub-block's energy is exact.
     while (done < n) {
       const take = Math.min(n - done, this.subLength - this.subFill);
-      if (this.scratch.length < take) this.scratch = new Float64Array(Math.max(take, 4096));
-      const y = this.scratch;
       for (let c = 0; c < this.channels; c++) {
         const w = this.weights[c];
-        if (w === 0) continue;
-        const x = planar[c].subarray(done, done + take);
-        this.stages[0].run(c, x, y, take);
-        this.stages[1].run(c, y, y, take);
-        let sum = 0;
-        for (let i = 0; i < take; i++) sum += y[i] * y[i];
-        this.subEnergy += w * sum;
+        if (w !== 0) this.subEnergy += w * this.energy(c, planar[c], done, take);
       }
       this.subFill += take;
       done += take;
