@@ -293,6 +293,8 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
             'Content-Type': job.result!.contentType,
             'Content-Disposition': contentDisposition(job.result!.filename),
             'Cache-Control': 'private, no-cache',
+            // A job's result never changes: a strong validator of our own (the app turns Express's weak ETags off).
+            ETag: `"${job.id}-${job.result!.bytes}"`,
           },
         },
         (err?: Error & { status?: number; code?: string }) => {
