@@ -293,8 +293,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
             'Content-Type': job.result!.contentType,
             'Content-Disposition': contentDisposition(job.result!.filename),
             'Cache-Control': 'private, no-cache',
-            // Strong validator: a job's result is written once and never changes (If-Range needs a strong one).
-            // Set here because the app turns Express's automatic ETags off.
+            // A job's result never changes: a strong validator of our own (the app turns Express's weak ETags off).
             ETag: `"${job.id}-${job.result!.bytes}"`,
           },
         },
