@@ -96,6 +96,17 @@ describe('nsm jobs against a server', () => {
     expect(again.stderr).toMatch(/no result/);
   });
 
+  test('submit --format mp3 --loudness -16: the publishing options reach the job', async () => {
+    const r = await nsm(['jobs', 'submit', fixture('speech-noisy-16k-mono.wav'), '--format', 'mp3', '--loudness', '-16', '--wait', '--json', '-q'], env, work);
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.params).toMatchObject({ output_format: 'mp3', loudness_lufs: -16 });
+    expect(path.basename(out.output)).toBe('speech-noisy-16k-mono_denoised.mp3');
+    const head = fs.readFileSync(path.join(work, out.output)).subarray(0, 3);
+    expect(head.toString('latin1') === 'ID3' || (head[0] === 0xff && (head[1] & 0xe0) === 0xe0)).toBe(true);
+    expect((await nsm(['jobs', 'submit', fixture('speech-noisy-16k-mono.wav'), '--format', 'ogg'], env, work)).code).toBe(2);
+  });
+
   test('a job that fails: wait exits 1 with the error; submit --wait too', async () => {
     const r = await nsm(['jobs', 'submit', fixture('not-audio.wav'), '--wait', '--interval', '0.2'], env, work);
     expect(r.code).toBe(1);

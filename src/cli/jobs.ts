@@ -6,7 +6,10 @@ import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
 import { loadConfig } from '../config';
+import { FORMATS } from '../audio/formats';
 import { MODEL_IDS } from '../inference/types';
+
+const FORMAT_IDS = Object.keys(FORMATS);
 
 export const JOBS_EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
 
@@ -24,7 +27,8 @@ Usage:
 Submit options:
   -m, --model M             ${MODEL_IDS.join(', ')} (server default nsm-2)
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100
-  -f, --format wav|flac     output format (default wav)
+  -f, --format F            output format: ${Object.keys(FORMATS).join(', ')} (default wav)
+  -l, --loudness LUFS       normalise the result to this integrated loudness (e.g. -16)
       --keep-rate | --model-rate
       --webhook-url URL     POSTed a signed job.succeeded / job.failed event
       --wait                wait for the job, then download the result
@@ -53,6 +57,7 @@ const VALUE = new Map<string, string>([
   ['-m', 'model'], ['--model', 'model'],
   ['-a', 'attenuation-limit'], ['--attenuation-limit', 'attenuation-limit'],
   ['-f', 'format'], ['--format', 'format'],
+  ['-l', 'loudness'], ['--loudness', 'loudness'], ['--loudness-lufs', 'loudness'],
   ['-o', 'output'], ['--output', 'output'],
   ['--url', 'url'], ['--webhook-url', 'webhook-url'], ['--server', 'server'], ['--token', 'token'],
   ['--status', 'status'], ['--limit', 'limit'], ['--timeout', 'timeout'], ['--interval', 'interval'],
@@ -368,8 +373,13 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         }
         const format = opts.values.get('format')?.toLowerCase();
         if (format !== undefined) {
-          if (format !== 'wav' && format !== 'flac') throw new JobsUsageError('--format must be wav or flac');
+          if (!FORMAT_IDS.includes(format)) throw new JobsUsageError(`--format must be one of ${FORMAT_IDS.join(', ')}`);
           fields.push(['output_format', format]);
+        }
+        const loudness = opts.values.get('loudness');
+        if (loudness !== undefined) {
+          if (!Number.isFinite(Number(loudness))) throw new JobsUsageError('--loudness must be a number of LUFS, e.g. -16');
+          fields.push(['loudness_lufs', loudness]);
         }
         if (opts.flags.has('keep-rate') && opts.flags.has('model-rate')) throw new JobsUsageError('--keep-rate and --model-rate exclude each other');
         if (opts.flags.has('model-rate')) fields.push(['keep_input_sample_rate', 'false']);
