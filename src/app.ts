@@ -12,7 +12,9 @@ import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { createModelServiceApp } from './model-service/app';
 import { requestScopesSettled } from './model-service/uploads';
+import { openSharedState, type SharedState } from './shared-state';
 import { openStore } from './store';
+import { startStoreMaintenance } from './store/maintenance';
 import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
 
@@ -21,12 +23,16 @@ export interface AppOptions {
   store?: GatewayStore;
   /** Use this engine instead of creating one (it is not closed by close()). */
   engine?: InferenceEngine;
+  /** Use these rate-limit/session engines instead of opening the configured ones (not closed by close()). */
+  sharedState?: SharedState;
   log?: (line: string) => void;
 }
 
 export interface AppHandle {
   app: express.Express;
   store: GatewayStore;
+  /** Rate limits, console sessions and sign-in limits: memory, or Redis when REDIS_URL is set. */
+  sharedState: SharedState;
   /** The in-process engine; null when the model service is remote (config.modelServiceUrl). */
   engine: InferenceEngine | null;
   /** Where the gateway forwards to. */
@@ -83,6 +89,13 @@ export async function waitForIdle(engine: InferenceEngine, maxMs: number): Promi
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
   const log = opts.log ?? ((line: string) => process.stdout.write(line + '\n'));
   const store = opts.store ?? (await openStore(config));
+  let sharedState: SharedState;
+  try {
+    sharedState = opts.sharedState ?? (await openSharedState(config, store, log));
+  } catch (err) {
+    if (!opts.store) await store.close();
+    throw err;
+  }
   let engine: InferenceEngine | null = null;
   let modelServer: http.Server | null = null;
   let modelServiceUrl: string;
@@ -98,9 +111,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     }
   } catch (err) {
     if (!opts.engine) await engine?.close().catch(() => undefined);
+    if (!opts.sharedState) await sharedState.close().catch(() => undefined);
     if (!opts.store) await store.close();
     throw err;
   }
+  // Request-log retention and the reclaiming of credit holds left by a gateway that died mid-call.
+  const maintenance = startStoreMaintenance(store, config, { log });
 
   const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
   const app = express();
@@ -118,8 +134,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       res.send(data);
     });
   });
-  app.use('/console', createConsoleRouter({ config, store }));
-  app.use('/', createGateway({ config, store, forward: forwarder }));
+  app.use('/console', createConsoleRouter({ config, store, state: sharedState.console }));
+  app.use('/', createGateway({ config, store, forward: forwarder, rateLimiter: sharedState.rateLimiter }));
   app.get('/', (_req, res) => res.redirect(302, '/console/'));
   app.use(gatewayNotFoundHandler);
   app.use(gatewayErrorHandler);
@@ -128,6 +144,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   return {
     app,
     store,
+    sharedState,
     engine,
     modelServiceUrl,
     forwarder,
@@ -141,6 +158,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         await waitForIdle(engine, 10_000);
         await engine.close();
       }
+      await maintenance.stop();
+      if (!opts.sharedState) await sharedState.close();
       if (!opts.store) await store.close();
     },
   };

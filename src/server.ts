@@ -3,6 +3,7 @@ import http from 'node:http';
 import { createApp, closeServer } from './app';
 import { loadConfig } from './config';
 import { ensureAdminSecret } from './console';
+import { describeStore } from './store';
 
 const log = (line: string): void => {
   process.stdout.write(line + '\n');
@@ -29,6 +30,7 @@ async function main(): Promise<void> {
   log(`  API:     http://${shownHost}:${config.port}/v1/noise-suppressor/{denoise,denoise/batch,models,sample,health}`);
   log(`  Console: http://${shownHost}:${config.port}/console/`);
   log(`  Model service: ${config.modelServiceUrl ? handle.modelServiceUrl : `in-process at ${handle.modelServiceUrl}`}`);
+  log(`  Store: ${describeStore(config)}; rate limits and console sessions: ${handle.sharedState.description}`);
 
   let stopping = false;
   const shutdown = (signal: string): void => {

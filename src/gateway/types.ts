@@ -16,7 +16,10 @@ export interface EndpointSpec {
 
 /** What the gateway knows about a call once policies have run; kept in res.locals.gateway. */
 export interface GatewayContext {
+  /** The gateway's own id for the call (X-Request-Id), unique per call. */
   requestId: string;
+  /** The X-Request-Id the client sent, when it looked like an id (logged as client_request_id). */
+  clientRequestId?: string;
   startedAt: number; // ms epoch
   clientIp: string;
   route?: EndpointSpec;
