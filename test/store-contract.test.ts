@@ -9,6 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { openStore, type StoreConfig } from '../src/store';
+import { startStoreMaintenance } from '../src/store/maintenance';
 import { POSTGRES_MIGRATIONS } from '../src/store/migrations/postgres';
 import { SQLITE_MIGRATIONS } from '../src/store/migrations/sqlite';
 import { hashToken, TOKEN_PATTERN } from '../src/store/tokens';
@@ -315,6 +316,34 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect(await store.pruneRequests(cutoff, 1000)).toBe(1);
     expect(await store.pruneRequests(cutoff, 1000)).toBe(0);
     expect((await store.queryRequests({})).map((r) => r.requestId)).toEqual(['r3', 'r2', 'r1']);
+  });
+
+  test('maintenance: the request log keeps REQUEST_LOG_RETENTION_DAYS, expired holds are given back, in the background', async () => {
+    const ws = await store.createWorkspace('acme', 'free');
+    const now = Date.now();
+    for (let i = 0; i < 25; i++) {
+      await store.logRequest(logEntry({ requestId: `old${i}`, time: new Date(now - (91 + i) * 86_400_000).toISOString() }));
+    }
+    await store.logRequest(logEntry({ requestId: 'recent', time: new Date(now - 89 * 86_400_000).toISOString() }));
+    await store.reserveCredits(ws.id, 1, 10, new Date(now - 10 * 60_000), 60_000); // a dead gateway's hold
+    const lines: string[] = [];
+    const m = startStoreMaintenance(store, { requestLogRetentionDays: 90 }, { intervalMs: 3_600_000, batchRows: 10, log: (l) => lines.push(l) });
+    try {
+      // The first run starts right away, without waiting for the interval.
+      for (let i = 0; i < 200 && (await store.countRequests({})) > 1; i++) await new Promise((r) => setTimeout(r, 10));
+      expect((await store.queryRequests({})).map((r) => r.requestId)).toEqual(['recent']);
+      expect(await store.reserveCredits(ws.id, 10, 10, new Date(now), 60_000)).toMatchObject({ ok: true, reserved: 10 });
+      expect(await m.runOnce()).toEqual({ pruned: 0, reclaimed: 0 });
+    } finally {
+      await m.stop();
+    }
+    // 0 keeps everything.
+    await store.logRequest(logEntry({ requestId: 'ancient', time: new Date(now - 5000 * 86_400_000).toISOString() }));
+    const keep = startStoreMaintenance(store, { requestLogRetentionDays: 0 }, { intervalMs: 3_600_000 });
+    expect((await keep.runOnce()).pruned).toBe(0);
+    await keep.stop();
+    expect(await store.countRequests({})).toBe(2);
+    expect(lines).toEqual([]);
   });
 
   test('settings', async () => {
