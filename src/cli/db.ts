@@ -3,6 +3,8 @@
 // (add new commands as new entries; each has its own usage line and runner).
 import { loadConfig, type Config } from '../config';
 import { describeStore, migrateStore } from '../store';
+import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
+import { gatewayDbPath } from '../store/sqlite-store';
 
 export interface DbCliIo {
   out(line: string): void;
@@ -35,6 +37,35 @@ const COMMANDS: Record<string, DbCommand> = {
         applied.length > 0
           ? `${where}: applied migration${applied.length > 1 ? 's' : ''} ${applied.join(', ')}; schema version ${version}`
           : `${where}: up to date, schema version ${version}`,
+      );
+      return 0;
+    },
+  },
+  'import-sqlite': {
+    usage: 'import-sqlite [--data-dir DIR]',
+    summary:
+      'Copies the single-box SQLite store (DIR/gateway.db; default DATA_DIR) into the empty PostgreSQL database of\n' +
+      'DATABASE_URL: workspaces, keys (their hashes), credit usage, settings, request log, ids kept. Stop the\n' +
+      'single box first. One transaction: all or nothing.',
+    async run(args, config, io) {
+      let dataDir = config.dataDir;
+      for (let i = 0; i < args.length; i++) {
+        if (args[i] === '--data-dir' && args[i + 1]) dataDir = args[++i];
+        else if (args[i].startsWith('--data-dir=')) dataDir = args[i].slice('--data-dir='.length);
+        else {
+          io.err(`db import-sqlite: unexpected argument "${args[i]}"`);
+          return 2;
+        }
+      }
+      if (!config.databaseUrl) {
+        io.err('db import-sqlite: set DATABASE_URL to the PostgreSQL database to copy into');
+        return 2;
+      }
+      io.out(`copying ${gatewayDbPath({ dataDir })} into ${describeStore(config)} ...`);
+      const n = await copySqliteToPostgres({ dataDir }, { databaseUrl: config.databaseUrl }, io.out);
+      io.out(
+        `copied ${n.workspaces} workspaces, ${n.tokens} keys, ${n.creditPeriods} credit periods, ${n.settings} settings, ` +
+          `${n.requestLogRows} request-log rows`,
       );
       return 0;
     },
