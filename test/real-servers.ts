@@ -178,10 +178,11 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-export async function startRedis(): Promise<RedisServer> {
+/** Starts redis-server; `port` restarts one on the address an earlier one had. */
+export async function startRedis(port?: number): Promise<RedisServer> {
   const { redisServer } = serverBinaries();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-test-'));
-  const port = await freePort();
+  port ??= await freePort();
   let out = '';
   const child = spawn(
     redisServer,

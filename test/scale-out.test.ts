@@ -3,6 +3,7 @@
 // directories. Exact credits across both gateways, exact per-token and per-address rate limits across both, a key
 // revoked through one gateway's console refused by the other at once, console sessions and sign-in limits shared.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -62,7 +63,7 @@ async function startGateway(env: Record<string, string>): Promise<Gateway> {
 
 function stopGateway(g: Gateway): Promise<void> {
   return new Promise((resolve) => {
-    if (g.child.exitCode !== null) return resolve();
+    if (g.child.exitCode !== null || g.child.signalCode !== null) return resolve();
     const force = setTimeout(() => g.child.kill('SIGKILL'), 20_000);
     g.child.once('exit', () => {
       clearTimeout(force);
@@ -128,11 +129,17 @@ test('a workspace with K credits, 4K parallel denoise calls spread over both gat
     expect([`402 quota_exhausted`, `429 rate_limited`]).toContain(`${r.status} ${r.type}`);
     if (r.status === 429) expect(r.retryAfter).toBe('2');
   }
+  for (let i = 0; i < 100 && (await store.creditsUsed(ws.id, new Date())) < K; i++) await new Promise((r) => setTimeout(r, 20));
   expect(await store.creditsUsed(ws.id, new Date())).toBe(K);
   const probe = await store.reserveCredits(ws.id, 1, K + 1, new Date(), 1000);
   expect(probe).toMatchObject({ ok: true, used: K, reserved: 1 }); // no hold leaked
   await store.releaseReservation(probe.reservation!);
-  const logged = await store.queryRequests({ workspaceId: ws.id, limit: 1000 });
+  // Rows are written as responses finish, a moment after the client has its answer.
+  let logged = await store.queryRequests({ workspaceId: ws.id, limit: 1000 });
+  for (let i = 0; i < 100 && logged.length < 4 * K; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    logged = await store.queryRequests({ workspaceId: ws.id, limit: 1000 });
+  }
   expect(logged).toHaveLength(4 * K);
   expect(logged.reduce((s, r) => s + r.creditsCharged, 0)).toBe(K);
 }, 120_000);
@@ -227,3 +234,45 @@ test('failed console sign-ins count across both gateways', async () => {
   expect([blocked0.status, blocked1.status]).toEqual([429, 429]);
   expect(Number(blocked1.headers['retry-after'])).toBeGreaterThan(800);
 }, 60_000);
+
+test('a gateway killed with kill -9 mid-call: its credit hold expires and the others reclaim it', async () => {
+  const doomed = await startGateway({ CREDIT_RESERVATION_TTL_MS: '1500' });
+  gateways.push(doomed); // stopped in afterAll if the test fails before the kill
+  const ws = await store.createWorkspace('dead-gateway', 'enterprise', { creditsPerMonth: 1, requestsPerMinute: 10_000 });
+  const { token } = await store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null });
+  const held = async () => {
+    const probe = await store.reserveCredits(ws.id, 1, Number.MAX_SAFE_INTEGER, new Date(), 1000);
+    await store.releaseReservation(probe.reservation!);
+    return probe.reserved - 1;
+  };
+  // A slow upload through the doomed gateway: the credit is held before the body is read.
+  const { body, contentType } = multipartBody([{ name: 'file', filename: 'talk.wav', data: fs.readFileSync(fixture('speech-noisy-16k-mono.wav')) }]);
+  const req = http.request(`${doomed.url}/v1/noise-suppressor/denoise`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': contentType, 'Content-Length': body.length },
+  });
+  req.on('error', () => undefined);
+  req.write(body.subarray(0, 100));
+  for (let i = 0; i < 200 && (await held()) === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  expect(await held()).toBe(1);
+  doomed.child.kill('SIGKILL');
+  await new Promise((r) => doomed.child.once('exit', r));
+  req.destroy();
+
+  const denoise = () =>
+    rawRequest(`${gw(0).url}/v1/noise-suppressor/denoise`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${token}`, 'Content-Type': contentType, 'Content-Length': body.length },
+      body,
+    });
+  const busy = await denoise();
+  expect(busy.status).toBe(429); // the dead gateway's hold still counts until it expires
+  expect((await json(busy)).error!.type).toBe('rate_limited');
+  await new Promise((r) => setTimeout(r, 1_600));
+  const ok = await denoise(); // the hold has expired: reclaimed by this reservation
+  expect(ok.status).toBe(200);
+  // The call's own hold is settled as its response ends.
+  for (let i = 0; i < 100 && (await store.creditsUsed(ws.id, new Date())) === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  expect(await store.creditsUsed(ws.id, new Date())).toBe(1);
+  expect(await held()).toBe(0);
+}, 120_000);

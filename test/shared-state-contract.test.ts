@@ -253,3 +253,30 @@ test('sealed playground tokens: unreadable in Redis, and under another secret tr
   expect(seen).not.toBeNull();
   expect(seen!.playgroundKeys.size).toBe(0);
 });
+
+test('Redis outage: calls fail at once (no hanging), and work again when Redis is back', async () => {
+  const own = await startRedis();
+  let server: RedisServer | null = own;
+  const lines: string[] = [];
+  const conn = await openRedis({ redisUrl: own.url, redisKeyPrefix: 'outage:' }, (l) => lines.push(l));
+  try {
+    const limiter = new RedisRateLimiter(conn);
+    expect((await limiter.hit('k', 5, Date.now())).allowed).toBe(true);
+    await own.stop();
+    server = null;
+    const t0 = Date.now();
+    await expect(limiter.hit('k', 5, Date.now())).rejects.toThrow();
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    server = await startRedis(own.port);
+    let back = false;
+    for (let i = 0; i < 100 && !back; i++) {
+      back = await limiter.hit('k', 5, Date.now()).then(() => true, () => false);
+      if (!back) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(back).toBe(true);
+  } finally {
+    await conn.close();
+    await server?.stop();
+  }
+  await expect(openRedis({ redisUrl: own.url, redisKeyPrefix: 'x:' })).rejects.toThrow(/^Redis at redis:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/);
+});
