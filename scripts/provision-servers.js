@@ -13,26 +13,22 @@ const PG_ROOT = '/usr/lib/postgresql';
 const REDIS_CANDIDATES = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'];
 
 /** Highest installed PostgreSQL major version's bin folder holding initdb and postgres, or null. */
-function findPostgresBin() {
+function findPostgresBin(pgRoot = PG_ROOT) {
   let versions = [];
   try {
-    versions = fs.readdirSync(PG_ROOT).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+    versions = fs.readdirSync(pgRoot).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
   } catch {
     return null;
   }
   for (const v of versions) {
-    const bin = path.join(PG_ROOT, v, 'bin');
+    const bin = path.join(pgRoot, v, 'bin');
     if (fs.existsSync(path.join(bin, 'initdb')) && fs.existsSync(path.join(bin, 'postgres'))) return bin;
   }
   return null;
 }
 
-function findRedisServer() {
-  return REDIS_CANDIDATES.find((p) => fs.existsSync(p)) ?? null;
-}
-
-function locate() {
-  return { postgresBin: findPostgresBin(), redisServer: findRedisServer() };
+function findRedisServer(candidates = REDIS_CANDIDATES) {
+  return candidates.find((p) => fs.existsSync(p)) ?? null;
 }
 
 function missingPackages(found) {
@@ -46,11 +42,18 @@ function missingPackages(found) {
  * Returns { postgresBin, redisServer }, installing what is missing when possible.
  * Throws an Error whose message is one line when the servers cannot be had.
  */
-function provisionServers({ log = (line) => process.stderr.write(line + '\n') } = {}) {
+function provisionServers({
+  log = (line) => process.stderr.write(line + '\n'),
+  // Where to look, and who we are: parameters only so the tests can check the failure message.
+  pgRoot = PG_ROOT,
+  redisCandidates = REDIS_CANDIDATES,
+  uid = typeof process.getuid === 'function' ? process.getuid() : -1,
+} = {}) {
+  const locate = () => ({ postgresBin: findPostgresBin(pgRoot), redisServer: findRedisServer(redisCandidates) });
   let found = locate();
   const missing = missingPackages(found);
   if (missing.length === 0) return found;
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const isRoot = uid === 0;
   const hasApt = fs.existsSync('/usr/bin/apt-get');
   if (!isRoot || !hasApt) {
     throw new Error(

@@ -9,7 +9,12 @@ import { PROJECT_ROOT } from '../src/config';
 import { openStore } from '../src/store';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import { hashToken } from '../src/store/tokens';
-import { startPostgres, type PostgresServer } from './real-servers';
+import { startPostgres, type PostgresServer, serverBinaries } from './real-servers';
+
+// Installs Debian's postgresql/redis-server first when missing and running as root (apt can take a while).
+beforeAll(() => {
+  serverBinaries();
+}, 600_000);
 
 const execFileP = promisify(execFile);
 const DB_CLI = path.join(PROJECT_ROOT, 'dist/src/cli/db.js');

@@ -11,8 +11,13 @@ import { promisify } from 'node:util';
 import { PROJECT_ROOT } from '../src/config';
 import { openStore } from '../src/store';
 import type { GatewayStore } from '../src/store/types';
-import { freePort, startPostgres, startRedis, type PostgresServer, type RedisServer } from './real-servers';
+import { freePort, startPostgres, startRedis, type PostgresServer, type RedisServer, serverBinaries } from './real-servers';
 import { fixture, multipartBody, rawRequest, type RawResponse } from './service-helpers';
+
+// Installs Debian's postgresql/redis-server first when missing and running as root (apt can take a while).
+beforeAll(() => {
+  serverBinaries();
+}, 600_000);
 
 const run = promisify(execFile);
 const ADMIN_SECRET = 'scale-out-test-admin-secret';

@@ -7,7 +7,12 @@ import { addressKey, RATE_WINDOW_MS, SlidingWindowRateLimiter, type RateLimiter 
 import { openRedis, type RedisConnection } from '../src/redis/client';
 import { RedisLoginLimiter, RedisSessionStore, Sealer } from '../src/redis/console-state';
 import { RedisRateLimiter } from '../src/redis/rate-limiter';
-import { startRedis, type RedisServer } from './real-servers';
+import { startRedis, type RedisServer, serverBinaries } from './real-servers';
+
+// Installs Debian's postgresql/redis-server first when missing and running as root (apt can take a while).
+beforeAll(() => {
+  serverBinaries();
+}, 600_000);
 
 let redisServer: RedisServer | null = null;
 const connections: RedisConnection[] = [];

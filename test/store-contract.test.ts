@@ -14,7 +14,12 @@ import { POSTGRES_MIGRATIONS } from '../src/store/migrations/postgres';
 import { SQLITE_MIGRATIONS } from '../src/store/migrations/sqlite';
 import { hashToken, TOKEN_PATTERN } from '../src/store/tokens';
 import type { GatewayStore, RequestLogEntry } from '../src/store/types';
-import { startPostgres, type PostgresServer } from './real-servers';
+import { startPostgres, type PostgresServer, serverBinaries } from './real-servers';
+
+// Installs Debian's postgresql/redis-server first when missing and running as root (apt can take a while).
+beforeAll(() => {
+  serverBinaries();
+}, 600_000);
 
 const run = promisify(execFile);
 
