@@ -1,5 +1,5 @@
 // Wires the whole service: store, inference engine, model service (in-process on loopback, or MODEL_SERVICE_URL),
-// the forwarder between them, the console, /openapi.json and the gateway.
+// the forwarder between them, the probes (/healthz, /readyz), /metrics, the console, /openapi.json and the gateway.
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,12 +7,25 @@ import path from 'node:path';
 import express from 'express';
 import { PROJECT_ROOT, type Config } from './config';
 import { createConsoleRouter } from './console';
-import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler } from './gateway';
+import { createGateway, createGatewayErrorHandler, gatewayNotFoundHandler } from './gateway';
+import type { CallObserver } from './gateway/types';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
+import { loggerFromConfig, loggerToCallback, type Logger } from './logging';
+import { requestLineObserver } from './logging/request-line';
+import {
+  createGatewayMetrics,
+  createModelServiceMetrics,
+  createRegistry,
+  metricsHandler,
+  type ModelServiceMetrics,
+  type Registry,
+} from './metrics';
 import { createModelServiceApp } from './model-service/app';
+import { httpReady, probeHandlers, type ReadinessCheck } from './probes';
 import { requestScopesSettled } from './model-service/uploads';
 import { openSharedState, type SharedState } from './shared-state';
+import { assertWritableDir } from './startup/data-dir';
 import { openStore } from './store';
 import { startStoreMaintenance } from './store/maintenance';
 import type { GatewayStore } from './store/types';
@@ -25,7 +38,12 @@ export interface AppOptions {
   engine?: InferenceEngine;
   /** Use these rate-limit/session engines instead of opening the configured ones (not closed by close()). */
   sharedState?: SharedState;
+  /** Where log lines go; default: a pino logger from the config (LOG_FORMAT, LOG_LEVEL) on stdout. */
+  logger?: Logger;
+  /** Older form of `logger`: each JSON log line is handed to this callback. */
   log?: (line: string) => void;
+  /** Add prom-client's process metrics (CPU, memory, event loop, GC) to /metrics; npm start turns them on. */
+  processMetrics?: boolean;
 }
 
 export interface AppHandle {
@@ -38,6 +56,11 @@ export interface AppHandle {
   /** Where the gateway forwards to. */
   modelServiceUrl: string;
   forwarder: ModelServiceForwarder;
+  logger: Logger;
+  /** The Prometheus registry behind GET /metrics. */
+  registry: Registry;
+  /** From now on GET /readyz answers 503 (shutdown began; in-flight calls still finish). */
+  beginDrain(): void;
   /** Stops the in-process model service, then closes what createApp opened (engine, store). */
   close(): Promise<void>;
 }
@@ -49,8 +72,9 @@ export async function startModelServiceServer(
   config: Config,
   engine: InferenceEngine,
   log?: (line: string) => void,
+  metrics?: ModelServiceMetrics,
 ): Promise<{ server: http.Server; url: string }> {
-  const server = http.createServer(createModelServiceApp({ config, engine, log }));
+  const server = http.createServer(createModelServiceApp({ config, engine, log, metrics }));
   // The gateway bounds upload and processing time (UPSTREAM_TIMEOUT_MS); no second clock here.
   server.requestTimeout = 0;
   await new Promise<void>((resolve, reject) => {
@@ -87,7 +111,12 @@ export async function waitForIdle(engine: InferenceEngine, maxMs: number): Promi
 }
 
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
-  const log = opts.log ?? ((line: string) => process.stdout.write(line + '\n'));
+  const logger = opts.logger ?? (opts.log ? loggerToCallback(opts.log, 'gateway', config.logLevel) : loggerFromConfig(config, 'gateway'));
+  const log = (line: string): void => logger.error(line);
+  const registry = createRegistry({ service: 'gateway', processMetrics: opts.processMetrics });
+  // Unwritable folders stop the start here with one clear sentence (not a SQLite error on the first call).
+  if (!opts.store) assertWritableDir(config.dataDir, 'DATA_DIR', ['gateway.db', 'gateway.db-wal', 'gateway.db-shm']);
+  if (!config.modelServiceUrl) assertWritableDir(config.tmpDir, 'TMP_DIR');
   const store = opts.store ?? (await openStore(config));
   let sharedState: SharedState;
   try {
@@ -105,7 +134,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     } else {
       const localEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config));
       engine = localEngine;
-      const started = await startModelServiceServer(config, localEngine, log);
+      // In-process, the model service's metrics (audio seconds, RTF, engine state) share the gateway's /metrics.
+      const msMetrics = createModelServiceMetrics(registry, { engine: () => localEngine.state() });
+      const started = await startModelServiceServer(config, localEngine, log, msMetrics);
       modelServer = started.server;
       modelServiceUrl = started.url;
     }
@@ -119,8 +150,46 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const maintenance = startStoreMaintenance(store, config, { log });
 
   const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
+  const gatewayMetrics = createGatewayMetrics(registry, { upstreams: () => forwarder.upstreams() });
+  const observers: CallObserver[] = [gatewayMetrics.observe];
+  if (config.logRequests) observers.push(requestLineObserver(logger));
+
+  let draining = false;
+  const localEngine = engine;
+  const checks: ReadinessCheck[] = [
+    // A read through the store contract: answers only when the database does.
+    { name: 'store', check: async () => void (await store.getSetting('probe.readyz')) },
+    // Rate limits and console sessions (Redis with REDIS_URL; memory always answers).
+    { name: 'shared_state', check: () => sharedState.ready() },
+    localEngine
+      ? {
+          name: 'engine',
+          check: async () => {
+            if (localEngine.state().size < 1) throw new Error('no inference workers');
+          },
+        }
+      : {
+          name: 'model_service',
+          // Ready when at least one upstream whose breaker is not open answers its /readyz.
+          check: async () => {
+            const usable = forwarder.upstreams().filter((u) => u.state !== 'open');
+            if (usable.length === 0) throw new Error('every model-service circuit breaker is open');
+            await Promise.any(usable.map((u) => httpReady(u.upstream))).catch((err: AggregateError) => {
+              throw new Error(err.errors.map((e: Error) => e.message).join('; '));
+            });
+          },
+        },
+  ];
+  const probes = probeHandlers({ checks, draining: () => draining });
+
   const app = express();
   app.disable('x-powered-by');
+
+  // Probes and metrics: outside /v1, no API token (METRICS_TOKEN guards /metrics when set).
+  app.get('/healthz', (req, res) => probes.healthz(req, res));
+  app.get('/readyz', (req, res) => probes.readyz(req, res));
+  const serveMetrics = metricsHandler(registry, config.metricsToken);
+  app.get('/metrics', (req, res) => serveMetrics(req, res));
 
   app.get('/openapi.json', (_req, res) => {
     // Read per request: small, and a redeployed file needs no restart.
@@ -135,10 +204,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     });
   });
   app.use('/console', createConsoleRouter({ config, store, state: sharedState.console }));
-  app.use('/', createGateway({ config, store, forward: forwarder, rateLimiter: sharedState.rateLimiter }));
+  app.use('/', createGateway({ config, store, forward: forwarder, rateLimiter: sharedState.rateLimiter, logger, observers }));
   app.get('/', (_req, res) => res.redirect(302, '/console/'));
   app.use(gatewayNotFoundHandler);
-  app.use(gatewayErrorHandler);
+  app.use(createGatewayErrorHandler(logger));
 
   let closed = false;
   return {
@@ -148,6 +217,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     engine,
     modelServiceUrl,
     forwarder,
+    logger,
+    registry,
+    beginDrain() {
+      draining = true;
+    },
     async close() {
       if (closed) return;
       closed = true;

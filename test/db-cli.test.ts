@@ -1,126 +1,152 @@
-// `npm run -s db -- …` as a real process: migrate (SQLite and PostgreSQL), and import-sqlite, which moves a single
-// box's store into PostgreSQL with every id kept (keys keep working, this month's credits carry over).
+// `npm run -s db -- backup|restore` as a real child process against the DATA_DIR a live store is writing to.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
-import { PROJECT_ROOT } from '../src/config';
-import { openStore } from '../src/store';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import { hashToken } from '../src/store/tokens';
-import { startPostgres, type PostgresServer, serverBinaries } from './real-servers';
+import Database from 'better-sqlite3';
+import { gatewayDbPath, openSqliteStore } from '../src/store/sqlite-store';
+import type { GatewayStore, RequestLogEntry } from '../src/store/types';
 
-// Installs Debian's postgresql/redis-server first when missing and running as root (apt can take a while).
-beforeAll(() => {
-  serverBinaries();
-}, 600_000);
+const CLI = path.join(__dirname, '../src/cli/db.js');
 
-const execFileP = promisify(execFile);
-const DB_CLI = path.join(PROJECT_ROOT, 'dist/src/cli/db.js');
-
-async function db(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const r = await execFileP(process.execPath, [DB_CLI, ...args], { env: { ...process.env, DATABASE_URL: '', ...env } });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+function db(dataDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { env: { ...process.env, DATA_DIR: dataDir } }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
 }
 
-let pg: PostgresServer;
-let dir: string;
+function logEntry(i: number): RequestLogEntry {
+  return {
+    requestId: `req_backup_${i}`,
+    time: new Date().toISOString(),
+    tokenId: null,
+    workspaceId: null,
+    method: 'GET',
+    service: 'noise-suppressor',
+    endpoint: 'models',
+    status: 200,
+    errorType: null,
+    creditsCharged: 0,
+    bytesIn: 0,
+    bytesOut: 100,
+    upstreamMs: 1,
+    totalMs: 2,
+    clientIp: '127.0.0.1',
+  };
+}
 
-beforeAll(async () => {
-  pg = await startPostgres();
-});
-
-afterAll(async () => {
-  await pg?.stop();
-});
-
-beforeEach(() => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'db-cli-'));
-});
-
-afterEach(() => {
-  fs.rmSync(dir, { recursive: true, force: true });
-});
-
-test('help, unknown commands and arguments: exit 0 / 2 with the command table', async () => {
-  const help = await db(['--help'], { DATA_DIR: dir });
-  expect(help.code).toBe(0);
-  expect(help.stdout).toMatch(/Usage: npm run -s db -- <command>/);
-  expect(help.stdout).toMatch(/^ {2}migrate$/m);
-  expect(help.stdout).toMatch(/^ {2}import-sqlite \[--data-dir DIR\]$/m);
-  expect((await db([], { DATA_DIR: dir })).code).toBe(2);
-  const unknown = await db(['frobnicate'], { DATA_DIR: dir });
-  expect(unknown.code).toBe(2);
-  expect(unknown.stderr).toMatch(/unknown command "frobnicate"/);
-  expect((await db(['migrate', 'extra'], { DATA_DIR: dir })).code).toBe(2);
-  expect((await db(['migrate'], { DATA_DIR: dir, DATABASE_URL: 'mysql://x' })).code).toBe(2); // config error
-});
-
-test('migrate: SQLite in DATA_DIR, then up to date', async () => {
-  const first = await db(['migrate'], { DATA_DIR: dir });
-  expect(first).toMatchObject({ code: 0 });
-  expect(first.stdout).toBe(`SQLite ${path.join(dir, 'gateway.db')}: applied migrations 1, 2; schema version 2\n`);
-  expect((await db(['migrate'], { DATA_DIR: dir })).stdout).toMatch(/up to date, schema version 2/);
-});
-
-test('migrate: an unreachable PostgreSQL fails with exit 1 and one line naming it without its password', async () => {
-  const r = await db(['migrate'], { DATA_DIR: dir, DATABASE_URL: 'postgres://app:secret@127.0.0.1:1/x' });
-  expect(r.code).toBe(1);
-  expect(r.stderr).toMatch(/^db migrate: .*ECONNREFUSED/);
-  expect(r.stderr).not.toContain('secret');
-});
-
-test('import-sqlite: a single box moves to PostgreSQL with ids, keys, credits, settings and the log', async () => {
-  const sqlite = openSqliteStore({ dataDir: dir });
-  const ws = await sqlite.createWorkspace('acme', 'enterprise', { requestsPerMinute: 500, creditsPerMonth: 900 });
-  await sqlite.setExcludedServices(ws.id, ['voice-lab']);
-  const other = await sqlite.createWorkspace('other', 'free');
-  const key = await sqlite.createToken({ workspaceId: ws.id, name: 'ci', scopes: ['noise-suppressor:*'], allowedIps: ['10.0.0.0/8'], expiresAt: '2031-01-01T00:00:00.000Z' });
-  const gone = await sqlite.createToken({ workspaceId: other.id, name: 'old', scopes: ['*'], allowedIps: [], expiresAt: null });
-  await sqlite.revokeToken(gone.record.id);
-  await sqlite.chargeCredits(ws.id, 42, 900, new Date());
-  await sqlite.chargeCredits(ws.id, 7, 900, new Date('2030-01-15T00:00:00Z'));
-  await sqlite.setSetting('console.admin_secret_hash', 'scrypt$abc$def');
-  for (let i = 0; i < 2_345; i++) {
-    await sqlite.logRequest({
-      requestId: `req_${i}`, clientRequestId: i % 2 ? `c${i}` : null, time: new Date(Date.now() - i * 1000).toISOString(),
-      tokenId: key.record.id, workspaceId: ws.id, method: 'POST', service: 'noise-suppressor', endpoint: 'denoise',
-      status: 200, errorType: null, creditsCharged: 1, bytesIn: 10, bytesOut: 20, upstreamMs: 1.5, totalMs: 2, clientIp: '10.1.2.3',
-    });
-  }
-  await sqlite.close();
-
-  const url = await pg.createDatabase(`import_${process.pid}`);
-  const r = await db(['import-sqlite', '--data-dir', dir], { DATA_DIR: '/nonexistent', DATABASE_URL: url });
-  expect(r.stderr).toBe('');
-  expect(r.code).toBe(0);
-  expect(r.stdout).toMatch(/copied 2 workspaces, 2 keys, 2 credit periods, 1 settings, 2345 request-log rows/);
-
-  const store = await openStore({ dataDir: dir, databaseUrl: url });
+const count = (file: string, table: string): number => {
+  const d = new Database(file, { readonly: true });
   try {
-    expect(await store.getWorkspace(ws.id)).toEqual({ ...ws, excludedServices: ['voice-lab'] });
-    expect(await store.findTokenByHash(hashToken(key.token))).toEqual(key.record); // the clear token still works
-    expect((await store.getToken(gone.record.id))!.revokedAt).not.toBeNull();
-    expect(await store.creditsUsed(ws.id, new Date())).toBe(42);
-    expect(await store.creditsUsed(ws.id, new Date('2030-01-20T00:00:00Z'))).toBe(7);
-    expect(await store.getSetting('console.admin_secret_hash')).toBe('scrypt$abc$def');
-    expect(await store.countRequests({ workspaceId: ws.id })).toBe(2_345);
-    expect((await store.queryRequests({ limit: 1 }))[0]).toMatchObject({ requestId: 'req_0', clientRequestId: null, upstreamMs: 1.5 });
-    // The new rows continue after the imported ones.
-    const next = await store.createWorkspace('third', 'free');
-    expect((await store.listWorkspaces()).map((w) => w.id)).toEqual([ws.id, other.id, next.id]);
+    return (d.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
   } finally {
-    await store.close();
+    d.close();
   }
-  // A second import into the same (now non-empty) database is refused and changes nothing.
-  const again = await db(['import-sqlite', '--data-dir', dir], { DATABASE_URL: url });
-  expect(again.code).toBe(1);
-  expect(again.stderr).toMatch(/already has workspaces/);
-  expect((await db(['import-sqlite'], { DATA_DIR: dir })).stderr).toMatch(/set DATABASE_URL/);
+};
+
+describe('db CLI: backup and restore', () => {
+  let dataDir: string;
+  let store: GatewayStore | null;
+
+  beforeEach(() => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ns-db-cli-'));
+    store = openSqliteStore({ dataDir });
+  });
+  afterEach(async () => {
+    await store?.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  test('backup while the store is being written: a consistent, integrity-checked copy; no overwrite without --force', async () => {
+    const ws = await store!.createWorkspace('acme', 'starter');
+    const { token } = await store!.createToken({ workspaceId: ws.id, name: 'k', scopes: ['*'], allowedIps: [], expiresAt: null });
+    // Writes keep landing while the backup runs, as they would under traffic.
+    let writing = true;
+    let written = 0;
+    const writer = (async () => {
+      while (writing) {
+        await store!.logRequest(logEntry(written++));
+        if (written % 50 === 0) await new Promise((r) => setImmediate(r));
+      }
+    })();
+    const file = path.join(dataDir, 'backups', 'gateway-1.db');
+    fs.mkdirSync(path.dirname(file));
+    const res = await db(dataDir, 'backup', file);
+    writing = false;
+    await writer;
+    expect(res.stderr).toBe('');
+    expect(res.code).toBe(0);
+    expect(res.stdout).toMatch(/^backed up .*gateway\.db to .*gateway-1\.db \(\d+ KB, \d+ ms\): integrity ok, schema v\d+, 1 workspaces, 1 keys, \d+ logged requests\n$/);
+    expect(written).toBeGreaterThan(0);
+    expect(fs.readdirSync(path.dirname(file))).toEqual(['gateway-1.db']); // no .partial, no -wal/-shm beside it
+    const copy = new Database(file, { readonly: true });
+    expect(copy.pragma('integrity_check', { simple: true })).toBe('ok');
+    const hash = (copy.prepare('SELECT token_hash FROM tokens').get() as { token_hash: string }).token_hash;
+    expect(hash).toHaveLength(64);
+    expect(hash).not.toContain(token);
+    copy.close();
+    expect(count(file, 'request_log')).toBeLessThanOrEqual(written);
+
+    const again = await db(dataDir, 'backup', file);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toBe(`${file} exists; pass --force to replace it\n`);
+    expect((await db(dataDir, 'backup', file, '--force')).code).toBe(0);
+  });
+
+  test('restore refuses while the database is open, then replaces it with the backup and keeps the old one', async () => {
+    const ws = await store!.createWorkspace('acme', 'free');
+    await store!.createToken({ workspaceId: ws.id, name: 'before', scopes: ['*'], allowedIps: [], expiresAt: null });
+    const file = path.join(dataDir, 'b.db');
+    expect((await db(dataDir, 'backup', file)).code).toBe(0);
+    await store!.createToken({ workspaceId: ws.id, name: 'after', scopes: ['*'], allowedIps: [], expiresAt: null });
+
+    const busy = await db(dataDir, 'restore', file);
+    expect(busy.code).toBe(1);
+    expect(busy.stderr).toMatch(/gateway\.db is in use by another process .*stop the server first/);
+    expect((await store!.listTokens()).map((t) => t.name).sort()).toEqual(['after', 'before']); // untouched
+
+    await store!.close();
+    store = null;
+    const done = await db(dataDir, 'restore', file);
+    expect(done.stderr).toBe('');
+    expect(done.code).toBe(0);
+    expect(done.stdout).toMatch(/restored .*gateway\.db from .*b\.db: integrity ok, .*1 keys.*; the previous database is kept as .*gateway\.db\.before-restore-/);
+    store = openSqliteStore({ dataDir });
+    expect((await store.listTokens()).map((t) => t.name)).toEqual(['before']);
+    const kept = fs.readdirSync(dataDir).find((n) => n.startsWith('gateway.db.before-restore-'))!;
+    expect(count(path.join(dataDir, kept), 'tokens')).toBe(2);
+  });
+
+  test('restore refuses a file that is not a gateway database and changes nothing', async () => {
+    await store!.createWorkspace('acme', 'free');
+    await store!.close();
+    store = null;
+    const before = fs.readFileSync(gatewayDbPath({ dataDir }));
+    const junk = path.join(dataDir, 'junk.db');
+    fs.writeFileSync(junk, 'not a database at all, just some text that is long enough'.repeat(20));
+    const res = await db(dataDir, 'restore', junk);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/junk\.db is not a usable SQLite database/);
+    const other = path.join(dataDir, 'other.db');
+    const d = new Database(other);
+    d.exec('CREATE TABLE t (a)');
+    d.close();
+    const wrong = await db(dataDir, 'restore', other);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(/not a gateway database/);
+    expect(fs.readFileSync(gatewayDbPath({ dataDir }))).toEqual(before);
+  });
+
+  test('usage: help lists the commands; unknown commands and missing FILE exit 2', async () => {
+    const help = await db(dataDir, '--help');
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/backup FILE \[--force\]/);
+    expect(help.stdout).toMatch(/restore FILE/);
+    expect((await db(dataDir, 'vacuum')).code).toBe(2);
+    const missing = await db(dataDir, 'backup');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/backup needs a FILE/);
+  });
 });

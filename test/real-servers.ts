@@ -1,5 +1,5 @@
-// Real PostgreSQL and Redis servers for the tests, from Debian's packages (installed by scripts/provision-servers.js
-// when missing and running as root). Each server runs as a child process of the test, in a temporary directory, on a
+// Real PostgreSQL and Redis servers for the tests, from Debian's packages (installed by `npm test`'s prerequisites
+// step, scripts/test-prereqs.js, when missing and running as root; located by scripts/server-binaries.js). Each server runs as a child process of the test, in a temporary directory, on a
 // loopback port, with throwaway settings (no fsync, no persistence); stop() ends it and removes the directory.
 // initdb and postgres refuse to run as root: as root they run as the `postgres` system user the package creates
 // (else `nobody`), which owns the temporary directory.
@@ -12,15 +12,15 @@ import { Client } from 'pg';
 import { createClient } from '@redis/client';
 
 // eslint-disable-next-line @typescript-eslint/no-var-requires
-const { provisionServers } = require('../../scripts/provision-servers.js') as {
-  provisionServers: () => { postgresBin: string; redisServer: string };
+const located = require('../../scripts/server-binaries.js') as {
+  serverBinaries: () => { postgresBin: string; redisServer: string };
 };
 
 let binaries: { postgresBin: string; redisServer: string } | null = null;
 
-/** The server binaries, installed first when missing (throws one clear line when they cannot be had). */
+/** The server binaries (throws one clear line naming the Debian packages when they are missing). */
 export function serverBinaries(): { postgresBin: string; redisServer: string } {
-  binaries ??= provisionServers();
+  binaries ??= located.serverBinaries();
   return binaries;
 }
 

@@ -14,10 +14,10 @@ import type { GatewayStore } from '../src/store/types';
 import { freePort, startPostgres, startRedis, type PostgresServer, type RedisServer, serverBinaries } from './real-servers';
 import { fixture, multipartBody, rawRequest, type RawResponse } from './service-helpers';
 
-// Installs Debian's postgresql/redis-server first when missing and running as root (apt can take a while).
+// Fails the suite at once, with one line naming the Debian packages, when the server binaries are missing.
 beforeAll(() => {
   serverBinaries();
-}, 600_000);
+});
 
 const run = promisify(execFile);
 const ADMIN_SECRET = 'scale-out-test-admin-secret';
@@ -85,14 +85,19 @@ beforeAll(async () => {
   const migrated = await run(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/cli/db.js'), 'migrate'], {
     env: { ...process.env, DATABASE_URL: databaseUrl },
   });
-  expect(migrated.stdout).toMatch(/^PostgreSQL postgres:\/\/postgres@127\.0\.0\.1:\d+\/scale_out: applied migrations 1, 2; schema version 2\n$/);
+  expect(migrated.stdout).toMatch(/^PostgreSQL postgres:\/\/postgres@127\.0\.0\.1:\d+\/scale_out: applied migrations 1, 2, 3; schema version 3\n$/);
   const again = await run(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/cli/db.js'), 'migrate'], {
     env: { ...process.env, DATABASE_URL: databaseUrl },
   });
-  expect(again.stdout).toMatch(/up to date, schema version 2/);
+  expect(again.stdout).toMatch(/up to date, schema version 3/);
   store = await openStore({ dataDir: os.tmpdir(), databaseUrl });
   gateways.push(...(await Promise.all([startGateway({}), startGateway({})])));
-  for (const g of gateways) expect(g.output()).toMatch(/Store: PostgreSQL .*; rate limits and console sessions: Redis redis:\/\/127\.0\.0\.1/);
+  for (const g of gateways) {
+    // The JSON start-up line names the engines (passwords hidden).
+    const started = JSON.parse(g.output().split('\n').find((l) => l.includes('"event":"started"'))!);
+    expect(started.store).toMatch(/^PostgreSQL postgres:\/\/postgres@127\.0\.0\.1:\d+\/scale_out$/);
+    expect(started.shared_state).toMatch(/^Redis redis:\/\/127\.0\.0\.1:\d+$/);
+  }
 }, 180_000);
 
 afterAll(async () => {
@@ -128,17 +133,14 @@ test('a workspace with K credits, 4K parallel denoise calls spread over both gat
   );
   const ok = results.filter((r) => r.status === 200);
   expect(ok).toHaveLength(K);
-  // Both gateways served successful calls, and every refusal is a credit refusal: 402 once settled, 429 while held.
-  expect(new Set(ok.map((r) => r.gateway)).size).toBe(2);
+  // Every refusal is a credit refusal: 402 once settled, 429 while held (which gateway wins the holds varies).
   for (const r of results.filter((x) => x.status !== 200)) {
     expect([`402 quota_exhausted`, `429 rate_limited`]).toContain(`${r.status} ${r.type}`);
     if (r.status === 429) expect(r.retryAfter).toBe('2');
   }
   for (let i = 0; i < 100 && (await store.creditsUsed(ws.id, new Date())) < K; i++) await new Promise((r) => setTimeout(r, 20));
   expect(await store.creditsUsed(ws.id, new Date())).toBe(K);
-  const probe = await store.reserveCredits(ws.id, 1, K + 1, new Date(), 1000);
-  expect(probe).toMatchObject({ ok: true, used: K, reserved: 1 }); // no hold leaked
-  await store.releaseReservation(probe.reservation!);
+  expect(await store.creditsHeld(ws.id, new Date())).toBe(0); // no hold leaked
   // Rows are written as responses finish, a moment after the client has its answer.
   let logged = await store.queryRequests({ workspaceId: ws.id, limit: 1000 });
   for (let i = 0; i < 100 && logged.length < 4 * K; i++) {
@@ -245,11 +247,7 @@ test('a gateway killed with kill -9 mid-call: its credit hold expires and the ot
   gateways.push(doomed); // stopped in afterAll if the test fails before the kill
   const ws = await store.createWorkspace('dead-gateway', 'enterprise', { creditsPerMonth: 1, requestsPerMinute: 10_000 });
   const { token } = await store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null });
-  const held = async () => {
-    const probe = await store.reserveCredits(ws.id, 1, Number.MAX_SAFE_INTEGER, new Date(), 1000);
-    await store.releaseReservation(probe.reservation!);
-    return probe.reserved - 1;
-  };
+  const held = () => store.creditsHeld(ws.id, new Date());
   // A slow upload through the doomed gateway: the credit is held before the body is read.
   const { body, contentType } = multipartBody([{ name: 'file', filename: 'talk.wav', data: fs.readFileSync(fixture('speech-noisy-16k-mono.wav')) }]);
   const req = http.request(`${doomed.url}/v1/noise-suppressor/denoise`, {
@@ -258,8 +256,8 @@ test('a gateway killed with kill -9 mid-call: its credit hold expires and the ot
   });
   req.on('error', () => undefined);
   req.write(body.subarray(0, 100));
-  for (let i = 0; i < 200 && (await held()) === 0; i++) await new Promise((r) => setTimeout(r, 20));
-  expect(await held()).toBe(1);
+  for (let i = 0; i < 500 && (await held()) === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  if ((await held()) !== 1) throw new Error(`no credit hold seen; the gateway said:\n${doomed.output()}`);
   doomed.child.kill('SIGKILL');
   await new Promise((r) => doomed.child.once('exit', r));
   req.destroy();

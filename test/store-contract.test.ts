@@ -16,10 +16,10 @@ import { hashToken, TOKEN_PATTERN } from '../src/store/tokens';
 import type { GatewayStore, RequestLogEntry } from '../src/store/types';
 import { startPostgres, type PostgresServer, serverBinaries } from './real-servers';
 
-// Installs Debian's postgresql/redis-server first when missing and running as root (apt can take a while).
+// Fails the suite at once, with one line naming the Debian packages, when the server binaries are missing.
 beforeAll(() => {
   serverBinaries();
-}, 600_000);
+});
 
 const run = promisify(execFile);
 
@@ -206,12 +206,14 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect(full).toEqual({ ok: false, used: 0, reserved: 3, limit: 3, reservation: null });
     expect((await store.chargeCredits(ws.id, 1, 3, t)).ok).toBe(false); // a direct charge respects holds too
     expect(await store.creditsUsed(ws.id, t)).toBe(0);
+    expect(await store.creditsHeld(ws.id, t)).toBe(3);
 
     await store.settleReservation(r1.reservation!);
     expect(await store.creditsUsed(ws.id, t)).toBe(1);
     await store.releaseReservation(r2.reservation!);
     await store.releaseReservation(r2.reservation!); // ending twice changes nothing
     expect(await store.creditsUsed(ws.id, t)).toBe(1);
+    expect(await store.creditsHeld(ws.id, t)).toBe(0);
     const r3 = await store.reserveCredits(ws.id, 2, 3, t, 60_000);
     expect(r3).toMatchObject({ ok: true, used: 1, reserved: 2 });
     expect(await store.reserveCredits(ws.id, 1, 3, t, 60_000)).toMatchObject({ ok: false, used: 1, reserved: 2 });
@@ -302,7 +304,7 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect((await store.queryRequests({ tokenId: 't2' }))[0]).toEqual({
       requestId: 'r3', clientRequestId: null, time: new Date(now).toISOString(), tokenId: 't2', workspaceId: ws.id, method: 'POST',
       service: 'noise-suppressor', endpoint: 'denoise', status: 200, errorType: null, creditsCharged: 1, bytesIn: 5_000_000_000,
-      bytesOut: 10, upstreamMs: 12.5, totalMs: 5, clientIp: '127.0.0.1',
+      bytesOut: 10, upstreamMs: 12.5, totalMs: 5, clientIp: '127.0.0.1', errorMessage: null,
     });
     expect(await store.queryRequests({ errorType: 'invalid_token' })).toHaveLength(1);
     expect((await store.queryRequests({ workspaceId: ws.id, limit: 1, offset: 1 })).map((r) => r.requestId)).toEqual(['r2']);
@@ -349,6 +351,13 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     await keep.stop();
     expect(await store.countRequests({})).toBe(2);
     expect(lines).toEqual([]);
+  });
+
+  test('request log: the reason of a failed call in words (error_message)', async () => {
+    await store.logRequest(logEntry({ requestId: 'failed', status: 422, errorType: null, errorMessage: 'could not decode the uploaded file' }));
+    await store.logRequest(logEntry({ requestId: 'fine' }));
+    expect((await store.queryRequests({ status: 422 }))[0]).toMatchObject({ requestId: 'failed', errorMessage: 'could not decode the uploaded file' });
+    expect((await store.queryRequests({ status: 200 }))[0].errorMessage).toBeNull();
   });
 
   test('settings', async () => {

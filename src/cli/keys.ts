@@ -3,7 +3,7 @@
 import { loadConfig, type Config } from '../config';
 import { limitsFor } from '../gateway/plans';
 import { parseIpRule } from '../gateway/ip';
-import { knownScopes } from '../gateway/routes';
+import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
 import { openStore } from '../store';
 import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
@@ -131,7 +131,7 @@ async function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): 
   if (wsName === undefined) throw new UsageError('--workspace is required');
   const requestedPlan = planOption(args.options.get('plan'));
 
-  const scopes = args.options.has('scopes') ? list(args.options.get('scopes')) : ['noise-suppressor:*'];
+  const scopes = args.options.has('scopes') ? list(args.options.get('scopes')) : [...DEFAULT_KEY_SCOPES];
   if (scopes.length === 0) throw new UsageError('--scopes must name at least one scope');
   const valid = knownScopes();
   for (const s of scopes) if (!valid.includes(s)) throw new UsageError(`unknown scope "${s}"; known: ${valid.join(', ')}`);

@@ -7,6 +7,7 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
 import { normalizeIp } from '../gateway/ip';
+import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
 import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import {
   checkAdminSecret,
@@ -144,6 +145,8 @@ function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
     endpoint: e.endpoint,
     status: e.status,
     error_type: e.errorType,
+    /** Why a call failed, in words (the model service's detail for its 400/422, else the gateway's message). */
+    error_message: e.errorMessage ?? null,
     credits: e.creditsCharged,
     bytes_in: e.bytesIn,
     bytes_out: e.bytesOut,
@@ -372,7 +375,12 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   );
 
   api.get('/meta', (_req, res) => {
-    res.json({ scopes: CONSOLE_SCOPES, plans: PLAN_OPTIONS, playground_key_name: PLAYGROUND_KEY_NAME });
+    res.json({
+      scopes: CONSOLE_SCOPES,
+      default_scopes: DEFAULT_KEY_SCOPES,
+      plans: PLAN_OPTIONS,
+      playground_key_name: PLAYGROUND_KEY_NAME,
+    });
   });
 
   // -- workspaces

@@ -27,6 +27,9 @@ export const ROUTES: EndpointSpec[] = [
   { service: 'noise-suppressor', endpoint: 'health', method: 'GET', scope: 'noise-suppressor:health', credits: 0, maxBodyBytes: 0 },
 ];
 
+/** Scopes a new key gets when none are named (keys CLI and console alike). */
+export const DEFAULT_KEY_SCOPES: readonly string[] = ['noise-suppressor:*'];
+
 /** Every scope a token can carry (for validation and the console's pickers). */
 export function knownScopes(routes: EndpointSpec[] = ROUTES): string[] {
   const services = [...new Set(routes.map((r) => r.service))];

@@ -15,6 +15,8 @@ export interface SharedState {
   description: string;
   rateLimiter: RateLimiter;
   console: ConsoleStateEngines;
+  /** Resolves when the engine answers (the readiness probe); memory always does. */
+  ready(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -24,7 +26,13 @@ export async function openSharedState(
   log: (line: string) => void = console.error,
 ): Promise<SharedState> {
   if (!config.redisUrl) {
-    return { description: 'memory', rateLimiter: new SlidingWindowRateLimiter(), console: memoryConsoleState, close: async () => undefined };
+    return {
+      description: 'memory',
+      rateLimiter: new SlidingWindowRateLimiter(),
+      console: memoryConsoleState,
+      ready: async () => undefined,
+      close: async () => undefined,
+    };
   }
   const redis = await openRedis(config, log);
   // Playground tokens are sealed under a secret every replica has and Redis never sees (src/redis/console-state.ts).
@@ -38,6 +46,9 @@ export async function openSharedState(
     description: `Redis ${redactRedisUrl(config.redisUrl)}`,
     rateLimiter: new RedisRateLimiter(redis),
     console: redisConsoleState(redis, sealSecret),
+    ready: async () => {
+      if ((await redis.client.ping()) !== 'PONG') throw new Error('Redis did not answer PING');
+    },
     close: () => redis.close(),
   };
 }

@@ -67,7 +67,7 @@ export async function copySqliteToPostgres(
     // The log can be large: batched multi-row inserts, oldest first.
     const columns = [
       'request_id', 'client_request_id', 'time', 'token_id', 'workspace_id', 'method', 'service', 'endpoint', 'status',
-      'error_type', 'credits_charged', 'bytes_in', 'bytes_out', 'upstream_ms', 'total_ms', 'client_ip',
+      'error_type', 'credits_charged', 'bytes_in', 'bytes_out', 'upstream_ms', 'total_ms', 'client_ip', 'error_message',
     ];
     let batch: unknown[][] = [];
     const flush = async (): Promise<void> => {

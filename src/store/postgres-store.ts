@@ -64,6 +64,7 @@ interface LogRow {
   endpoint: string | null;
   status: number;
   error_type: string | null;
+  error_message: string | null;
   credits_charged: number;
   bytes_in: string;
   bytes_out: string;
@@ -119,6 +120,7 @@ function toLogEntry(row: LogRow): RequestLogEntry {
     upstreamMs: row.upstream_ms,
     totalMs: row.total_ms,
     clientIp: row.client_ip,
+    errorMessage: row.error_message,
   };
 }
 
@@ -471,12 +473,15 @@ export async function openPostgresStore(config: PostgresOptions): Promise<Gatewa
     async reclaimExpiredReservations(now) {
       return reclaim(null, now);
     },
+    async creditsHeld(workspaceId, when) {
+      return (await usage(workspaceId, creditPeriod(when))).reserved;
+    },
 
     async logRequest(e) {
       await pool.query(
         `INSERT INTO request_log (request_id, client_request_id, time, token_id, workspace_id, method, service, endpoint,
-           status, error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+           status, error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
         [
           e.requestId,
           e.clientRequestId ?? null,
@@ -494,6 +499,7 @@ export async function openPostgresStore(config: PostgresOptions): Promise<Gatewa
           e.upstreamMs,
           e.totalMs,
           e.clientIp,
+          e.errorMessage ?? null,
         ],
       );
     },

@@ -66,6 +66,7 @@ interface LogRow {
   endpoint: string | null;
   status: number;
   error_type: string | null;
+  error_message: string | null;
   credits_charged: number;
   bytes_in: number;
   bytes_out: number;
@@ -119,6 +120,7 @@ function toLogEntry(row: LogRow): RequestLogEntry {
     upstreamMs: row.upstream_ms,
     totalMs: row.total_ms,
     clientIp: row.client_ip,
+    errorMessage: row.error_message,
   };
 }
 
@@ -245,9 +247,9 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     expiredWorkspaces: db.prepare('SELECT DISTINCT workspace_id FROM credit_reservations WHERE expires_at <= ?'),
     insertLog: db.prepare(
       `INSERT INTO request_log (request_id, client_request_id, time, token_id, workspace_id, method, service, endpoint,
-         status, error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip)
+         status, error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
        VALUES (@requestId, @clientRequestId, @time, @tokenId, @workspaceId, @method, @service, @endpoint,
-         @status, @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp)`,
+         @status, @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp, @errorMessage)`,
     ),
     prune: db.prepare(
       'DELETE FROM request_log WHERE id IN (SELECT id FROM request_log WHERE time < ? ORDER BY time LIMIT ?)',
@@ -452,9 +454,13 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     async reclaimExpiredReservations(now) {
       return reclaimAllTx.immediate(now.getTime());
     },
+    async creditsHeld(workspaceId, when) {
+      const row = stmt.usage.get(workspaceId, creditPeriod(when)) as { used: number; reserved: number } | undefined;
+      return row?.reserved ?? 0;
+    },
 
     async logRequest(entry) {
-      stmt.insertLog.run({ ...entry, clientRequestId: entry.clientRequestId ?? null });
+      stmt.insertLog.run({ ...entry, clientRequestId: entry.clientRequestId ?? null, errorMessage: entry.errorMessage ?? null });
     },
     async queryRequests(filter) {
       const { sql, params } = whereClause(filter);

@@ -64,6 +64,8 @@ export interface RequestLogEntry {
   upstreamMs: number | null;
   totalMs: number;
   clientIp: string;
+  /** Why the call failed in words: the gateway's error message, or the model service's `detail` for its 4xx. */
+  errorMessage?: string | null;
 }
 
 export interface RequestLogFilter {
@@ -140,6 +142,8 @@ export interface GatewayStore {
   releaseReservation(reservation: CreditReservation): Promise<void>;
   /** Gives back every reservation whose expiry is at or before `now`; returns how many. */
   reclaimExpiredReservations(now: Date): Promise<number>;
+  /** Credits of the month of `when` held by reservations not yet settled, released or reclaimed. */
+  creditsHeld(workspaceId: string, when: Date): Promise<number>;
 
   // request log
   logRequest(entry: RequestLogEntry): Promise<void>;

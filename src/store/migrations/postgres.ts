@@ -74,6 +74,11 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
   },
   {
     version: 2,
+    name: 'request_log.error_message: the reason of a failed call in words',
+    sql: `ALTER TABLE request_log ADD COLUMN error_message text;`,
+  },
+  {
+    version: 3,
     name: 'credit reservations, client request ids',
     sql: `
       ALTER TABLE credit_usage ADD COLUMN reserved bigint NOT NULL DEFAULT 0 CHECK (reserved >= 0);

@@ -71,6 +71,11 @@ export const SQLITE_MIGRATIONS: Migration[] = [
   },
   {
     version: 2,
+    name: 'request_log.error_message: the reason of a failed call in words',
+    sql: `ALTER TABLE request_log ADD COLUMN error_message TEXT;`,
+  },
+  {
+    version: 3,
     name: 'credit reservations, client request ids',
     sql: `
       ALTER TABLE credit_usage ADD COLUMN reserved INTEGER NOT NULL DEFAULT 0 CHECK (reserved >= 0);
