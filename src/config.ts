@@ -75,6 +75,9 @@ export interface Config {
 
 /** Asynchronous jobs (src/jobs): queue, runner, URL fetching, webhooks, the `nsm jobs` client. */
 export interface JobsConfig {
+  /** Uploads, inputs and results of jobs (JOBS_DIR, default DATA_DIR/jobs). Several gateways sharing one queue
+   * (DATABASE_URL) must share this folder too (one host, or a shared volume). */
+  dir: string;
   /** Largest upload or fetched file per job, bytes (JOBS_MAX_UPLOAD_MB, default 2048 MB). */
   maxUploadBytes: number;
   /** Results (and the job records) are deleted this long after the job finished (JOB_RETENTION_HOURS, 24 h). */
@@ -198,14 +201,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     metricsToken: env.METRICS_TOKEN || null,
-    jobs: loadJobsConfig(env),
+    jobs: loadJobsConfig(env, dataDir),
   };
 }
 
-function loadJobsConfig(env: NodeJS.ProcessEnv): JobsConfig {
+function loadJobsConfig(env: NodeJS.ProcessEnv, dataDir: string): JobsConfig {
   const MB = 1024 * 1024;
   const workers = Math.max(1, int(env, 'WORKERS', os.availableParallelism ? os.availableParallelism() : os.cpus().length));
   return {
+    dir: path.resolve(env.JOBS_DIR || path.join(dataDir, 'jobs')),
     maxUploadBytes: Math.floor(positive(env, 'JOBS_MAX_UPLOAD_MB', 2048) * MB),
     retentionMs: Math.round(positive(env, 'JOB_RETENTION_HOURS', 24) * 3600_000),
     allowPrivateUrls: bool(env, 'JOBS_ALLOW_PRIVATE_URLS', false),

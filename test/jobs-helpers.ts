@@ -6,16 +6,39 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { openPostgresJobStore } from '../src/jobs/store/postgres';
 import { openSqliteJobStore } from '../src/jobs/store/sqlite';
+import { startPostgres, type PostgresServer } from './real-servers';
 import type { JobStore } from '../src/jobs/types';
 
 export interface JobStoreEngine {
   name: string;
+  /** A brand-new, empty queue. */
   open(): Promise<JobStore>;
   cleanup(): Promise<void>;
 }
 
-/** Every engine the contract tests run against (SQLite always). */
+let pg: PostgresServer | null = null;
+let pgDatabases = 0;
+
+/** The PostgreSQL server the job-store tests share (started from Debian's packages on first use). */
+export async function jobsPostgres(): Promise<PostgresServer> {
+  pg ??= await startPostgres();
+  return pg;
+}
+
+/** Stops the shared PostgreSQL server (call in afterAll of a file that used jobStoreEngines or jobsPostgres). */
+export async function stopJobsPostgres(): Promise<void> {
+  await pg?.stop();
+  pg = null;
+}
+
+/** A fresh database on the shared server. */
+export async function freshJobsDatabase(): Promise<string> {
+  return (await jobsPostgres()).createDatabase(`jobs_${process.pid}_${++pgDatabases}`);
+}
+
+/** Every engine the contract tests run against: SQLite (jobs.db) and a real PostgreSQL. */
 export function jobStoreEngines(): JobStoreEngine[] {
   let dir: string | null = null;
   const sqlite: JobStoreEngine = {
@@ -29,7 +52,16 @@ export function jobStoreEngines(): JobStoreEngine[] {
       dir = null;
     },
   };
-  return [sqlite];
+  const postgres: JobStoreEngine = {
+    name: 'postgres',
+    async open() {
+      return openPostgresJobStore({ databaseUrl: await freshJobsDatabase(), poolSize: 8 });
+    },
+    async cleanup() {
+      // Each test has its own database; the server goes at the end of the file (stopJobsPostgres).
+    },
+  };
+  return [sqlite, postgres];
 }
 
 export async function sleep(ms: number): Promise<void> {

@@ -8,7 +8,17 @@ import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
 import type { JobStore, NewJob } from '../src/jobs/types';
 import { openSqliteJobStore } from '../src/jobs/store/sqlite';
-import { jobStoreEngines } from './jobs-helpers';
+import { jobStoreEngines, stopJobsPostgres } from './jobs-helpers';
+import { serverBinaries } from './real-servers';
+
+// Fails at once, with one line naming the Debian packages, when the PostgreSQL binaries are missing.
+beforeAll(() => {
+  serverBinaries();
+});
+
+afterAll(async () => {
+  await stopJobsPostgres();
+});
 
 const T0 = 1_800_000_000_000;
 
@@ -49,6 +59,10 @@ describe.each(jobStoreEngines())('JobStore contract: $name', (engine) => {
     expect(job!.params.model).toBe('nsm-2');
     expect(await store.getJob('job_nope')).toBeNull();
     expect(await store.countActive('ws_a')).toBe(3);
+    // Parallel submissions cannot overshoot the cap (a real race on PostgreSQL).
+    const racing = await Promise.all(Array.from({ length: 10 }, (_, i) => store.createJob(newJob(`job_r${i}`, 'ws_race', T0 + i), 4)));
+    expect(racing.filter((r) => r.ok).length).toBe(4);
+    expect(await store.countActive('ws_race')).toBe(4);
   });
 
   test('claims are exclusive; a workspace with fewer running jobs goes first; runAfter is respected', async () => {

@@ -1,5 +1,7 @@
-// Where job files live: DATA_DIR/jobs/{inputs,results,incoming}. Not TMP_DIR (swept by the model service), and on the
-// same file system so a finished upload or result is renamed into place, never copied.
+// Where job files live: JOBS_DIR (default DATA_DIR/jobs)/{inputs,results,incoming}. Not TMP_DIR (swept by the model
+// service); one file system, so a finished upload or result is renamed into place, never copied. Gateways that share
+// a queue (PostgreSQL) share this folder: any runner may run a job another gateway received, and any gateway may
+// serve its result.
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -10,8 +12,8 @@ export class JobFiles {
   /** Uploads and downloads in progress (renamed into inputs/ or results/ when complete). */
   readonly incoming: string;
 
-  constructor(dataDir: string) {
-    this.root = path.join(dataDir, 'jobs');
+  constructor(root: string) {
+    this.root = root;
     this.inputs = path.join(this.root, 'inputs');
     this.results = path.join(this.root, 'results');
     this.incoming = path.join(this.root, 'incoming');

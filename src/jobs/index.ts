@@ -62,7 +62,7 @@ export async function createJobs(deps: JobsDeps): Promise<Jobs> {
   const logger = deps.logger.child({ component: 'jobs' });
   const log: JobsLog = (line, level = 'info') => logger[level](line);
   const store = deps.store ?? (await openJobStore(config));
-  const files = new JobFiles(config.dataDir);
+  const files = new JobFiles(config.jobs.dir);
   await files.ensure();
   const outbound = { allowPrivate: config.jobs.allowPrivateUrls };
   let webhooks: WebhookDispatcher | null = null;

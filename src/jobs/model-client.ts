@@ -68,7 +68,11 @@ export function streamJob(opts: StreamJobOptions): Promise<StreamJobResult> {
     try {
       size = fs.statSync(opts.inputPath).size;
     } catch (err) {
-      reject(new ModelServiceFailed(`job input is missing: ${(err as Error).message}`));
+      reject(
+        new ModelServiceFailed(
+          `the job's input is not in JOBS_DIR (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); gateways that share a queue must share JOBS_DIR`,
+        ),
+      );
       return;
     }
     const client = url.protocol === 'https:' ? https : http;

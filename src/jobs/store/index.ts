@@ -1,8 +1,19 @@
-// Opens the job queue the configuration selects: SQLite in DATA_DIR/jobs.db (default, nothing else to run).
+// Opens the job queue the configuration selects: SQLite in DATA_DIR/jobs.db by default (nothing else to run), or
+// PostgreSQL when DATABASE_URL is set (the same database as the gateway store; several gateway processes share the
+// queue). Both apply their own numbered migrations when opened.
 import type { Config } from '../../config';
 import type { JobStore } from '../types';
+import { openPostgresJobStore } from './postgres';
 import { openSqliteJobStore } from './sqlite';
 
-export async function openJobStore(config: Pick<Config, 'dataDir'>): Promise<JobStore> {
+export type JobStoreConfig = Pick<Config, 'dataDir'> & Partial<Pick<Config, 'databaseUrl' | 'databasePoolSize'>>;
+
+/** Connections of the job queue's own PostgreSQL pool (claims, lease renewals, progress): a few are plenty. */
+const JOBS_POOL_SIZE = 4;
+
+export async function openJobStore(config: JobStoreConfig): Promise<JobStore> {
+  if (config.databaseUrl) {
+    return openPostgresJobStore({ databaseUrl: config.databaseUrl, poolSize: Math.min(JOBS_POOL_SIZE, config.databasePoolSize ?? JOBS_POOL_SIZE) });
+  }
   return openSqliteJobStore(config.dataDir);
 }
