@@ -110,6 +110,9 @@ export function streamJob(opts: StreamJobOptions): Promise<StreamJobResult> {
         'content-type': 'application/octet-stream',
         'content-length': String(size),
         'x-request-id': opts.requestId,
+        // The body (up to JOBS_MAX_UPLOAD_MB) is sent only once the model service said it will take it: a refusal
+        // (busy, wrong token, shutting down) costs nothing and the job is simply tried again later.
+        expect: '100-continue',
       },
       agent: false,
     });
@@ -119,11 +122,23 @@ export function streamJob(opts: StreamJobOptions): Promise<StreamJobResult> {
       if (!responded) done(new ModelServiceFailed(`model service unreachable (${err.code ?? err.message})`));
     });
     input.on('error', (err) => done(new ModelServiceFailed(`cannot read the job input: ${err.message}`)));
-    input.pipe(req);
+    let sending = false;
+    const send = (): void => {
+      if (sending || settled || responded) return;
+      sending = true;
+      clearTimeout(continueTimer);
+      input.pipe(req);
+    };
+    req.on('continue', send);
+    // A server (or proxy) that ignores Expect gets the body anyway after a short wait (RFC 9110 §10.1.1).
+    const continueTimer = setTimeout(send, 3000);
+    continueTimer.unref();
+    req.flushHeaders();
 
     let responded = false;
     req.on('response', (res) => {
       responded = true;
+      clearTimeout(continueTimer);
       const status = res.statusCode ?? 0;
       if (status !== 200 || !String(res.headers['content-type'] ?? '').startsWith(JOB_STREAM_CONTENT_TYPE)) {
         const chunks: Buffer[] = [];
