@@ -1,17 +1,19 @@
 // Wires the whole service: store, inference engine, model service (in-process on loopback, or MODEL_SERVICE_URL),
 // the forwarder between them, the console, /openapi.json and the gateway.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import express from 'express';
 import { PROJECT_ROOT, type Config } from './config';
 import { createConsoleRouter } from './console';
-import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler } from './gateway';
+import { assignRequestId, createGateway, gatewayErrorHandler, gatewayNotFoundHandler, sendGatewayError } from './gateway';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
-import { createModelServiceApp } from './model-service/app';
-import { requestScopesSettled } from './model-service/uploads';
+import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
+import { createModelServiceServer } from './model-service/guard';
+import { requestScopesSettled, shutdownActiveScopes } from './model-service/uploads';
 import { openStore } from './store';
 import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
@@ -32,27 +34,42 @@ export interface AppHandle {
   /** Where the gateway forwards to. */
   modelServiceUrl: string;
   forwarder: ModelServiceForwarder;
+  /** Shutdown, step 1: new requests get 503 upstream_unavailable + Retry-After; in-flight ones continue. */
+  beginShutdown(): void;
+  /** Calls in flight through the gateway. */
+  inFlight(): number;
+  /**
+   * Shutdown, step 2 (the grace is over): every call still waiting for its answer gets 503 + Retry-After and is
+   * refunded; answers already streaming are cut. Returns how many calls were affected.
+   */
+  abortInFlight(retryAfterS: number): number;
   /** Stops the in-process model service, then closes what createApp opened (engine, store). */
   close(): Promise<void>;
 }
 
+/** Seconds a client is told to wait when the service is restarting. */
+export const RESTART_RETRY_AFTER_S = 5;
+
 export const OPENAPI_PATH = path.join(PROJECT_ROOT, 'openapi.json');
 
-/** Starts a model service on 127.0.0.1:<ephemeral>; loopback only, the gateway is its sole client. */
+/**
+ * Starts a model service on 127.0.0.1:<ephemeral>; loopback only, the gateway is its sole client, and every call
+ * must carry `token` (other local processes cannot use it without paying).
+ */
 export async function startModelServiceServer(
   config: Config,
   engine: InferenceEngine,
+  token: string,
   log?: (line: string) => void,
-): Promise<{ server: http.Server; url: string }> {
-  const server = http.createServer(createModelServiceApp({ config, engine, log }));
-  // The gateway bounds upload and processing time (UPSTREAM_TIMEOUT_MS); no second clock here.
-  server.requestTimeout = 0;
+): Promise<{ server: http.Server; url: string; app: ModelServiceApp }> {
+  const app = createModelServiceApp({ config, engine, log, token });
+  const server = createModelServiceServer(app);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
-  return { server, url: `http://127.0.0.1:${port}` };
+  return { server, url: `http://127.0.0.1:${port}`, app };
 }
 
 export function closeServer(server: http.Server, graceMs = 10_000): Promise<void> {
@@ -85,15 +102,24 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const store = opts.store ?? (await openStore(config));
   let engine: InferenceEngine | null = null;
   let modelServer: http.Server | null = null;
+  let modelApp: ModelServiceApp | null = null;
   let modelServiceUrl: string;
+  let modelServiceToken: string;
   try {
     if (config.modelServiceUrl) {
+      if (!config.modelServiceToken) {
+        throw new Error('MODEL_SERVICE_URL is set but MODEL_SERVICE_TOKEN is not: set it to the secret the model service(s) were started with');
+      }
       modelServiceUrl = config.modelServiceUrl;
+      modelServiceToken = config.modelServiceToken;
     } else {
       const localEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config));
       engine = localEngine;
-      const started = await startModelServiceServer(config, localEngine, log);
+      // A fresh secret per start: only this process can call its in-process model service.
+      modelServiceToken = crypto.randomBytes(32).toString('base64url');
+      const started = await startModelServiceServer(config, localEngine, modelServiceToken, log);
       modelServer = started.server;
+      modelApp = started.app;
       modelServiceUrl = started.url;
     }
   } catch (err) {
@@ -102,9 +128,18 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     throw err;
   }
 
-  const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
+  const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl, token: modelServiceToken });
   const app = express();
   app.disable('x-powered-by');
+
+  let draining = false;
+  app.use((req, res, next) => {
+    if (!draining) return next();
+    assignRequestId(req, res);
+    res.setHeader('Retry-After', String(RESTART_RETRY_AFTER_S));
+    res.setHeader('Connection', 'close');
+    sendGatewayError(res, 'upstream_unavailable', 'The service is restarting; retry after the Retry-After delay.', 503);
+  });
 
   app.get('/openapi.json', (_req, res) => {
     // Read per request: small, and a redeployed file needs no restart.
@@ -131,9 +166,21 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     engine,
     modelServiceUrl,
     forwarder,
+    beginShutdown() {
+      draining = true;
+      modelApp?.startDraining();
+    },
+    inFlight: () => forwarder.activeCalls(),
+    abortInFlight(retryAfterS: number): number {
+      const n = forwarder.abortAll(retryAfterS);
+      // The in-process model service's own jobs stop with their cancelled requests; this catches any left.
+      if (modelApp) shutdownActiveScopes(retryAfterS);
+      return n;
+    },
     async close() {
       if (closed) return;
       closed = true;
+      forwarder.close();
       if (modelServer) await closeServer(modelServer);
       // Responses may have closed a moment before their temp directories are removed.
       await requestScopesSettled(10_000);

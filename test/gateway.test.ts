@@ -47,9 +47,9 @@ let dataDir: string;
 let config: Config;
 let store: GatewayStore;
 
-function buildApp(opts: { trustProxy?: boolean; routes?: EndpointSpec[]; now?: () => number } = {}): express.Express {
+function buildApp(opts: { trustProxy?: Config['trustProxy']; routes?: EndpointSpec[]; now?: () => number } = {}): express.Express {
   const app = express();
-  const cfg = { ...config, trustProxy: opts.trustProxy ?? false };
+  const cfg = { ...config, trustProxy: opts.trustProxy ?? 0 };
   app.use(createGateway({ config: cfg, store, forward: modelServiceLike, routes: opts.routes, now: opts.now }));
   app.get('/hello', (_req, res) => {
     res.type('text').send('hi');
@@ -224,10 +224,10 @@ describe('IP allow-lists', () => {
     const v4 = await token(ws.id, { allowedIps: ['203.0.113.0/24'] });
     const v6 = await token(ws.id, { allowedIps: ['2001:db8::/32'] });
     const untrusted = buildApp();
-    const trusted = buildApp({ trustProxy: true });
+    const trusted = buildApp({ trustProxy: 1 });
     const models = '/v1/noise-suppressor/models';
     expect((await request(untrusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '203.0.113.9')).status).toBe(403);
-    expect((await request(trusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '203.0.113.9, 10.0.0.1')).status).toBe(200);
+    expect((await request(trusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '10.0.0.1, 203.0.113.9')).status).toBe(200);
     expect((await request(trusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '198.51.100.1')).status).toBe(403);
     expect((await request(trusted).get(models).set('X-API-Key', v6).set('X-Forwarded-For', '2001:db8:5::1')).status).toBe(200);
     expect((await request(trusted).get(models).set('X-API-Key', v6).set('X-Forwarded-For', '2001:db9::1')).status).toBe(403);

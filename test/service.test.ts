@@ -10,6 +10,12 @@ import { createModelServiceApp } from '../src/model-service/app';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from '../src/model-service/names';
 import { eventually, fixture, tmpEntries, testConfig } from './service-helpers';
 
+const TOKEN = 'service-test-token-0123456789abcdef';
+/** supertest against the model service with the gateway's credentials on every request. */
+function authed(app: Parameters<typeof request.agent>[0]) {
+  return request.agent(app).set('Authorization', `Bearer ${TOKEN}`);
+}
+
 describe('file names', () => {
   test('safeBaseName strips directories, extensions, control and unsafe characters, leading dots', async () => {
     expect(safeBaseName('talk.wav')).toBe('talk');
@@ -65,50 +71,50 @@ describe('model service app alone', () => {
   });
 
   test('a file over 100 MB → 413 {detail}; nothing left in the temp dir', async () => {
-    const app = createModelServiceApp({ config, engine });
+    const app = createModelServiceApp({ config, engine, token: TOKEN });
     const big = Buffer.alloc(100 * 1024 * 1024 + 1);
-    const res = await request(app).post('/denoise').attach('file', big, { filename: 'big.wav', contentType: 'audio/wav' });
+    const res = await authed(app).post('/denoise').attach('file', big, { filename: 'big.wav', contentType: 'audio/wav' });
     expect(res.status).toBe(413);
     expect(res.body).toEqual({ detail: 'file "big.wav" is larger than 100 MB' });
     await eventually(() => tmpEntries(config).length === 0);
   });
 
   test('a bad option that precedes the file is rejected (checked when the file part starts)', async () => {
-    const app = createModelServiceApp({ config, engine });
-    const res = await request(app).post('/denoise').field('model', 'nsm-7').attach('file', fixture('speech-noisy-16k-mono.wav'));
+    const app = createModelServiceApp({ config, engine, token: TOKEN });
+    const res = await authed(app).post('/denoise').field('model', 'nsm-7').attach('file', fixture('speech-noisy-16k-mono.wav'));
     expect(res.status).toBe(400);
     expect(res.body.detail).toMatch(/unknown model "nsm-7"/);
     await eventually(() => tmpEntries(config).length === 0);
   });
 
   test('batch limits: files per call, size per file, total size per request → 413 {detail}', async () => {
-    const app = createModelServiceApp({ config, engine, limits: { maxFileBytes: 200_000, maxBatchFiles: 3, maxBatchBytes: 250_000 } });
+    const app = createModelServiceApp({ config, engine, token: TOKEN, limits: { maxFileBytes: 200_000, maxBatchFiles: 3, maxBatchBytes: 250_000 } });
     const mono = fixture('speech-noisy-16k-mono.wav'); // 96 044 bytes
 
-    let req = request(app).post('/denoise/batch');
+    let req = authed(app).post('/denoise/batch');
     for (let i = 0; i < 4; i++) req = req.attach('files', fixture('not-audio.wav'));
     const tooMany = await req;
     expect(tooMany.status).toBe(413);
     expect(tooMany.body).toEqual({ detail: 'too many files: at most 3 per batch' });
 
     // Alone, so the per-file limit (200 000) is reached long before the total (250 000) could be.
-    const tooBig = await request(app).post('/denoise/batch').attach('files', fixture('speech-noisy-44k1-stereo.wav'));
+    const tooBig = await authed(app).post('/denoise/batch').attach('files', fixture('speech-noisy-44k1-stereo.wav'));
     expect(tooBig.status).toBe(413);
     expect(tooBig.body).toEqual({ detail: 'file "speech-noisy-44k1-stereo.wav" is larger than 200000 bytes' });
 
-    const tooMuch = await request(app).post('/denoise/batch').attach('files', mono).attach('files', mono).attach('files', mono);
+    const tooMuch = await authed(app).post('/denoise/batch').attach('files', mono).attach('files', mono).attach('files', mono);
     expect(tooMuch.status).toBe(413);
     expect(tooMuch.body).toEqual({ detail: "the request's files exceed 250000 bytes in total" });
 
-    const fits = await request(app).post('/denoise/batch').field('response', 'json').attach('files', mono).attach('files', mono);
+    const fits = await authed(app).post('/denoise/batch').field('response', 'json').attach('files', mono).attach('files', mono);
     expect(fits.status).toBe(200);
     expect(fits.body.succeeded).toBe(2);
     await eventually(() => tmpEntries(config).length === 0);
   });
 
   test('unknown paths → 404 {detail}', async () => {
-    const app = createModelServiceApp({ config, engine });
-    const res = await request(app).get('/v1/noise-suppressor/models');
+    const app = createModelServiceApp({ config, engine, token: TOKEN });
+    const res = await authed(app).get('/v1/noise-suppressor/models');
     expect(res.status).toBe(404);
     expect(res.body.detail).toMatch(/no such endpoint/);
   });
@@ -116,17 +122,17 @@ describe('model service app alone', () => {
   test('without installed models: 422 on denoise, health degraded, models unavailable, sample 404', async () => {
     const emptyModels = path.join(config.dataDir, 'no-models');
     fs.mkdirSync(emptyModels, { recursive: true });
-    const app = createModelServiceApp({ config: { ...config, modelsDir: emptyModels }, engine });
+    const app = createModelServiceApp({ config: { ...config, modelsDir: emptyModels }, engine, token: TOKEN });
 
-    const res = await request(app).post('/denoise').field('model', 'nsm-3').attach('file', fixture('speech-noisy-16k-mono.wav'));
+    const res = await authed(app).post('/denoise').field('model', 'nsm-3').attach('file', fixture('speech-noisy-16k-mono.wav'));
     expect(res.status).toBe(422);
     expect(res.body.detail).toMatch(/model "nsm-3" is not installed/);
 
-    const health = await request(app).get('/health');
+    const health = await authed(app).get('/health');
     expect(health.body).toMatchObject({ status: 'degraded', models: [] });
-    const models = await request(app).get('/models');
+    const models = await authed(app).get('/models');
     expect(models.body.models.every((m: { available: boolean }) => m.available === false)).toBe(true);
-    const sample = await request(app).get('/sample');
+    const sample = await authed(app).get('/sample');
     expect(sample.status).toBe(404);
     expect(sample.body.detail).toMatch(/sample clip is not installed/);
     await eventually(() => tmpEntries(config).length === 0);
@@ -140,7 +146,7 @@ describe('model service app alone', () => {
     fs.utimesSync(stale, old, old);
     const fresh = path.join(config.tmpDir, 'req-fresh');
     fs.mkdirSync(fresh);
-    createModelServiceApp({ config, engine });
+    createModelServiceApp({ config, engine, token: TOKEN });
     await eventually(() => !fs.existsSync(stale));
     expect(fs.existsSync(fresh)).toBe(true);
     fs.rmSync(fresh, { recursive: true });

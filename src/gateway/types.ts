@@ -27,6 +27,11 @@ export interface GatewayContext {
   bytesIn: number;
   bytesOut: number;
   errorType?: string;
+  /**
+   * Status to log when it differs from the status line sent: a response that failed after its headers went out
+   * (model service died or stalled mid-body: 502/504; client stopped reading: 408).
+   */
+  logStatus?: number;
 }
 
 /** Result of forwarding a call to the model service. */

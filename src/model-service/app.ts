@@ -10,12 +10,14 @@ import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../audio/pipeline';
 import { loadCatalog } from './catalog';
 import { badRequest, HttpError, sendDetail } from './http-error';
+import { AdmissionGate, createGuard } from './guard';
 import { FileBase64, sendJsonWithFiles } from './json-files';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from './names';
 import { assertModelInstalled, parseDenoiseParams, type DenoiseParams, type EndpointKind } from './params';
 import {
   DEFAULT_UPLOAD_LIMITS,
   receiveUpload,
+  STALE_MS,
   sweepStaleRequestDirs,
   withRequestScope,
   type RequestScope,
@@ -29,7 +31,19 @@ export interface ModelServiceDeps {
   log?: (line: string) => void;
   /** Upload limits; the defaults are the spec's (100 MB per file, 25 files, 200 MB per batch). */
   limits?: Partial<UploadLimits>;
+  /** The secret every request must present as `Authorization: Bearer <token>` (the gateway's). Required. */
+  token: string;
 }
+
+/** The model service app plus its operational controls. */
+export type ModelServiceApp = express.Express & {
+  /** Admission control state (requests admitted at once). */
+  readonly admission: AdmissionGate;
+  /** From now on new requests get 503 + Retry-After (shutdown); in-flight ones continue. */
+  startDraining(): void;
+  /** The start-up sweep of request directories left by dead processes (resolves with the number removed). */
+  readonly swept: Promise<number>;
+};
 
 const CONTENT_TYPES = { wav: 'audio/wav', flac: 'audio/flac' } as const;
 
@@ -67,7 +81,7 @@ export interface BatchManifest {
   items: Array<BatchItemOk | BatchItemError>;
 }
 
-export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
+export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
   const { config, engine } = deps;
   const log = deps.log ?? ((line: string) => process.stderr.write(line + '\n'));
   const limits: UploadLimits = { ...DEFAULT_UPLOAD_LIMITS, ...deps.limits };
@@ -75,7 +89,14 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  void sweepStaleRequestDirs(config.tmpDir, 6 * 60 * 60 * 1000);
+  // Request directories of dead processes (kill -9) are removed at start, then periodically.
+  const swept = sweepStaleRequestDirs(config.tmpDir);
+  setInterval(() => void sweepStaleRequestDirs(config.tmpDir), STALE_MS).unref();
+
+  const workers = () => Math.max(1, engine.state().size || config.workers);
+  const admission = new AdmissionGate(workers() * config.modelQueuePerWorker);
+  let draining = false;
+  app.use(createGuard({ token: deps.token, gate: admission, batchUnits: workers, draining: () => draining }));
 
   const fail = (res: Response) => (err: unknown) => {
     if (err instanceof HttpError) return sendDetail(res, err.status, err.detail);
@@ -252,6 +273,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
       models: installed,
       default_model: catalog.default,
       workers: engine.state(),
+      admission: { in_use: admission.state().inUse, capacity: admission.capacity, rejected: admission.state().rejected },
       uptime_s: Math.round((Date.now() - startedAt) / 1000),
     });
   });
@@ -267,7 +289,13 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
     }
     fail(res)(err);
   });
-  return app;
+  return Object.assign(app, {
+    admission,
+    swept,
+    startDraining() {
+      draining = true;
+    },
+  });
 }
 
 /** Streams a file with Content-Length; resolves when the body was handed to the socket or the client left. */
