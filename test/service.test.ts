@@ -8,7 +8,7 @@ import { createInferenceEngine } from '../src/inference/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { createModelServiceApp } from '../src/model-service/app';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from '../src/model-service/names';
-import { eventually, fixture, tmpEntries, testConfig } from './service-helpers';
+import { eventually, fixture, readZip, tmpEntries, testConfig } from './service-helpers';
 
 const TOKEN = 'service-test-token-0123456789abcdef';
 /** supertest against the model service with the gateway's credentials on every request. */
@@ -34,6 +34,20 @@ describe('file names', () => {
   test('cleanInputName keeps the name but not its directories or control characters', async () => {
     expect(cleanInputName('dir/sub\\a b.wav')).toBe('a b.wav');
     expect(cleanInputName('a\r\nb.wav')).toBe('ab.wav');
+  });
+
+  test('bidi overrides, isolates, marks and other invisible format characters are stripped (issue 9 item 18)', async () => {
+    // "evil\u202Egnp.exe.wav" displays as "evilvaw.exe.png": the override must not survive into any name.
+    expect(safeBaseName('evil\u202Egnp.exe.wav')).toBe('evilgnp.exe');
+    expect(cleanInputName('a\u2066b\u2069c\u200Fd\u200Ee\u061Cf\u202Ag\u202Ch.wav')).toBe('abcdefgh.wav');
+    expect(cleanInputName('\uFEFFzero\u200Bwidth\u00ADsoft\u2028line\u2029para.wav')).toBe('zerowidthsoftlinepara.wav');
+    expect(cleanInputName('tag\u{E0041}\u{E0042}s.wav')).toBe('tags.wav');
+    // Joiners are spelling, not control: kept.
+    expect(cleanInputName('\u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645.wav')).toBe('\u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645.wav');
+    expect(cleanInputName('\u{1F468}\u200D\u{1F469}.wav')).toBe('\u{1F468}\u200D\u{1F469}.wav');
+    const cd = contentDisposition('x\u202Eyz_denoised.wav');
+    expect(cd).not.toMatch(/%E2%80%AE/i);
+    expect(cd).toBe('attachment; filename="xyz_denoised.wav"');
   });
 
   test('OutputNamer makes names unique, case-insensitively', async () => {
@@ -109,6 +123,32 @@ describe('model service app alone', () => {
     const fits = await authed(app).post('/denoise/batch').field('response', 'json').attach('files', mono).attach('files', mono);
     expect(fits.status).toBe(200);
     expect(fits.body.succeeded).toBe(2);
+    await eventually(() => tmpEntries(config).length === 0);
+  });
+
+  test('bidi controls in uploaded names reach neither Content-Disposition nor zip entries nor the manifest', async () => {
+    const app = createModelServiceApp({ config, engine, token: TOKEN });
+    const wav = fs.readFileSync(fixture('speech-noisy-16k-mono.wav'));
+    const single = await authed(app).post('/denoise').attach('file', wav, { filename: 'talk\u202Evaw.exe.wav', contentType: 'audio/wav' });
+    expect(single.status).toBe(200);
+    const cd = String(single.headers['content-disposition']);
+    expect(cd).toBe('attachment; filename="talkvaw.exe_denoised.wav"');
+
+    const batch = await authed(app)
+      .post('/denoise/batch')
+      .attach('files', wav, { filename: 'a\u2067b\u2069.wav', contentType: 'audio/wav' })
+      .attach('files', wav, { filename: '\u200Fc\u202Ed.wav', contentType: 'audio/wav' })
+      .buffer(true)
+      .parse((res, cb) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => cb(null, Buffer.concat(chunks)));
+      });
+    expect(batch.status).toBe(200);
+    const entries = readZip(batch.body as Buffer);
+    expect(entries.map((e) => e.name).sort()).toEqual(['ab_denoised.wav', 'cd_denoised.wav', 'manifest.json']);
+    const manifest = JSON.parse(entries.find((e) => e.name === 'manifest.json')!.data.toString('utf8'));
+    expect(manifest.items.map((i: { input: string }) => i.input)).toEqual(['ab.wav', 'cd.wav']);
     await eventually(() => tmpEntries(config).length === 0);
   });
 

@@ -53,6 +53,8 @@ const REQUEST_DIR_PREFIX = 'req-';
 const HOST_TAG = crypto.createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
 const INSTANCE = crypto.randomBytes(4).toString('hex');
 const OWNER = `${HOST_TAG}.${process.pid}.${INSTANCE}`;
+/** This process's owner tag in request directory names (for tests and diagnostics). */
+export const REQUEST_DIR_OWNER = { host: HOST_TAG, pid: process.pid, instance: INSTANCE } as const;
 const OWNED_DIR = /^req-([0-9a-f]{8})\.(\d+)\.([0-9a-f]{8})-/;
 export const HEARTBEAT_MS = 60_000;
 export const STALE_MS = 10 * 60_000;
@@ -238,6 +240,14 @@ class ScopedDiskStorage implements multer.StorageEngine {
 
   private count = 0;
   private totalBytes = 0;
+  /** Files still being written (closed at once when the request is abandoned). */
+  private readonly writing = new Set<fs.WriteStream>();
+
+  /** The request was abandoned (shutdown, client gone): close every file still open. */
+  abort(): void {
+    for (const out of this.writing) out.destroy();
+    this.writing.clear();
+  }
 
   _handleFile(
     _req: Request,
@@ -246,6 +256,8 @@ class ScopedDiskStorage implements multer.StorageEngine {
   ): void {
     const filePath = path.join(this.dir, `upload-${this.count++}`);
     const out = fs.createWriteStream(filePath);
+    this.writing.add(out);
+    out.once('close', () => this.writing.delete(out));
     let size = 0;
     let failed = false;
     const fail = (err: unknown): void => {
@@ -316,9 +328,10 @@ export function receiveUpload(
   limits: UploadLimits = DEFAULT_UPLOAD_LIMITS,
 ): Promise<Express.Multer.File[]> {
   const expected = FILE_FIELD[kind];
+  // The per-file limit is multer's fileSize; the storage enforces the batch's total on top.
+  const storage = new ScopedDiskStorage(scope.dir, kind === 'single' ? Infinity : limits.maxBatchBytes);
   const upload = multer({
-    // The per-file limit is multer's fileSize; the storage enforces the batch's total on top.
-    storage: new ScopedDiskStorage(scope.dir, kind === 'single' ? Infinity : limits.maxBatchBytes),
+    storage,
     // Browsers and curl send UTF-8 file names without declaring a charset.
     defParamCharset: 'utf8',
     // Keep the raw client name: names.ts strips directories itself, and busboy's stripping turns a name like
@@ -345,7 +358,18 @@ export function receiveUpload(
   });
   const middleware = kind === 'single' ? upload.single(expected) : upload.array(expected, limits.maxBatchFiles);
   return new Promise((resolve, reject) => {
+    // Abandoned while still receiving (shutdown answered 503; the request stream may then never end or close):
+    // stop reading, close the files, and let the scope clean up.
+    const onAbort = (): void => {
+      req.unpipe();
+      req.resume();
+      storage.abort();
+      reject(scope.signal.reason instanceof Error ? scope.signal.reason : new Error('request abandoned'));
+    };
+    if (scope.signal.aborted) return onAbort();
+    scope.signal.addEventListener('abort', onAbort, { once: true });
     middleware(req, res, (err?: unknown) => {
+      scope.signal.removeEventListener('abort', onAbort);
       if (err) return reject(uploadError(kind, limits, err));
       if (kind === 'single') resolve(req.file ? [req.file] : []);
       else resolve(Array.isArray(req.files) ? req.files : []);
