@@ -37,6 +37,8 @@ export class Upstream {
   readonly breaker: CircuitBreaker;
   /** Calls sent to this replica and not yet finished. */
   inFlight = 0;
+  /** Calls sent to this replica since start (attempts included). */
+  sent = 0;
   /** Last health verdict (health checks, or a connection that failed); replicas start healthy. */
   healthy = true;
   /** Why it was last marked unhealthy. */

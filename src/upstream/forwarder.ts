@@ -277,6 +277,7 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
           let settled = false;
           let judged = false;
           up.inFlight++;
+          up.sent++;
           const judge = (verdict: 'success' | 'failure' | 'release'): void => {
             if (judged) return;
             judged = true;
