@@ -273,7 +273,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
       models: installed,
       default_model: catalog.default,
       workers: engine.state(),
-      admission: { in_use: admission.state().inUse, capacity: admission.capacity, rejected: admission.state().rejected },
+      admission: (({ inUse, capacity, rejected, admitted }) => ({ in_use: inUse, capacity, admitted, rejected }))(admission.state()),
       uptime_s: Math.round((Date.now() - startedAt) / 1000),
     });
   });

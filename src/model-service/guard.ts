@@ -17,12 +17,15 @@ export interface AdmissionState {
   capacity: number;
   /** Requests turned away with 503 since start. */
   rejected: number;
+  /** Requests admitted since start. */
+  admitted: number;
 }
 
 /** Counts admitted work; `tryAcquire` never waits. */
 export class AdmissionGate {
   private inUse = 0;
   private rejected = 0;
+  private admitted = 0;
   /** Exponentially weighted mean time an admitted request held its units (for Retry-After). */
   private meanHoldMs = 2_000;
 
@@ -36,6 +39,7 @@ export class AdmissionGate {
       return null;
     }
     this.inUse += want;
+    this.admitted++;
     const started = Date.now();
     let released = false;
     return () => {
@@ -52,7 +56,7 @@ export class AdmissionGate {
   }
 
   state(): AdmissionState {
-    return { inUse: this.inUse, capacity: this.capacity, rejected: this.rejected };
+    return { inUse: this.inUse, capacity: this.capacity, rejected: this.rejected, admitted: this.admitted };
   }
 }
 
