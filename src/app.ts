@@ -1,5 +1,5 @@
 // Wires the whole service: store, inference engine, model service (in-process on loopback, or MODEL_SERVICE_URL),
-// the forwarder between them, the console, /openapi.json and the gateway.
+// the forwarder between them, the probes (/healthz, /readyz), /metrics, the console, /openapi.json and the gateway.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type http from 'node:http';
@@ -8,12 +8,25 @@ import path from 'node:path';
 import express from 'express';
 import { PROJECT_ROOT, type Config } from './config';
 import { createConsoleRouter } from './console';
-import { assignRequestId, createGateway, gatewayErrorHandler, gatewayNotFoundHandler, sendGatewayError } from './gateway';
+import { assignRequestId, createGateway, createGatewayErrorHandler, gatewayNotFoundHandler, sendGatewayError } from './gateway';
+import type { CallObserver } from './gateway/types';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
+import { loggerFromConfig, loggerToCallback, type Logger } from './logging';
+import { requestLineObserver } from './logging/request-line';
+import {
+  createGatewayMetrics,
+  createModelServiceMetrics,
+  createRegistry,
+  metricsHandler,
+  type ModelServiceMetrics,
+  type Registry,
+} from './metrics';
 import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
 import { createModelServiceServer } from './model-service/guard';
+import { httpReady, probeHandlers, type ReadinessCheck } from './probes';
 import { requestScopesSettled, shutdownActiveScopes } from './model-service/uploads';
+import { assertWritableDir } from './startup/data-dir';
 import { openStore } from './store';
 import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
@@ -23,7 +36,12 @@ export interface AppOptions {
   store?: GatewayStore;
   /** Use this engine instead of creating one (it is not closed by close()). */
   engine?: InferenceEngine;
+  /** Where log lines go; default: a pino logger from the config (LOG_FORMAT, LOG_LEVEL) on stdout. */
+  logger?: Logger;
+  /** Older form of `logger`: each JSON log line is handed to this callback. */
   log?: (line: string) => void;
+  /** Add prom-client's process metrics (CPU, memory, event loop, GC) to /metrics; npm start turns them on. */
+  processMetrics?: boolean;
 }
 
 export interface AppHandle {
@@ -34,7 +52,15 @@ export interface AppHandle {
   /** Where the gateway forwards to. */
   modelServiceUrl: string;
   forwarder: ModelServiceForwarder;
-  /** Shutdown, step 1: new requests get 503 upstream_unavailable + Retry-After; in-flight ones continue. */
+  logger: Logger;
+  /** The Prometheus registry behind GET /metrics. */
+  registry: Registry;
+  /** From now on GET /readyz answers 503 (shutdown began; in-flight calls still finish). */
+  beginDrain(): void;
+  /**
+   * Shutdown, step 1: /readyz fails (beginDrain) and new requests get 503 upstream_unavailable + Retry-After;
+   * in-flight ones continue.
+   */
   beginShutdown(): void;
   /** Calls in flight through the gateway. */
   inFlight(): number;
@@ -47,10 +73,10 @@ export interface AppHandle {
   close(): Promise<void>;
 }
 
+export const OPENAPI_PATH = path.join(PROJECT_ROOT, 'openapi.json');
+
 /** Seconds a client is told to wait when the service is restarting. */
 export const RESTART_RETRY_AFTER_S = 5;
-
-export const OPENAPI_PATH = path.join(PROJECT_ROOT, 'openapi.json');
 
 /**
  * Starts a model service on 127.0.0.1:<ephemeral>; loopback only, the gateway is its sole client, and every call
@@ -61,8 +87,9 @@ export async function startModelServiceServer(
   engine: InferenceEngine,
   token: string,
   log?: (line: string) => void,
+  metrics?: ModelServiceMetrics,
 ): Promise<{ server: http.Server; url: string; app: ModelServiceApp }> {
-  const app = createModelServiceApp({ config, engine, log, token });
+  const app = createModelServiceApp({ config, engine, log, metrics, token });
   const server = createModelServiceServer(app);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -98,7 +125,12 @@ export async function waitForIdle(engine: InferenceEngine, maxMs: number): Promi
 }
 
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
-  const log = opts.log ?? ((line: string) => process.stdout.write(line + '\n'));
+  const logger = opts.logger ?? (opts.log ? loggerToCallback(opts.log, 'gateway', config.logLevel) : loggerFromConfig(config, 'gateway'));
+  const log = (line: string): void => logger.error(line);
+  const registry = createRegistry({ service: 'gateway', processMetrics: opts.processMetrics });
+  // Unwritable folders stop the start here with one clear sentence (not a SQLite error on the first call).
+  if (!opts.store) assertWritableDir(config.dataDir, 'DATA_DIR', ['gateway.db', 'gateway.db-wal', 'gateway.db-shm']);
+  if (!config.modelServiceUrl) assertWritableDir(config.tmpDir, 'TMP_DIR');
   const store = opts.store ?? (await openStore(config));
   let engine: InferenceEngine | null = null;
   let modelServer: http.Server | null = null;
@@ -115,9 +147,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     } else {
       const localEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config));
       engine = localEngine;
+      // In-process, the model service's metrics (audio seconds, RTF, engine state) share the gateway's /metrics.
+      const msMetrics = createModelServiceMetrics(registry, { engine: () => localEngine.state() });
       // A fresh secret per start: only this process can call its in-process model service.
       modelServiceToken = crypto.randomBytes(32).toString('base64url');
-      const started = await startModelServiceServer(config, localEngine, modelServiceToken, log);
+      const started = await startModelServiceServer(config, localEngine, modelServiceToken, log, msMetrics);
       modelServer = started.server;
       modelApp = started.app;
       modelServiceUrl = started.url;
@@ -129,17 +163,70 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   }
 
   const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl, token: modelServiceToken });
+  const gatewayMetrics = createGatewayMetrics(registry, { upstreams: () => forwarder.upstreams() });
+  const observers: CallObserver[] = [gatewayMetrics.observe];
+  if (config.logRequests) observers.push(requestLineObserver(logger));
+
+  let draining = false;
+  let shuttingDown = false;
+  const localEngine = engine;
+  const checks: ReadinessCheck[] = [
+    // A read through the store contract: answers only when the database does.
+    { name: 'store', check: async () => void (await store.getSetting('probe.readyz')) },
+    localEngine
+      ? {
+          name: 'engine',
+          check: async () => {
+            if (localEngine.state().size < 1) throw new Error('no inference workers');
+          },
+        }
+      : {
+          name: 'model_service',
+          // Ready when at least one upstream whose breaker is not open answers its /readyz.
+          check: async () => {
+            const usable = forwarder.upstreams().filter((u) => u.state !== 'open');
+            if (usable.length === 0) throw new Error('every model-service circuit breaker is open');
+            await Promise.any(usable.map((u) => httpReady(u.upstream))).catch((err: AggregateError) => {
+              throw new Error(err.errors.map((e: Error) => e.message).join('; '));
+            });
+          },
+        },
+  ];
+  const probes = probeHandlers({ checks, draining: () => draining });
+
   const app = express();
   app.disable('x-powered-by');
 
-  let draining = false;
+  // Once shutdown began, requests that still arrive on open connections get 503 + Retry-After (probes excepted).
   app.use((req, res, next) => {
-    if (!draining) return next();
+    if (!shuttingDown || req.path === '/healthz' || req.path === '/readyz') return next();
     assignRequestId(req, res);
     res.setHeader('Retry-After', String(RESTART_RETRY_AFTER_S));
     res.setHeader('Connection', 'close');
     sendGatewayError(res, 'upstream_unavailable', 'The service is restarting; retry after the Retry-After delay.', 503);
   });
+  // Bodies outside /v1 (console JSON) are small: they must arrive within one client idle window. /v1 uploads have
+  // the forwarder's progress clock instead (the public server has no whole-request timeout).
+  app.use((req, res, next) => {
+    if (req.complete || req.path.startsWith('/v1/')) return next();
+    const timer = setTimeout(() => {
+      if (req.complete) return;
+      if (!res.headersSent) {
+        res.setHeader('Connection', 'close');
+        res.status(408).json({ error: { type: 'request_timeout', message: 'The request body did not arrive in time.' } });
+      } else {
+        req.socket.destroy();
+      }
+    }, config.clientIdleTimeoutMs);
+    res.once('close', () => clearTimeout(timer));
+    next();
+  });
+
+  // Probes and metrics: outside /v1, no API token (METRICS_TOKEN guards /metrics when set).
+  app.get('/healthz', (req, res) => probes.healthz(req, res));
+  app.get('/readyz', (req, res) => probes.readyz(req, res));
+  const serveMetrics = metricsHandler(registry, config.metricsToken);
+  app.get('/metrics', (req, res) => serveMetrics(req, res));
 
   app.get('/openapi.json', (_req, res) => {
     // Read per request: small, and a redeployed file needs no restart.
@@ -154,10 +241,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     });
   });
   app.use('/console', createConsoleRouter({ config, store }));
-  app.use('/', createGateway({ config, store, forward: forwarder }));
+  app.use('/', createGateway({ config, store, forward: forwarder, logger, observers }));
   app.get('/', (_req, res) => res.redirect(302, '/console/'));
   app.use(gatewayNotFoundHandler);
-  app.use(gatewayErrorHandler);
+  app.use(createGatewayErrorHandler(logger));
 
   let closed = false;
   return {
@@ -166,8 +253,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     engine,
     modelServiceUrl,
     forwarder,
+    logger,
+    registry,
+    beginDrain() {
+      draining = true;
+    },
     beginShutdown() {
       draining = true;
+      shuttingDown = true;
       modelApp?.startDraining();
     },
     inFlight: () => forwarder.activeCalls(),

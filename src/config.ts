@@ -58,6 +58,33 @@ export interface Config {
   tmpDir: string;
   /** Log each request line to stdout. */
   logRequests: boolean;
+  // --- Audio input limits (src/audio/limits.ts): checked from the header before any decoding, and again while
+  // decoding (headers lie). Too long → 413 payload_too_large; rate or channels out of range → 422.
+  /** Longest audio accepted per file, seconds (MAX_AUDIO_SECONDS, default 4 h). */
+  maxAudioSeconds: number;
+  /** Lowest and highest input sample rates accepted, Hz (MIN_SAMPLE_RATE 8000, MAX_SAMPLE_RATE 384000). */
+  minSampleRate: number;
+  maxSampleRate: number;
+  /** Most channels accepted per file (MAX_CHANNELS, default 16). */
+  maxChannels: number;
+
+  // ---- operations: logs, metrics (engineer "ops") ----
+  /** LOG_FORMAT: 'json' (one JSON object per line, pino) or 'pretty' (coloured lines for humans, pino-pretty). */
+  logFormat: 'json' | 'pretty';
+  /** LOG_LEVEL: fatal, error, warn, info, debug, trace or silent. */
+  logLevel: LogLevel;
+  /** METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <token>`; unset = open. */
+  metricsToken: string | null;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name} must be one of ${allowed.join(', ')}, got "${env[name]}"`);
+  return raw as T;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -65,6 +92,12 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
   if (!Number.isFinite(n)) throw new Error(`${name} must be a number, got "${raw}"`);
+  return n;
+}
+
+function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const n = int(env, name, fallback);
+  if (!(n > 0)) throw new Error(`${name} must be a positive number, got "${env[name]}"`);
   return n;
 }
 
@@ -120,5 +153,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: Math.max(0, int(env, 'SHUTDOWN_GRACE_MS', 60_000)),
     tmpDir: path.resolve(env.TMP_DIR || path.join(dataDir, 'tmp')),
     logRequests: bool(env, 'LOG_REQUESTS', env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
+    maxAudioSeconds: positive(env, 'MAX_AUDIO_SECONDS', 4 * 3600),
+    minSampleRate: positive(env, 'MIN_SAMPLE_RATE', 8000),
+    maxSampleRate: positive(env, 'MAX_SAMPLE_RATE', 384_000),
+    maxChannels: Math.floor(positive(env, 'MAX_CHANNELS', 16)),
+
+    // ---- operations: logs, metrics ----
+    logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    metricsToken: env.METRICS_TOKEN || null,
   };
 }

@@ -1,48 +1,79 @@
 // `npm run model-service`: the model service alone on MODEL_SERVICE_HOST:MODEL_SERVICE_PORT (127.0.0.1:8081); the
-// gateway reaches it via MODEL_SERVICE_URL. It refuses to start without MODEL_SERVICE_TOKEN: every request must carry
-// `Authorization: Bearer <MODEL_SERVICE_TOKEN>`, so nobody calls it around the gateway (no token, no credits).
-// It listens at once and answers 503 {"detail":"starting"} until the inference engine is ready.
+// gateway reaches it via MODEL_SERVICE_URL. It refuses to start without MODEL_SERVICE_TOKEN: every model-service
+// request must carry `Authorization: Bearer <MODEL_SERVICE_TOKEN>`, so nobody calls it around the gateway.
+// It listens at once and answers 503 {"detail":"starting",...} until the inference engine is ready. Besides the
+// model-service endpoints it serves, without a token: GET /healthz, GET /readyz (200 once the engine is ready) and
+// GET /metrics (audio seconds, RTF and engine state of this process; METRICS_TOKEN guards it when set).
+import type http from 'node:http';
 import type express from 'express';
 import { closeServer, waitForIdle } from './app';
 import { loadConfig } from './config';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
+import { loggerFromConfig, type Logger } from './logging';
+import { createModelServiceMetrics, createRegistry, metricsHandler } from './metrics';
 import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
 import { createModelServiceServer } from './model-service/guard';
+import { errorBody, requestIdOf } from './model-service/http-error';
 import { activeRequestCount, requestScopesSettled, shutdownActiveScopes } from './model-service/uploads';
+import { probeHandlers } from './probes';
+import { assertWritableDir, StartupError } from './startup/data-dir';
 
 /** Shortest MODEL_SERVICE_TOKEN accepted (a guessable secret would reopen the service). */
 export const MIN_TOKEN_LENGTH = 16;
+/** Retry-After of the 503s that answer what cannot finish within the shutdown grace. */
 const RETRY_AFTER_S = 5;
-
-const log = (line: string): void => {
-  process.stdout.write(line + '\n');
-};
 
 async function until(check: () => boolean, maxMs: number): Promise<void> {
   const end = Date.now() + maxMs;
   while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
 }
 
-async function main(): Promise<void> {
+async function main(logger: Logger): Promise<void> {
   const config = loadConfig();
   const token = config.modelServiceToken;
   if (!token || token.length < MIN_TOKEN_LENGTH) {
-    process.stderr.write(
-      `model service: MODEL_SERVICE_TOKEN must be set (at least ${MIN_TOKEN_LENGTH} characters); the gateway sends the same value.\n` +
-        `  e.g. export MODEL_SERVICE_TOKEN=$(node -e "console.log(require('crypto').randomBytes(32).toString('base64url'))")\n`,
+    throw new StartupError(
+      `MODEL_SERVICE_TOKEN must be set (at least ${MIN_TOKEN_LENGTH} characters); the gateway sends the same value. ` +
+        `For example: export MODEL_SERVICE_TOKEN=$(node -e "console.log(require('crypto').randomBytes(32).toString('base64url'))")`,
     );
-    process.exit(2);
   }
+  assertWritableDir(config.tmpDir, 'TMP_DIR');
   let app: ModelServiceApp | null = null;
   let engine: InferenceEngine | null = null;
+  let draining = false;
+  const registry = createRegistry({ service: 'model-service', processMetrics: true });
+  const metrics = createModelServiceMetrics(registry, { engine: () => engine?.state() ?? null });
+  const serveMetrics = metricsHandler(registry, config.metricsToken);
+  const probes = probeHandlers({
+    checks: [
+      {
+        name: 'engine',
+        check: async () => {
+          if (!app || !engine) throw new Error('starting');
+        },
+      },
+    ],
+    draining: () => draining,
+  });
+  const ops: Record<string, (req: http.IncomingMessage, res: http.ServerResponse) => void> = {
+    '/healthz': probes.healthz,
+    '/readyz': probes.readyz,
+    '/metrics': serveMetrics,
+  };
 
   const server = createModelServiceServer((req, res) => {
+    const pathname = (req.url ?? '/').split('?')[0];
+    const op = ops[pathname];
+    if (op && (req.method === 'GET' || req.method === 'HEAD')) {
+      op(req, res);
+      return;
+    }
     if (app) {
       (app as express.Express)(req, res);
       return;
     }
-    const body = JSON.stringify({ detail: 'starting' });
+    const body = JSON.stringify(errorBody(503, 'starting', requestIdOf(req as express.Request), 'unavailable'));
     res.writeHead(503, {
       'Content-Type': 'application/json; charset=utf-8',
       'Content-Length': Buffer.byteLength(body),
@@ -55,20 +86,23 @@ async function main(): Promise<void> {
     server.once('error', reject);
     server.listen(config.modelServicePort, config.modelServiceHost, () => resolve());
   });
-  log(`Model service listening on http://${config.modelServiceHost}:${config.modelServicePort} (starting the inference engine...)`);
+  const url = `http://${config.modelServiceHost}:${config.modelServicePort}`;
+  logger.info({ event: 'listening', url }, `Model service listening on ${url} (starting the inference engine...)`);
 
   let stopping = false;
   const shutdown = (signal: string): void => {
     if (stopping) process.exit(1);
     stopping = true;
-    log(`${signal}: finishing in-flight requests (up to ${config.shutdownGraceMs} ms)...`);
+    draining = true;
     app?.startDraining();
+    const began = Date.now();
+    logger.info({ event: 'shutdown', signal, grace_ms: config.shutdownGraceMs }, `${signal}: finishing in-flight requests`);
     const closed = closeServer(server, config.shutdownGraceMs + 10_000);
     (async () => {
       await until(() => activeRequestCount() === 0, config.shutdownGraceMs);
       // What could not finish within the grace gets 503 + Retry-After instead of a cut connection.
       const cut = shutdownActiveScopes(RETRY_AFTER_S);
-      if (cut > 0) log(`grace over: ${cut} request(s) answered 503 with Retry-After: ${RETRY_AFTER_S}`);
+      if (cut > 0) logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RETRY_AFTER_S}`);
       await requestScopesSettled(10_000);
       server.closeAllConnections();
       await closed;
@@ -76,21 +110,41 @@ async function main(): Promise<void> {
       await waitForIdle(engine, 10_000);
       await engine.close();
     })().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
+        () => {
+          logger.info({ event: 'stopped', signal, shutdown_ms: Date.now() - began }, 'shut down cleanly');
+          process.exit(0);
+        },
+        (err: unknown) => {
+          logger.error({ event: 'stopped', signal, err }, 'error during shutdown');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
 
+  const started = Date.now();
   const ready: InferenceEngine = await createInferenceEngine(config);
   engine = ready;
-  app = createModelServiceApp({ config, engine: ready, log, token });
+  app = createModelServiceApp({ config, engine: ready, log: (line) => logger.error(line), metrics, token });
   if (stopping) app.startDraining();
-  log(`Model service ready (${ready.state().size} workers, ${app.admission.capacity} request slots)`);
+  logger.info(
+    { event: 'started', workers: ready.state().size, slots: app.admission.capacity, startup_ms: Date.now() - started },
+    `Model service ready (${ready.state().size} workers, ${app.admission.capacity} request slots)`,
+  );
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`model service failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+if (require.main === module) {
+  let logger: Logger;
+  try {
+    logger = loggerFromConfig(loadConfig(), 'model-service');
+  } catch (err) {
+    process.stderr.write(`model service failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  }
+  main(logger).catch((err: unknown) => {
+    if (err instanceof StartupError) logger.fatal({ event: 'failed_to_start' }, err.message);
+    else logger.fatal({ event: 'failed_to_start', err }, `model service failed to start: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  });
+}

@@ -169,9 +169,12 @@ describe('public API through the full app', () => {
       for (const [k, v] of Object.entries(fields)) req = req.field(k, v);
       const res = await req.attach('file', MONO_16K);
       expect(res.status).toBe(400);
-      expect(Object.keys(res.body)).toEqual(['detail']);
+      // The spec's {detail}, plus the error type and the request id the client got in X-Request-Id.
+      expect(Object.keys(res.body)).toEqual(['detail', 'type', 'request_id']);
       expect(res.body.detail).toMatch(detail);
-      expect(res.headers['x-request-id']).toBeDefined();
+      expect(res.body.type).toBe('invalid_request');
+      expect(res.headers['x-request-id']).toMatch(/^req_/);
+      expect(res.body.request_id).toBe(res.headers['x-request-id']);
       expect(await handle.store.creditsUsed(workspaceId, new Date())).toBe(before);
     });
 
@@ -226,7 +229,7 @@ describe('public API through the full app', () => {
     expect(res.headers['transfer-encoding']).toBe('chunked'); // streamed, not built in memory first
     expect(res.headers['x-gateway-upstream-ms']).toMatch(/^\d+$/);
     const batch = JSON.parse(res.headers['x-ns-batch']);
-    expect(batch).toEqual({ files: 3, succeeded: 2, failed: 1, processing_s: expect.any(Number) });
+    expect(batch).toEqual({ files: 3, succeeded: 2, failed: 1, processing_s: expect.any(Number), model: 'nsm-2', duration_s: expect.any(Number) });
 
     const entries = readZip(res.body);
     expect(entries.map((e) => e.name).sort()).toEqual([

@@ -197,11 +197,15 @@ describe('progress, bad inputs, failures, abort', () => {
     await expect(denoiseFile({ config, engine }, input, path.join(tmp, 'zero-out.wav'), base)).rejects.toThrow(AudioInputError);
   });
 
-  test('an unwritable output is an internal AudioPipelineError and leaves no children', async () => {
-    const err = await denoiseFile({ config, engine }, fixture('speech-noisy-16k-mono.wav'), path.join(tmp, 'no/such/dir/out.wav'), base)
-      .catch((e) => e);
+  test.each([
+    [true, /cannot write the output file \(ENOENT\)/],
+    [false, /ffmpeg encoder/],
+  ])('an unwritable output is an internal AudioPipelineError and leaves no children (in-process WAV: %s)', async (inProcessWav, message) => {
+    const err = await denoiseFile({ config, engine }, fixture('speech-noisy-16k-mono.wav'), path.join(tmp, 'no/such/dir/out.wav'), {
+      ...base, inProcessWav,
+    }).catch((e) => e);
     expect(err).toBeInstanceOf(AudioPipelineError);
-    expect(err.message).toMatch(/ffmpeg encoder/);
+    expect(err.message).toMatch(message);
     expect(childProcesses().filter((c) => c.comm === 'ffmpeg')).toEqual([]);
     await waitFor(() => engine.state().streams === 0);
   });
@@ -214,11 +218,13 @@ describe('progress, bad inputs, failures, abort', () => {
     for (let k = 0; k < 20; k++) long.set(speech, k * speech.length);
     await writePcm(config, [long, long], 16000, input, ['-c:a', 'flac', '-f', 'flac']);
 
-    const out = path.join(tmp, 'aborted.wav');
+    // FLAC out: an encoder child too (16 kHz WAV out would be written in-process).
+    const out = path.join(tmp, 'aborted.flac');
     const controller = new AbortController();
     let runningChildren: string[] = [];
     const promise = denoiseFile({ config, engine }, input, out, {
       ...base,
+      outputFormat: 'flac',
       signal: controller.signal,
       onProgress: (done) => {
         if (done >= 2 && !controller.signal.aborted) {

@@ -8,7 +8,8 @@ import path from 'node:path';
 import express from 'express';
 import request from 'supertest';
 import { loadConfig, type Config } from '../src/config';
-import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler } from '../src/gateway';
+import { createGateway, createGatewayErrorHandler, gatewayNotFoundHandler } from '../src/gateway';
+import { loggerToCallback } from '../src/logging';
 import { ROUTES } from '../src/gateway/routes';
 import type { EndpointSpec, Forwarder } from '../src/gateway/types';
 import { openSqliteStore } from '../src/store/sqlite-store';
@@ -46,16 +47,19 @@ const modelServiceLike: Forwarder = async (req, res, ctx) => {
 let dataDir: string;
 let config: Config;
 let store: GatewayStore;
+/** JSON log lines the gateway wrote (diagnostics go through its pino logger). */
+const logLines: string[] = [];
+const testLogger = loggerToCallback((line) => logLines.push(line), 'gateway');
 
 function buildApp(opts: { trustProxy?: Config['trustProxy']; routes?: EndpointSpec[]; now?: () => number } = {}): express.Express {
   const app = express();
   const cfg = { ...config, trustProxy: opts.trustProxy ?? 0 };
-  app.use(createGateway({ config: cfg, store, forward: modelServiceLike, routes: opts.routes, now: opts.now }));
+  app.use(createGateway({ config: cfg, store, forward: modelServiceLike, routes: opts.routes, now: opts.now, logger: testLogger }));
   app.get('/hello', (_req, res) => {
     res.type('text').send('hi');
   });
   app.use(gatewayNotFoundHandler);
-  app.use(gatewayErrorHandler);
+  app.use(createGatewayErrorHandler(testLogger));
   return app;
 }
 
@@ -113,7 +117,7 @@ describe('routing and request ids', () => {
     const app = buildApp();
     const ws = await workspace('acme');
     const tok = await token(ws.id);
-    const logged = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    logLines.length = 0;
     const responses = await Promise.all([
       request(app).get('/v1/nope/x'),
       request(app).get('/v1/noise-suppressor/nope'),
@@ -123,8 +127,16 @@ describe('routing and request ids', () => {
       request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok).set('X-Test-Upstream', 'throw'),
     ]);
     expect(responses.map((r) => r.status)).toEqual([404, 404, 405, 401, 200, 500]);
-    expect(logged).toHaveBeenCalledWith(expect.stringContaining('POST /v1/noise-suppressor/denoise'), expect.any(Error));
-    logged.mockRestore();
+    // One structured error line for the exception: level, the request id the client got, the error and its stack.
+    const failures = logLines.map((l) => JSON.parse(l)).filter((l) => l.level === 'error');
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatchObject({
+      service: 'gateway',
+      msg: 'POST /v1/noise-suppressor/denoise failed',
+      request_id: responses[5].headers['x-request-id'],
+      err: { message: 'forwarder exploded', type: 'Error' },
+    });
+    expect(failures[0].err.stack).toContain('forwarder exploded');
     for (const res of responses) {
       const id = res.headers['x-request-id'];
       expect(id).toMatch(/^req_[0-9a-f]{32}$/);

@@ -54,7 +54,7 @@ test('creates the data folder, WAL mode and numbered migrations applied once', a
   const db = new Database(file, { readonly: true });
   expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
   const versions = db.prepare('SELECT version FROM schema_migrations').all() as Array<{ version: number }>;
-  expect(versions.map((v) => v.version)).toEqual([1]);
+  expect(versions.map((v) => v.version)).toEqual([1, 2]);
   const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type='table'").all() as Array<{ name: string }>).map((t) => t.name);
   expect(tables).toEqual(expect.arrayContaining(['workspaces', 'tokens', 'credit_usage', 'request_log', 'settings']));
   db.close();

@@ -125,7 +125,7 @@ describe('two model-service replicas behind one gateway', () => {
 
   test('kill -9 under load: only the calls in flight on it fail, refunded; restarted, it takes traffic again', async () => {
     const { handle, url } = await gateway({ upstreamHealthIntervalMs: 200, breakerThreshold: 3, breakerCooldownMs: 1000 });
-    const [a, b] = handle.forwarder.upstreams;
+    const [a, b] = handle.forwarder.replicas;
     const { token, workspaceId } = await workspaceToken();
 
     // Steady load: 4 clients, each calling back to back until told to stop.
@@ -171,7 +171,7 @@ describe('two model-service replicas behind one gateway', () => {
   test('before any health check notices, a refused connection is retried on the other replica', async () => {
     // Health checks too rare to matter here: only the retry can save these calls.
     const { handle, url } = await gateway({ upstreamHealthIntervalMs: 600_000, breakerThreshold: 100 });
-    const [a] = handle.forwarder.upstreams;
+    const [a] = handle.forwarder.replicas;
     const { token } = await workspaceToken();
     await new Promise((r) => setTimeout(r, 300)); // the start-up health check has seen both replicas alive
     expect(a.healthy).toBe(true);
@@ -185,7 +185,7 @@ describe('two model-service replicas behind one gateway', () => {
 
   test('a stopped (SIGSTOP) replica: no 100 Continue in time → the call goes to the other replica', async () => {
     const { handle, url } = await gateway({ upstreamHealthIntervalMs: 600_000, upstreamConnectTimeoutMs: 500, breakerThreshold: 100 });
-    const [a] = handle.forwarder.upstreams;
+    const [a] = handle.forwarder.replicas;
     const { token } = await workspaceToken();
     await new Promise((r) => setTimeout(r, 300)); // the start-up health check has seen both replicas alive
     expect(a.healthy).toBe(true);

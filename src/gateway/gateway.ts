@@ -2,6 +2,7 @@
 import crypto from 'node:crypto';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../config';
+import { loggerFromConfig, type Logger } from '../logging';
 import type { GatewayStore, PlanLimits, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import { hashToken, TOKEN_PATTERN } from '../store/tokens';
 import { sendGatewayError, type GatewayErrorType } from './errors';
@@ -9,7 +10,7 @@ import { clientIpOf, ipAllowed } from './ip';
 import { limitsFor, planAllowsService } from './plans';
 import { FixedWindowRateLimiter, type RateLimitState, type RateLimiter } from './rate-limit';
 import { matchRoute, ROUTES, scopesAllow, type RouteMatch } from './routes';
-import type { EndpointSpec, Forwarder, GatewayContext } from './types';
+import type { CallObserver, EndpointSpec, Forwarder, GatewayContext } from './types';
 
 export interface GatewayOptions {
   config: Config;
@@ -21,6 +22,10 @@ export interface GatewayOptions {
   rateLimiter?: RateLimiter;
   /** Clock in ms; injectable for tests of window and month boundaries. */
   now?: () => number;
+  /** Diagnostics (store failures, exceptions); defaults to a logger from the config. */
+  logger?: Logger;
+  /** Told about every finished /v1 call after its request-log row is written (structured log line, metrics). */
+  observers?: CallObserver[];
 }
 
 /** Everything one call accumulates while passing the policies. */
@@ -96,7 +101,16 @@ function clip(value: string | undefined | null, max = 100): string | null {
   return value.length > max ? value.slice(0, max) : value;
 }
 
-export function createGateway({ config, store, forward, routes = ROUTES, rateLimiter, now = Date.now }: GatewayOptions): express.Router {
+export function createGateway({
+  config,
+  store,
+  forward,
+  routes = ROUTES,
+  rateLimiter,
+  now = Date.now,
+  logger = loggerFromConfig(config, 'gateway'),
+  observers = [],
+}: GatewayOptions): express.Router {
   const limiter = rateLimiter ?? new FixedWindowRateLimiter();
   // last_used is informational: write it at most every few seconds per token, not on every call.
   const lastTouched = new Map<string, number>();
@@ -147,6 +161,7 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
         if (!record || !workspace) return reject(call, 'invalid_token', 'The access token is not recognised.');
         call.ctx.tokenId = record.id;
         call.ctx.workspaceId = workspace.id;
+        call.ctx.keyPrefix = record.prefix;
         if (record.revokedAt) return reject(call, 'key_revoked', 'This access token has been revoked.');
         const t = now();
         if (record.expiresAt && Date.parse(record.expiresAt) <= t) {
@@ -161,7 +176,7 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
           lastTouched.set(record.id, t);
           // Informational only: a failed write must not fail the call.
           store.touchToken(record.id, new Date(t).toISOString()).catch((err: unknown) => {
-            console.error(`[gateway] could not record last use of ${record.id}:`, err);
+            logger.error({ err, token_id: record.id }, 'could not record the last use of a token');
           });
         }
         return 'continue';
@@ -285,17 +300,29 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
           upstreamMs: ctx.upstreamMs ?? null,
           totalMs: Math.max(0, (call.endedAt ?? now()) - ctx.startedAt),
           clientIp: ctx.clientIp,
+          errorMessage: clip(ctx.errorDetail ?? (res.locals.errorMessage as string | undefined), 500),
         };
         try {
           await store.logRequest(entry);
         } catch (err) {
-          console.error(`[gateway] could not write the request log for ${entry.requestId}:`, err);
+          logger.error({ err, request_id: entry.requestId }, 'could not write the request log');
         }
-        if (config.logRequests) {
-          console.log(
-            `${entry.time} ${entry.requestId} ${entry.method} ${req.originalUrl.split('?')[0]} ${entry.status}` +
-              `${entry.errorType ? ' ' + entry.errorType : ''} ${entry.totalMs}ms`,
-          );
+        if (observers.length === 0) return;
+        const result = reportedResult(res);
+        const summary = {
+          entry,
+          route: match?.kind === 'ok' ? match.route : undefined,
+          creditsReserved: call.chargedAt ? (ctx.route?.credits ?? 0) : 0,
+          keyPrefix: ctx.keyPrefix ?? null,
+          model: result.model,
+          audioSeconds: result.audioSeconds,
+        };
+        for (const observe of observers) {
+          try {
+            observe(summary);
+          } catch (err) {
+            logger.error({ err, request_id: entry.requestId }, 'a request observer failed');
+          }
         }
       },
     },
@@ -332,7 +359,7 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
             try {
               await p.onEnd!(call, finished);
             } catch (err) {
-              console.error(`[gateway] end hook ${p.name} failed for ${ctx.requestId}:`, err);
+              logger.error({ err, request_id: ctx.requestId, hook: p.name }, 'a gateway end hook failed');
             }
           }
         });
@@ -366,16 +393,23 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
  * Last error handler of the app: any exception becomes the 500 envelope with X-Request-Id
  * (413 for body-parser size errors). Mount after everything else.
  */
-export const gatewayErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
-  assignRequestId(req, res);
-  const status = Number((err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode);
-  if ((err as { type?: string })?.type === 'entity.too.large' || status === 413) {
-    sendGatewayError(res, 'payload_too_large', 'Request body exceeds the limit of this endpoint.');
-    return;
-  }
-  console.error(`[gateway] ${requestLabel(req)} failed:`, err);
-  sendGatewayError(res, 'internal_error', 'Internal server error.');
-};
+export function createGatewayErrorHandler(logger: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    const requestId = assignRequestId(req, res);
+    const status = Number((err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode);
+    if ((err as { type?: string })?.type === 'entity.too.large' || status === 413) {
+      sendGatewayError(res, 'payload_too_large', 'Request body exceeds the limit of this endpoint.');
+      return;
+    }
+    logger.error({ err, request_id: requestId }, `${requestLabel(req)} failed`);
+    sendGatewayError(res, 'internal_error', 'Internal server error.');
+  };
+}
+
+/** The error handler with a JSON logger on stdout (see createGatewayErrorHandler to pass one). */
+export const gatewayErrorHandler: ErrorRequestHandler = createGatewayErrorHandler(
+  loggerFromConfig({ logFormat: 'json', logLevel: 'info' }, 'gateway'),
+);
 
 /** 404 for paths outside /v1 that nothing else handled (mount after the console and static routes). */
 export const gatewayNotFoundHandler: RequestHandler = (req, res) => {
@@ -385,4 +419,22 @@ export const gatewayNotFoundHandler: RequestHandler = (req, res) => {
 
 function requestLabel(req: Request): string {
   return `${req.method} ${req.originalUrl.split('?')[0]}`;
+}
+
+/** Model and audio seconds from the model service's X-NS-Stats (/denoise) or X-NS-Batch (/denoise/batch) header. */
+function reportedResult(res: Response): { model: string | null; audioSeconds: number | null } {
+  for (const name of ['x-ns-stats', 'x-ns-batch']) {
+    const raw = res.getHeader(name);
+    if (typeof raw !== 'string') continue;
+    try {
+      const parsed = JSON.parse(raw) as { model?: unknown; duration_s?: unknown };
+      return {
+        model: typeof parsed.model === 'string' ? parsed.model : null,
+        audioSeconds: typeof parsed.duration_s === 'number' && Number.isFinite(parsed.duration_s) ? parsed.duration_s : null,
+      };
+    } catch {
+      // not JSON: nothing reported
+    }
+  }
+  return { model: null, audioSeconds: null };
 }

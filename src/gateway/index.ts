@@ -1,5 +1,12 @@
 // Public surface of the gateway module.
-export { createGateway, gatewayErrorHandler, gatewayNotFoundHandler, assignRequestId, SAFE_REQUEST_ID } from './gateway';
+export {
+  createGateway,
+  createGatewayErrorHandler,
+  gatewayErrorHandler,
+  gatewayNotFoundHandler,
+  assignRequestId,
+  SAFE_REQUEST_ID,
+} from './gateway';
 export type { GatewayOptions } from './gateway';
 export { ROUTES, matchRoute, scopesAllow, knownScopes, MULTIPART_OVERHEAD_BYTES } from './routes';
 export { PLANS, limitsFor, planAllowsService } from './plans';

@@ -1,5 +1,6 @@
 // Contracts between the gateway's policy pipeline and what it forwards to.
 import type { Request, Response } from 'express';
+import type { RequestLogEntry } from '../store/types';
 
 export type Scope = string; // '*', 'noise-suppressor:*', 'noise-suppressor:denoise', ...
 
@@ -32,7 +33,29 @@ export interface GatewayContext {
    * (model service died or stalled mid-body: 502/504; client stopped reading: 408).
    */
   logStatus?: number;
+  /** Display prefix of the presented token once it was found (also for revoked/expired keys). */
+  keyPrefix?: string;
+  /** Why the model service refused the call (its 4xx `detail`), recorded by the forwarder for the request log. */
+  errorDetail?: string;
 }
+
+/**
+ * One finished gateway call as observers see it (structured log line, metrics), handed over after the request-log
+ * row was written. Observers must not throw and must not block.
+ */
+export interface CallSummary {
+  entry: RequestLogEntry;
+  /** The matched route; undefined for 404/405 paths (metrics then label the endpoint "other"). */
+  route?: EndpointSpec;
+  /** Credits taken before forwarding; entry.creditsCharged is what stayed after a refund. */
+  creditsReserved: number;
+  keyPrefix: string | null;
+  /** Model and seconds of audio the model service reported (X-NS-Stats, X-NS-Batch), when it answered 2xx. */
+  model: string | null;
+  audioSeconds: number | null;
+}
+
+export type CallObserver = (call: CallSummary) => void;
 
 /** Result of forwarding a call to the model service. */
 export interface ForwardOutcome {

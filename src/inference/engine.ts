@@ -47,9 +47,10 @@ class PoolWorker {
 
   constructor(
     modelsDir: string,
+    warmUp: boolean,
     private readonly onExit: (w: PoolWorker, code: number) => void,
   ) {
-    this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir } });
+    this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir, warmUp } });
     this.ready = new Promise<void>((resolve, reject) => {
       this.worker.on('message', (msg: FromWorker) => {
         if (msg.type === 'ready') {
@@ -187,7 +188,10 @@ class Engine implements InferenceEngine {
   private reqCounter = 0;
   private streamCounter = 0;
 
-  constructor(private readonly config: Config) {
+  constructor(
+    private readonly config: Config,
+    private readonly options: EngineOptions = {},
+  ) {
     for (let i = 0; i < Math.max(1, config.workers); i++) this.workers.push(this.spawn());
   }
 
@@ -200,7 +204,7 @@ class Engine implements InferenceEngine {
   }
 
   private spawn(): PoolWorker {
-    return new PoolWorker(this.config.modelsDir, (w, code) => this.onWorkerExit(w, code));
+    return new PoolWorker(this.config.modelsDir, this.options.warmUp ?? true, (w, code) => this.onWorkerExit(w, code));
   }
 
   private onWorkerExit(w: PoolWorker, code: number): void {
@@ -267,9 +271,14 @@ class Engine implements InferenceEngine {
   }
 }
 
+export interface EngineOptions {
+  /** Each worker runs half a second of audio before it reports ready (default true; the CLI, one file, skips it). */
+  warmUp?: boolean;
+}
+
 /** Starts the pool and resolves once every worker has loaded the graphs (rejects if they cannot be loaded). */
-export async function createInferenceEngine(config: Config): Promise<InferenceEngine> {
-  const engine = new Engine(config);
+export async function createInferenceEngine(config: Config, options: EngineOptions = {}): Promise<InferenceEngine> {
+  const engine = new Engine(config, options);
   try {
     await engine.start();
   } catch (err) {

@@ -10,6 +10,7 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { sendDetail } from './http-error';
 
 export interface AdmissionState {
   /** Units admitted now (a /denoise is 1, a batch is `workers`). */
@@ -70,11 +71,11 @@ function tokenMatches(header: string | undefined, expected: Buffer): boolean {
 }
 
 /** Refuses without reading the body; closes the connection when a body may follow. */
-function refuse(req: Request, res: Response, status: number, detail: string, retryAfterS?: number): void {
+function refuse(req: Request, res: Response, status: 401 | 503, detail: string, retryAfterS?: number): void {
   if (retryAfterS !== undefined) res.setHeader('Retry-After', String(retryAfterS));
   const bodyFollows = req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0';
   if (bodyFollows || req.headers['transfer-encoding'] !== undefined) res.setHeader('Connection', 'close');
-  res.status(status).json({ detail });
+  sendDetail(res, status, detail, status === 401 ? 'unauthorized' : 'unavailable');
 }
 
 export interface GuardOptions {

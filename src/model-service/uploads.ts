@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Request, Response } from 'express';
 import multer from 'multer';
 import type { Config } from '../config';
-import { badRequest, HttpError, tooLarge } from './http-error';
+import { badRequest, HttpError, sendDetail, tooLarge } from './http-error';
 import { FILE_FIELD, parseDenoiseParams, type EndpointKind } from './params';
 
 export const MAX_FILE_BYTES = 100 * 1024 * 1024;
@@ -125,7 +125,7 @@ export function withRequestScope(
       if (res.headersSent || res.destroyed) return;
       res.setHeader('Retry-After', String(retryAfterS));
       res.setHeader('Connection', 'close');
-      res.status(503).json({ detail: 'the model service is shutting down; retry shortly' });
+      sendDetail(res, 503, 'the model service is shutting down; retry shortly', 'unavailable');
       if (!abort.signal.aborted) abort.abort(new ShuttingDownError());
     },
   };
@@ -168,7 +168,7 @@ async function runRequestScope(
     clearInterval(heartbeat);
     if (!res.headersSent && !res.destroyed) {
       // The handler must always answer; this is a guard so the directory wait below cannot hang.
-      res.status(500).json({ detail: 'internal error: no response produced' });
+      sendDetail(res, 500, 'internal error: no response produced');
     }
     await responseClosed;
     if (dir) await fsp.rm(dir, { recursive: true, force: true }).catch(() => undefined);

@@ -90,6 +90,11 @@ const MIGRATIONS: Array<{ version: number; name: string; sql: string }> = [
       );
     `,
   },
+  {
+    version: 2,
+    name: 'request_log.error_message: the reason of a failed call in words',
+    sql: `ALTER TABLE request_log ADD COLUMN error_message TEXT;`,
+  },
 ];
 
 interface WorkspaceRow {
@@ -125,6 +130,7 @@ interface LogRow {
   endpoint: string | null;
   status: number;
   error_type: string | null;
+  error_message: string | null;
   credits_charged: number;
   bytes_in: number;
   bytes_out: number;
@@ -177,6 +183,7 @@ function toLogEntry(row: LogRow): RequestLogEntry {
     upstreamMs: row.upstream_ms,
     totalMs: row.total_ms,
     clientIp: row.client_ip,
+    errorMessage: row.error_message,
   };
 }
 
@@ -267,9 +274,9 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     used: db.prepare('SELECT used FROM credit_usage WHERE workspace_id = ? AND period = ?'),
     insertLog: db.prepare(
       `INSERT INTO request_log (request_id, time, token_id, workspace_id, method, service, endpoint, status,
-         error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip)
+         error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
        VALUES (@requestId, @time, @tokenId, @workspaceId, @method, @service, @endpoint, @status,
-         @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp)`,
+         @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp, @errorMessage)`,
     ),
     perDay: db.prepare(
       `SELECT substr(time, 1, 10) AS day, COUNT(*) AS count, SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors
@@ -408,7 +415,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     },
 
     async logRequest(entry) {
-      stmt.insertLog.run(entry);
+      stmt.insertLog.run({ ...entry, errorMessage: entry.errorMessage ?? null });
     },
     async queryRequests(filter) {
       const { sql, params } = whereClause(filter);

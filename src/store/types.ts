@@ -61,6 +61,8 @@ export interface RequestLogEntry {
   upstreamMs: number | null;
   totalMs: number;
   clientIp: string;
+  /** Why the call failed in words: the gateway's error message, or the model service's `detail` for its 4xx. */
+  errorMessage?: string | null;
 }
 
 export interface RequestLogFilter {

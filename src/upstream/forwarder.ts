@@ -19,7 +19,7 @@ import type { Config } from '../config';
 import { sendGatewayError, type GatewayErrorType } from '../gateway/errors';
 import type { ForwardOutcome, Forwarder, GatewayContext } from '../gateway/types';
 import { Balancer, parseUpstreamUrls, Upstream } from './balancer';
-import type { CircuitBreaker } from './circuit-breaker';
+import type { BreakerState, CircuitBreaker } from './circuit-breaker';
 import { HealthChecker } from './health';
 import { IdleTimer, ProgressWatch } from './watchdogs';
 
@@ -45,12 +45,25 @@ export interface ForwarderDeps {
   now?: () => number;
 }
 
+/** One upstream's breaker as metrics and readiness see it. */
+export interface UpstreamState {
+  upstream: string;
+  state: BreakerState;
+  consecutiveFailures: number;
+  /** Last health verdict (health checks with several replicas, or a failed connection). */
+  healthy: boolean;
+  inFlight: number;
+}
+
 export type ModelServiceForwarder = Forwarder & {
   /** The first replica's breaker (the only one with a single MODEL_SERVICE_URL). */
   readonly breaker: CircuitBreaker;
   /** The first replica's URL. */
   readonly baseUrl: string;
-  readonly upstreams: readonly Upstream[];
+  /** The replicas themselves (breaker, in-flight count, health). */
+  readonly replicas: readonly Upstream[];
+  /** Every upstream with its breaker state, read when asked (a /metrics scrape, /readyz). */
+  upstreams(): UpstreamState[];
   /** Calls being forwarded right now. */
   activeCalls(): number;
   /**
@@ -106,11 +119,19 @@ function upstreamPath(req: Request, ctx: GatewayContext): string {
 }
 
 function detailOf(body: Buffer): string | null {
+  return errorBodyOf(body).detail;
+}
+
+/** `detail` and `type` of a model-service error body ({"detail", "type", "request_id"}), when it is one. */
+function errorBodyOf(body: Buffer): { detail: string | null; type: string | null } {
   try {
-    const parsed = JSON.parse(body.toString('utf8')) as { detail?: unknown };
-    return typeof parsed.detail === 'string' ? parsed.detail.slice(0, 300) : null;
+    const parsed = JSON.parse(body.toString('utf8')) as { detail?: unknown; type?: unknown };
+    return {
+      detail: typeof parsed.detail === 'string' ? parsed.detail.slice(0, 300) : null,
+      type: typeof parsed.type === 'string' && /^[a-z_]{1,40}$/.test(parsed.type) ? parsed.type : null,
+    };
   } catch {
-    return null;
+    return { detail: null, type: null };
   }
 }
 
@@ -546,11 +567,18 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
               if (value !== undefined && !RESPONSE_HEADERS_DROPPED.has(name)) res.setHeader(name, value);
             }
             res.setHeader('X-Request-Id', ctx.requestId);
+            // A refusal (4xx) passes through unchanged; a copy of its small JSON body gives the request log its reason.
+            const errorCopy: Buffer[] | null = status >= 400 && status < 500 ? [] : null;
+            let copied = 0;
             upstreamIdle.arm();
             up2.on('data', (chunk: Buffer) => {
               if (abandoned) return;
               upstreamIdle.touch();
               ctx.bytesOut += chunk.length;
+              if (errorCopy && copied < MAX_ERROR_BODY) {
+                errorCopy.push(chunk);
+                copied += chunk.length;
+              }
               if (!res.write(chunk)) {
                 // Held back by the client: its clock runs, not the replica's.
                 up2.pause();
@@ -567,6 +595,11 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
             up2.on('end', () => {
               if (abandoned) return;
               upstreamIdle.disarm();
+              if (errorCopy) {
+                const reason = errorBodyOf(Buffer.concat(errorCopy));
+                if (reason.type && !ctx.errorType) ctx.errorType = reason.type;
+                if (reason.detail) ctx.errorDetail = reason.detail;
+              }
               judge(status >= 500 ? 'failure' : 'success');
               if (status < 500) up.markHealthy();
               // An early answer (e.g. 400 on a bad option) while the upload was still coming: stop it here.
@@ -603,7 +636,9 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
   return Object.assign(forward, {
     breaker: upstreams[0].breaker,
     baseUrl: upstreams[0].label,
-    upstreams,
+    replicas: upstreams,
+    upstreams: (): UpstreamState[] =>
+      upstreams.map((u) => ({ upstream: u.label, ...u.breaker.snapshot(), healthy: u.healthy, inFlight: u.inFlight })),
     activeCalls: () => active.size,
     abortAll(retryAfterS: number): number {
       const calls = [...active];
