@@ -146,17 +146,32 @@ class PipelineRun {
     if (this.failedWith) throw this.failedWith;
   }
 
-  /** Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. */
-  guard<T>(p: Promise<T>): Promise<T> {
+  /**
+   * Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. When `p`
+   * yields a resource (a source, stream or sink with children or workers) after the run already failed, nobody
+   * would ever own it: `release` disposes of it (an abort that lands while ffmpeg starts must not leave it running).
+   */
+  guard<T>(p: Promise<T>, release?: (late: T) => unknown): Promise<T> {
+    const dispose = (v: T): void => {
+      if (!release) return;
+      try {
+        void Promise.resolve(release(v)).catch(() => undefined);
+      } catch {
+        /* already released */
+      }
+    };
     if (this.failedWith) {
-      p.catch(() => undefined);
+      p.then(dispose, () => undefined);
       return Promise.reject(this.failedWith);
     }
     return new Promise<T>((resolve, reject) => {
       this.waiting.add(reject);
       p.then(
         (v) => {
-          this.waiting.delete(reject);
+          if (!this.waiting.delete(reject)) {
+            dispose(v); // the run failed while this was pending
+            return;
+          }
           resolve(v);
         },
         (e: unknown) => {
@@ -175,6 +190,7 @@ class PipelineRun {
 
     const source = await this.guard(
       openSource(config, this.inputPath, modelRate, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
+      (late) => late.abort(),
     );
     this.source = source;
     this.throwIfFailed();
@@ -185,6 +201,7 @@ class PipelineRun {
 
     const stream = await this.guard(
       engine.openStream({ model: opts.model, channels: source.channels, attenuationLimitDb: opts.attenuationLimitDb }),
+      (late) => late.abort(),
     );
     this.stream = stream;
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
@@ -199,6 +216,7 @@ class PipelineRun {
         inProcessWav: inProcess,
         onFailure: (e) => this.fail(e),
       }),
+      (late) => late.abort(),
     );
     this.sink = sink;
 
