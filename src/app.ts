@@ -8,7 +8,7 @@ import path from 'node:path';
 import express from 'express';
 import { PROJECT_ROOT, type Config } from './config';
 import { createConsoleRouter } from './console';
-import { assignRequestId, createGateway, createGatewayErrorHandler, gatewayNotFoundHandler, sendGatewayError } from './gateway';
+import { assignRequestId, createGateway, createGatewayErrorHandler, gatewayNotFoundHandler, ROUTES, sendGatewayError } from './gateway';
 import type { CallObserver } from './gateway/types';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
@@ -29,13 +29,17 @@ import { requestScopesSettled, shutdownActiveScopes } from './model-service/uplo
 import { assertWritableDir } from './startup/data-dir';
 import { openStore } from './store';
 import type { GatewayStore } from './store/types';
+import { parseUpstreamUrls } from './upstream/balancer';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
+import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
 
 export interface AppOptions {
   /** Use this store instead of opening config.dataDir/gateway.db (it is not closed by close()). */
   store?: GatewayStore;
   /** Use this engine instead of creating one (it is not closed by close()). */
   engine?: InferenceEngine;
+  /** Use this job queue instead of opening the configured one (it is not closed by close()). */
+  jobStore?: JobStore;
   /** Where log lines go; default: a pino logger from the config (LOG_FORMAT, LOG_LEVEL) on stdout. */
   logger?: Logger;
   /** Older form of `logger`: each JSON log line is handed to this callback. */
@@ -52,6 +56,8 @@ export interface AppHandle {
   /** Where the gateway forwards to. */
   modelServiceUrl: string;
   forwarder: ModelServiceForwarder;
+  /** Asynchronous jobs: queue, runner, webhooks (src/jobs). */
+  jobs: Jobs;
   logger: Logger;
   /** The Prometheus registry behind GET /metrics. */
   registry: Registry;
@@ -69,7 +75,7 @@ export interface AppHandle {
    * refunded; answers already streaming are cut. Returns how many calls were affected.
    */
   abortInFlight(retryAfterS: number): number;
-  /** Stops the in-process model service, then closes what createApp opened (engine, store). */
+  /** Stops the job runner, the in-process model service, then closes what createApp opened (engine, store). */
   close(): Promise<void>;
 }
 
@@ -163,6 +169,23 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   }
 
   const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl, token: modelServiceToken });
+  let jobs: Jobs;
+  try {
+    jobs = await createJobs({
+      config,
+      gateway: store,
+      modelServiceUrls: parseUpstreamUrls(modelServiceUrl),
+      modelServiceHeaders: { authorization: `Bearer ${modelServiceToken}` },
+      store: opts.jobStore,
+      logger,
+      registry,
+    });
+  } catch (err) {
+    if (modelServer) await closeServer(modelServer);
+    if (!opts.engine) await engine?.close().catch(() => undefined);
+    if (!opts.store) await store.close();
+    throw err;
+  }
   const gatewayMetrics = createGatewayMetrics(registry, { upstreams: () => forwarder.upstreams() });
   const observers: CallObserver[] = [gatewayMetrics.observe];
   if (config.logRequests) observers.push(requestLineObserver(logger));
@@ -196,6 +219,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
 
   const app = express();
   app.disable('x-powered-by');
+  // No automatic weak ETags on JSON answers (errors, job objects): they change on every call and are not documented.
+  app.set('etag', false);
 
   // Once shutdown began, requests that still arrive on open connections get 503 + Retry-After (probes excepted).
   app.use((req, res, next) => {
@@ -240,8 +265,19 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       res.send(data);
     });
   });
-  app.use('/console', createConsoleRouter({ config, store }));
-  app.use('/', createGateway({ config, store, forward: forwarder, logger, observers }));
+  app.use('/console', createConsoleRouter({ config, store, apiRouters: [jobs.consoleRouter] }));
+  app.use(
+    '/',
+    createGateway({
+      config,
+      store,
+      forward: forwarder,
+      targets: { jobs: jobs.handler },
+      routes: configureJobRoutes(ROUTES, config),
+      logger,
+      observers,
+    }),
+  );
   app.get('/', (_req, res) => res.redirect(302, '/console/'));
   app.use(gatewayNotFoundHandler);
   app.use(createGatewayErrorHandler(logger));
@@ -253,6 +289,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     engine,
     modelServiceUrl,
     forwarder,
+    jobs,
     logger,
     registry,
     beginDrain() {
@@ -273,6 +310,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     async close() {
       if (closed) return;
       closed = true;
+      // First: running jobs go back to the queue while the model service can still be reached cleanly.
+      await jobs.close();
       forwarder.close();
       if (modelServer) await closeServer(modelServer);
       // Responses may have closed a moment before their temp directories are removed.

@@ -75,6 +75,34 @@ export interface Config {
   logLevel: LogLevel;
   /** METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <token>`; unset = open. */
   metricsToken: string | null;
+
+  // ---- asynchronous jobs (src/jobs, docs/jobs.md) ----
+  jobs: JobsConfig;
+}
+
+/** Asynchronous jobs (src/jobs): queue, runner, URL fetching, webhooks, the `nsm jobs` client. */
+export interface JobsConfig {
+  /** Largest upload or fetched file per job, bytes (JOBS_MAX_UPLOAD_MB, default 2048 MB). */
+  maxUploadBytes: number;
+  /** Results (and the job records) are deleted this long after the job finished (JOB_RETENTION_HOURS, 24 h). */
+  retentionMs: number;
+  /** Let `url` and `webhook_url` reach loopback/private/link-local addresses (JOBS_ALLOW_PRIVATE_URLS; tests only). */
+  allowPrivateUrls: boolean;
+  /** Job streams one runner (and one model service) works on at once (JOBS_CONCURRENCY, default half the workers). */
+  concurrency: number;
+  /** Whether this process runs queued jobs and delivers webhooks (JOBS_RUNNER, default true). */
+  runner: boolean;
+  /** A running job whose runner has not renewed its lease for this long is re-queued (JOBS_LEASE_SECONDS, 30 s). */
+  leaseMs: number;
+  /** Queued + running jobs one workspace may have at once (JOBS_MAX_ACTIVE_PER_WORKSPACE, 20). */
+  maxActivePerWorkspace: number;
+  /** New jobs are refused while DATA_DIR would have less than this free (JOBS_MIN_FREE_DISK_MB, 1024 MB). */
+  minFreeDiskBytes: number;
+  /** Runs of one job before it is failed for good (crashes, unreachable model service). */
+  maxAttempts: number;
+  /** `nsm jobs`: the server to talk to (NSM_URL, default http://localhost:8080) and the token (NSM_TOKEN). */
+  clientUrl: string;
+  clientToken: string | null;
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -162,5 +190,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     metricsToken: env.METRICS_TOKEN || null,
+    jobs: loadJobsConfig(env),
+  };
+}
+
+function loadJobsConfig(env: NodeJS.ProcessEnv): JobsConfig {
+  const MB = 1024 * 1024;
+  const workers = Math.max(1, int(env, 'WORKERS', os.availableParallelism ? os.availableParallelism() : os.cpus().length));
+  return {
+    maxUploadBytes: Math.floor(positive(env, 'JOBS_MAX_UPLOAD_MB', 2048) * MB),
+    retentionMs: Math.round(positive(env, 'JOB_RETENTION_HOURS', 24) * 3600_000),
+    allowPrivateUrls: bool(env, 'JOBS_ALLOW_PRIVATE_URLS', false),
+    concurrency: Math.max(1, Math.floor(int(env, 'JOBS_CONCURRENCY', Math.max(1, Math.floor(workers / 2))))),
+    runner: bool(env, 'JOBS_RUNNER', true),
+    leaseMs: Math.round(positive(env, 'JOBS_LEASE_SECONDS', 30) * 1000),
+    maxActivePerWorkspace: Math.max(1, Math.floor(int(env, 'JOBS_MAX_ACTIVE_PER_WORKSPACE', 20))),
+    minFreeDiskBytes: Math.max(0, Math.floor(int(env, 'JOBS_MIN_FREE_DISK_MB', 1024) * MB)),
+    maxAttempts: 3,
+    clientUrl: (env.NSM_URL || 'http://localhost:8080').replace(/\/+$/, ''),
+    clientToken: env.NSM_TOKEN || null,
   };
 }

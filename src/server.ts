@@ -39,7 +39,7 @@ async function main(logger: Logger): Promise<void> {
       event: 'started',
       url: base,
       bound_to: `${config.host}:${port}`,
-      api: `${base}/v1/noise-suppressor/{denoise,denoise/batch,models,sample,health}`,
+      api: `${base}/v1/noise-suppressor/{denoise,denoise/batch,models,sample,health,jobs}`,
       console: `${base}/console/`,
       probes: `${base}/healthz, ${base}/readyz`,
       metrics: `${base}/metrics${config.metricsToken ? ' (METRICS_TOKEN required)' : ''}`,

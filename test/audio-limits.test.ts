@@ -73,7 +73,9 @@ describe('input limits (MAX_AUDIO_SECONDS, MIN/MAX_SAMPLE_RATE, MAX_CHANNELS)', 
     expect(err).toBeInstanceOf(AudioInputError);
     expect(err.status).toBe(422);
     expect(err.message).toMatch(/unsupported sample rate 1 Hz: accepted from 8000 to 384000 Hz/);
-    expect(Date.now() - t0).toBeLessThan(500);
+    // Refused from the header: milliseconds on an idle machine. The bound only has to separate that from decoding
+    // the "hour" (tens of seconds of worker time before the fix) and survive a loaded CI machine.
+    expect(Date.now() - t0).toBeLessThan(5000);
     expect(fs.existsSync(path.join(tmp, 'x.wav'))).toBe(false);
     expect(engine.state().streams).toBe(0);
   });
@@ -199,7 +201,7 @@ describe('over HTTP: limits answer at once, with the right status, and cost no c
     const b = await post(slow, { keep_input_sample_rate: 'false' });
     expect(b.status).toBe(422);
     expect(b.body.detail).toMatch(/unsupported sample rate 1 Hz/);
-    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(Date.now() - t0).toBeLessThan(5000); // see the first test: header refusal vs. decoding the whole file
     expect(await handle.store.creditsUsed(workspaceId, new Date())).toBe(before);
   });
 });

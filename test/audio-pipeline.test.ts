@@ -242,6 +242,20 @@ describe('progress, bad inputs, failures, abort', () => {
     await waitFor(() => engine.state().streams === 0);
   });
 
+  test.each([1, 5, 20, 40, 80])('abort %i ms after the start (while the decoder, stream or encoder is being opened) leaks nothing', async (ms) => {
+    const controller = new AbortController();
+    const out = path.join(tmp, `early-abort-${ms}.flac`);
+    const promise = denoiseFile({ config, engine }, fixture('speech-noisy-44k1-stereo.mp3'), out, {
+      ...base, outputFormat: 'flac', signal: controller.signal,
+    });
+    setTimeout(() => controller.abort(), ms);
+    const err = await promise.catch((e) => e);
+    // A short file may also finish first; either way nothing may be left running.
+    if (err instanceof Error) expect(err).toBeInstanceOf(AudioAbortedError);
+    await waitFor(() => engine.state().streams === 0);
+    await waitFor(() => childProcesses().filter((c) => c.comm === 'ffmpeg').length === 0);
+  });
+
   test('an already-aborted signal stops before any work', async () => {
     const controller = new AbortController();
     controller.abort();

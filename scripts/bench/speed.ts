@@ -143,7 +143,7 @@ export async function rssChild(input: string, output: string, model: ModelId): P
       outputFormat: 'wav',
       keepInputSampleRate: true,
     });
-    via = 'src/audio/pipeline.ts denoiseFile (ffmpeg decode -> engine -> ffmpeg encode)';
+    via = 'src/audio/pipeline.ts denoiseFile (16 kHz WAV in and out: read and written in-process)';
   } else {
     // No pipeline yet: stream the decoded file through the engine in 1 s chunks.
     const x = decodeAudio(input, 16000)[0];

@@ -146,32 +146,17 @@ class PipelineRun {
     if (this.failedWith) throw this.failedWith;
   }
 
-  /**
-   * Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. When `p`
-   * yields a resource (a source, stream or sink with children or workers) after the run already failed, nobody
-   * would ever own it: `release` disposes of it (an abort that lands while ffmpeg starts must not leave it running).
-   */
-  guard<T>(p: Promise<T>, release?: (late: T) => unknown): Promise<T> {
-    const dispose = (v: T): void => {
-      if (!release) return;
-      try {
-        void Promise.resolve(release(v)).catch(() => undefined);
-      } catch {
-        /* already released */
-      }
-    };
+  /** Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. */
+  guard<T>(p: Promise<T>): Promise<T> {
     if (this.failedWith) {
-      p.then(dispose, () => undefined);
+      p.catch(() => undefined);
       return Promise.reject(this.failedWith);
     }
     return new Promise<T>((resolve, reject) => {
       this.waiting.add(reject);
       p.then(
         (v) => {
-          if (!this.waiting.delete(reject)) {
-            dispose(v); // the run failed while this was pending
-            return;
-          }
+          this.waiting.delete(reject);
           resolve(v);
         },
         (e: unknown) => {
@@ -182,15 +167,29 @@ class PipelineRun {
     });
   }
 
+  /**
+   * guard() for a promise that yields a resource (source with its ffmpeg child, engine stream, sink): if the run
+   * fails (abort) before it arrives, the resource is released when it does, instead of being left open.
+   */
+  private acquire<T>(p: Promise<T>, release: (v: T) => unknown): Promise<T> {
+    p.then(
+      (v) => {
+        if (this.failedWith) void Promise.resolve(release(v)).catch(() => undefined);
+      },
+      () => undefined,
+    );
+    return this.guard(p);
+  }
+
   async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream }> {
     const { config, engine } = this.deps;
     const opts = this.opts;
     const modelRate = modelRateFor(opts.model);
     const inProcess = opts.inProcessWav !== false;
 
-    const source = await this.guard(
+    const source = await this.acquire(
       openSource(config, this.inputPath, modelRate, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
-      (late) => late.abort(),
+      (s) => s.abort(),
     );
     this.source = source;
     this.throwIfFailed();
@@ -199,15 +198,15 @@ class PipelineRun {
       throw new AudioInputError(`FLAC output supports at most ${FLAC_MAX_CHANNELS} channels; the input has ${source.channels} (use wav)`);
     }
 
-    const stream = await this.guard(
+    const stream = await this.acquire(
       engine.openStream({ model: opts.model, channels: source.channels, attenuationLimitDb: opts.attenuationLimitDb }),
-      (late) => late.abort(),
+      (st) => st.abort(),
     );
     this.stream = stream;
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
     this.outputRate = opts.keepInputSampleRate ? source.inputRate : modelRate;
 
-    const sink = await this.guard(
+    const sink = await this.acquire(
       openSink(config, this.outputPath, {
         format: opts.outputFormat,
         channels: source.channels,
@@ -216,7 +215,7 @@ class PipelineRun {
         inProcessWav: inProcess,
         onFailure: (e) => this.fail(e),
       }),
-      (late) => late.abort(),
+      (k) => k.abort(),
     );
     this.sink = sink;
 

@@ -195,8 +195,9 @@ class FfmpegSource implements AudioSource {
       tail.push(d);
       if (banner.length < 256 * 1024) {
         banner += d.toString();
-        // Printed once the input is fully described, before any audio is written.
-        if (/Stream mapping:|Output #0/.test(banner)) bannerDone();
+        // Printed once the input is fully described, before any audio is written. (A banner this long is cut:
+        // waiting for more would stall the decoder behind an unread stdout.)
+        if (/Stream mapping:|Output #0/.test(banner) || banner.length >= 256 * 1024) bannerDone();
       }
     });
     const exit = waitForExit(child);

@@ -3,7 +3,9 @@
 import { loadConfig, type Config } from '../config';
 import { limitsFor } from '../gateway/plans';
 import { parseIpRule } from '../gateway/ip';
-import { knownScopes } from '../gateway/routes';
+import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
+import { openJobStore } from '../jobs/store';
+import { newWebhookSecret } from '../jobs/webhooks';
 import { openStore } from '../store';
 import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
@@ -28,6 +30,8 @@ Commands:
       Changes a workspace's plan (--rpm/--credits set enterprise custom limits).
   usage [--workspace W]
       Credits used and left this month (UTC) and requests logged this month.
+  webhook-secret --workspace W [--rotate]
+      The workspace's webhook signing secret (created on first use); --rotate replaces it.
   --help
       This text.
 
@@ -44,6 +48,7 @@ interface ParsedArgs {
 }
 
 const VALUE_OPTIONS = new Set(['workspace', 'plan', 'scopes', 'ip', 'expires', 'name', 'rpm', 'credits']);
+const FLAG_OPTIONS = new Set(['rotate']);
 
 function parseArgs(argv: string[]): ParsedArgs {
   const parsed: ParsedArgs = { command: undefined, positional: [], options: new Map(), help: false };
@@ -51,6 +56,8 @@ function parseArgs(argv: string[]): ParsedArgs {
     const arg = argv[i];
     if (arg === '--help' || arg === '-h') {
       parsed.help = true;
+    } else if (FLAG_OPTIONS.has(arg.slice(2))) {
+      parsed.options.set(arg.slice(2), 'true');
     } else if (arg.startsWith('--')) {
       const eq = arg.indexOf('=');
       const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
@@ -131,7 +138,7 @@ async function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): 
   if (wsName === undefined) throw new UsageError('--workspace is required');
   const requestedPlan = planOption(args.options.get('plan'));
 
-  const scopes = args.options.has('scopes') ? list(args.options.get('scopes')) : ['noise-suppressor:*'];
+  const scopes = args.options.has('scopes') ? list(args.options.get('scopes')) : [...DEFAULT_KEY_SCOPES];
   if (scopes.length === 0) throw new UsageError('--scopes must name at least one scope');
   const valid = knownScopes();
   for (const s of scopes) if (!valid.includes(s)) throw new UsageError(`unknown scope "${s}"; known: ${valid.join(', ')}`);
@@ -259,12 +266,34 @@ async function cmdUsage(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): P
   for (const line of table(rows)) io.out(line);
 }
 
-const COMMANDS: Record<string, (store: GatewayStore, args: ParsedArgs, io: KeysCliIo) => Promise<void>> = {
+/** Webhook signing secrets live with the jobs (src/jobs); see docs/jobs.md for how receivers verify them. */
+async function cmdWebhookSecret(store: GatewayStore, args: ParsedArgs, io: KeysCliIo, config: Pick<Config, 'dataDir'>): Promise<void> {
+  allowOnly(args, ['workspace', 'rotate']);
+  const ws = await requireWorkspace(store, args.options.get('workspace'));
+  const jobs = await openJobStore(config);
+  try {
+    let secret: string;
+    if (args.options.has('rotate')) {
+      secret = newWebhookSecret();
+      await jobs.setWebhookSecret(ws.id, secret);
+      io.out(`rotated the webhook signing secret of ${ws.name}; deliveries from now on are signed with:`);
+    } else {
+      secret = await jobs.ensureWebhookSecret(ws.id, newWebhookSecret);
+      io.out(`webhook signing secret of ${ws.name} (X-NS-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">):`);
+    }
+    io.out(secret);
+  } finally {
+    await jobs.close();
+  }
+}
+
+const COMMANDS: Record<string, (store: GatewayStore, args: ParsedArgs, io: KeysCliIo, config: Pick<Config, 'dataDir'>) => Promise<void>> = {
   create: cmdCreate,
   list: cmdList,
   revoke: cmdRevoke,
   plan: cmdPlan,
   usage: cmdUsage,
+  'webhook-secret': cmdWebhookSecret,
 };
 
 const consoleIo: KeysCliIo = {
@@ -300,7 +329,7 @@ export async function runKeysCli(argv: string[], config: Pick<Config, 'dataDir'>
   let store: GatewayStore | undefined;
   try {
     store = await openStore(config);
-    await command(store, args, io);
+    await command(store, args, io, config);
     return 0;
   } catch (err) {
     io.err(`keys ${args.command}: ${(err as Error).message}`);

@@ -16,6 +16,20 @@ import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats, typ
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
 import type { InferenceEngine } from '../inference/types';
+import { runJobsCli } from './jobs';
+
+/** `nsm jobs ...` (src/cli/jobs.ts), interruptible with Ctrl-C. */
+async function runJobsCommand(argv: string[]): Promise<number> {
+  const controller = new AbortController();
+  const onSignal = (): void => controller.abort();
+  process.once('SIGINT', onSignal);
+  try {
+    return await runJobsCli(argv, { out: process.stdout, err: process.stderr, signal: controller.signal });
+  } finally {
+    process.off('SIGINT', onSignal);
+  }
+}
+
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
 
@@ -38,6 +52,11 @@ export const SUBCOMMANDS: Record<string, Subcommand> = {
     usage: 'nsm denoise IN... [options]',
     summary: 'remove background noise from audio files (or stdin with -)',
     run: (argv) => runDenoise(argv),
+  },
+  jobs: {
+    usage: 'nsm jobs <command> ...',
+    summary: 'long recordings as jobs on a server: submit, status, list, wait, download, cancel',
+    run: (argv) => runJobsCommand(argv),
   },
 };
 

@@ -6,6 +6,7 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
 import { clientIpOf, fromTrustedProxy } from '../gateway/ip';
+import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
 import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import {
   LoginRateLimiter,
@@ -53,6 +54,8 @@ export const DEFAULT_CONSOLE_OPTIONS: ConsoleOptions = {
 export interface ConsoleDeps {
   config: Config;
   store: GatewayStore;
+  /** More JSON routes under /console/api, behind the session and CSRF checks (e.g. the jobs page's). */
+  apiRouters?: express.Router[];
   options?: Partial<ConsoleOptions>;
 }
 
@@ -140,6 +143,8 @@ function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
     endpoint: e.endpoint,
     status: e.status,
     error_type: e.errorType,
+    /** Why a call failed, in words (the model service's detail for its 400/422, else the gateway's message). */
+    error_message: e.errorMessage ?? null,
     credits: e.creditsCharged,
     bytes_in: e.bytesIn,
     bytes_out: e.bytesOut,
@@ -342,7 +347,12 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   });
 
   api.get('/meta', (_req, res) => {
-    res.json({ scopes: CONSOLE_SCOPES, plans: PLAN_OPTIONS, playground_key_name: PLAYGROUND_KEY_NAME });
+    res.json({
+      scopes: CONSOLE_SCOPES,
+      default_scopes: DEFAULT_KEY_SCOPES,
+      plans: PLAN_OPTIONS,
+      playground_key_name: PLAYGROUND_KEY_NAME,
+    });
   });
 
   // -- workspaces
@@ -521,6 +531,8 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
       res.json({ token, key_id: record.id, prefix: record.prefix, expires_at: record.expiresAt });
     }),
   );
+
+  for (const extra of deps.apiRouters ?? []) api.use(extra);
 
   api.use((_req, res) => sendError(res, 404, 'not_found', 'no such console endpoint'));
 

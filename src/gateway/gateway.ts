@@ -16,6 +16,8 @@ export interface GatewayOptions {
   config: Config;
   store: GatewayStore;
   forward: Forwarder;
+  /** Handlers for routes with a `target` (e.g. 'jobs'), called in place of `forward`. */
+  targets?: Record<string, Forwarder>;
   /** Route table; defaults to ROUTES. */
   routes?: EndpointSpec[];
   /** Defaults to an in-memory fixed one-minute window per token. */
@@ -105,6 +107,7 @@ export function createGateway({
   config,
   store,
   forward,
+  targets = {},
   routes = ROUTES,
   rateLimiter,
   now = Date.now,
@@ -145,6 +148,7 @@ export function createGateway({
             );
           case 'ok':
             call.ctx.route = match.route;
+            call.ctx.params = match.params;
             return 'continue';
         }
       },
@@ -246,6 +250,7 @@ export function createGateway({
           );
         }
         call.chargedAt = when;
+        call.ctx.chargedAt = when;
         call.ctx.creditsCharged = route.credits;
         return 'continue';
       },
@@ -260,9 +265,15 @@ export function createGateway({
             call.ctx.creditsCharged = 0;
           }
         };
+        const route = call.ctx.route!;
+        const handler = route.target === undefined ? forward : targets[route.target];
+        if (!handler) {
+          await refund();
+          return reject(call, 'endpoint_not_found', `/v1/${route.service}/${route.endpoint} is not enabled on this server.`);
+        }
         let outcome;
         try {
-          outcome = await forward(call.req, call.res, call.ctx);
+          outcome = await handler(call.req, call.res, call.ctx);
         } catch (err) {
           await refund();
           throw err;

@@ -8,7 +8,7 @@ export {
   SAFE_REQUEST_ID,
 } from './gateway';
 export type { GatewayOptions } from './gateway';
-export { ROUTES, matchRoute, scopesAllow, knownScopes, MULTIPART_OVERHEAD_BYTES } from './routes';
+export { ROUTES, matchRoute, scopesAllow, knownScopes, MULTIPART_OVERHEAD_BYTES, DEFAULT_KEY_SCOPES } from './routes';
 export { PLANS, limitsFor, planAllowsService } from './plans';
 export { FixedWindowRateLimiter } from './rate-limit';
 export type { RateLimiter, RateLimitDecision, RateLimitState } from './rate-limit';

@@ -7,12 +7,15 @@ export type Scope = string; // '*', 'noise-suppressor:*', 'noise-suppressor:deno
 /** One published endpoint: the gateway's route table is a list of these. */
 export interface EndpointSpec {
   service: string; // 'noise-suppressor'
-  endpoint: string; // 'denoise', 'denoise/batch', 'models', 'sample', 'health'
-  method: 'GET' | 'POST';
+  /** 'denoise', 'denoise/batch', 'models', ...; a `{name}` segment matches one path segment (e.g. 'jobs/{id}'). */
+  endpoint: string;
+  method: 'GET' | 'POST' | 'DELETE';
   scope: Scope; // required scope
   credits: number; // cost per call
   /** Largest request body the gateway lets through, in bytes (counted while streaming). */
   maxBodyBytes: number;
+  /** Who answers an authorised call: a handler named in GatewayOptions.targets; omitted = the model service. */
+  target?: string;
 }
 
 /** What the gateway knows about a call once policies have run; kept in res.locals.gateway. */
@@ -21,9 +24,13 @@ export interface GatewayContext {
   startedAt: number; // ms epoch
   clientIp: string;
   route?: EndpointSpec;
+  /** Values of the route's `{name}` segments, e.g. { id: 'job_…' }. */
+  params?: Record<string, string>;
   tokenId?: string;
   workspaceId?: string;
   creditsCharged: number;
+  /** When the credits were charged (a later refund goes to that month). */
+  chargedAt?: Date;
   upstreamMs?: number;
   bytesIn: number;
   bytesOut: number;

@@ -24,6 +24,8 @@ const WORKER_SCRIPT = path.join(__dirname, 'worker.js');
  * when the worker finishes one (no idle round trip) while the rest stays queued here (bounded memory in the worker).
  */
 const MAX_IN_FLIGHT = 2;
+/** close() waits at most this long for requests already posted to the workers. */
+const CLOSE_DRAIN_MS = 10_000;
 
 interface Job {
   msg: ToWorker;
@@ -267,6 +269,18 @@ class Engine implements InferenceEngine {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Terminating a worker in the middle of an ONNX Runtime call aborts the whole process ("terminate called after
+    // throwing an instance of 'Napi::Error'"): drop what is still queued here, let the requests already posted finish
+    // (an aborted stream's last chunk, typically; bounded), then terminate.
+    const closing = new Error('inference engine closed');
+    for (const w of this.workers) {
+      const queued = w.queue.splice(0);
+      for (const j of queued) j.reject(closing);
+    }
+    const until = Date.now() + CLOSE_DRAIN_MS;
+    while (this.workers.some((w) => !w.dead && w.inFlight.length > 0) && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     await Promise.all(this.workers.map((w) => w.worker.terminate()));
   }
 }

@@ -8,6 +8,7 @@ import archiver from 'archiver';
 import { PROJECT_ROOT, type Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../audio/pipeline';
+import { createJobStreamRouter } from '../jobs/stream-endpoint';
 import type { ModelServiceMetrics } from '../metrics';
 import { loadCatalog } from './catalog';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
@@ -286,6 +287,9 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
       uptime_s: Math.round((Date.now() - startedAt) / 1000),
     });
   });
+
+  // The job runner's streaming endpoint (src/jobs/stream-endpoint.ts).
+  app.use(createJobStreamRouter({ config, engine, log, metrics: deps.metrics }));
 
   app.use((req: Request, res: Response) => {
     sendDetail(res, 404, `no such endpoint: ${req.method} ${req.path}`);

@@ -286,13 +286,23 @@ describe('console keys, workspaces and request log', () => {
     expect((await get('/console/api/keys').expect(200)).body.keys[0].status).toBe('revoked');
   });
 
+  test('a key created with only a name gets the keys CLI default scope (noise-suppressor:*)', async () => {
+    const ws = await h.store.createWorkspace('w', 'free');
+    const meta = (await get('/console/api/meta').expect(200)).body;
+    expect(meta.default_scopes).toEqual(['noise-suppressor:*']);
+    const named = await post('/console/api/keys', { name: 'only a name', workspace_id: ws.id }).expect(201);
+    expect(named.body.key.scopes).toEqual(['noise-suppressor:*']);
+    const empty = await post('/console/api/keys', { name: 'no scope ticked', workspace_id: ws.id, scopes: [] }).expect(201);
+    expect(empty.body.key.scopes).toEqual(['noise-suppressor:*']);
+  });
+
   test('bad key input is refused with a message', async () => {
     const ws = await h.store.createWorkspace('w', 'free');
     const bad = async (body: object, pattern: RegExp) => {
       const res = await post('/console/api/keys', { name: 'k', workspace_id: ws.id, scopes: ['*'], ...body }).expect(400);
       expect(res.body.error.message).toMatch(pattern);
     };
-    await bad({ scopes: [] }, /scope/);
+    await bad({ scopes: 'noise-suppressor:*' }, /scopes must be a list/);
     await bad({ scopes: ['admin'] }, /unknown scope/);
     await bad({ allowed_ips: 'not-an-ip' }, /not an IP/);
     await bad({ allowed_ips: '10.0.0.0/33' }, /not an IP/);
@@ -331,19 +341,32 @@ describe('console keys, workspaces and request log', () => {
     await h.store.logRequest({ ...base, requestId: 'req_ok', tokenId: record.id, endpoint: 'denoise', status: 200, errorType: null });
     await h.store.logRequest({ ...base, requestId: 'req_rl', tokenId: record.id, endpoint: 'models', status: 429, errorType: 'rate_limited', creditsCharged: 0 });
     await h.store.logRequest({ ...base, requestId: 'req_other', tokenId: old.id, endpoint: 'denoise', status: 401, errorType: 'key_expired', creditsCharged: 0 });
+    await h.store.logRequest({
+      ...base,
+      requestId: 'req_bad',
+      tokenId: record.id,
+      endpoint: 'denoise',
+      status: 422,
+      errorType: 'invalid_audio',
+      errorMessage: 'could not decode: Invalid data found when processing input',
+      creditsCharged: 0,
+    });
     await h.store.chargeCredits(ws.id, 1, 1000, new Date());
 
     const all = (await get(`/console/api/requests?workspace=${ws.id}`).expect(200)).body;
-    expect(all.requests.map((r: { request_id: string }) => r.request_id).sort()).toEqual(['req_ok', 'req_other', 'req_rl']);
+    expect(all.requests.map((r: { request_id: string }) => r.request_id).sort()).toEqual(['req_bad', 'req_ok', 'req_other', 'req_rl']);
     const ok = all.requests.find((r: { request_id: string }) => r.request_id === 'req_ok');
-    expect(ok).toMatchObject({ status: 200, endpoint: 'denoise', key_prefix: record.prefix, key_name: 'k1', credits: 1 });
+    expect(ok).toMatchObject({ status: 200, endpoint: 'denoise', key_prefix: record.prefix, key_name: 'k1', credits: 1, error_message: null });
+    // A refused call carries its reason.
+    const bad = all.requests.find((r: { request_id: string }) => r.request_id === 'req_bad');
+    expect(bad).toMatchObject({ status: 422, error_type: 'invalid_audio', error_message: 'could not decode: Invalid data found when processing input' });
 
     const ids = async (q: string) =>
       (await get(`/console/api/requests?workspace=${ws.id}&${q}`).expect(200)).body.requests.map((r: { request_id: string }) => r.request_id).sort();
     expect(await ids('status=429')).toEqual(['req_rl']);
     expect(await ids('error_type=key_expired')).toEqual(['req_other']);
-    expect(await ids('endpoint=denoise')).toEqual(['req_ok', 'req_other']);
-    expect(await ids(`key=${record.id}`)).toEqual(['req_ok', 'req_rl']);
+    expect(await ids('endpoint=denoise')).toEqual(['req_bad', 'req_ok', 'req_other']);
+    expect(await ids(`key=${record.id}`)).toEqual(['req_bad', 'req_ok', 'req_rl']);
     const paged = (await get(`/console/api/requests?workspace=${ws.id}&limit=2`).expect(200)).body;
     expect(paged.requests).toHaveLength(2);
     expect(paged.has_more).toBe(true);
@@ -352,7 +375,7 @@ describe('console keys, workspaces and request log', () => {
     const usage = (await get(`/console/api/workspaces/${ws.id}/usage?days=7`).expect(200)).body;
     expect(usage.workspace).toMatchObject({ credits_used: 1, credits_left: 999 });
     const today = usage.days.find((d: { day: string }) => d.day === new Date().toISOString().slice(0, 10));
-    expect(today).toMatchObject({ count: 3, errors: 2 });
+    expect(today).toMatchObject({ count: 4, errors: 3 });
   });
 
   test('request-log paging: offset must be a whole number in range (1e308, Infinity, -1 … → 400, not 500)', async () => {
