@@ -1,13 +1,14 @@
 // Wires the whole service: store, inference engine, model service (in-process on loopback, or MODEL_SERVICE_URL),
 // the forwarder between them, the probes (/healthz, /readyz), /metrics, the console, /openapi.json and the gateway.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import express from 'express';
 import { PROJECT_ROOT, type Config } from './config';
 import { createConsoleRouter } from './console';
-import { createGateway, createGatewayErrorHandler, gatewayNotFoundHandler, ROUTES } from './gateway';
+import { assignRequestId, createGateway, createGatewayErrorHandler, gatewayNotFoundHandler, ROUTES, sendGatewayError } from './gateway';
 import type { CallObserver } from './gateway/types';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
@@ -21,14 +22,16 @@ import {
   type ModelServiceMetrics,
   type Registry,
 } from './metrics';
-import { createModelServiceApp } from './model-service/app';
+import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
+import { createModelServiceServer } from './model-service/guard';
 import { httpReady, probeHandlers, type ReadinessCheck } from './probes';
-import { requestScopesSettled } from './model-service/uploads';
+import { requestScopesSettled, shutdownActiveScopes } from './model-service/uploads';
 import { openSharedState, type SharedState } from './shared-state';
 import { assertWritableDir } from './startup/data-dir';
 import { openStore } from './store';
 import { startStoreMaintenance } from './store/maintenance';
 import type { GatewayStore } from './store/types';
+import { parseUpstreamUrls } from './upstream/balancer';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
 import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
 
@@ -66,28 +69,46 @@ export interface AppHandle {
   registry: Registry;
   /** From now on GET /readyz answers 503 (shutdown began; in-flight calls still finish). */
   beginDrain(): void;
+  /**
+   * Shutdown, step 1: /readyz fails (beginDrain) and new requests get 503 upstream_unavailable + Retry-After;
+   * in-flight ones continue.
+   */
+  beginShutdown(): void;
+  /** Calls in flight through the gateway. */
+  inFlight(): number;
+  /**
+   * Shutdown, step 2 (the grace is over): every call still waiting for its answer gets 503 + Retry-After and is
+   * refunded; answers already streaming are cut. Returns how many calls were affected.
+   */
+  abortInFlight(retryAfterS: number): number;
   /** Stops the job runner, the in-process model service, then closes what createApp opened (engine, store). */
   close(): Promise<void>;
 }
 
 export const OPENAPI_PATH = path.join(PROJECT_ROOT, 'openapi.json');
 
-/** Starts a model service on 127.0.0.1:<ephemeral>; loopback only, the gateway is its sole client. */
+/** Seconds a client is told to wait when the service is restarting. */
+export const RESTART_RETRY_AFTER_S = 5;
+
+/**
+ * Starts a model service on 127.0.0.1:<ephemeral>; loopback only, the gateway is its sole client, and every call
+ * must carry `token` (other local processes cannot use it without paying).
+ */
 export async function startModelServiceServer(
   config: Config,
   engine: InferenceEngine,
+  token: string,
   log?: (line: string) => void,
   metrics?: ModelServiceMetrics,
-): Promise<{ server: http.Server; url: string }> {
-  const server = http.createServer(createModelServiceApp({ config, engine, log, metrics }));
-  // The gateway bounds upload and processing time (UPSTREAM_TIMEOUT_MS); no second clock here.
-  server.requestTimeout = 0;
+): Promise<{ server: http.Server; url: string; app: ModelServiceApp }> {
+  const app = createModelServiceApp({ config, engine, log, metrics, token });
+  const server = createModelServiceServer(app);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
-  return { server, url: `http://127.0.0.1:${port}` };
+  return { server, url: `http://127.0.0.1:${port}`, app };
 }
 
 export function closeServer(server: http.Server, graceMs = 10_000): Promise<void> {
@@ -132,17 +153,26 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   }
   let engine: InferenceEngine | null = null;
   let modelServer: http.Server | null = null;
+  let modelApp: ModelServiceApp | null = null;
   let modelServiceUrl: string;
+  let modelServiceToken: string;
   try {
     if (config.modelServiceUrl) {
+      if (!config.modelServiceToken) {
+        throw new Error('MODEL_SERVICE_URL is set but MODEL_SERVICE_TOKEN is not: set it to the secret the model service(s) were started with');
+      }
       modelServiceUrl = config.modelServiceUrl;
+      modelServiceToken = config.modelServiceToken;
     } else {
       const localEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config));
       engine = localEngine;
       // In-process, the model service's metrics (audio seconds, RTF, engine state) share the gateway's /metrics.
       const msMetrics = createModelServiceMetrics(registry, { engine: () => localEngine.state() });
-      const started = await startModelServiceServer(config, localEngine, log, msMetrics);
+      // A fresh secret per start: only this process can call its in-process model service.
+      modelServiceToken = crypto.randomBytes(32).toString('base64url');
+      const started = await startModelServiceServer(config, localEngine, modelServiceToken, log, msMetrics);
       modelServer = started.server;
+      modelApp = started.app;
       modelServiceUrl = started.url;
     }
   } catch (err) {
@@ -151,10 +181,18 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     if (!opts.store) await store.close();
     throw err;
   }
-  const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
+  const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl, token: modelServiceToken });
   let jobs: Jobs;
   try {
-    jobs = await createJobs({ config, gateway: store, modelServiceUrls: [modelServiceUrl], store: opts.jobStore, logger, registry });
+    jobs = await createJobs({
+      config,
+      gateway: store,
+      modelServiceUrls: parseUpstreamUrls(modelServiceUrl),
+      modelServiceHeaders: { authorization: `Bearer ${modelServiceToken}` },
+      store: opts.jobStore,
+      logger,
+      registry,
+    });
   } catch (err) {
     if (modelServer) await closeServer(modelServer);
     if (!opts.engine) await engine?.close().catch(() => undefined);
@@ -169,6 +207,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   if (config.logRequests) observers.push(requestLineObserver(logger));
 
   let draining = false;
+  let shuttingDown = false;
   const localEngine = engine;
   const checks: ReadinessCheck[] = [
     // A read through the store contract: answers only when the database does.
@@ -200,6 +239,31 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   app.disable('x-powered-by');
   // No automatic weak ETags on JSON answers (errors, job objects): they change on every call and are not documented.
   app.set('etag', false);
+
+  // Once shutdown began, requests that still arrive on open connections get 503 + Retry-After (probes excepted).
+  app.use((req, res, next) => {
+    if (!shuttingDown || req.path === '/healthz' || req.path === '/readyz') return next();
+    assignRequestId(req, res);
+    res.setHeader('Retry-After', String(RESTART_RETRY_AFTER_S));
+    res.setHeader('Connection', 'close');
+    sendGatewayError(res, 'upstream_unavailable', 'The service is restarting; retry after the Retry-After delay.', 503);
+  });
+  // Bodies outside /v1 (console JSON) are small: they must arrive within one client idle window. /v1 uploads have
+  // the forwarder's progress clock instead (the public server has no whole-request timeout).
+  app.use((req, res, next) => {
+    if (req.complete || req.path.startsWith('/v1/')) return next();
+    const timer = setTimeout(() => {
+      if (req.complete) return;
+      if (!res.headersSent) {
+        res.setHeader('Connection', 'close');
+        res.status(408).json({ error: { type: 'request_timeout', message: 'The request body did not arrive in time.' } });
+      } else {
+        req.socket.destroy();
+      }
+    }, config.clientIdleTimeoutMs);
+    res.once('close', () => clearTimeout(timer));
+    next();
+  });
 
   // Probes and metrics: outside /v1, no API token (METRICS_TOKEN guards /metrics when set).
   app.get('/healthz', (req, res) => probes.healthz(req, res));
@@ -251,11 +315,24 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     beginDrain() {
       draining = true;
     },
+    beginShutdown() {
+      draining = true;
+      shuttingDown = true;
+      modelApp?.startDraining();
+    },
+    inFlight: () => forwarder.activeCalls(),
+    abortInFlight(retryAfterS: number): number {
+      const n = forwarder.abortAll(retryAfterS);
+      // The in-process model service's own jobs stop with their cancelled requests; this catches any left.
+      if (modelApp) shutdownActiveScopes(retryAfterS);
+      return n;
+    },
     async close() {
       if (closed) return;
       closed = true;
       // First: running jobs go back to the queue while the model service can still be reached cleanly.
       await jobs.close();
+      forwarder.close();
       if (modelServer) await closeServer(modelServer);
       // Responses may have closed a moment before their temp directories are removed.
       await requestScopesSettled(10_000);

@@ -1,6 +1,7 @@
 // The one place that reads the environment. Everything else receives a Config.
 import os from 'node:os';
 import path from 'node:path';
+import { parseTrustProxy, type TrustProxySetting } from './gateway/ip';
 
 export interface Config {
   /** HTTP port of the public server (gateway + console). */
@@ -15,7 +16,10 @@ export interface Config {
   ffmpegPath: string;
   /** Directory holding the generated ONNX graphs and manifest.json. */
   modelsDir: string;
-  /** When set, the gateway forwards to this model service over HTTP instead of the in-process one. */
+  /**
+   * When set, the gateway forwards over HTTP to this model service instead of the in-process one; a comma-separated
+   * list names several replicas (balanced by fewest requests in flight, each with its own breaker and health check).
+   */
   modelServiceUrl: string | null;
   /** Port for `npm run model-service` (the model service alone). */
   modelServicePort: number;
@@ -29,8 +33,27 @@ export interface Config {
   adminSecret: string | null;
   /** attenuation_limit_db applied when a request omits it. */
   defaultAttenuationLimitDb: number;
-  /** Trust X-Forwarded-For (behind a reverse proxy) for client IPs. */
-  trustProxy: boolean;
+  // -- reliability and security hardening (issue 9 / 12) --------------------------------------------------------
+  /** TRUST_PROXY: hop count or trusted proxy list; who the client is behind reverse proxies (see src/gateway/ip.ts). */
+  trustProxy: TrustProxySetting;
+  /** Shared secret the gateway presents to the model service (Authorization: Bearer). Required for a remote one. */
+  modelServiceToken: string | null;
+  /** Interface `npm run model-service` binds (loopback unless said otherwise). */
+  modelServiceHost: string;
+  /** A client whose upload delivers less than clientMinBytesPerSecond over this long gets 408 (its own fault). */
+  clientIdleTimeoutMs: number;
+  /** Slowest upload rate still counted as progress, averaged over clientIdleTimeoutMs. */
+  clientMinBytesPerSecond: number;
+  /** Upstream silent this long while we wait on it (accepting the upload, or sending the response body) → failure. */
+  upstreamIdleTimeoutMs: number;
+  /** Connecting to a model service (and its 100 Continue) takes longer than this → try another replica. */
+  upstreamConnectTimeoutMs: number;
+  /** How often each model-service replica is health-checked when there are several. */
+  upstreamHealthIntervalMs: number;
+  /** Model service admission: requests admitted at once per inference worker; more get 503 + Retry-After at once. */
+  modelQueuePerWorker: number;
+  /** On SIGTERM: how long in-flight requests get to finish; what cannot finish gets 503 + Retry-After. */
+  shutdownGraceMs: number;
   /** Directory for temporary uploads and outputs. */
   tmpDir: string;
   /** Log each request line to stdout. */
@@ -174,14 +197,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workers: Math.max(1, int(env, 'WORKERS', os.availableParallelism ? os.availableParallelism() : os.cpus().length)),
     ffmpegPath: env.FFMPEG_PATH || defaultFfmpeg(),
     modelsDir: path.resolve(env.MODELS_DIR || path.join(PROJECT_ROOT, 'models')),
-    modelServiceUrl: env.MODEL_SERVICE_URL ? env.MODEL_SERVICE_URL.replace(/\/+$/, '') : null,
+    modelServiceUrl: env.MODEL_SERVICE_URL?.trim() ? env.MODEL_SERVICE_URL.trim() : null,
     modelServicePort: int(env, 'MODEL_SERVICE_PORT', 8081),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', 600_000),
     breakerThreshold: Math.max(1, int(env, 'BREAKER_THRESHOLD', 5)),
     breakerCooldownMs: int(env, 'BREAKER_COOLDOWN_MS', 30_000),
     adminSecret: env.ADMIN_SECRET || null,
     defaultAttenuationLimitDb: int(env, 'DEFAULT_ATTENUATION_LIMIT_DB', 0),
-    trustProxy: bool(env, 'TRUST_PROXY', false),
+    trustProxy: parseTrustProxy(env.TRUST_PROXY),
+    modelServiceToken: env.MODEL_SERVICE_TOKEN || null,
+    modelServiceHost: env.MODEL_SERVICE_HOST || '127.0.0.1',
+    clientIdleTimeoutMs: Math.max(100, int(env, 'CLIENT_IDLE_TIMEOUT_MS', 30_000)),
+    clientMinBytesPerSecond: Math.max(0, int(env, 'CLIENT_MIN_BYTES_PER_S', 1024)),
+    upstreamIdleTimeoutMs: Math.max(100, int(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 30_000)),
+    upstreamConnectTimeoutMs: Math.max(100, int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', 5_000)),
+    upstreamHealthIntervalMs: Math.max(100, int(env, 'UPSTREAM_HEALTH_INTERVAL_MS', 5_000)),
+    modelQueuePerWorker: Math.max(1, int(env, 'MODEL_QUEUE_PER_WORKER', 4)),
+    shutdownGraceMs: Math.max(0, int(env, 'SHUTDOWN_GRACE_MS', 60_000)),
     tmpDir: path.resolve(env.TMP_DIR || path.join(dataDir, 'tmp')),
     logRequests: bool(env, 'LOG_REQUESTS', env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
 

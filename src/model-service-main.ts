@@ -1,8 +1,10 @@
-// `npm run model-service`: the model service alone on MODEL_SERVICE_PORT (the gateway reaches it via MODEL_SERVICE_URL).
+// `npm run model-service`: the model service alone on MODEL_SERVICE_HOST:MODEL_SERVICE_PORT (127.0.0.1:8081); the
+// gateway reaches it via MODEL_SERVICE_URL. It refuses to start without MODEL_SERVICE_TOKEN: every model-service
+// request must carry `Authorization: Bearer <MODEL_SERVICE_TOKEN>`, so nobody calls it around the gateway.
 // It listens at once and answers 503 {"detail":"starting",...} until the inference engine is ready. Besides the
 // model-service endpoints it serves, without a token: GET /healthz, GET /readyz (200 once the engine is ready) and
 // GET /metrics (audio seconds, RTF and engine state of this process; METRICS_TOKEN guards it when set).
-import http from 'node:http';
+import type http from 'node:http';
 import type express from 'express';
 import { closeServer, waitForIdle } from './app';
 import { loadConfig } from './config';
@@ -10,16 +12,34 @@ import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { loggerFromConfig, type Logger } from './logging';
 import { createModelServiceMetrics, createRegistry, metricsHandler } from './metrics';
-import { createModelServiceApp } from './model-service/app';
+import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
+import { createModelServiceServer } from './model-service/guard';
 import { errorBody, requestIdOf } from './model-service/http-error';
-import { requestScopesSettled } from './model-service/uploads';
+import { activeRequestCount, requestScopesSettled, shutdownActiveScopes } from './model-service/uploads';
 import { probeHandlers } from './probes';
 import { assertWritableDir, StartupError } from './startup/data-dir';
 
+/** Shortest MODEL_SERVICE_TOKEN accepted (a guessable secret would reopen the service). */
+export const MIN_TOKEN_LENGTH = 16;
+/** Retry-After of the 503s that answer what cannot finish within the shutdown grace. */
+const RETRY_AFTER_S = 5;
+
+async function until(check: () => boolean, maxMs: number): Promise<void> {
+  const end = Date.now() + maxMs;
+  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+}
+
 async function main(logger: Logger): Promise<void> {
   const config = loadConfig();
+  const token = config.modelServiceToken;
+  if (!token || token.length < MIN_TOKEN_LENGTH) {
+    throw new StartupError(
+      `MODEL_SERVICE_TOKEN must be set (at least ${MIN_TOKEN_LENGTH} characters); the gateway sends the same value. ` +
+        `For example: export MODEL_SERVICE_TOKEN=$(node -e "console.log(require('crypto').randomBytes(32).toString('base64url'))")`,
+    );
+  }
   assertWritableDir(config.tmpDir, 'TMP_DIR');
-  let app: express.Express | null = null;
+  let app: ModelServiceApp | null = null;
   let engine: InferenceEngine | null = null;
   let draining = false;
   const registry = createRegistry({ service: 'model-service', processMetrics: true });
@@ -42,7 +62,7 @@ async function main(logger: Logger): Promise<void> {
     '/metrics': serveMetrics,
   };
 
-  const server = http.createServer((req, res) => {
+  const server = createModelServiceServer((req, res) => {
     const pathname = (req.url ?? '/').split('?')[0];
     const op = ops[pathname];
     if (op && (req.method === 'GET' || req.method === 'HEAD')) {
@@ -50,7 +70,7 @@ async function main(logger: Logger): Promise<void> {
       return;
     }
     if (app) {
-      app(req, res);
+      (app as express.Express)(req, res);
       return;
     }
     const body = JSON.stringify(errorBody(503, 'starting', requestIdOf(req as express.Request), 'unavailable'));
@@ -58,16 +78,15 @@ async function main(logger: Logger): Promise<void> {
       'Content-Type': 'application/json; charset=utf-8',
       'Content-Length': Buffer.byteLength(body),
       'Retry-After': '2',
+      ...(req.headers['content-length'] || req.headers['transfer-encoding'] ? { Connection: 'close' } : {}),
     });
     res.end(body);
   });
-  // Uploads and processing are bounded by the gateway's UPSTREAM_TIMEOUT_MS.
-  server.requestTimeout = 0;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.modelServicePort, config.host, () => resolve());
+    server.listen(config.modelServicePort, config.modelServiceHost, () => resolve());
   });
-  const url = `http://${config.host}:${config.modelServicePort}`;
+  const url = `http://${config.modelServiceHost}:${config.modelServicePort}`;
   logger.info({ event: 'listening', url }, `Model service listening on ${url} (starting the inference engine...)`);
 
   let stopping = false;
@@ -75,16 +94,22 @@ async function main(logger: Logger): Promise<void> {
     if (stopping) process.exit(1);
     stopping = true;
     draining = true;
+    app?.startDraining();
     const began = Date.now();
-    logger.info({ event: 'shutdown', signal }, `${signal}: finishing in-flight requests`);
-    closeServer(server, 60_000)
-      .then(async () => {
-        await requestScopesSettled(10_000);
-        if (!engine) return;
-        await waitForIdle(engine, 10_000);
-        await engine.close();
-      })
-      .then(
+    logger.info({ event: 'shutdown', signal, grace_ms: config.shutdownGraceMs }, `${signal}: finishing in-flight requests`);
+    const closed = closeServer(server, config.shutdownGraceMs + 10_000);
+    (async () => {
+      await until(() => activeRequestCount() === 0, config.shutdownGraceMs);
+      // What could not finish within the grace gets 503 + Retry-After instead of a cut connection.
+      const cut = shutdownActiveScopes(RETRY_AFTER_S);
+      if (cut > 0) logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RETRY_AFTER_S}`);
+      await requestScopesSettled(10_000);
+      server.closeAllConnections();
+      await closed;
+      if (!engine) return;
+      await waitForIdle(engine, 10_000);
+      await engine.close();
+    })().then(
         () => {
           logger.info({ event: 'stopped', signal, shutdown_ms: Date.now() - began }, 'shut down cleanly');
           process.exit(0);
@@ -101,10 +126,11 @@ async function main(logger: Logger): Promise<void> {
   const started = Date.now();
   const ready: InferenceEngine = await createInferenceEngine(config);
   engine = ready;
-  app = createModelServiceApp({ config, engine: ready, log: (line) => logger.error(line), metrics });
+  app = createModelServiceApp({ config, engine: ready, log: (line) => logger.error(line), metrics, token });
+  if (stopping) app.startDraining();
   logger.info(
-    { event: 'started', workers: ready.state().size, startup_ms: Date.now() - started },
-    `Model service ready (${ready.state().size} workers)`,
+    { event: 'started', workers: ready.state().size, slots: app.admission.capacity, startup_ms: Date.now() - started },
+    `Model service ready (${ready.state().size} workers, ${app.admission.capacity} request slots)`,
   );
 }
 

@@ -2,17 +2,20 @@
 // Logs are pino JSON lines on stdout (LOG_FORMAT=pretty for humans): start-up, one line per API call, shutdown.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createApp, closeServer, type AppHandle } from './app';
+import { createApp, RESTART_RETRY_AFTER_S, type AppHandle } from './app';
 import { loadConfig } from './config';
 import { ensureAdminSecret } from './console';
 import { loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
 import { describeStore } from './store';
 
-/** How long in-flight requests (a denoise can take a while) get to finish after SIGTERM/SIGINT. */
-export const SHUTDOWN_GRACE_MS = 60_000;
-/** Generous whole-request limit: a 200 MB batch upload over a slow link must still get through. */
-const REQUEST_TIMEOUT_MS = 30 * 60 * 1000;
+/** After the shutdown grace: how long the 503 answers get to reach their clients before connections are closed. */
+const FLUSH_MS = 5_000;
+
+async function until(check: () => boolean, maxMs: number): Promise<void> {
+  const end = Date.now() + maxMs;
+  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+}
 
 async function main(logger: Logger): Promise<void> {
   const config = loadConfig();
@@ -22,7 +25,9 @@ async function main(logger: Logger): Promise<void> {
   await ensureAdminSecret(config, handle.store, (line) => logger.warn(line));
 
   const server = http.createServer(handle.app);
-  server.requestTimeout = REQUEST_TIMEOUT_MS;
+  // No whole-request clock: an upload may take as long as it needs while bytes keep coming. Stalled uploads are
+  // cut by the forwarder (CLIENT_IDLE_TIMEOUT_MS / CLIENT_MIN_BYTES_PER_S → 408); headers still have 60 s.
+  server.requestTimeout = 0;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
@@ -57,25 +62,37 @@ async function main(logger: Logger): Promise<void> {
     }
     stopping = true;
     const began = Date.now();
-    // /readyz fails from now on so balancers stop sending; in-flight calls get SHUTDOWN_GRACE_MS to finish.
-    handle.beginDrain();
+    // /readyz fails from now on so balancers stop sending; requests still arriving on open connections get 503 +
+    // Retry-After; in-flight calls get SHUTDOWN_GRACE_MS to finish, and what cannot finish gets 503 + Retry-After.
+    handle.beginShutdown();
     logger.info(
-      { event: 'shutdown', signal, grace_ms: SHUTDOWN_GRACE_MS },
+      { event: 'shutdown', signal, grace_ms: config.shutdownGraceMs },
       `${signal}: no longer accepting connections, finishing in-flight requests`,
     );
-    // Stop accepting, let in-flight requests finish, then close the model service, the worker pool and the store.
-    closeServer(server, SHUTDOWN_GRACE_MS)
-      .then(() => handle.close())
-      .then(
-        () => {
-          logger.info({ event: 'stopped', signal, shutdown_ms: Date.now() - began }, 'shut down cleanly');
-          process.exit(0);
-        },
-        (err: unknown) => {
-          logger.error({ event: 'stopped', signal, err }, 'error during shutdown');
-          process.exit(1);
-        },
-      );
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    (async () => {
+      await until(() => handle.inFlight() === 0, config.shutdownGraceMs);
+      const cut = handle.abortInFlight(RESTART_RETRY_AFTER_S);
+      if (cut > 0) {
+        logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RESTART_RETRY_AFTER_S}`);
+      }
+      await until(() => handle.inFlight() === 0, FLUSH_MS);
+      const forced = setTimeout(() => server.closeAllConnections(), FLUSH_MS);
+      server.closeIdleConnections();
+      await closed;
+      clearTimeout(forced);
+      await handle.close();
+    })().then(
+      () => {
+        logger.info({ event: 'stopped', signal, shutdown_ms: Date.now() - began }, 'shut down cleanly');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ event: 'stopped', signal, err }, 'error during shutdown');
+        process.exit(1);
+      },
+    );
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

@@ -1,5 +1,5 @@
 // The keys CLI, spawned as a real child process against the DATA_DIR a running gateway uses.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -153,4 +153,22 @@ test('runKeysCli is callable in-process; --help exits 0', async () => {
   expect(await runKeysCli(['usage'], config, io)).toBe(0);
   expect(await runKeysCli(['plan', '--workspace', 'inproc'], config, io)).toBe(2);
   expect(err[err.length - 1]).toMatch(/--plan is required/);
+});
+
+test('output into a closed pipe (`keys usage | head`) ends quietly with status 0, no EPIPE stack', async () => {
+  for (let i = 0; i < 50; i++) await store.createWorkspace(`ws-${i}`, 'free');
+  for (const command of [['usage'], ['list']]) {
+    const result = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [CLI, ...command], {
+        env: { ...process.env, DATA_DIR: dataDir },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      // The reader goes away before the first line is written, as `head` does after its lines.
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    expect({ command, ...result }).toEqual({ command, code: 0, stderr: '' });
+  }
 });

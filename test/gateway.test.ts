@@ -51,9 +51,9 @@ let store: GatewayStore;
 const logLines: string[] = [];
 const testLogger = loggerToCallback((line) => logLines.push(line), 'gateway');
 
-function buildApp(opts: { trustProxy?: boolean; routes?: EndpointSpec[]; now?: () => number; config?: Partial<Config> } = {}): express.Express {
+function buildApp(opts: { trustProxy?: Config['trustProxy']; routes?: EndpointSpec[]; now?: () => number; config?: Partial<Config> } = {}): express.Express {
   const app = express();
-  const cfg = { ...config, trustProxy: opts.trustProxy ?? false, ...opts.config };
+  const cfg = { ...config, trustProxy: opts.trustProxy ?? 0, ...opts.config };
   app.use(createGateway({ config: cfg, store, forward: modelServiceLike, routes: opts.routes, now: opts.now, logger: testLogger }));
   app.get('/hello', (_req, res) => {
     res.type('text').send('hi');
@@ -253,10 +253,10 @@ describe('IP allow-lists', () => {
     const v4 = await token(ws.id, { allowedIps: ['203.0.113.0/24'] });
     const v6 = await token(ws.id, { allowedIps: ['2001:db8::/32'] });
     const untrusted = buildApp();
-    const trusted = buildApp({ trustProxy: true });
+    const trusted = buildApp({ trustProxy: 1 });
     const models = '/v1/noise-suppressor/models';
     expect((await request(untrusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '203.0.113.9')).status).toBe(403);
-    expect((await request(trusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '203.0.113.9, 10.0.0.1')).status).toBe(200);
+    expect((await request(trusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '10.0.0.1, 203.0.113.9')).status).toBe(200);
     expect((await request(trusted).get(models).set('X-API-Key', v4).set('X-Forwarded-For', '198.51.100.1')).status).toBe(403);
     expect((await request(trusted).get(models).set('X-API-Key', v6).set('X-Forwarded-For', '2001:db8:5::1')).status).toBe(200);
     expect((await request(trusted).get(models).set('X-API-Key', v6).set('X-Forwarded-For', '2001:db9::1')).status).toBe(403);
@@ -393,7 +393,7 @@ describe('rate limits', () => {
 
   test('unauthenticated requests are limited per client address (429 + Retry-After) and the excess is not logged', async () => {
     let clock = Date.UTC(2030, 0, 1, 12, 0, 0);
-    const app = buildApp({ now: () => clock, config: { unauthenticatedRequestsPerMinute: 4 }, trustProxy: true });
+    const app = buildApp({ now: () => clock, config: { unauthenticatedRequestsPerMinute: 4 }, trustProxy: 1 });
     const ws = await workspace('acme');
     const tok = await token(ws.id);
     const from = (ip: string) => ({ 'X-Forwarded-For': ip });

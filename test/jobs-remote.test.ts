@@ -22,6 +22,8 @@ async function freePort(): Promise<number> {
 describe('jobs with a remote model service', () => {
   let config: Config;
   let child: ChildProcess;
+  /** The model service answers only callers with its token (the gateways here, and the test's own /health reads). */
+  const MODEL_TOKEN = 'jobs-remote-test-token-0123456789';
   let startService: () => Promise<void>;
   let serviceUrl: string;
   let childOutput = '';
@@ -46,6 +48,7 @@ describe('jobs with a remote model service', () => {
           WORKERS: '1',
           JOBS_CONCURRENCY: '1',
           NODE_ENV: 'test',
+          MODEL_SERVICE_TOKEN: MODEL_TOKEN,
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -53,7 +56,7 @@ describe('jobs with a remote model service', () => {
       child.stderr!.on('data', (d: Buffer) => (childOutput += d.toString()));
       await until(async () => {
         try {
-          return (await rawRequest(`${serviceUrl}/health`, {})).status === 200 ? true : undefined;
+          return (await rawRequest(`${serviceUrl}/health`, { headers: { Authorization: `Bearer ${MODEL_TOKEN}` } })).status === 200 ? true : undefined;
         } catch {
           return undefined;
         }
@@ -62,11 +65,11 @@ describe('jobs with a remote model service', () => {
     await startService();
     // The worker gateway runs two jobs at once; the model service admits one.
     worker = await createApp(
-      { ...config, modelServiceUrl: serviceUrl, jobs: { ...config.jobs, concurrency: 2, leaseMs: 3000 } },
+      { ...config, modelServiceUrl: serviceUrl, modelServiceToken: MODEL_TOKEN, jobs: { ...config.jobs, concurrency: 2, leaseMs: 3000 } },
       { log: (l) => logs.push(l) },
     );
     // A second gateway on the same DATA_DIR that only serves the API (no runner).
-    apiOnly = await createApp({ ...config, modelServiceUrl: serviceUrl, jobs: { ...config.jobs, runner: false } }, { log: () => undefined });
+    apiOnly = await createApp({ ...config, modelServiceUrl: serviceUrl, modelServiceToken: MODEL_TOKEN, jobs: { ...config.jobs, runner: false } }, { log: () => undefined });
     const ws = await worker.store.createWorkspace('remote', 'scale');
     token = (await worker.store.createToken({ workspaceId: ws.id, name: 'r', scopes: ['*'], allowedIps: [], expiresAt: null })).token;
     oneMinute = path.join(config.dataDir, 'one-minute.wav');
@@ -84,7 +87,7 @@ describe('jobs with a remote model service', () => {
 
   const auth = () => ({ Authorization: `Bearer ${token}` });
   const get = async (app: AppHandle, id: string): Promise<JobView> => (await request(app.app).get(`${API}/jobs/${id}`).set(auth())).body as JobView;
-  const streams = async (): Promise<number> => JSON.parse((await rawRequest(`${serviceUrl}/health`, {})).body.toString()).workers.streams;
+  const streams = async (): Promise<number> => JSON.parse((await rawRequest(`${serviceUrl}/health`, { headers: { Authorization: `Bearer ${MODEL_TOKEN}` } })).body.toString()).workers.streams;
 
   test('two jobs, one job stream on the model service: the second waits (busy) and both succeed on their first attempt', async () => {
     const a = await request(worker.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-4').attach('file', oneMinute);

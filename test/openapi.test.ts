@@ -326,7 +326,7 @@ describe('openapi.json', () => {
     });
 
     async function gatewayTo(url: string, overrides: Partial<Config> = {}): Promise<{ app: AppHandle; token: string }> {
-      const cfg = { ...testConfig(), modelServiceUrl: url, ...overrides };
+      const cfg = { ...testConfig(), modelServiceUrl: url, modelServiceToken: 'openapi-test-model-service-token', ...overrides };
       dirs.push(cfg.dataDir);
       const app = await createApp(cfg, { log: () => undefined });
       apps.push(app);
@@ -363,6 +363,31 @@ describe('openapi.json', () => {
       at('/v1/noise-suppressor/health', 'get')(res);
     });
 
+    test('408 request_timeout for an upload that stalls', async () => {
+      const reader = await upstream((req, res) => {
+        req.resume();
+        req.on('end', () => res.end('{}'));
+      });
+      const { app, token } = await gatewayTo(reader, { clientIdleTimeoutMs: 300, clientMinBytesPerSecond: 100 });
+      const { server, url } = await listen(app.app);
+      servers.push(server);
+      const reply = await new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: unknown }>((resolve, reject) => {
+        const req = http.request(`${url}/v1/noise-suppressor/denoise`, {
+          method: 'POST',
+          headers: { 'X-API-Key': token, 'Content-Type': 'multipart/form-data; boundary=x', 'Content-Length': 100_000 },
+        });
+        req.on('response', (res) => {
+          let text = '';
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text) }));
+        });
+        req.on('error', reject);
+        req.write('--x\r\n'); // and nothing more
+      });
+      expect([reply.status, (reply.body as { error: { type: string } }).error.type]).toEqual([408, 'request_timeout']);
+      at('/v1/noise-suppressor/denoise', 'post')(reply as unknown as request.Response);
+    });
+
     test("503 upstream_unavailable from a starting model service (its Retry-After), and its 500 passed through", async () => {
       const starting = await upstream((req, res) => {
         req.resume();
@@ -394,6 +419,6 @@ describe('openapi.json', () => {
     const succeeded = operations.filter((op) => [...exercised].some((e) => e.startsWith(op + ' 2')));
     expect(succeeded).toEqual(operations);
     const statuses = new Set([...exercised].map((e) => e.split(' ').pop()));
-    for (const s of ['400', '401', '402', '403', '404', '405', '413', '422', '429', '500', '502', '503', '504']) expect([s, statuses.has(s)]).toEqual([s, true]);
+    for (const s of ['400', '401', '402', '403', '404', '405', '408', '413', '422', '429', '500', '502', '503', '504']) expect([s, statuses.has(s)]).toEqual([s, true]);
   });
 });

@@ -157,3 +157,29 @@ export function closeQuietly(server: http.Server): Promise<void> {
     server.close(() => resolve());
   });
 }
+
+/** A 16-bit PCM WAV of `seconds` of deterministic noise (a long input without a fixture file). */
+export function noiseWav(seconds: number, rate = 16000, channels = 1): Buffer {
+  const frames = Math.round(seconds * rate);
+  const data = Buffer.alloc(frames * channels * 2);
+  let x = 12345;
+  for (let i = 0; i < frames * channels; i++) {
+    x = (x * 1103515245 + 12345) & 0x7fffffff;
+    data.writeInt16LE(((x >> 8) % 6000) - 3000, i * 2);
+  }
+  const header = Buffer.alloc(44);
+  header.write('RIFF', 0, 'ascii');
+  header.writeUInt32LE(36 + data.length, 4);
+  header.write('WAVE', 8, 'ascii');
+  header.write('fmt ', 12, 'ascii');
+  header.writeUInt32LE(16, 16);
+  header.writeUInt16LE(1, 20);
+  header.writeUInt16LE(channels, 22);
+  header.writeUInt32LE(rate, 24);
+  header.writeUInt32LE(rate * channels * 2, 28);
+  header.writeUInt16LE(channels * 2, 32);
+  header.writeUInt16LE(16, 34);
+  header.write('data', 36, 'ascii');
+  header.writeUInt32LE(data.length, 40);
+  return Buffer.concat([header, data]);
+}

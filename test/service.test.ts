@@ -8,7 +8,13 @@ import { createInferenceEngine } from '../src/inference/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { createModelServiceApp } from '../src/model-service/app';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from '../src/model-service/names';
-import { eventually, fixture, tmpEntries, testConfig } from './service-helpers';
+import { eventually, fixture, readZip, tmpEntries, testConfig } from './service-helpers';
+
+const TOKEN = 'service-test-token-0123456789abcdef';
+/** supertest against the model service with the gateway's credentials on every request. */
+function authed(app: Parameters<typeof request.agent>[0]) {
+  return request.agent(app).set('Authorization', `Bearer ${TOKEN}`);
+}
 
 describe('file names', () => {
   test('safeBaseName strips directories, extensions, control and unsafe characters, leading dots', async () => {
@@ -28,6 +34,20 @@ describe('file names', () => {
   test('cleanInputName keeps the name but not its directories or control characters', async () => {
     expect(cleanInputName('dir/sub\\a b.wav')).toBe('a b.wav');
     expect(cleanInputName('a\r\nb.wav')).toBe('ab.wav');
+  });
+
+  test('bidi overrides, isolates, marks and other invisible format characters are stripped (issue 9 item 18)', async () => {
+    // "evil\u202Egnp.exe.wav" displays as "evilvaw.exe.png": the override must not survive into any name.
+    expect(safeBaseName('evil\u202Egnp.exe.wav')).toBe('evilgnp.exe');
+    expect(cleanInputName('a\u2066b\u2069c\u200Fd\u200Ee\u061Cf\u202Ag\u202Ch.wav')).toBe('abcdefgh.wav');
+    expect(cleanInputName('\uFEFFzero\u200Bwidth\u00ADsoft\u2028line\u2029para.wav')).toBe('zerowidthsoftlinepara.wav');
+    expect(cleanInputName('tag\u{E0041}\u{E0042}s.wav')).toBe('tags.wav');
+    // Joiners are spelling, not control: kept.
+    expect(cleanInputName('\u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645.wav')).toBe('\u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645.wav');
+    expect(cleanInputName('\u{1F468}\u200D\u{1F469}.wav')).toBe('\u{1F468}\u200D\u{1F469}.wav');
+    const cd = contentDisposition('x\u202Eyz_denoised.wav');
+    expect(cd).not.toMatch(/%E2%80%AE/i);
+    expect(cd).toBe('attachment; filename="xyz_denoised.wav"');
   });
 
   test('OutputNamer makes names unique, case-insensitively', async () => {
@@ -65,17 +85,17 @@ describe('model service app alone', () => {
   });
 
   test('a file over 100 MB → 413 {detail}; nothing left in the temp dir', async () => {
-    const app = createModelServiceApp({ config, engine });
+    const app = createModelServiceApp({ config, engine, token: TOKEN });
     const big = Buffer.alloc(100 * 1024 * 1024 + 1);
-    const res = await request(app).post('/denoise').attach('file', big, { filename: 'big.wav', contentType: 'audio/wav' });
+    const res = await authed(app).post('/denoise').attach('file', big, { filename: 'big.wav', contentType: 'audio/wav' });
     expect(res.status).toBe(413);
     expect(res.body).toEqual({ detail: 'file "big.wav" is larger than 100 MB', type: 'payload_too_large', request_id: expect.stringMatching(/^req_/) });
     await eventually(() => tmpEntries(config).length === 0);
   });
 
   test('a bad option that precedes the file is rejected (checked when the file part starts)', async () => {
-    const app = createModelServiceApp({ config, engine });
-    const res = await request(app)
+    const app = createModelServiceApp({ config, engine, token: TOKEN });
+    const res = await authed(app)
       .post('/denoise')
       .set('X-Request-Id', 'req_from_the_gateway_1')
       .field('model', 'nsm-7')
@@ -88,33 +108,59 @@ describe('model service app alone', () => {
   });
 
   test('batch limits: files per call, size per file, total size per request → 413 {detail}', async () => {
-    const app = createModelServiceApp({ config, engine, limits: { maxFileBytes: 200_000, maxBatchFiles: 3, maxBatchBytes: 250_000 } });
+    const app = createModelServiceApp({ config, engine, token: TOKEN, limits: { maxFileBytes: 200_000, maxBatchFiles: 3, maxBatchBytes: 250_000 } });
     const mono = fixture('speech-noisy-16k-mono.wav'); // 96 044 bytes
 
-    let req = request(app).post('/denoise/batch');
+    let req = authed(app).post('/denoise/batch');
     for (let i = 0; i < 4; i++) req = req.attach('files', fixture('not-audio.wav'));
     const tooMany = await req;
     expect(tooMany.status).toBe(413);
     expect(tooMany.body).toEqual({ detail: 'too many files: at most 3 per batch', type: 'payload_too_large', request_id: expect.stringMatching(/^req_/) });
 
     // Alone, so the per-file limit (200 000) is reached long before the total (250 000) could be.
-    const tooBig = await request(app).post('/denoise/batch').attach('files', fixture('speech-noisy-44k1-stereo.wav'));
+    const tooBig = await authed(app).post('/denoise/batch').attach('files', fixture('speech-noisy-44k1-stereo.wav'));
     expect(tooBig.status).toBe(413);
     expect(tooBig.body).toEqual({ detail: 'file "speech-noisy-44k1-stereo.wav" is larger than 200000 bytes', type: 'payload_too_large', request_id: expect.stringMatching(/^req_/) });
 
-    const tooMuch = await request(app).post('/denoise/batch').attach('files', mono).attach('files', mono).attach('files', mono);
+    const tooMuch = await authed(app).post('/denoise/batch').attach('files', mono).attach('files', mono).attach('files', mono);
     expect(tooMuch.status).toBe(413);
     expect(tooMuch.body).toEqual({ detail: "the request's files exceed 250000 bytes in total", type: 'payload_too_large', request_id: expect.stringMatching(/^req_/) });
 
-    const fits = await request(app).post('/denoise/batch').field('response', 'json').attach('files', mono).attach('files', mono);
+    const fits = await authed(app).post('/denoise/batch').field('response', 'json').attach('files', mono).attach('files', mono);
     expect(fits.status).toBe(200);
     expect(fits.body.succeeded).toBe(2);
     await eventually(() => tmpEntries(config).length === 0);
   });
 
+  test('bidi controls in uploaded names reach neither Content-Disposition nor zip entries nor the manifest', async () => {
+    const app = createModelServiceApp({ config, engine, token: TOKEN });
+    const wav = fs.readFileSync(fixture('speech-noisy-16k-mono.wav'));
+    const single = await authed(app).post('/denoise').attach('file', wav, { filename: 'talk\u202Evaw.exe.wav', contentType: 'audio/wav' });
+    expect(single.status).toBe(200);
+    const cd = String(single.headers['content-disposition']);
+    expect(cd).toBe('attachment; filename="talkvaw.exe_denoised.wav"');
+
+    const batch = await authed(app)
+      .post('/denoise/batch')
+      .attach('files', wav, { filename: 'a\u2067b\u2069.wav', contentType: 'audio/wav' })
+      .attach('files', wav, { filename: '\u200Fc\u202Ed.wav', contentType: 'audio/wav' })
+      .buffer(true)
+      .parse((res, cb) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => cb(null, Buffer.concat(chunks)));
+      });
+    expect(batch.status).toBe(200);
+    const entries = readZip(batch.body as Buffer);
+    expect(entries.map((e) => e.name).sort()).toEqual(['ab_denoised.wav', 'cd_denoised.wav', 'manifest.json']);
+    const manifest = JSON.parse(entries.find((e) => e.name === 'manifest.json')!.data.toString('utf8'));
+    expect(manifest.items.map((i: { input: string }) => i.input)).toEqual(['ab.wav', 'cd.wav']);
+    await eventually(() => tmpEntries(config).length === 0);
+  });
+
   test('unknown paths → 404 {detail}', async () => {
-    const app = createModelServiceApp({ config, engine });
-    const res = await request(app).get('/v1/noise-suppressor/models');
+    const app = createModelServiceApp({ config, engine, token: TOKEN });
+    const res = await authed(app).get('/v1/noise-suppressor/models');
     expect(res.status).toBe(404);
     expect(res.body.detail).toMatch(/no such endpoint/);
     expect(res.body.type).toBe('not_found');
@@ -123,18 +169,18 @@ describe('model service app alone', () => {
   test('without installed models: 422 on denoise, health degraded, models unavailable, sample 404', async () => {
     const emptyModels = path.join(config.dataDir, 'no-models');
     fs.mkdirSync(emptyModels, { recursive: true });
-    const app = createModelServiceApp({ config: { ...config, modelsDir: emptyModels }, engine });
+    const app = createModelServiceApp({ config: { ...config, modelsDir: emptyModels }, engine, token: TOKEN });
 
-    const res = await request(app).post('/denoise').field('model', 'nsm-3').attach('file', fixture('speech-noisy-16k-mono.wav'));
+    const res = await authed(app).post('/denoise').field('model', 'nsm-3').attach('file', fixture('speech-noisy-16k-mono.wav'));
     expect(res.status).toBe(422);
     expect(res.body.detail).toMatch(/model "nsm-3" is not installed/);
     expect(res.body.type).toBe('model_not_installed');
 
-    const health = await request(app).get('/health');
+    const health = await authed(app).get('/health');
     expect(health.body).toMatchObject({ status: 'degraded', models: [] });
-    const models = await request(app).get('/models');
+    const models = await authed(app).get('/models');
     expect(models.body.models.every((m: { available: boolean }) => m.available === false)).toBe(true);
-    const sample = await request(app).get('/sample');
+    const sample = await authed(app).get('/sample');
     expect(sample.status).toBe(404);
     expect(sample.body.detail).toMatch(/sample clip is not installed/);
     await eventually(() => tmpEntries(config).length === 0);
@@ -148,7 +194,7 @@ describe('model service app alone', () => {
     fs.utimesSync(stale, old, old);
     const fresh = path.join(config.tmpDir, 'req-fresh');
     fs.mkdirSync(fresh);
-    createModelServiceApp({ config, engine });
+    createModelServiceApp({ config, engine, token: TOKEN });
     await eventually(() => !fs.existsSync(stale));
     expect(fs.existsSync(fresh)).toBe(true);
     fs.rmSync(fresh, { recursive: true });

@@ -12,6 +12,7 @@ import { closeQuietly, createToken, fixture, listen, rawRequest, testConfig } fr
 
 const API = '/v1/noise-suppressor';
 const STEREO_44K = fixture('speech-noisy-44k1-stereo.wav');
+const MODEL_TOKEN = 'upstream-process-test-token-0123456789';
 
 async function freePort(): Promise<number> {
   const { server, url } = await listen(() => undefined);
@@ -32,7 +33,7 @@ describe('gateway → real model-service process', () => {
   const apps: AppHandle[] = [];
 
   async function gateway(overrides: Partial<Config>): Promise<AppHandle> {
-    const handle = await createApp({ ...config, modelServiceUrl: serviceUrl, ...overrides }, { store, log: () => undefined });
+    const handle = await createApp({ ...config, modelServiceUrl: serviceUrl, modelServiceToken: MODEL_TOKEN, ...overrides }, { store, log: () => undefined });
     apps.push(handle);
     return handle;
   }
@@ -52,6 +53,7 @@ describe('gateway → real model-service process', () => {
         DATA_DIR: config.dataDir,
         WORKERS: '1',
         NODE_ENV: 'test',
+        MODEL_SERVICE_TOKEN: MODEL_TOKEN,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -65,7 +67,7 @@ describe('gateway → real model-service process', () => {
         const readyz = await rawRequest(`${serviceUrl}/readyz`, {});
         const healthz = await rawRequest(`${serviceUrl}/healthz`, {});
         probesDuringStartup.push({ readyz: readyz.status, healthz: healthz.status, body: readyz.body.toString() });
-        const res = await rawRequest(`${serviceUrl}/health`, {});
+        const res = await rawRequest(`${serviceUrl}/health`, { headers: { Authorization: `Bearer ${MODEL_TOKEN}` } });
         startup.push({ status: res.status, body: res.body.toString() });
         if (res.status === 200) break;
       } catch {

@@ -339,7 +339,19 @@ export async function runKeysCli(argv: string[], config: Pick<Config, 'dataDir'>
   }
 }
 
+/**
+ * `keys usage | head`: once the reader is gone, further output has nowhere to go. Stop quietly, as command-line
+ * tools do on SIGPIPE, instead of dying on an unhandled EPIPE with a stack trace.
+ */
+export function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream = process.stdout): void {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    throw err;
+  });
+}
+
 if (require.main === module) {
+  exitQuietlyOnClosedPipe(process.stdout);
   let config: Config;
   try {
     config = loadConfig();

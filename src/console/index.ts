@@ -2,11 +2,10 @@
 // The app mounts it with `app.use('/console', createConsoleRouter({ config, store }))` and
 // calls `ensureAdminSecret(config, store, log)` once at start.
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
-import { normalizeIp } from '../gateway/ip';
+import { clientIpOf, fromTrustedProxy } from '../gateway/ip';
 import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
 import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import {
@@ -23,6 +22,7 @@ import { PLAN_OPTIONS, displayLimits } from './plans';
 import {
   CONSOLE_SCOPES,
   InputError,
+  optionalOffset,
   optionalPositiveInt,
   parseAllowedIps,
   parseExpiry,
@@ -162,21 +162,6 @@ function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
   };
 }
 
-/**
- * Who is signing in, for the attempt limiter: the socket peer, or behind a trusted proxy the
- * right-most X-Forwarded-For entry (the one the proxy itself appended; entries to its left are
- * whatever the client sent, so rotating them must not buy fresh attempts).
- */
-function signInClientKey(req: Request, trustProxy: boolean): string {
-  if (trustProxy) {
-    const header = req.headers['x-forwarded-for'];
-    const parts = (Array.isArray(header) ? header.join(',') : header ?? '').split(',');
-    const last = normalizeIp(parts[parts.length - 1] ?? '');
-    if (last && net.isIP(last)) return last;
-  }
-  return normalizeIp(req.socket.remoteAddress ?? '') || 'unknown';
-}
-
 /** Route handler wrapper (sync or async): turns InputError into 400 and other throws into next(err). */
 function handle(fn: (req: Request, res: Response) => unknown) {
   return (req: Request, res: Response, next: NextFunction) => {
@@ -223,7 +208,8 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
 
   const isHttps = (req: Request): boolean =>
     req.secure ||
-    (config.trustProxy && String(req.headers['x-forwarded-proto'] ?? '').split(',')[0].trim() === 'https');
+    (fromTrustedProxy(req, config.trustProxy) &&
+      String(req.headers['x-forwarded-proto'] ?? '').split(',').pop()!.trim() === 'https');
 
   const cookiePath = (req: Request): string => req.baseUrl || '/';
 
@@ -314,7 +300,9 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
         sendError(res, 415, 'unsupported_media_type', 'send JSON');
         return;
       }
-      const ip = signInClientKey(req, config.trustProxy);
+      // The same client address as the gateway and the request log (right-most untrusted X-Forwarded-For entry),
+      // so rotating client-written entries buys no fresh attempts.
+      const ip = clientIpOf(req, config.trustProxy);
       const wait = await loginLimiter.retryAfterSeconds(ip);
       if (wait > 0) {
         res.setHeader('Retry-After', String(wait));
@@ -461,7 +449,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
         if (!Number.isInteger(status) || status < 100 || status > 599) throw new InputError('status must be an HTTP status code');
       }
       const limit = Math.min(200, Math.max(1, Number(q.limit) || 50));
-      const offset = Math.max(0, Number(q.offset) || 0);
+      const offset = optionalOffset(q.offset);
       const workspaceId = str(q.workspace);
       // One row more than asked tells the page whether a next page exists.
       const rows = await store.queryRequests({

@@ -94,3 +94,16 @@ export function optionalPositiveInt(value: unknown, field: string): number | und
   if (!Number.isInteger(n) || n <= 0) throw new InputError(`${field} must be a positive integer`);
   return n;
 }
+
+/** Largest request-log offset accepted (far beyond any real log; keeps the value a safe SQL integer). */
+export const MAX_OFFSET = 1_000_000_000;
+
+/** Paging offset: absent → 0; otherwise an integer 0…MAX_OFFSET (1e308, Infinity, -1, 1.5, "abc" → 400). */
+export function optionalOffset(value: unknown): number {
+  if (value === undefined || value === '') return 0;
+  const text = typeof value === 'string' ? value.trim() : '';
+  if (!/^\d{1,10}$/.test(text) || Number(text) > MAX_OFFSET) {
+    throw new InputError(`offset must be a whole number from 0 to ${MAX_OFFSET}`);
+  }
+  return Number(text);
+}

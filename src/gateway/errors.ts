@@ -12,6 +12,7 @@ export const GATEWAY_ERRORS = {
   service_not_found: 404,
   endpoint_not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   quota_exhausted: 402,
   payload_too_large: 413,
   rate_limited: 429,

@@ -383,7 +383,7 @@ export function createGateway({
           service,
           endpoint,
           // 499: the client went away before a response was sent.
-          status: finished || res.headersSent ? res.statusCode : 499,
+          status: ctx.logStatus ?? (finished || res.headersSent ? res.statusCode : 499),
           errorType: ctx.errorType ?? (res.locals.errorType as string | undefined) ?? null,
           creditsCharged: ctx.creditsCharged,
           bytesIn: ctx.bytesIn,

@@ -1,8 +1,22 @@
 // Client IP resolution and IP / CIDR allow-lists (IPv4 and IPv6).
+//
+// Who the client is behind reverse proxies follows Express's `trust proxy` semantics, implemented by the same
+// library Express uses (proxy-addr): walk from the socket peer leftwards through X-Forwarded-For, skipping the
+// addresses that are trusted proxies, and take the first untrusted one (the right-most untrusted address).
+// Entries further left were written by the client and prove nothing. The gateway, the console's sign-in limiter and
+// the request log all call clientIpOf, so they always agree on who called.
 import net from 'node:net';
-import type { Request } from 'express';
+import type { IncomingMessage } from 'node:http';
+import proxyaddr from 'proxy-addr';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
+
+/**
+ * TRUST_PROXY as configured: a hop count (0 = no proxy: the socket peer is the client; 1 = one proxy in front, so
+ * the right-most X-Forwarded-For entry is the client; …) or a list of trusted proxy addresses/CIDRs (and the names
+ * `loopback`, `linklocal`, `uniquelocal`).
+ */
+export type TrustProxySetting = number | string[];
 
 /** Strips IPv4-mapped IPv6 (::ffff:127.0.0.1 → 127.0.0.1) and zone ids so one address has one spelling. */
 export function normalizeIp(ip: string): string {
@@ -15,17 +29,64 @@ export function normalizeIp(ip: string): string {
   return s.toLowerCase();
 }
 
-/**
- * The caller's address: the socket peer, or the left-most X-Forwarded-For entry when the
- * deployment says a trusted reverse proxy sits in front (config.trustProxy).
- */
-export function clientIpOf(req: Request, trustProxy: boolean): string {
-  if (trustProxy) {
-    const header = req.headers['x-forwarded-for'];
-    const first = (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim();
-    if (first && net.isIP(normalizeIp(first))) return normalizeIp(first);
+type TrustFn = (addr: string, hop: number) => boolean;
+const compiled = new WeakMap<string[], TrustFn>();
+
+/** The trust predicate of a setting (compiled lists are cached per setting object). */
+export function trustFunction(setting: TrustProxySetting): TrustFn {
+  if (typeof setting === 'number') {
+    const hops = setting;
+    return (_addr, hop) => hop < hops;
   }
-  return normalizeIp(req.socket.remoteAddress ?? '');
+  let fn = compiled.get(setting);
+  if (!fn) {
+    fn = proxyaddr.compile(setting);
+    compiled.set(setting, fn);
+  }
+  return fn;
+}
+
+/**
+ * Parses TRUST_PROXY. Unset, `false`, `0` → 0 hops (X-Forwarded-For ignored). `true` → 1 hop: exactly one reverse
+ * proxy you run sits in front (NOT Express's "trust everything", which would let a client pick its own address).
+ * An integer N → N hops. Anything else → a comma-separated list of proxy addresses/CIDRs/names. Throws when invalid.
+ */
+export function parseTrustProxy(raw: string | undefined): TrustProxySetting {
+  const text = (raw ?? '').trim();
+  if (text === '' || /^(false|no|off)$/i.test(text)) return 0;
+  if (/^(true|yes|on)$/i.test(text)) return 1;
+  if (/^\d+$/.test(text)) {
+    const hops = Number(text);
+    if (hops > 32) throw new Error(`TRUST_PROXY hop count ${hops} is implausible (at most 32)`);
+    return hops;
+  }
+  const list = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  try {
+    proxyaddr.compile(list);
+  } catch (err) {
+    throw new Error(`TRUST_PROXY must be true/false, a hop count or a list of proxy IPs/CIDRs: ${(err as Error).message}`);
+  }
+  return list;
+}
+
+/** Whether the request reached us through a trusted proxy (so its X-Forwarded-* headers may be believed). */
+export function fromTrustedProxy(req: IncomingMessage, trust: TrustProxySetting): boolean {
+  const peer = req.socket.remoteAddress;
+  return peer !== undefined && trustFunction(trust)(peer, 0);
+}
+
+/**
+ * The caller's address: the right-most address in [X-Forwarded-For…, socket peer] that is not a trusted proxy.
+ * With no trusted proxy this is the socket peer. An entry that is not an IP address (a misbehaving proxy) gives
+ * 'unknown', which no allow-list matches.
+ */
+export function clientIpOf(req: IncomingMessage, trust: TrustProxySetting): string {
+  const addr = trust === 0 ? (req.socket.remoteAddress ?? '') : proxyaddr(req, trustFunction(trust));
+  const ip = normalizeIp(addr ?? '');
+  return net.isIP(ip) ? ip : 'unknown';
 }
 
 interface ParsedRule {

@@ -46,6 +46,11 @@ export interface GatewayContext {
   bytesIn: number;
   bytesOut: number;
   errorType?: string;
+  /**
+   * Status to log when it differs from the status line sent: a response that failed after its headers went out
+   * (model service died or stalled mid-body: 502/504; client stopped reading: 408).
+   */
+  logStatus?: number;
   /** Display prefix of the presented token once it was found (also for revoked/expired keys). */
   keyPrefix?: string;
   /** Why the model service refused the call (its 4xx `detail`), recorded by the forwarder for the request log. */

@@ -13,12 +13,14 @@ import type { ModelServiceMetrics } from '../metrics';
 import { FORMATS, type OutputFormat } from '../audio/formats';
 import { loadCatalog } from './catalog';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
+import { AdmissionGate, createGuard } from './guard';
 import { FileBase64, sendJsonWithFiles } from './json-files';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from './names';
 import { assertModelInstalled, parseDenoiseParams, type DenoiseParams, type EndpointKind } from './params';
 import {
   DEFAULT_UPLOAD_LIMITS,
   receiveUpload,
+  STALE_MS,
   sweepStaleRequestDirs,
   withRequestScope,
   type RequestScope,
@@ -34,7 +36,19 @@ export interface ModelServiceDeps {
   limits?: Partial<UploadLimits>;
   /** Told about every denoised file (audio seconds, RTF by model) for GET /metrics. */
   metrics?: ModelServiceMetrics;
+  /** The secret every request must present as `Authorization: Bearer <token>` (the gateway's). Required. */
+  token: string;
 }
+
+/** The model service app plus its operational controls. */
+export type ModelServiceApp = express.Express & {
+  /** Admission control state (requests admitted at once). */
+  readonly admission: AdmissionGate;
+  /** From now on new requests get 503 + Retry-After (shutdown); in-flight ones continue. */
+  startDraining(): void;
+  /** The start-up sweep of request directories left by dead processes (resolves with the number removed). */
+  readonly swept: Promise<number>;
+};
 
 const contentTypeOf = (format: OutputFormat): string => FORMATS[format].contentType;
 
@@ -72,7 +86,7 @@ export interface BatchManifest {
   items: Array<BatchItemOk | BatchItemError>;
 }
 
-export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
+export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
   const { config, engine } = deps;
   const log = deps.log ?? ((line: string) => process.stderr.write(line + '\n'));
   const limits: UploadLimits = { ...DEFAULT_UPLOAD_LIMITS, ...deps.limits };
@@ -80,7 +94,14 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  void sweepStaleRequestDirs(config.tmpDir, 6 * 60 * 60 * 1000);
+  // Request directories of dead processes (kill -9) are removed at start, then periodically.
+  const swept = sweepStaleRequestDirs(config.tmpDir);
+  setInterval(() => void sweepStaleRequestDirs(config.tmpDir), STALE_MS).unref();
+
+  const workers = () => Math.max(1, engine.state().size || config.workers);
+  const admission = new AdmissionGate(workers() * config.modelQueuePerWorker);
+  let draining = false;
+  app.use(createGuard({ token: deps.token, gate: admission, batchUnits: workers, draining: () => draining }));
 
   const fail = (res: Response) => (err: unknown) => {
     if (err instanceof HttpError) return sendHttpError(res, err);
@@ -264,6 +285,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
       models: installed,
       default_model: catalog.default,
       workers: engine.state(),
+      admission: (({ inUse, capacity, rejected, admitted }) => ({ in_use: inUse, capacity, admitted, rejected }))(admission.state()),
       uptime_s: Math.round((Date.now() - startedAt) / 1000),
     });
   });
@@ -282,7 +304,13 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
     }
     fail(res)(err);
   });
-  return app;
+  return Object.assign(app, {
+    admission,
+    swept,
+    startDraining() {
+      draining = true;
+    },
+  });
 }
 
 /** Streams a file with Content-Length; resolves when the body was handed to the socket or the client left. */

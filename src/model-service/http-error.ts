@@ -8,6 +8,7 @@ import type { Request, Response } from 'express';
 /** Machine-readable kinds of model-service errors. */
 export type ModelServiceErrorType =
   | 'invalid_request' // 400: a field, the form or the method is wrong
+  | 'unauthorized' // 401: no or a wrong MODEL_SERVICE_TOKEN (only the gateway may call)
   | 'invalid_audio' // 422: the upload is not usable audio
   | 'model_not_installed' // 422: a known model whose graphs are missing on this server
   | 'payload_too_large' // 413
@@ -17,6 +18,7 @@ export type ModelServiceErrorType =
 
 const TYPE_BY_STATUS: Record<number, ModelServiceErrorType> = {
   400: 'invalid_request',
+  401: 'unauthorized',
   404: 'not_found',
   413: 'payload_too_large',
   422: 'invalid_audio',

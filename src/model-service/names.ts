@@ -1,7 +1,11 @@
 // Client-supplied file names are untrusted: they become output names in zips and Content-Disposition headers.
 
-// C0/C1 control characters and characters that are unsafe in file names on common systems.
-const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/g;
+// Characters that must never reach a file name, a zip entry or a header: C0/C1 controls (Cc); invisible format
+// characters (Cf), among them the bidi embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and marks
+// (U+200E, U+200F, U+061C) that make "evil\u202Egnp.exe" display as "evilexe.png", zero-width space, BOM, soft
+// hyphen and tag characters; line/paragraph separators (Zl, Zp); lone surrogates (Cs). ZWNJ and ZWJ (U+200C, U+200D)
+// stay: they are part of how Persian, Indic scripts and emoji sequences are spelled and reorder nothing.
+const CONTROL_CHARS = /(?![\u200c\u200d])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/gu;
 const UNSAFE_CHARS = /[<>:"|?*]/g;
 const MAX_BASE_LENGTH = 120;
 
@@ -49,7 +53,8 @@ function encodeRfc5987(value: string): string {
 }
 
 /** `attachment; filename="<ascii>"` plus `filename*=UTF-8''...` when the name is not plain ASCII. */
-export function contentDisposition(filename: string): string {
+export function contentDisposition(name: string): string {
+  const filename = name.replace(CONTROL_CHARS, '');
   const ascii = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
   let header = `attachment; filename="${ascii}"`;
   if (ascii !== filename) header += `; filename*=UTF-8''${encodeRfc5987(filename)}`;

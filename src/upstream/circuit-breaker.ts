@@ -38,6 +38,31 @@ export class CircuitBreaker {
     return { allowed: true, trial: false };
   }
 
+  /** Whether admit() would grant a call now, without changing anything (for choosing among replicas). */
+  wouldAdmit(): boolean {
+    if (this.state === 'closed') return true;
+    if (this.state === 'open' && this.now() - this.openedAt < this.opts.cooldownMs) return false;
+    return !this.trialInFlight;
+  }
+
+  /** While open: how long until a trial call is allowed (0 when one would be allowed now). */
+  retryAfterMs(): number {
+    if (this.state === 'open') return Math.max(0, this.opts.cooldownMs - (this.now() - this.openedAt));
+    if (this.state === 'half-open' && this.trialInFlight) return Math.max(1000, this.opts.cooldownMs);
+    return 0;
+  }
+
+  /**
+   * A health probe of the service succeeded. Once the cool-down is over this counts as the trial call and closes the
+   * circuit, so a replica that came back takes traffic again without a client call having to risk the trial.
+   */
+  probeSucceeded(): void {
+    if (this.snapshot().state === 'half-open' && !this.trialInFlight) {
+      this.state = 'closed';
+      this.failures = 0;
+    }
+  }
+
   success(trial: boolean): void {
     if (trial) this.trialInFlight = false;
     this.failures = 0;

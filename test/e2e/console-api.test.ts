@@ -95,7 +95,10 @@ describe('console sessions and CSRF', () => {
     const { raw } = await signIn(h);
     expect(raw).toMatch(/HttpOnly/);
     expect(raw).toMatch(/SameSite=Strict/);
-    expect(raw).toMatch(/Path=\/console/);
+    expect(raw).toMatch(/; Path=\/console\/api(;|$)/);
+    // docs/console.md states the same path (issue 9 item 19: it said /console).
+    const documented = /\| Cookie \| `[^`]*Path=([^;`]+)/.exec(fs.readFileSync(path.join(__dirname, '../../../docs/console.md'), 'utf8'));
+    expect(documented?.[1]).toBe('/console/api');
     expect(raw).not.toMatch(/Secure/);
 
     const behindProxy = makeHarness({ ADMIN_SECRET: SECRET, TRUST_PROXY: '1' });
@@ -373,6 +376,20 @@ describe('console keys, workspaces and request log', () => {
     expect(usage.workspace).toMatchObject({ credits_used: 1, credits_left: 999 });
     const today = usage.days.find((d: { day: string }) => d.day === new Date().toISOString().slice(0, 10));
     expect(today).toMatchObject({ count: 4, errors: 3 });
+  });
+
+  test('request-log paging: offset must be a whole number in range (1e308, Infinity, -1 … → 400, not 500)', async () => {
+    for (const bad of ['1e308', 'Infinity', '-Infinity', 'NaN', '-1', '1.5', 'abc', '1e3', '99999999999']) {
+      const res = await get(`/console/api/requests?offset=${encodeURIComponent(bad)}`);
+      expect([bad, res.status]).toEqual([bad, 400]);
+      expect(res.body.error.type).toBe('bad_request');
+      expect(res.body.error.message).toMatch(/offset/);
+    }
+    await get('/console/api/requests?offset=1e308&offset=1').expect(400);
+    for (const good of ['', '0', '10', '1000000000']) {
+      const res = await get(`/console/api/requests?offset=${good}`).expect(200);
+      expect(res.body.offset).toBe(Number(good));
+    }
   });
 
   test('workspaces: create, duplicate name refused, change plan', async () => {

@@ -1,0 +1,65 @@
+// Small timers the forwarder uses to tell who stalled: the client (too slow sending its upload, or not reading the
+// answer) or the model service (not accepting the upload, silent in the middle of its response).
+
+/**
+ * Progress watch over a stream we are waiting on: every `windowMs` at least `minBytes` must have arrived, or
+ * `onStall` fires. It runs only while armed: the forwarder disarms it while it holds the stream back itself.
+ */
+export class ProgressWatch {
+  private timer: NodeJS.Timeout | null = null;
+  private bytes = 0;
+
+  constructor(
+    private readonly windowMs: number,
+    private readonly minBytes: number,
+    private readonly onStall: () => void,
+  ) {}
+
+  /** (Re)starts a fresh window. */
+  arm(): void {
+    this.disarm();
+    this.bytes = 0;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (this.bytes < this.minBytes) this.onStall();
+      else this.arm();
+    }, this.windowMs);
+  }
+
+  disarm(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  progress(n: number): void {
+    this.bytes += n;
+  }
+}
+
+/** Fires `onIdle` when `touch()` has not been called for `ms` while armed. */
+export class IdleTimer {
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly ms: number,
+    private readonly onIdle: () => void,
+  ) {}
+
+  arm(): void {
+    this.disarm();
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.onIdle();
+    }, this.ms);
+  }
+
+  /** Restarts the countdown if armed. */
+  touch(): void {
+    if (this.timer) this.arm();
+  }
+
+  disarm(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}
