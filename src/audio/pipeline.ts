@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import type { Config } from '../config';
+import { bandsUpTo, CHAINS, type BandProcessing } from '../inference/catalog';
 import type { DenoiseStream, InferenceEngine, ModelId } from '../inference/types';
 import { AudioAbortedError, AudioInputError, AudioPipelineError } from './errors';
 import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
@@ -49,6 +50,10 @@ export interface DenoiseStats {
   input_codec: string;
   output_format: OutputFormat;
   attenuation_limit_db: number;
+  /** Rate the chain ran at: the model's rate, or 48000 when a 16 kHz model ran full band. */
+  processing_sample_rate: number;
+  /** What was done to each band of the output (up to half the lower of the input and output rates). */
+  bands: BandProcessing[];
 }
 
 /** FLAC (libFLAC and ffmpeg's encoder) stores at most 8 channels. */
@@ -77,7 +82,13 @@ export async function denoiseFile(
   const run = new PipelineRun(config, probe, inputPath, outputPath, opts);
   try {
     const stream = await run.guard(
-      engine.openStream({ model: opts.model, channels: probe.channels, attenuationLimitDb: opts.attenuationLimitDb }),
+      engine.openStream({
+        model: opts.model,
+        channels: probe.channels,
+        attenuationLimitDb: opts.attenuationLimitDb,
+        // Above 16 kHz with the input's rate kept, 16 kHz models also return (denoise) the band above 8 kHz.
+        fullBand: opts.keepInputSampleRate && probe.sampleRate > 16000,
+      }),
     );
     run.stream = stream;
     const decodedFrames = await run.execute();
@@ -90,11 +101,13 @@ export async function denoiseFile(
       model: opts.model,
       input_sample_rate: probe.sampleRate,
       output_sample_rate: run.outputRate,
-      model_sample_rate: stream.sampleRate,
+      model_sample_rate: CHAINS[opts.model].sample_rate,
       channels: probe.channels,
       input_codec: probe.codec,
       output_format: opts.outputFormat,
       attenuation_limit_db: opts.attenuationLimitDb,
+      processing_sample_rate: stream.sampleRate,
+      bands: bandsUpTo(stream.bands, Math.min(probe.sampleRate, run.outputRate) / 2),
     };
   } catch (err) {
     run.teardown();

@@ -48,3 +48,33 @@ export const CHAINS: Record<ModelId, ChainDefinition> = {
     files: [STAGE1_FILE, STAGE2_FILE],
   },
 };
+
+/** How one frequency band of the output was processed (reported in X-NS-Stats `bands`). */
+export interface BandProcessing {
+  from_hz: number;
+  to_hz: number;
+  /**
+   * `denoised_16k`: the model's 16 kHz chain ran on this band; `guided_high_band`: the input's own band above the
+   * crossover, filtered per frequency bin under the guidance of the 16 kHz chain's speech/noise decision.
+   */
+  processing: 'denoised_16k' | 'guided_high_band';
+}
+
+/** Crossover between the 16 kHz chain's band and the guided high band (the 48 <-> 16 kHz resamplers' edge). */
+export const CROSSOVER_HZ = 8000;
+
+/**
+ * The rate a stream runs at and what it does to each band up to half that rate. 16 kHz models run full band (48 kHz,
+ * FullBandChain around their chain) when asked; nsm-2-hd always does.
+ */
+export function streamLayout(model: ModelId, fullBand: boolean): { sampleRate: number; bands: BandProcessing[] } {
+  const rate = CHAINS[model].sample_rate === 48000 || fullBand ? 48000 : 16000;
+  const bands: BandProcessing[] = [{ from_hz: 0, to_hz: CROSSOVER_HZ, processing: 'denoised_16k' }];
+  if (rate > 16000) bands.push({ from_hz: CROSSOVER_HZ, to_hz: rate / 2, processing: 'guided_high_band' });
+  return { sampleRate: rate, bands };
+}
+
+/** `bands` cut at `topHz` (half the lower of the input and output rates: nothing above it reaches the output). */
+export function bandsUpTo(bands: BandProcessing[], topHz: number): BandProcessing[] {
+  return bands.filter((b) => b.from_hz < topHz).map((b) => ({ ...b, to_hz: Math.min(b.to_hz, topHz) }));
+}
