@@ -41,7 +41,7 @@ withKit('model ladder on development clips (DNSMOS P.835)', () => {
       const x = decodeAudio(c.noisy, 16000)[0].slice(0, CLIP_SECONDS * 16000);
       for (const m of LADDER) {
         const [y] = await denoiseBuffer(graphs, m, [x.slice()]);
-        (ovrl[m] ??= []).push((await dnsmosP835(y)).OVRL);
+        (ovrl[m] ??= []).push((await dnsmosP835(y, { selfCheck: false })).OVRL);
       }
     }
   });

@@ -1,5 +1,5 @@
 // A compact text form of a 16 kHz chain description (ChainSpec), for tuning runs of the quality benchmark:
-//   stages joined by "+":  dtln | dtln1 (stage 1 only) | dtln2 (stage 2 only) [@grid offsets, comma separated]
+//   stages joined by "+":  dtln | dtln1 (stage 1 only) [@grid offsets, comma separated]
 //                          pf:<over-estimate>:<floor dB>[:<noise window s>[:lift|window]]
 //   e.g. "dtln+dtln+pf:4:-15:1.5:lift", "dtln@0,64+dtln".  A JSON ChainSpec (starting with "[") is accepted too.
 import type { ChainSpec, StageSpec } from '../../src/inference/chains';
@@ -9,10 +9,10 @@ export function parseChainSpec(text: string): ChainSpec {
   if (t.startsWith('[')) return JSON.parse(t) as ChainSpec;
   return t.split('+').map((part): StageSpec => {
     const p = part.trim();
-    const dtln = /^dtln([12])?(?:@([\d,]+))?$/.exec(p);
+    const dtln = /^dtln(1)?(?:@([\d,]+))?$/.exec(p);
     if (dtln) {
       const grids = dtln[2] ? dtln[2].split(',').map(Number) : undefined;
-      return { dtln: { ...(dtln[1] === '1' ? { stage2: false } : {}), ...(dtln[1] === '2' ? { stage1: false } : {}), ...(grids ? { grids } : {}) } };
+      return { dtln: { ...(dtln[1] ? { stage2: false } : {}), ...(grids ? { grids } : {}) } };
     }
     const pf = /^pf:([\d.]+):(-?[\d.]+)(?::([\d.]+)(?::(lift|window))?)?$/.exec(p);
     if (pf) {

@@ -23,11 +23,9 @@ export class Dtln16Chain implements ChainProcessor {
     useStage2: boolean,
     /** Frame-grid offsets (samples) to average over; [0] = plain DTLN. */
     private readonly offsets: number[] = [0],
-    /** false: stage 2 alone (a refinement pass on an already denoised signal). */
-    useStage1 = true,
   ) {
     const maxOffset = Math.max(...offsets);
-    this.core = new DtlnCore(graphs, { batch: channels * offsets.length, useStage2, useStage1 });
+    this.core = new DtlnCore(graphs, { batch: channels * offsets.length, useStage2 });
     this.inDelays = offsets.map((s) => Array.from({ length: channels }, () => new DelayLine(s)));
     this.outDelays = offsets.map((s) => Array.from({ length: channels }, () => new DelayLine(maxOffset - s)));
     this.latency = DTLN_LATENCY + maxOffset;
@@ -81,7 +79,7 @@ export class PostFilteredChain implements ChainProcessor {
  * pass (both stages unless `stage2: false`; `grids`: frame-grid offsets averaged in one batched run), `postFilter` the
  * residual-noise post-filter. The bench's quality harness builds experimental chains from the same description.
  */
-export type StageSpec = { dtln: { stage1?: boolean; stage2?: boolean; grids?: number[] } } | { postFilter: PostFilterOptions };
+export type StageSpec = { dtln: { stage2?: boolean; grids?: number[] } } | { postFilter: PostFilterOptions };
 export type ChainSpec = StageSpec[];
 
 /** Stages in series: each one's output is the next one's input; latencies add. */
@@ -126,7 +124,7 @@ export class PostFilterStage implements ChainProcessor {
 /** Builds a 16 kHz chain from its description. */
 export function buildChain(spec: ChainSpec, channels: number, graphs: DtlnGraphs): ChainProcessor {
   const stages = spec.map((st): ChainProcessor => {
-    if ('dtln' in st) return new Dtln16Chain(graphs, channels, st.dtln.stage2 !== false, st.dtln.grids ?? [0], st.dtln.stage1 !== false);
+    if ('dtln' in st) return new Dtln16Chain(graphs, channels, st.dtln.stage2 !== false, st.dtln.grids ?? [0]);
     return new PostFilterStage(channels, st.postFilter);
   });
   return stages.length === 1 ? stages[0] : new SerialChain(stages);

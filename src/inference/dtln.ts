@@ -24,8 +24,6 @@ export interface DtlnCoreOptions {
   batch: number;
   /** false: stage 1 only, the masked spectrum resynthesised with a Hann/OLA (nsm-1). */
   useStage2: boolean;
-  /** false: stage 2 alone on the unmasked frames (a refinement pass on an already denoised signal). */
-  useStage1?: boolean;
   /** Also report, per emitted hop, the core's effective gain in 4-8 kHz (used to extend the gain above 8 kHz). */
   highBandGain?: boolean;
 }
@@ -46,7 +44,6 @@ export class DtlnCore {
   private readonly fft = new RealFFT(BLOCK);
   private readonly graphs: DtlnGraphs;
   private readonly useStage2: boolean;
-  private readonly useStage1: boolean;
   private readonly wantHighGain: boolean;
   /** Per stream: unframed input; always starts with the last BLOCK-HOP samples of the previous frame. */
   private inBuf: Float32Array[];
@@ -64,8 +61,6 @@ export class DtlnCore {
     this.graphs = graphs;
     this.batch = opts.batch;
     this.useStage2 = opts.useStage2;
-    this.useStage1 = opts.useStage1 !== false;
-    if (!this.useStage1 && (!this.useStage2 || opts.highBandGain)) throw new Error('stage 2 alone cannot be combined with useStage2: false or highBandGain');
     this.wantHighGain = !!opts.highBandGain;
     const b = this.batch;
     this.inBuf = Array.from({ length: b }, () => new Float32Array(BLOCK - HOP));
@@ -116,7 +111,6 @@ export class DtlnCore {
     const fft = this.fft;
     // Float64 spectra and Float32 signals everywhere keeps the FFT's loops monomorphic (measurably faster).
     const { re, im, mag, blocks } = this.scratchFor(B * t);
-    if (!this.useStage1) return this.runStage2Only(combined, f0, t, out, blocks);
     for (let b = 0; b < B; b++) {
       const src = combined[b];
       for (let i = 0; i < t; i++) fft.forwardMag(src, (f0 + i) * HOP, re, im, mag, (b * t + i) * BINS);
@@ -174,36 +168,6 @@ export class DtlnCore {
       }
       out[b].set(acc.subarray(0, t * hop), f0 * hop);
       this.olaTail[b].set(acc.subarray(t * hop, accLen));
-    }
-  }
-
-  /** Stage 2 alone: the raw frames go straight into the learned-basis stage, its blocks are overlap-added. */
-  private async runStage2Only(combined: Float32Array[], f0: number, t: number, out: Float32Array[], blocks: Float32Array): Promise<void> {
-    const B = this.batch;
-    for (let b = 0; b < B; b++) {
-      for (let i = 0; i < t; i++) blocks.set(combined[b].subarray((f0 + i) * HOP, (f0 + i) * HOP + BLOCK), (b * t + i) * BLOCK);
-    }
-    const r2 = await this.graphs.stage2.run({
-      frames: new ort.Tensor('float32', blocks.subarray(0, B * t * BLOCK), [B, t, BLOCK]),
-      h0: new ort.Tensor('float32', this.h2, [LAYERS, B, UNITS]),
-      c0: new ort.Tensor('float32', this.c2, [LAYERS, B, UNITS]),
-    });
-    const outBlocks = r2.out.data as Float32Array;
-    this.h2 = r2.hN.data as Float32Array;
-    this.c2 = r2.cN.data as Float32Array;
-    const tailLen = BLOCK - HOP;
-    const accLen = t * HOP + tailLen;
-    const acc = this.olaScratch(accLen);
-    for (let b = 0; b < B; b++) {
-      acc.set(this.olaTail[b]);
-      acc.fill(0, tailLen, accLen);
-      for (let i = 0; i < t; i++) {
-        const src = (b * t + i) * BLOCK;
-        const dst = i * HOP;
-        for (let s = 0; s < BLOCK; s++) acc[dst + s] += outBlocks[src + s];
-      }
-      out[b].set(acc.subarray(0, t * HOP), f0 * HOP);
-      this.olaTail[b].set(acc.subarray(t * HOP, accLen));
     }
   }
 
