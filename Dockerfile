@@ -1,18 +1,65 @@
-# Self-hosted noise-suppression API: gateway + model service in one image.
-# Everything the service needs comes from npm (ffmpeg via @ffmpeg-installer, ONNX Runtime via onnxruntime-node);
-# the ONNX graphs are generated from the TFLite networks during `npm ci` (prepare step).
-FROM node:20-bookworm-slim AS build
-WORKDIR /app
-RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
-COPY . .
-RUN npm ci && npm prune --omit=dev
+# syntax=docker/dockerfile:1
+# Self-hosted noise-suppression API: gateway + model service in one image (docs/operations.md, "Docker").
+# Everything comes from npm (ffmpeg via @ffmpeg-installer, ONNX Runtime via onnxruntime-node); the ONNX graphs are
+# generated from the TFLite networks at build time. Nothing is downloaded when the container runs.
+#
+#   docker build -t nsm .
+#   docker run -d --name nsm -p 8080:8080 -v nsm-data:/data --stop-timeout 75 --init nsm
+#   docker exec nsm node dist/src/cli/keys.js create --workspace acme   # keys CLI inside the container
+#
+# Node.js: the current Active LTS line, 26 (LTS since 2026-10-28; Node 20 reached end of life in April 2026), on
+# Debian 13 (trixie). The code also runs on Node 20, which the development machines use.
 
-FROM node:20-bookworm-slim
+ARG NODE_IMAGE=node:26-trixie-slim
+
+# ---- build: dependencies (cached while the lockfile is unchanged), TypeScript, models -------------------------
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
-ENV NODE_ENV=production PORT=8080 DATA_DIR=/data
-COPY --from=build /app /app
+# better-sqlite3 compiles from source when no prebuilt binary matches.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && rm -rf /var/lib/apt/lists/*
+# onnxruntime-node's install script would fetch CUDA libraries from NuGet; the CPU binaries are in the package.
+ENV ONNXRUNTIME_NODE_INSTALL=skip
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund && npm rebuild
+COPY . .
+RUN npm run build && npm run models && npm prune --omit=dev --no-audit --no-fund
+# Keep only this platform's ONNX Runtime binaries (the package ships darwin, win32 and linux for two CPUs each).
+ARG TARGETARCH=amd64
+RUN set -eu; \
+    case "$TARGETARCH" in amd64) ort=x64 ;; arm64) ort=arm64 ;; *) echo "unsupported TARGETARCH $TARGETARCH" >&2; exit 1 ;; esac; \
+    bin=node_modules/onnxruntime-node/bin/napi-v6; \
+    find "$bin" -mindepth 1 -maxdepth 1 ! -name linux -exec rm -rf {} +; \
+    find "$bin/linux" -mindepth 1 -maxdepth 1 ! -name "$ort" -exec rm -rf {} +; \
+    test -f "$bin/linux/$ort/onnxruntime_binding.node"; \
+    rm -rf dist/test
+
+# ---- runtime ----------------------------------------------------------------------------------------------------
+FROM ${NODE_IMAGE}
+WORKDIR /app
+ENV NODE_ENV=production \
+    PORT=8080 \
+    HOST=0.0.0.0 \
+    DATA_DIR=/data \
+    LOG_FORMAT=json
+COPY --from=build /app/package.json /app/openapi.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/models ./models
+COPY --from=build /app/public ./public
+COPY --from=build /app/bin ./bin
+COPY --from=build /app/scripts/healthcheck.js ./scripts/healthcheck.js
+# /data holds gateway.db and request temp files; the service runs as "node" (uid 1000), so a bind-mounted folder
+# must be writable by uid 1000 (the app checks at start and says so in one line if it is not).
 RUN mkdir -p /data && chown node:node /data
 VOLUME ["/data"]
 EXPOSE 8080
 USER node
+# Liveness through GET /healthz (node, since the slim image has no curl). start-period covers worker start-up.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["node", "scripts/healthcheck.js"]
+# SIGTERM starts a drain of up to 60 s (in-flight denoise calls finish). Docker's default stop timeout is 10 s:
+# give it more (docker run --stop-timeout 75, compose stop_grace_period: 75s, Kubernetes
+# terminationGracePeriodSeconds: 75).
+STOPSIGNAL SIGTERM
 CMD ["node", "dist/src/server.js"]

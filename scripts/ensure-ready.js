@@ -1,30 +1,53 @@
 #!/usr/bin/env node
-// Runs before `npm start` / `npm test` so that each works on a fresh clone as the one command the README gives:
-// installs the dependencies when node_modules is missing (their install step builds TypeScript and converts the
-// models), and rebuilds what is missing otherwise. Plain JavaScript: it must run before anything is compiled.
+// Runs before `npm start`, `npm run model-service` and `npm test` so that each works on a fresh clone as the one
+// command the README gives:
+//
+//   node scripts/ensure-ready.js [--fresh] build models
+//
+// - dependencies missing (fresh clone, or a dependency added since the last install): `npm ci`, whose `prepare`
+//   step compiles the TypeScript and converts the models; nothing else is run after it;
+// - otherwise `build` / `models` run when their output is missing, or always with --fresh (what `npm test` wants:
+//   the tests run from dist/, so it must match the sources). Either way each runs at most once.
+//
+// onnxruntime-node's install script would download CUDA provider libraries from NuGet on linux/x64; the CPU
+// binaries we use ship inside the package, so the install runs with ONNXRUNTIME_NODE_INSTALL=skip (the variable that
+// script reads). Plain JavaScript: it must run before anything is compiled.
 'use strict';
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
-const want = process.argv.slice(2); // 'build', 'models'
+const args = process.argv.slice(2);
+const fresh = args.includes('--fresh');
+const want = args.filter((a) => !a.startsWith('--')); // 'build', 'models'
 const exists = (p) => fs.existsSync(path.join(root, p));
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
-function run(args) {
-  console.error(`[setup] npm ${args.join(' ')}`);
-  const r = spawnSync(npm, args, { cwd: root, stdio: 'inherit' });
+function run(npmArgs, env = process.env) {
+  console.error(`[setup] npm ${npmArgs.join(' ')}`);
+  const r = spawnSync(npm, npmArgs, { cwd: root, stdio: 'inherit', env });
   if (r.status !== 0) process.exit(r.status ?? 1);
 }
 
-if (!exists('node_modules/.package-lock.json')) {
-  run([exists('package-lock.json') ? 'ci' : 'install']); // also runs prepare: build + models
+/** Direct dependencies (package.json) that are not in node_modules: a fresh clone, or the lockfile moved on. */
+function missingDependencies() {
+  if (!exists('node_modules/.package-lock.json')) return ['(node_modules)'];
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+  const names = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.devDependencies ?? {})];
+  return names.filter((name) => !exists(path.join('node_modules', name, 'package.json')));
+}
+
+const absent = missingDependencies();
+if (absent.length > 0) {
+  if (absent[0] !== '(node_modules)') console.error(`[setup] not installed: ${absent.join(', ')}`);
+  // Also runs prepare: build + models.
+  run([exists('package-lock.json') ? 'ci' : 'install'], { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' });
 } else {
-  if (want.includes('build') && !exists('dist/src/server.js')) run(['run', 'build']);
+  if (want.includes('build') && (fresh || !exists('dist/src/server.js'))) run(['run', 'build']);
   const modelsDir = process.env.MODELS_DIR ? path.resolve(process.env.MODELS_DIR) : path.join(root, 'models');
   const modelsReady = ['dtln_stage1.onnx', 'dtln_stage2.onnx', 'manifest.json', 'sample.wav'].every((f) =>
     fs.existsSync(path.join(modelsDir, f)),
   );
-  if (want.includes('models') && !modelsReady) run(['run', 'models']);
+  if (want.includes('models') && (fresh || !modelsReady)) run(['run', 'models']);
 }

@@ -1,5 +1,5 @@
 // Wires the whole service: store, inference engine, model service (in-process on loopback, or MODEL_SERVICE_URL),
-// the forwarder between them, the console, /openapi.json and the gateway.
+// the forwarder between them, the probes (/healthz, /readyz), /metrics, the console, /openapi.json and the gateway.
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -7,21 +7,42 @@ import path from 'node:path';
 import express from 'express';
 import { PROJECT_ROOT, type Config } from './config';
 import { createConsoleRouter } from './console';
-import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler } from './gateway';
+import { createGateway, createGatewayErrorHandler, gatewayNotFoundHandler, ROUTES } from './gateway';
+import type { CallObserver } from './gateway/types';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
+import { loggerFromConfig, loggerToCallback, type Logger } from './logging';
+import { requestLineObserver } from './logging/request-line';
+import {
+  createGatewayMetrics,
+  createModelServiceMetrics,
+  createRegistry,
+  metricsHandler,
+  type ModelServiceMetrics,
+  type Registry,
+} from './metrics';
 import { createModelServiceApp } from './model-service/app';
+import { httpReady, probeHandlers, type ReadinessCheck } from './probes';
 import { requestScopesSettled } from './model-service/uploads';
-import { openSqliteStore } from './store/sqlite-store';
+import { assertWritableDir } from './startup/data-dir';
+import { openStore } from './store';
 import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
+import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
 
 export interface AppOptions {
   /** Use this store instead of opening config.dataDir/gateway.db (it is not closed by close()). */
   store?: GatewayStore;
   /** Use this engine instead of creating one (it is not closed by close()). */
   engine?: InferenceEngine;
+  /** Use this job queue instead of opening the configured one (it is not closed by close()). */
+  jobStore?: JobStore;
+  /** Where log lines go; default: a pino logger from the config (LOG_FORMAT, LOG_LEVEL) on stdout. */
+  logger?: Logger;
+  /** Older form of `logger`: each JSON log line is handed to this callback. */
   log?: (line: string) => void;
+  /** Add prom-client's process metrics (CPU, memory, event loop, GC) to /metrics; npm start turns them on. */
+  processMetrics?: boolean;
 }
 
 export interface AppHandle {
@@ -32,7 +53,14 @@ export interface AppHandle {
   /** Where the gateway forwards to. */
   modelServiceUrl: string;
   forwarder: ModelServiceForwarder;
-  /** Stops the in-process model service, then closes what createApp opened (engine, store). */
+  /** Asynchronous jobs: queue, runner, webhooks (src/jobs). */
+  jobs: Jobs;
+  logger: Logger;
+  /** The Prometheus registry behind GET /metrics. */
+  registry: Registry;
+  /** From now on GET /readyz answers 503 (shutdown began; in-flight calls still finish). */
+  beginDrain(): void;
+  /** Stops the job runner, the in-process model service, then closes what createApp opened (engine, store). */
   close(): Promise<void>;
 }
 
@@ -43,8 +71,9 @@ export async function startModelServiceServer(
   config: Config,
   engine: InferenceEngine,
   log?: (line: string) => void,
+  metrics?: ModelServiceMetrics,
 ): Promise<{ server: http.Server; url: string }> {
-  const server = http.createServer(createModelServiceApp({ config, engine, log }));
+  const server = http.createServer(createModelServiceApp({ config, engine, log, metrics }));
   // The gateway bounds upload and processing time (UPSTREAM_TIMEOUT_MS); no second clock here.
   server.requestTimeout = 0;
   await new Promise<void>((resolve, reject) => {
@@ -81,8 +110,13 @@ export async function waitForIdle(engine: InferenceEngine, maxMs: number): Promi
 }
 
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
-  const log = opts.log ?? ((line: string) => process.stdout.write(line + '\n'));
-  const store = opts.store ?? openSqliteStore(config);
+  const logger = opts.logger ?? (opts.log ? loggerToCallback(opts.log, 'gateway', config.logLevel) : loggerFromConfig(config, 'gateway'));
+  const log = (line: string): void => logger.error(line);
+  const registry = createRegistry({ service: 'gateway', processMetrics: opts.processMetrics });
+  // Unwritable folders stop the start here with one clear sentence (not a SQLite error on the first call).
+  if (!opts.store) assertWritableDir(config.dataDir, 'DATA_DIR', ['gateway.db', 'gateway.db-wal', 'gateway.db-shm']);
+  if (!config.modelServiceUrl) assertWritableDir(config.tmpDir, 'TMP_DIR');
+  const store = opts.store ?? (await openStore(config));
   let engine: InferenceEngine | null = null;
   let modelServer: http.Server | null = null;
   let modelServiceUrl: string;
@@ -92,19 +126,68 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     } else {
       const localEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config));
       engine = localEngine;
-      const started = await startModelServiceServer(config, localEngine, log);
+      // In-process, the model service's metrics (audio seconds, RTF, engine state) share the gateway's /metrics.
+      const msMetrics = createModelServiceMetrics(registry, { engine: () => localEngine.state() });
+      const started = await startModelServiceServer(config, localEngine, log, msMetrics);
       modelServer = started.server;
       modelServiceUrl = started.url;
     }
   } catch (err) {
     if (!opts.engine) await engine?.close().catch(() => undefined);
-    if (!opts.store) store.close();
+    if (!opts.store) await store.close();
     throw err;
   }
 
   const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
+  let jobs: Jobs;
+  try {
+    jobs = await createJobs({ config, gateway: store, modelServiceUrls: [modelServiceUrl], store: opts.jobStore, logger, registry });
+  } catch (err) {
+    if (modelServer) await closeServer(modelServer);
+    if (!opts.engine) await engine?.close().catch(() => undefined);
+    if (!opts.store) await store.close();
+    throw err;
+  }
+  const gatewayMetrics = createGatewayMetrics(registry, { upstreams: () => forwarder.upstreams() });
+  const observers: CallObserver[] = [gatewayMetrics.observe];
+  if (config.logRequests) observers.push(requestLineObserver(logger));
+
+  let draining = false;
+  const localEngine = engine;
+  const checks: ReadinessCheck[] = [
+    // A read through the store contract: answers only when the database does.
+    { name: 'store', check: async () => void (await store.getSetting('probe.readyz')) },
+    localEngine
+      ? {
+          name: 'engine',
+          check: async () => {
+            if (localEngine.state().size < 1) throw new Error('no inference workers');
+          },
+        }
+      : {
+          name: 'model_service',
+          // Ready when at least one upstream whose breaker is not open answers its /readyz.
+          check: async () => {
+            const usable = forwarder.upstreams().filter((u) => u.state !== 'open');
+            if (usable.length === 0) throw new Error('every model-service circuit breaker is open');
+            await Promise.any(usable.map((u) => httpReady(u.upstream))).catch((err: AggregateError) => {
+              throw new Error(err.errors.map((e: Error) => e.message).join('; '));
+            });
+          },
+        },
+  ];
+  const probes = probeHandlers({ checks, draining: () => draining });
+
   const app = express();
   app.disable('x-powered-by');
+  // No automatic weak ETags on JSON answers (errors, job objects): they change on every call and are not documented.
+  app.set('etag', false);
+
+  // Probes and metrics: outside /v1, no API token (METRICS_TOKEN guards /metrics when set).
+  app.get('/healthz', (req, res) => probes.healthz(req, res));
+  app.get('/readyz', (req, res) => probes.readyz(req, res));
+  const serveMetrics = metricsHandler(registry, config.metricsToken);
+  app.get('/metrics', (req, res) => serveMetrics(req, res));
 
   app.get('/openapi.json', (_req, res) => {
     // Read per request: small, and a redeployed file needs no restart.
@@ -118,11 +201,22 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       res.send(data);
     });
   });
-  app.use('/console', createConsoleRouter({ config, store }));
-  app.use('/', createGateway({ config, store, forward: forwarder }));
+  app.use('/console', createConsoleRouter({ config, store, apiRouters: [jobs.consoleRouter] }));
+  app.use(
+    '/',
+    createGateway({
+      config,
+      store,
+      forward: forwarder,
+      targets: { jobs: jobs.handler },
+      routes: configureJobRoutes(ROUTES, config),
+      logger,
+      observers,
+    }),
+  );
   app.get('/', (_req, res) => res.redirect(302, '/console/'));
   app.use(gatewayNotFoundHandler);
-  app.use(gatewayErrorHandler);
+  app.use(createGatewayErrorHandler(logger));
 
   let closed = false;
   return {
@@ -131,9 +225,17 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     engine,
     modelServiceUrl,
     forwarder,
+    jobs,
+    logger,
+    registry,
+    beginDrain() {
+      draining = true;
+    },
     async close() {
       if (closed) return;
       closed = true;
+      // First: running jobs go back to the queue while the model service can still be reached cleanly.
+      await jobs.close();
       if (modelServer) await closeServer(modelServer);
       // Responses may have closed a moment before their temp directories are removed.
       await requestScopesSettled(10_000);
@@ -141,7 +243,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         await waitForIdle(engine, 10_000);
         await engine.close();
       }
-      if (!opts.store) store.close();
+      if (!opts.store) await store.close();
     },
   };
 }

@@ -35,6 +35,61 @@ export interface Config {
   tmpDir: string;
   /** Log each request line to stdout. */
   logRequests: boolean;
+  // --- Audio input limits (src/audio/limits.ts): checked from the header before any decoding, and again while
+  // decoding (headers lie). Too long → 413 payload_too_large; rate or channels out of range → 422.
+  /** Longest audio accepted per file, seconds (MAX_AUDIO_SECONDS, default 4 h). */
+  maxAudioSeconds: number;
+  /** Lowest and highest input sample rates accepted, Hz (MIN_SAMPLE_RATE 8000, MAX_SAMPLE_RATE 384000). */
+  minSampleRate: number;
+  maxSampleRate: number;
+  /** Most channels accepted per file (MAX_CHANNELS, default 16). */
+  maxChannels: number;
+
+  // ---- operations: logs, metrics (engineer "ops") ----
+  /** LOG_FORMAT: 'json' (one JSON object per line, pino) or 'pretty' (coloured lines for humans, pino-pretty). */
+  logFormat: 'json' | 'pretty';
+  /** LOG_LEVEL: fatal, error, warn, info, debug, trace or silent. */
+  logLevel: LogLevel;
+  /** METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <token>`; unset = open. */
+  metricsToken: string | null;
+
+  // ---- asynchronous jobs (src/jobs, docs/jobs.md) ----
+  jobs: JobsConfig;
+}
+
+/** Asynchronous jobs (src/jobs): queue, runner, URL fetching, webhooks, the `nsm jobs` client. */
+export interface JobsConfig {
+  /** Largest upload or fetched file per job, bytes (JOBS_MAX_UPLOAD_MB, default 2048 MB). */
+  maxUploadBytes: number;
+  /** Results (and the job records) are deleted this long after the job finished (JOB_RETENTION_HOURS, 24 h). */
+  retentionMs: number;
+  /** Let `url` and `webhook_url` reach loopback/private/link-local addresses (JOBS_ALLOW_PRIVATE_URLS; tests only). */
+  allowPrivateUrls: boolean;
+  /** Job streams one runner (and one model service) works on at once (JOBS_CONCURRENCY, default half the workers). */
+  concurrency: number;
+  /** Whether this process runs queued jobs and delivers webhooks (JOBS_RUNNER, default true). */
+  runner: boolean;
+  /** A running job whose runner has not renewed its lease for this long is re-queued (JOBS_LEASE_SECONDS, 30 s). */
+  leaseMs: number;
+  /** Queued + running jobs one workspace may have at once (JOBS_MAX_ACTIVE_PER_WORKSPACE, 20). */
+  maxActivePerWorkspace: number;
+  /** New jobs are refused while DATA_DIR would have less than this free (JOBS_MIN_FREE_DISK_MB, 1024 MB). */
+  minFreeDiskBytes: number;
+  /** Runs of one job before it is failed for good (crashes, unreachable model service). */
+  maxAttempts: number;
+  /** `nsm jobs`: the server to talk to (NSM_URL, default http://localhost:8080) and the token (NSM_TOKEN). */
+  clientUrl: string;
+  clientToken: string | null;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name} must be one of ${allowed.join(', ')}, got "${env[name]}"`);
+  return raw as T;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -42,6 +97,12 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
   if (!Number.isFinite(n)) throw new Error(`${name} must be a number, got "${raw}"`);
+  return n;
+}
+
+function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const n = int(env, name, fallback);
+  if (!(n > 0)) throw new Error(`${name} must be a positive number, got "${env[name]}"`);
   return n;
 }
 
@@ -88,5 +149,33 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: bool(env, 'TRUST_PROXY', false),
     tmpDir: path.resolve(env.TMP_DIR || path.join(dataDir, 'tmp')),
     logRequests: bool(env, 'LOG_REQUESTS', env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
+    maxAudioSeconds: positive(env, 'MAX_AUDIO_SECONDS', 4 * 3600),
+    minSampleRate: positive(env, 'MIN_SAMPLE_RATE', 8000),
+    maxSampleRate: positive(env, 'MAX_SAMPLE_RATE', 384_000),
+    maxChannels: Math.floor(positive(env, 'MAX_CHANNELS', 16)),
+
+    // ---- operations: logs, metrics ----
+    logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    metricsToken: env.METRICS_TOKEN || null,
+    jobs: loadJobsConfig(env),
+  };
+}
+
+function loadJobsConfig(env: NodeJS.ProcessEnv): JobsConfig {
+  const MB = 1024 * 1024;
+  const workers = Math.max(1, int(env, 'WORKERS', os.availableParallelism ? os.availableParallelism() : os.cpus().length));
+  return {
+    maxUploadBytes: Math.floor(positive(env, 'JOBS_MAX_UPLOAD_MB', 2048) * MB),
+    retentionMs: Math.round(positive(env, 'JOB_RETENTION_HOURS', 24) * 3600_000),
+    allowPrivateUrls: bool(env, 'JOBS_ALLOW_PRIVATE_URLS', false),
+    concurrency: Math.max(1, Math.floor(int(env, 'JOBS_CONCURRENCY', Math.max(1, Math.floor(workers / 2))))),
+    runner: bool(env, 'JOBS_RUNNER', true),
+    leaseMs: Math.round(positive(env, 'JOBS_LEASE_SECONDS', 30) * 1000),
+    maxActivePerWorkspace: Math.max(1, Math.floor(int(env, 'JOBS_MAX_ACTIVE_PER_WORKSPACE', 20))),
+    minFreeDiskBytes: Math.max(0, Math.floor(int(env, 'JOBS_MIN_FREE_DISK_MB', 1024) * MB)),
+    maxAttempts: 3,
+    clientUrl: (env.NSM_URL || 'http://localhost:8080').replace(/\/+$/, ''),
+    clientToken: env.NSM_TOKEN || null,
   };
 }

@@ -1,5 +1,6 @@
 // `npm start` (dist/src/server.js) as a real process: startup log, admin secret bootstrap, a real call,
-// and graceful shutdown on SIGTERM (in-flight request finishes, then the process exits 0).
+// and graceful shutdown on SIGTERM (in-flight request finishes, then the process exits 0). Its stdout is pino
+// JSON lines (one per API call with LOG_REQUESTS), or human lines with LOG_FORMAT=pretty.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -15,7 +16,17 @@ describe('server process', () => {
     await closeQuietly(probe.server);
 
     const child: ChildProcess = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/server.js')], {
-      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', ADMIN_SECRET: '' },
+      env: {
+        ...process.env,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATA_DIR: config.dataDir,
+        WORKERS: '1',
+        NODE_ENV: 'test',
+        ADMIN_SECRET: '',
+        LOG_REQUESTS: 'true',
+        LOG_FORMAT: '',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -33,8 +44,8 @@ describe('server process', () => {
 
       // Tokens are made through the store (SQLite, shared with the running server).
       const store = openSqliteStore(config);
-      const token = createToken(store);
-      store.close();
+      const token = await createToken(store);
+      await store.close();
 
       const spec = await rawRequest(`http://127.0.0.1:${port}/openapi.json`, {});
       expect(spec.status).toBe(200);
@@ -56,7 +67,44 @@ describe('server process', () => {
       expect(await exited).toBe(0);
       expect(output).toMatch(/SIGTERM/);
       expect(output).toMatch(/shut down cleanly/);
+
+      // Every line is one JSON object: start-up, the generated secret, the API call, shutdown.
+      const lines = output.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      for (const l of lines) expect(l).toMatchObject({ service: 'gateway', level: expect.any(String), time: expect.any(String), msg: expect.any(String) });
+      expect(lines.find((l) => l.event === 'started')).toMatchObject({ url: `http://127.0.0.1:${port}`, workers: 1, level: 'info' });
+      const call = lines.find((l) => l.request_id === res.headers['x-request-id']);
+      expect(call).toMatchObject({ method: 'POST', endpoint: 'denoise', status: 200, model: 'nsm-4', audio_s: expect.any(Number) });
+      expect(lines.map((l) => l.event).filter(Boolean)).toEqual(['started', 'shutdown', 'stopped']);
       await expect(rawRequest(`http://127.0.0.1:${port}/openapi.json`, {})).rejects.toThrow(/ECONNREFUSED/);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      fs.rmSync(config.dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('LOG_FORMAT=pretty prints lines for humans', async () => {
+    const config = testConfig();
+    const child: ChildProcess = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/server.js')], {
+      env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', ADMIN_SECRET: 'x', LOG_FORMAT: 'pretty' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+    child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (!output.includes('listening on')) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${output}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      const first = output.split('\n')[0];
+      expect(first).toMatch(/^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} [^\]]+\] INFO: Noise suppression gateway listening on http:\/\/127\.0\.0\.1:\d+$/);
+      expect(output).toMatch(/^\s+event: "started"$/m);
+      expect(output).toMatch(/INFO: shut down cleanly/);
+      expect(() => JSON.parse(first)).toThrow();
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
       fs.rmSync(config.dataDir, { recursive: true, force: true });

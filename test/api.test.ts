@@ -42,8 +42,8 @@ describe('public API through the full app', () => {
   beforeAll(async () => {
     config = testConfig();
     handle = await createApp(config, { log: () => undefined });
-    token = createToken(handle.store, ['*']);
-    workspaceId = handle.store.listWorkspaces()[0].id;
+    token = await createToken(handle.store, ['*']);
+    workspaceId = (await handle.store.listWorkspaces())[0].id;
     // GET /sample serves models/sample.wav, which the build writes; write it if this checkout has not yet.
     if (!fs.existsSync(path.join(config.modelsDir, 'sample.wav'))) {
       const { makeSample } = await import('../scripts/make-sample');
@@ -93,7 +93,7 @@ describe('public API through the full app', () => {
     expect(Math.abs(res.body.length - 44 - 3 * 44100 * 4)).toBeLessThan(1024);
 
     // One credit charged for the successful call.
-    expect(handle.store.creditsUsed(workspaceId, new Date())).toBe(1);
+    expect(await handle.store.creditsUsed(workspaceId, new Date())).toBe(1);
   });
 
   test('options: model, keep_input_sample_rate=false, output_format=flac, attenuation_limit_db', async () => {
@@ -164,15 +164,18 @@ describe('public API through the full app', () => {
       ['unknown field', { atenuation: '3' }, /unknown field "atenuation"/],
     ];
     test.each(cases)('%s → 400', async (_name, fields, detail) => {
-      const before = handle.store.creditsUsed(workspaceId, new Date());
+      const before = await handle.store.creditsUsed(workspaceId, new Date());
       let req = request(handle.app).post(`${API}/denoise`).set(auth());
       for (const [k, v] of Object.entries(fields)) req = req.field(k, v);
       const res = await req.attach('file', MONO_16K);
       expect(res.status).toBe(400);
-      expect(Object.keys(res.body)).toEqual(['detail']);
+      // The spec's {detail}, plus the error type and the request id the client got in X-Request-Id.
+      expect(Object.keys(res.body)).toEqual(['detail', 'type', 'request_id']);
       expect(res.body.detail).toMatch(detail);
-      expect(res.headers['x-request-id']).toBeDefined();
-      expect(handle.store.creditsUsed(workspaceId, new Date())).toBe(before);
+      expect(res.body.type).toBe('invalid_request');
+      expect(res.headers['x-request-id']).toMatch(/^req_/);
+      expect(res.body.request_id).toBe(res.headers['x-request-id']);
+      expect(await handle.store.creditsUsed(workspaceId, new Date())).toBe(before);
     });
 
     test('missing file, wrong field name, two files, not multipart → 400', async () => {
@@ -226,7 +229,7 @@ describe('public API through the full app', () => {
     expect(res.headers['transfer-encoding']).toBe('chunked'); // streamed, not built in memory first
     expect(res.headers['x-gateway-upstream-ms']).toMatch(/^\d+$/);
     const batch = JSON.parse(res.headers['x-ns-batch']);
-    expect(batch).toEqual({ files: 3, succeeded: 2, failed: 1, processing_s: expect.any(Number) });
+    expect(batch).toEqual({ files: 3, succeeded: 2, failed: 1, processing_s: expect.any(Number), model: 'nsm-2', duration_s: expect.any(Number) });
 
     const entries = readZip(res.body);
     expect(entries.map((e) => e.name).sort()).toEqual([
@@ -386,7 +389,7 @@ describe('public API through the full app', () => {
   });
 
   test('scopes still apply: a models-only token cannot denoise', async () => {
-    const limited = createToken(handle.store, ['noise-suppressor:models']);
+    const limited = await createToken(handle.store, ['noise-suppressor:models']);
     const res = await request(handle.app).post(`${API}/denoise`).set('X-API-Key', limited).attach('file', MONO_16K);
     expect(res.status).toBe(403);
     expect(res.body.error.type).toBe('scope_denied');

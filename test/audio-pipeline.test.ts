@@ -197,11 +197,15 @@ describe('progress, bad inputs, failures, abort', () => {
     await expect(denoiseFile({ config, engine }, input, path.join(tmp, 'zero-out.wav'), base)).rejects.toThrow(AudioInputError);
   });
 
-  test('an unwritable output is an internal AudioPipelineError and leaves no children', async () => {
-    const err = await denoiseFile({ config, engine }, fixture('speech-noisy-16k-mono.wav'), path.join(tmp, 'no/such/dir/out.wav'), base)
-      .catch((e) => e);
+  test.each([
+    [true, /cannot write the output file \(ENOENT\)/],
+    [false, /ffmpeg encoder/],
+  ])('an unwritable output is an internal AudioPipelineError and leaves no children (in-process WAV: %s)', async (inProcessWav, message) => {
+    const err = await denoiseFile({ config, engine }, fixture('speech-noisy-16k-mono.wav'), path.join(tmp, 'no/such/dir/out.wav'), {
+      ...base, inProcessWav,
+    }).catch((e) => e);
     expect(err).toBeInstanceOf(AudioPipelineError);
-    expect(err.message).toMatch(/ffmpeg encoder/);
+    expect(err.message).toMatch(message);
     expect(childProcesses().filter((c) => c.comm === 'ffmpeg')).toEqual([]);
     await waitFor(() => engine.state().streams === 0);
   });
@@ -214,11 +218,13 @@ describe('progress, bad inputs, failures, abort', () => {
     for (let k = 0; k < 20; k++) long.set(speech, k * speech.length);
     await writePcm(config, [long, long], 16000, input, ['-c:a', 'flac', '-f', 'flac']);
 
-    const out = path.join(tmp, 'aborted.wav');
+    // FLAC out: an encoder child too (16 kHz WAV out would be written in-process).
+    const out = path.join(tmp, 'aborted.flac');
     const controller = new AbortController();
     let runningChildren: string[] = [];
     const promise = denoiseFile({ config, engine }, input, out, {
       ...base,
+      outputFormat: 'flac',
       signal: controller.signal,
       onProgress: (done) => {
         if (done >= 2 && !controller.signal.aborted) {
@@ -236,6 +242,20 @@ describe('progress, bad inputs, failures, abort', () => {
     await waitFor(() => engine.state().streams === 0);
   });
 
+  test.each([1, 5, 20, 40, 80])('abort %i ms after the start (while the decoder, stream or encoder is being opened) leaks nothing', async (ms) => {
+    const controller = new AbortController();
+    const out = path.join(tmp, `early-abort-${ms}.flac`);
+    const promise = denoiseFile({ config, engine }, fixture('speech-noisy-44k1-stereo.mp3'), out, {
+      ...base, outputFormat: 'flac', signal: controller.signal,
+    });
+    setTimeout(() => controller.abort(), ms);
+    const err = await promise.catch((e) => e);
+    // A short file may also finish first; either way nothing may be left running.
+    if (err instanceof Error) expect(err).toBeInstanceOf(AudioAbortedError);
+    await waitFor(() => engine.state().streams === 0);
+    await waitFor(() => childProcesses().filter((c) => c.comm === 'ffmpeg').length === 0);
+  });
+
   test('an already-aborted signal stops before any work', async () => {
     const controller = new AbortController();
     controller.abort();
@@ -245,7 +265,7 @@ describe('progress, bad inputs, failures, abort', () => {
   });
 });
 
-test('interleave/deinterleave are inverse and handle unaligned buffers', () => {
+test('interleave/deinterleave are inverse and handle unaligned buffers', async () => {
   const planar = [Float32Array.from([1, 2, 3]), Float32Array.from([-1, -2, -3]), Float32Array.from([0.5, 0.25, 0])];
   const bytes = interleave(planar);
   expect(Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, 9))).toEqual([1, -1, 0.5, 2, -2, 0.25, 3, -3, 0]);

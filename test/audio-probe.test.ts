@@ -11,7 +11,7 @@ const config = loadConfig();
 
 describe('probeAudio', () => {
   let tmp: string;
-  beforeAll(() => {
+  beforeAll(async () => {
     tmp = makeTmpDir('nsm-probe-');
   });
   afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -116,7 +116,7 @@ describe('probeAudio', () => {
     await expect(probeAudio(config, concat)).rejects.toThrow(AudioInputError);
   });
 
-  test('parseWavHeader walks chunks and rejects non-WAV bytes', () => {
+  test('parseWavHeader walks chunks and rejects non-WAV bytes', async () => {
     const wav = fs.readFileSync(fixture('speech-noisy-16k-mono.wav')).subarray(0, 64);
     expect(parseWavHeader(wav)).toEqual({ channels: 1, sampleRate: 16000 });
     expect(parseWavHeader(Buffer.from('RIFF????WAVEjunk'))).toBeNull();

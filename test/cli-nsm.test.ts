@@ -16,23 +16,30 @@ interface Run {
   stderr: string;
 }
 
-function nsm(args: string[], onStderr?: (text: string, child: ReturnType<typeof spawn>) => void): Promise<Run> {
+function nsm(args: string[], onStderr?: (text: string, child: ReturnType<typeof spawn>) => void, stdin?: Buffer): Promise<Run & { stdoutBytes: Buffer }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, WORKERS: '1' } });
-    let stdout = '';
+    const child = spawn(process.execPath, [BIN, ...args], {
+      stdio: [stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+      env: { ...process.env, WORKERS: '2' },
+    });
+    if (stdin) child.stdin!.end(stdin);
+    const chunks: Buffer[] = [];
     let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => {
+    child.stdout!.on('data', (d: Buffer) => chunks.push(d));
+    child.stderr!.on('data', (d) => {
       stderr += d;
       onStderr?.(stderr, child);
     });
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.on('close', (code) => {
+      const stdoutBytes = Buffer.concat(chunks);
+      resolve({ code, stdout: stdoutBytes.toString('utf8'), stdoutBytes, stderr });
+    });
   });
 }
 
 let tmp: string;
-beforeAll(() => {
+beforeAll(async () => {
   tmp = makeTmpDir('nsm-cli-');
 });
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -40,8 +47,11 @@ afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 test('--help prints usage and exits 0; no arguments is a usage error', async () => {
   const help = await nsm(['--help']);
   expect(help.code).toBe(0);
-  expect(help.stdout).toContain('nsm denoise IN');
-  expect(help.stdout).toContain('nsm-2-hd');
+  expect(help.stdout).toContain('nsm denoise IN...');
+  const denoiseHelp = await nsm(['denoise', '--help']);
+  expect(denoiseHelp.code).toBe(0);
+  expect(denoiseHelp.stdout).toContain('nsm-2-hd');
+  expect(denoiseHelp.stdout).toContain('--force');
   const none = await nsm([]);
   expect(none.code).toBe(2);
 });
@@ -76,7 +86,11 @@ test.each([
   [['denoise', 'FIXTURE:does-not-exist.wav'], 3, /input not found/],
   [['denoise', 'FIXTURE:speech-noisy-16k-mono.wav', '--model', 'nsm-9'], 2, /unknown model "nsm-9"/],
   [['denoise', 'FIXTURE:speech-noisy-16k-mono.wav', '--attenuation-limit', '150'], 2, /0 to 100/],
-  [['denoise', 'FIXTURE:speech-noisy-16k-mono.wav', '--format', 'mp3'], 2, /wav or flac/],
+  [['denoise', 'FIXTURE:speech-noisy-16k-mono.wav', '--format', 'aiff'], 2, /--format must be one of wav, flac/],
+  [['denoise', 'FIXTURE:speech-noisy-16k-mono.wav', '-o', 'clean.xyz'], 2, /cannot tell the output format from the extension \.xyz/],
+  [['denoise', 'FIXTURE:speech-noisy-16k-mono.wav', '-o', 'clean.flac', '--format', 'wav'], 2, /--format wav does not match the output name clean\.flac/],
+  [['denoise', 'FIXTURE:speech-noisy-16k-mono.wav', 'FIXTURE:speech-noisy-44k1-stereo.mp3', '-o', 'OUT'], 2, /-o names one output but 2 inputs/],
+  [['denoise', '-', '-', '-o', 'OUT'], 2, /standard input \(-\) can be read only once/],
   [['frobnicate'], 2, /unknown command/],
 ])('%j exits %i', async (args, code, message) => {
   const out = path.join(tmp, 'should-not-exist.wav');
@@ -112,4 +126,104 @@ test('long files report progress; SIGINT stops the run with 130 and removes the 
   expect(run.code).toBe(130);
   expect(run.stderr).toContain('interrupted');
   expect(fs.existsSync(out)).toBe(false);
+});
+
+describe('several files, stdin/stdout, formats from the extension, no silent overwrite', () => {
+  const copyAs = (name: string, as: string): string => {
+    const copy = path.join(tmp, as);
+    fs.copyFileSync(fixture(name), copy);
+    return copy;
+  };
+
+  test('nsm denoise A B C -d DIR: outputs named after the inputs, a summary line per file and a total', async () => {
+    const dir = path.join(tmp, 'many');
+    fs.mkdirSync(dir);
+    const inputs = [
+      copyAs('speech-noisy-16k-mono.wav', 'one.wav'),
+      copyAs('speech-noisy-44k1-stereo.mp3', 'two.mp3'),
+      copyAs('speech-noisy-44k1-stereo.webm', 'three.webm'),
+    ];
+    const run = await nsm(['denoise', ...inputs, '-d', dir, '--model', 'nsm-1']);
+    expect(run.code).toBe(0);
+    expect(fs.readdirSync(dir).sort()).toEqual(['one_denoised.wav', 'three_denoised.wav', 'two_denoised.wav']);
+    const lines = run.stderr.trim().split('\n');
+    expect(lines).toHaveLength(4);
+    for (const input of inputs) {
+      const base = path.parse(input).name;
+      expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^wrote ${path.join(dir, base)}_denoised\\.wav \\(from ${input}\\): \\d+\\.\\d+ s (mono|stereo) \\d+ Hz wav, nsm-1, `)));
+    }
+    expect(lines[3]).toBe('nsm: 3 of 3 files denoised');
+    const p = await probeAudio(config, path.join(dir, 'two_denoised.wav'));
+    expect([p.sampleRate, p.channels]).toEqual([44100, 2]);
+  });
+
+  test('two inputs that would write the same output are refused before any work', async () => {
+    const a = copyAs('speech-noisy-44k1-stereo.mp3', 'same.mp3');
+    const b = copyAs('speech-noisy-44k1-stereo.ogg', 'same.ogg');
+    const run = await nsm(['denoise', a, b]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/same\.mp3 and .*same\.ogg would both be written to .*same_denoised\.wav/);
+    expect(fs.existsSync(path.join(tmp, 'same_denoised.wav'))).toBe(false);
+  });
+
+  test('a bad file among good ones: the good ones are written, the bad one reported, exit 3', async () => {
+    const dir = path.join(tmp, 'mixed');
+    fs.mkdirSync(dir);
+    const run = await nsm(['denoise', fixture('speech-noisy-16k-mono.wav'), fixture('not-audio.wav'), '-d', dir, '--model', 'nsm-1']);
+    expect(run.code).toBe(3);
+    expect(run.stderr).toMatch(/nsm: .*not-audio\.wav: could not decode/);
+    expect(run.stderr).toMatch(/nsm: 1 of 2 files denoised/);
+    expect(fs.readdirSync(dir)).toEqual(['speech-noisy-16k-mono_denoised.wav']); // no partial file of the bad one
+  });
+
+  test('the output extension picks the format: -o clean.flac writes FLAC', async () => {
+    const out = path.join(tmp, 'by-extension.flac');
+    const run = await nsm(['denoise', fixture('speech-noisy-16k-mono.wav'), '-o', out, '-q']);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe('');
+    expect(fs.readFileSync(out).subarray(0, 4).toString('latin1')).toBe('fLaC');
+    expect((await probeAudio(config, out)).codec).toBe('flac');
+  });
+
+  test('- reads standard input and writes standard output (WAV by default, --format flac)', async () => {
+    const input = fs.readFileSync(fixture('speech-noisy-44k1-stereo.ogg'));
+    const run = await nsm(['denoise', '-', '--model', 'nsm-1'], undefined, input);
+    expect(run.code).toBe(0);
+    expect(run.stdoutBytes.subarray(0, 4).toString('latin1')).toBe('RIFF');
+    expect(run.stdoutBytes.subarray(8, 12).toString('latin1')).toBe('WAVE');
+    expect(run.stderr).toMatch(/^wrote stdout \(from stdin\): 3\.\d+ s stereo 44100 Hz wav, nsm-1/);
+    const piped = path.join(tmp, 'piped.wav');
+    fs.writeFileSync(piped, run.stdoutBytes);
+    const p = await probeAudio(config, piped);
+    expect([p.sampleRate, p.channels, p.codec]).toEqual([44100, 2, 'pcm_s16le']);
+
+    const flac = await nsm(['denoise', '-', '-o', '-', '--format', 'flac', '-q'], undefined, fs.readFileSync(fixture('speech-noisy-16k-mono.wav')));
+    expect(flac.code).toBe(0);
+    expect(flac.stdoutBytes.subarray(0, 4).toString('latin1')).toBe('fLaC');
+    // A file input can go to standard output too.
+    const toStdout = await nsm(['denoise', fixture('speech-noisy-16k-mono.wav'), '-o', '-', '-q']);
+    expect(toStdout.stdoutBytes.subarray(0, 4).toString('latin1')).toBe('RIFF');
+  });
+
+  test('an existing output is never replaced without --force (nothing is written); --force replaces it', async () => {
+    const out = path.join(tmp, 'keep-me.wav');
+    fs.writeFileSync(out, 'precious');
+    const refused = await nsm(['denoise', fixture('speech-noisy-16k-mono.wav'), '-o', out]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toBe(`nsm: ${out} exists; pass --force to replace it\nnsm: nothing was written\n`);
+    expect(fs.readFileSync(out, 'utf8')).toBe('precious');
+
+    // With several inputs one existing output stops the whole run before any work.
+    const dir = path.join(tmp, 'partly-there');
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, 'speech-noisy-16k-mono_denoised.wav'), 'precious');
+    const many = await nsm(['denoise', fixture('speech-noisy-16k-mono.wav'), fixture('speech-noisy-48k-mono.wav'), '-d', dir]);
+    expect(many.code).toBe(2);
+    expect(fs.readdirSync(dir)).toEqual(['speech-noisy-16k-mono_denoised.wav']);
+
+    const forced = await nsm(['denoise', fixture('speech-noisy-16k-mono.wav'), '-o', out, '--force', '-q']);
+    expect(forced.code).toBe(0);
+    expect(fs.readFileSync(out).subarray(0, 4).toString('latin1')).toBe('RIFF');
+    expect(fs.readdirSync(tmp).filter((n) => n.includes('.partial-'))).toEqual([]);
+  });
 });

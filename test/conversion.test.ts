@@ -92,7 +92,7 @@ function stepTflite(graph: TfliteGraph, inputs: [string, string], frames: Float6
 }
 const zeros = (n: number) => new ort.Tensor('float32', new Float32Array(n), [2, 1, 128]);
 
-beforeAll(() => {
+beforeAll(async () => {
   outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-convert-'));
   convertAll(outDir);
   speech = loadSpeech();
@@ -102,11 +102,11 @@ beforeAll(() => {
 
 afterAll(() => fs.rmSync(outDir, { recursive: true, force: true }));
 
-test('the TFLite reader rejects files that are not TFLite flatbuffers', () => {
+test('the TFLite reader rejects files that are not TFLite flatbuffers', async () => {
   expect(() => parseTflite(new Uint8Array(64))).toThrow(/not a TFLite/);
 });
 
-test('manifest lists both graphs with their sha256 and all five models', () => {
+test('manifest lists both graphs with their sha256 and all five models', async () => {
   const manifest = JSON.parse(fs.readFileSync(path.join(outDir, 'manifest.json'), 'utf8'));
   expect(manifest.graphs.map((g: { file: string }) => g.file)).toEqual([STAGE1_FILE, STAGE2_FILE]);
   for (const g of manifest.graphs) expect(g.sha256).toMatch(/^[0-9a-f]{64}$/);

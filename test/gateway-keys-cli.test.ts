@@ -46,7 +46,7 @@ function lastLine(text: string): string {
   return lines[lines.length - 1];
 }
 
-beforeEach(() => {
+beforeEach(async () => {
   dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'keys-cli-test-'));
   config = loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'test' });
   // The "server" holds the database open the whole time the CLI processes write to it.
@@ -56,8 +56,8 @@ beforeEach(() => {
   app.use(gatewayErrorHandler);
 });
 
-afterEach(() => {
-  store.close();
+afterEach(async () => {
+  await store.close();
   fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -137,20 +137,20 @@ test('bad input exits non-zero with a clear message and prints no token', async 
     expect([args.join(' '), res.code !== 0, message.test(res.stderr)]).toEqual([args.join(' '), true, true]);
     expect(res.stdout).not.toMatch(/mw_live_/);
   }
-  expect(store.listWorkspaces()).toHaveLength(0); // nothing half-created
+  expect(await store.listWorkspaces()).toHaveLength(0); // nothing half-created
 });
 
-test('runKeysCli is callable in-process; --help exits 0', () => {
+test('runKeysCli is callable in-process; --help exits 0', async () => {
   const out: string[] = [];
   const err: string[] = [];
   const io = { out: (l: string) => out.push(l), err: (l: string) => err.push(l) };
-  expect(runKeysCli(['--help'], config, io)).toBe(0);
+  expect(await runKeysCli(['--help'], config, io)).toBe(0);
   expect(out.join('\n')).toMatch(/Usage: npm run -s keys/);
-  expect(runKeysCli(['create', '--workspace', 'inproc', '--scopes', '*,noise-suppressor:health'], config, io)).toBe(0);
+  expect(await runKeysCli(['create', '--workspace', 'inproc', '--scopes', '*,noise-suppressor:health'], config, io)).toBe(0);
   expect(out[out.length - 1]).toMatch(TOKEN);
-  const ws = store.getWorkspaceByName('inproc')!;
-  expect(store.listTokens(ws.id)[0].scopes).toEqual(['*', 'noise-suppressor:health']);
-  expect(runKeysCli(['usage'], config, io)).toBe(0);
-  expect(runKeysCli(['plan', '--workspace', 'inproc'], config, io)).toBe(2);
+  const ws = (await store.getWorkspaceByName('inproc'))!;
+  expect((await store.listTokens(ws.id))[0].scopes).toEqual(['*', 'noise-suppressor:health']);
+  expect(await runKeysCli(['usage'], config, io)).toBe(0);
+  expect(await runKeysCli(['plan', '--workspace', 'inproc'], config, io)).toBe(2);
   expect(err[err.length - 1]).toMatch(/--plan is required/);
 });

@@ -8,7 +8,8 @@ import path from 'node:path';
 import express from 'express';
 import request from 'supertest';
 import { loadConfig, type Config } from '../src/config';
-import { createGateway, gatewayErrorHandler, gatewayNotFoundHandler } from '../src/gateway';
+import { createGateway, createGatewayErrorHandler, gatewayNotFoundHandler } from '../src/gateway';
+import { loggerToCallback } from '../src/logging';
 import { ROUTES } from '../src/gateway/routes';
 import type { EndpointSpec, Forwarder } from '../src/gateway/types';
 import { openSqliteStore } from '../src/store/sqlite-store';
@@ -46,31 +47,34 @@ const modelServiceLike: Forwarder = async (req, res, ctx) => {
 let dataDir: string;
 let config: Config;
 let store: GatewayStore;
+/** JSON log lines the gateway wrote (diagnostics go through its pino logger). */
+const logLines: string[] = [];
+const testLogger = loggerToCallback((line) => logLines.push(line), 'gateway');
 
 function buildApp(opts: { trustProxy?: boolean; routes?: EndpointSpec[]; now?: () => number } = {}): express.Express {
   const app = express();
   const cfg = { ...config, trustProxy: opts.trustProxy ?? false };
-  app.use(createGateway({ config: cfg, store, forward: modelServiceLike, routes: opts.routes, now: opts.now }));
+  app.use(createGateway({ config: cfg, store, forward: modelServiceLike, routes: opts.routes, now: opts.now, logger: testLogger }));
   app.get('/hello', (_req, res) => {
     res.type('text').send('hi');
   });
   app.use(gatewayNotFoundHandler);
-  app.use(gatewayErrorHandler);
+  app.use(createGatewayErrorHandler(testLogger));
   return app;
 }
 
-function workspace(name: string, plan: PlanId = 'enterprise', custom?: { requestsPerMinute?: number; creditsPerMonth?: number }) {
-  return store.createWorkspace(name, plan, custom ?? (plan === 'enterprise' ? { requestsPerMinute: 100_000, creditsPerMonth: 100_000 } : undefined));
+async function workspace(name: string, plan: PlanId = 'enterprise', custom?: { requestsPerMinute?: number; creditsPerMonth?: number }) {
+  return await store.createWorkspace(name, plan, custom ?? (plan === 'enterprise' ? { requestsPerMinute: 100_000, creditsPerMonth: 100_000 } : undefined));
 }
 
-function token(workspaceId: string, over: Partial<NewToken> = {}): string {
-  return store.createToken({ workspaceId, name: 'test', scopes: ['*'], allowedIps: [], expiresAt: null, ...over }).token;
+async function token(workspaceId: string, over: Partial<NewToken> = {}): Promise<string> {
+  return (await store.createToken({ workspaceId, name: 'test', scopes: ['*'], allowedIps: [], expiresAt: null, ...over })).token;
 }
 
 /** The log row is written on 'finish', which can trail the client seeing the body by a tick. */
 async function loggedRow(requestId: string): Promise<RequestLogEntry> {
   for (let i = 0; i < 50; i++) {
-    const row = store.queryRequests({ limit: 1000 }).find((r) => r.requestId === requestId);
+    const row = (await store.queryRequests({ limit: 1000 })).find((r) => r.requestId === requestId);
     if (row) return row;
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -83,14 +87,14 @@ function expectEnvelope(res: request.Response, status: number, type: string): vo
   expect(res.body.error.message.length).toBeGreaterThan(0);
 }
 
-beforeEach(() => {
+beforeEach(async () => {
   dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-test-'));
   config = loadConfig({ DATA_DIR: dataDir, NODE_ENV: 'test' });
   store = openSqliteStore(config);
 });
 
-afterEach(() => {
-  store.close();
+afterEach(async () => {
+  await store.close();
   fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -111,9 +115,9 @@ describe('routing and request ids', () => {
 
   test('X-Request-Id on every response and equal to the logged id', async () => {
     const app = buildApp();
-    const ws = workspace('acme');
-    const tok = token(ws.id);
-    const logged = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    const ws = await workspace('acme');
+    const tok = await token(ws.id);
+    logLines.length = 0;
     const responses = await Promise.all([
       request(app).get('/v1/nope/x'),
       request(app).get('/v1/noise-suppressor/nope'),
@@ -123,8 +127,16 @@ describe('routing and request ids', () => {
       request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok).set('X-Test-Upstream', 'throw'),
     ]);
     expect(responses.map((r) => r.status)).toEqual([404, 404, 405, 401, 200, 500]);
-    expect(logged).toHaveBeenCalledWith(expect.stringContaining('POST /v1/noise-suppressor/denoise'), expect.any(Error));
-    logged.mockRestore();
+    // One structured error line for the exception: level, the request id the client got, the error and its stack.
+    const failures = logLines.map((l) => JSON.parse(l)).filter((l) => l.level === 'error');
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatchObject({
+      service: 'gateway',
+      msg: 'POST /v1/noise-suppressor/denoise failed',
+      request_id: responses[5].headers['x-request-id'],
+      err: { message: 'forwarder exploded', type: 'Error' },
+    });
+    expect(failures[0].err.stack).toContain('forwarder exploded');
     for (const res of responses) {
       const id = res.headers['x-request-id'];
       expect(id).toMatch(/^req_[0-9a-f]{32}$/);
@@ -138,7 +150,7 @@ describe('routing and request ids', () => {
     // The 500 path: envelope, and the credit charged before forwarding is refunded.
     expectEnvelope(responses[5], 500, 'internal_error');
     expect((await loggedRow(responses[5].headers['x-request-id'])).creditsCharged).toBe(0);
-    expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+    expect(await store.creditsUsed(ws.id, new Date())).toBe(0);
 
     // Paths outside /v1 get an id too, whether the app or the fallback 404 answers.
     const hello = await request(app).get('/hello');
@@ -165,7 +177,7 @@ describe('routing and request ids', () => {
 describe('authentication', () => {
   test('missing, invalid, revoked and expired tokens are 401 with their own types', async () => {
     const app = buildApp();
-    const ws = workspace('acme');
+    const ws = await workspace('acme');
     const models = '/v1/noise-suppressor/models';
     expectEnvelope(await request(app).get(models), 401, 'missing_token');
     expectEnvelope(await request(app).get(models).set('Authorization', 'Bearer nope'), 401, 'invalid_token');
@@ -173,25 +185,25 @@ describe('authentication', () => {
     expectEnvelope(await request(app).get(models).set('Authorization', 'Basic dXNlcjpwYXNz'), 401, 'invalid_token');
     expectEnvelope(await request(app).get(models).set('X-API-Key', ''), 401, 'invalid_token');
     // a Basic header from a proxy does not hide a valid X-API-Key
-    const valid = token(ws.id);
+    const valid = await token(ws.id);
     expect((await request(app).get(models).set('Authorization', 'Basic dXNlcjpwYXNz').set('X-API-Key', valid)).status).toBe(200);
 
-    const revoked = store.createToken({ workspaceId: ws.id, name: 'r', scopes: ['*'], allowedIps: [], expiresAt: null });
-    store.revokeToken(revoked.record.id);
+    const revoked = await store.createToken({ workspaceId: ws.id, name: 'r', scopes: ['*'], allowedIps: [], expiresAt: null });
+    await store.revokeToken(revoked.record.id);
     const r = await request(app).get(models).set('X-API-Key', revoked.token);
     expectEnvelope(r, 401, 'key_revoked');
     expect(r.headers['ratelimit-limit']).toBeUndefined(); // not authenticated → no rate-limit headers
 
-    const expired = token(ws.id, { expiresAt: new Date(Date.now() - 1000).toISOString() });
+    const expired = await token(ws.id, { expiresAt: new Date(Date.now() - 1000).toISOString() });
     expectEnvelope(await request(app).get(models).set('Authorization', `Bearer ${expired}`), 401, 'key_expired');
-    const future = token(ws.id, { expiresAt: new Date(Date.now() + 3_600_000).toISOString() });
+    const future = await token(ws.id, { expiresAt: new Date(Date.now() + 3_600_000).toISOString() });
     expect((await request(app).get(models).set('Authorization', `Bearer ${future}`)).status).toBe(200);
   });
 
   test('Bearer and X-API-Key are equivalent and share one rate-limit budget; last used is recorded', async () => {
     const app = buildApp();
-    const ws = workspace('acme', 'free');
-    const created = store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null });
+    const ws = await workspace('acme', 'free');
+    const created = await store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null });
     expect(created.record.lastUsedAt).toBeNull();
     const a = await request(app).get('/v1/noise-suppressor/models').set('Authorization', `Bearer ${created.token}`);
     const b = await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', created.token);
@@ -199,30 +211,30 @@ describe('authentication', () => {
     expect(a.body).toEqual(b.body);
     expect(a.headers['ratelimit-limit']).toBe('60');
     expect(Number(a.headers['ratelimit-remaining']) - Number(b.headers['ratelimit-remaining'])).toBe(1);
-    expect(store.getToken(created.record.id)!.lastUsedAt).not.toBeNull();
+    expect((await store.getToken(created.record.id))!.lastUsedAt).not.toBeNull();
     // The clear token is never written to the log.
-    expect(JSON.stringify(store.queryRequests({ limit: 1000 }))).not.toContain('mw_live_');
+    expect(JSON.stringify(await store.queryRequests({ limit: 1000 }))).not.toContain('mw_live_');
   });
 });
 
 describe('IP allow-lists', () => {
   test('socket address matched against IPs and CIDRs; IPv4-mapped IPv6 treated as IPv4', async () => {
     const app = buildApp();
-    const ws = workspace('acme');
+    const ws = await workspace('acme');
     const call = (tok: string) => request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok);
     for (const rules of [['127.0.0.1'], ['127.0.0.0/8'], ['::ffff:127.0.0.1'], ['::ffff:127.0.0.0/104'], ['10.0.0.0/8', '127.0.0.1/32'], ['::1', '127.0.0.1']]) {
-      expect((await call(token(ws.id, { allowedIps: rules }))).status).toBe(200);
+      expect((await call(await token(ws.id, { allowedIps: rules }))).status).toBe(200);
     }
-    const denied = await call(token(ws.id, { allowedIps: ['10.0.0.0/8', '2001:db8::/32'] }));
+    const denied = await call(await token(ws.id, { allowedIps: ['10.0.0.0/8', '2001:db8::/32'] }));
     expectEnvelope(denied, 403, 'ip_not_allowed');
     expect(denied.headers['ratelimit-limit']).toBeDefined(); // after auth: rate-limit headers present
     expect((await loggedRow(denied.headers['x-request-id'])).clientIp).toBe('127.0.0.1');
   });
 
   test('X-Forwarded-For is used only when trustProxy is set (IPv4 and IPv6)', async () => {
-    const ws = workspace('acme');
-    const v4 = token(ws.id, { allowedIps: ['203.0.113.0/24'] });
-    const v6 = token(ws.id, { allowedIps: ['2001:db8::/32'] });
+    const ws = await workspace('acme');
+    const v4 = await token(ws.id, { allowedIps: ['203.0.113.0/24'] });
+    const v6 = await token(ws.id, { allowedIps: ['2001:db8::/32'] });
     const untrusted = buildApp();
     const trusted = buildApp({ trustProxy: true });
     const models = '/v1/noise-suppressor/models';
@@ -250,8 +262,8 @@ describe('scopes and plans', () => {
 
   test.each(scopeRows)('scope %s allows exactly %j', async (scope, allowed) => {
     const app = buildApp();
-    const ws = workspace('acme');
-    const tok = token(ws.id, { scopes: [scope] });
+    const ws = await workspace('acme');
+    const tok = await token(ws.id, { scopes: [scope] });
     for (const [endpoint, method] of endpoints) {
       const res = await request(app)[method](`/v1/noise-suppressor/${endpoint}`).set('Authorization', `Bearer ${tok}`);
       if (allowed.includes(endpoint)) {
@@ -266,8 +278,8 @@ describe('scopes and plans', () => {
 
   test('a scope for another service does not grant noise-suppressor', async () => {
     const app = buildApp();
-    const ws = workspace('acme');
-    const tok = token(ws.id, { scopes: ['voice-lab:*', 'noise-suppressor:models'] });
+    const ws = await workspace('acme');
+    const tok = await token(ws.id, { scopes: ['voice-lab:*', 'noise-suppressor:models'] });
     expectEnvelope(await request(app).get('/v1/noise-suppressor/health').set('X-API-Key', tok), 403, 'scope_denied');
   });
 
@@ -277,18 +289,18 @@ describe('scopes and plans', () => {
       { service: 'voice-lab', endpoint: 'clone', method: 'POST', scope: 'voice-lab:clone', credits: 1, maxBodyBytes: 1024 },
     ];
     const app = buildApp({ routes: withOtherService });
-    const free = workspace('free-ws', 'free');
-    const tok = token(free.id);
+    const free = await workspace('free-ws', 'free');
+    const tok = await token(free.id);
     expect((await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok)).status).toBe(200);
     // free includes only noise-suppressor
     expectEnvelope(await request(app).post('/v1/voice-lab/clone').set('X-API-Key', tok), 403, 'plan_forbids_service');
     // enterprise includes every service
-    const ent = workspace('ent');
-    expect((await request(app).post('/v1/voice-lab/clone').set('X-API-Key', token(ent.id))).status).toBe(200);
+    const ent = await workspace('ent');
+    expect((await request(app).post('/v1/voice-lab/clone').set('X-API-Key', await token(ent.id))).status).toBe(200);
     // a workspace-level exclusion removes a service its plan includes; no credit is charged
-    store.setExcludedServices(free.id, ['noise-suppressor']);
+    await store.setExcludedServices(free.id, ['noise-suppressor']);
     expectEnvelope(await request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok), 403, 'plan_forbids_service');
-    expect(store.creditsUsed(free.id, new Date())).toBe(0);
+    expect(await store.creditsUsed(free.id, new Date())).toBe(0);
   });
 });
 
@@ -296,8 +308,8 @@ describe('rate limits', () => {
   test('RateLimit-* on every authenticated response; 429 rate_limited with Retry-After; window resets', async () => {
     let clock = Date.UTC(2030, 0, 1, 12, 0, 15); // 45 s before the minute ends
     const app = buildApp({ now: () => clock });
-    const ws = workspace('acme', 'enterprise', { requestsPerMinute: 3, creditsPerMonth: 100 });
-    const tok = token(ws.id);
+    const ws = await workspace('acme', 'enterprise', { requestsPerMinute: 3, creditsPerMonth: 100 });
+    const tok = await token(ws.id);
     const models = () => request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok);
     const remaining: string[] = [];
     for (let i = 0; i < 3; i++) {
@@ -316,9 +328,9 @@ describe('rate limits', () => {
     expect(limited.headers['ratelimit-reset']).toBe('40');
     // a rejected POST is not charged
     expect((await request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok)).status).toBe(429);
-    expect(store.creditsUsed(ws.id, new Date(clock))).toBe(0);
+    expect(await store.creditsUsed(ws.id, new Date(clock))).toBe(0);
     // another token of the same workspace has its own budget
-    expect((await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', token(ws.id))).status).toBe(200);
+    expect((await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', await token(ws.id))).status).toBe(200);
     clock += 40_000; // next window
     const again = await models();
     expect(again.status).toBe(200);
@@ -329,7 +341,7 @@ describe('rate limits', () => {
   test('plan rates: free 60/min', async () => {
     const clock = Date.UTC(2030, 0, 1, 12, 0, 0);
     const app = buildApp({ now: () => clock });
-    const tok = token(workspace('acme', 'free').id);
+    const tok = await token((await workspace('acme', 'free')).id);
     const statuses: number[] = [];
     for (let i = 0; i < 61; i++) statuses.push((await request(app).get('/v1/noise-suppressor/health').set('X-API-Key', tok)).status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(60);
@@ -340,8 +352,8 @@ describe('rate limits', () => {
 describe('credits', () => {
   test('402 quota_exhausted when the month is used up; 0-credit endpoints still work', async () => {
     const app = buildApp();
-    const ws = workspace('acme', 'enterprise', { creditsPerMonth: 2, requestsPerMinute: 1000 });
-    const tok = token(ws.id);
+    const ws = await workspace('acme', 'enterprise', { creditsPerMonth: 2, requestsPerMinute: 1000 });
+    const tok = await token(ws.id);
     const denoise = () => request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok).attach('file', Buffer.from('RIFF....'), 'a.wav');
     expect((await denoise()).status).toBe(200);
     expect((await request(app).post('/v1/noise-suppressor/denoise/batch').set('X-API-Key', tok)).status).toBe(200);
@@ -349,19 +361,19 @@ describe('credits', () => {
     expectEnvelope(exhausted, 402, 'quota_exhausted');
     expect(exhausted.headers['ratelimit-limit']).toBe('1000');
     expect((await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok)).status).toBe(200);
-    expect(store.creditsUsed(ws.id, new Date())).toBe(2);
+    expect(await store.creditsUsed(ws.id, new Date())).toBe(2);
     // an upgrade lifts the limit immediately
-    store.setPlan(ws.id, 'enterprise', { creditsPerMonth: 3 });
+    await store.setPlan(ws.id, 'enterprise', { creditsPerMonth: 3 });
     expect((await denoise()).status).toBe(200);
-    const rows = store.queryRequests({ workspaceId: ws.id, endpoint: 'denoise' });
+    const rows = await store.queryRequests({ workspaceId: ws.id, endpoint: 'denoise' });
     expect(rows.map((r) => [r.status, r.creditsCharged])).toEqual([[200, 1], [402, 0], [200, 1]]);
     expect(rows[2].bytesIn).toBeGreaterThan(8); // multipart body counted by the forwarder
   });
 
   test('refund when the model service rejects the input (4xx) or fails (5xx)', async () => {
     const app = buildApp();
-    const ws = workspace('acme');
-    const tok = token(ws.id);
+    const ws = await workspace('acme');
+    const tok = await token(ws.id);
     const post = (mode?: string) => {
       const r = request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok);
       return mode ? r.set('X-Test-Upstream', mode) : r;
@@ -369,33 +381,33 @@ describe('credits', () => {
     const rejected = await post('reject');
     expect(rejected.status).toBe(422);
     expect(rejected.body).toEqual({ detail: 'could not decode the uploaded file' });
-    expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+    expect(await store.creditsUsed(ws.id, new Date())).toBe(0);
     expect((await post('down')).status).toBe(502);
-    expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+    expect(await store.creditsUsed(ws.id, new Date())).toBe(0);
     expect((await post()).status).toBe(200);
-    expect(store.creditsUsed(ws.id, new Date())).toBe(1);
+    expect(await store.creditsUsed(ws.id, new Date())).toBe(1);
     expect((await loggedRow(rejected.headers['x-request-id'])).creditsCharged).toBe(0);
   });
 
   test('payload_too_large from the declared Content-Length, before any charge', async () => {
     const small: EndpointSpec[] = ROUTES.map((r) => (r.endpoint === 'denoise' ? { ...r, maxBodyBytes: 64 } : r));
     const app = buildApp({ routes: small });
-    const ws = workspace('acme');
-    const tok = token(ws.id);
+    const ws = await workspace('acme');
+    const tok = await token(ws.id);
     expectEnvelope(
       await request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok).set('Content-Type', 'application/octet-stream').send(Buffer.alloc(65)),
       413,
       'payload_too_large',
     );
-    expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+    expect(await store.creditsUsed(ws.id, new Date())).toBe(0);
     expect(ROUTES.find((r) => r.endpoint === 'denoise')!.maxBodyBytes).toBe(101 * 1024 * 1024);
     expect(ROUTES.find((r) => r.endpoint === 'denoise/batch')!.maxBodyBytes).toBe(201 * 1024 * 1024);
   });
 
   test('a client that aborts is logged (499) and its credit refunded', async () => {
     const app = buildApp();
-    const ws = workspace('acme');
-    const tok = token(ws.id);
+    const ws = await workspace('acme');
+    const tok = await token(ws.id);
     const server = app.listen(0, '127.0.0.1');
     await new Promise((r) => server.once('listening', r));
     try {
@@ -410,12 +422,12 @@ describe('credits', () => {
       req.on('error', () => undefined);
       req.end('abcd');
       // wait until the gateway has charged, then hang up
-      for (let i = 0; i < 100 && store.creditsUsed(ws.id, new Date()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
-      expect(store.creditsUsed(ws.id, new Date())).toBe(1);
+      for (let i = 0; i < 100 && await store.creditsUsed(ws.id, new Date()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(await store.creditsUsed(ws.id, new Date())).toBe(1);
       req.destroy();
       const row = await loggedRow('abort-test-1');
       expect(row).toMatchObject({ status: 499, creditsCharged: 0, endpoint: 'denoise' });
-      expect(store.creditsUsed(ws.id, new Date())).toBe(0);
+      expect(await store.creditsUsed(ws.id, new Date())).toBe(0);
     } finally {
       await new Promise((r) => server.close(r));
     }
@@ -423,9 +435,9 @@ describe('credits', () => {
 
   test('50 concurrent calls against 10 remaining credits: exactly 10 succeed', async () => {
     const app = buildApp();
-    const ws = workspace('acme', 'enterprise', { creditsPerMonth: 1000, requestsPerMinute: 10_000 });
-    expect(store.chargeCredits(ws.id, 990, 1000, new Date()).ok).toBe(true);
-    const tok = token(ws.id);
+    const ws = await workspace('acme', 'enterprise', { creditsPerMonth: 1000, requestsPerMinute: 10_000 });
+    expect((await store.chargeCredits(ws.id, 990, 1000, new Date())).ok).toBe(true);
+    const tok = await token(ws.id);
     const server = app.listen(0, '127.0.0.1');
     await new Promise((r) => server.once('listening', r));
     try {
@@ -443,7 +455,7 @@ describe('credits', () => {
       );
       expect(statuses.filter((s) => s === 200)).toHaveLength(10);
       expect(statuses.filter((s) => s === 'quota_exhausted')).toHaveLength(40);
-      expect(store.creditsUsed(ws.id, new Date())).toBe(1000);
+      expect(await store.creditsUsed(ws.id, new Date())).toBe(1000);
     } finally {
       await new Promise((r) => server.close(r));
     }

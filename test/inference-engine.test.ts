@@ -45,7 +45,7 @@ describe('inference engine (worker pool)', () => {
     await engine?.close();
   });
 
-  it('reports its state', () => {
+  it('reports its state', async () => {
     expect(engine.state()).toEqual({ size: 2, busy: 0, queued: 0, streams: 0, restarts: 0 });
   });
 
@@ -113,7 +113,7 @@ describe('inference engine (worker pool)', () => {
 });
 
 describe('listModels', () => {
-  it('lists the five chains with availability from models/', () => {
+  it('lists the five chains with availability from models/', async () => {
     requireModels();
     const cat = listModels(config);
     expect(cat.default).toBe('nsm-2');

@@ -56,7 +56,7 @@ function maxAbsDiff(a: Float32Array, b: Float32Array): number {
 }
 
 describe('RealFFT', () => {
-  it('matches a naive DFT and inverts exactly (N=512)', () => {
+  it('matches a naive DFT and inverts exactly (N=512)', async () => {
     const n = 512;
     const fft = new RealFFT(n);
     const r = seededRandom(1);
@@ -80,7 +80,7 @@ describe('RealFFT', () => {
     for (let t = 0; t < n; t++) expect(Math.abs(back[t] - x[t])).toBeLessThan(1e-12);
   });
 
-  it('inverse matches a naive inverse DFT of an arbitrary half spectrum', () => {
+  it('inverse matches a naive inverse DFT of an arbitrary half spectrum', async () => {
     const n = 64;
     const fft = new RealFFT(n);
     const r = seededRandom(2);
@@ -97,13 +97,13 @@ describe('RealFFT', () => {
     }
   });
 
-  it('rejects sizes that are not powers of two', () => {
+  it('rejects sizes that are not powers of two', async () => {
     expect(() => new RealFFT(500)).toThrow(/power of two/);
   });
 });
 
 describe('48 kHz <-> 16 kHz resampling', () => {
-  it('down then up keeps a 1 kHz tone and removes a 12 kHz tone', () => {
+  it('down then up keeps a 1 kHz tone and removes a 12 kHz tone', async () => {
     const n = 48000;
     const tone = (f: number) => Float32Array.from({ length: n }, (_, i) => 0.5 * Math.sin((2 * Math.PI * f * i) / 48000));
     const run = (x: Float32Array) => new Interpolator3().process(new Decimator3().process(x));

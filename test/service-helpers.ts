@@ -17,9 +17,9 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
   return { ...base, logRequests: false, ...overrides };
 }
 
-export function createToken(store: GatewayStore, scopes: string[] = ['*'], plan: 'free' | 'scale' = 'scale'): string {
-  const ws = store.createWorkspace(`ws-${Math.random().toString(36).slice(2)}`, plan);
-  return store.createToken({ workspaceId: ws.id, name: 'test', scopes, allowedIps: [], expiresAt: null }).token;
+export async function createToken(store: GatewayStore, scopes: string[] = ['*'], plan: 'free' | 'scale' = 'scale'): Promise<string> {
+  const ws = await store.createWorkspace(`ws-${Math.random().toString(36).slice(2)}`, plan);
+  return (await store.createToken({ workspaceId: ws.id, name: 'test', scopes, allowedIps: [], expiresAt: null })).token;
 }
 
 /** Entries of the temp dir (request directories must all be gone after a request completes). */

@@ -11,7 +11,7 @@ import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseNa
 import { eventually, fixture, tmpEntries, testConfig } from './service-helpers';
 
 describe('file names', () => {
-  test('safeBaseName strips directories, extensions, control and unsafe characters, leading dots', () => {
+  test('safeBaseName strips directories, extensions, control and unsafe characters, leading dots', async () => {
     expect(safeBaseName('talk.wav')).toBe('talk');
     expect(safeBaseName('../../etc/passwd')).toBe('passwd');
     expect(safeBaseName('C:\\Users\\me\\My Talk.final.mp3')).toBe('My Talk.final');
@@ -25,12 +25,12 @@ describe('file names', () => {
     expect(safeBaseName('Grüße.wav')).toBe('Grüße');
   });
 
-  test('cleanInputName keeps the name but not its directories or control characters', () => {
+  test('cleanInputName keeps the name but not its directories or control characters', async () => {
     expect(cleanInputName('dir/sub\\a b.wav')).toBe('a b.wav');
     expect(cleanInputName('a\r\nb.wav')).toBe('ab.wav');
   });
 
-  test('OutputNamer makes names unique, case-insensitively', () => {
+  test('OutputNamer makes names unique, case-insensitively', async () => {
     const namer = new OutputNamer();
     expect(namer.take('a', 'wav')).toBe('a_denoised.wav');
     expect(namer.take('a', 'wav')).toBe('a_denoised_2.wav');
@@ -39,13 +39,13 @@ describe('file names', () => {
     expect(namer.take('a_denoised', 'wav').startsWith('a_denoised_denoised')).toBe(true);
   });
 
-  test('contentDisposition: ASCII fallback plus RFC 5987 filename* only when needed', () => {
+  test('contentDisposition: ASCII fallback plus RFC 5987 filename* only when needed', async () => {
     expect(contentDisposition('a_denoised.wav')).toBe('attachment; filename="a_denoised.wav"');
     expect(contentDisposition('é (1)*.wav')).toBe(`attachment; filename="_ (1)*.wav"; filename*=UTF-8''%C3%A9%20%281%29%2A.wav`);
     expect(contentDisposition('a"b\\c.wav')).toBe('attachment; filename="a_b_c.wav"; filename*=UTF-8\'\'a%22b%5Cc.wav');
   });
 
-  test('headerJson escapes non-ASCII so the header stays valid', () => {
+  test('headerJson escapes non-ASCII so the header stays valid', async () => {
     expect(headerJson({ a: 'ü' })).toBe('{"a":"\\u00fc"}');
     expect(JSON.parse(headerJson({ a: 'ü☕' }))).toEqual({ a: 'ü☕' });
   });
@@ -69,15 +69,21 @@ describe('model service app alone', () => {
     const big = Buffer.alloc(100 * 1024 * 1024 + 1);
     const res = await request(app).post('/denoise').attach('file', big, { filename: 'big.wav', contentType: 'audio/wav' });
     expect(res.status).toBe(413);
-    expect(res.body).toEqual({ detail: 'file "big.wav" is larger than 100 MB' });
+    expect(res.body).toEqual({ detail: 'file "big.wav" is larger than 100 MB', type: 'payload_too_large', request_id: expect.stringMatching(/^req_/) });
     await eventually(() => tmpEntries(config).length === 0);
   });
 
   test('a bad option that precedes the file is rejected (checked when the file part starts)', async () => {
     const app = createModelServiceApp({ config, engine });
-    const res = await request(app).post('/denoise').field('model', 'nsm-7').attach('file', fixture('speech-noisy-16k-mono.wav'));
+    const res = await request(app)
+      .post('/denoise')
+      .set('X-Request-Id', 'req_from_the_gateway_1')
+      .field('model', 'nsm-7')
+      .attach('file', fixture('speech-noisy-16k-mono.wav'));
     expect(res.status).toBe(400);
     expect(res.body.detail).toMatch(/unknown model "nsm-7"/);
+    // The gateway's request id comes back in the body, so the client's error and the logs correlate.
+    expect(res.body).toMatchObject({ type: 'invalid_request', request_id: 'req_from_the_gateway_1' });
     await eventually(() => tmpEntries(config).length === 0);
   });
 
@@ -89,16 +95,16 @@ describe('model service app alone', () => {
     for (let i = 0; i < 4; i++) req = req.attach('files', fixture('not-audio.wav'));
     const tooMany = await req;
     expect(tooMany.status).toBe(413);
-    expect(tooMany.body).toEqual({ detail: 'too many files: at most 3 per batch' });
+    expect(tooMany.body).toEqual({ detail: 'too many files: at most 3 per batch', type: 'payload_too_large', request_id: expect.stringMatching(/^req_/) });
 
     // Alone, so the per-file limit (200 000) is reached long before the total (250 000) could be.
     const tooBig = await request(app).post('/denoise/batch').attach('files', fixture('speech-noisy-44k1-stereo.wav'));
     expect(tooBig.status).toBe(413);
-    expect(tooBig.body).toEqual({ detail: 'file "speech-noisy-44k1-stereo.wav" is larger than 200000 bytes' });
+    expect(tooBig.body).toEqual({ detail: 'file "speech-noisy-44k1-stereo.wav" is larger than 200000 bytes', type: 'payload_too_large', request_id: expect.stringMatching(/^req_/) });
 
     const tooMuch = await request(app).post('/denoise/batch').attach('files', mono).attach('files', mono).attach('files', mono);
     expect(tooMuch.status).toBe(413);
-    expect(tooMuch.body).toEqual({ detail: "the request's files exceed 250000 bytes in total" });
+    expect(tooMuch.body).toEqual({ detail: "the request's files exceed 250000 bytes in total", type: 'payload_too_large', request_id: expect.stringMatching(/^req_/) });
 
     const fits = await request(app).post('/denoise/batch').field('response', 'json').attach('files', mono).attach('files', mono);
     expect(fits.status).toBe(200);
@@ -111,6 +117,7 @@ describe('model service app alone', () => {
     const res = await request(app).get('/v1/noise-suppressor/models');
     expect(res.status).toBe(404);
     expect(res.body.detail).toMatch(/no such endpoint/);
+    expect(res.body.type).toBe('not_found');
   });
 
   test('without installed models: 422 on denoise, health degraded, models unavailable, sample 404', async () => {
@@ -121,6 +128,7 @@ describe('model service app alone', () => {
     const res = await request(app).post('/denoise').field('model', 'nsm-3').attach('file', fixture('speech-noisy-16k-mono.wav'));
     expect(res.status).toBe(422);
     expect(res.body.detail).toMatch(/model "nsm-3" is not installed/);
+    expect(res.body.type).toBe('model_not_installed');
 
     const health = await request(app).get('/health');
     expect(health.body).toMatchObject({ status: 'degraded', models: [] });

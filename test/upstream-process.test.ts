@@ -27,6 +27,8 @@ describe('gateway → real model-service process', () => {
   let serviceUrl: string;
   let childOutput = '';
   const startup: Array<{ status: number; body: string }> = [];
+  /** /readyz and /healthz answers polled just before each /health poll while the service started. */
+  const probesDuringStartup: Array<{ readyz: number; healthz: number; body: string }> = [];
   const apps: AppHandle[] = [];
 
   async function gateway(overrides: Partial<Config>): Promise<AppHandle> {
@@ -38,7 +40,7 @@ describe('gateway → real model-service process', () => {
   beforeAll(async () => {
     config = testConfig();
     store = openSqliteStore(config);
-    token = createToken(store);
+    token = await createToken(store);
     const port = await freePort();
     serviceUrl = `http://127.0.0.1:${port}`;
     child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/model-service-main.js')], {
@@ -60,6 +62,9 @@ describe('gateway → real model-service process', () => {
     for (;;) {
       if (Date.now() > deadline) throw new Error(`model service did not start:\n${childOutput}`);
       try {
+        const readyz = await rawRequest(`${serviceUrl}/readyz`, {});
+        const healthz = await rawRequest(`${serviceUrl}/healthz`, {});
+        probesDuringStartup.push({ readyz: readyz.status, healthz: healthz.status, body: readyz.body.toString() });
         const res = await rawRequest(`${serviceUrl}/health`, {});
         startup.push({ status: res.status, body: res.body.toString() });
         if (res.status === 200) break;
@@ -73,17 +78,51 @@ describe('gateway → real model-service process', () => {
   afterAll(async () => {
     for (const a of apps) await a.close();
     if (child.exitCode === null) child.kill('SIGKILL');
-    store.close();
+    await store.close();
     fs.rmSync(config.dataDir, { recursive: true, force: true });
   });
 
   const auth = () => ({ Authorization: `Bearer ${token}` });
 
-  test('while the engine starts the model service answers 503 {"detail":"starting"}, then 200', () => {
+  test('while the engine starts the model service answers 503 {"detail":"starting",...}, then 200', async () => {
     const before = startup.slice(0, -1);
     expect(startup[startup.length - 1].status).toBe(200);
     expect(before.length).toBeGreaterThan(0);
-    for (const r of before) expect(r).toEqual({ status: 503, body: '{"detail":"starting"}' });
+    for (const r of before) {
+      expect(r.status).toBe(503);
+      expect(JSON.parse(r.body)).toEqual({ detail: 'starting', type: 'unavailable', request_id: expect.stringMatching(/^req_/) });
+    }
+  });
+
+  test('its probes: alive from the first moment, ready (200) only once the engine is', async () => {
+    // Every poll whose /health said "starting" came after a /readyz poll, which therefore said 503 too.
+    const starting = probesDuringStartup.slice(0, startup.length - 1);
+    expect(starting.length).toBeGreaterThan(0);
+    for (const p of starting) {
+      expect(p).toMatchObject({ readyz: 503, healthz: 200 });
+      expect(JSON.parse(p.body)).toEqual({ status: 'not_ready', failed: { engine: 'starting' } });
+    }
+    const ready = await rawRequest(`${serviceUrl}/readyz`, {});
+    expect([ready.status, ready.body.toString()]).toEqual([200, '{"status":"ready"}']);
+  });
+
+  test("its own GET /metrics: engine state and the audio it processed; the gateway's /readyz asks it", async () => {
+    const handle = await gateway({});
+    expect((await request(handle.app).get('/readyz')).body).toEqual({ status: 'ready' });
+    const res = await request(handle.app).post(`${API}/denoise`).set(auth()).field('model', 'nsm-1').attach('file', STEREO_44K);
+    expect(res.status).toBe(200);
+    const seconds = JSON.parse(res.headers['x-ns-stats']).duration_s;
+    const metrics = (await rawRequest(`${serviceUrl}/metrics`, {})).body.toString();
+    expect(metrics).toMatch(/^ns_engine_workers\{service="model-service"\} 1$/m);
+    expect(metrics).toMatch(/^ns_engine_busy_workers\{service="model-service"\} 0$/m);
+    const audio = /^ns_audio_seconds_total\{model="nsm-1",service="model-service"\} (\S+)$/m.exec(metrics);
+    expect(Number(audio?.[1])).toBeCloseTo(seconds, 3);
+    expect(metrics).toMatch(/^ns_process_resident_memory_bytes\{service="model-service"\} \d+/m);
+    // The gateway's registry has the gateway's side only: no engine, no audio seconds counted twice.
+    const gw = (await request(handle.app).get('/metrics')).text;
+    expect(gw).toMatch(/^ns_http_requests_total\{endpoint="denoise",method="POST",status="200",error_type="none",service="gateway"\} 1$/m);
+    expect(gw).not.toMatch(/^ns_engine_workers/m);
+    expect(gw).not.toMatch(/^ns_audio_seconds_total\{/m);
   });
 
   test('forwarded calls work end to end and carry X-Gateway-Upstream-Ms', async () => {
@@ -129,7 +168,7 @@ describe('gateway → real model-service process', () => {
     expect((await request(handle.app).get(`${API}/models`).set(auth())).status).toBe(200);
 
     // The request log kept the error types.
-    const logged = store.queryRequests({ errorType: 'upstream_timeout' });
+    const logged = await store.queryRequests({ errorType: 'upstream_timeout' });
     expect(logged.length).toBeGreaterThanOrEqual(2);
   });
 
@@ -148,5 +187,16 @@ describe('gateway → real model-service process', () => {
     expect(res.status).toBe(503);
     expect(res.body.error.type).toBe('circuit_open');
     expect(Number(res.headers['retry-after'])).toBe(60);
+    // Not ready: the one upstream's breaker is open.
+    const ready = await request(handle.app).get('/readyz');
+    expect(ready.status).toBe(503);
+    expect(ready.body.failed.model_service).toMatch(/circuit breaker is open/);
+    const metrics = (await request(handle.app).get('/metrics')).text;
+    expect(metrics).toContain(`ns_upstream_breaker_state{upstream="${serviceUrl}",state="open",service="gateway"} 1`);
+    // A gateway whose breaker is still closed asks the dead service and reports why.
+    const other = await gateway({});
+    const refused = await request(other.app).get('/readyz');
+    expect(refused.status).toBe(503);
+    expect(refused.body.failed.model_service).toMatch(/ECONNREFUSED/);
   });
 });

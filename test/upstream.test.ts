@@ -53,7 +53,7 @@ describe('model-service forwarder', () => {
   beforeAll(async () => {
     config = testConfig({ upstreamTimeoutMs: 500, breakerThreshold: 3, breakerCooldownMs: 400 });
     store = openSqliteStore(config);
-    token = createToken(store);
+    token = await createToken(store);
     upstream = await listen((req, res) => {
       const record: Seen = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, bodyBytes: 0, completed: false };
       seen.push(record);
@@ -88,11 +88,11 @@ describe('model-service forwarder', () => {
   afterAll(async () => {
     await closeQuietly(gatewayServer);
     await closeQuietly(upstream.server);
-    store.close();
+    await store.close();
     fs.rmSync(config.dataDir, { recursive: true, force: true });
   });
 
-  beforeEach(() => {
+  beforeEach(async () => {
     mode = 'ok';
     seen = [];
   });
@@ -119,7 +119,7 @@ describe('model-service forwarder', () => {
     expect(seen[0].headers['x-forwarded-for']).toBe('127.0.0.1');
 
     // The gateway's request log gets bytes and upstream time from the forwarder's context.
-    const [logged] = store.queryRequests({ limit: 1 });
+    const [logged] = await store.queryRequests({ limit: 1 });
     expect(logged.requestId).toBe('abc-123');
     expect(logged.bytesIn).toBe(3000);
     expect(logged.bytesOut).toBe(res.body.length);

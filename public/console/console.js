@@ -18,7 +18,7 @@
     wsId: null,
     logOffset: 0,
     logLimit: 25,
-    playground: { workspaceId: null, token: null, models: null, file: null, fileName: null, beforeBytes: null, recorder: null, afterUrl: null, beforeUrl: null, beforePeakDb: null },
+    playground: { workspaceId: null, token: null, models: null, file: null, fileName: null, beforeBytes: null, recorder: null, afterUrl: null, beforeUrl: null, beforePeakDb: null, beforeDecoded: null },
   };
 
   // ---------------------------------------------------------------- helpers
@@ -36,6 +36,13 @@
     return node;
   }
   function show(node, on) { node.hidden = !on; }
+  /** Copies each column's heading onto its cells (data-label): on phones a row is shown as labelled lines. */
+  function labelCells(table) {
+    const labels = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
+    for (const tr of table.querySelectorAll('tbody tr')) {
+      [...tr.children].forEach((td, i) => { td.dataset.label = labels[i] || ''; });
+    }
+  }
   function setError(node, msg) { node.textContent = msg || ''; show(node, !!msg); }
   function fmtTime(iso) {
     if (!iso) return '—';
@@ -108,7 +115,11 @@
   });
 
   // ---------------------------------------------------------------- routing
-  const PAGES = ['keys', 'workspaces', 'playground'];
+  const PAGES = ['keys', 'workspaces', 'playground', 'jobs'];
+  // The Jobs page lives in jobs.js; it gets the helpers it shares with this file.
+  const loadJobsPage = () => window.NSJobsPage.load({
+    api, el, show, fmtTime, confirmDialog, refreshWorkspaces, workspaces: () => state.workspaces,
+  });
   function route() {
     if (!state.csrf) return;
     const page = PAGES.includes(location.hash.slice(1)) ? location.hash.slice(1) : 'keys';
@@ -117,21 +128,24 @@
     clearTokenOnce();
     for (const p of PAGES) show($(`#page-${p}`), p === page);
     for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.page === page);
-    const load = { keys: loadKeysPage, workspaces: loadWorkspacesPage, playground: loadPlayground }[page];
+    const load = { keys: loadKeysPage, workspaces: loadWorkspacesPage, playground: loadPlayground, jobs: loadJobsPage }[page];
     load().catch((e) => console.error(e));
   }
   window.addEventListener('hashchange', route);
 
   function buildStaticOptions() {
     const scopes = $('#key-scopes');
+    const defaults = state.meta.default_scopes || [];
     if (!scopes.childElementCount) {
       for (const s of state.meta.scopes) {
         const id = `scope-${s.scope.replace(/[^a-z0-9]/gi, '_')}`;
+        // The keys CLI's default is ticked from the start (and reset() brings it back): a name alone makes a key.
         scopes.append(el('label', { for: id },
-          el('input', { type: 'checkbox', id, value: s.scope, name: 'scopes' }),
+          el('input', { type: 'checkbox', id, value: s.scope, name: 'scopes', checked: defaults.includes(s.scope) }),
           el('code', { text: s.scope }), el('span', { class: 'muted', text: s.allows })));
       }
     }
+    $('#key-scopes-hint').textContent = `(none ticked: ${defaults.join(', ')}, the keys CLI's default)`;
     for (const sel of [$('#key-new-workspace-plan'), $('#ws-create-plan'), $('#ws-plan-select')]) {
       if (sel.childElementCount) continue;
       for (const p of state.meta.plans) {
@@ -189,6 +203,7 @@
         el('td', {}, el('span', { class: `badge ${k.status}`, text: k.status })),
         el('td', {}, revokeBtn)));
     }
+    labelCells($('#keys-table'));
     show($('#keys-empty'), state.keys.length === 0);
   }
 
@@ -332,7 +347,11 @@
     }
     const W = 900, H = 220, left = 40, right = 10, top = 10, bottom = 28;
     const max = Math.max(1, ...series.map((s) => s.count));
-    const niceMax = (() => { const p = Math.pow(10, Math.floor(Math.log10(max))); return Math.ceil(max / p) * p; })();
+    const niceMax = (() => {
+      const p = Math.pow(10, Math.floor(Math.log10(max)));
+      const m = Math.ceil(max / p) * p;
+      return m < 8 ? 4 * Math.ceil(m / 4) : m; // small counts: whole-number ticks
+    })();
     const plotW = W - left - right, plotH = H - top - bottom;
     const bw = plotW / series.length;
     const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'Requests per day' });
@@ -356,6 +375,8 @@
     });
     container.textContent = '';
     container.append(root);
+    // Where the chart scrolls (phones), show the newest days.
+    container.scrollLeft = container.scrollWidth;
   }
 
   async function renderLog() {
@@ -375,12 +396,16 @@
         el('td', { class: 'mono', text: r.request_id }),
         el('td', { class: 'mono', text: `${r.method} ${r.endpoint || '—'}` }),
         el('td', {}, el('span', { class: ok ? 'status-ok' : 'status-err', text: String(r.status) })),
-        el('td', { class: 'mono', text: r.error_type || '' }),
+        el('td', { class: 'error-cell' },
+          r.error_type ? el('span', { class: 'mono', text: r.error_type }) : null,
+          // The reason in words: the model service's detail for its 400/422, else the gateway's message.
+          r.status >= 400 && r.error_message ? el('div', { class: 'reason muted small', text: r.error_message }) : null),
         el('td', { class: 'mono', text: r.key_prefix ? `${r.key_prefix}…` : '—', title: r.key_name || '' }),
         el('td', { text: String(r.credits) }),
         el('td', { text: r.upstream_ms === null ? '—' : `${r.upstream_ms} ms` }),
         el('td', { text: `${r.total_ms} ms` })));
     }
+    labelCells($('#log-table'));
     show($('#log-empty'), out.requests.length === 0);
     $('#log-prev').disabled = state.logOffset === 0;
     $('#log-next').disabled = !out.has_more;
@@ -428,7 +453,47 @@
 
   function updateRunButton() {
     $('#pg-run').disabled = !(pg.file && $('#pg-model').value && $('#pg-workspace').value);
+    $('#pg-curl-copy').disabled = !(pg.file && $('#pg-model').value);
+    if (!$('#pg-curl-box').hidden) $('#pg-curl').textContent = curlCommand();
   }
+
+  /** Single-quoted for POSIX shells: 'it'\''s' */
+  function shellQuote(s) { return `'${String(s).replace(/'/g, `'\\''`)}'`; }
+
+  /** The playground's call as curl: same fields, the API key from $TOKEN (never the session's own key). */
+  function curlCommand() {
+    const name = pg.fileName || 'audio.wav';
+    const out = `${name.replace(/\.[^.]+$/, '')}_denoised.wav`;
+    const url = `${location.origin}${BASE}/v1/noise-suppressor/denoise`;
+    return [
+      'curl -sS -D - -o ' + shellQuote(out),
+      '  -H "X-API-Key: $TOKEN"',
+      // curl reads ; and , after @file as options: quote such names for curl as well as for the shell.
+      `  -F ${shellQuote(/[;,"\\]/.test(name) ? `file=@"${name.replace(/(["\\])/g, '\\$1')}"` : `file=@${name}`)}`,
+      `  -F model=${shellQuote($('#pg-model').value)}`,
+      `  -F attenuation_limit_db=${shellQuote($('#pg-atten').value)}`,
+      '  -F output_format=wav',
+      `  ${shellQuote(url)}`,
+    ].join(' \\\n');
+  }
+
+  $('#pg-curl-copy').addEventListener('click', async () => {
+    const text = curlCommand();
+    $('#pg-curl').textContent = text;
+    show($('#pg-curl-box'), true);
+    try {
+      await navigator.clipboard.writeText(text);
+      show($('#pg-curl-copied'), true);
+    } catch {
+      // No clipboard (plain http on another host): select the text so Ctrl+C copies it.
+      const range = document.createRange();
+      range.selectNodeContents($('#pg-curl'));
+      const sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+      show($('#pg-curl-copied'), false);
+    }
+  });
 
   async function loadPlayground() {
     await refreshWorkspaces();
@@ -477,11 +542,12 @@
 
   $('#pg-workspace').addEventListener('change', () => selectPlaygroundWorkspace($('#pg-workspace').value));
   $('#pg-model').addEventListener('change', updateRunButton);
-  $('#pg-atten').addEventListener('input', () => { $('#pg-atten-value').textContent = $('#pg-atten').value; });
+  $('#pg-atten').addEventListener('input', () => { $('#pg-atten-value').textContent = $('#pg-atten').value; updateRunButton(); });
 
   async function setInputAudio(blob, name) {
     pg.file = blob;
     pg.fileName = name;
+    pg.beforeDecoded = null;
     if (pg.beforeUrl) URL.revokeObjectURL(pg.beforeUrl);
     pg.beforeUrl = URL.createObjectURL(blob);
     $('#pg-before-audio').src = pg.beforeUrl;
@@ -493,6 +559,7 @@
       const bytes = await blob.arrayBuffer();
       pg.beforeBytes = bytes;
       const decoded = await Spectrogram.decodeMono(bytes, Spectrogram.wavSampleRate(bytes) || 48000);
+      pg.beforeDecoded = decoded;
       pg.beforePeakDb = Spectrogram.draw(canvas, decoded);
       $('#pg-before-info').textContent = `${name} · ${(blob.size / 1024).toFixed(0)} KiB · ${decoded.duration.toFixed(2)} s`;
     } catch (e) {
@@ -502,7 +569,10 @@
 
   $('#pg-file').addEventListener('change', () => {
     const f = $('#pg-file').files[0];
-    if (f) setInputAudio(f, f.name);
+    if (f) {
+      $('#pg-record-state').textContent = '';
+      setInputAudio(f, f.name);
+    }
   });
 
   $('#pg-record').addEventListener('click', async () => {
@@ -592,8 +662,11 @@
       pgStatus(`Done in ${((performance.now() - started) / 1000).toFixed(1)} s.`);
       const bytes = await blob.arrayBuffer();
       const decoded = await Spectrogram.decodeMono(bytes, Spectrogram.wavSampleRate(bytes) || 48000);
-      // Same colour scale as "before" so the removed noise shows as darker areas.
-      Spectrogram.draw(afterCanvas, decoded, pg.beforePeakDb);
+      // One frequency axis for both (the higher of the two Nyquist frequencies) and the colour scale of "before",
+      // so the removed noise shows as darker areas at the same height.
+      const axisHz = Math.max(decoded.sampleRate, pg.beforeDecoded ? pg.beforeDecoded.sampleRate : 0) / 2;
+      if (pg.beforeDecoded) Spectrogram.draw($('#pg-before-spec'), pg.beforeDecoded, pg.beforePeakDb, axisHz);
+      Spectrogram.draw(afterCanvas, decoded, pg.beforePeakDb, axisHz);
     } catch (e) {
       pgStatus(`Failed: ${e.message}`, true);
     } finally {

@@ -113,9 +113,11 @@
   /**
    * Paints the spectrogram of `decoded` ({samples, sampleRate}) to `canvas`, with a frequency
    * axis in kHz and a time axis in seconds. `refDb` (optional) pins the colour scale's top so two
-   * spectrograms share one scale; returns the peak dB found.
+   * spectrograms share one scale; `axisHz` (optional, ≥ the signal's Nyquist frequency) sets the top of the
+   * frequency axis so two spectrograms of different sample rates share one axis (above its own Nyquist
+   * frequency a signal has nothing: that band stays empty). Returns the peak dB found.
    */
-  function draw(canvas, decoded, refDb) {
+  function draw(canvas, decoded, refDb, axisHz) {
     const { samples, sampleRate } = decoded;
     const fftSize = sampleRate > 24000 ? 1024 : 512;
     const left = 42, bottom = 22, top = 6, right = 8;
@@ -138,19 +140,27 @@
     off.width = frames; off.height = bins;
     off.getContext('2d').putImageData(img, 0, 0);
 
+    const nyquistHz = sampleRate / 2;
+    const topHz = Math.max(nyquistHz, axisHz || 0);
+    const signalH = plotH * (nyquistHz / topHz);
     const g = canvas.getContext('2d');
     g.fillStyle = '#0b0f1c';
     g.fillRect(0, 0, canvas.width, canvas.height);
+    if (signalH < plotH) {
+      // Above this signal's Nyquist frequency: no content at this sample rate.
+      g.fillStyle = '#161c2b';
+      g.fillRect(left, top, plotW, plotH - signalH);
+    }
     g.imageSmoothingEnabled = true;
-    g.drawImage(off, left, top, plotW, plotH);
+    g.drawImage(off, left, top + plotH - signalH, plotW, signalH);
 
     g.fillStyle = '#aab3c5';
     g.font = '10px system-ui, sans-serif';
     g.textBaseline = 'middle';
-    const nyquistK = sampleRate / 2000;
-    const stepK = nyquistK > 12 ? 4 : 2;
-    for (let k = 0; k <= nyquistK + 1e-9; k += stepK) {
-      const y = top + plotH - (k / nyquistK) * plotH;
+    const topK = topHz / 1000;
+    const stepK = topK > 12 ? 4 : 2;
+    for (let k = 0; k <= topK + 1e-9; k += stepK) {
+      const y = top + plotH - (k / topK) * plotH;
       g.fillText(k === 0 ? '0' : `${k} kHz`, 4, Math.min(top + plotH - 4, Math.max(top + 5, y)));
     }
     const duration = samples.length / sampleRate;
@@ -162,6 +172,8 @@
     }
     canvas.dataset.ready = 'true';
     canvas.dataset.frames = String(frames);
+    canvas.dataset.axisHz = String(topHz);
+    canvas.dataset.sampleRate = String(sampleRate);
     return peak;
   }
 

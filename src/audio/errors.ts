@@ -1,11 +1,22 @@
 // Error classes of the audio pipeline. Callers map AudioInputError to a client error (400/422),
 // AudioAbortedError to "request cancelled", and anything else to an internal error.
 
-/** The input file is not usable audio: empty, not audio, no audio stream, undecodable. */
+/** The input file is not usable audio: empty, not audio, no audio stream, undecodable, out of the accepted limits. */
 export class AudioInputError extends Error {
-  override readonly name = 'AudioInputError';
-  constructor(message: string) {
+  override readonly name: string = 'AudioInputError';
+  /** HTTP status for the client: 422 (unprocessable audio), or 413 for audio longer than the service accepts. */
+  readonly status: 413 | 422;
+  constructor(message: string, status: 413 | 422 = 422) {
     super(message);
+    this.status = status;
+  }
+}
+
+/** The audio is longer than MAX_AUDIO_SECONDS (found from the header, or while decoding when the header lied). */
+export class AudioTooLongError extends AudioInputError {
+  override readonly name = 'AudioTooLongError';
+  constructor(message: string) {
+    super(message, 413);
   }
 }
 

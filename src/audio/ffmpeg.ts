@@ -54,7 +54,10 @@ export function waitForExit(child: ChildProcess): Promise<{ code: number | null;
   });
 }
 
-/** Kills a child that is still running; safe to call more than once. */
+/**
+ * Kills a child that is still running and discards its pipes (a paused stdout with unread data would otherwise never
+ * end, and the child's 'close', which waitForExit waits for, would never come); safe to call more than once.
+ */
 export function killChild(child: ChildProcess | null | undefined): void {
   if (!child) return;
   if (child.exitCode === null && child.signalCode === null) {
@@ -64,4 +67,6 @@ export function killChild(child: ChildProcess | null | undefined): void {
       /* already gone */
     }
   }
+  child.stdout?.destroy();
+  child.stdin?.destroy();
 }

@@ -1,22 +1,31 @@
-// The file pipeline: any audio ffmpeg reads → model rate f32 → DenoiseStream → 16-bit WAV/FLAC.
+// The file pipeline: any audio → model-rate float32 → DenoiseStream → 16-bit WAV or FLAC.
 //
-//   ffmpeg (decode, soxr resample to the model rate, keep channels) ──f32le pipe──▶ this process
-//     ──planar chunks (~1 s)──▶ DenoiseStream.push ──▶ interleave ──f32le pipe──▶ ffmpeg (resample, encode) ──▶ file
+//   source (planar float32 at the model rate, ~1 s chunks) ──▶ DenoiseStream.push (worker thread) ──▶ sink (file)
 //
-// Memory stays bounded whatever the duration: the decoder's stdout is read one chunk at a time and only after the
-// previous chunk went through the engine and was accepted by the encoder's stdin (we wait for 'drain'), so a slow
-// engine or encoder pauses the decoder through the pipe instead of buffering audio here.
+// Sources (sources.ts): an uncompressed WAV at the model's rate is read in-process (wav.ts), with no child process at
+// all; a WAV at another rate is read in-process and resampled by an ffmpeg child (soxr) fed through its stdin; anything
+// else is decoded (and resampled) by ONE ffmpeg child whose stderr banner and WAV header give what a separate probe
+// used to (codec, container, duration, input rate, channel count). Sinks (sinks.ts): 16-bit WAV at the model's rate is
+// written in-process; FLAC or another rate goes through an ffmpeg encoder child.
+//
+// Limits (limits.ts) are checked from the header before any decoding, and the duration again while decoding.
+// Non-finite samples (NaN, ±Inf) are silence: float WAVs are cleaned as they are read, other decoders' output here.
+//
+// Memory stays bounded whatever the duration: one chunk is read only after the previous one went through the engine
+// and was accepted by the sink (file write, or the encoder's stdin 'drain'), so a slow engine or encoder pauses the
+// decoder instead of buffering audio here.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ChildProcess } from 'node:child_process';
 import type { Config } from '../config';
 import { bandsUpTo, CHAINS, type BandProcessing } from '../inference/catalog';
 import type { DenoiseStream, InferenceEngine, ModelId } from '../inference/types';
-import { AudioAbortedError, AudioInputError, AudioPipelineError } from './errors';
-import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
-import { cleanDetail, probeAudio, type AudioProbe } from './probe';
+import { AudioAbortedError, AudioInputError } from './errors';
+import { checkDecodedDuration, checkInputLimits } from './limits';
+import { assertReadableFile } from './probe';
+import { openSink, type AudioSink } from './sinks';
+import { openSource, type AudioSource } from './sources';
 
-export { AudioAbortedError, AudioInputError, AudioPipelineError } from './errors';
+export { AudioAbortedError, AudioInputError, AudioPipelineError, AudioTooLongError } from './errors';
 
 export type OutputFormat = 'wav' | 'flac';
 
@@ -36,6 +45,8 @@ export interface DenoiseFileOptions {
   signal?: AbortSignal;
   /** Seconds of audio per engine call (default 1). */
   chunkSeconds?: number;
+  /** false: always decode and encode with ffmpeg, even where the in-process WAV path applies (tests, benchmark). */
+  inProcessWav?: boolean;
 }
 
 export interface DenoiseStats {
@@ -59,6 +70,11 @@ export interface DenoiseStats {
 /** FLAC (libFLAC and ffmpeg's encoder) stores at most 8 channels. */
 const FLAC_MAX_CHANNELS = 8;
 
+/** The rate the model's chain runs at; audio is decoded to it. */
+export function modelRateFor(model: ModelId): number {
+  return CHAINS[model].sample_rate;
+}
+
 export async function denoiseFile(
   deps: DenoiseFileDeps,
   inputPath: string,
@@ -66,51 +82,31 @@ export async function denoiseFile(
   opts: DenoiseFileOptions,
 ): Promise<DenoiseStats> {
   const started = process.hrtime.bigint();
-  const { config, engine } = deps;
-  const signal = opts.signal;
-  if (signal?.aborted) throw new AudioAbortedError();
-
-  const probe = await probeAudio(config, inputPath);
-  if (opts.outputFormat === 'flac' && probe.channels > FLAC_MAX_CHANNELS) {
-    throw new AudioInputError(`FLAC output supports at most ${FLAC_MAX_CHANNELS} channels; the input has ${probe.channels} (use wav)`);
-  }
-  if (signal?.aborted) throw new AudioAbortedError();
-
+  if (opts.signal?.aborted) throw new AudioAbortedError();
+  await assertReadableFile(inputPath);
   // Absolute paths: ffmpeg reads names like "concat:a|b" as protocol URLs.
-  inputPath = path.resolve(inputPath);
-  outputPath = path.resolve(outputPath);
-  const run = new PipelineRun(config, probe, inputPath, outputPath, opts);
+  const run = new PipelineRun(deps, path.resolve(inputPath), path.resolve(outputPath), opts);
   try {
-    const stream = await run.guard(
-      engine.openStream({
-        model: opts.model,
-        channels: probe.channels,
-        attenuationLimitDb: opts.attenuationLimitDb,
-        // Above 16 kHz with the input's rate kept, 16 kHz models also return (denoise) the band above 8 kHz.
-        fullBand: opts.keepInputSampleRate && probe.sampleRate > 16000,
-      }),
-    );
-    run.stream = stream;
-    const decodedFrames = await run.execute();
+    const { frames, source, stream } = await run.execute();
     const processingS = Number(process.hrtime.bigint() - started) / 1e9;
-    const durationS = decodedFrames / stream.sampleRate;
+    const durationS = frames / stream.sampleRate;
     return {
       duration_s: round(durationS, 3),
       processing_s: round(processingS, 3),
       rtf: round(durationS > 0 ? processingS / durationS : 0, 4),
       model: opts.model,
-      input_sample_rate: probe.sampleRate,
+      input_sample_rate: source.inputRate,
       output_sample_rate: run.outputRate,
-      model_sample_rate: CHAINS[opts.model].sample_rate,
-      channels: probe.channels,
-      input_codec: probe.codec,
+      model_sample_rate: modelRateFor(opts.model),
+      channels: source.channels,
+      input_codec: source.codec,
       output_format: opts.outputFormat,
       attenuation_limit_db: opts.attenuationLimitDb,
       processing_sample_rate: stream.sampleRate,
-      bands: bandsUpTo(stream.bands, Math.min(probe.sampleRate, run.outputRate) / 2),
+      bands: bandsUpTo(stream.bands, Math.min(source.inputRate, run.outputRate) / 2),
     };
   } catch (err) {
-    run.teardown();
+    await run.teardown();
     await fs.promises.rm(outputPath, { force: true }).catch(() => undefined);
     throw err;
   } finally {
@@ -118,29 +114,26 @@ export async function denoiseFile(
   }
 }
 
-/** State of one denoiseFile call: the two ffmpeg children, the engine stream, abort wiring. */
+/** State of one denoiseFile call: source, engine stream, sink, abort wiring. */
 class PipelineRun {
-  stream: DenoiseStream | null = null;
   outputRate = 0;
-  private decoder: ChildProcess | null = null;
-  private encoder: ChildProcess | null = null;
-  private readonly decoderErr = new StderrTail();
-  private readonly encoderErr = new StderrTail();
+  private source: AudioSource | null = null;
+  private sink: AudioSink | null = null;
+  private stream: DenoiseStream | null = null;
   private aborted = false;
-  /** Set once the signal fires or the encoder dies early; every await in the loop is guarded by it. */
+  /** Set once the signal fires or a child dies early; every await in the loop is guarded by it. */
   private failedWith: Error | null = null;
   /** Rejecters of the guard() calls in flight. (Not Promise.race against one long-lived promise: every race would
    * leave a reaction on it that keeps the chunk it resolved with alive, i.e. the whole file's audio.) */
   private readonly waiting = new Set<(err: Error) => void>();
   private readonly onAbort = (): void => {
     this.aborted = true;
-    this.teardown();
+    void this.teardown();
     this.fail(new AudioAbortedError());
   };
 
   constructor(
-    private readonly config: Config,
-    private readonly probe: AudioProbe,
+    private readonly deps: DenoiseFileDeps,
     private readonly inputPath: string,
     private readonly outputPath: string,
     private readonly opts: DenoiseFileOptions,
@@ -159,7 +152,7 @@ class PipelineRun {
     if (this.failedWith) throw this.failedWith;
   }
 
-  /** Resolves like `p`, or rejects as soon as the run fails (abort, encoder death), whichever comes first. */
+  /** Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. */
   guard<T>(p: Promise<T>): Promise<T> {
     if (this.failedWith) {
       p.catch(() => undefined);
@@ -180,118 +173,100 @@ class PipelineRun {
     });
   }
 
-  async execute(): Promise<number> {
-    const stream = this.stream!;
-    const channels = this.probe.channels;
-    const modelRate = stream.sampleRate;
-    this.outputRate = this.opts.keepInputSampleRate ? this.probe.sampleRate : modelRate;
-
-    this.decoder = spawnFfmpeg(this.config.ffmpegPath, [
-      '-loglevel', 'error',
-      ...untrustedInputArgs(),
-      '-i', this.inputPath,
-      '-map', '0:a:0', '-vn', '-sn', '-dn',
-      '-af', `aresample=${modelRate}:resampler=soxr`,
-      '-ar', String(modelRate), '-ac', String(channels),
-      '-c:a', 'pcm_f32le', '-f', 'f32le', 'pipe:1',
-    ]);
-    this.decoder.stdin!.on('error', () => undefined);
-    this.decoder.stdin!.end();
-    this.decoder.stderr!.on('data', (d: Buffer) => this.decoderErr.push(d));
-    const decoderExit = waitForExit(this.decoder);
-    decoderExit.catch(() => undefined);
-
-    this.encoder = spawnFfmpeg(this.config.ffmpegPath, [
-      '-loglevel', 'error',
-      '-f', 'f32le', '-ar', String(modelRate), '-ac', String(channels), '-i', 'pipe:0',
-      ...(this.outputRate !== modelRate ? ['-af', `aresample=${this.outputRate}:resampler=soxr`] : []),
-      '-ar', String(this.outputRate),
-      '-fflags', '+bitexact', '-flags', '+bitexact', '-map_metadata', '-1',
-      ...(this.opts.outputFormat === 'flac'
-        ? ['-c:a', 'flac', '-sample_fmt', 's16', '-f', 'flac']
-        : ['-c:a', 'pcm_s16le', '-rf64', 'auto', '-f', 'wav']),
-      '-y', this.outputPath,
-    ]);
-    const encoder = this.encoder;
-    encoder.stderr!.on('data', (d: Buffer) => this.encoderErr.push(d));
-    encoder.stdout!.resume();
-    let encoderInputEnded = false;
-    encoder.stdin!.on('error', () => undefined); // EPIPE surfaces through the exit below
-    const encoderExit = waitForExit(encoder);
-    encoderExit.then(
-      ({ code, signal }) => {
-        if (this.aborted) return;
-        if (!encoderInputEnded || code !== 0) this.fail(this.encoderError(code, signal));
+  /**
+   * guard() for a promise that yields a resource (source with its ffmpeg child, engine stream, sink): if the run
+   * fails (abort) before it arrives, the resource is released when it does, instead of being left open.
+   */
+  private acquire<T>(p: Promise<T>, release: (v: T) => unknown): Promise<T> {
+    p.then(
+      (v) => {
+        if (this.failedWith) void Promise.resolve(release(v)).catch(() => undefined);
       },
-      (err: Error) => this.fail(err),
+      () => undefined,
     );
+    return this.guard(p);
+  }
 
-    const frameBytes = 4 * channels;
-    const chunkFrames = Math.max(256, Math.round(modelRate * (this.opts.chunkSeconds ?? 1)));
-    const chunkBytes = chunkFrames * frameBytes;
-    const total = this.probe.durationS;
-    let pending: Buffer[] = [];
-    let pendingBytes = 0;
+  async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream }> {
+    const { config, engine } = this.deps;
+    const opts = this.opts;
+    const nativeRate = modelRateFor(opts.model);
+    const inProcess = opts.inProcessWav !== false;
+    // Above 16 kHz with the input's rate kept, a 16 kHz model runs full band at 48 kHz (its chain below 8 kHz, the
+    // input's own band above it, filtered under the chain's guidance): decoded at 48 kHz for that.
+    const rateFor = (inputRate: number) => (opts.keepInputSampleRate && nativeRate === 16000 && inputRate > 16000 ? 48000 : nativeRate);
+    const source = await this.acquire(
+      openSource(config, this.inputPath, rateFor, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
+      (s) => s.abort(),
+    );
+    const modelRate = source.rate;
+    this.source = source;
+    this.throwIfFailed();
+    checkInputLimits(config, { sampleRate: source.inputRate, channels: source.channels, durationS: source.durationS });
+    if (opts.outputFormat === 'flac' && source.channels > FLAC_MAX_CHANNELS) {
+      throw new AudioInputError(`FLAC output supports at most ${FLAC_MAX_CHANNELS} channels; the input has ${source.channels} (use wav)`);
+    }
+
+    const stream = await this.acquire(
+      engine.openStream({
+        model: opts.model,
+        channels: source.channels,
+        attenuationLimitDb: opts.attenuationLimitDb,
+        fullBand: modelRate !== nativeRate,
+      }),
+      (st) => st.abort(),
+    );
+    this.stream = stream;
+    if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
+    this.outputRate = opts.keepInputSampleRate ? source.inputRate : nativeRate;
+
+    const sink = await this.acquire(
+      openSink(config, this.outputPath, {
+        format: opts.outputFormat,
+        channels: source.channels,
+        modelRate,
+        outputRate: this.outputRate,
+        inProcessWav: inProcess,
+        onFailure: (e) => this.fail(e),
+      }),
+      (k) => k.abort(),
+    );
+    this.sink = sink;
+
+    const chunkFrames = Math.max(256, Math.round(modelRate * (opts.chunkSeconds ?? 1)));
+    const total = source.durationS;
     let framesIn = 0;
-
-    const writeOut = async (planar: Float32Array[]): Promise<void> => {
-      if (planar.length === 0 || planar[0].length === 0) return;
-      const ok = encoder.stdin!.write(interleave(planar));
-      if (!ok) await this.guard(new Promise<void>((resolve) => encoder.stdin!.once('drain', resolve)));
-    };
-    const processBytes = async (bytes: Buffer): Promise<void> => {
-      const planar = deinterleave(bytes, channels);
-      framesIn += planar[0].length;
+    for (;;) {
       this.throwIfFailed();
-      await writeOut(await this.guard(stream.push(planar)));
-      this.opts.onProgress?.(framesIn / modelRate, total);
-    };
-
-    // Reading with for-await pulls one pipe chunk at a time: the decoder is paused while we await below.
-    for await (const data of this.decoder.stdout! as AsyncIterable<Buffer>) {
-      if (this.aborted) break;
-      pending.push(data);
-      pendingBytes += data.length;
-      while (pendingBytes >= chunkBytes) {
-        const all = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
-        await processBytes(all.subarray(0, chunkBytes));
-        const rest = all.subarray(chunkBytes);
-        pending = rest.length ? [rest] : [];
-        pendingBytes = rest.length;
-      }
+      const planar = await this.guard(source.read(chunkFrames));
+      if (planar === null) break;
+      const n = planar[0].length;
+      if (n === 0) continue;
+      framesIn += n;
+      checkDecodedDuration(config, framesIn / modelRate);
+      const out = await this.guard(stream.push(planar));
+      await this.guard(sink.write(out));
+      opts.onProgress?.(framesIn / modelRate, total);
     }
     if (this.aborted) throw new AudioAbortedError();
-
-    const { code, signal } = await this.guard(decoderExit);
-    if (code !== 0) {
-      const detail = cleanDetail(this.decoderErr.summary(), this.inputPath);
-      if (signal) throw new AudioPipelineError(`ffmpeg decoder was killed (${signal})`);
-      throw new AudioInputError(`could not decode: ${detail || `ffmpeg exited with code ${code}`}`);
-    }
-    const tailBytes = pendingBytes - (pendingBytes % frameBytes);
-    if (tailBytes > 0) await processBytes(Buffer.concat(pending, pendingBytes).subarray(0, tailBytes));
+    await this.guard(source.finish());
     if (framesIn === 0) throw new AudioInputError('could not decode: no audio samples in the file');
 
     this.throwIfFailed(); // end() cannot be aborted once sent, so do not send it for a run that already failed
-    await writeOut(await this.guard(stream.end()));
+    const tail = await this.guard(stream.end());
     this.stream = null; // flushed: nothing to abort any more
-    encoderInputEnded = true;
-    encoder.stdin!.end();
-    const enc = await this.guard(encoderExit);
-    if (enc.code !== 0) throw this.encoderError(enc.code, enc.signal);
-    return framesIn;
+    await this.guard(sink.write(tail));
+    await this.guard(sink.close());
+    this.sink = null;
+    return { frames: framesIn, source, stream };
   }
 
-  private encoderError(code: number | null, signal: NodeJS.Signals | null): AudioPipelineError {
-    const detail = this.encoderErr.summary();
-    const how = signal ? `was killed (${signal})` : code === 0 ? 'stopped early' : `exited with code ${code}`;
-    return new AudioPipelineError(`ffmpeg encoder ${how}${detail ? `: ${detail}` : ''}`);
-  }
-
-  /** Kills both children and frees the engine stream; safe to call repeatedly. */
-  teardown(): void {
-    killChild(this.decoder);
-    killChild(this.encoder);
+  /** Stops the children, frees the engine stream, closes files; safe to call repeatedly. */
+  async teardown(): Promise<void> {
+    const source = this.source;
+    const sink = this.sink;
+    this.source = null;
+    this.sink = null;
     if (this.stream) {
       try {
         this.stream.abort();
@@ -300,6 +275,7 @@ class PipelineRun {
       }
       this.stream = null;
     }
+    await Promise.all([source?.abort(), sink?.abort()]);
   }
 
   dispose(): void {
@@ -333,6 +309,21 @@ export function interleave(planar: Float32Array[]): Buffer {
     for (let c = 0; c < channels; c++, k++) out[k] = planar[c][i];
   }
   return Buffer.from(out.buffer);
+}
+
+/** Replaces non-finite samples (NaN, ±Inf) with 0 in place; true when there were any. */
+export function silenceNonFinite(planar: Float32Array[]): boolean {
+  let found = false;
+  for (const ch of planar) {
+    for (let i = 0; i < ch.length; i++) {
+      // x - x is 0 for finite x and NaN for NaN and ±Inf: one comparison per sample.
+      if (ch[i] - ch[i] !== 0) {
+        ch[i] = 0;
+        found = true;
+      }
+    }
+  }
+  return found;
 }
 
 function round(x: number, digits: number): number {

@@ -27,7 +27,8 @@ const PROBE_TIMEOUT_MS = 30_000;
 /** Enough decoded audio to prove the stream decodes, little enough to be instant. */
 const PROBE_DECODE_SECONDS = '0.1';
 
-export async function probeAudio(config: Config, inputPath: string): Promise<AudioProbe> {
+/** Rejects a missing, non-regular, empty or unreadable input with the client-facing AudioInputError. */
+export async function assertReadableFile(inputPath: string): Promise<fs.Stats> {
   let stat: fs.Stats;
   try {
     stat = await fs.promises.stat(inputPath);
@@ -42,6 +43,11 @@ export async function probeAudio(config: Config, inputPath: string): Promise<Aud
   } catch {
     throw new AudioInputError('cannot read file (permission denied)');
   }
+  return stat;
+}
+
+export async function probeAudio(config: Config, inputPath: string): Promise<AudioProbe> {
+  await assertReadableFile(inputPath);
 
   // Absolute path: ffmpeg would read a relative name like "concat:a|b" or "http:x" as a protocol URL.
   inputPath = path.resolve(inputPath);
@@ -92,10 +98,12 @@ export async function probeAudio(config: Config, inputPath: string): Promise<Aud
   };
 }
 
-interface Banner {
+export interface Banner {
   container: string | null;
   durationS: number | null;
   codec: string | null;
+  /** Sample rate of the input's first audio stream as ffmpeg prints it. */
+  sampleRate: number | null;
   hasAudio: boolean;
 }
 
@@ -104,11 +112,12 @@ export function parseBanner(text: string): Banner {
   const container = /Input #0, (.+?), from /.exec(text)?.[1] ?? null;
   const dur = /Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)/.exec(text);
   const durationS = dur ? Number(dur[1]) * 3600 + Number(dur[2]) * 60 + Number(dur[3]) : null;
-  const audio = /Stream #0:\d+(?:\[[^\]]*\])?(?:\([^)]*\))?: Audio: ([A-Za-z0-9_]+)/.exec(text);
-  return { container, durationS, codec: audio?.[1] ?? null, hasAudio: !!audio };
+  const audio = /Stream #0:\d+(?:\[[^\]]*\])?(?:\([^)]*\))?: Audio: ([A-Za-z0-9_]+)([^\n]*)/.exec(text);
+  const rate = audio ? /, (\d+) Hz/.exec(audio[2]) : null;
+  return { container, durationS, codec: audio?.[1] ?? null, sampleRate: rate ? Number(rate[1]) : null, hasAudio: !!audio };
 }
 
-function probeFailure(stderr: string, inputPath: string, hasAudio: boolean): AudioInputError {
+export function probeFailure(stderr: string, inputPath: string, hasAudio: boolean): AudioInputError {
   if (/matches no streams/.test(stderr) || (/Input #0/.test(stderr) && !hasAudio)) {
     return new AudioInputError('no audio stream found');
   }

@@ -3,8 +3,11 @@
 import { loadConfig, type Config } from '../config';
 import { limitsFor } from '../gateway/plans';
 import { parseIpRule } from '../gateway/ip';
-import { knownScopes } from '../gateway/routes';
-import { isPlanId, openSqliteStore } from '../store/sqlite-store';
+import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
+import { openJobStore } from '../jobs/store';
+import { newWebhookSecret } from '../jobs/webhooks';
+import { openStore } from '../store';
+import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
 
 export interface KeysCliIo {
@@ -27,6 +30,8 @@ Commands:
       Changes a workspace's plan (--rpm/--credits set enterprise custom limits).
   usage [--workspace W]
       Credits used and left this month (UTC) and requests logged this month.
+  webhook-secret --workspace W [--rotate]
+      The workspace's webhook signing secret (created on first use); --rotate replaces it.
   --help
       This text.
 
@@ -43,6 +48,7 @@ interface ParsedArgs {
 }
 
 const VALUE_OPTIONS = new Set(['workspace', 'plan', 'scopes', 'ip', 'expires', 'name', 'rpm', 'credits']);
+const FLAG_OPTIONS = new Set(['rotate']);
 
 function parseArgs(argv: string[]): ParsedArgs {
   const parsed: ParsedArgs = { command: undefined, positional: [], options: new Map(), help: false };
@@ -50,6 +56,8 @@ function parseArgs(argv: string[]): ParsedArgs {
     const arg = argv[i];
     if (arg === '--help' || arg === '-h') {
       parsed.help = true;
+    } else if (FLAG_OPTIONS.has(arg.slice(2))) {
+      parsed.options.set(arg.slice(2), 'true');
     } else if (arg.startsWith('--')) {
       const eq = arg.indexOf('=');
       const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
@@ -101,9 +109,9 @@ function customLimits(args: ParsedArgs, plan: PlanId): { requestsPerMinute?: num
   return { requestsPerMinute, creditsPerMonth };
 }
 
-function requireWorkspace(store: GatewayStore, name: string | undefined): Workspace {
+async function requireWorkspace(store: GatewayStore, name: string | undefined): Promise<Workspace> {
   if (name === undefined) throw new UsageError('--workspace is required');
-  const ws = store.getWorkspaceByName(name);
+  const ws = await store.getWorkspaceByName(name);
   if (!ws) throw new Error(`no workspace named "${name}"`);
   return ws;
 }
@@ -124,13 +132,13 @@ function table(rows: string[][]): string[] {
   return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join('  ').trimEnd());
 }
 
-function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+async function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
   allowOnly(args, ['workspace', 'plan', 'scopes', 'ip', 'expires', 'name', 'rpm', 'credits']);
   const wsName = args.options.get('workspace');
   if (wsName === undefined) throw new UsageError('--workspace is required');
   const requestedPlan = planOption(args.options.get('plan'));
 
-  const scopes = args.options.has('scopes') ? list(args.options.get('scopes')) : ['noise-suppressor:*'];
+  const scopes = args.options.has('scopes') ? list(args.options.get('scopes')) : [...DEFAULT_KEY_SCOPES];
   if (scopes.length === 0) throw new UsageError('--scopes must name at least one scope');
   const valid = knownScopes();
   for (const s of scopes) if (!valid.includes(s)) throw new UsageError(`unknown scope "${s}"; known: ${valid.join(', ')}`);
@@ -153,7 +161,7 @@ function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
     expiresAt = new Date(t).toISOString();
   }
 
-  let ws = store.getWorkspaceByName(wsName);
+  let ws = await store.getWorkspaceByName(wsName);
   if (ws) {
     if (requestedPlan !== undefined && requestedPlan !== ws.plan) {
       throw new UsageError(`workspace "${ws.name}" is on the ${ws.plan} plan; change it with: keys plan --workspace ${ws.name} --plan ${requestedPlan}`);
@@ -163,12 +171,12 @@ function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
     }
   } else {
     const plan = requestedPlan ?? 'free';
-    ws = store.createWorkspace(wsName, plan, customLimits(args, plan));
+    ws = await store.createWorkspace(wsName, plan, customLimits(args, plan));
     io.out(`created workspace ${ws.name}`);
   }
 
   const name = args.options.get('name') ?? `key-${new Date().toISOString().slice(0, 10)}`;
-  const { token, record } = store.createToken({ workspaceId: ws.id, name, scopes, allowedIps: ips, expiresAt });
+  const { token, record } = await store.createToken({ workspaceId: ws.id, name, scopes, allowedIps: ips, expiresAt });
   io.out(`workspace:   ${describeWorkspace(ws)}`);
   io.out(`key id:      ${record.id}`);
   io.out(`name:        ${record.name}`);
@@ -180,16 +188,16 @@ function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
   io.out(token);
 }
 
-function cmdList(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+async function cmdList(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
   allowOnly(args, ['workspace']);
   const wsName = args.options.get('workspace');
-  const ws = wsName === undefined ? undefined : requireWorkspace(store, wsName);
-  const tokens = store.listTokens(ws?.id);
+  const ws = wsName === undefined ? undefined : await requireWorkspace(store, wsName);
+  const tokens = await store.listTokens(ws?.id);
   if (tokens.length === 0) {
     io.out('no keys');
     return;
   }
-  const names = new Map(store.listWorkspaces().map((w) => [w.id, w.name]));
+  const names = new Map((await store.listWorkspaces()).map((w) => [w.id, w.name]));
   const now = Date.now();
   const rows = [['ID', 'PREFIX', 'WORKSPACE', 'NAME', 'STATUS', 'SCOPES', 'IPS', 'EXPIRES', 'LAST USED']];
   for (const t of tokens) {
@@ -208,29 +216,29 @@ function cmdList(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
   for (const line of table(rows)) io.out(line);
 }
 
-function cmdRevoke(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+async function cmdRevoke(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
   allowOnly(args, [], 1);
   const target = args.positional[0];
   if (target === undefined) throw new UsageError('revoke needs a key id or prefix');
-  const record = store.revokeToken(target);
+  const record = await store.revokeToken(target);
   if (!record) throw new Error(`no key with id or prefix "${target}"`);
   io.out(`revoked ${record.id} (${record.prefix}…) at ${record.revokedAt}`);
 }
 
-function cmdPlan(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+async function cmdPlan(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
   allowOnly(args, ['workspace', 'plan', 'rpm', 'credits']);
   const plan = planOption(args.options.get('plan'));
   if (plan === undefined) throw new UsageError('--plan is required');
   const custom = customLimits(args, plan);
-  const ws = requireWorkspace(store, args.options.get('workspace'));
-  const updated = store.setPlan(ws.id, plan, custom);
+  const ws = await requireWorkspace(store, args.options.get('workspace'));
+  const updated = await store.setPlan(ws.id, plan, custom);
   io.out(`workspace:   ${describeWorkspace(updated)}`);
 }
 
-function cmdUsage(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
+async function cmdUsage(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
   allowOnly(args, ['workspace']);
   const wsName = args.options.get('workspace');
-  const workspaces = wsName === undefined ? store.listWorkspaces() : [requireWorkspace(store, wsName)];
+  const workspaces = wsName === undefined ? await store.listWorkspaces() : [await requireWorkspace(store, wsName)];
   if (workspaces.length === 0) {
     io.out('no workspaces');
     return;
@@ -240,11 +248,9 @@ function cmdUsage(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
   const rows = [['WORKSPACE', 'PLAN', 'PERIOD', 'CREDITS USED', 'CREDITS LEFT', 'CREDIT LIMIT', 'REQUESTS', 'ERRORS', 'RPM']];
   for (const ws of workspaces) {
     const limits = limitsFor(ws);
-    const used = store.creditsUsed(ws.id, now);
-    const requests = store.countRequests({ workspaceId: ws.id, since: monthStart });
-    const errors = store
-      .requestsPerDay(ws.id, now.getUTCDate())
-      .reduce((sum, d) => sum + d.errors, 0);
+    const used = await store.creditsUsed(ws.id, now);
+    const requests = await store.countRequests({ workspaceId: ws.id, since: monthStart });
+    const errors = (await store.requestsPerDay(ws.id, now.getUTCDate())).reduce((sum, d) => sum + d.errors, 0);
     rows.push([
       ws.name,
       ws.plan,
@@ -260,12 +266,34 @@ function cmdUsage(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): void {
   for (const line of table(rows)) io.out(line);
 }
 
-const COMMANDS: Record<string, (store: GatewayStore, args: ParsedArgs, io: KeysCliIo) => void> = {
+/** Webhook signing secrets live with the jobs (src/jobs); see docs/jobs.md for how receivers verify them. */
+async function cmdWebhookSecret(store: GatewayStore, args: ParsedArgs, io: KeysCliIo, config: Pick<Config, 'dataDir'>): Promise<void> {
+  allowOnly(args, ['workspace', 'rotate']);
+  const ws = await requireWorkspace(store, args.options.get('workspace'));
+  const jobs = await openJobStore(config);
+  try {
+    let secret: string;
+    if (args.options.has('rotate')) {
+      secret = newWebhookSecret();
+      await jobs.setWebhookSecret(ws.id, secret);
+      io.out(`rotated the webhook signing secret of ${ws.name}; deliveries from now on are signed with:`);
+    } else {
+      secret = await jobs.ensureWebhookSecret(ws.id, newWebhookSecret);
+      io.out(`webhook signing secret of ${ws.name} (X-NS-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">):`);
+    }
+    io.out(secret);
+  } finally {
+    await jobs.close();
+  }
+}
+
+const COMMANDS: Record<string, (store: GatewayStore, args: ParsedArgs, io: KeysCliIo, config: Pick<Config, 'dataDir'>) => Promise<void>> = {
   create: cmdCreate,
   list: cmdList,
   revoke: cmdRevoke,
   plan: cmdPlan,
   usage: cmdUsage,
+  'webhook-secret': cmdWebhookSecret,
 };
 
 const consoleIo: KeysCliIo = {
@@ -277,7 +305,7 @@ const consoleIo: KeysCliIo = {
  * Runs one keys command against the store of `config.dataDir`.
  * Returns the exit status: 0 success, 1 failure (e.g. unknown workspace or key), 2 bad command line.
  */
-export function runKeysCli(argv: string[], config: Pick<Config, 'dataDir'>, io: KeysCliIo = consoleIo): number {
+export async function runKeysCli(argv: string[], config: Pick<Config, 'dataDir'>, io: KeysCliIo = consoleIo): Promise<number> {
   let args: ParsedArgs;
   try {
     args = parseArgs(argv);
@@ -300,14 +328,14 @@ export function runKeysCli(argv: string[], config: Pick<Config, 'dataDir'>, io: 
   }
   let store: GatewayStore | undefined;
   try {
-    store = openSqliteStore(config);
-    command(store, args, io);
+    store = await openStore(config);
+    await command(store, args, io, config);
     return 0;
   } catch (err) {
     io.err(`keys ${args.command}: ${(err as Error).message}`);
     return err instanceof UsageError ? 2 : 1;
   } finally {
-    store?.close();
+    await store?.close();
   }
 }
 
@@ -319,5 +347,7 @@ if (require.main === module) {
     process.stderr.write(`keys: ${(err as Error).message}\n`);
     process.exit(2);
   }
-  process.exitCode = runKeysCli(process.argv.slice(2), config);
+  void runKeysCli(process.argv.slice(2), config).then((code) => {
+    process.exitCode = code;
+  });
 }

@@ -1,62 +1,153 @@
-// `nsm`: denoise files from the command line with the same pipeline the API uses.
-//   nsm denoise IN [-o OUT] [--model M] [--attenuation-limit L] [--format wav|flac] [--keep-rate|--model-rate]
+// `nsm`: the command line. Subcommands are entries of SUBCOMMANDS (a summary and a run function); `nsm denoise`
+// lives here, other subcommands (e.g. `nsm jobs`) in their own modules, hooked in with one entry each.
+//
+//   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--keep-rate|--model-rate]
+//                     [--force] [--json] [--quiet]
+//
+// It shares the service's pipeline (ffmpeg decode, ONNX engine, ffmpeg encode). Outputs are written to a temporary
+// name beside the target and renamed when complete, so an interrupted or failed run never leaves half a file and
+// never replaces an existing one unless --force says so.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../config';
+import { pipeline } from 'node:stream/promises';
+import { loadConfig, type Config } from '../config';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats, type OutputFormat } from '../audio/pipeline';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
+import type { InferenceEngine } from '../inference/types';
+import { runJobsCli } from './jobs';
+
+/** `nsm jobs ...` (src/cli/jobs.ts), interruptible with Ctrl-C. */
+async function runJobsCommand(argv: string[]): Promise<number> {
+  const controller = new AbortController();
+  const onSignal = (): void => controller.abort();
+  process.once('SIGINT', onSignal);
+  try {
+    return await runJobsCli(argv, { out: process.stdout, err: process.stderr, signal: controller.signal });
+  } finally {
+    process.off('SIGINT', onSignal);
+  }
+}
+
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
 
-export const HELP = `nsm — speech noise suppression (DTLN models, ffmpeg for any input format)
+/** Output file extensions and the format each one means (the output's extension picks the format). */
+export const OUTPUT_EXTENSIONS: Record<string, OutputFormat> = {
+  wav: 'wav',
+  flac: 'flac',
+};
+export const OUTPUT_FORMATS: OutputFormat[] = [...new Set(Object.values(OUTPUT_EXTENSIONS))];
+
+export interface Subcommand {
+  usage: string;
+  summary: string;
+  run(argv: string[]): Promise<number>;
+}
+
+/** The subcommands of nsm; `nsm help` lists them in this order. */
+export const SUBCOMMANDS: Record<string, Subcommand> = {
+  denoise: {
+    usage: 'nsm denoise IN... [options]',
+    summary: 'remove background noise from audio files (or stdin with -)',
+    run: (argv) => runDenoise(argv),
+  },
+  jobs: {
+    usage: 'nsm jobs <command> ...',
+    summary: 'long recordings as jobs on a server: submit, status, list, wait, download, cancel',
+    run: (argv) => runJobsCommand(argv),
+  },
+};
+
+export function helpText(): string {
+  const lines = ['nsm — speech noise suppression (DTLN models, ffmpeg for any input format)', '', 'Usage:'];
+  for (const cmd of Object.values(SUBCOMMANDS)) lines.push(`  ${cmd.usage.padEnd(34)} ${cmd.summary}`);
+  lines.push('  nsm --help', '', 'Run "nsm <command> --help" for a command\'s options.', '');
+  return lines.join('\n');
+}
+
+export const DENOISE_HELP = `nsm denoise — remove background noise from speech recordings
 
 Usage:
-  nsm denoise IN [-o OUT] [--model M] [--attenuation-limit L] [--format wav|flac]
-                 [--keep-rate | --model-rate] [--json] [--quiet]
-  nsm --help
+  nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F]
+                    [--keep-rate | --model-rate] [--force] [--json] [--quiet]
+
+  IN may be several files (nsm denoise *.mp3) or - for standard input.
 
 Options:
-  -o, --output OUT          output file (default: <IN without extension>_denoised.<format> next to IN)
+  -o, --output OUT          output file, or - for standard output (one input only). Its extension picks the
+                            format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}
+  -d, --out-dir DIR         write each output into DIR (default: next to its input)
+                            Default name: <input name>_denoised.<format>; for stdin input, standard output.
+  -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav)
   -m, --model M             ${MODEL_IDS.join(', ')} (default ${DEFAULT_MODEL})
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100; 0 = remove as much as possible
                             (default: DEFAULT_ATTENUATION_LIMIT_DB, else 0)
-  -f, --format wav|flac     16-bit PCM WAV or FLAC (default: from OUT's extension, else wav)
       --keep-rate           write at the input file's sample rate (default)
       --model-rate          write at the model's native rate (16000 Hz, 48000 Hz for nsm-2-hd)
-      --json                print the processing stats as JSON on stdout
-  -q, --quiet               no progress or summary on stderr
+      --force               replace output files that already exist (default: refuse, change nothing)
+      --json                one JSON line of stats per file on stdout (not with -o -)
+  -q, --quiet               no progress or summary lines on stderr
 
 Inputs: anything ffmpeg decodes (WAV, FLAC, OGG/Vorbis, Opus, MP3, M4A/AAC, WebM), any rate, any channel count.
-Exit codes: 0 ok, 1 internal failure, 2 usage error, 3 unreadable/unsupported input, 130 interrupted.
+Several files are processed concurrently (WORKERS at a time); a file that fails does not stop the others.
+Exit codes: 0 all ok, 1 internal failure, 2 usage error (nothing written), 3 an input was unreadable or
+unsupported, 130 interrupted.
 Environment: MODELS_DIR, FFMPEG_PATH, WORKERS, DEFAULT_ATTENUATION_LIMIT_DB.
 `;
 
-export interface DenoiseArgs {
+/** Kept for callers of the old single-command help. */
+export const HELP = `${helpText()}\n${DENOISE_HELP}`;
+
+export class UsageError extends Error {}
+
+export interface DenoiseJob {
+  /** A path, or '-' for standard input. */
   input: string;
+  /** A path, or '-' for standard output. */
   output: string;
+}
+
+export interface DenoiseArgs {
+  jobs: DenoiseJob[];
   model: ModelId;
   attenuationLimitDb: number;
   format: OutputFormat;
   keepInputSampleRate: boolean;
+  force: boolean;
   json: boolean;
   quiet: boolean;
 }
 
-export class UsageError extends Error {}
+function formatOfPath(file: string): OutputFormat | null {
+  const ext = path.extname(file).slice(1).toLowerCase();
+  return ext ? (OUTPUT_EXTENSIONS[ext] ?? null) : null;
+}
 
-/** Parses `denoise ...` arguments (argv without node and script). */
+/** Parses `denoise ...` arguments (after the subcommand). Checks everything that can be checked before any work. */
 export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: number): DenoiseArgs {
-  let input: string | undefined;
+  const inputs: string[] = [];
   let output: string | undefined;
+  let outDir: string | undefined;
   let model: ModelId = DEFAULT_MODEL;
   let limit = defaultAttenuationLimitDb;
   let format: OutputFormat | undefined;
   let keep = true;
+  let force = false;
   let json = false;
   let quiet = false;
+  let onlyFiles = false;
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i];
+    if (onlyFiles || arg === '-' || !arg.startsWith('-')) {
+      inputs.push(arg);
+      continue;
+    }
+    if (arg === '--') {
+      onlyFiles = true;
+      continue;
+    }
     let inlineValue: string | undefined;
     const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
     if (eq > 0) {
@@ -70,6 +161,7 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     };
     switch (arg) {
       case '-o': case '--output': output = value(); break;
+      case '-d': case '--out-dir': outDir = value(); break;
       case '-m': case '--model': {
         const m = value();
         if (!(MODEL_IDS as readonly string[]).includes(m)) throw new UsageError(`unknown model "${m}" (expected one of ${MODEL_IDS.join(', ')})`);
@@ -85,28 +177,57 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
       }
       case '-f': case '--format': {
         const f = value().toLowerCase();
-        if (f !== 'wav' && f !== 'flac') throw new UsageError(`--format must be wav or flac, got "${f}"`);
-        format = f;
+        if (!(OUTPUT_FORMATS as string[]).includes(f)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, got "${f}"`);
+        format = f as OutputFormat;
         break;
       }
       case '--keep-rate': keep = true; break;
       case '--model-rate': keep = false; break;
+      case '--force': force = true; break;
       case '--json': json = true; break;
       case '-q': case '--quiet': quiet = true; break;
       default:
-        if (arg.startsWith('-') && arg !== '-') throw new UsageError(`unknown option ${arg}`);
-        if (input !== undefined) throw new UsageError(`unexpected argument "${arg}" (one input file per call)`);
-        input = arg;
+        throw new UsageError(`unknown option ${arg}`);
     }
   }
-  if (!input) throw new UsageError('missing input file');
-  if (!format) format = output && /\.flac$/i.test(output) ? 'flac' : 'wav';
-  if (!output) {
-    const parsed = path.parse(input);
-    output = path.join(parsed.dir, `${parsed.name}_denoised.${format}`);
+  if (inputs.length === 0) throw new UsageError('missing input file (or - for standard input)');
+  if (inputs.filter((i) => i === '-').length > 1) throw new UsageError('standard input (-) can be read only once');
+  if (output !== undefined && outDir !== undefined) throw new UsageError('use either -o OUT or -d DIR, not both');
+  if (output !== undefined && inputs.length > 1) {
+    throw new UsageError(`-o names one output but ${inputs.length} inputs were given; use -d DIR for several`);
   }
-  if (path.resolve(output) === path.resolve(input)) throw new UsageError('output would overwrite the input');
-  return { input, output, model, attenuationLimitDb: limit, format, keepInputSampleRate: keep, json, quiet };
+
+  // The format: --format, else the output's extension, else wav; an extension that disagrees is a mistake.
+  if (output !== undefined && output !== '-') {
+    const fromExt = formatOfPath(output);
+    if (!fromExt) {
+      const ext = path.extname(output) || '(none)';
+      throw new UsageError(
+        `cannot tell the output format from the extension ${ext} of ${output}; use ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')} or --format`,
+      );
+    }
+    if (format && format !== fromExt) throw new UsageError(`--format ${format} does not match the output name ${output}`);
+    format = fromExt;
+  }
+  const fmt: OutputFormat = format ?? 'wav';
+
+  const jobs: DenoiseJob[] = inputs.map((input) => {
+    if (output !== undefined) return { input, output };
+    if (input === '-') return { input, output: '-' };
+    const parsed = path.parse(input);
+    return { input, output: path.join(outDir ?? parsed.dir, `${parsed.name}_denoised.${fmt}`) };
+  });
+  const seen = new Map<string, string>();
+  for (const job of jobs) {
+    if (job.output === '-') continue;
+    const key = path.resolve(job.output);
+    if (job.input !== '-' && key === path.resolve(job.input)) throw new UsageError(`output would overwrite the input ${job.input}`);
+    const other = seen.get(key);
+    if (other !== undefined) throw new UsageError(`${other} and ${job.input} would both be written to ${job.output}`);
+    seen.set(key, job.input);
+  }
+  if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
+  return { jobs, model, attenuationLimitDb: limit, format: fmt, keepInputSampleRate: keep, force, json, quiet };
 }
 
 /** Progress on stderr: a redrawn bar on a TTY, otherwise a line every 10 %. Files under 10 s show nothing. */
@@ -148,79 +269,152 @@ export function progressReporter(stream: NodeJS.WriteStream): { update(doneS: nu
   };
 }
 
-function summary(args: DenoiseArgs, stats: DenoiseStats): string {
+const shown = (p: string, stdio: 'stdin' | 'stdout'): string => (p === '-' ? stdio : p);
+
+/** One line per file on stderr: where it went and what it became. */
+export function summaryLine(job: DenoiseJob, stats: DenoiseStats): string {
   const ch = stats.channels === 1 ? 'mono' : stats.channels === 2 ? 'stereo' : `${stats.channels} ch`;
-  return `wrote ${args.output}: ${stats.duration_s.toFixed(2)} s ${ch} ${stats.output_sample_rate} Hz ${stats.output_format}, ` +
-    `${stats.model}, ${stats.processing_s.toFixed(2)} s (rtf ${stats.rtf.toFixed(3)})\n`;
+  return `wrote ${shown(job.output, 'stdout')} (from ${shown(job.input, 'stdin')}): ${stats.duration_s.toFixed(2)} s ${ch} ` +
+    `${stats.output_sample_rate} Hz ${stats.output_format}, ${stats.model}, ${stats.processing_s.toFixed(2)} s (rtf ${stats.rtf.toFixed(3)})`;
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  if (!command || command === '--help' || command === '-h' || command === 'help') {
-    process.stdout.write(HELP);
-    return command ? EXIT.ok : EXIT.usage;
-  }
-  if (command !== 'denoise') {
-    process.stderr.write(`nsm: unknown command "${command}"\n\n${HELP}`);
-    return EXIT.usage;
-  }
-  if (rest.includes('--help') || rest.includes('-h')) {
-    process.stdout.write(HELP);
+/** Reads standard input into a file (ffmpeg probes and decodes files; a pipe cannot be probed twice). */
+async function spoolStdin(dir: string): Promise<string> {
+  const file = path.join(dir, 'stdin');
+  await pipeline(process.stdin, fs.createWriteStream(file));
+  return file;
+}
+
+/** A temporary name beside `target`, so the final rename stays on one file system. */
+function partialName(target: string): string {
+  return path.join(path.dirname(target), `.${path.basename(target)}.partial-${process.pid}`);
+}
+
+type Outcome = { ok: true; stats: DenoiseStats } | { ok: false; code: number; message: string };
+
+export async function runDenoise(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(DENOISE_HELP);
     return EXIT.ok;
   }
-
-  let config;
+  let config: Config;
   let args: DenoiseArgs;
   try {
     config = loadConfig();
-    args = parseDenoiseArgs(rest, config.defaultAttenuationLimitDb);
+    args = parseDenoiseArgs(argv, config.defaultAttenuationLimitDb);
   } catch (err) {
-    process.stderr.write(`nsm: ${(err as Error).message}\nTry "nsm --help".\n`);
+    process.stderr.write(`nsm: ${(err as Error).message}\nTry "nsm denoise --help".\n`);
     return EXIT.usage;
   }
-  if (!fs.existsSync(args.input)) {
-    process.stderr.write(`nsm: input not found: ${args.input}\n`);
-    return EXIT.badInput;
+  if (args.jobs.some((j) => j.output === '-') && process.stdout.isTTY) {
+    process.stderr.write('nsm: refusing to write audio to a terminal; redirect standard output or use -o FILE\n');
+    return EXIT.usage;
+  }
+
+  // Everything that can be known before any work: missing inputs and outputs that exist stop the run here.
+  const problems: string[] = [];
+  for (const job of args.jobs) {
+    if (job.input !== '-' && !fs.existsSync(job.input)) problems.push(`input not found: ${job.input}`);
+    if (job.output !== '-') {
+      if (!args.force && fs.existsSync(job.output)) problems.push(`${job.output} exists; pass --force to replace it`);
+      else if (!fs.existsSync(path.dirname(path.resolve(job.output)))) problems.push(`no such directory for ${job.output}`);
+    }
+  }
+  if (problems.length > 0) {
+    for (const p of problems) process.stderr.write(`nsm: ${p}\n`);
+    process.stderr.write('nsm: nothing was written\n');
+    return problems.some((p) => p.startsWith('input not found')) ? EXIT.badInput : EXIT.usage;
   }
 
   const controller = new AbortController();
   const onSignal = (): void => controller.abort();
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  const progress = progressReporter(process.stderr);
-  let engine: Awaited<ReturnType<typeof createInferenceEngine>> | null = null;
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-'));
+  const single = args.jobs.length === 1;
+  const concurrency = Math.max(1, Math.min(args.jobs.length, config.workers));
+  let engine: InferenceEngine | null = null;
+  const outcomes: Outcome[] = new Array(args.jobs.length);
   try {
-    // One file is one stream: a single worker is enough and starts fastest.
-    engine = await createInferenceEngine({ ...config, workers: 1 });
-    const stats = await denoiseFile({ config, engine }, args.input, args.output, {
-      model: args.model,
-      attenuationLimitDb: args.attenuationLimitDb,
-      outputFormat: args.format,
-      keepInputSampleRate: args.keepInputSampleRate,
-      signal: controller.signal,
-      onProgress: args.quiet ? undefined : (d, t) => progress.update(d, t),
-    });
-    progress.finish();
-    if (!args.quiet) process.stderr.write(summary(args, stats));
-    if (args.json) process.stdout.write(`${JSON.stringify({ output: args.output, ...stats })}\n`);
-    return EXIT.ok;
+    // One file is one stream: a single worker starts fastest. Several files run `concurrency` at a time.
+    engine = await createInferenceEngine({ ...config, workers: concurrency }, { warmUp: false });
+    const run = async (job: DenoiseJob, index: number): Promise<Outcome> => {
+      const progress = single && !args.quiet ? progressReporter(process.stderr) : null;
+      const input = job.input === '-' ? await spoolStdin(scratch) : job.input;
+      const target = job.output === '-' ? path.join(scratch, `stdout-${index}.${args.format}`) : path.resolve(job.output);
+      const partial = job.output === '-' ? target : partialName(target);
+      try {
+        const stats = await denoiseFile({ config, engine: engine! }, input, partial, {
+          model: args.model,
+          attenuationLimitDb: args.attenuationLimitDb,
+          outputFormat: args.format,
+          keepInputSampleRate: args.keepInputSampleRate,
+          signal: controller.signal,
+          onProgress: progress ? (d, t) => progress.update(d, t) : undefined,
+        });
+        progress?.finish();
+        if (job.output === '-') {
+          await pipeline(fs.createReadStream(target), process.stdout, { end: false });
+        } else {
+          if (!args.force && fs.existsSync(target)) throw new Error(`${job.output} appeared while processing; not replaced`);
+          fs.renameSync(partial, target);
+        }
+        if (!args.quiet) process.stderr.write(summaryLine(job, stats) + '\n');
+        if (args.json) process.stdout.write(`${JSON.stringify({ input: job.input, output: job.output, ...stats })}\n`);
+        return { ok: true, stats };
+      } catch (err) {
+        progress?.finish();
+        fs.rmSync(partial, { force: true });
+        if (err instanceof AudioAbortedError) return { ok: false, code: EXIT.interrupted, message: 'interrupted' };
+        if (err instanceof AudioInputError) return { ok: false, code: EXIT.badInput, message: `${shown(job.input, 'stdin')}: ${err.message}` };
+        return { ok: false, code: EXIT.failure, message: `${shown(job.input, 'stdin')}: failed: ${(err as Error).message}` };
+      }
+    };
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < args.jobs.length && !controller.signal.aborted) {
+          const i = next++;
+          outcomes[i] = await run(args.jobs[i], i);
+          const o = outcomes[i];
+          if (!o.ok && o.code !== EXIT.interrupted) process.stderr.write(`nsm: ${o.message}\n`);
+        }
+      }),
+    );
   } catch (err) {
-    progress.finish();
-    if (err instanceof AudioAbortedError) {
-      process.stderr.write('nsm: interrupted\n');
-      return EXIT.interrupted;
-    }
-    if (err instanceof AudioInputError) {
-      process.stderr.write(`nsm: ${args.input}: ${err.message}\n`);
-      return EXIT.badInput;
-    }
     process.stderr.write(`nsm: failed: ${(err as Error).message}\n`);
     return EXIT.failure;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await engine?.close().catch(() => undefined);
+    fs.rmSync(scratch, { recursive: true, force: true });
   }
+
+  if (controller.signal.aborted) {
+    process.stderr.write('nsm: interrupted\n');
+    return EXIT.interrupted;
+  }
+  const failed = outcomes.filter((o): o is Extract<Outcome, { ok: false }> => !!o && !o.ok);
+  if (!single && !args.quiet) {
+    process.stderr.write(`nsm: ${args.jobs.length - failed.length} of ${args.jobs.length} files denoised\n`);
+  }
+  if (failed.length === 0) return EXIT.ok;
+  return failed.some((o) => o.code === EXIT.failure) ? EXIT.failure : EXIT.badInput;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (!command || command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(helpText());
+    return command ? EXIT.ok : EXIT.usage;
+  }
+  const sub = SUBCOMMANDS[command];
+  if (!sub) {
+    process.stderr.write(`nsm: unknown command "${command}"\n\n${helpText()}`);
+    return EXIT.usage;
+  }
+  return sub.run(rest);
 }
 
 if (require.main === module) {

@@ -38,15 +38,15 @@ export function constantTimeEqual(a: string, b: string): boolean {
  * the store settings, and the clear secret is printed once through `log`.
  * Returns the generated secret (first start only) or null.
  */
-export function ensureAdminSecret(
+export async function ensureAdminSecret(
   config: Config,
   store: GatewayStore,
   log: (line: string) => void = (line) => process.stdout.write(line + '\n'),
-): string | null {
+): Promise<string | null> {
   if (config.adminSecret) return null;
-  if (store.getSetting(ADMIN_SECRET_SETTING)) return null;
+  if (await store.getSetting(ADMIN_SECRET_SETTING)) return null;
   const secret = crypto.randomBytes(24).toString('base64url');
-  store.setSetting(ADMIN_SECRET_SETTING, hashAdminSecret(secret));
+  await store.setSetting(ADMIN_SECRET_SETTING, hashAdminSecret(secret));
   log(
     `[console] No ADMIN_SECRET set: generated a console admin secret (shown once, only its hash is stored):\n` +
       `[console]   ${secret}\n` +
@@ -56,9 +56,9 @@ export function ensureAdminSecret(
 }
 
 /** Checks a sign-in attempt against ADMIN_SECRET, else against the stored hash. */
-export function checkAdminSecret(config: Config, store: GatewayStore, attempt: string): boolean {
+export async function checkAdminSecret(config: Config, store: GatewayStore, attempt: string): Promise<boolean> {
   if (config.adminSecret) return constantTimeEqual(attempt, config.adminSecret);
-  const stored = store.getSetting(ADMIN_SECRET_SETTING);
+  const stored = await store.getSetting(ADMIN_SECRET_SETTING);
   if (!stored) return false;
   return verifyAdminSecretHash(attempt, stored);
 }

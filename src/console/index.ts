@@ -7,6 +7,7 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
 import { normalizeIp } from '../gateway/ip';
+import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
 import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import {
   LoginRateLimiter,
@@ -53,6 +54,8 @@ export const DEFAULT_CONSOLE_OPTIONS: ConsoleOptions = {
 export interface ConsoleDeps {
   config: Config;
   store: GatewayStore;
+  /** More JSON routes under /console/api, behind the session and CSRF checks (e.g. the jobs page's). */
+  apiRouters?: express.Router[];
   options?: Partial<ConsoleOptions>;
 }
 
@@ -111,10 +114,10 @@ function tokenView(t: TokenRecord, workspaces: Map<string, Workspace>) {
   };
 }
 
-function workspaceView(store: GatewayStore, ws: Workspace, now: Date) {
+async function workspaceView(store: GatewayStore, ws: Workspace, now: Date) {
   const limits = displayLimits(ws);
-  const used = store.creditsUsed(ws.id, now);
-  const tokens = store.listTokens(ws.id);
+  const used = await store.creditsUsed(ws.id, now);
+  const tokens = await store.listTokens(ws.id);
   return {
     id: ws.id,
     name: ws.name,
@@ -140,6 +143,8 @@ function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
     endpoint: e.endpoint,
     status: e.status,
     error_type: e.errorType,
+    /** Why a call failed, in words (the model service's detail for its 400/422, else the gateway's message). */
+    error_message: e.errorMessage ?? null,
     credits: e.creditsCharged,
     bytes_in: e.bytesIn,
     bytes_out: e.bytesOut,
@@ -168,15 +173,18 @@ function signInClientKey(req: Request, trustProxy: boolean): string {
   return normalizeIp(req.socket.remoteAddress ?? '') || 'unknown';
 }
 
-/** Route handler wrapper: turns InputError into 400 and other throws into next(err). */
+/** Route handler wrapper (sync or async): turns InputError into 400 and other throws into next(err). */
 function handle(fn: (req: Request, res: Response) => unknown) {
   return (req: Request, res: Response, next: NextFunction) => {
-    try {
-      const out = fn(req, res);
-      if (out instanceof Promise) out.catch((err) => next(err));
-    } catch (err) {
+    const fail = (err: unknown): void => {
       if (err instanceof InputError) sendError(res, 400, 'bad_request', err.message);
       else next(err);
+    };
+    try {
+      const out = fn(req, res);
+      if (out instanceof Promise) out.catch(fail);
+    } catch (err) {
+      fail(err);
     }
   };
 }
@@ -231,11 +239,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   // Revokes the playground keys a session created: they are useless once their clear token is gone.
   const dropPlaygroundKeys = (session: ConsoleSession): void => {
     for (const key of session.playgroundKeys.values()) {
-      try {
-        store.revokeToken(key.tokenId);
-      } catch {
-        /* already gone */
-      }
+      store.revokeToken(key.tokenId).catch(() => undefined); // already gone, or the store is closing
     }
     session.playgroundKeys.clear();
   };
@@ -292,7 +296,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
 
   api.post(
     '/login',
-    handle((req, res) => {
+    handle(async (req, res) => {
       // JSON only: a cross-site HTML form cannot send application/json without a CORS preflight.
       if (!req.is('application/json')) {
         sendError(res, 415, 'unsupported_media_type', 'send JSON');
@@ -306,7 +310,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
         return;
       }
       const secret = typeof req.body?.secret === 'string' ? req.body.secret : '';
-      if (!secret || secret.length > 1024 || !checkAdminSecret(config, store, secret)) {
+      if (!secret || secret.length > 1024 || !(await checkAdminSecret(config, store, secret))) {
         loginLimiter.recordFailure(ip);
         sendError(res, 401, 'invalid_secret', 'wrong admin secret');
         return;
@@ -355,41 +359,47 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   });
 
   api.get('/meta', (_req, res) => {
-    res.json({ scopes: CONSOLE_SCOPES, plans: PLAN_OPTIONS, playground_key_name: PLAYGROUND_KEY_NAME });
+    res.json({
+      scopes: CONSOLE_SCOPES,
+      default_scopes: DEFAULT_KEY_SCOPES,
+      plans: PLAN_OPTIONS,
+      playground_key_name: PLAYGROUND_KEY_NAME,
+    });
   });
 
   // -- workspaces
   api.get(
     '/workspaces',
-    handle((_req, res) => {
+    handle(async (_req, res) => {
       const now = new Date();
-      res.json({ workspaces: store.listWorkspaces().map((ws) => workspaceView(store, ws, now)) });
+      const workspaces = await store.listWorkspaces();
+      res.json({ workspaces: await Promise.all(workspaces.map((ws) => workspaceView(store, ws, now))) });
     }),
   );
 
-  const createWorkspaceFrom = (body: Record<string, unknown>): Workspace => {
+  const createWorkspaceFrom = async (body: Record<string, unknown>): Promise<Workspace> => {
     const name = requireString(body.name, 'workspace name', 80);
-    if (store.getWorkspaceByName(name)) throw new InputError(`a workspace named "${name}" already exists`);
+    if (await store.getWorkspaceByName(name)) throw new InputError(`a workspace named "${name}" already exists`);
     const plan = parsePlan(body.plan);
     const custom = {
       requestsPerMinute: optionalPositiveInt(body.requests_per_minute, 'requests_per_minute'),
       creditsPerMonth: optionalPositiveInt(body.credits_per_month, 'credits_per_month'),
     };
-    return store.createWorkspace(name, plan, plan === 'enterprise' ? custom : undefined);
+    return await store.createWorkspace(name, plan, plan === 'enterprise' ? custom : undefined);
   };
 
   api.post(
     '/workspaces',
-    handle((req, res) => {
-      const ws = createWorkspaceFrom(req.body ?? {});
-      res.status(201).json({ workspace: workspaceView(store, ws, new Date()) });
+    handle(async (req, res) => {
+      const ws = await createWorkspaceFrom(req.body ?? {});
+      res.status(201).json({ workspace: await workspaceView(store, ws, new Date()) });
     }),
   );
 
   api.post(
     '/workspaces/:id/plan',
-    handle((req, res) => {
-      const ws = store.getWorkspace(String(req.params.id));
+    handle(async (req, res) => {
+      const ws = await store.getWorkspace(String(req.params.id));
       if (!ws) {
         sendError(res, 404, 'not_found', 'no such workspace');
         return;
@@ -399,23 +409,23 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
         requestsPerMinute: optionalPositiveInt(req.body?.requests_per_minute, 'requests_per_minute'),
         creditsPerMonth: optionalPositiveInt(req.body?.credits_per_month, 'credits_per_month'),
       };
-      const updated = store.setPlan(ws.id, plan, plan === 'enterprise' ? custom : undefined);
-      res.json({ workspace: workspaceView(store, updated, new Date()) });
+      const updated = await store.setPlan(ws.id, plan, plan === 'enterprise' ? custom : undefined);
+      res.json({ workspace: await workspaceView(store, updated, new Date()) });
     }),
   );
 
   api.get(
     '/workspaces/:id/usage',
-    handle((req, res) => {
-      const ws = store.getWorkspace(String(req.params.id));
+    handle(async (req, res) => {
+      const ws = await store.getWorkspace(String(req.params.id));
       if (!ws) {
         sendError(res, 404, 'not_found', 'no such workspace');
         return;
       }
       const days = Math.min(90, Math.max(1, Number(req.query.days) || 30));
       res.json({
-        workspace: workspaceView(store, ws, new Date()),
-        days: store.requestsPerDay(ws.id, days),
+        workspace: await workspaceView(store, ws, new Date()),
+        days: await store.requestsPerDay(ws.id, days),
       });
     }),
   );
@@ -423,7 +433,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   // -- request log
   api.get(
     '/requests',
-    handle((req, res) => {
+    handle(async (req, res) => {
       const q = req.query as Record<string, unknown>;
       const str = (v: unknown) => (typeof v === 'string' && v.trim() ? v.trim() : undefined);
       const statusText = str(q.status);
@@ -436,7 +446,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
       const offset = Math.max(0, Number(q.offset) || 0);
       const workspaceId = str(q.workspace);
       // One row more than asked tells the page whether a next page exists.
-      const rows = store.queryRequests({
+      const rows = await store.queryRequests({
         workspaceId,
         tokenId: str(q.key),
         status,
@@ -445,7 +455,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
         limit: limit + 1,
         offset,
       });
-      const tokens = new Map(store.listTokens(workspaceId).map((t) => [t.id, t]));
+      const tokens = new Map((await store.listTokens(workspaceId)).map((t) => [t.id, t]));
       res.json({
         requests: rows.slice(0, limit).map((e) => requestView(e, tokens)),
         has_more: rows.length > limit,
@@ -458,11 +468,10 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   // -- API keys
   api.get(
     '/keys',
-    handle((req, res) => {
+    handle(async (req, res) => {
       const workspaceId = typeof req.query.workspace === 'string' && req.query.workspace ? req.query.workspace : undefined;
-      const workspaces = new Map(store.listWorkspaces().map((w) => [w.id, w]));
-      const keys = store
-        .listTokens(workspaceId)
+      const workspaces = new Map((await store.listWorkspaces()).map((w) => [w.id, w]));
+      const keys = (await store.listTokens(workspaceId))
         .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
         .map((t) => tokenView(t, workspaces));
       res.json({ keys });
@@ -471,7 +480,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
 
   api.post(
     '/keys',
-    handle((req, res) => {
+    handle(async (req, res) => {
       const body = (req.body ?? {}) as Record<string, unknown>;
       const name = requireString(body.name, 'key name', 80);
       const scopes = parseScopes(body.scopes);
@@ -479,14 +488,14 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
       const expiresAt = parseExpiry(body.expires_at);
       let ws: Workspace | null;
       if (body.workspace_id) {
-        ws = store.getWorkspace(String(body.workspace_id));
+        ws = await store.getWorkspace(String(body.workspace_id));
         if (!ws) throw new InputError('no such workspace');
       } else if (body.new_workspace && typeof body.new_workspace === 'object') {
-        ws = createWorkspaceFrom(body.new_workspace as Record<string, unknown>);
+        ws = await createWorkspaceFrom(body.new_workspace as Record<string, unknown>);
       } else {
         throw new InputError('pick a workspace or create a new one');
       }
-      const { token, record } = store.createToken({ workspaceId: ws.id, name, scopes, allowedIps, expiresAt });
+      const { token, record } = await store.createToken({ workspaceId: ws.id, name, scopes, allowedIps, expiresAt });
       const workspaces = new Map([[ws.id, ws]]);
       res.status(201).json({ token, key: tokenView(record, workspaces) });
     }),
@@ -494,14 +503,14 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
 
   api.post(
     '/keys/:id/revoke',
-    handle((req, res) => {
-      const existing = store.getToken(String(req.params.id));
+    handle(async (req, res) => {
+      const existing = await store.getToken(String(req.params.id));
       if (!existing) {
         sendError(res, 404, 'not_found', 'no such key');
         return;
       }
-      const revoked = store.revokeToken(existing.id) ?? store.getToken(existing.id);
-      const workspaces = new Map(store.listWorkspaces().map((w) => [w.id, w]));
+      const revoked = (await store.revokeToken(existing.id)) ?? (await store.getToken(existing.id));
+      const workspaces = new Map((await store.listWorkspaces()).map((w) => [w.id, w]));
       res.json({ key: revoked ? tokenView(revoked, workspaces) : null });
     }),
   );
@@ -510,20 +519,20 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   // It expires with the session and is revoked at sign-out.
   api.post(
     '/playground/key',
-    handle((req, res) => {
+    handle(async (req, res) => {
       const session = sessionOf(res);
-      const ws = store.getWorkspace(String(req.body?.workspace_id ?? ''));
+      const ws = await store.getWorkspace(String(req.body?.workspace_id ?? ''));
       if (!ws) throw new InputError('pick a workspace');
       const held = session.playgroundKeys.get(ws.id);
       if (held) {
-        const rec = store.getToken(held.tokenId);
+        const rec = await store.getToken(held.tokenId);
         if (rec && tokenStatus(rec) === 'active') {
           res.json({ token: held.token, key_id: rec.id, prefix: rec.prefix, expires_at: rec.expiresAt });
           return;
         }
         session.playgroundKeys.delete(ws.id);
       }
-      const { token, record } = store.createToken({
+      const { token, record } = await store.createToken({
         workspaceId: ws.id,
         name: PLAYGROUND_KEY_NAME,
         scopes: PLAYGROUND_SCOPES,
@@ -534,6 +543,8 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
       res.json({ token, key_id: record.id, prefix: record.prefix, expires_at: record.expiresAt });
     }),
   );
+
+  for (const extra of deps.apiRouters ?? []) api.use(extra);
 
   api.use((_req, res) => sendError(res, 404, 'not_found', 'no such console endpoint'));
 

@@ -1,5 +1,6 @@
 // Input checks for the console's JSON endpoints.
 import { parseIpRule } from '../gateway/ip';
+import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
 import type { PlanId } from '../store/types';
 
 /** The scope table of the public spec (part 5), in display order. */
@@ -11,6 +12,7 @@ export const CONSOLE_SCOPES: Array<{ scope: string; allows: string }> = [
   { scope: 'noise-suppressor:models', allows: 'GET /models' },
   { scope: 'noise-suppressor:sample', allows: 'GET /sample' },
   { scope: 'noise-suppressor:health', allows: 'GET /health' },
+  { scope: 'noise-suppressor:jobs', allows: 'Asynchronous jobs: POST/GET /jobs, GET/DELETE /jobs/{id}, GET /jobs/{id}/result' },
 ];
 
 export const PLAN_IDS: PlanId[] = ['free', 'starter', 'scale', 'enterprise'];
@@ -26,8 +28,10 @@ export function requireString(value: unknown, field: string, maxLength = 100): s
   return trimmed;
 }
 
+/** The scopes of a new key; none named (missing or an empty list) means the keys CLI's default, noise-suppressor:*. */
 export function parseScopes(value: unknown): string[] {
-  if (!Array.isArray(value) || value.length === 0) throw new InputError('pick at least one scope');
+  if (value === undefined || value === null || (Array.isArray(value) && value.length === 0)) return [...DEFAULT_KEY_SCOPES];
+  if (!Array.isArray(value)) throw new InputError('scopes must be a list');
   const known = new Set(CONSOLE_SCOPES.map((s) => s.scope));
   const scopes: string[] = [];
   for (const s of value) {

@@ -39,6 +39,7 @@ export function requestIdOf(res: Response): string {
 export function sendGatewayError(res: Response, type: GatewayErrorType, message: string, status?: number): void {
   const body: ErrorEnvelope = { error: { type, message, request_id: requestIdOf(res) } };
   res.locals.errorType = type;
+  res.locals.errorMessage = message;
   if (res.headersSent) {
     res.destroy();
     return;

@@ -2,6 +2,7 @@
 import crypto from 'node:crypto';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../config';
+import { loggerFromConfig, type Logger } from '../logging';
 import type { GatewayStore, PlanLimits, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import { hashToken, TOKEN_PATTERN } from '../store/tokens';
 import { sendGatewayError, type GatewayErrorType } from './errors';
@@ -9,18 +10,24 @@ import { clientIpOf, ipAllowed } from './ip';
 import { limitsFor, planAllowsService } from './plans';
 import { FixedWindowRateLimiter, type RateLimitState, type RateLimiter } from './rate-limit';
 import { matchRoute, ROUTES, scopesAllow, type RouteMatch } from './routes';
-import type { EndpointSpec, Forwarder, GatewayContext } from './types';
+import type { CallObserver, EndpointSpec, Forwarder, GatewayContext } from './types';
 
 export interface GatewayOptions {
   config: Config;
   store: GatewayStore;
   forward: Forwarder;
+  /** Handlers for routes with a `target` (e.g. 'jobs'), called in place of `forward`. */
+  targets?: Record<string, Forwarder>;
   /** Route table; defaults to ROUTES. */
   routes?: EndpointSpec[];
   /** Defaults to an in-memory fixed one-minute window per token. */
   rateLimiter?: RateLimiter;
   /** Clock in ms; injectable for tests of window and month boundaries. */
   now?: () => number;
+  /** Diagnostics (store failures, exceptions); defaults to a logger from the config. */
+  logger?: Logger;
+  /** Told about every finished /v1 call after its request-log row is written (structured log line, metrics). */
+  observers?: CallObserver[];
 }
 
 /** Everything one call accumulates while passing the policies. */
@@ -45,7 +52,7 @@ interface Policy {
   name: string;
   run?(call: Call): PolicyResult | Promise<PolicyResult>;
   /** Runs once when the response finishes or the client goes away. */
-  onEnd?(call: Call, finished: boolean): void;
+  onEnd?(call: Call, finished: boolean): void | Promise<void>;
 }
 
 /** Client-sent request ids are echoed only when they look like an id (no header/log injection). */
@@ -96,7 +103,17 @@ function clip(value: string | undefined | null, max = 100): string | null {
   return value.length > max ? value.slice(0, max) : value;
 }
 
-export function createGateway({ config, store, forward, routes = ROUTES, rateLimiter, now = Date.now }: GatewayOptions): express.Router {
+export function createGateway({
+  config,
+  store,
+  forward,
+  targets = {},
+  routes = ROUTES,
+  rateLimiter,
+  now = Date.now,
+  logger = loggerFromConfig(config, 'gateway'),
+  observers = [],
+}: GatewayOptions): express.Router {
   const limiter = rateLimiter ?? new FixedWindowRateLimiter();
   // last_used is informational: write it at most every few seconds per token, not on every call.
   const lastTouched = new Map<string, number>();
@@ -131,22 +148,24 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
             );
           case 'ok':
             call.ctx.route = match.route;
+            call.ctx.params = match.params;
             return 'continue';
         }
       },
     },
     {
       name: 'auth',
-      run(call) {
+      async run(call) {
         const token = presentedToken(call.req);
         if (token === null) {
           return reject(call, 'missing_token', 'Send the access token as "Authorization: Bearer <token>" or "X-API-Key: <token>".');
         }
-        const record = TOKEN_PATTERN.test(token) ? store.findTokenByHash(hashToken(token)) : null;
-        const workspace = record ? store.getWorkspace(record.workspaceId) : null;
+        const record = TOKEN_PATTERN.test(token) ? await store.findTokenByHash(hashToken(token)) : null;
+        const workspace = record ? await store.getWorkspace(record.workspaceId) : null;
         if (!record || !workspace) return reject(call, 'invalid_token', 'The access token is not recognised.');
         call.ctx.tokenId = record.id;
         call.ctx.workspaceId = workspace.id;
+        call.ctx.keyPrefix = record.prefix;
         if (record.revokedAt) return reject(call, 'key_revoked', 'This access token has been revoked.');
         const t = now();
         if (record.expiresAt && Date.parse(record.expiresAt) <= t) {
@@ -156,10 +175,13 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
         call.workspace = workspace;
         call.limits = limitsFor(workspace);
         // From here on every response carries the token's rate-limit state.
-        setRateLimitHeaders(call.res, limiter.peek(record.id, call.limits.requestsPerMinute, t));
+        setRateLimitHeaders(call.res, await limiter.peek(record.id, call.limits.requestsPerMinute, t));
         if (t - (lastTouched.get(record.id) ?? 0) >= TOUCH_INTERVAL_MS) {
           lastTouched.set(record.id, t);
-          store.touchToken(record.id, new Date(t).toISOString());
+          // Informational only: a failed write must not fail the call.
+          store.touchToken(record.id, new Date(t).toISOString()).catch((err: unknown) => {
+            logger.error({ err, token_id: record.id }, 'could not record the last use of a token');
+          });
         }
         return 'continue';
       },
@@ -189,8 +211,8 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
     },
     {
       name: 'rate-limit',
-      run(call) {
-        const decision = limiter.hit(call.token!.id, call.limits!.requestsPerMinute, now());
+      async run(call) {
+        const decision = await limiter.hit(call.token!.id, call.limits!.requestsPerMinute, now());
         setRateLimitHeaders(call.res, decision);
         if (decision.allowed) return 'continue';
         call.res.setHeader('Retry-After', String(decision.resetSeconds));
@@ -215,11 +237,11 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
     },
     {
       name: 'credits',
-      run(call) {
+      async run(call) {
         const route = call.ctx.route!;
         if (route.credits <= 0) return 'continue';
         const when = new Date(now());
-        const charge = store.chargeCredits(call.workspace!.id, route.credits, call.limits!.creditsPerMonth, when);
+        const charge = await store.chargeCredits(call.workspace!.id, route.credits, call.limits!.creditsPerMonth, when);
         if (!charge.ok) {
           return reject(
             call,
@@ -228,6 +250,7 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
           );
         }
         call.chargedAt = when;
+        call.ctx.chargedAt = when;
         call.ctx.creditsCharged = route.credits;
         return 'continue';
       },
@@ -236,27 +259,33 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
       name: 'forward',
       async run(call): Promise<PolicyResult> {
         // Refund rule: a call is paid for only when the model service did the work (outcome.ok).
-        const refund = () => {
+        const refund = async (): Promise<void> => {
           if (call.ctx.creditsCharged > 0 && call.chargedAt) {
-            store.refundCredits(call.workspace!.id, call.ctx.creditsCharged, call.chargedAt);
+            await store.refundCredits(call.workspace!.id, call.ctx.creditsCharged, call.chargedAt);
             call.ctx.creditsCharged = 0;
           }
         };
+        const route = call.ctx.route!;
+        const handler = route.target === undefined ? forward : targets[route.target];
+        if (!handler) {
+          await refund();
+          return reject(call, 'endpoint_not_found', `/v1/${route.service}/${route.endpoint} is not enabled on this server.`);
+        }
         let outcome;
         try {
-          outcome = await forward(call.req, call.res, call.ctx);
+          outcome = await handler(call.req, call.res, call.ctx);
         } catch (err) {
-          refund();
+          await refund();
           throw err;
         }
-        if (!outcome.ok) refund();
+        if (!outcome.ok) await refund();
         if (call.ctx.upstreamMs === undefined && outcome.upstreamMs !== undefined) call.ctx.upstreamMs = outcome.upstreamMs;
         return 'handled';
       },
     },
     {
       name: 'request-log',
-      onEnd(call, finished) {
+      async onEnd(call, finished) {
         const { ctx, req, res } = call;
         const match = call.match;
         const service = match && match.kind !== 'not_v1' ? clip(match.kind === 'ok' ? match.route.service : match.service) : null;
@@ -282,17 +311,29 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
           upstreamMs: ctx.upstreamMs ?? null,
           totalMs: Math.max(0, (call.endedAt ?? now()) - ctx.startedAt),
           clientIp: ctx.clientIp,
+          errorMessage: clip(ctx.errorDetail ?? (res.locals.errorMessage as string | undefined), 500),
         };
         try {
-          store.logRequest(entry);
+          await store.logRequest(entry);
         } catch (err) {
-          console.error(`[gateway] could not write the request log for ${entry.requestId}:`, err);
+          logger.error({ err, request_id: entry.requestId }, 'could not write the request log');
         }
-        if (config.logRequests) {
-          console.log(
-            `${entry.time} ${entry.requestId} ${entry.method} ${req.originalUrl.split('?')[0]} ${entry.status}` +
-              `${entry.errorType ? ' ' + entry.errorType : ''} ${entry.totalMs}ms`,
-          );
+        if (observers.length === 0) return;
+        const result = reportedResult(res);
+        const summary = {
+          entry,
+          route: match?.kind === 'ok' ? match.route : undefined,
+          creditsReserved: call.chargedAt ? (ctx.route?.credits ?? 0) : 0,
+          keyPrefix: ctx.keyPrefix ?? null,
+          model: result.model,
+          audioSeconds: result.audioSeconds,
+        };
+        for (const observe of observers) {
+          try {
+            observe(summary);
+          } catch (err) {
+            logger.error({ err, request_id: entry.requestId }, 'a request observer failed');
+          }
         }
       },
     },
@@ -324,8 +365,14 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
         if (done) return;
         done = true;
         call.endedAt = now();
-        void pipelineDone.then(() => {
-          for (const p of ending) p.onEnd!(call, finished);
+        void pipelineDone.then(async () => {
+          for (const p of ending) {
+            try {
+              await p.onEnd!(call, finished);
+            } catch (err) {
+              logger.error({ err, request_id: ctx.requestId, hook: p.name }, 'a gateway end hook failed');
+            }
+          }
         });
       };
       res.once('finish', () => end(true));
@@ -357,16 +404,23 @@ export function createGateway({ config, store, forward, routes = ROUTES, rateLim
  * Last error handler of the app: any exception becomes the 500 envelope with X-Request-Id
  * (413 for body-parser size errors). Mount after everything else.
  */
-export const gatewayErrorHandler: ErrorRequestHandler = (err, req, res, _next) => {
-  assignRequestId(req, res);
-  const status = Number((err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode);
-  if ((err as { type?: string })?.type === 'entity.too.large' || status === 413) {
-    sendGatewayError(res, 'payload_too_large', 'Request body exceeds the limit of this endpoint.');
-    return;
-  }
-  console.error(`[gateway] ${requestLabel(req)} failed:`, err);
-  sendGatewayError(res, 'internal_error', 'Internal server error.');
-};
+export function createGatewayErrorHandler(logger: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    const requestId = assignRequestId(req, res);
+    const status = Number((err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode);
+    if ((err as { type?: string })?.type === 'entity.too.large' || status === 413) {
+      sendGatewayError(res, 'payload_too_large', 'Request body exceeds the limit of this endpoint.');
+      return;
+    }
+    logger.error({ err, request_id: requestId }, `${requestLabel(req)} failed`);
+    sendGatewayError(res, 'internal_error', 'Internal server error.');
+  };
+}
+
+/** The error handler with a JSON logger on stdout (see createGatewayErrorHandler to pass one). */
+export const gatewayErrorHandler: ErrorRequestHandler = createGatewayErrorHandler(
+  loggerFromConfig({ logFormat: 'json', logLevel: 'info' }, 'gateway'),
+);
 
 /** 404 for paths outside /v1 that nothing else handled (mount after the console and static routes). */
 export const gatewayNotFoundHandler: RequestHandler = (req, res) => {
@@ -376,4 +430,22 @@ export const gatewayNotFoundHandler: RequestHandler = (req, res) => {
 
 function requestLabel(req: Request): string {
   return `${req.method} ${req.originalUrl.split('?')[0]}`;
+}
+
+/** Model and audio seconds from the model service's X-NS-Stats (/denoise) or X-NS-Batch (/denoise/batch) header. */
+function reportedResult(res: Response): { model: string | null; audioSeconds: number | null } {
+  for (const name of ['x-ns-stats', 'x-ns-batch']) {
+    const raw = res.getHeader(name);
+    if (typeof raw !== 'string') continue;
+    try {
+      const parsed = JSON.parse(raw) as { model?: unknown; duration_s?: unknown };
+      return {
+        model: typeof parsed.model === 'string' ? parsed.model : null,
+        audioSeconds: typeof parsed.duration_s === 'number' && Number.isFinite(parsed.duration_s) ? parsed.duration_s : null,
+      };
+    } catch {
+      // not JSON: nothing reported
+    }
+  }
+  return { model: null, audioSeconds: null };
 }

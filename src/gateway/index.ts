@@ -1,7 +1,14 @@
 // Public surface of the gateway module.
-export { createGateway, gatewayErrorHandler, gatewayNotFoundHandler, assignRequestId, SAFE_REQUEST_ID } from './gateway';
+export {
+  createGateway,
+  createGatewayErrorHandler,
+  gatewayErrorHandler,
+  gatewayNotFoundHandler,
+  assignRequestId,
+  SAFE_REQUEST_ID,
+} from './gateway';
 export type { GatewayOptions } from './gateway';
-export { ROUTES, matchRoute, scopesAllow, knownScopes, MULTIPART_OVERHEAD_BYTES } from './routes';
+export { ROUTES, matchRoute, scopesAllow, knownScopes, MULTIPART_OVERHEAD_BYTES, DEFAULT_KEY_SCOPES } from './routes';
 export { PLANS, limitsFor, planAllowsService } from './plans';
 export { FixedWindowRateLimiter } from './rate-limit';
 export type { RateLimiter, RateLimitDecision, RateLimitState } from './rate-limit';

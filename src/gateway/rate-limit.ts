@@ -12,11 +12,12 @@ export interface RateLimitDecision extends RateLimitState {
   allowed: boolean;
 }
 
+/** Asynchronous so that a shared engine (Redis) implements the same contract as the in-memory default. */
 export interface RateLimiter {
   /** Counts one request for `key` if it fits in the window. */
-  hit(key: string, limit: number, now: number): RateLimitDecision;
+  hit(key: string, limit: number, now: number): Promise<RateLimitDecision>;
   /** Current state without counting a request. */
-  peek(key: string, limit: number, now: number): RateLimitState;
+  peek(key: string, limit: number, now: number): Promise<RateLimitState>;
 }
 
 const WINDOW_MS = 60_000;
@@ -26,14 +27,14 @@ export class FixedWindowRateLimiter implements RateLimiter {
   private readonly windows = new Map<string, { start: number; count: number }>();
   private lastSweep = 0;
 
-  hit(key: string, limit: number, now: number): RateLimitDecision {
+  async hit(key: string, limit: number, now: number): Promise<RateLimitDecision> {
     const window = this.windowFor(key, now);
     const allowed = window.count < limit;
     if (allowed) window.count++;
     return { allowed, ...this.stateOf(window, limit, now) };
   }
 
-  peek(key: string, limit: number, now: number): RateLimitState {
+  async peek(key: string, limit: number, now: number): Promise<RateLimitState> {
     return this.stateOf(this.windowFor(key, now), limit, now);
   }
 

@@ -1,17 +1,21 @@
 // Contracts between the gateway's policy pipeline and what it forwards to.
 import type { Request, Response } from 'express';
+import type { RequestLogEntry } from '../store/types';
 
 export type Scope = string; // '*', 'noise-suppressor:*', 'noise-suppressor:denoise', ...
 
 /** One published endpoint: the gateway's route table is a list of these. */
 export interface EndpointSpec {
   service: string; // 'noise-suppressor'
-  endpoint: string; // 'denoise', 'denoise/batch', 'models', 'sample', 'health'
-  method: 'GET' | 'POST';
+  /** 'denoise', 'denoise/batch', 'models', ...; a `{name}` segment matches one path segment (e.g. 'jobs/{id}'). */
+  endpoint: string;
+  method: 'GET' | 'POST' | 'DELETE';
   scope: Scope; // required scope
   credits: number; // cost per call
   /** Largest request body the gateway lets through, in bytes (counted while streaming). */
   maxBodyBytes: number;
+  /** Who answers an authorised call: a handler named in GatewayOptions.targets; omitted = the model service. */
+  target?: string;
 }
 
 /** What the gateway knows about a call once policies have run; kept in res.locals.gateway. */
@@ -20,14 +24,40 @@ export interface GatewayContext {
   startedAt: number; // ms epoch
   clientIp: string;
   route?: EndpointSpec;
+  /** Values of the route's `{name}` segments, e.g. { id: 'job_…' }. */
+  params?: Record<string, string>;
   tokenId?: string;
   workspaceId?: string;
   creditsCharged: number;
+  /** When the credits were charged (a later refund goes to that month). */
+  chargedAt?: Date;
   upstreamMs?: number;
   bytesIn: number;
   bytesOut: number;
   errorType?: string;
+  /** Display prefix of the presented token once it was found (also for revoked/expired keys). */
+  keyPrefix?: string;
+  /** Why the model service refused the call (its 4xx `detail`), recorded by the forwarder for the request log. */
+  errorDetail?: string;
 }
+
+/**
+ * One finished gateway call as observers see it (structured log line, metrics), handed over after the request-log
+ * row was written. Observers must not throw and must not block.
+ */
+export interface CallSummary {
+  entry: RequestLogEntry;
+  /** The matched route; undefined for 404/405 paths (metrics then label the endpoint "other"). */
+  route?: EndpointSpec;
+  /** Credits taken before forwarding; entry.creditsCharged is what stayed after a refund. */
+  creditsReserved: number;
+  keyPrefix: string | null;
+  /** Model and seconds of audio the model service reported (X-NS-Stats, X-NS-Batch), when it answered 2xx. */
+  model: string | null;
+  audioSeconds: number | null;
+}
+
+export type CallObserver = (call: CallSummary) => void;
 
 /** Result of forwarding a call to the model service. */
 export interface ForwardOutcome {

@@ -1,7 +1,7 @@
 // Chain definitions: what each model id is, its rate and the graph files its chain uses.
 // scripts/convert-models.ts may import this to write models/manifest.json; engine.listModels() serves it.
 import type { ModelId } from './types';
-import { STAGE1_FILE, STAGE2_FILE } from './sessions';
+import { STAGE1_FILE, STAGE2_FILE } from './graph-files';
 
 export interface ChainDefinition {
   id: ModelId;

@@ -1,4 +1,5 @@
 // Streaming DSP blocks used by the model chains. Each keeps its own state so any chunking gives the same output.
+import { RealFFT } from './fft';
 
 /** Delays a stream by a fixed number of samples (zeros first). Output length == input length. */
 export class DelayLine {
@@ -54,14 +55,83 @@ function resampleLowpass(): Float64Array {
 /** Delay of each resampling filter, in 48 kHz samples. */
 export const RESAMPLE_DELAY_48K = (RESAMPLE_TAPS - 1) / 2;
 
+/**
+ * Polyphase FFT convolution shared by the two resamplers. Both work on three 81-tap sub-filters of the 241-tap
+ * low-pass, g_p[j] = h[3j + p] (zero past the end), at the 16 kHz rate:
+ *   decimation     y[m]        = sum_p sum_j g_p[j] x[3(m - j) - p]   (three inputs, one output)
+ *   interpolation  y[3m + p]   = sum_j 3 g_p[j] x[m - j]             (one input, three outputs)
+ * Long runs go through overlap-save FFT blocks (FFT_SIZE points at 16 kHz, PHASE_TAPS - 1 samples of history per
+ * block); short runs (a few samples per call) are summed directly. Both paths accumulate in float64 and round once to
+ * float32, so they agree with the textbook direct form to float32 rounding (test/inference.test.ts compares them) and
+ * chunking does not change the output beyond that.
+ */
+const PHASE_TAPS = Math.ceil(RESAMPLE_TAPS / 3);
+const FFT_SIZE = 1024;
+/** Outputs (16 kHz) per FFT block. */
+const FFT_BLOCK = FFT_SIZE - (PHASE_TAPS - 1);
+/** Below this many 16 kHz samples per call the direct sums are cheaper than an FFT block. */
+const FFT_MIN_RUN = 96;
+
+interface PolyphaseTables {
+  /** g_p[j] = h[3j + p], one Float64Array of PHASE_TAPS per phase (decimation). */
+  phases: Float64Array[];
+  /** 3 g_p[j] (interpolation: the gain of 3 makes up for the zero-stuffing). */
+  phases3: Float64Array[];
+  /** FFT_SIZE-point spectra of `phases` and `phases3` (bins re, im), for the FFT path. */
+  specRe: Float64Array[];
+  specIm: Float64Array[];
+  spec3Re: Float64Array[];
+  spec3Im: Float64Array[];
+  fft: RealFFT;
+}
+let sharedTables: PolyphaseTables | null = null;
+function polyphaseTables(): PolyphaseTables {
+  if (sharedTables) return sharedTables;
+  const h = resampleLowpass();
+  const fft = new RealFFT(FFT_SIZE);
+  const spectrum = (g: Float64Array): [Float64Array, Float64Array] => {
+    const padded = new Float64Array(FFT_SIZE);
+    padded.set(g);
+    const re = new Float64Array(fft.bins);
+    const im = new Float64Array(fft.bins);
+    fft.forward(padded, 0, re, im, 0);
+    return [re, im];
+  };
+  const phases: Float64Array[] = [];
+  const phases3: Float64Array[] = [];
+  for (let p = 0; p < 3; p++) {
+    const g = new Float64Array(PHASE_TAPS);
+    const g3 = new Float64Array(PHASE_TAPS);
+    for (let j = 0; 3 * j + p < h.length; j++) {
+      g[j] = h[3 * j + p];
+      g3[j] = 3 * h[3 * j + p];
+    }
+    phases.push(g);
+    phases3.push(g3);
+  }
+  const s1 = phases.map(spectrum);
+  const s3 = phases3.map(spectrum);
+  sharedTables = {
+    phases,
+    phases3,
+    specRe: s1.map((v) => v[0]),
+    specIm: s1.map((v) => v[1]),
+    spec3Re: s3.map((v) => v[0]),
+    spec3Im: s3.map((v) => v[1]),
+    fft,
+  };
+  return sharedTables;
+}
+
 /** 48 kHz -> 16 kHz: low-pass then keep every 3rd sample. Output m is input time 3m (minus the filter delay). */
 export class Decimator3 {
-  private readonly h = resampleLowpass();
+  private readonly t = polyphaseTables();
   /** Input samples from absolute index bufStart onwards. */
   private buf = new Float32Array(RESAMPLE_TAPS - 1);
   private bufStart = -(RESAMPLE_TAPS - 1);
   private total = 0;
   private nextOut = 0;
+  private scratch: { seg: Float32Array; re: Float64Array; im: Float64Array; accRe: Float64Array; accIm: Float64Array; out: Float32Array } | null = null;
 
   process(x: Float32Array): Float32Array {
     const all = new Float32Array(this.buf.length + x.length);
@@ -70,36 +140,88 @@ export class Decimator3 {
     this.total += x.length;
     const count = Math.max(0, Math.floor((this.total - 1) / 3) - this.nextOut + 1);
     const y = new Float32Array(count);
-    const h = this.h;
-    const taps = h.length;
-    for (let j = 0; j < count; j++) {
-      const end = 3 * (this.nextOut + j) - this.bufStart; // index in `all` of input time 3m
-      let acc = 0;
-      for (let k = 0; k < taps; k++) acc += h[k] * all[end - k];
-      y[j] = acc;
-    }
+    // Index in `all` of input time 3 * nextOut.
+    const base = 3 * this.nextOut - this.bufStart;
+    if (count >= FFT_MIN_RUN) this.viaFft(all, base, y, count);
+    else this.direct(all, base, y, 0, count);
     this.nextOut += count;
-    const keepFrom = 3 * this.nextOut - (taps - 1);
+    const keepFrom = 3 * this.nextOut - (RESAMPLE_TAPS - 1);
     this.buf = all.slice(keepFrom - this.bufStart);
     this.bufStart = keepFrom;
     return y;
+  }
+
+  /** y[j] for j in [from, to): input time 3(nextOut + j) sits at all[base + 3j]. */
+  private direct(all: Float32Array, base: number, y: Float32Array, from: number, to: number): void {
+    const [g0, g1, g2] = this.t.phases;
+    // Phases 1 and 2 have one tap less (241 = 3 x 80 + 1): their last tap is zero and its sample may not exist.
+    const L = PHASE_TAPS - 1;
+    for (let j = from; j < to; j++) {
+      const e = base + 3 * j;
+      let a0 = 0;
+      let a1 = 0;
+      let a2 = 0;
+      for (let k = 0, i = e; k < L; k++, i -= 3) {
+        a0 += g0[k] * all[i];
+        a1 += g1[k] * all[i - 1];
+        a2 += g2[k] * all[i - 2];
+      }
+      y[j] = a0 + g0[L] * all[e - 3 * L] + a1 + a2;
+    }
+  }
+
+  private viaFft(all: Float32Array, base: number, y: Float32Array, count: number): void {
+    const { fft, specRe, specIm } = this.t;
+    const s = (this.scratch ??= {
+      seg: new Float32Array(FFT_SIZE),
+      re: new Float64Array(fft.bins),
+      im: new Float64Array(fft.bins),
+      accRe: new Float64Array(fft.bins),
+      accIm: new Float64Array(fft.bins),
+      out: new Float32Array(FFT_SIZE),
+    });
+    const H = PHASE_TAPS - 1;
+    const K = fft.bins;
+    for (let j0 = 0; j0 < count; j0 += FFT_BLOCK) {
+      const n = Math.min(FFT_BLOCK, count - j0);
+      s.accRe.fill(0);
+      s.accIm.fill(0);
+      for (let p = 0; p < 3; p++) {
+        // seg[i] = phase-p input u_p[j0 - H + i] = all[base + 3(j0 - H + i) - p]; zeros past the block.
+        const seg = s.seg;
+        const first = base + 3 * (j0 - H) - p;
+        const len = n + H;
+        // first >= -2: for phases 1 and 2 the oldest sample may precede the buffer; its tap is zero.
+        const i0 = first < 0 ? 1 : 0;
+        seg[0] = 0;
+        for (let i = i0; i < len; i++) seg[i] = all[first + 3 * i];
+        seg.fill(0, len);
+        fft.forward(seg, 0, s.re, s.im, 0);
+        const gr = specRe[p];
+        const gi = specIm[p];
+        const re = s.re;
+        const im = s.im;
+        const ar = s.accRe;
+        const ai = s.accIm;
+        for (let k = 0; k < K; k++) {
+          ar[k] += re[k] * gr[k] - im[k] * gi[k];
+          ai[k] += re[k] * gi[k] + im[k] * gr[k];
+        }
+      }
+      fft.inverse(s.accRe, s.accIm, 0, s.out, 0);
+      y.set(s.out.subarray(H, H + n), j0);
+    }
   }
 }
 
 /** 16 kHz -> 48 kHz: zero-stuff by 3 and low-pass (polyphase). Output length = 3 x input length. */
 export class Interpolator3 {
-  private readonly phases: Float64Array[];
-  private readonly histLen: number;
+  private readonly t = polyphaseTables();
+  private readonly histLen = PHASE_TAPS;
   private hist: Float32Array;
+  private scratch: { seg: Float32Array; re: Float64Array; im: Float64Array; pr: Float64Array; pi: Float64Array; out: Float32Array } | null = null;
 
   constructor() {
-    const h = resampleLowpass();
-    this.histLen = Math.ceil(h.length / 3);
-    this.phases = [0, 1, 2].map((p) => {
-      const ph = new Float64Array(this.histLen);
-      for (let j = 0; 3 * j + p < h.length; j++) ph[j] = 3 * h[3 * j + p];
-      return ph;
-    });
     this.hist = new Float32Array(this.histLen - 1);
   }
 
@@ -108,17 +230,66 @@ export class Interpolator3 {
     all.set(this.hist);
     all.set(x, this.hist.length);
     const y = new Float32Array(3 * x.length);
+    if (x.length >= FFT_MIN_RUN) this.viaFft(all, y, x.length);
+    else this.direct(all, y, x.length);
+    this.hist = all.slice(all.length - (this.histLen - 1));
+    return y;
+  }
+
+  private direct(all: Float32Array, y: Float32Array, count: number): void {
+    const [g0, g1, g2] = this.t.phases3;
     const L = this.histLen;
-    for (let m = 0; m < x.length; m++) {
-      const cur = this.hist.length + m; // index of x[m] in `all`
+    const H = L - 1;
+    for (let m = 0; m < count; m++) {
+      const cur = H + m; // index of x[m] in `all`
+      let a0 = 0;
+      let a1 = 0;
+      let a2 = 0;
+      for (let j = 0; j < L; j++) {
+        const v = all[cur - j];
+        a0 += g0[j] * v;
+        a1 += g1[j] * v;
+        a2 += g2[j] * v;
+      }
+      y[3 * m] = a0;
+      y[3 * m + 1] = a1;
+      y[3 * m + 2] = a2;
+    }
+  }
+
+  private viaFft(all: Float32Array, y: Float32Array, count: number): void {
+    const { fft, spec3Re: specRe, spec3Im: specIm } = this.t;
+    const s = (this.scratch ??= {
+      seg: new Float32Array(FFT_SIZE),
+      re: new Float64Array(fft.bins),
+      im: new Float64Array(fft.bins),
+      pr: new Float64Array(fft.bins),
+      pi: new Float64Array(fft.bins),
+      out: new Float32Array(FFT_SIZE),
+    });
+    const H = this.histLen - 1;
+    const K = fft.bins;
+    for (let m0 = 0; m0 < count; m0 += FFT_BLOCK) {
+      const n = Math.min(FFT_BLOCK, count - m0);
+      // seg[i] = x[m0 - H + i] = all[m0 + i]; zeros past the block.
+      s.seg.set(all.subarray(m0, m0 + n + H));
+      s.seg.fill(0, n + H);
+      fft.forward(s.seg, 0, s.re, s.im, 0);
       for (let p = 0; p < 3; p++) {
-        const ph = this.phases[p];
-        let acc = 0;
-        for (let j = 0; j < L; j++) acc += ph[j] * all[cur - j];
-        y[3 * m + p] = acc;
+        const gr = specRe[p];
+        const gi = specIm[p];
+        const re = s.re;
+        const im = s.im;
+        const pr = s.pr;
+        const pi = s.pi;
+        for (let k = 0; k < K; k++) {
+          pr[k] = re[k] * gr[k] - im[k] * gi[k];
+          pi[k] = re[k] * gi[k] + im[k] * gr[k];
+        }
+        fft.inverse(pr, pi, 0, s.out, 0);
+        const out = s.out;
+        for (let i = 0; i < n; i++) y[3 * (m0 + i) + p] = out[H + i];
       }
     }
-    this.hist = all.slice(all.length - (L - 1));
-    return y;
   }
 }

@@ -154,7 +154,7 @@ export class DtlnCore {
       this.h2 = r2.hN.data as Float32Array;
       this.c2 = r2.cN.data as Float32Array;
     }
-    if (highGain) this.highBandGains(combined, f0, t, outBlocks, highGain);
+    if (highGain) this.highBandGains(f0, t, re, im, outBlocks, highGain);
     // Stage 2 output is overlap-added as is (as trained); the stage-1-only chain gets the Hann synthesis window.
     const w = this.useStage2 ? null : this.synthWindow;
     for (let b = 0; b < B; b++) {
@@ -191,22 +191,19 @@ export class DtlnCore {
     return this.scratch;
   }
 
-  /** Effective 4-7.5 kHz gain per frame (output vs input block energy), averaged over the 4 blocks of each hop. */
-  private highBandGains(
-    combined: Float32Array[],
-    f0: number,
-    t: number,
-    outBlocks: Float32Array,
-    highGain: Float32Array[],
-  ): void {
+  /**
+   * Effective 4-7.5 kHz gain per frame (output vs input block energy), averaged over the 4 blocks of each hop. The
+   * input blocks' spectra are the run's own (`inRe`/`inIm`, from forwardMag: the masked inverse does not write them).
+   */
+  private highBandGains(f0: number, t: number, inRe: Float64Array, inIm: Float64Array, outBlocks: Float32Array, highGain: Float32Array[]): void {
     const re = new Float64Array(BINS);
     const im = new Float64Array(BINS);
     for (let b = 0; b < this.batch; b++) {
       const hist = this.gainHist[b];
       for (let i = 0; i < t; i++) {
-        this.fft.forward(combined[b], (f0 + i) * HOP, re, im, 0);
+        const o = (b * t + i) * BINS;
         let ein = 1e-9;
-        for (let k = HG_LO; k < HG_HI; k++) ein += re[k] * re[k] + im[k] * im[k];
+        for (let k = HG_LO; k < HG_HI; k++) ein += inRe[o + k] * inRe[o + k] + inIm[o + k] * inIm[o + k];
         this.fft.forward(outBlocks, (b * t + i) * BLOCK, re, im, 0);
         let eout = 0;
         for (let k = HG_LO; k < HG_HI; k++) eout += re[k] * re[k] + im[k] * im[k];

@@ -24,6 +24,8 @@ const WORKER_SCRIPT = path.join(__dirname, 'worker.js');
  * when the worker finishes one (no idle round trip) while the rest stays queued here (bounded memory in the worker).
  */
 const MAX_IN_FLIGHT = 2;
+/** close() waits at most this long for requests already posted to the workers. */
+const CLOSE_DRAIN_MS = 10_000;
 
 interface Job {
   msg: ToWorker;
@@ -47,9 +49,10 @@ class PoolWorker {
 
   constructor(
     modelsDir: string,
+    warmUp: boolean,
     private readonly onExit: (w: PoolWorker, code: number) => void,
   ) {
-    this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir } });
+    this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir, warmUp } });
     this.ready = new Promise<void>((resolve, reject) => {
       this.worker.on('message', (msg: FromWorker) => {
         if (msg.type === 'ready') {
@@ -188,7 +191,10 @@ class Engine implements InferenceEngine {
   private reqCounter = 0;
   private streamCounter = 0;
 
-  constructor(private readonly config: Config) {
+  constructor(
+    private readonly config: Config,
+    private readonly options: EngineOptions = {},
+  ) {
     for (let i = 0; i < Math.max(1, config.workers); i++) this.workers.push(this.spawn());
   }
 
@@ -201,7 +207,7 @@ class Engine implements InferenceEngine {
   }
 
   private spawn(): PoolWorker {
-    return new PoolWorker(this.config.modelsDir, (w, code) => this.onWorkerExit(w, code));
+    return new PoolWorker(this.config.modelsDir, this.options.warmUp ?? true, (w, code) => this.onWorkerExit(w, code));
   }
 
   private onWorkerExit(w: PoolWorker, code: number): void {
@@ -265,13 +271,30 @@ class Engine implements InferenceEngine {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Terminating a worker in the middle of an ONNX Runtime call aborts the whole process ("terminate called after
+    // throwing an instance of 'Napi::Error'"): drop what is still queued here, let the requests already posted finish
+    // (an aborted stream's last chunk, typically; bounded), then terminate.
+    const closing = new Error('inference engine closed');
+    for (const w of this.workers) {
+      const queued = w.queue.splice(0);
+      for (const j of queued) j.reject(closing);
+    }
+    const until = Date.now() + CLOSE_DRAIN_MS;
+    while (this.workers.some((w) => !w.dead && w.inFlight.length > 0) && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     await Promise.all(this.workers.map((w) => w.worker.terminate()));
   }
 }
 
+export interface EngineOptions {
+  /** Each worker runs half a second of audio before it reports ready (default true; the CLI, one file, skips it). */
+  warmUp?: boolean;
+}
+
 /** Starts the pool and resolves once every worker has loaded the graphs (rejects if they cannot be loaded). */
-export async function createInferenceEngine(config: Config): Promise<InferenceEngine> {
-  const engine = new Engine(config);
+export async function createInferenceEngine(config: Config, options: EngineOptions = {}): Promise<InferenceEngine> {
+  const engine = new Engine(config, options);
   try {
     await engine.start();
   } catch (err) {

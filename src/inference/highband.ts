@@ -119,15 +119,7 @@ export class HighBandFilter {
     const frames = Math.floor((all.length - (N - H)) / H);
     const acc = new Float32Array(frames * H + N - H);
     acc.set(this.olaTail);
-    const { re, im, frame, block, window: w } = this;
-    for (let f = 0; f < frames; f++) {
-      const off = f * H;
-      for (let i = 0; i < N; i++) frame[i] = all[off + i] * w[i];
-      this.fft.forward(frame, 0, re, im, 0);
-      this.applyGain(re, im, gAll, off);
-      this.fft.inverse(re, im, 0, block, 0);
-      for (let i = 0; i < N; i++) acc[off + i] += block[i] * w[i];
-    }
+    for (let f = 0; f < frames; f++) this.frameAt(all, gAll, f * H, acc);
     this.inBuf = all.slice(frames * H);
     this.gBuf = gAll.slice(frames * H);
     this.olaTail = acc.slice(frames * H);
@@ -138,6 +130,20 @@ export class HighBandFilter {
     const out = done.slice(0, x.length);
     this.ready = done.slice(x.length);
     return out;
+  }
+
+  /**
+   * One STFT frame at `off`: window, FFT, gain, inverse, windowed overlap-add into `acc`. (Its own method: called once
+   * per frame it is optimised early and stays so; inlined in process(), called once per chunk, V8 kept deoptimising it.)
+   */
+  private frameAt(all: Float32Array, gAll: Float32Array, off: number, acc: Float32Array): void {
+    const N = this.n;
+    const { re, im, frame, block, window: w } = this;
+    for (let i = 0; i < N; i++) frame[i] = all[off + i] * w[i];
+    this.fft.forward(frame, 0, re, im, 0);
+    this.applyGain(re, im, gAll, off);
+    this.fft.inverse(re, im, 0, block, 0);
+    for (let i = 0; i < N; i++) acc[off + i] += block[i] * w[i];
   }
 
   private applyGain(re: Float64Array, im: Float64Array, gAll: Float32Array, off: number): void {
@@ -159,44 +165,54 @@ export class HighBandFilter {
     const first = this.frames++ === 0;
     const an = this.noiseAlpha + (1 - this.noiseAlpha) * speech;
     const raw = this.rawGain;
+    // Fields in locals: the loops below run per bin of every frame.
+    const smoothPow = this.smoothPow;
+    const noise = this.noise;
+    const prevClean = this.prevClean;
+    const beta = this.beta;
+    const ddAlpha = this.ddAlpha;
     for (let k = 0; k < K; k++) {
       const p = re[k] * re[k] + im[k] * im[k];
-      const sp = first ? p : POWER_SMOOTH * this.smoothPow[k] + (1 - POWER_SMOOTH) * p;
-      this.smoothPow[k] = sp;
-      let nz = first ? p : an * this.noise[k] + (1 - an) * p;
+      const sp = first ? p : POWER_SMOOTH * smoothPow[k] + (1 - POWER_SMOOTH) * p;
+      smoothPow[k] = sp;
+      let nz = first ? p : an * noise[k] + (1 - an) * p;
       // While speech holds the estimate, a smoothed power below it means the noise fell: follow it down.
       if (speech > 0.5 && sp < nz) nz = sp;
       if (nz < 1e-14) nz = 1e-14;
-      this.noise[k] = nz;
-      const ne = this.beta * nz;
+      noise[k] = nz;
+      const ne = beta * nz;
       const post = p / ne;
-      const prior = this.ddAlpha * (this.prevClean[k] / ne) + (1 - this.ddAlpha) * Math.max(post - 1, 0);
+      const prior = ddAlpha * (prevClean[k] / ne) + (1 - ddAlpha) * Math.max(post - 1, 0);
       const gk = prior / (1 + prior);
       raw[k] = gk;
-      this.prevClean[k] = gk * gk * p;
+      prevClean[k] = gk * gk * p;
     }
     const bb = Math.min(1, gm);
-    const gains = new Float32Array(K);
+    const gains = this.recorded ? new Float32Array(K) : null;
     const S = this.smoothBins;
+    const kPerBin = this.kPerBin;
     for (let k = 0; k < K; k++) {
-      let s = 0;
-      let c = 0;
-      for (let j = Math.max(0, k - S); j <= Math.min(K - 1, k + S); j++) {
-        s += raw[j];
-        c++;
-      }
-      let gk = s / c;
+      let gk = 1;
       // Below 8 kHz (the crossover's transition band) keep the broadband gain: that part reaches the 16 kHz band.
-      if (k < this.kPerBin) gk = 1;
+      if (k >= kPerBin) {
+        let s = 0;
+        let c = 0;
+        const hi = Math.min(K - 1, k + S);
+        for (let j = Math.max(0, k - S); j <= hi; j++) {
+          s += raw[j];
+          c++;
+        }
+        gk = s / c;
+      }
       // The floor bounds the per-bin gain only: where DTLN says "noise" the broadband gain may go lower.
       if (gk < this.floorGain) gk = this.floorGain;
       if (this.combine === 'product') gk *= bb;
       else if (this.combine === 'min') gk = Math.min(gk, bb);
       if (gk > 1) gk = 1;
-      gains[k] = gk;
+      if (gains) gains[k] = gk;
       re[k] *= gk;
       im[k] *= gk;
     }
-    if (this.recorded) this.recorded.push(gains);
+    if (this.recorded && gains) this.recorded.push(gains);
   }
 }

@@ -1,12 +1,14 @@
 // Loads the two DTLN graphs with the options the pool relies on: one thread per session (parallelism comes from the
 // worker pool), full graph optimisation.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { DtlnGraphs } from './dtln';
 
-export const STAGE1_FILE = 'dtln_stage1.onnx';
-export const STAGE2_FILE = 'dtln_stage2.onnx';
+import { STAGE1_FILE, STAGE2_FILE } from './graph-files';
+
+export { STAGE1_FILE, STAGE2_FILE };
 
 export const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
   intraOpNumThreads: 1,
@@ -21,5 +23,20 @@ export async function loadGraphs(modelsDir: string): Promise<DtlnGraphs> {
     if (!fs.existsSync(f)) throw new Error(`model graph ${f} is missing: run "npm run models" first`);
   }
   const [stage1, stage2] = await Promise.all(files.map((f) => ort.InferenceSession.create(f, SESSION_OPTIONS)));
+  removeOrtDebugLog();
   return { stage1, stage2 };
+}
+
+/**
+ * ONNX Runtime's bundled telemetry SDK creates an empty `<tmpdir>/mat-debug-<pid>.log` when its environment starts
+ * (once per process, at the first session) and never writes to it; no option turns that off, so it is removed here:
+ * otherwise every server, CLI run and test process leaves one behind.
+ */
+export function removeOrtDebugLog(): void {
+  const file = path.join(os.tmpdir(), `mat-debug-${process.pid}.log`);
+  try {
+    if (fs.statSync(file).size === 0) fs.rmSync(file, { force: true });
+  } catch {
+    // not there (already removed, or this build of ONNX Runtime does not create it)
+  }
 }

@@ -10,6 +10,7 @@ import type { ToWorker, FromWorker } from './protocol';
 
 interface WorkerInit {
   modelsDir: string;
+  warmUp: boolean;
 }
 
 const port = parentPort;
@@ -59,9 +60,30 @@ async function handle(msg: ToWorker): Promise<void> {
   }
 }
 
+/**
+ * Runs half a second of audio through the default chain before the worker reports ready, so that the first request
+ * does not pay for ONNX Runtime's first-run allocations and the first JIT tier alone (servers; the CLI skips it).
+ */
+async function warmUp(g: DtlnGraphs): Promise<void> {
+  let seed = 12345;
+  const noise = (n: number): Float32Array => {
+    const x = new Float32Array(n);
+    for (let i = 0; i < n; i++) {
+      seed = (seed * 1103515245 + 12345) >>> 0;
+      x[i] = (seed / 4294967296 - 0.5) * 0.02;
+    }
+    return x;
+  };
+  const stream = new AlignedStream(createChain('nsm-2', 1, g), 0);
+  await stream.push([noise(8000)]);
+  await stream.end();
+}
+
 async function main(): Promise<void> {
   try {
-    graphs = await loadGraphs((workerData as WorkerInit).modelsDir);
+    const init = workerData as WorkerInit;
+    graphs = await loadGraphs(init.modelsDir);
+    if (init.warmUp) await warmUp(graphs);
   } catch (err) {
     send({ type: 'init-error', message: (err as Error).message });
     return;

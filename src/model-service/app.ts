@@ -8,8 +8,10 @@ import archiver from 'archiver';
 import { PROJECT_ROOT, type Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../audio/pipeline';
+import { createJobStreamRouter } from '../jobs/stream-endpoint';
+import type { ModelServiceMetrics } from '../metrics';
 import { loadCatalog } from './catalog';
-import { badRequest, HttpError, sendDetail } from './http-error';
+import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { FileBase64, sendJsonWithFiles } from './json-files';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from './names';
 import { assertModelInstalled, parseDenoiseParams, type DenoiseParams, type EndpointKind } from './params';
@@ -29,6 +31,8 @@ export interface ModelServiceDeps {
   log?: (line: string) => void;
   /** Upload limits; the defaults are the spec's (100 MB per file, 25 files, 200 MB per batch). */
   limits?: Partial<UploadLimits>;
+  /** Told about every denoised file (audio seconds, RTF by model) for GET /metrics. */
+  metrics?: ModelServiceMetrics;
 }
 
 const CONTENT_TYPES = { wav: 'audio/wav', flac: 'audio/flac' } as const;
@@ -78,8 +82,8 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
   void sweepStaleRequestDirs(config.tmpDir, 6 * 60 * 60 * 1000);
 
   const fail = (res: Response) => (err: unknown) => {
-    if (err instanceof HttpError) return sendDetail(res, err.status, err.detail);
-    if (err instanceof AudioInputError) return sendDetail(res, 422, err.message);
+    if (err instanceof HttpError) return sendHttpError(res, err);
+    if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, err.status === 413 ? 'payload_too_large' : 'invalid_audio');
     if (err instanceof AudioAbortedError) return; // the client is gone
     log(`[model-service] internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     sendDetail(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
@@ -121,6 +125,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
         const ext = params.outputFormat;
         const outPath = path.join(scope.dir, `output.${ext}`);
         const stats = await denoiseFile({ config, engine }, upload.path, outPath, pipelineOptions(params, scope.signal));
+        deps.metrics?.fileDone(stats);
         const filename = `${safeBaseName(upload.originalname)}_denoised.${ext}`;
         res.setHeader('X-NS-Stats', headerJson(stats));
         if (params.response === 'json') {
@@ -152,12 +157,14 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
             while (next < files.length && !scope.signal.aborted) {
               const i = next++;
               try {
-                results[i] = await denoiseFile(
+                const stats = await denoiseFile(
                   { config, engine },
                   files[i].path,
                   outputs[i],
                   pipelineOptions(params, scope.signal),
                 );
+                results[i] = stats;
+                deps.metrics?.fileDone(stats);
               } catch (err) {
                 results[i] = err instanceof Error ? err : new Error(String(err));
               } finally {
@@ -208,6 +215,9 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
             succeeded: manifest.succeeded,
             failed: manifest.failed,
             processing_s: manifest.processing_s,
+            // Extensions (not in the spec's summary): what the batch ran and the audio it cleaned.
+            model: manifest.model,
+            duration_s: Math.round(items.reduce((sum, it) => sum + (it.status === 'ok' ? it.stats.duration_s : 0), 0) * 1000) / 1000,
           }),
         );
 
@@ -255,6 +265,9 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
       uptime_s: Math.round((Date.now() - startedAt) / 1000),
     });
   });
+
+  // The job runner's streaming endpoint (src/jobs/stream-endpoint.ts).
+  app.use(createJobStreamRouter({ config, engine, log, metrics: deps.metrics }));
 
   app.use((req: Request, res: Response) => {
     sendDetail(res, 404, `no such endpoint: ${req.method} ${req.path}`);

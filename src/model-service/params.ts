@@ -103,6 +103,6 @@ export function parseDenoiseParams(
 export function assertModelInstalled(config: Config, model: ModelId): void {
   const record = loadCatalog(config).models.find((m) => m.id === model);
   if (!record?.available) {
-    throw unprocessable(`model "${model}" is not installed on this server (run \`npm run models\`)`);
+    throw unprocessable(`model "${model}" is not installed on this server (run \`npm run models\`)`, 'model_not_installed');
   }
 }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Request, Response } from 'express';
 import multer from 'multer';
 import type { Config } from '../config';
-import { badRequest, HttpError, tooLarge } from './http-error';
+import { badRequest, HttpError, sendDetail, tooLarge } from './http-error';
 import { FILE_FIELD, parseDenoiseParams, type EndpointKind } from './params';
 
 export const MAX_FILE_BYTES = 100 * 1024 * 1024;
@@ -94,7 +94,7 @@ async function runRequestScope(
   } finally {
     if (!res.headersSent && !res.destroyed) {
       // The handler must always answer; this is a guard so the directory wait below cannot hang.
-      res.status(500).json({ detail: 'internal error: no response produced' });
+      sendDetail(res, 500, 'internal error: no response produced');
     }
     await responseClosed;
     if (dir) await fsp.rm(dir, { recursive: true, force: true }).catch(() => undefined);

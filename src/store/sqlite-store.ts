@@ -90,6 +90,11 @@ const MIGRATIONS: Array<{ version: number; name: string; sql: string }> = [
       );
     `,
   },
+  {
+    version: 2,
+    name: 'request_log.error_message: the reason of a failed call in words',
+    sql: `ALTER TABLE request_log ADD COLUMN error_message TEXT;`,
+  },
 ];
 
 interface WorkspaceRow {
@@ -125,6 +130,7 @@ interface LogRow {
   endpoint: string | null;
   status: number;
   error_type: string | null;
+  error_message: string | null;
   credits_charged: number;
   bytes_in: number;
   bytes_out: number;
@@ -177,6 +183,7 @@ function toLogEntry(row: LogRow): RequestLogEntry {
     upstreamMs: row.upstream_ms,
     totalMs: row.total_ms,
     clientIp: row.client_ip,
+    errorMessage: row.error_message,
   };
 }
 
@@ -267,9 +274,9 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     used: db.prepare('SELECT used FROM credit_usage WHERE workspace_id = ? AND period = ?'),
     insertLog: db.prepare(
       `INSERT INTO request_log (request_id, time, token_id, workspace_id, method, service, endpoint, status,
-         error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip)
+         error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
        VALUES (@requestId, @time, @tokenId, @workspaceId, @method, @service, @endpoint, @status,
-         @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp)`,
+         @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp, @errorMessage)`,
     ),
     perDay: db.prepare(
       `SELECT substr(time, 1, 10) AS day, COUNT(*) AS count, SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors
@@ -294,7 +301,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
   });
 
   const store: GatewayStore = {
-    createWorkspace(name, plan, custom) {
+    async createWorkspace(name, plan, custom) {
       const trimmed = name.trim();
       if (!trimmed) throw new Error('workspace name must not be empty');
       if (!isPlanId(plan)) throw new Error(`unknown plan "${plan}" (free, starter, scale, enterprise)`);
@@ -302,6 +309,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       checkCustomLimit('creditsPerMonth', custom?.creditsPerMonth);
       const enterprise = plan === 'enterprise';
       const id = 'ws_' + randomBase62(16);
+      if (stmt.workspaceByName.get(trimmed)) throw new Error(`a workspace named "${trimmed}" already exists`);
       stmt.insertWorkspace.run({
         id,
         name: trimmed,
@@ -312,18 +320,18 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       });
       return requireWorkspace(id);
     },
-    getWorkspace(id) {
+    async getWorkspace(id) {
       const row = stmt.workspaceById.get(id) as WorkspaceRow | undefined;
       return row ? toWorkspace(row) : null;
     },
-    getWorkspaceByName(name) {
+    async getWorkspaceByName(name) {
       const row = stmt.workspaceByName.get(name.trim()) as WorkspaceRow | undefined;
       return row ? toWorkspace(row) : null;
     },
-    listWorkspaces() {
+    async listWorkspaces() {
       return (stmt.listWorkspaces.all() as WorkspaceRow[]).map(toWorkspace);
     },
-    setPlan(workspaceId, plan, custom) {
+    async setPlan(workspaceId, plan, custom) {
       if (!isPlanId(plan)) throw new Error(`unknown plan "${plan}" (free, starter, scale, enterprise)`);
       checkCustomLimit('requestsPerMinute', custom?.requestsPerMinute);
       checkCustomLimit('creditsPerMonth', custom?.creditsPerMonth);
@@ -335,13 +343,13 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       stmt.updatePlan.run(plan, rpm, credits, workspaceId);
       return requireWorkspace(workspaceId);
     },
-    setExcludedServices(workspaceId, services) {
+    async setExcludedServices(workspaceId, services) {
       requireWorkspace(workspaceId);
       stmt.updateExcluded.run(JSON.stringify([...new Set(services)]), workspaceId);
       return requireWorkspace(workspaceId);
     },
 
-    createToken(input: NewToken) {
+    async createToken(input: NewToken) {
       requireWorkspace(input.workspaceId);
       if (input.scopes.length === 0) throw new Error('a token needs at least one scope');
       if (input.expiresAt !== null && Number.isNaN(Date.parse(input.expiresAt))) {
@@ -362,19 +370,19 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       });
       return { token, record: toToken(stmt.tokenById.get(id) as TokenRow) };
     },
-    findTokenByHash(sha256Hex) {
+    async findTokenByHash(sha256Hex) {
       const row = stmt.tokenByHash.get(sha256Hex.toLowerCase()) as TokenRow | undefined;
       return row ? toToken(row) : null;
     },
-    getToken(id) {
+    async getToken(id) {
       const row = stmt.tokenById.get(id) as TokenRow | undefined;
       return row ? toToken(row) : null;
     },
-    listTokens(workspaceId) {
+    async listTokens(workspaceId) {
       const rows = (workspaceId === undefined ? stmt.listTokens.all() : stmt.listTokensOf.all(workspaceId)) as TokenRow[];
       return rows.map(toToken);
     },
-    revokeToken(idOrPrefix) {
+    async revokeToken(idOrPrefix) {
       let row = stmt.tokenById.get(idOrPrefix) as TokenRow | undefined;
       if (!row) {
         const matches = stmt.tokensByPrefix.all(idOrPrefix) as TokenRow[];
@@ -387,29 +395,29 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       stmt.revoke.run(new Date().toISOString(), row.id);
       return toToken(stmt.tokenById.get(row.id) as TokenRow);
     },
-    touchToken(id, when) {
+    async touchToken(id, when) {
       stmt.touch.run(when, id);
     },
 
-    chargeCredits(workspaceId, amount, limit, when): CreditCharge {
+    async chargeCredits(workspaceId, amount, limit, when): Promise<CreditCharge> {
       const period = creditPeriod(when);
-      if (amount <= 0) return { ok: true, used: store.creditsUsed(workspaceId, when), limit };
+      if (amount <= 0) return { ok: true, used: await store.creditsUsed(workspaceId, when), limit };
       const result = chargeTx.immediate(workspaceId, amount, limit, period);
       return { ok: result.ok, used: result.used, limit };
     },
-    refundCredits(workspaceId, amount, when) {
+    async refundCredits(workspaceId, amount, when) {
       if (amount <= 0) return;
       stmt.refund.run(amount, workspaceId, creditPeriod(when));
     },
-    creditsUsed(workspaceId, when) {
+    async creditsUsed(workspaceId, when) {
       const row = stmt.used.get(workspaceId, creditPeriod(when)) as { used: number } | undefined;
       return row?.used ?? 0;
     },
 
-    logRequest(entry) {
-      stmt.insertLog.run(entry);
+    async logRequest(entry) {
+      stmt.insertLog.run({ ...entry, errorMessage: entry.errorMessage ?? null });
     },
-    queryRequests(filter) {
+    async queryRequests(filter) {
       const { sql, params } = whereClause(filter);
       const limit = Math.min(Math.max(Math.trunc(filter.limit ?? 100), 1), 1000);
       const offset = Math.max(Math.trunc(filter.offset ?? 0), 0);
@@ -418,12 +426,12 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
         .all(...params, limit, offset) as LogRow[];
       return rows.map(toLogEntry);
     },
-    countRequests(filter) {
+    async countRequests(filter) {
       const { sql, params } = whereClause(filter);
       const row = db.prepare(`SELECT COUNT(*) AS n FROM request_log ${sql}`).get(...params) as { n: number };
       return row.n;
     },
-    requestsPerDay(workspaceId, days) {
+    async requestsPerDay(workspaceId, days) {
       const n = Math.max(1, Math.trunc(days));
       const today = new Date();
       const start = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - (n - 1)));
@@ -439,15 +447,15 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       return out;
     },
 
-    getSetting(key) {
+    async getSetting(key) {
       const row = stmt.getSetting.get(key) as { value: string } | undefined;
       return row ? row.value : null;
     },
-    setSetting(key, value) {
+    async setSetting(key, value) {
       stmt.setSetting.run(key, value);
     },
 
-    close() {
+    async close() {
       if (db.open) db.close();
     },
   };

@@ -61,6 +61,8 @@ export interface RequestLogEntry {
   upstreamMs: number | null;
   totalMs: number;
   clientIp: string;
+  /** Why the call failed in words: the gateway's error message, or the model service's `detail` for its 4xx. */
+  errorMessage?: string | null;
 }
 
 export interface RequestLogFilter {
@@ -80,43 +82,47 @@ export interface CreditCharge {
   limit: number;
 }
 
+/**
+ * The contract every engine implements (SQLite embedded by default; PostgreSQL when configured). Every member is
+ * asynchronous so that a networked engine fits the same interface; the SQLite engine answers synchronously inside.
+ */
 export interface GatewayStore {
   // workspaces
-  createWorkspace(name: string, plan: PlanId, custom?: { requestsPerMinute?: number; creditsPerMonth?: number }): Workspace;
-  getWorkspace(id: string): Workspace | null;
-  getWorkspaceByName(name: string): Workspace | null;
-  listWorkspaces(): Workspace[];
-  setPlan(workspaceId: string, plan: PlanId, custom?: { requestsPerMinute?: number; creditsPerMonth?: number }): Workspace;
+  createWorkspace(name: string, plan: PlanId, custom?: { requestsPerMinute?: number; creditsPerMonth?: number }): Promise<Workspace>;
+  getWorkspace(id: string): Promise<Workspace | null>;
+  getWorkspaceByName(name: string): Promise<Workspace | null>;
+  listWorkspaces(): Promise<Workspace[]>;
+  setPlan(workspaceId: string, plan: PlanId, custom?: { requestsPerMinute?: number; creditsPerMonth?: number }): Promise<Workspace>;
 
   // tokens: create returns the clear token once; only its sha256 is stored
-  createToken(input: NewToken): { token: string; record: TokenRecord };
-  findTokenByHash(sha256Hex: string): TokenRecord | null;
-  getToken(id: string): TokenRecord | null;
-  listTokens(workspaceId?: string): TokenRecord[];
-  revokeToken(idOrPrefix: string): TokenRecord | null;
-  touchToken(id: string, when: string): void;
+  createToken(input: NewToken): Promise<{ token: string; record: TokenRecord }>;
+  findTokenByHash(sha256Hex: string): Promise<TokenRecord | null>;
+  getToken(id: string): Promise<TokenRecord | null>;
+  listTokens(workspaceId?: string): Promise<TokenRecord[]>;
+  revokeToken(idOrPrefix: string): Promise<TokenRecord | null>;
+  touchToken(id: string, when: string): Promise<void>;
 
   // credits: atomic check-and-charge for the calendar month (UTC) of `when`
-  chargeCredits(workspaceId: string, amount: number, limit: number, when: Date): CreditCharge;
-  refundCredits(workspaceId: string, amount: number, when: Date): void;
-  creditsUsed(workspaceId: string, when: Date): number;
+  chargeCredits(workspaceId: string, amount: number, limit: number, when: Date): Promise<CreditCharge>;
+  refundCredits(workspaceId: string, amount: number, when: Date): Promise<void>;
+  creditsUsed(workspaceId: string, when: Date): Promise<number>;
 
   // request log
-  logRequest(entry: RequestLogEntry): void;
-  queryRequests(filter: RequestLogFilter): RequestLogEntry[];
-  requestsPerDay(workspaceId: string, days: number): Array<{ day: string; count: number; errors: number }>;
+  logRequest(entry: RequestLogEntry): Promise<void>;
+  queryRequests(filter: RequestLogFilter): Promise<RequestLogEntry[]>;
+  requestsPerDay(workspaceId: string, days: number): Promise<Array<{ day: string; count: number; errors: number }>>;
 
   // console admin secret (hash), generated on first start when ADMIN_SECRET is unset
-  getSetting(key: string): string | null;
-  setSetting(key: string, value: string): void;
+  getSetting(key: string): Promise<string | null>;
+  setSetting(key: string, value: string): Promise<void>;
 
-  close(): void;
+  close(): Promise<void>;
 
   // extensions (added by the gateway owner; existing members above are unchanged)
   /** Services this workspace may not call even though its plan includes them (→ 403 plan_forbids_service). */
-  setExcludedServices(workspaceId: string, services: string[]): Workspace;
+  setExcludedServices(workspaceId: string, services: string[]): Promise<Workspace>;
   /** Number of logged requests matching the filter (ignores limit/offset). */
-  countRequests(filter: RequestLogFilter): number;
+  countRequests(filter: RequestLogFilter): Promise<number>;
 }
 
 /** 'YYYY-MM' of a date in UTC: the credit period. */

@@ -6,7 +6,7 @@ import type { Request, Response } from 'express';
 import type { Config } from '../config';
 import { sendGatewayError, type GatewayErrorType } from '../gateway/errors';
 import type { ForwardOutcome, Forwarder, GatewayContext } from '../gateway/types';
-import { CircuitBreaker } from './circuit-breaker';
+import { CircuitBreaker, type BreakerState } from './circuit-breaker';
 
 export interface ForwarderDeps {
   config: Pick<Config, 'upstreamTimeoutMs' | 'breakerThreshold' | 'breakerCooldownMs'>;
@@ -16,9 +16,18 @@ export interface ForwarderDeps {
   now?: () => number;
 }
 
+/** One upstream's breaker as metrics and readiness see it. */
+export interface UpstreamState {
+  upstream: string;
+  state: BreakerState;
+  consecutiveFailures: number;
+}
+
 export type ModelServiceForwarder = Forwarder & {
   readonly breaker: CircuitBreaker;
   readonly baseUrl: string;
+  /** Every upstream with its breaker state, read when asked (a /metrics scrape, /readyz). */
+  upstreams(): UpstreamState[];
 };
 
 /** Largest body accepted when the gateway context carries no route (should not happen). */
@@ -57,11 +66,19 @@ function upstreamPath(req: Request, ctx: GatewayContext): string {
 }
 
 function detailOf(body: Buffer): string | null {
+  return errorBodyOf(body).detail;
+}
+
+/** `detail` and `type` of a model-service error body ({"detail", "type", "request_id"}), when it is one. */
+function errorBodyOf(body: Buffer): { detail: string | null; type: string | null } {
   try {
-    const parsed = JSON.parse(body.toString('utf8')) as { detail?: unknown };
-    return typeof parsed.detail === 'string' ? parsed.detail : null;
+    const parsed = JSON.parse(body.toString('utf8')) as { detail?: unknown; type?: unknown };
+    return {
+      detail: typeof parsed.detail === 'string' ? parsed.detail : null,
+      type: typeof parsed.type === 'string' && /^[a-z_]{1,40}$/.test(parsed.type) ? parsed.type : null,
+    };
   } catch {
-    return null;
+    return { detail: null, type: null };
   }
 }
 
@@ -230,12 +247,24 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
           if (value !== undefined && !RESPONSE_HEADERS_DROPPED.has(name)) res.setHeader(name, value);
         }
         res.setHeader('X-Request-Id', ctx.requestId);
+        // A refusal (4xx) passes through unchanged; a copy of its small JSON body gives the request log its reason.
+        const errorCopy: Buffer[] | null = status >= 400 && status < 500 ? [] : null;
+        let copied = 0;
         up.on('data', (chunk: Buffer) => {
           ctx.bytesOut += chunk.length;
+          if (errorCopy && copied < MAX_ERROR_BODY) {
+            errorCopy.push(chunk);
+            copied += chunk.length;
+          }
           if (!res.write(chunk)) up.pause();
         });
         res.on('drain', () => up.resume());
         up.on('end', () => {
+          if (errorCopy) {
+            const reason = errorBodyOf(Buffer.concat(errorCopy));
+            if (reason.type && !ctx.errorType) ctx.errorType = reason.type;
+            if (reason.detail) ctx.errorDetail = reason.detail;
+          }
           res.end();
         });
         // The model service died mid-body: the client must see a truncated response, not a complete one.
@@ -245,5 +274,7 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
       });
     });
 
-  return Object.assign(forward, { breaker, baseUrl: base.toString().replace(/\/$/, '') });
+  const baseUrl = base.toString().replace(/\/$/, '');
+  const upstreams = (): UpstreamState[] => [{ upstream: baseUrl, ...breaker.snapshot() }];
+  return Object.assign(forward, { breaker, baseUrl, upstreams });
 }

@@ -28,8 +28,8 @@ function makeHarness(env: Record<string, string> = { ADMIN_SECRET: SECRET }, opt
   return { app, store, config, dir };
 }
 
-function cleanup(h: Harness): void {
-  h.store.close();
+async function cleanup(h: Harness): Promise<void> {
+  await h.store.close();
   fs.rmSync(h.dir, { recursive: true, force: true });
 }
 
@@ -51,42 +51,42 @@ describe('console admin secret', () => {
     const h = makeHarness({});
     try {
       const lines: string[] = [];
-      const secret = ensureAdminSecret(h.config, h.store, (l) => lines.push(l));
+      const secret = await ensureAdminSecret(h.config, h.store, (l) => lines.push(l));
       expect(secret).toMatch(/^[A-Za-z0-9_-]{32}$/);
       expect(lines.join('\n')).toContain(secret!);
-      const stored = h.store.getSetting(ADMIN_SECRET_SETTING)!;
+      const stored = await h.store.getSetting(ADMIN_SECRET_SETTING)!;
       expect(stored).toMatch(/^scrypt\$/);
       expect(stored).not.toContain(secret!);
       // Second start: nothing new generated or printed.
-      expect(ensureAdminSecret(h.config, h.store, (l) => lines.push(l))).toBeNull();
+      expect(await ensureAdminSecret(h.config, h.store, (l) => lines.push(l))).toBeNull();
       expect(lines).toHaveLength(1);
-      expect(h.store.getSetting(ADMIN_SECRET_SETTING)).toBe(stored);
+      expect(await h.store.getSetting(ADMIN_SECRET_SETTING)).toBe(stored);
 
       await request(h.app).post('/console/api/login').send({ secret: 'wrong' }).expect(401);
       const { csrf } = await signIn(h, secret!);
       expect(csrf).toBeTruthy();
     } finally {
-      cleanup(h);
+      await cleanup(h);
     }
   });
 
   test('with ADMIN_SECRET set nothing is stored and only that secret works', async () => {
     const h = makeHarness();
     try {
-      expect(ensureAdminSecret(h.config, h.store, () => undefined)).toBeNull();
-      expect(h.store.getSetting(ADMIN_SECRET_SETTING)).toBeNull();
+      expect(await ensureAdminSecret(h.config, h.store, () => undefined)).toBeNull();
+      expect(await h.store.getSetting(ADMIN_SECRET_SETTING)).toBeNull();
       const bad = await request(h.app).post('/console/api/login').send({ secret: SECRET + 'x' }).expect(401);
       expect(bad.body.error.type).toBe('invalid_secret');
       await signIn(h);
     } finally {
-      cleanup(h);
+      await cleanup(h);
     }
   });
 });
 
 describe('console sessions and CSRF', () => {
   let h: Harness;
-  beforeEach(() => {
+  beforeEach(async () => {
     h = makeHarness();
   });
   afterEach(() => cleanup(h));
@@ -107,7 +107,7 @@ describe('console sessions and CSRF', () => {
         .expect(200);
       expect(String(res.headers['set-cookie'])).toMatch(/; Secure/);
     } finally {
-      cleanup(behindProxy);
+      await cleanup(behindProxy);
     }
   });
 
@@ -128,7 +128,7 @@ describe('console sessions and CSRF', () => {
       .set('X-CSRF-Token', csrf.slice(0, -1) + (csrf.endsWith('A') ? 'B' : 'A'))
       .send({ name: 'w1' })
       .expect(403);
-    expect(h.store.listWorkspaces()).toHaveLength(0);
+    expect(await h.store.listWorkspaces()).toHaveLength(0);
     // Cross-site fetches are refused even with the right token.
     await request(h.app)
       .post('/console/api/workspaces')
@@ -138,7 +138,7 @@ describe('console sessions and CSRF', () => {
       .send({ name: 'w1' })
       .expect(403);
     await request(h.app).post('/console/api/workspaces').set('Cookie', cookie).set('X-CSRF-Token', csrf).send({ name: 'w1' }).expect(201);
-    expect(h.store.listWorkspaces().map((w) => w.name)).toEqual(['w1']);
+    expect((await h.store.listWorkspaces()).map((w) => w.name)).toEqual(['w1']);
   });
 
   test('login accepts JSON only (no cross-site form posts)', async () => {
@@ -147,7 +147,7 @@ describe('console sessions and CSRF', () => {
 
   test('sign-out ends the session server-side and revokes its playground keys', async () => {
     const { cookie, csrf } = await signIn(h);
-    const ws = h.store.createWorkspace('pg', 'free');
+    const ws = await h.store.createWorkspace('pg', 'free');
     const key = await request(h.app)
       .post('/console/api/playground/key')
       .set('Cookie', cookie)
@@ -163,7 +163,7 @@ describe('console sessions and CSRF', () => {
       .send({ workspace_id: ws.id })
       .expect(200);
     expect(again.body.key_id).toBe(key.body.key_id);
-    const rec = h.store.getToken(key.body.key_id)!;
+    const rec = (await h.store.getToken(key.body.key_id))!;
     expect(rec.name).toBe(PLAYGROUND_KEY_NAME);
     expect(rec.scopes.sort()).toEqual(['noise-suppressor:denoise', 'noise-suppressor:models']);
     expect(rec.expiresAt).not.toBeNull();
@@ -172,14 +172,14 @@ describe('console sessions and CSRF', () => {
     const out = await request(h.app).post('/console/api/logout').set('Cookie', cookie).set('X-CSRF-Token', csrf).expect(200);
     expect(String(out.headers['set-cookie'])).toMatch(/Max-Age=0/);
     await request(h.app).get('/console/api/workspaces').set('Cookie', cookie).expect(401);
-    expect(h.store.getToken(key.body.key_id)!.revokedAt).not.toBeNull();
+    expect((await h.store.getToken(key.body.key_id))!.revokedAt).not.toBeNull();
   });
 
   test('sessions expire when idle', async () => {
     const short = makeHarness({ ADMIN_SECRET: SECRET }, { idleTtlMs: 150 });
     try {
       const { cookie, csrf } = await signIn(short);
-      const ws = short.store.createWorkspace('idle', 'free');
+      const ws = await short.store.createWorkspace('idle', 'free');
       const key = await request(short.app)
         .post('/console/api/playground/key')
         .set('Cookie', cookie)
@@ -189,9 +189,9 @@ describe('console sessions and CSRF', () => {
       await new Promise((r) => setTimeout(r, 250));
       await request(short.app).get('/console/api/workspaces').set('Cookie', cookie).expect(401);
       // The timed-out session's playground key went with it.
-      expect(short.store.getToken(key.body.key_id)!.revokedAt).not.toBeNull();
+      expect((await short.store.getToken(key.body.key_id))!.revokedAt).not.toBeNull();
     } finally {
-      cleanup(short);
+      await cleanup(short);
     }
   });
 
@@ -203,7 +203,7 @@ describe('console sessions and CSRF', () => {
       expect(blocked.body.error.type).toBe('too_many_attempts');
       expect(Number(blocked.headers['retry-after'])).toBeGreaterThan(0);
     } finally {
-      cleanup(limited);
+      await cleanup(limited);
     }
     // Behind a trusted proxy the proxy-appended (right-most) X-Forwarded-For entry counts, so a
     // client rotating the left-hand entries gets no fresh attempts; another real client is unaffected.
@@ -215,7 +215,7 @@ describe('console sessions and CSRF', () => {
       await request(proxied.app).post('/console/api/login').set('X-Forwarded-For', '3.3.3.3, 198.51.100.9').send({ secret: SECRET }).expect(429);
       await request(proxied.app).post('/console/api/login').set('X-Forwarded-For', '198.51.100.10').send({ secret: SECRET }).expect(200);
     } finally {
-      cleanup(proxied);
+      await cleanup(proxied);
     }
   });
 
@@ -265,7 +265,7 @@ describe('console keys, workspaces and request log', () => {
     const listed = await get('/console/api/keys').expect(200);
     expect(listed.body.keys).toHaveLength(1);
     expect(JSON.stringify(listed.body)).not.toContain(token);
-    expect(h.store.getWorkspaceByName('acme')!.plan).toBe('starter');
+    expect((await h.store.getWorkspaceByName('acme'))!.plan).toBe('starter');
 
     const ws = await get('/console/api/workspaces').expect(200);
     expect(ws.body.workspaces[0]).toMatchObject({
@@ -283,26 +283,36 @@ describe('console keys, workspaces and request log', () => {
     expect((await get('/console/api/keys').expect(200)).body.keys[0].status).toBe('revoked');
   });
 
+  test('a key created with only a name gets the keys CLI default scope (noise-suppressor:*)', async () => {
+    const ws = await h.store.createWorkspace('w', 'free');
+    const meta = (await get('/console/api/meta').expect(200)).body;
+    expect(meta.default_scopes).toEqual(['noise-suppressor:*']);
+    const named = await post('/console/api/keys', { name: 'only a name', workspace_id: ws.id }).expect(201);
+    expect(named.body.key.scopes).toEqual(['noise-suppressor:*']);
+    const empty = await post('/console/api/keys', { name: 'no scope ticked', workspace_id: ws.id, scopes: [] }).expect(201);
+    expect(empty.body.key.scopes).toEqual(['noise-suppressor:*']);
+  });
+
   test('bad key input is refused with a message', async () => {
-    const ws = h.store.createWorkspace('w', 'free');
+    const ws = await h.store.createWorkspace('w', 'free');
     const bad = async (body: object, pattern: RegExp) => {
       const res = await post('/console/api/keys', { name: 'k', workspace_id: ws.id, scopes: ['*'], ...body }).expect(400);
       expect(res.body.error.message).toMatch(pattern);
     };
-    await bad({ scopes: [] }, /scope/);
+    await bad({ scopes: 'noise-suppressor:*' }, /scopes must be a list/);
     await bad({ scopes: ['admin'] }, /unknown scope/);
     await bad({ allowed_ips: 'not-an-ip' }, /not an IP/);
     await bad({ allowed_ips: '10.0.0.0/33' }, /not an IP/);
     await bad({ expires_at: '2001-01-01' }, /future/);
     await bad({ name: '  ' }, /name/);
     await bad({ workspace_id: 'ws_missing' }, /workspace/);
-    expect(h.store.listTokens()).toHaveLength(0);
+    expect(await h.store.listTokens()).toHaveLength(0);
   });
 
   test('expired keys show as expired; usage and request log come from the store with filters', async () => {
-    const ws = h.store.createWorkspace('logs', 'free');
-    const { record } = h.store.createToken({ workspaceId: ws.id, name: 'k1', scopes: ['*'], allowedIps: [], expiresAt: null });
-    const { record: old } = h.store.createToken({
+    const ws = await h.store.createWorkspace('logs', 'free');
+    const { record } = await h.store.createToken({ workspaceId: ws.id, name: 'k1', scopes: ['*'], allowedIps: [], expiresAt: null });
+    const { record: old } = await h.store.createToken({
       workspaceId: ws.id,
       name: 'old',
       scopes: ['*'],
@@ -325,22 +335,35 @@ describe('console keys, workspaces and request log', () => {
       totalMs: 9,
       clientIp: '127.0.0.1',
     };
-    h.store.logRequest({ ...base, requestId: 'req_ok', tokenId: record.id, endpoint: 'denoise', status: 200, errorType: null });
-    h.store.logRequest({ ...base, requestId: 'req_rl', tokenId: record.id, endpoint: 'models', status: 429, errorType: 'rate_limited', creditsCharged: 0 });
-    h.store.logRequest({ ...base, requestId: 'req_other', tokenId: old.id, endpoint: 'denoise', status: 401, errorType: 'key_expired', creditsCharged: 0 });
-    h.store.chargeCredits(ws.id, 1, 1000, new Date());
+    await h.store.logRequest({ ...base, requestId: 'req_ok', tokenId: record.id, endpoint: 'denoise', status: 200, errorType: null });
+    await h.store.logRequest({ ...base, requestId: 'req_rl', tokenId: record.id, endpoint: 'models', status: 429, errorType: 'rate_limited', creditsCharged: 0 });
+    await h.store.logRequest({ ...base, requestId: 'req_other', tokenId: old.id, endpoint: 'denoise', status: 401, errorType: 'key_expired', creditsCharged: 0 });
+    await h.store.logRequest({
+      ...base,
+      requestId: 'req_bad',
+      tokenId: record.id,
+      endpoint: 'denoise',
+      status: 422,
+      errorType: 'invalid_audio',
+      errorMessage: 'could not decode: Invalid data found when processing input',
+      creditsCharged: 0,
+    });
+    await h.store.chargeCredits(ws.id, 1, 1000, new Date());
 
     const all = (await get(`/console/api/requests?workspace=${ws.id}`).expect(200)).body;
-    expect(all.requests.map((r: { request_id: string }) => r.request_id).sort()).toEqual(['req_ok', 'req_other', 'req_rl']);
+    expect(all.requests.map((r: { request_id: string }) => r.request_id).sort()).toEqual(['req_bad', 'req_ok', 'req_other', 'req_rl']);
     const ok = all.requests.find((r: { request_id: string }) => r.request_id === 'req_ok');
-    expect(ok).toMatchObject({ status: 200, endpoint: 'denoise', key_prefix: record.prefix, key_name: 'k1', credits: 1 });
+    expect(ok).toMatchObject({ status: 200, endpoint: 'denoise', key_prefix: record.prefix, key_name: 'k1', credits: 1, error_message: null });
+    // A refused call carries its reason.
+    const bad = all.requests.find((r: { request_id: string }) => r.request_id === 'req_bad');
+    expect(bad).toMatchObject({ status: 422, error_type: 'invalid_audio', error_message: 'could not decode: Invalid data found when processing input' });
 
     const ids = async (q: string) =>
       (await get(`/console/api/requests?workspace=${ws.id}&${q}`).expect(200)).body.requests.map((r: { request_id: string }) => r.request_id).sort();
     expect(await ids('status=429')).toEqual(['req_rl']);
     expect(await ids('error_type=key_expired')).toEqual(['req_other']);
-    expect(await ids('endpoint=denoise')).toEqual(['req_ok', 'req_other']);
-    expect(await ids(`key=${record.id}`)).toEqual(['req_ok', 'req_rl']);
+    expect(await ids('endpoint=denoise')).toEqual(['req_bad', 'req_ok', 'req_other']);
+    expect(await ids(`key=${record.id}`)).toEqual(['req_bad', 'req_ok', 'req_rl']);
     const paged = (await get(`/console/api/requests?workspace=${ws.id}&limit=2`).expect(200)).body;
     expect(paged.requests).toHaveLength(2);
     expect(paged.has_more).toBe(true);
@@ -349,7 +372,7 @@ describe('console keys, workspaces and request log', () => {
     const usage = (await get(`/console/api/workspaces/${ws.id}/usage?days=7`).expect(200)).body;
     expect(usage.workspace).toMatchObject({ credits_used: 1, credits_left: 999 });
     const today = usage.days.find((d: { day: string }) => d.day === new Date().toISOString().slice(0, 10));
-    expect(today).toMatchObject({ count: 3, errors: 2 });
+    expect(today).toMatchObject({ count: 4, errors: 3 });
   });
 
   test('workspaces: create, duplicate name refused, change plan', async () => {

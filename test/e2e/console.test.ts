@@ -1,6 +1,7 @@
 // End to end in headless Chromium against the REAL app (createApp: gateway, model service,
 // ONNX inference, SQLite): sign in, create a key in the UI, use it on the public API, find the
 // call in the request log, revoke it in the UI, run the playground. Screenshots go to test-output/.
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -33,7 +34,7 @@ describeBrowser('web console in a real browser', () => {
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'console-e2e-'));
     const config = loadConfig({ DATA_DIR: dataDir, ADMIN_SECRET: SECRET, WORKERS: '1', NODE_ENV: 'test' });
     handle = await createApp(config, { log: () => undefined });
-    ensureAdminSecret(config, handle.store, () => undefined);
+    await ensureAdminSecret(config, handle.store, () => undefined);
     server = http.createServer(handle.app);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -69,6 +70,7 @@ describeBrowser('web console in a real browser', () => {
 
   let token = '';
   let denoiseRequestId = '';
+  let refusedRequestId = '';
 
   test('sign in: a wrong secret is refused, the right one opens the console', async () => {
     await page.goto(`${base}/console`);
@@ -112,6 +114,21 @@ describeBrowser('web console in a real browser', () => {
     expect(await page.textContent('#keys-table')).not.toContain(token);
   });
 
+  test('a key with only a name gets the keys CLI default scope', async () => {
+    await page.click('#token-once-close');
+    // The form starts with noise-suppressor:* ticked; a name is all it takes.
+    expect(await page.isChecked('#key-scopes input[value="noise-suppressor:*"]')).toBe(true);
+    await page.fill('#key-name', 'name only');
+    await page.click('#key-create-submit');
+    await page.waitForSelector('#token-once:not([hidden])');
+    const only = await page.inputValue('#token-once-value');
+    const row = page.locator(`#keys-table tr[data-prefix="${only.slice(0, 12)}"]`);
+    await row.waitFor();
+    expect(await row.locator('.scope-chip').allTextContents()).toEqual(['noise-suppressor:*']);
+    expect(await page.isChecked('#key-scopes input[value="noise-suppressor:*"]')).toBe(true); // reset keeps the default
+    await page.click('#token-once-close');
+  });
+
   test('the new key works on the public API: /models and a real /denoise', async () => {
     const models = await fetch(`${base}/v1/noise-suppressor/models`, { headers: { 'X-API-Key': token } });
     expect(models.status).toBe(200);
@@ -127,6 +144,13 @@ describeBrowser('web console in a real browser', () => {
     expect(audio.subarray(0, 4).toString('latin1')).toBe('RIFF');
     denoiseRequestId = res.headers.get('x-request-id') ?? '';
     expect(denoiseRequestId).not.toBe('');
+
+    // A file that is not audio: 422 from the model service, refunded; its reason goes to the request log.
+    const bad = new FormData();
+    bad.append('file', new Blob([fs.readFileSync(path.join(PROJECT_ROOT, 'fixtures', 'not-audio.wav'))]), 'not-audio.wav');
+    const refused = await fetch(`${base}/v1/noise-suppressor/denoise`, { method: 'POST', headers: { 'X-API-Key': token }, body: bad });
+    expect(refused.status).toBe(422);
+    refusedRequestId = refused.headers.get('x-request-id') ?? '';
   });
 
   test('the call shows up on the workspace page: credits, chart and request log with filters', async () => {
@@ -141,7 +165,14 @@ describeBrowser('web console in a real browser', () => {
     expect(await page.textContent('#ws-credits-used')).toBe('1');
     expect(await page.textContent('#ws-credits-left')).toBe('999');
     const today = new Date().toISOString().slice(0, 10);
-    expect(await page.getAttribute(`#ws-chart g[data-day="${today}"]`, 'data-count')).toBe('2');
+    expect(await page.getAttribute(`#ws-chart g[data-day="${today}"]`, 'data-count')).toBe('3');
+
+    // The refused call shows its type and, in words, the model service's reason.
+    const refusedRow = page.locator(`#log-table tr[data-request-id="${refusedRequestId}"]`);
+    await refusedRow.waitFor();
+    expect(await refusedRow.locator('.error-cell .mono').textContent()).toBe('invalid_audio');
+    expect(await refusedRow.locator('.error-cell .reason').textContent()).toMatch(/^could not decode/);
+    expect(await row.locator('.error-cell .reason').count()).toBe(0);
 
     await page.selectOption('#log-endpoint', 'models');
     await page.waitForSelector(`#log-table tr[data-request-id="${denoiseRequestId}"]`, { state: 'detached' });
@@ -227,26 +258,27 @@ describeBrowser('web console in a real browser', () => {
     expect(stats[0].colours).toBeGreaterThan(200);
     expect(stats[1].colours).toBeGreaterThan(200);
     expect(stats[1].brightness).toBeLessThan(stats[0].brightness);
+    expect(await page.getAttribute('#pg-before-spec', 'data-axis-hz')).toBe(await page.getAttribute('#pg-after-spec', 'data-axis-hz'));
     await shot('playground');
 
     // The playground went through the real gateway with its own session key, and was logged.
-    const keys = handle.store.listTokens().filter((k) => k.name === 'console playground');
+    const keys = (await handle.store.listTokens()).filter((k) => k.name === 'console playground');
     expect(keys).toHaveLength(1);
-    const logged = handle.store.queryRequests({ tokenId: keys[0].id, endpoint: 'denoise' });
+    const logged = await handle.store.queryRequests({ tokenId: keys[0].id, endpoint: 'denoise' });
     expect(logged.map((r) => r.status)).toEqual([200]);
   });
 
   test('playground recovers when its key was revoked meanwhile: it takes a fresh one', async () => {
-    const before = handle.store.listTokens().filter((k) => k.name === 'console playground');
+    const before = (await handle.store.listTokens()).filter((k) => k.name === 'console playground');
     expect(before).toHaveLength(1);
-    handle.store.revokeToken(before[0].id);
+    await handle.store.revokeToken(before[0].id);
     await page.evaluate(() => {
       delete (document.querySelector('#pg-after-spec') as HTMLCanvasElement).dataset.ready;
     });
     await page.click('#pg-run');
     await page.waitForSelector('#pg-after-spec[data-ready="true"]', { timeout: 60_000 });
     expect(await page.textContent('#pg-status')).toContain('Done');
-    const after = handle.store.listTokens().filter((k) => k.name === 'console playground' && !k.revokedAt);
+    const after = (await handle.store.listTokens()).filter((k) => k.name === 'console playground' && !k.revokedAt);
     expect(after).toHaveLength(1);
     expect(after[0].id).not.toBe(before[0].id);
   });
@@ -262,9 +294,106 @@ describeBrowser('web console in a real browser', () => {
     await page.waitForFunction(() => /Done|Failed/.test(document.querySelector('#pg-status')!.textContent ?? ''), undefined, { timeout: 60_000 });
     expect(await page.textContent('#pg-status')).toContain('Done');
     await page.waitForSelector('#pg-after-spec[data-ready="true"]');
-    const logged = handle.store.queryRequests({ endpoint: 'denoise', status: 200 });
+    const logged = await handle.store.queryRequests({ endpoint: 'denoise', status: 200 });
     expect(logged.length).toBeGreaterThanOrEqual(4); // API call, file run, retried run, recording
     await shot('playground-recorded');
+  });
+
+  test('playground: before and after share one frequency axis when their sample rates differ', async () => {
+    // An MP3 is decoded by the browser at 48 kHz (axis to 24 kHz); the cleaned WAV comes back at 44.1 kHz.
+    await page.setInputFiles('#pg-file', path.join(PROJECT_ROOT, 'fixtures', 'speech-noisy-44k1-stereo.mp3'));
+    await page.waitForSelector('#pg-before-spec[data-ready="true"]');
+    expect(await page.getAttribute('#pg-before-spec', 'data-sample-rate')).toBe('48000');
+    await page.evaluate(() => {
+      delete (document.querySelector('#pg-after-spec') as HTMLCanvasElement).dataset.ready;
+    });
+    await page.click('#pg-run');
+    await page.waitForSelector('#pg-after-spec[data-ready="true"]', { timeout: 60_000 });
+    expect(await page.getAttribute('#pg-after-spec', 'data-sample-rate')).toBe('44100');
+    expect(await page.getAttribute('#pg-before-spec', 'data-axis-hz')).toBe('24000');
+    expect(await page.getAttribute('#pg-after-spec', 'data-axis-hz')).toBe('24000');
+    // Above 22.05 kHz the cleaned file has no content: that band of its canvas is the empty colour, not a stretch.
+    const emptyBand = await page.evaluate(() => {
+      const c = document.querySelector('#pg-after-spec') as HTMLCanvasElement;
+      const d = c.getContext('2d')!.getImageData(60, 8, c.width - 80, 4).data; // a strip just under the top edge
+      let same = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i] === 0x16 && d[i + 1] === 0x1c && d[i + 2] === 0x2b) same++;
+      return same / (d.length / 4);
+    });
+    expect(emptyBand).toBeGreaterThan(0.95);
+    await shot('playground-shared-axis');
+  });
+
+  test('playground: "Copy as curl" gives a command that runs the same call', async () => {
+    await page.selectOption('#pg-model', 'nsm-1');
+    await page.fill('#pg-atten', '12');
+    await page.setInputFiles('#pg-file', FIXTURE);
+    await page.click('#pg-curl-copy');
+    await page.waitForSelector('#pg-curl-box:not([hidden])');
+    const command = (await page.textContent('#pg-curl'))!;
+    expect(command).toContain("-F model='nsm-1'");
+    expect(command).toContain(`attenuation_limit_db='12'`);
+    expect(command).toContain(`'file=@speech-noisy-16k-mono.wav'`);
+    expect(command).toContain('"X-API-Key: $TOKEN"');
+    expect(command).not.toMatch(/mw_live_/); // the playground's own key is not put on the clipboard
+    // Run it in a shell, with a key of our own in TOKEN and the file beside it.
+    const ws = (await handle.store.listWorkspaces())[0];
+    const own = (await handle.store.createToken({ workspaceId: ws.id, name: 'curl', scopes: ['*'], allowedIps: [], expiresAt: null })).token;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'console-curl-'));
+    try {
+      fs.copyFileSync(FIXTURE, path.join(dir, 'speech-noisy-16k-mono.wav'));
+      // Asynchronously: the server answering curl runs in this very process.
+      const run = await new Promise<{ status: number; stdout: string }>((resolve) => {
+        execFile('bash', ['-c', command], { cwd: dir, env: { ...process.env, TOKEN: own } }, (err, stdout) =>
+          resolve({ status: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout }),
+        );
+      });
+      expect(run.status).toBe(0);
+      expect(run.stdout).toMatch(/^HTTP\/1\.1 200 OK/);
+      const out = fs.readFileSync(path.join(dir, 'speech-noisy-16k-mono_denoised.wav'));
+      expect(out.subarray(0, 4).toString('latin1')).toBe('RIFF');
+      const stats = JSON.parse(/^x-ns-stats: (.*)$/im.exec(run.stdout)![1]);
+      expect(stats).toMatchObject({ model: 'nsm-1', attenuation_limit_db: 12 });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    await handle.store.revokeToken(own);
+  });
+
+  test('usable at phone width (390 px): no sideways scrolling of the page; screenshots of every page', async () => {
+    const phone = await browser.newContext({
+      viewport: { width: 390, height: 844 },
+      deviceScaleFactor: 2,
+      isMobile: true,
+      hasTouch: true,
+      storageState: await page.context().storageState(),
+    });
+    const p = await phone.newPage();
+    const errors: string[] = [];
+    p.on('pageerror', (err) => errors.push(String(err)));
+    try {
+      for (const name of ['keys', 'workspaces', 'playground']) {
+        await p.goto(`${base}/console/#${name}`);
+        await p.waitForSelector(`#page-${name}:not([hidden])`);
+        if (name === 'workspaces') await p.locator('#log-table tbody tr').first().waitFor();
+        if (name === 'playground') {
+          await p.waitForSelector('#pg-model option[value="nsm-2"]', { state: 'attached' });
+          await p.setInputFiles('#pg-file', FIXTURE);
+          await p.waitForSelector('#pg-run:not([disabled])');
+          await p.click('#pg-run');
+          await p.waitForSelector('#pg-after-spec[data-ready="true"]', { timeout: 60_000 });
+          await p.click('#pg-curl-copy');
+          await p.waitForSelector('#pg-curl-box:not([hidden])');
+        }
+        // Nothing sticks out of the 390 px layout (the chart scrolls inside its own card).
+        const widest = await p.evaluate(() => Math.max(document.documentElement.scrollWidth, document.body.scrollWidth));
+        expect([name, widest]).toEqual([name, 390]);
+        await p.screenshot({ path: path.join(SHOTS, `console-phone-${name}.png`), fullPage: true });
+      }
+      expect(errors).toEqual([]);
+    } finally {
+      await phone.close();
+    }
   });
 
   test('sign out: back to sign-in, API closed, playground key revoked', async () => {
@@ -272,7 +401,7 @@ describeBrowser('web console in a real browser', () => {
     await page.waitForSelector('#page-signin:not([hidden])');
     const res = await page.evaluate(async () => (await fetch('api/workspaces')).status);
     expect(res).toBe(401);
-    const pgKeys = handle.store.listTokens().filter((k) => k.name === 'console playground');
+    const pgKeys = (await handle.store.listTokens()).filter((k) => k.name === 'console playground');
     expect(pgKeys).toHaveLength(2);
     expect(pgKeys.every((k) => k.revokedAt !== null)).toBe(true);
     expect(browserErrors.filter((e) => !/401|Unauthorized/.test(e))).toEqual([]);

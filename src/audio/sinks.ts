@@ -1,0 +1,162 @@
+// Sinks of the file pipeline: planar float32 at the model's rate in, the output file out.
+//
+//   WavFileSink     16-bit PCM WAV at the model's rate: written in-process (wav.ts), no child process.
+//   FfmpegSink      FLAC, or WAV at another rate: an ffmpeg encoder child (soxr resampling) fed through its stdin.
+//
+// Both turn non-finite samples into silence before encoding (never full-scale garbage), and both apply backpressure:
+// write() resolves once the bytes were taken (file write done, or the encoder's stdin drained).
+import type { ChildProcess } from 'node:child_process';
+import os from 'node:os';
+import type { Config } from '../config';
+import { AudioPipelineError } from './errors';
+import { killChild, spawnFfmpeg, StderrTail, waitForExit } from './ffmpeg';
+import { WavWriter } from './wav';
+
+export interface AudioSink {
+  write(planar: Float32Array[]): Promise<void>;
+  /** Finishes the file; rejects when it could not be completed. */
+  close(): Promise<void>;
+  /** Stops without finishing (the caller removes the file); safe to call repeatedly. */
+  abort(): Promise<void>;
+}
+
+export interface SinkOptions {
+  format: 'wav' | 'flac';
+  channels: number;
+  modelRate: number;
+  outputRate: number;
+  /** false: encode with ffmpeg even where the in-process WAV writer applies. */
+  inProcessWav: boolean;
+  /** Called when the encoder dies between writes. */
+  onFailure(err: Error): void;
+}
+
+export async function openSink(config: Config, outputPath: string, opts: SinkOptions): Promise<AudioSink> {
+  if (opts.inProcessWav && os.endianness() === 'LE' && opts.format === 'wav' && opts.outputRate === opts.modelRate) {
+    try {
+      return new WavFileSink(await WavWriter.create(outputPath, opts.channels, opts.modelRate));
+    } catch (err) {
+      throw outputError(err);
+    }
+  }
+  return new FfmpegSink(config, outputPath, opts);
+}
+
+function outputError(err: unknown): AudioPipelineError {
+  const code = (err as NodeJS.ErrnoException).code;
+  return new AudioPipelineError(`cannot write the output file (${code ?? (err as Error).message})`, { cause: err });
+}
+
+/** Non-finite samples (NaN, ±Inf) become silence, in place (the arrays belong to the pipeline). */
+function clean(planar: Float32Array[]): void {
+  for (const ch of planar) for (let i = 0; i < ch.length; i++) if (ch[i] - ch[i] !== 0) ch[i] = 0;
+}
+
+class WavFileSink implements AudioSink {
+  private done = false;
+  constructor(private readonly writer: WavWriter) {}
+
+  async write(planar: Float32Array[]): Promise<void> {
+    // encodeInt16 turns non-finite samples into 0 itself.
+    try {
+      await this.writer.write(planar);
+    } catch (err) {
+      throw outputError(err);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.done = true;
+    try {
+      await this.writer.close();
+    } catch (err) {
+      throw outputError(err);
+    }
+  }
+
+  async abort(): Promise<void> {
+    if (this.done) return;
+    this.done = true;
+    await this.writer.abort();
+  }
+}
+
+class FfmpegSink implements AudioSink {
+  private readonly child: ChildProcess;
+  private readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  private readonly stderr = new StderrTail();
+  private inputEnded = false;
+  private aborted = false;
+
+  constructor(config: Config, outputPath: string, opts: SinkOptions) {
+    this.child = spawnFfmpeg(config.ffmpegPath, [
+      '-loglevel', 'error',
+      '-f', 'f32le', '-ar', String(opts.modelRate), '-ac', String(opts.channels), '-i', 'pipe:0',
+      ...(opts.outputRate !== opts.modelRate ? ['-af', `aresample=${opts.outputRate}:resampler=soxr`] : []),
+      '-ar', String(opts.outputRate),
+      '-fflags', '+bitexact', '-flags', '+bitexact', '-map_metadata', '-1',
+      ...(opts.format === 'flac'
+        ? ['-c:a', 'flac', '-sample_fmt', 's16', '-f', 'flac']
+        : ['-c:a', 'pcm_s16le', '-rf64', 'auto', '-f', 'wav']),
+      '-y', outputPath,
+    ]);
+    const child = this.child;
+    child.stderr!.on('data', (d: Buffer) => this.stderr.push(d));
+    child.stdout!.resume();
+    child.stdin!.on('error', () => undefined); // EPIPE surfaces through the exit below
+    this.exit = waitForExit(child);
+    this.exit.then(
+      ({ code, signal }) => {
+        if (this.aborted) return;
+        if (!this.inputEnded || code !== 0) opts.onFailure(this.error(code, signal));
+      },
+      (err: Error) => opts.onFailure(err),
+    );
+  }
+
+  async write(planar: Float32Array[]): Promise<void> {
+    if (planar.length === 0 || planar[0].length === 0) return;
+    clean(planar);
+    const stdin = this.child.stdin!;
+    if (!stdin.write(interleave(planar))) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          stdin.off('drain', done);
+          this.child.off('close', done);
+          resolve();
+        };
+        stdin.on('drain', done);
+        this.child.on('close', done);
+      });
+    }
+  }
+
+  async close(): Promise<void> {
+    this.inputEnded = true;
+    this.child.stdin!.end();
+    const { code, signal } = await this.exit;
+    if (code !== 0) throw this.error(code, signal);
+  }
+
+  async abort(): Promise<void> {
+    this.aborted = true;
+    killChild(this.child);
+    await this.exit.catch(() => undefined);
+  }
+
+  private error(code: number | null, signal: NodeJS.Signals | null): AudioPipelineError {
+    const detail = this.stderr.summary();
+    const how = signal ? `was killed (${signal})` : code === 0 ? 'stopped early' : `exited with code ${code}`;
+    return new AudioPipelineError(`ffmpeg encoder ${how}${detail ? `: ${detail}` : ''}`);
+  }
+}
+
+/** One Float32Array per channel → f32le interleaved bytes (always a copy). */
+function interleave(planar: Float32Array[]): Buffer {
+  const C = planar.length;
+  const frames = planar[0].length;
+  if (C === 1) return Buffer.from(planar[0].slice().buffer);
+  const out = new Float32Array(frames * C);
+  for (let i = 0, k = 0; i < frames; i++) for (let c = 0; c < C; c++, k++) out[k] = planar[c][i];
+  return Buffer.from(out.buffer);
+}

@@ -1,0 +1,344 @@
+// The jobs endpoints behind the gateway (they run after its token, scope, plan, rate-limit and credit policies, as the
+// handler of the routes whose target is 'jobs'):
+//   POST   /v1/noise-suppressor/jobs               multipart: file (streamed to disk) or url, /denoise params, webhook_url
+//   GET    /v1/noise-suppressor/jobs               ?status=&limit=&cursor=  the workspace's jobs, newest first
+//   GET    /v1/noise-suppressor/jobs/{id}          the job object
+//   DELETE /v1/noise-suppressor/jobs/{id}          cancel a queued/running job, or delete a finished job's result
+//   GET    /v1/noise-suppressor/jobs/{id}/result   the cleaned audio (Range, ETag, Last-Modified)
+// A job is visible only to its workspace: any other id is 404 job_not_found.
+import fs from 'node:fs';
+import type { Request, Response } from 'express';
+import multer from 'multer';
+import type { Config } from '../config';
+import type { ForwardOutcome, Forwarder, GatewayContext } from '../gateway/types';
+import { cleanInputName, contentDisposition } from '../model-service/names';
+import type { GatewayStore } from '../store/types';
+import { randomBase62 } from '../store/tokens';
+import { JobApiError, sendJobError } from './errors';
+import type { JobFiles } from './files';
+import type { JobMetrics } from './metrics';
+import { parseJobForm } from './params';
+import { settleRefund } from './runner';
+import { fileNameFromUrl } from './safe-http';
+import { isJobStatus, type JobRecord, type JobStore, type JobsLog } from './types';
+import { assertPublicHost, UrlNotAllowedError } from './url-guard';
+import { newWebhookSecret } from './webhooks';
+import { decodeCursor, encodeCursor, jobPath, jobView } from './views';
+
+export interface JobsApiDeps {
+  config: Config;
+  store: JobStore;
+  gateway: GatewayStore;
+  files: JobFiles;
+  /** Wakes this process's runner when a job is created; stops its work when one is canceled. */
+  runner?: { wake(): void; stopLocal(id: string): void } | null;
+  log: JobsLog;
+  metrics?: JobMetrics;
+}
+
+const MAX_LIST = 100;
+const DEFAULT_LIST = 20;
+
+/** multer storage writing the one `file` part to a given path, counting bytes; removes it on failure. */
+class SingleFileStorage implements multer.StorageEngine {
+  constructor(private readonly dest: string) {}
+
+  _handleFile(_req: Request, file: Express.Multer.File, cb: (error?: unknown, info?: Partial<Express.Multer.File>) => void): void {
+    const out = fs.createWriteStream(this.dest);
+    let size = 0;
+    let failed = false;
+    const fail = (err: unknown): void => {
+      if (failed) return;
+      failed = true;
+      file.stream.unpipe(out);
+      file.stream.resume();
+      out.destroy();
+      fs.rm(this.dest, { force: true }, () => cb(err));
+    };
+    file.stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+    });
+    file.stream.on('error', fail);
+    out.on('error', fail);
+    out.on('finish', () => {
+      if (!failed) cb(null, { path: this.dest, size });
+    });
+    file.stream.pipe(out);
+  }
+
+  _removeFile(_req: Request, file: Express.Multer.File, cb: (error: Error | null) => void): void {
+    fs.rm(file.path, { force: true }, () => cb(null));
+  }
+}
+
+function uploadError(config: Config, err: unknown): JobApiError {
+  if (err instanceof JobApiError) return err;
+  if (err instanceof multer.MulterError) {
+    switch (err.code) {
+      case 'LIMIT_FILE_SIZE':
+        return new JobApiError('payload_too_large', `the file is larger than ${config.jobs.maxUploadBytes} bytes (JOBS_MAX_UPLOAD_MB)`);
+      case 'LIMIT_UNEXPECTED_FILE':
+        return new JobApiError(
+          'invalid_request',
+          err.field === 'file' ? 'send one "file" per job' : `unexpected file field "${err.field ?? ''}"; send the audio as "file"`,
+        );
+      default:
+        return new JobApiError('invalid_request', `malformed form data: ${err.message}`);
+    }
+  }
+  return new JobApiError('invalid_request', `malformed multipart/form-data body: ${err instanceof Error ? err.message : String(err)}`);
+}
+
+export function createJobsHandler(deps: JobsApiDeps): Forwarder {
+  const { config, store, files } = deps;
+  const guard = { allowPrivate: config.jobs.allowPrivateUrls };
+
+  async function owned(ctx: GatewayContext): Promise<JobRecord> {
+    const id = ctx.params?.id ?? '';
+    const job = id ? await store.getJob(id) : null;
+    if (!job || job.workspaceId !== ctx.workspaceId) throw new JobApiError('job_not_found', `No job "${id}" in this workspace.`);
+    return job;
+  }
+
+  /** Streams the multipart body: the file to `dest`, text fields to req.body. Resolves with the file, if any. */
+  function receive(req: Request, res: Response, dest: string): Promise<Express.Multer.File | undefined> {
+    const upload = multer({
+      storage: new SingleFileStorage(dest),
+      defParamCharset: 'utf8',
+      preservePath: true,
+      limits: { fileSize: config.jobs.maxUploadBytes, files: 1, fields: 20, parts: 24, fieldSize: 64 * 1024 },
+      fileFilter: (fileReq, file, cb) => {
+        try {
+          if (file.fieldname !== 'file') {
+            throw new JobApiError('invalid_request', `unexpected file field "${file.fieldname}"; send the audio as "file"`);
+          }
+          const form = parseJobForm(config, fileReq.body as Record<string, unknown>);
+          if (form.url) throw new JobApiError('invalid_request', 'send either a file or a url, not both');
+          cb(null, true);
+        } catch (err) {
+          cb(err as Error);
+        }
+      },
+    }).single('file');
+    return new Promise((resolve, reject) => {
+      // A client that goes away mid-upload: busboy may never report it, the closed response does.
+      const onClose = (): void => reject(new JobApiError('invalid_request', 'the client closed the connection during the upload'));
+      res.once('close', onClose);
+      upload(req, res, (err?: unknown) => {
+        res.off('close', onClose);
+        if (err) reject(uploadError(config, err));
+        else resolve(req.file);
+      });
+    });
+  }
+
+  async function submit(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
+    if (!req.is('multipart/form-data')) {
+      throw new JobApiError('invalid_request', 'send multipart/form-data with the audio in "file" or its address in "url"');
+    }
+    const workspaceId = ctx.workspaceId!;
+    const max = config.jobs.maxActivePerWorkspace;
+    // Cheap checks before accepting up to JOBS_MAX_UPLOAD_MB of upload.
+    const active = await store.countActive(workspaceId);
+    if (active >= max) {
+      throw new JobApiError('too_many_jobs', `This workspace already has ${active} queued or running jobs (at most ${max}); wait for some to finish.`);
+    }
+    const declared = Number(req.headers['content-length']);
+    const free = await files.freeBytes();
+    if (free - (Number.isFinite(declared) ? declared : 0) < config.jobs.minFreeDiskBytes) {
+      throw new JobApiError('insufficient_storage', 'The server is short of disk space for new jobs; retry later.');
+    }
+
+    await files.ensure();
+    const id = 'job_' + randomBase62(24);
+    const tmp = files.incomingFile(id, 'upload');
+    const inputPath = files.input(id);
+    let created = false;
+    req.on('data', (chunk: Buffer) => {
+      ctx.bytesIn += chunk.length;
+    });
+    try {
+      const file = await receive(req, res, tmp);
+      const form = parseJobForm(config, req.body as Record<string, unknown>);
+      if (!file && !form.url) {
+        throw new JobApiError('invalid_request', 'missing input: send the audio as the multipart file field "file", or its address in "url"');
+      }
+      if (file && form.url) throw new JobApiError('invalid_request', 'send either a file or a url, not both');
+      try {
+        if (form.url) await assertPublicHost(form.url, guard, 'url');
+        if (form.webhookUrl) await assertPublicHost(form.webhookUrl, guard, 'webhook_url');
+      } catch (err) {
+        if (err instanceof UrlNotAllowedError) throw new JobApiError('url_not_allowed', err.message);
+        throw err;
+      }
+      if (file) {
+        if (file.size === 0) throw new JobApiError('invalid_request', 'the file is empty');
+        await fs.promises.rename(tmp, inputPath);
+      }
+      const now = Date.now();
+      const outcome = await store.createJob(
+        {
+          id,
+          workspaceId,
+          tokenId: ctx.tokenId ?? null,
+          requestId: ctx.requestId,
+          params: form.params,
+          input: file
+            ? { source: 'upload', url: null, filename: cleanInputName(file.originalname) || 'audio', bytes: file.size }
+            : { source: 'url', url: form.url!.toString(), filename: fileNameFromUrl(form.url!), bytes: null },
+          webhookUrl: form.webhookUrl ? form.webhookUrl.toString() : null,
+          credits: ctx.creditsCharged,
+          chargedAt: ctx.chargedAt ? ctx.chargedAt.getTime() : null,
+          createdAt: now,
+        },
+        max,
+      );
+      if (!outcome.ok) {
+        throw new JobApiError('too_many_jobs', `This workspace already has ${outcome.active} queued or running jobs (at most ${max}); wait for some to finish.`);
+      }
+      created = true;
+      deps.metrics?.created();
+      if (form.webhookUrl) await store.ensureWebhookSecret(workspaceId, newWebhookSecret);
+      deps.runner?.wake();
+      res.status(202).setHeader('Location', jobPath(id));
+      res.json(jobView(outcome.job));
+      return { status: 202, ok: true };
+    } finally {
+      await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
+      if (!created) await fs.promises.rm(inputPath, { force: true }).catch(() => undefined);
+    }
+  }
+
+  async function list(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
+    const q = req.query as Record<string, unknown>;
+    const one = (name: string): string | undefined => {
+      const v = q[name];
+      if (v === undefined || v === '') return undefined;
+      if (typeof v !== 'string') throw new JobApiError('invalid_request', `${name} was given more than once`);
+      return v;
+    };
+    const status = one('status');
+    if (status !== undefined && !isJobStatus(status)) {
+      throw new JobApiError('invalid_request', `status must be one of queued, running, succeeded, failed, canceled; got "${status.slice(0, 40)}"`);
+    }
+    const limitText = one('limit');
+    let limit = DEFAULT_LIST;
+    if (limitText !== undefined) {
+      limit = Number(limitText);
+      if (!/^\d+$/.test(limitText) || limit < 1 || limit > MAX_LIST) {
+        throw new JobApiError('invalid_request', `limit must be a whole number from 1 to ${MAX_LIST}`);
+      }
+    }
+    const cursorText = one('cursor');
+    const before = cursorText === undefined ? undefined : decodeCursor(cursorText);
+    if (before === null) throw new JobApiError('invalid_request', 'cursor is not one this API returned');
+    const rows = await store.listJobs({ workspaceId: ctx.workspaceId!, status: status as JobRecord['status'] | undefined, limit: limit + 1, before });
+    const page = rows.slice(0, limit);
+    const more = rows.length > limit;
+    res.json({ object: 'list', jobs: page.map(jobView), has_more: more, next_cursor: more ? encodeCursor(page[page.length - 1]) : null });
+    return { status: 200, ok: true };
+  }
+
+  async function get(_req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
+    const job = await owned(ctx);
+    res.setHeader('Cache-Control', 'no-store');
+    res.json(jobView(job));
+    return { status: 200, ok: true };
+  }
+
+  async function remove(_req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
+    const job = await owned(ctx);
+    const now = Date.now();
+    let current: JobRecord = job;
+    if (job.status === 'queued' || job.status === 'running') {
+      const out = await store.cancelJob(job.id, ctx.workspaceId!, now, now + config.jobs.retentionMs);
+      if (!out) throw new JobApiError('job_not_found', `No job "${job.id}" in this workspace.`);
+      current = out.job;
+      if (out.wasActive) {
+        deps.metrics?.finished('canceled');
+        deps.runner?.stopLocal(job.id);
+        await files.removeAll(job.id, null);
+        await settleRefund(store, deps.gateway, out.job, deps.log);
+        current = (await store.getJob(job.id)) ?? out.job;
+      }
+    }
+    if (current.status !== 'queued' && current.status !== 'running' && current.result) {
+      const updated = await store.deleteResult(job.id, ctx.workspaceId!, now);
+      await fs.promises.rm(files.result(current.result.file), { force: true });
+      if (updated) current = updated;
+    }
+    res.json(jobView(current));
+    return { status: 200, ok: true };
+  }
+
+  async function result(_req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
+    const job = await owned(ctx);
+    if (job.status === 'queued' || job.status === 'running') {
+      throw new JobApiError('job_not_finished', `Job ${job.id} is ${job.status}; fetch the result once its status is succeeded.`);
+    }
+    if (job.status !== 'succeeded') {
+      throw new JobApiError('job_not_finished', `Job ${job.id} ${job.status === 'failed' ? 'failed' : 'was canceled'}; it has no result.`);
+    }
+    if (!job.result) throw new JobApiError('result_gone', `The result of job ${job.id} was deleted.`);
+    const file = files.result(job.result.file);
+    const status = await new Promise<number>((resolve) => {
+      res.sendFile(
+        file,
+        {
+          acceptRanges: true,
+          lastModified: true,
+          cacheControl: false,
+          dotfiles: 'allow',
+          headers: {
+            'Content-Type': job.result!.contentType,
+            'Content-Disposition': contentDisposition(job.result!.filename),
+            'Cache-Control': 'private, no-cache',
+          },
+        },
+        (err?: Error & { status?: number; code?: string }) => {
+          if (!err) return resolve(res.statusCode);
+          if (res.headersSent) {
+            // The client went away during the body, or the file broke off.
+            res.destroy();
+            return resolve(res.statusCode);
+          }
+          for (const h of ['Content-Type', 'Content-Disposition', 'Last-Modified', 'ETag', 'Cache-Control']) res.removeHeader(h);
+          if (err.status === 416) {
+            res.setHeader('Content-Range', `bytes */${job.result!.bytes}`);
+            return resolve(sendJobError(res, 'range_not_satisfiable', `The requested range is outside the ${job.result!.bytes}-byte result.`));
+          }
+          if (err.code === 'ENOENT' || err.status === 404) {
+            return resolve(sendJobError(res, 'result_gone', `The result of job ${job.id} is no longer on this server.`));
+          }
+          deps.log(`[jobs] sending the result of ${job.id} failed: ${err.message}`, 'error');
+          resolve(sendJobError(res, 'internal_error', 'Could not send the result.'));
+        },
+      );
+    });
+    ctx.bytesOut = Number(res.getHeader('content-length')) || 0;
+    return { status, ok: status < 400 };
+  }
+
+  return async (req, res, ctx) => {
+    const route = ctx.route!;
+    try {
+      switch (`${route.method} ${route.endpoint}`) {
+        case 'POST jobs':
+          return await submit(req, res, ctx);
+        case 'GET jobs':
+          return await list(req, res, ctx);
+        case 'GET jobs/{id}':
+          return await get(req, res, ctx);
+        case 'DELETE jobs/{id}':
+          return await remove(req, res, ctx);
+        case 'GET jobs/{id}/result':
+          return await result(req, res, ctx);
+        default:
+          throw new JobApiError('invalid_request', `No jobs handler for ${route.method} ${route.endpoint}.`);
+      }
+    } catch (err) {
+      if (err instanceof JobApiError) return { status: sendJobError(res, err.type, err.message), ok: false };
+      throw err;
+    }
+  };
+}

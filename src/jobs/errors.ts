@@ -1,0 +1,44 @@
+// Errors of the jobs endpoints: the gateway's envelope {"error": {"type", "message", "request_id"}} with the job types.
+import type { Response } from 'express';
+import { requestIdOf } from '../gateway/errors';
+
+export const JOB_ERRORS = {
+  invalid_request: 400,
+  url_not_allowed: 400,
+  job_not_found: 404,
+  job_not_finished: 409,
+  result_gone: 410,
+  payload_too_large: 413,
+  range_not_satisfiable: 416,
+  too_many_jobs: 429,
+  internal_error: 500,
+  insufficient_storage: 507,
+} as const;
+
+export type JobErrorType = keyof typeof JOB_ERRORS;
+
+/** A refusal with its envelope type; thrown inside the handlers and sent by sendJobError. */
+export class JobApiError extends Error {
+  constructor(
+    readonly type: JobErrorType,
+    message: string,
+  ) {
+    super(message);
+  }
+  get status(): number {
+    return JOB_ERRORS[this.type];
+  }
+}
+
+export function sendJobError(res: Response, type: JobErrorType, message: string): number {
+  const status = JOB_ERRORS[type];
+  res.locals.errorType = type;
+  const ctx = res.locals.gateway as { errorType?: string } | undefined;
+  if (ctx) ctx.errorType = type;
+  if (res.headersSent) {
+    res.destroy();
+    return status;
+  }
+  res.status(status).json({ error: { type, message, request_id: requestIdOf(res) } });
+  return status;
+}

@@ -1,0 +1,69 @@
+// The form fields of POST /jobs: the /denoise parameters (checked by the same rules as /denoise), plus `url` or a
+// `file` part, and an optional `webhook_url`.
+import type { Config } from '../config';
+import { HttpError } from '../model-service/http-error';
+import { parseDenoiseParams } from '../model-service/params';
+import { JobApiError } from './errors';
+import type { JobParams } from './types';
+import { parseUserUrl, UrlNotAllowedError } from './url-guard';
+
+export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'url', 'webhook_url'];
+const DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate'];
+
+export interface JobForm {
+  params: JobParams;
+  url: URL | null;
+  webhookUrl: URL | null;
+}
+
+function text(body: Record<string, unknown>, name: string): string | undefined {
+  const value = body[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new JobApiError('invalid_request', `${name} was given more than once; send it once`);
+  const trimmed = value.trim();
+  return trimmed === '' ? undefined : trimmed;
+}
+
+/**
+ * Checks the fields received so far. Called when the file part starts too, so a bad option sent before a large
+ * file is refused before the file is stored.
+ */
+export function parseJobForm(config: Config, body: Record<string, unknown> | undefined): JobForm {
+  const fields = body ?? {};
+  for (const name of Object.keys(fields)) {
+    if (JOB_FIELDS.includes(name)) continue;
+    if (name === 'file') throw new JobApiError('invalid_request', '"file" must be a file part (multipart/form-data with a filename), not a text field');
+    if (name === 'response') throw new JobApiError('invalid_request', '"response" does not apply to jobs: the result is fetched from the job\'s result URL');
+    throw new JobApiError('invalid_request', `unknown field "${name}"; accepted fields: file, ${JOB_FIELDS.join(', ')}`);
+  }
+  const denoiseFields: Record<string, unknown> = {};
+  for (const name of DENOISE_FIELDS) if (fields[name] !== undefined) denoiseFields[name] = fields[name];
+  let parsed;
+  try {
+    parsed = parseDenoiseParams(config, 'single', denoiseFields);
+  } catch (err) {
+    if (err instanceof HttpError) throw new JobApiError('invalid_request', err.detail);
+    throw err;
+  }
+  const urlText = text(fields, 'url');
+  const webhookText = text(fields, 'webhook_url');
+  let url: URL | null = null;
+  let webhookUrl: URL | null = null;
+  try {
+    if (urlText !== undefined) url = parseUserUrl(urlText, 'url');
+    if (webhookText !== undefined) webhookUrl = parseUserUrl(webhookText, 'webhook_url');
+  } catch (err) {
+    if (err instanceof UrlNotAllowedError) throw new JobApiError('url_not_allowed', err.message);
+    throw err;
+  }
+  return {
+    params: {
+      model: parsed.model,
+      attenuation_limit_db: parsed.attenuationLimitDb,
+      output_format: parsed.outputFormat,
+      keep_input_sample_rate: parsed.keepInputSampleRate,
+    },
+    url,
+    webhookUrl,
+  };
+}

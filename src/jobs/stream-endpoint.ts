@@ -1,0 +1,151 @@
+// The model service's internal endpoint for jobs: POST /internal/jobs/denoise. The gateway's job runner sends the raw
+// input file as the body (no 100 MB cap: up to JOBS_MAX_UPLOAD_MB) and the /denoise parameters in the query; the
+// answer streams progress and ends with the cleaned audio, so one HTTP exchange carries the whole job and works the
+// same in-process (loopback) and against a remote MODEL_SERVICE_URL.
+//
+// Answer (200, Content-Type application/x-ns-job-stream): newline-terminated JSON lines, then possibly binary:
+//   {"type":"progress","done_s":12.0,"total_s":1200.0}        at least every 10 s while working
+//   {"type":"result","stats":{...},"bytes":N,"content_type":"audio/wav"}  followed by exactly N bytes of audio, end
+//   {"type":"error","status":422,"detail":"could not decode: ..."}         end
+// Errors found before the work starts are ordinary {"detail"} answers: 400 bad parameters, 413 too large,
+// 422 model not installed, 503 {"detail":"busy"} + Retry-After when this service already runs its share of job
+// streams (JOBS_CONCURRENCY), so jobs never take more than that share of the engine's workers.
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { Transform } from 'node:stream';
+import express, { type Request, type Response } from 'express';
+import type { Config } from '../config';
+import type { InferenceEngine } from '../inference/types';
+import { AudioAbortedError, AudioInputError, denoiseFile } from '../audio/pipeline';
+import type { ModelServiceMetrics } from '../metrics';
+import { HttpError, sendDetail, sendHttpError, tooLarge } from '../model-service/http-error';
+import { assertModelInstalled, parseDenoiseParams } from '../model-service/params';
+import { withRequestScope } from '../model-service/uploads';
+
+export const JOB_STREAM_PATH = '/internal/jobs/denoise';
+export const JOB_STREAM_CONTENT_TYPE = 'application/x-ns-job-stream';
+/** Longest silence on the stream: a progress line is repeated at least this often. */
+export const KEEPALIVE_MS = 10_000;
+const PROGRESS_INTERVAL_MS = 500;
+const CONTENT_TYPES = { wav: 'audio/wav', flac: 'audio/flac' } as const;
+
+export interface JobStreamDeps {
+  config: Config;
+  engine: InferenceEngine;
+  log?: (line: string) => void;
+  /** Audio seconds and RTF of job streams count in the model service's /metrics like /denoise's. */
+  metrics?: ModelServiceMetrics;
+}
+
+export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
+  const { config, engine } = deps;
+  const log = deps.log ?? ((line: string) => process.stderr.write(line + '\n'));
+  const router = express.Router();
+  let active = 0;
+
+  router.post(JOB_STREAM_PATH, (req: Request, res: Response) => {
+    if (active >= config.jobs.concurrency) {
+      // Not reading a body of up to 2 GB just to refuse it: answer and close the connection.
+      res.setHeader('Retry-After', '5');
+      res.setHeader('Connection', 'close');
+      sendDetail(res, 503, `busy: this model service already runs ${config.jobs.concurrency} job streams`, 'unavailable');
+      return;
+    }
+    active++;
+    let released = false;
+    const release = (): void => {
+      if (!released) {
+        released = true;
+        active--;
+      }
+    };
+    res.once('close', release);
+    void withRequestScope(
+      config,
+      res,
+      async (scope) => {
+        const q = req.query as Record<string, unknown>;
+        const fields: Record<string, unknown> = {};
+        for (const name of ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate']) {
+          if (q[name] !== undefined) fields[name] = q[name];
+        }
+        const params = parseDenoiseParams(config, 'single', fields);
+        assertModelInstalled(config, params.model);
+        const declared = Number(req.headers['content-length']);
+        const max = config.jobs.maxUploadBytes;
+        if (Number.isFinite(declared) && declared > max) throw tooLarge(`the input is larger than ${max} bytes`);
+
+        const inputPath = path.join(scope.dir, 'input');
+        let received = 0;
+        const counter = new Transform({
+          transform(chunk: Buffer, _enc, cb) {
+            received += chunk.length;
+            if (received > max) return cb(tooLarge(`the input is larger than ${max} bytes`));
+            cb(null, chunk);
+          },
+        });
+        await pipeline(req, counter, fs.createWriteStream(inputPath), { signal: scope.signal });
+        if (received === 0) throw new HttpError(422, 'could not decode: the input is empty');
+
+        res.status(200);
+        res.setHeader('Content-Type', JOB_STREAM_CONTENT_TYPE);
+        res.setHeader('Cache-Control', 'no-store');
+        res.flushHeaders();
+        let last = { done_s: 0, total_s: null as number | null };
+        let lastSent = 0;
+        const line = (obj: unknown): void => {
+          if (!res.writableEnded && !res.destroyed) res.write(JSON.stringify(obj) + '\n');
+        };
+        const sendProgress = (): void => {
+          lastSent = Date.now();
+          line({ type: 'progress', ...last });
+        };
+        sendProgress();
+        const keepalive = setInterval(() => {
+          if (Date.now() - lastSent >= KEEPALIVE_MS - 100) sendProgress();
+        }, 1000);
+        const ext = params.outputFormat;
+        const outPath = path.join(scope.dir, `output.${ext}`);
+        try {
+          const stats = await denoiseFile({ config, engine }, inputPath, outPath, {
+            model: params.model,
+            attenuationLimitDb: params.attenuationLimitDb,
+            outputFormat: params.outputFormat,
+            keepInputSampleRate: params.keepInputSampleRate,
+            signal: scope.signal,
+            onProgress(doneS, totalS) {
+              last = { done_s: Math.round(doneS * 1000) / 1000, total_s: totalS === null ? null : Math.round(totalS * 1000) / 1000 };
+              if (Date.now() - lastSent >= PROGRESS_INTERVAL_MS) sendProgress();
+            },
+          });
+          deps.metrics?.fileDone(stats);
+          // The input is no longer needed; free the disk before the output streams out.
+          await fsp.rm(inputPath, { force: true });
+          const { size } = await fsp.stat(outPath);
+          clearInterval(keepalive);
+          line({ type: 'result', stats, bytes: size, content_type: CONTENT_TYPES[ext] });
+          await pipeline(fs.createReadStream(outPath), res, { signal: scope.signal });
+        } catch (err) {
+          clearInterval(keepalive);
+          if (err instanceof AudioAbortedError || scope.signal.aborted) throw err;
+          const status = err instanceof HttpError ? err.status : err instanceof AudioInputError ? err.status : 500;
+          const detail = err instanceof HttpError ? err.detail : err instanceof Error ? err.message : String(err);
+          if (status === 500) log(`[model-service] job stream failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+          line({ type: 'error', status, detail });
+          res.end();
+        }
+      },
+      (err) => {
+        if (err instanceof HttpError) return sendHttpError(res, err);
+        if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, err.status === 413 ? 'payload_too_large' : 'invalid_audio');
+        if (err instanceof AudioAbortedError) return;
+        log(`[model-service] job stream error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+        sendDetail(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
+      },
+    ).finally(release);
+  });
+
+  return router;
+}

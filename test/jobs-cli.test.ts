@@ -1,0 +1,125 @@
+// `nsm jobs` as a real process (bin/nsm.js) against a real server: submit --wait downloads the result, status/list,
+// wait's exit code on failure, download resumes a partial file, cancel, and the usage/input errors.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import type http from 'node:http';
+import path from 'node:path';
+import { createApp, type AppHandle } from '../src/app';
+import { PROJECT_ROOT, type Config } from '../src/config';
+import { closeQuietly, fixture, listen, rawRequest, testConfig } from './service-helpers';
+import { makeLongWav, until } from './jobs-helpers';
+
+const NSM = path.join(PROJECT_ROOT, 'bin', 'nsm.js');
+
+function nsm(args: string[], env: Record<string, string>, cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [NSM, ...args], { env: { ...process.env, ...env }, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('nsm jobs against a server', () => {
+  let config: Config;
+  let handle: AppHandle;
+  let server: http.Server;
+  let base: string;
+  let token: string;
+  let env: Record<string, string>;
+  let work: string;
+
+  beforeAll(async () => {
+    config = testConfig();
+    handle = await createApp(config, { log: () => undefined });
+    const l = await listen(handle.app);
+    server = l.server;
+    base = l.url;
+    const ws = await handle.store.createWorkspace('cli', 'scale');
+    token = (await handle.store.createToken({ workspaceId: ws.id, name: 'cli', scopes: ['noise-suppressor:jobs'], allowedIps: [], expiresAt: null })).token;
+    env = { NSM_URL: base, NSM_TOKEN: token };
+    work = fs.mkdtempSync(path.join(config.dataDir, 'cli-'));
+  });
+
+  afterAll(async () => {
+    await closeQuietly(server);
+    await handle.close();
+    fs.rmSync(config.dataDir, { recursive: true, force: true });
+  });
+
+  test('submit --wait uploads, waits and saves the result under the server-given name', async () => {
+    const r = await nsm(['jobs', 'submit', fixture('speech-noisy-44k1-stereo.wav'), '--wait', '--format', 'flac', '--model', 'nsm-1'], env, work);
+    expect(r.stderr).toMatch(/submitted job_/);
+    expect(r.code).toBe(0);
+    const out = path.join(work, 'speech-noisy-44k1-stereo_denoised.flac');
+    expect(r.stdout.trim()).toMatch(/^wrote speech-noisy-44k1-stereo_denoised\.flac \(job_[A-Za-z0-9]+\)$/);
+    const id = /\((job_[A-Za-z0-9]+)\)/.exec(r.stdout)![1];
+    const served = await rawRequest(`${base}/v1/noise-suppressor/jobs/${id}/result`, { headers: { Authorization: `Bearer ${token}` } });
+    expect(fs.readFileSync(out).equals(served.body)).toBe(true);
+    expect(served.body.subarray(0, 4).toString()).toBe('fLaC');
+
+    const status = await nsm(['jobs', 'status', id, '--json'], env, work);
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ id, status: 'succeeded', params: { model: 'nsm-1', output_format: 'flac' } });
+    const list = await nsm(['jobs', 'list', '--status', 'succeeded'], env, work);
+    expect(list.stdout).toContain(id);
+  });
+
+  test('submit then wait and download -o; download resumes a partial .part file', async () => {
+    const long = path.join(work, 'talk.wav');
+    makeLongWav(config.ffmpegPath, long, 60);
+    const sub = await nsm(['jobs', 'submit', long, '--model', 'nsm-1'], env, work);
+    expect(sub.code).toBe(0);
+    const id = sub.stdout.trim();
+    expect(id).toMatch(/^job_/);
+    const wait = await nsm(['jobs', 'wait', id, '--interval', '0.2'], env, work);
+    expect(wait.code).toBe(0);
+    expect(wait.stdout.trim()).toBe(`${id} succeeded`);
+    const served = (await rawRequest(`${base}/v1/noise-suppressor/jobs/${id}/result`, { headers: { Authorization: `Bearer ${token}` } })).body;
+    // A download that broke off after 100 kB: the rest is fetched with a Range request.
+    const out = path.join(work, 'clean.wav');
+    fs.writeFileSync(`${out}.part`, served.subarray(0, 100_000));
+    const dl = await nsm(['jobs', 'download', id, '-o', out], env, work);
+    expect(dl.code).toBe(0);
+    expect(fs.readFileSync(out).equals(served)).toBe(true);
+    expect(fs.existsSync(`${out}.part`)).toBe(false);
+    // Only the missing bytes went over the wire (206), as the request log shows.
+    const row = await until(async () => (await handle.store.queryRequests({ endpoint: 'jobs/{id}/result', status: 206, limit: 1 }))[0]);
+    expect(row.bytesOut).toBe(served.length - 100_000);
+    // A finished job's result can be deleted; downloading again then fails.
+    const cancel = await nsm(['jobs', 'cancel', id], env, work);
+    expect(cancel.stdout.trim()).toBe(`${id} succeeded (result deleted)`);
+    const again = await nsm(['jobs', 'download', id, '-o', path.join(work, 'x.wav')], env, work);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/no result/);
+  });
+
+  test('a job that fails: wait exits 1 with the error; submit --wait too', async () => {
+    const r = await nsm(['jobs', 'submit', fixture('not-audio.wav'), '--wait', '--interval', '0.2'], env, work);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/failed: invalid_audio/);
+  });
+
+  test('usage and input errors', async () => {
+    expect((await nsm(['jobs', 'submit', fixture('speech-noisy-16k-mono.wav')], { NSM_URL: base, NSM_TOKEN: '' }, work)).code).toBe(2);
+    expect((await nsm(['jobs', 'submit'], env, work)).code).toBe(2);
+    expect((await nsm(['jobs', 'submit', 'a.wav', '--url', 'https://example.com/a.wav'], env, work)).code).toBe(2);
+    expect((await nsm(['jobs', 'frobnicate'], env, work)).code).toBe(2);
+    expect((await nsm(['jobs', 'submit', path.join(work, 'missing.wav')], env, work)).code).toBe(3);
+    const unknown = await nsm(['jobs', 'status', 'job_nope'], env, work);
+    expect(unknown.code).toBe(3);
+    expect(unknown.stderr).toMatch(/404 job_not_found/);
+    // The server refuses a loopback URL (default policy): 400 url_not_allowed.
+    const refused = await nsm(['jobs', 'submit', '--url', 'http://127.0.0.1:1/a.wav'], env, work);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toMatch(/400 url_not_allowed/);
+    const down = await nsm(['jobs', 'status', 'job_x'], { NSM_URL: 'http://127.0.0.1:1', NSM_TOKEN: token }, work);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(/cannot reach/);
+    const help = await nsm(['jobs', '--help'], env, work);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/nsm jobs submit FILE/);
+  });
+});
