@@ -27,7 +27,7 @@ const LADDER: ModelId[] = ['nsm-1', 'nsm-2', 'nsm-3', 'nsm-4'];
 const CLIP_SECONDS = 9.5;
 // Measured on these clips (first 9.5 s of the 5 dns3-real recordings): see docs/engine.md. The expected steps are
 // about half the measured ones, so a chain that stops improving on the one below it fails.
-const MIN_STEP: Record<string, number> = { 'nsm-2': 0.02, 'nsm-3': 0.03, 'nsm-4': 0.02 };
+const MIN_STEP: Record<string, number> = { 'nsm-2': 0.04, 'nsm-3': 0.025, 'nsm-4': 0.01 };
 
 withKit('model ladder on development clips (DNSMOS P.835)', () => {
   let graphs: DtlnGraphs;
@@ -82,17 +82,17 @@ withKit('full band through the file pipeline (default model)', () => {
       outputFormat: 'wav',
       keepInputSampleRate: true,
     });
+    // Both compared at 48 kHz (ffmpeg resamples the 44.1 kHz files the same way).
+    const a = decodeAudio(input, 48000)[0];
+    const b = decodeAudio(output, 48000)[0];
+    const keptDb = 10 * Math.log10(energyAbove(b, 9000) / energyAbove(a, 9000));
+    expect(keptDb).toBeGreaterThan(-6);
     expect(stats.output_sample_rate).toBe(rate);
     expect(stats.processing_sample_rate).toBe(48000);
     expect(stats.bands).toEqual([
       { from_hz: 0, to_hz: 8000, processing: 'denoised_16k' },
       { from_hz: 8000, to_hz: rate / 2, processing: 'guided_high_band' },
     ]);
-    // Both compared at 48 kHz (ffmpeg resamples the 44.1 kHz files the same way).
-    const a = decodeAudio(input, 48000)[0];
-    const b = decodeAudio(output, 48000)[0];
-    const keptDb = 10 * Math.log10(energyAbove(b, 9000) / energyAbove(a, 9000));
-    expect(keptDb).toBeGreaterThan(-6);
   });
 
   it('at the model rate (keep_input_sample_rate false) a 16 kHz model returns 16 kHz audio, no high band', async () => {

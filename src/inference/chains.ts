@@ -51,29 +51,6 @@ export class Dtln16Chain implements ChainProcessor {
   }
 }
 
-/** A 16 kHz chain followed by the residual-noise post-filter. */
-export class PostFilteredChain implements ChainProcessor {
-  readonly sampleRate: number;
-  readonly channels: number;
-  readonly latency: number;
-  private readonly filters: PostFilter[];
-
-  constructor(
-    readonly inner: ChainProcessor,
-    opts: PostFilterOptions,
-  ) {
-    this.sampleRate = inner.sampleRate;
-    this.channels = inner.channels;
-    this.filters = Array.from({ length: inner.channels }, () => new PostFilter(opts));
-    this.latency = inner.latency + this.filters[0].latency;
-  }
-
-  async process(planar: Float32Array[]): Promise<Float32Array[]> {
-    const y = await this.inner.process(planar);
-    return y.map((ch, c) => this.filters[c].process(ch));
-  }
-}
-
 /**
  * A 16 kHz chain as data: stages run one after the other, each on the previous one's output. `dtln` is one DTLN
  * pass (both stages unless `stage2: false`; `grids`: frame-grid offsets averaged in one batched run), `postFilter` the
