@@ -126,7 +126,10 @@ export async function runQuality(argv: string[]): Promise<QualityReport | null> 
   const modelsArg = opt('--models');
   const systems: SystemDef[] = [{ name: 'unprocessed', model: 'unprocessed' }];
   const models = modelsArg === 'none' ? [] : modelsArg ? (modelsArg.split(',') as ModelId[]) : LADDER;
-  for (const m of models) systems.push({ name: m, model: m });
+  for (const m of models) {
+    if (!LADDER.includes(m)) throw new Error(`--models takes 16 kHz models (${LADDER.join(', ')}); nsm-2-hd is measured in the full-band part`);
+    systems.push({ name: m, model: m });
+  }
   for (const s of all('--system')) {
     const eq = s.indexOf('=');
     if (eq <= 0) throw new Error(`--system takes NAME=SPEC, got "${s}"`);
@@ -220,7 +223,8 @@ function steps(systems: SystemResult[], clips: Clip[], compares: string[]): Step
   const pairs: [string, string][] = [];
   const ladder = LADDER.filter((m) => byName.has(m));
   for (let i = 1; i < ladder.length; i++) pairs.push([ladder[i - 1], ladder[i]]);
-  if (byName.has('nsm-2')) for (const m of ['nsm-4'] as const) if (byName.has(m) && byName.has('nsm-3')) pairs.push(['nsm-2', m]);
+  // nsm-2 -> nsm-4 as well: the issue's step-size target is against nsm-2.
+  if (ladder.length === LADDER.length) pairs.push(['nsm-2', 'nsm-4']);
   for (const c of compares) {
     const [a, b] = c.split(':');
     if (!byName.has(a) || !byName.has(b)) throw new Error(`--compare ${c}: both systems must be evaluated`);

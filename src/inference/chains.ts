@@ -1,13 +1,15 @@
-// The five model chains. Each is a ChainProcessor: delayed, hop-quantised output; AlignedStream aligns it.
+// The model chains: 16 kHz chains as data (ChainSpec: DTLN passes and the post-filter in series), MODEL_CHAINS for
+// nsm-1..nsm-4, and createChain(), which wraps a 16 kHz chain in FullBandChain for nsm-2-hd and for full-band runs.
+// Each is a ChainProcessor: delayed, hop-quantised output; AlignedStream aligns it.
 import { DelayLine } from './dsp';
 import { DtlnCore, DtlnGraphs, DTLN_LATENCY } from './dtln';
 import { FullBandChain } from './fullband';
 import { HighBandOptions } from './highband';
 import { PostFilter, PostFilterOptions } from './postfilter';
 import { ChainProcessor } from './stream';
+import { ModelId } from './types';
 
 export { FullBandChain } from './fullband';
-import { ModelId } from './types';
 
 /** nsm-1 (stage 1 only, Hann resynthesis) and nsm-2 (both stages), optionally averaged over shifted frame grids. */
 export class Dtln16Chain implements ChainProcessor {
@@ -129,7 +131,8 @@ export interface ChainOptions {
 /**
  * The 16 kHz chain of each 16 kHz model (docs/engine.md says how each was chosen). Later DTLN passes run on the
  * previous pass's output: each one takes out more of the residual noise and, measured on real recordings, none of
- * them lowers DNSMOS SIG; averaging the first pass over two frame grids takes out its frame-synchronous artefacts.
+ * them lowers DNSMOS SIG. The first pass averaged over two frame grids was chosen on the tune half of the real clips;
+ * over all of them it is worth about one more plain pass, at about that cost.
  */
 export const MODEL_CHAINS: Record<Exclude<ModelId, 'nsm-2-hd'>, ChainSpec> = {
   // DTLN stage 1 alone (magnitude mask), Hann synthesis: the fastest.
