@@ -21,7 +21,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
-import { CHAINS } from '../inference/catalog';
+import { bandsUpTo, CHAINS, type BandProcessing } from '../inference/catalog';
 import type { DenoiseStream, InferenceEngine, ModelId } from '../inference/types';
 import { AudioAbortedError, AudioInputError } from './errors';
 import { encodedRate, FORMATS, truePeakCeiling, type OutputFormat } from './formats';
@@ -74,6 +74,10 @@ export interface DenoiseStats {
   input_codec: string;
   output_format: OutputFormat;
   attenuation_limit_db: number;
+  /** Rate the chain ran at: the model's rate, or 48000 when a 16 kHz model ran full band. */
+  processing_sample_rate: number;
+  /** What was done to each band of the output (up to half the lower of the input and output rates). */
+  bands: BandProcessing[];
   /** Integrated loudness (BS.1770) of the input as the model hears it (at the model's rate); null for silence. */
   input_loudness_lufs: number | null;
   /** Integrated loudness of the output; null for silence. */
@@ -113,11 +117,13 @@ export async function denoiseFile(
       model: opts.model,
       input_sample_rate: source.inputRate,
       output_sample_rate: run.outputRate,
-      model_sample_rate: stream.sampleRate,
+      model_sample_rate: modelRateFor(opts.model),
       channels: source.channels,
       input_codec: source.codec,
       output_format: opts.outputFormat,
       attenuation_limit_db: opts.attenuationLimitDb,
+      processing_sample_rate: stream.sampleRate,
+      bands: bandsUpTo(stream.bands, Math.min(source.inputRate, run.outputRate) / 2),
       input_loudness_lufs: roundOrNull(loudness.input, 2),
       output_loudness_lufs: roundOrNull(loudness.output, 2),
       noise_removed_db: roundOrNull(loudness.noiseRemoved, 1),
@@ -214,13 +220,16 @@ class PipelineRun {
   async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream; loudness: LoudnessResult }> {
     const { config, engine } = this.deps;
     const opts = this.opts;
-    const modelRate = modelRateFor(opts.model);
+    const nativeRate = modelRateFor(opts.model);
     const inProcess = opts.inProcessWav !== false;
-
+    // Above 16 kHz with the input's rate kept, a 16 kHz model runs full band at 48 kHz (its chain below 8 kHz, the
+    // input's own band above it, filtered under the chain's guidance): decoded at 48 kHz for that.
+    const rateFor = (inputRate: number) => (opts.keepInputSampleRate && nativeRate === 16000 && inputRate > 16000 ? 48000 : nativeRate);
     const source = await this.acquire(
-      openSource(config, this.inputPath, modelRate, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
+      openSource(config, this.inputPath, rateFor, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
       (s) => s.abort(),
     );
+    const modelRate = source.rate;
     this.source = source;
     this.throwIfFailed();
     checkInputLimits(config, { sampleRate: source.inputRate, channels: source.channels, durationS: source.durationS });
@@ -232,12 +241,17 @@ class PipelineRun {
     }
 
     const stream = await this.acquire(
-      engine.openStream({ model: opts.model, channels: source.channels, attenuationLimitDb: opts.attenuationLimitDb }),
+      engine.openStream({
+        model: opts.model,
+        channels: source.channels,
+        attenuationLimitDb: opts.attenuationLimitDb,
+        fullBand: modelRate !== nativeRate,
+      }),
       (st) => st.abort(),
     );
     this.stream = stream;
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
-    this.outputRate = encodedRate(opts.outputFormat, opts.keepInputSampleRate ? source.inputRate : modelRate);
+    this.outputRate = encodedRate(opts.outputFormat, opts.keepInputSampleRate ? source.inputRate : nativeRate);
     const target = opts.loudnessLufs ?? null;
     const inMeter = new LoudnessMeter(modelRate, source.channels);
     const outMeter = new LoudnessMeter(modelRate, source.channels);

@@ -18,6 +18,8 @@ import { cleanDetail, opusInputSampleRate, parseBanner, probeFailure } from './p
 import { parseWav, WavReader } from './wav';
 
 export interface AudioSource {
+  /** Rate of the samples read() returns (the rate asked for; see RateChoice). */
+  readonly rate: number;
   readonly channels: number;
   /** The input file's own sample rate (Opus: the rate its header says it was recorded at). */
   readonly inputRate: number;
@@ -40,10 +42,20 @@ export interface SourceOptions {
   onFailure(err: Error): void;
 }
 
+/**
+ * The rate to decode to: fixed, or chosen from the input's own rate (e.g. 48 kHz for a full-band run of a 16 kHz model
+ * when the input is above 16 kHz). A WAV's header gives the input rate before anything is decoded; ffmpeg is started at
+ * the rate chosen for a 48 kHz input and, in the rare case that the input's rate calls for another one, restarted once.
+ */
+export type RateChoice = number | ((inputRate: number) => number);
+
 /** How long ffmpeg may take to print the banner and the WAV header (the probe's old bound). */
 const HEADER_TIMEOUT_MS = 30_000;
 
-export async function openSource(config: Config, inputPath: string, modelRate: number, opts: SourceOptions): Promise<AudioSource> {
+export async function openSource(config: Config, inputPath: string, rate: RateChoice, opts: SourceOptions): Promise<AudioSource> {
+  const rateFor = typeof rate === 'number' ? () => rate : rate;
+  /** The input's rate when a WAV header already gave it. */
+  let known: number | null = null;
   // Typed-array views read little-endian samples only on a little-endian host (x64, arm64: all we run on).
   if (opts.inProcessWav && os.endianness() === 'LE') {
     const reader = await WavReader.open(inputPath);
@@ -56,17 +68,25 @@ export async function openSource(config: Config, inputPath: string, modelRate: n
         await reader.close();
         throw err;
       }
+      const modelRate = rateFor(info.sampleRate);
       if (info.sampleRate === modelRate) return new WavFileSource(reader);
       // Float samples may be NaN/Inf, which soxr would smear over its filter length: clean them here first. Integer
       // PCM cannot hold them, and ffmpeg reading the file itself costs less than piping it through this process.
       if (info.format === 'f32' || info.format === 'f64') return new ResampledWavSource(config, reader, modelRate, opts.onFailure);
+      known = info.sampleRate;
       await reader.close();
     }
   }
-  return FfmpegSource.open(config, inputPath, modelRate, config);
+  const guess = rateFor(known ?? 48000);
+  const source = await FfmpegSource.open(config, inputPath, guess, config);
+  const want = rateFor(source.inputRate);
+  if (want === guess) return source;
+  await source.abort();
+  return FfmpegSource.open(config, inputPath, want, config);
 }
 
 class WavFileSource implements AudioSource {
+  readonly rate: number;
   readonly channels: number;
   readonly inputRate: number;
   readonly codec: string;
@@ -76,6 +96,7 @@ class WavFileSource implements AudioSource {
 
   constructor(private readonly reader: WavReader) {
     const info = reader.info;
+    this.rate = info.sampleRate;
     this.channels = info.channels;
     this.inputRate = info.sampleRate;
     this.codec = info.codec;
@@ -162,6 +183,7 @@ class FfmpegSource implements AudioSource {
     private readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>,
     private readonly stderr: StderrTail,
     private readonly inputPath: string,
+    readonly rate: number,
     readonly channels: number,
     readonly inputRate: number,
     readonly codec: string,
@@ -239,7 +261,7 @@ class FfmpegSource implements AudioSource {
       const opusRate = b.codec === 'opus' ? await opusInputSampleRate(inputPath) : null;
       const inputRate = opusRate ?? b.sampleRate ?? info.sampleRate;
       const source = new FfmpegSource(
-        child, exit, tail, inputPath, info.channels, inputRate, b.codec ?? 'unknown', b.container ?? 'unknown', b.durationS, it, afterHeader,
+        child, exit, tail, inputPath, modelRate, info.channels, inputRate, b.codec ?? 'unknown', b.container ?? 'unknown', b.durationS, it, afterHeader,
       );
       // Before any audio goes to the engine (the caller checks again; this one spares the decoding).
       checkInputLimits(limits, { sampleRate: inputRate, channels: info.channels, durationS: b.durationS });
@@ -290,7 +312,7 @@ class ResampledWavSource implements AudioSource {
   constructor(
     private readonly config: Config,
     private readonly reader: WavReader,
-    private readonly modelRate: number,
+    readonly rate: number,
     private readonly onFailure: (err: Error) => void,
   ) {
     const info = reader.info;
@@ -307,7 +329,7 @@ class ResampledWavSource implements AudioSource {
     const child = (this.child = spawnFfmpeg(this.config.ffmpegPath, [
       '-loglevel', 'error',
       '-f', 'f32le', '-ar', String(this.inputRate), '-ac', String(C), '-i', 'pipe:0',
-      '-af', `aresample=${this.modelRate}:resampler=soxr`, '-ar', String(this.modelRate),
+      '-af', `aresample=${this.rate}:resampler=soxr`, '-ar', String(this.rate),
       '-c:a', 'pcm_f32le', '-f', 'f32le', 'pipe:1',
     ]));
     child.stderr!.on('data', (d: Buffer) => this.stderr.push(d));

@@ -16,35 +16,65 @@ export const CHAINS: Record<ModelId, ChainDefinition> = {
     id: 'nsm-1',
     label: 'NSM-1 Fast',
     sample_rate: 16000,
-    description: 'DTLN magnitude-mask stage alone, resynthesised with a Hann overlap-add. Lowest cost, for real-time and high-volume jobs.',
+    description: 'DTLN magnitude-mask stage alone, resynthesised with a Hann overlap-add. Lowest cost, for real-time and high-volume jobs. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
     files: [STAGE1_FILE],
   },
   'nsm-2': {
     id: 'nsm-2',
     label: 'NSM-2 Balanced',
     sample_rate: 16000,
-    description: 'Both DTLN stages (magnitude mask, then learned-basis time-domain stage). The default.',
+    description: 'Both DTLN stages (magnitude mask, then learned-basis time-domain stage). The default. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
     files: [STAGE1_FILE, STAGE2_FILE],
   },
   'nsm-3': {
     id: 'nsm-3',
     label: 'NSM-3 Quality',
     sample_rate: 16000,
-    description: 'Both DTLN stages plus a residual-noise post-filter (noise-floor tracking, Wiener gain with a floor). Cleaner, slightly slower.',
+    description: 'DTLN run twice (the first pass averaged over two shifted frame grids) plus a residual-noise post-filter. Clearly cleaner than NSM-2, about 3x its cost. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
     files: [STAGE1_FILE, STAGE2_FILE],
   },
   'nsm-4': {
     id: 'nsm-4',
     label: 'NSM-4 Studio',
     sample_rate: 16000,
-    description: 'DTLN averaged over four shifted frame grids, then post-filtered. Best 16 kHz quality, about 4x the cost of NSM-2.',
+    description: 'DTLN run six times (the first pass averaged over two shifted frame grids) plus a residual-noise post-filter. The cleanest, about 7x the cost of NSM-2. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
     files: [STAGE1_FILE, STAGE2_FILE],
   },
   'nsm-2-hd': {
     id: 'nsm-2-hd',
     label: 'NSM-2 HD (48 kHz)',
     sample_rate: 48000,
-    description: 'Full-band 48 kHz: DTLN plus a residual-noise post-filter on the speech band; above 8 kHz a per-frequency noise filter guided by DTLN\'s speech/noise decision, so noise under speech is reduced there too.',
+    description: 'Full band at 48 kHz whatever the input and keep_input_sample_rate: NSM-4\'s chain on the speech band; above 8 kHz the input\'s own high band through a per-frequency noise filter guided by it, so noise under speech is reduced there too.',
     files: [STAGE1_FILE, STAGE2_FILE],
   },
 };
+
+/** How one frequency band of the output was processed (reported in X-NS-Stats `bands`). */
+export interface BandProcessing {
+  from_hz: number;
+  to_hz: number;
+  /**
+   * `denoised_16k`: the model's 16 kHz chain ran on this band; `guided_high_band`: the input's own band above the
+   * crossover, filtered per frequency bin under the guidance of the 16 kHz chain's speech/noise decision.
+   */
+  processing: 'denoised_16k' | 'guided_high_band';
+}
+
+/** Crossover between the 16 kHz chain's band and the guided high band (the 48 <-> 16 kHz resamplers' edge). */
+export const CROSSOVER_HZ = 8000;
+
+/**
+ * The rate a stream runs at and what it does to each band up to half that rate. 16 kHz models run full band (48 kHz,
+ * FullBandChain around their chain) when asked; nsm-2-hd always does.
+ */
+export function streamLayout(model: ModelId, fullBand: boolean): { sampleRate: number; bands: BandProcessing[] } {
+  const rate = CHAINS[model].sample_rate === 48000 || fullBand ? 48000 : 16000;
+  const bands: BandProcessing[] = [{ from_hz: 0, to_hz: CROSSOVER_HZ, processing: 'denoised_16k' }];
+  if (rate > 16000) bands.push({ from_hz: CROSSOVER_HZ, to_hz: rate / 2, processing: 'guided_high_band' });
+  return { sampleRate: rate, bands };
+}
+
+/** `bands` cut at `topHz` (half the lower of the input and output rates: nothing above it reaches the output). */
+export function bandsUpTo(bands: BandProcessing[], topHz: number): BandProcessing[] {
+  return bands.filter((b) => b.from_hz < topHz).map((b) => ({ ...b, to_hz: Math.min(b.to_hz, topHz) }));
+}

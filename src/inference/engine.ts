@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Config } from '../config';
-import { CHAINS } from './catalog';
+import { CHAINS, streamLayout, type BandProcessing } from './catalog';
 import type { FromWorker, ToWorker } from './protocol';
 import {
   MODEL_IDS,
@@ -136,6 +136,7 @@ class StreamHandle implements DenoiseStream {
     readonly id: number,
     readonly sampleRate: number,
     private readonly channels: number,
+    readonly bands: BandProcessing[],
   ) {}
 
   fail(err: Error): void {
@@ -232,11 +233,12 @@ class Engine implements InferenceEngine {
       .sort((a, b) => a.streams.size - b.streams.size || a.queue.length - b.queue.length)[0];
     if (!w) throw new Error('no inference worker available');
     const id = ++this.streamCounter;
-    const handle = new StreamHandle(this, w, id, CHAINS[opts.model].sample_rate, opts.channels);
+    const layout = streamLayout(opts.model, !!opts.fullBand);
+    const handle = new StreamHandle(this, w, id, layout.sampleRate, opts.channels, layout.bands);
     w.streams.set(id, handle);
     await new Promise<Float32Array[]>((resolve, reject) =>
       w.submit({
-        msg: { type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels, attenuationLimitDb: opts.attenuationLimitDb },
+        msg: { type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels, attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand },
         transfer: [],
         expectsReply: true,
         resolve,

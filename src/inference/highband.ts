@@ -15,10 +15,13 @@ export interface HighBandOptions {
   ddAlpha?: number;
   /** Noise-PSD time constant (s) while DTLN says "noise". */
   noiseTau?: number;
-  /** DTLN 4-7.5 kHz gain at or below which a frame counts as noise, and at or above which as speech. */
+  /**
+   * The 16 kHz chain's 4-7.5 kHz gain (output vs input energy, BandGainProbe) at or below which a frame counts as
+   * noise, and at or above which as speech.
+   */
   noiseGain?: number;
   speechGain?: number;
-  /** How to combine with the broadband gain min(1, 2g) (default 'min': the lower of the two). */
+  /** How to combine with the broadband gain min(1, g) (default 'min': the lower of the two). */
   combine?: 'product' | 'min' | 'none';
   /** Bins either side for the frequency smoothing of the gain. */
   smoothBins?: number;
@@ -79,8 +82,8 @@ export class HighBandFilter {
     this.beta = opts.overSubtract ?? 3;
     this.ddAlpha = opts.ddAlpha ?? 0.98;
     this.noiseAlpha = Math.exp(-this.hop / (SAMPLE_RATE * (opts.noiseTau ?? 0.1)));
-    this.gNoise = opts.noiseGain ?? 0.15;
-    this.gSpeech = opts.speechGain ?? 0.4;
+    this.gNoise = opts.noiseGain ?? 0.5;
+    this.gSpeech = opts.speechGain ?? 1;
     this.combine = opts.combine ?? 'min';
     this.smoothBins = opts.smoothBins ?? 3;
     this.kPerBin = Math.ceil((8000 * N) / SAMPLE_RATE);
@@ -101,7 +104,7 @@ export class HighBandFilter {
   }
 
   /**
-   * `x`: high band; `g`: DTLN's 4-7.5 kHz gain for the same samples (0..1, before the broadband map).
+   * `x`: high band; `g`: the 16 kHz chain's 4-7.5 kHz gain for the same samples (0..1).
    * Returns as many samples as given, delayed by `latency`.
    */
   process(x: Float32Array, g: Float32Array): Float32Array {
@@ -184,7 +187,7 @@ export class HighBandFilter {
       raw[k] = gk;
       prevClean[k] = gk * gk * p;
     }
-    const bb = Math.min(1, 2 * gm);
+    const bb = Math.min(1, gm);
     const gains = this.recorded ? new Float32Array(K) : null;
     const S = this.smoothBins;
     const kPerBin = this.kPerBin;

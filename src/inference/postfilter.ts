@@ -120,31 +120,49 @@ export class PostFilter {
 
   private gain(re: Float64Array, im: Float64Array): void {
     const first = this.frames++ === 0;
-    for (let k = 0; k < this.bins; k++) {
+    // Locals for the per-bin loop (fields and module constants read once).
+    const bins = this.bins;
+    const smoothPow = this.smoothPow;
+    const noise = this.noise;
+    const prevClean = this.prevClean;
+    const curMin = this.curMin;
+    const closedMin = this.closedMin;
+    const windowed = this.partMins !== null;
+    const lift = this.lift;
+    const rise = this.floorRise;
+    const beta = this.beta;
+    const floorGain = this.floorGain;
+    const ps = POWER_SMOOTH;
+    const dd = DD_ALPHA;
+    for (let k = 0; k < bins; k++) {
       const p = re[k] * re[k] + im[k] * im[k];
-      const sp = first ? p : POWER_SMOOTH * this.smoothPow[k] + (1 - POWER_SMOOTH) * p;
-      this.smoothPow[k] = sp;
+      const sp = first ? p : ps * smoothPow[k] + (1 - ps) * p;
+      smoothPow[k] = sp;
       let nz: number;
-      if (this.partMins) {
-        if (sp < this.curMin[k]) this.curMin[k] = sp;
-        nz = this.curMin[k] < this.closedMin[k] ? this.curMin[k] : this.closedMin[k];
-        if (this.lift) {
+      if (windowed) {
+        let cm = curMin[k];
+        if (sp < cm) curMin[k] = cm = sp;
+        const closed = closedMin[k];
+        nz = cm < closed ? cm : closed;
+        if (lift) {
           // Minimum tracking as below, but never under the windowed minimum.
-          const tracked = first ? sp : Math.min(sp, this.noise[k] * this.floorRise);
+          const up = noise[k] * rise;
+          const tracked = first || sp < up ? sp : up;
           if (tracked > nz) nz = tracked;
         }
       } else {
         // Minimum tracking: follow drops at once, rise slowly.
-        nz = first ? sp : Math.min(sp, this.noise[k] * this.floorRise);
+        const up = noise[k] * rise;
+        nz = first || sp < up ? sp : up;
       }
       if (nz < 1e-12) nz = 1e-12;
-      this.noise[k] = nz;
-      const noiseEst = this.beta * nz;
+      noise[k] = nz;
+      const noiseEst = beta * nz;
       const post = p / noiseEst;
-      const prior = DD_ALPHA * (this.prevClean[k] / noiseEst) + (1 - DD_ALPHA) * Math.max(post - 1, 0);
+      const prior = dd * (prevClean[k] / noiseEst) + (1 - dd) * (post > 1 ? post - 1 : 0);
       let g = prior / (1 + prior);
-      if (g < this.floorGain) g = this.floorGain;
-      this.prevClean[k] = g * g * p;
+      if (g < floorGain) g = floorGain;
+      prevClean[k] = g * g * p;
       re[k] *= g;
       im[k] *= g;
     }

@@ -2,7 +2,7 @@
 import type { ModelId } from './types';
 
 export type ToWorker =
-  | { type: 'open'; reqId: number; streamId: number; model: ModelId; channels: number; attenuationLimitDb: number }
+  | { type: 'open'; reqId: number; streamId: number; model: ModelId; channels: number; attenuationLimitDb: number; fullBand?: boolean }
   | { type: 'push'; reqId: number; streamId: number; planar: Float32Array[] }
   | { type: 'end'; reqId: number; streamId: number }
   | { type: 'abort'; streamId: number }

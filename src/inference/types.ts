@@ -1,5 +1,6 @@
 // Contract between the audio pipeline and the inference engine.
-// Audio crosses it as float32 samples in [-1, 1] at the model's native rate, planar (one array per channel).
+// Audio crosses it as float32 samples in [-1, 1] at the stream's rate, planar (one array per channel).
+import type { BandProcessing } from './catalog';
 
 export type ModelId = 'nsm-1' | 'nsm-2' | 'nsm-3' | 'nsm-4' | 'nsm-2-hd';
 
@@ -24,6 +25,11 @@ export interface DenoiseOptions {
   channels: number;
   /** 0 = as much removal as possible; L > 0 = never attenuate more than L dB. */
   attenuationLimitDb: number;
+  /**
+   * 16 kHz models: run full band at 48 kHz (the model's chain below 8 kHz, the input's own high band filtered under
+   * its guidance above), for inputs above 16 kHz whose rate is kept. nsm-2-hd is always full band.
+   */
+  fullBand?: boolean;
 }
 
 /**
@@ -32,6 +38,8 @@ export interface DenoiseOptions {
  */
 export interface DenoiseStream {
   readonly sampleRate: number;
+  /** What the stream does to each band up to sampleRate / 2 (catalog.ts streamLayout). */
+  readonly bands: BandProcessing[];
   push(planar: Float32Array[]): Promise<Float32Array[]>;
   end(): Promise<Float32Array[]>;
   /** Frees worker state without flushing (on errors/aborts). */

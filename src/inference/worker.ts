@@ -37,7 +37,7 @@ function compact(planar: Float32Array[]): Float32Array[] {
 async function handle(msg: ToWorker): Promise<void> {
   switch (msg.type) {
     case 'open': {
-      const chain = createChain(msg.model, msg.channels, graphs!);
+      const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand });
       streams.set(msg.streamId, new AlignedStream(chain, msg.attenuationLimitDb));
       send({ type: 'result', reqId: msg.reqId, planar: [] });
       return;

@@ -1,0 +1,59 @@
+// Small-sample statistics for the quality benchmark: means with percentile-bootstrap confidence intervals over clips,
+// and paired differences (same clips, two systems) with their bootstrap CI and win share. Resampling is seeded, so a
+// rerun on the same scores prints the same intervals.
+
+/** mulberry32: a small, fast, seedable PRNG (uniform in [0, 1)). */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export const BOOTSTRAP_RESAMPLES = 10000;
+const SEED = 20261122;
+
+export interface MeanCi {
+  n: number;
+  mean: number;
+  lo: number;
+  hi: number;
+}
+
+export function mean(xs: number[]): number {
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN;
+}
+
+/** Mean and its 95 % percentile-bootstrap interval (resampling clips with replacement). */
+export function bootstrapMean(xs: number[], resamples = BOOTSTRAP_RESAMPLES): MeanCi {
+  const n = xs.length;
+  if (n === 0) return { n, mean: NaN, lo: NaN, hi: NaN };
+  const rnd = seeded(SEED + n);
+  const means = new Float64Array(resamples);
+  for (let r = 0; r < resamples; r++) {
+    let s = 0;
+    for (let i = 0; i < n; i++) s += xs[Math.floor(rnd() * n)];
+    means[r] = s / n;
+  }
+  means.sort();
+  const at = (q: number) => means[Math.min(resamples - 1, Math.max(0, Math.round(q * (resamples - 1))))];
+  return { n, mean: mean(xs), lo: at(0.025), hi: at(0.975) };
+}
+
+export interface PairedDiff extends MeanCi {
+  /** Clips where b scored higher than a (ties count half). */
+  wins: number;
+  winShare: number;
+}
+
+/** b - a per clip (same clip order): mean difference, its 95 % bootstrap CI and the share of clips b wins. */
+export function pairedDiff(a: number[], b: number[]): PairedDiff {
+  if (a.length !== b.length) throw new Error('paired difference needs the same clips on both sides');
+  const d = b.map((v, i) => v - a[i]);
+  const wins = d.reduce((s, v) => s + (v > 0 ? 1 : v === 0 ? 0.5 : 0), 0);
+  return { ...bootstrapMean(d), wins, winShare: d.length ? wins / d.length : NaN };
+}

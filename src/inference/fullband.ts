@@ -1,0 +1,205 @@
+// Full band at 48 kHz around any 16 kHz chain (nsm-2-hd, and nsm-1..nsm-4 when the input is above 16 kHz and its
+// rate is kept):
+//
+//   out = up(C(down(x))) + HB(x - up(down(x)), g)
+//
+// C is the 16 kHz chain on the decimated speech band. The crossover is exact: the high band is the input minus the
+// same low-pass path (down then up, delayed like C), so with C and HB the identity, out == x. g is C's own gain in
+// 4-7.5 kHz per hop, measured on its aligned input and output (BandGainProbe): it says how much C took out at the top
+// of its band, i.e. whether a frame is speech or noise there. HB (highband.ts) filters the input's own high band per
+// bin with a noise estimate tracked while g says "noise", limited by the broadband gain g; with `highBand: null` the
+// broadband gain alone is applied.
+import { DelayLine, Decimator3, Interpolator3, RESAMPLE_DELAY_48K } from './dsp';
+import { BLOCK, HOP } from './dtln';
+import { RealFFT } from './fft';
+import { HighBandFilter, HighBandOptions } from './highband';
+import { ChainProcessor, concat } from './stream';
+
+/** Band edges of the gain probe at 16 kHz / 512 points (31.25 Hz per bin): 4 to 7.5 kHz (the resampler rolls off above). */
+const PROBE_LO = 128;
+const PROBE_HI = 240;
+
+/**
+ * Per hop of the aligned core input x and output y (16 kHz): sqrt(E_y / E_x) in 4-7.5 kHz over Hann-windowed
+ * 512-sample frames, capped at 1, averaged over the 4 frames that overlap the hop. Streams: returns the gains of the
+ * hops completed so far (hop h needs the samples up to the end of hop h + 3).
+ */
+export class BandGainProbe {
+  private readonly fft = new RealFFT(BLOCK);
+  private readonly window = new Float64Array(BLOCK);
+  /** Unframed input / output; both start with the last BLOCK - HOP samples of the previous frame (zeros at first). */
+  private xBuf: Float32Array = new Float32Array(BLOCK - HOP);
+  private yBuf: Float32Array = new Float32Array(BLOCK - HOP);
+  /** Gains of the last 3 frames. */
+  private readonly hist = [1, 1, 1];
+  private readonly frame = new Float64Array(BLOCK);
+  private readonly re = new Float64Array(BLOCK / 2 + 1);
+  private readonly im = new Float64Array(BLOCK / 2 + 1);
+  private framesSeen = 0;
+
+  constructor() {
+    for (let i = 0; i < BLOCK; i++) this.window[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / BLOCK);
+  }
+
+  process(x: Float32Array, y: Float32Array): Float32Array {
+    this.xBuf = concat(this.xBuf, x);
+    this.yBuf = concat(this.yBuf, y);
+    const avail = Math.min(this.xBuf.length, this.yBuf.length);
+    const frames = Math.max(0, Math.floor((avail - (BLOCK - HOP)) / HOP));
+    const gains: number[] = [];
+    for (let f = 0; f < frames; f++) {
+      const ein = 1e-9 + this.bandEnergy(this.xBuf, f * HOP);
+      const eout = this.bandEnergy(this.yBuf, f * HOP);
+      const g = Math.min(1, Math.sqrt(eout / ein));
+      // Frame k (on the zero-padded stream) ends with hop k: hop k - 3 is now covered by all 4 of its frames.
+      if (this.framesSeen++ >= 3) gains.push(0.25 * (g + this.hist[0] + this.hist[1] + this.hist[2]));
+      this.hist[2] = this.hist[1];
+      this.hist[1] = this.hist[0];
+      this.hist[0] = g;
+    }
+    this.xBuf = this.xBuf.slice(frames * HOP);
+    this.yBuf = this.yBuf.slice(frames * HOP);
+    return Float32Array.from(gains);
+  }
+
+  private bandEnergy(buf: Float32Array, off: number): number {
+    const { frame, window: w, re, im } = this;
+    for (let i = 0; i < BLOCK; i++) frame[i] = buf[off + i] * w[i];
+    this.fft.forward(frame, 0, re, im, 0);
+    let e = 0;
+    for (let k = PROBE_LO; k < PROBE_HI; k++) e += re[k] * re[k] + im[k] * im[k];
+    return e;
+  }
+}
+
+export interface FullBandOptions {
+  /** Per-bin high-band filter; null: the broadband gain g alone. */
+  highBand: HighBandOptions | null;
+}
+
+export class FullBandChain implements ChainProcessor {
+  readonly sampleRate = 48000;
+  readonly latency: number;
+  readonly channels: number;
+  private readonly down: Decimator3[];
+  private readonly upWet: Interpolator3[];
+  private readonly upDry: Interpolator3[];
+  /** The core's input delayed by the core's latency: the probe's reference and the dry low band. */
+  private readonly coreInDelay: DelayLine[];
+  private readonly probes: BandGainProbe[];
+  private readonly inDelay48: DelayLine[];
+  private readonly gainDelay48: DelayLine[];
+  private readonly gainState: number[];
+  private readonly mergers: BandMerger[];
+  private readonly highFilters: HighBandFilter[] | null;
+  private readonly lowDelay: DelayLine[];
+  /** One-pole smoothing of the per-hop gain at 16 kHz (~4 ms). */
+  private readonly smooth = Math.exp(-1 / (0.004 * 16000));
+
+  constructor(
+    /** The 16 kHz chain for the speech band. */
+    readonly core: ChainProcessor,
+    opts: FullBandOptions,
+  ) {
+    if (core.sampleRate !== 16000) throw new Error('the full-band chain needs a 16 kHz core');
+    const channels = (this.channels = core.channels);
+    const mk = <T>(f: () => T): T[] => Array.from({ length: channels }, f);
+    this.down = mk(() => new Decimator3());
+    this.upWet = mk(() => new Interpolator3());
+    this.upDry = mk(() => new Interpolator3());
+    this.coreInDelay = mk(() => new DelayLine(core.latency));
+    this.probes = mk(() => new BandGainProbe());
+    // Output of the up-sampled core at index i is input index i - (decimator + core + interpolator delays).
+    const bandLatency = 2 * RESAMPLE_DELAY_48K + 3 * core.latency;
+    this.inDelay48 = mk(() => new DelayLine(bandLatency));
+    this.gainDelay48 = mk(() => new DelayLine(RESAMPLE_DELAY_48K));
+    this.gainState = mk(() => 1);
+    this.mergers = mk(() => new BandMerger());
+    this.highFilters = opts.highBand ? mk(() => new HighBandFilter(opts.highBand!)) : null;
+    const filterLatency = this.highFilters ? this.highFilters[0].latency : 0;
+    this.lowDelay = mk(() => new DelayLine(filterLatency));
+    this.latency = bandLatency + filterLatency;
+  }
+
+  /**
+   * Evaluation only, per-bin chain: keep every STFT frame's gain vector, per channel. Frozen-gain measurement: run a
+   * signal's high band, delayed by `latency - highBandLatency`, through `new HighBandFilter({ replay: frames })`.
+   */
+  recordHighBandFrames(): Float32Array[][] {
+    if (!this.highFilters) throw new Error('this chain has no per-bin high-band filter (highBand: null)');
+    return this.highFilters.map((f) => (f.recorded = []));
+  }
+
+  /** Delay of the per-bin high-band filter (0 without it); the rest of `latency` comes before it. */
+  get highBandLatency(): number {
+    return this.highFilters ? this.highFilters[0].latency : 0;
+  }
+
+  async process(planar: Float32Array[]): Promise<Float32Array[]> {
+    const x16 = planar.map((x, c) => this.down[c].process(x));
+    const y16 = await this.core.process(x16);
+    const result: Float32Array[] = [];
+    for (let c = 0; c < this.channels; c++) {
+      const xd16 = this.coreInDelay[c].process(x16[c]);
+      const hg = this.probes[c].process(xd16, y16[c]);
+      const low = this.upWet[c].process(y16[c]);
+      const lowDry = this.upDry[c].process(xd16);
+      const xd = this.inDelay48[c].process(planar[c]);
+      // Gain per 16 kHz sample (held per hop, smoothed), repeated x3 and delayed like the interpolator.
+      const g48 = new Float32Array(3 * HOP * hg.length);
+      let s = this.gainState[c];
+      for (let j = 0; j < hg.length; j++) {
+        for (let i = 0; i < HOP; i++) {
+          s = hg[j] + this.smooth * (s - hg[j]);
+          const o = 3 * (j * HOP + i);
+          g48[o] = s;
+          g48[o + 1] = s;
+          g48[o + 2] = s;
+        }
+      }
+      this.gainState[c] = s;
+      const bands = this.mergers[c].merge(low, lowDry, xd, this.gainDelay48[c].process(g48));
+      if (!this.highFilters) {
+        const y = bands.low;
+        for (let i = 0; i < y.length; i++) y[i] += bands.gain[i] * bands.high[i];
+        result.push(y);
+      } else {
+        const y = this.lowDelay[c].process(bands.low);
+        const h = this.highFilters[c].process(bands.high, bands.gain);
+        const sum = new Float32Array(y.length);
+        for (let i = 0; i < y.length; i++) sum[i] = y[i] + h[i];
+        result.push(sum);
+      }
+    }
+    return result;
+  }
+}
+
+/**
+ * The four 48 kHz paths of FullBandChain are aligned in stream time but arrive in different amounts per call (the
+ * core emits whole hops, the probe a hop 3 hops later, the dry paths follow the input), so each keeps its surplus
+ * until the others catch up. Returns equal-length low band, high band (input minus the same low-pass path: the
+ * crossover is exact) and gain.
+ */
+class BandMerger {
+  private low: Float32Array = new Float32Array(0);
+  private lowDry: Float32Array = new Float32Array(0);
+  private dry: Float32Array = new Float32Array(0);
+  private gain: Float32Array = new Float32Array(0);
+
+  merge(low: Float32Array, lowDry: Float32Array, dry: Float32Array, gain: Float32Array): { low: Float32Array; high: Float32Array; gain: Float32Array } {
+    this.low = concat(this.low, low);
+    this.lowDry = concat(this.lowDry, lowDry);
+    this.dry = concat(this.dry, dry);
+    this.gain = concat(this.gain, gain);
+    const n = Math.min(this.low.length, this.lowDry.length, this.dry.length, this.gain.length);
+    const high = new Float32Array(n);
+    for (let i = 0; i < n; i++) high[i] = this.dry[i] - this.lowDry[i];
+    const res = { low: this.low.slice(0, n), high, gain: this.gain.slice(0, n) };
+    this.low = this.low.slice(n);
+    this.lowDry = this.lowDry.slice(n);
+    this.dry = this.dry.slice(n);
+    this.gain = this.gain.slice(n);
+    return res;
+  }
+}
