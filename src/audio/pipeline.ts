@@ -43,7 +43,10 @@ export interface DenoiseFileOptions {
   /** Called after each chunk with seconds processed and the container's duration (null if unknown). */
   onProgress?(doneS: number, totalS: number | null): void;
   signal?: AbortSignal;
-  /** Seconds of audio per engine call (default 1). */
+  /**
+   * Seconds of audio per engine call (default DEFAULT_CHUNK_SECONDS, fewer for many channels: at most
+   * MAX_CHUNK_SAMPLES samples over all channels per call).
+   */
   chunkSeconds?: number;
   /** false: always decode and encode with ffmpeg, even where the in-process WAV path applies (tests, benchmark). */
   inProcessWav?: boolean;
@@ -62,6 +65,16 @@ export interface DenoiseStats {
   output_format: OutputFormat;
   attenuation_limit_db: number;
 }
+
+/**
+ * Audio per engine call. Every call has a fixed cost (a message to the worker and back, two ONNX Runtime runs, pipe
+ * reads and writes, promise hops, thread switches) and ONNX Runtime's matrix products get more efficient with more
+ * frames per run: 8 s (1,000 DTLN frames, within DtlnCore's 1,024 per run) cost measurably less CPU per audio second
+ * than 1 s (docs/engine.md, speed). Memory per chunk stays small and bounded: MAX_CHUNK_SAMPLES over all channels.
+ */
+export const DEFAULT_CHUNK_SECONDS = 8;
+/** 8 s of mono 48 kHz: 1.5 MB of float32 per chunk whatever the channel count (16 channels at 16 kHz: 1.5 s). */
+export const MAX_CHUNK_SAMPLES = 8 * 48000;
 
 /** FLAC (libFLAC and ffmpeg's encoder) stores at most 8 channels. */
 const FLAC_MAX_CHANNELS = 8;
@@ -219,7 +232,10 @@ class PipelineRun {
     );
     this.sink = sink;
 
-    const chunkFrames = Math.max(256, Math.round(modelRate * (opts.chunkSeconds ?? 1)));
+    const chunkFrames = Math.max(
+      256,
+      Math.round(Math.min(modelRate * (opts.chunkSeconds ?? DEFAULT_CHUNK_SECONDS), MAX_CHUNK_SAMPLES / source.channels)),
+    );
     const total = source.durationS;
     let framesIn = 0;
     for (;;) {
