@@ -3,7 +3,7 @@
 // LSTM states and the framing / overlap-add buffers are carried between calls, so chunking does not change output.
 import * as ort from 'onnxruntime-node';
 import { RealFFT } from './fft';
-import { createStft, type StftBackend, type StftBuffers } from './stft';
+import { borrowStft, returnStft, type StftBackend, type StftBuffers } from './stft';
 
 export const BLOCK = 512;
 export const HOP = 128;
@@ -47,7 +47,7 @@ const HG_HI = 240;
 export class DtlnCore {
   private readonly batch: number;
   private readonly fft = new RealFFT(BLOCK);
-  private readonly stft: StftBackend;
+  private readonly stftKind: 'wasm' | 'js';
   private readonly graphs: DtlnGraphs;
   private readonly useStage2: boolean;
   private readonly wantHighGain: boolean;
@@ -68,7 +68,7 @@ export class DtlnCore {
     this.batch = opts.batch;
     this.useStage2 = opts.useStage2;
     this.wantHighGain = !!opts.highBandGain;
-    this.stft = createStft(opts.stft ?? 'wasm');
+    this.stftKind = opts.stft ?? 'wasm';
     const b = this.batch;
     this.inBuf = Array.from({ length: b }, () => new Float32Array(BLOCK - HOP));
     this.olaTail = Array.from({ length: b }, () => new Float32Array(BLOCK - HOP));
@@ -83,10 +83,6 @@ export class DtlnCore {
     for (let i = 0; i < BLOCK; i++) this.synthWindow[i] = 0.25 * (1 - Math.cos((2 * Math.PI * i) / BLOCK));
   }
 
-  /** Which STFT back end this core runs ('wasm': WebAssembly SIMD; 'js': RealFFT). */
-  get stftBackend(): 'wasm' | 'js' {
-    return this.stft.kind;
-  }
 
   /** Push equal-length chunks (one per batch stream); returns the completed output hops. */
   async process(inputs: Float32Array[]): Promise<DtlnOutput> {
@@ -101,12 +97,20 @@ export class DtlnCore {
     const highGain = this.wantHighGain ? Array.from({ length: this.batch }, () => new Float32Array(frames)) : undefined;
     // Runs of at most MAX_ROWS_PER_RUN frames over all streams (and MAX_FRAMES_PER_RUN per stream): bounded buffers.
     const perRun = Math.max(1, Math.min(MAX_FRAMES_PER_RUN, Math.floor(MAX_ROWS_PER_RUN / this.batch)));
-    for (let f0 = 0; f0 < frames; f0 += perRun) {
-      const t = Math.min(perRun, frames - f0);
-      const bufs = this.stft.prepare(this.batch, t);
-      const len = t * HOP + (BLOCK - HOP);
-      for (let b = 0; b < this.batch; b++) copyJoined(this.inBuf[b], inputs[b], f0 * HOP, len, bufs.sig[b]);
-      await this.runFrames(bufs, f0, t, out, highGain);
+    if (frames > 0) {
+      // The STFT buffers are borrowed for this call only: nothing in them is needed by the next one.
+      const stft = borrowStft(this.stftKind);
+      try {
+        for (let f0 = 0; f0 < frames; f0 += perRun) {
+          const t = Math.min(perRun, frames - f0);
+          const bufs = stft.prepare(this.batch, t);
+          const len = t * HOP + (BLOCK - HOP);
+          for (let b = 0; b < this.batch; b++) copyJoined(this.inBuf[b], inputs[b], f0 * HOP, len, bufs.sig[b]);
+          await this.runFrames(stft, bufs, f0, t, out, highGain);
+        }
+      } finally {
+        returnStft(stft);
+      }
     }
     for (let b = 0; b < this.batch; b++) {
       const keep = new Float32Array(total - frames * HOP);
@@ -116,9 +120,15 @@ export class DtlnCore {
     return { out, highGain };
   }
 
-  private async runFrames(bufs: StftBuffers, f0: number, t: number, out: Float32Array[], highGain: Float32Array[] | undefined): Promise<void> {
+  private async runFrames(
+    stft: StftBackend,
+    bufs: StftBuffers,
+    f0: number,
+    t: number,
+    out: Float32Array[],
+    highGain: Float32Array[] | undefined,
+  ): Promise<void> {
     const B = this.batch;
-    const stft = this.stft;
     for (let b = 0; b < B; b++) stft.stft(b);
     const rows = B * t;
     const r1 = await this.graphs.stage1.run({

@@ -270,6 +270,23 @@ export function createStft(prefer: 'wasm' | 'js' = 'wasm'): StftBackend {
   return new JsStft();
 }
 
+/**
+ * Back ends lent for one DtlnCore.process() call and given back at its end (their buffers hold nothing between
+ * calls), per thread: a worker that serves stream after stream keeps reusing one instance and its memory instead of
+ * allocating ~10 MB per stream (page faults, and major GCs driven by external memory). The pool only holds what was
+ * in use at the same time (one per concurrent process() call on this thread).
+ */
+const idle: Record<'wasm' | 'js', StftBackend[]> = { wasm: [], js: [] };
+
+export function borrowStft(prefer: 'wasm' | 'js' = 'wasm'): StftBackend {
+  const kind = prefer === 'wasm' && loadModule() ? 'wasm' : 'js';
+  return idle[kind].pop() ?? createStft(kind);
+}
+
+export function returnStft(backend: StftBackend): void {
+  idle[backend.kind].push(backend);
+}
+
 /** null when the WebAssembly kernels load; else why not (the JS back end is used then). */
 export function wasmStftProblem(): string | null {
   loadModule();
