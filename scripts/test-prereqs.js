@@ -10,6 +10,7 @@
 'use strict';
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
+const { findPostgresBin, findRedisServer } = require('./server-binaries');
 
 /** True when an executable file exists at p. */
 function executable(p) {
@@ -30,6 +31,16 @@ const PREREQUISITES = [
     deb: 'chromium',
     for: 'the console browser tests (test/e2e/console.test.ts)',
     check: () => executable('/usr/bin/chromium'),
+  },
+  {
+    deb: 'postgresql',
+    for: 'the PostgreSQL store and scale-out tests (a real server in a temporary directory)',
+    check: () => findPostgresBin() !== null,
+  },
+  {
+    deb: 'redis-server',
+    for: 'the Redis rate-limit/session and scale-out tests (a real server in a temporary directory)',
+    check: () => findRedisServer() !== null,
   },
 ];
 

@@ -24,8 +24,10 @@ import {
 import { createModelServiceApp } from './model-service/app';
 import { httpReady, probeHandlers, type ReadinessCheck } from './probes';
 import { requestScopesSettled } from './model-service/uploads';
+import { openSharedState, type SharedState } from './shared-state';
 import { assertWritableDir } from './startup/data-dir';
 import { openStore } from './store';
+import { startStoreMaintenance } from './store/maintenance';
 import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
 import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
@@ -37,6 +39,8 @@ export interface AppOptions {
   engine?: InferenceEngine;
   /** Use this job queue instead of opening the configured one (it is not closed by close()). */
   jobStore?: JobStore;
+  /** Use these rate-limit/session engines instead of opening the configured ones (not closed by close()). */
+  sharedState?: SharedState;
   /** Where log lines go; default: a pino logger from the config (LOG_FORMAT, LOG_LEVEL) on stdout. */
   logger?: Logger;
   /** Older form of `logger`: each JSON log line is handed to this callback. */
@@ -48,6 +52,8 @@ export interface AppOptions {
 export interface AppHandle {
   app: express.Express;
   store: GatewayStore;
+  /** Rate limits, console sessions and sign-in limits: memory, or Redis when REDIS_URL is set. */
+  sharedState: SharedState;
   /** The in-process engine; null when the model service is remote (config.modelServiceUrl). */
   engine: InferenceEngine | null;
   /** Where the gateway forwards to. */
@@ -117,6 +123,13 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   if (!opts.store) assertWritableDir(config.dataDir, 'DATA_DIR', ['gateway.db', 'gateway.db-wal', 'gateway.db-shm']);
   if (!config.modelServiceUrl) assertWritableDir(config.tmpDir, 'TMP_DIR');
   const store = opts.store ?? (await openStore(config));
+  let sharedState: SharedState;
+  try {
+    sharedState = opts.sharedState ?? (await openSharedState(config, store, log));
+  } catch (err) {
+    if (!opts.store) await store.close();
+    throw err;
+  }
   let engine: InferenceEngine | null = null;
   let modelServer: http.Server | null = null;
   let modelServiceUrl: string;
@@ -134,10 +147,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     }
   } catch (err) {
     if (!opts.engine) await engine?.close().catch(() => undefined);
+    if (!opts.sharedState) await sharedState.close().catch(() => undefined);
     if (!opts.store) await store.close();
     throw err;
   }
-
   const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl });
   let jobs: Jobs;
   try {
@@ -145,9 +158,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   } catch (err) {
     if (modelServer) await closeServer(modelServer);
     if (!opts.engine) await engine?.close().catch(() => undefined);
+    if (!opts.sharedState) await sharedState.close().catch(() => undefined);
     if (!opts.store) await store.close();
     throw err;
   }
+  // Request-log retention and the reclaiming of credit holds left by a gateway that died mid-call.
+  const maintenance = startStoreMaintenance(store, config, { log });
   const gatewayMetrics = createGatewayMetrics(registry, { upstreams: () => forwarder.upstreams() });
   const observers: CallObserver[] = [gatewayMetrics.observe];
   if (config.logRequests) observers.push(requestLineObserver(logger));
@@ -157,6 +173,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const checks: ReadinessCheck[] = [
     // A read through the store contract: answers only when the database does.
     { name: 'store', check: async () => void (await store.getSetting('probe.readyz')) },
+    // Rate limits and console sessions (Redis with REDIS_URL; memory always answers).
+    { name: 'shared_state', check: () => sharedState.ready() },
     localEngine
       ? {
           name: 'engine',
@@ -201,7 +219,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       res.send(data);
     });
   });
-  app.use('/console', createConsoleRouter({ config, store, apiRouters: [jobs.consoleRouter] }));
+  app.use('/console', createConsoleRouter({ config, store, state: sharedState.console, apiRouters: [jobs.consoleRouter] }));
   app.use(
     '/',
     createGateway({
@@ -210,6 +228,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       forward: forwarder,
       targets: { jobs: jobs.handler },
       routes: configureJobRoutes(ROUTES, config),
+      rateLimiter: sharedState.rateLimiter,
       logger,
       observers,
     }),
@@ -222,6 +241,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   return {
     app,
     store,
+    sharedState,
     engine,
     modelServiceUrl,
     forwarder,
@@ -243,6 +263,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         await waitForIdle(engine, 10_000);
         await engine.close();
       }
+      await maintenance.stop();
+      if (!opts.sharedState) await sharedState.close();
       if (!opts.store) await store.close();
     },
   };

@@ -35,6 +35,22 @@ export interface Config {
   tmpDir: string;
   /** Log each request line to stdout. */
   logRequests: boolean;
+
+  // ---- shared state for several gateway replicas (docs/scaling.md); all optional ----
+  /** PostgreSQL connection string (postgres://…): the gateway store lives there instead of DATA_DIR/gateway.db. */
+  databaseUrl: string | null;
+  /** Connections each process keeps in its PostgreSQL pool. */
+  databasePoolSize: number;
+  /** Redis URL (redis:// or rediss://): rate limits, console sessions and sign-in limits live there instead of in memory. */
+  redisUrl: string | null;
+  /** Prefix of every Redis key this service writes (several deployments can share one Redis). */
+  redisKeyPrefix: string;
+  /** Request-log rows older than this many days are deleted in the background; 0 keeps them forever. */
+  requestLogRetentionDays: number;
+  /** Requests per minute per client address that did not authenticate (missing/invalid token, unknown path); 0 = no limit. */
+  unauthenticatedRequestsPerMinute: number;
+  /** A credit reserved for a call in flight is given back after this long unless its gateway renews it (it does, every third of it). */
+  creditReservationTtlMs: number;
   // --- Audio input limits (src/audio/limits.ts): checked from the header before any decoding, and again while
   // decoding (headers lie). Too long → 413 payload_too_large; rate or channels out of range → 422.
   /** Longest audio accepted per file, seconds (MAX_AUDIO_SECONDS, default 4 h). */
@@ -112,6 +128,22 @@ function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean 
   return /^(1|true|yes|on)$/i.test(raw);
 }
 
+/** A URL variable restricted to the given schemes; unset or empty → null. */
+function urlOf(env: NodeJS.ProcessEnv, name: string, schemes: string[]): string | null {
+  const raw = env[name]?.trim();
+  if (!raw) return null;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new Error(`${name} is not a URL (expected ${schemes.map((s) => s + '//…').join(' or ')})`);
+  }
+  if (!schemes.includes(url.protocol)) {
+    throw new Error(`${name} must start with ${schemes.map((s) => s + '//').join(' or ')}, got "${url.protocol}//…"`);
+  }
+  return raw;
+}
+
 function defaultFfmpeg(): string {
   try {
     // eslint-disable-next-line @typescript-eslint/no-var-requires
@@ -149,6 +181,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: bool(env, 'TRUST_PROXY', false),
     tmpDir: path.resolve(env.TMP_DIR || path.join(dataDir, 'tmp')),
     logRequests: bool(env, 'LOG_REQUESTS', env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
+
+    databaseUrl: urlOf(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    databasePoolSize: Math.max(1, Math.trunc(int(env, 'DATABASE_POOL_SIZE', 10))),
+    redisUrl: urlOf(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisKeyPrefix: env.REDIS_KEY_PREFIX ?? 'nsg:',
+    requestLogRetentionDays: Math.max(0, int(env, 'REQUEST_LOG_RETENTION_DAYS', 90)),
+    unauthenticatedRequestsPerMinute: Math.max(0, Math.trunc(int(env, 'UNAUTHENTICATED_REQUESTS_PER_MINUTE', 60))),
+    creditReservationTtlMs: Math.max(1_000, int(env, 'CREDIT_RESERVATION_TTL_MS', 120_000)),
     maxAudioSeconds: positive(env, 'MAX_AUDIO_SECONDS', 4 * 3600),
     minSampleRate: positive(env, 'MIN_SAMPLE_RATE', 8000),
     maxSampleRate: positive(env, 'MAX_SAMPLE_RATE', 384_000),

@@ -7,6 +7,7 @@ import { loadConfig } from './config';
 import { ensureAdminSecret } from './console';
 import { loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
+import { describeStore } from './store';
 
 /** How long in-flight requests (a denoise can take a while) get to finish after SIGTERM/SIGINT. */
 export const SHUTDOWN_GRACE_MS = 60_000;
@@ -39,6 +40,8 @@ async function main(logger: Logger): Promise<void> {
       probes: `${base}/healthz, ${base}/readyz`,
       metrics: `${base}/metrics${config.metricsToken ? ' (METRICS_TOKEN required)' : ''}`,
       model_service: config.modelServiceUrl ? handle.modelServiceUrl : `in-process at ${handle.modelServiceUrl}`,
+      store: describeStore(config),
+      shared_state: handle.sharedState.description,
       workers: handle.engine ? handle.engine.state().size : null,
       data_dir: config.dataDir,
       startup_ms: Date.now() - started,

@@ -158,7 +158,7 @@ describe('public API through the full app', () => {
       ['attenuation above 100', { attenuation_limit_db: '101' }, /attenuation_limit_db must be from 0 to 100/],
       ['negative attenuation', { attenuation_limit_db: '-1' }, /attenuation_limit_db must be from 0 to 100/],
       ['attenuation not a number', { attenuation_limit_db: 'loud' }, /attenuation_limit_db must be a number/],
-      ['bad output_format', { output_format: 'mp3' }, /output_format must be "wav" or "flac"/],
+      ['bad output_format', { output_format: 'ogg' }, /output_format must be one of "wav", "flac", "mp3", "opus", "m4a"/],
       ['bad response', { response: 'zip' }, /response must be "audio" or "json"/],
       ['keep_input_sample_rate not a boolean', { keep_input_sample_rate: 'yes' }, /keep_input_sample_rate must be a boolean/],
       ['unknown field', { atenuation: '3' }, /unknown field "atenuation"/],

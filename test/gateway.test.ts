@@ -51,9 +51,9 @@ let store: GatewayStore;
 const logLines: string[] = [];
 const testLogger = loggerToCallback((line) => logLines.push(line), 'gateway');
 
-function buildApp(opts: { trustProxy?: boolean; routes?: EndpointSpec[]; now?: () => number } = {}): express.Express {
+function buildApp(opts: { trustProxy?: boolean; routes?: EndpointSpec[]; now?: () => number; config?: Partial<Config> } = {}): express.Express {
   const app = express();
-  const cfg = { ...config, trustProxy: opts.trustProxy ?? false };
+  const cfg = { ...config, trustProxy: opts.trustProxy ?? false, ...opts.config };
   app.use(createGateway({ config: cfg, store, forward: modelServiceLike, routes: opts.routes, now: opts.now, logger: testLogger }));
   app.get('/hello', (_req, res) => {
     res.type('text').send('hi');
@@ -69,6 +69,11 @@ async function workspace(name: string, plan: PlanId = 'enterprise', custom?: { r
 
 async function token(workspaceId: string, over: Partial<NewToken> = {}): Promise<string> {
   return (await store.createToken({ workspaceId, name: 'test', scopes: ['*'], allowedIps: [], expiresAt: null, ...over })).token;
+}
+
+/** Credits of a workspace held by calls in flight this month. */
+async function heldCredits(workspaceId: string): Promise<number> {
+  return store.creditsHeld(workspaceId, new Date());
 }
 
 /** The log row is written on 'finish', which can trail the client seeing the body by a tick. */
@@ -161,16 +166,28 @@ describe('routing and request ids', () => {
     expect(lost.body.error.request_id).toBe(lost.headers['x-request-id']);
   });
 
-  test('a safe client X-Request-Id is kept, an unsafe one replaced', async () => {
+  test('the request id is always our own; a safe client X-Request-Id is kept beside it as client_request_id', async () => {
     const app = buildApp();
-    const kept = await request(app).get('/v1/noise-suppressor/models').set('X-Request-Id', 'client-123.abc');
-    expect(kept.headers['x-request-id']).toBe('client-123.abc');
-    expect(kept.body.error.request_id).toBe('client-123.abc');
-    expect((await loggedRow('client-123.abc')).errorType).toBe('missing_token');
+    const ws = await workspace('acme');
+    const tok = await token(ws.id);
+    // Two calls with the same client id: two rows, two different ids (the client's id was once reused as ours).
+    const first = await request(app).get('/v1/noise-suppressor/models').set('X-Request-Id', 'client-123.abc');
+    const second = await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok).set('X-Request-Id', 'client-123.abc');
+    expect(first.headers['x-request-id']).toMatch(/^req_[0-9a-f]{32}$/);
+    expect(second.headers['x-request-id']).toMatch(/^req_[0-9a-f]{32}$/);
+    expect(first.headers['x-request-id']).not.toBe(second.headers['x-request-id']);
+    expect(first.body.error.request_id).toBe(first.headers['x-request-id']);
+    expect(await loggedRow(first.headers['x-request-id'])).toMatchObject({ errorType: 'missing_token', clientRequestId: 'client-123.abc' });
+    expect(await loggedRow(second.headers['x-request-id'])).toMatchObject({ status: 200, clientRequestId: 'client-123.abc' });
+    const rows = await store.queryRequests({ limit: 1000 });
+    expect(new Set(rows.map((r) => r.requestId)).size).toBe(rows.length);
+    // Ids that could inject into headers or logs are not kept at all.
     const replaced = await request(app).get('/v1/noise-suppressor/models').set('X-Request-Id', 'bad id <script>');
     expect(replaced.headers['x-request-id']).toMatch(/^req_[0-9a-f]{32}$/);
+    expect((await loggedRow(replaced.headers['x-request-id'])).clientRequestId).toBeNull();
     const tooLong = await request(app).get('/v1/noise-suppressor/models').set('X-Request-Id', 'a'.repeat(200));
     expect(tooLong.headers['x-request-id']).toMatch(/^req_/);
+    expect((await loggedRow(tooLong.headers['x-request-id'])).clientRequestId).toBeNull();
   });
 });
 
@@ -305,37 +322,63 @@ describe('scopes and plans', () => {
 });
 
 describe('rate limits', () => {
-  test('RateLimit-* on every authenticated response; 429 rate_limited with Retry-After; window resets', async () => {
-    let clock = Date.UTC(2030, 0, 1, 12, 0, 15); // 45 s before the minute ends
+  test('RateLimit-* on every authenticated response; 429 rate_limited with Retry-After; slots come back after 60 s', async () => {
+    let clock = Date.UTC(2030, 0, 1, 12, 0, 15);
     const app = buildApp({ now: () => clock });
     const ws = await workspace('acme', 'enterprise', { requestsPerMinute: 3, creditsPerMonth: 100 });
     const tok = await token(ws.id);
     const models = () => request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok);
     const remaining: string[] = [];
+    const resets: string[] = [];
     for (let i = 0; i < 3; i++) {
       const res = await models();
       expect(res.status).toBe(200);
       expect(res.headers['ratelimit-limit']).toBe('3');
-      expect(res.headers['ratelimit-reset']).toBe('45');
       remaining.push(res.headers['ratelimit-remaining']);
+      resets.push(res.headers['ratelimit-reset']);
+      clock += 1_000;
     }
     expect(remaining).toEqual(['2', '1', '0']);
-    clock += 5_000;
+    expect(resets).toEqual(['60', '59', '58']); // until the oldest counted request leaves the window
+    clock += 5_000; // 12:00:23
     const limited = await models();
     expectEnvelope(limited, 429, 'rate_limited');
-    expect(limited.headers['retry-after']).toBe('40');
+    expect(limited.headers['retry-after']).toBe('52');
     expect(limited.headers['ratelimit-remaining']).toBe('0');
-    expect(limited.headers['ratelimit-reset']).toBe('40');
+    expect(limited.headers['ratelimit-reset']).toBe('52');
     // a rejected POST is not charged
     expect((await request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok)).status).toBe(429);
     expect(await store.creditsUsed(ws.id, new Date(clock))).toBe(0);
     // another token of the same workspace has its own budget
     expect((await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', await token(ws.id))).status).toBe(200);
-    clock += 40_000; // next window
+    clock = Date.UTC(2030, 0, 1, 12, 1, 15); // the first request has left the window, the other two not yet
     const again = await models();
     expect(again.status).toBe(200);
-    expect(again.headers['ratelimit-remaining']).toBe('2');
-    expect(again.headers['ratelimit-reset']).toBe('60');
+    expect(again.headers['ratelimit-remaining']).toBe('0');
+    expect(again.headers['ratelimit-reset']).toBe('1');
+    expect((await models()).status).toBe(429);
+  });
+
+  test('no burst across a minute boundary: at most the limit in any 60 s (a fixed window let 2x through)', async () => {
+    let clock = Date.UTC(2030, 0, 1, 12, 0, 59, 500);
+    const app = buildApp({ now: () => clock });
+    const ws = await workspace('acme', 'enterprise', { requestsPerMinute: 5, creditsPerMonth: 100 });
+    const tok = await token(ws.id);
+    const statusAt = async (t: number) => {
+      clock = t;
+      return (await request(app).get('/v1/noise-suppressor/health').set('X-API-Key', tok)).status;
+    };
+    const base = Date.UTC(2030, 0, 1, 12, 0, 59, 500);
+    const before = [];
+    for (let i = 0; i < 5; i++) before.push(await statusAt(base + i));
+    expect(before).toEqual([200, 200, 200, 200, 200]);
+    // One second later the clock minute has changed; a fixed window would admit 5 more here.
+    const after = [];
+    for (let i = 0; i < 5; i++) after.push(await statusAt(base + 1_000 + i));
+    expect(after).toEqual([429, 429, 429, 429, 429]);
+    expect(await statusAt(base + 59_999)).toBe(429);
+    expect(await statusAt(base + 60_000)).toBe(200); // the first one left the window
+    expect(await statusAt(base + 60_000)).toBe(429);
   });
 
   test('plan rates: free 60/min', async () => {
@@ -346,6 +389,42 @@ describe('rate limits', () => {
     for (let i = 0; i < 61; i++) statuses.push((await request(app).get('/v1/noise-suppressor/health').set('X-API-Key', tok)).status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(60);
     expect(statuses[60]).toBe(429);
+  });
+
+  test('unauthenticated requests are limited per client address (429 + Retry-After) and the excess is not logged', async () => {
+    let clock = Date.UTC(2030, 0, 1, 12, 0, 0);
+    const app = buildApp({ now: () => clock, config: { unauthenticatedRequestsPerMinute: 4 }, trustProxy: true });
+    const ws = await workspace('acme');
+    const tok = await token(ws.id);
+    const from = (ip: string) => ({ 'X-Forwarded-For': ip });
+    const junk = [
+      () => request(app).get('/v1/noise-suppressor/models').set(from('198.51.100.7')),
+      () => request(app).get('/v1/noise-suppressor/models').set(from('198.51.100.7')).set('X-API-Key', `mw_live_${'A'.repeat(32)}`),
+      () => request(app).get('/v1/nope/x').set(from('198.51.100.7')),
+      () => request(app).put('/v1/noise-suppressor/models').set(from('198.51.100.7')),
+    ];
+    const statuses: number[] = [];
+    let last!: request.Response;
+    for (let i = 0; i < 12; i++) {
+      last = await junk[i % junk.length]();
+      statuses.push(last.status);
+    }
+    expect(statuses.slice(0, 4)).toEqual([401, 401, 404, 405]);
+    expect(statuses.slice(4)).toEqual(Array(8).fill(429));
+    expectEnvelope(last, 429, 'rate_limited');
+    expect(last.headers['retry-after']).toBe('60');
+    // A valid token from the same address is not affected, nor is another address.
+    expect((await request(app).get('/v1/noise-suppressor/models').set(from('198.51.100.7')).set('X-API-Key', tok)).status).toBe(200);
+    expect((await request(app).get('/v1/noise-suppressor/models').set(from('198.51.100.8'))).status).toBe(401);
+    // IPv6 addresses count per /64: rotating the interface id buys nothing.
+    const v6 = [];
+    for (let i = 1; i <= 6; i++) v6.push((await request(app).get('/v1/noise-suppressor/models').set(from(`2001:db8:1:2::${i.toString(16)}`))).status);
+    expect(v6).toEqual([401, 401, 401, 401, 429, 429]);
+    // Only what was answered normally is in the log: 4 + 1 + 1 + 4 rows, not 20.
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await store.countRequests({})).toBe(10);
+    clock += 60_000;
+    expect((await request(app).get('/v1/noise-suppressor/models').set(from('198.51.100.7'))).status).toBe(401);
   });
 });
 
@@ -421,14 +500,108 @@ describe('credits', () => {
       });
       req.on('error', () => undefined);
       req.end('abcd');
-      // wait until the gateway has charged, then hang up
-      for (let i = 0; i < 100 && await store.creditsUsed(ws.id, new Date()) === 0; i++) await new Promise((r) => setTimeout(r, 10));
-      expect(await store.creditsUsed(ws.id, new Date())).toBe(1);
+      // wait until the gateway holds the credit, then hang up
+      for (let i = 0; i < 200 && (await heldCredits(ws.id)) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(await heldCredits(ws.id)).toBe(1);
       req.destroy();
-      const row = await loggedRow('abort-test-1');
+      let row: RequestLogEntry | undefined;
+      for (let i = 0; i < 200 && !row; i++) {
+        row = (await store.queryRequests({ workspaceId: ws.id })).find((r) => r.clientRequestId === 'abort-test-1');
+        if (!row) await new Promise((r) => setTimeout(r, 10));
+      }
       expect(row).toMatchObject({ status: 499, creditsCharged: 0, endpoint: 'denoise' });
       expect(await store.creditsUsed(ws.id, new Date())).toBe(0);
+      expect(await heldCredits(ws.id)).toBe(0);
     } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  test('credits held by calls in flight: 429 rate_limited with a short Retry-After, never 402; 402 only when settled', async () => {
+    const app = buildApp();
+    const ws = await workspace('acme', 'enterprise', { creditsPerMonth: 2, requestsPerMinute: 1000 });
+    const tok = await token(ws.id);
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      // Two calls that the "model service" holds: they hold both credits of the month.
+      const hung = [1, 2].map(() => {
+        const req = http.request({
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/v1/noise-suppressor/denoise',
+          headers: { 'X-API-Key': tok, 'X-Test-Upstream': 'hang', 'Content-Length': '4' },
+        });
+        req.on('error', () => undefined);
+        req.end('abcd');
+        return req;
+      });
+      for (let i = 0; i < 200 && (await heldCredits(ws.id)) < 2; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(await heldCredits(ws.id)).toBe(2);
+      const denoise = () => request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok).attach('file', Buffer.from('RIFF....'), 'a.wav');
+      const busy = await denoise();
+      expectEnvelope(busy, 429, 'rate_limited'); // was 402 quota_exhausted, which clients must not retry
+      expect(busy.headers['retry-after']).toBe('2');
+      expect(busy.body.error.message).toMatch(/held by calls in flight/);
+      // The held calls fail (client gone): their credits come back and a retry succeeds.
+      for (const req of hung) req.destroy();
+      for (let i = 0; i < 200 && (await heldCredits(ws.id)) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect((await denoise()).status).toBe(200);
+      expect((await denoise()).status).toBe(200);
+      expectEnvelope(await denoise(), 402, 'quota_exhausted'); // settled usage has reached the limit
+      expect(await store.creditsUsed(ws.id, new Date())).toBe(2);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  test('a credit hold left by a gateway that died mid-call expires and is reclaimed', async () => {
+    let clock = Date.now();
+    const app = buildApp({ now: () => clock });
+    const ws = await workspace('acme', 'enterprise', { creditsPerMonth: 1, requestsPerMinute: 1000 });
+    const tok = await token(ws.id);
+    // Another gateway reserved the last credit, then died: it never settles, releases or renews it.
+    expect((await store.reserveCredits(ws.id, 1, 1, new Date(clock), config.creditReservationTtlMs)).ok).toBe(true);
+    const denoise = () => request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok);
+    expectEnvelope(await denoise(), 429, 'rate_limited');
+    clock += config.creditReservationTtlMs - 1;
+    expect((await denoise()).status).toBe(429);
+    clock += 1;
+    expect((await denoise()).status).toBe(200);
+    expect(await store.creditsUsed(ws.id, new Date(clock))).toBe(1);
+    expect(await heldCredits(ws.id)).toBe(0);
+  });
+
+  test('a long call keeps its hold alive: the gateway renews it before it expires', async () => {
+    const app = buildApp({ config: { creditReservationTtlMs: 300 } });
+    const ws = await workspace('acme', 'enterprise', { creditsPerMonth: 1, requestsPerMinute: 1000 });
+    const tok = await token(ws.id);
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const req = http.request({
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/noise-suppressor/denoise',
+        headers: { 'X-API-Key': tok, 'X-Test-Upstream': 'hang', 'Content-Length': '4' },
+      });
+      req.on('error', () => undefined);
+      req.end('abcd');
+      for (let i = 0; i < 200 && (await heldCredits(ws.id)) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      // Four TTLs later the hold is still there: reclaiming finds nothing expired.
+      await new Promise((r) => setTimeout(r, 1_200));
+      expect(await store.reclaimExpiredReservations(new Date())).toBe(0);
+      expect(await heldCredits(ws.id)).toBe(1);
+      req.destroy();
+      for (let i = 0; i < 200 && (await heldCredits(ws.id)) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(await heldCredits(ws.id)).toBe(0);
+    } finally {
+      server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
   });
@@ -450,12 +623,15 @@ describe('credits', () => {
             body: Buffer.alloc(1000, i),
           });
           const body = (await res.json()) as { error?: { type: string } };
+          if (res.status === 429) expect(body.error!.type).toBe('rate_limited');
           return res.status === 402 ? body.error!.type : res.status;
         }),
       );
       expect(statuses.filter((s) => s === 200)).toHaveLength(10);
-      expect(statuses.filter((s) => s === 'quota_exhausted')).toHaveLength(40);
+      // The others: 402 once the 10 are settled, 429 while some of them were still in flight.
+      expect(statuses.filter((s) => s === 'quota_exhausted' || s === 429)).toHaveLength(40);
       expect(await store.creditsUsed(ws.id, new Date())).toBe(1000);
+      expect(await heldCredits(ws.id)).toBe(0);
     } finally {
       await new Promise((r) => server.close(r));
     }

@@ -184,6 +184,12 @@ describe('openapi.json', () => {
       const flac = await request(handle.app).post(p).set(auth()).field('model', 'nsm-1').field('output_format', 'flac').attach('file', fixture('speech-noisy-16k-mono.wav'));
       expect(flac.headers['content-type']).toBe('audio/flac');
       check(flac);
+      for (const [format, type] of [['mp3', 'audio/mpeg'], ['opus', 'audio/ogg'], ['m4a', 'audio/mp4']]) {
+        const lossy = await request(handle.app).post(p).set(auth()).field('model', 'nsm-1').field('output_format', format)
+          .field('loudness_lufs', '-16').attach('file', fixture('speech-noisy-16k-mono.wav'));
+        expect([format, lossy.status, lossy.headers['content-type']]).toEqual([format, 200, type]);
+        check(lossy);
+      }
       const json = await request(handle.app).post(p).set(auth()).field('model', 'nsm-1').field('response', 'json').attach('file', fixture('speech-noisy-16k-mono.wav'));
       expect(json.status).toBe(200);
       expect(json.headers['content-disposition']).toBeUndefined();

@@ -53,7 +53,7 @@ describe('probes, metrics and request lines of the whole app', () => {
 
   beforeAll(async () => {
     config = testConfig({ logRequests: true });
-    handle = await createApp(config, { log: (line) => lines.push(line) });
+    handle = await createApp(config, { log: (line) => lines.push(line), processMetrics: true });
     token = await createToken(handle.store, ['*']);
   });
 
@@ -210,6 +210,20 @@ describe('probes, metrics and request lines of the whole app', () => {
     expect(row).toMatchObject({ status: 422, errorType: 'invalid_audio', errorMessage: bad.body.detail, creditsCharged: 0 });
     const [gw] = (await handle.store.queryRequests({ errorType: 'invalid_token' })).filter((r) => r.requestId === none.headers['x-request-id']);
     expect(gw.errorMessage).toBe(none.body.error.message);
+  });
+
+  test('the Grafana dashboard in docs/ uses only metrics that /metrics really serves', async () => {
+    const dashboard = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'docs', 'grafana-dashboard.json'), 'utf8'));
+    const exprs: string[] = [];
+    for (const panel of dashboard.panels) for (const t of panel.targets ?? []) exprs.push(t.expr);
+    expect(exprs.length).toBeGreaterThan(15);
+    const used = new Set(exprs.flatMap((e) => e.match(/\bns_[a-z0-9_]+/g) ?? []).map((n) => n.replace(/_(bucket|sum|count)$/, '')));
+    const text = (await request(handle.app).get('/metrics')).text;
+    const served = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
+    expect([...used].filter((n) => !served.has(n))).toEqual([]);
+    // And the other way round: every ns_ metric we serve (apart from Node's process ones) is on the dashboard.
+    const ours = [...served].filter((n) => n.startsWith('ns_') && !/^ns_(process_|nodejs_)/.test(n));
+    expect(ours.filter((n) => !used.has(n) && n !== 'ns_upstream_consecutive_failures')).toEqual([]);
   });
 
   test('METRICS_TOKEN guards /metrics with a bearer token', async () => {

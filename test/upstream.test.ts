@@ -108,19 +108,22 @@ describe('model-service forwarder', () => {
     });
     expect(res.status).toBe(200);
     expect(JSON.parse(res.body.toString())).toEqual({ path: '/denoise?x=1&y=two', received: 3000 });
-    expect(res.headers['x-request-id']).toBe('abc-123');
+    // The gateway's own id, forwarded upstream and logged; the client's is kept beside it as client_request_id.
+    const requestId = res.headers['x-request-id'] as string;
+    expect(requestId).toMatch(/^req_[0-9a-f]{32}$/);
     expect(res.headers['x-upstream-custom']).toBe('yes');
     expect(Number(res.headers['x-gateway-upstream-ms'])).toBeGreaterThanOrEqual(0);
     expect(res.headers['x-gateway-upstream-ms']).toMatch(/^\d+$/);
     expect(seen).toHaveLength(1);
     expect(seen[0].headers.authorization).toBeUndefined();
     expect(seen[0].headers['x-api-key']).toBeUndefined();
-    expect(seen[0].headers['x-request-id']).toBe('abc-123');
+    expect(seen[0].headers['x-request-id']).toBe(requestId);
     expect(seen[0].headers['x-forwarded-for']).toBe('127.0.0.1');
 
     // The gateway's request log gets bytes and upstream time from the forwarder's context.
     const [logged] = await store.queryRequests({ limit: 1 });
-    expect(logged.requestId).toBe('abc-123');
+    expect(logged.requestId).toBe(requestId);
+    expect(logged.clientRequestId).toBe('abc-123');
     expect(logged.bytesIn).toBe(3000);
     expect(logged.bytesOut).toBe(res.body.length);
     expect(logged.upstreamMs).not.toBeNull();

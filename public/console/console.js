@@ -463,7 +463,9 @@
   /** The playground's call as curl: same fields, the API key from $TOKEN (never the session's own key). */
   function curlCommand() {
     const name = pg.fileName || 'audio.wav';
-    const out = `${name.replace(/\.[^.]+$/, '')}_denoised.wav`;
+    const format = $('#pg-format').value;
+    const out = `${name.replace(/\.[^.]+$/, '')}_denoised.${format}`;
+    const loudness = $('#pg-loudness').value;
     const url = `${location.origin}${BASE}/v1/noise-suppressor/denoise`;
     return [
       'curl -sS -D - -o ' + shellQuote(out),
@@ -472,7 +474,8 @@
       `  -F ${shellQuote(/[;,"\\]/.test(name) ? `file=@"${name.replace(/(["\\])/g, '\\$1')}"` : `file=@${name}`)}`,
       `  -F model=${shellQuote($('#pg-model').value)}`,
       `  -F attenuation_limit_db=${shellQuote($('#pg-atten').value)}`,
-      '  -F output_format=wav',
+      `  -F output_format=${shellQuote(format)}`,
+      ...(loudness ? [`  -F loudness_lufs=${shellQuote(loudness)}`] : []),
       `  ${shellQuote(url)}`,
     ].join(' \\\n');
   }
@@ -542,6 +545,8 @@
 
   $('#pg-workspace').addEventListener('change', () => selectPlaygroundWorkspace($('#pg-workspace').value));
   $('#pg-model').addEventListener('change', updateRunButton);
+  $('#pg-format').addEventListener('change', updateRunButton);
+  $('#pg-loudness').addEventListener('change', updateRunButton);
   $('#pg-atten').addEventListener('input', () => { $('#pg-atten-value').textContent = $('#pg-atten').value; updateRunButton(); });
 
   async function setInputAudio(blob, name) {
@@ -620,7 +625,9 @@
     form.append('file', pg.file, pg.fileName);
     form.append('model', $('#pg-model').value);
     form.append('attenuation_limit_db', $('#pg-atten').value);
-    form.append('output_format', 'wav');
+    const format = $('#pg-format').value;
+    form.append('output_format', format);
+    if ($('#pg-loudness').value) form.append('loudness_lufs', $('#pg-loudness').value);
     const run = $('#pg-run');
     run.disabled = true;
     pgStatus('Uploading and cleaning…');
@@ -652,16 +659,20 @@
       $('#pg-after-audio').src = pg.afterUrl;
       const dl = $('#pg-download');
       dl.href = pg.afterUrl;
-      dl.download = `${(pg.fileName || 'audio').replace(/\.[^.]+$/, '')}_denoised.wav`;
+      dl.download = `${(pg.fileName || 'audio').replace(/\.[^.]+$/, '')}_denoised.${format}`;
       show(dl, true);
       const parts = [`request ${requestId}`];
       if (typeof stats.duration_s === 'number') parts.push(`${stats.duration_s.toFixed(2)} s audio`);
       if (typeof stats.processing_s === 'number') parts.push(`processed in ${stats.processing_s.toFixed(2)} s`);
       if (typeof stats.rtf === 'number') parts.push(`RTF ${stats.rtf.toFixed(3)}`);
+      const lufs = (v) => (typeof v === 'number' ? `${v.toFixed(1)} LUFS` : 'silent');
+      if ('input_loudness_lufs' in stats) parts.push(`loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)}`);
+      if (typeof stats.output_true_peak_dbtp === 'number') parts.push(`peak ${stats.output_true_peak_dbtp.toFixed(1)} dBTP`);
+      if (typeof stats.noise_removed_db === 'number') parts.push(`noise −${stats.noise_removed_db.toFixed(1)} dB`);
       $('#pg-after-info').textContent = parts.join(' · ');
       pgStatus(`Done in ${((performance.now() - started) / 1000).toFixed(1)} s.`);
       const bytes = await blob.arrayBuffer();
-      const decoded = await Spectrogram.decodeMono(bytes, Spectrogram.wavSampleRate(bytes) || 48000);
+      const decoded = await Spectrogram.decodeMono(bytes, Spectrogram.wavSampleRate(bytes) || stats.output_sample_rate || 48000);
       // One frequency axis for both (the higher of the two Nyquist frequencies) and the colour scale of "before",
       // so the removed noise shows as darker areas at the same height.
       const axisHz = Math.max(decoded.sampleRate, pg.beforeDecoded ? pg.beforeDecoded.sampleRate : 0) / 2;

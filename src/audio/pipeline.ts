@@ -1,12 +1,16 @@
-// The file pipeline: any audio → model-rate float32 → DenoiseStream → 16-bit WAV or FLAC.
+// The file pipeline: any audio → model-rate float32 → DenoiseStream → WAV, FLAC, MP3, Opus or M4A (formats.ts).
 //
-//   source (planar float32 at the model rate, ~1 s chunks) ──▶ DenoiseStream.push (worker thread) ──▶ sink (file)
+//   source (planar float32 at the model rate, ~8 s chunks) ──▶ DenoiseStream.push (worker thread) ──▶ sink (file)
 //
 // Sources (sources.ts): an uncompressed WAV at the model's rate is read in-process (wav.ts), with no child process at
 // all; a WAV at another rate is read in-process and resampled by an ffmpeg child (soxr) fed through its stdin; anything
 // else is decoded (and resampled) by ONE ffmpeg child whose stderr banner and WAV header give what a separate probe
 // used to (codec, container, duration, input rate, channel count). Sinks (sinks.ts): 16-bit WAV at the model's rate is
 // written in-process; FLAC or another rate goes through an ffmpeg encoder child.
+//
+// Loudness (loudness.ts): the input and the cleaned audio are metered on the way (BS.1770 at the model's rate) for
+// the stats. With a loudness target the cleaned audio first goes to a spool file (spool.ts) while it is metered, then
+// is replayed through a gain and a true-peak limiter (normalize.ts) into the sink: two passes, memory still bounded.
 //
 // Limits (limits.ts) are checked from the header before any decoding, and the duration again while decoding.
 // Non-finite samples (NaN, ±Inf) are silence: float WAVs are cleaned as they are read, other decoders' output here.
@@ -20,6 +24,10 @@ import type { Config } from '../config';
 import { CHAINS } from '../inference/catalog';
 import type { DenoiseStream, InferenceEngine, ModelId } from '../inference/types';
 import { AudioAbortedError, AudioInputError } from './errors';
+import { encodedRate, FORMATS, truePeakCeiling, type OutputFormat } from './formats';
+import { dbOf, LoudnessMeter, noiseRemovedDb, TruePeakInterpolator } from './loudness';
+import { LoudnessNormalizer } from './normalize';
+import { FloatSpool } from './spool';
 import { checkDecodedDuration, checkInputLimits } from './limits';
 import { assertReadableFile } from './probe';
 import { openSink, type AudioSink } from './sinks';
@@ -27,7 +35,10 @@ import { openSource, type AudioSource } from './sources';
 
 export { AudioAbortedError, AudioInputError, AudioPipelineError, AudioTooLongError } from './errors';
 
-export type OutputFormat = 'wav' | 'flac';
+export type { OutputFormat } from './formats';
+
+/** Largest gain loudness normalisation applies (a near-silent file is not blown up into its noise floor). */
+export const MAX_NORMALIZATION_GAIN_DB = 30;
 
 export interface DenoiseFileDeps {
   config: Config;
@@ -50,6 +61,8 @@ export interface DenoiseFileOptions {
   chunkSeconds?: number;
   /** false: always decode and encode with ffmpeg, even where the in-process WAV path applies (tests, benchmark). */
   inProcessWav?: boolean;
+  /** Integrated loudness (LUFS) to normalise the cleaned audio to; null/undefined: no normalisation. */
+  loudnessLufs?: number | null;
 }
 
 export interface DenoiseStats {
@@ -64,6 +77,16 @@ export interface DenoiseStats {
   input_codec: string;
   output_format: OutputFormat;
   attenuation_limit_db: number;
+  /** Integrated loudness (BS.1770) of the input as the model hears it (at the model's rate); null for silence. */
+  input_loudness_lufs: number | null;
+  /** Integrated loudness of the output; null for silence. */
+  output_loudness_lufs: number | null;
+  /** Estimated noise attenuation: input/output energy over the input's quietest 400 ms blocks; null if none. */
+  noise_removed_db: number | null;
+  /** With loudness normalisation only: the target, the gain applied and the output's true peak. */
+  loudness_target_lufs?: number;
+  loudness_gain_db?: number;
+  output_true_peak_dbtp?: number | null;
 }
 
 /**
@@ -75,9 +98,6 @@ export interface DenoiseStats {
 export const DEFAULT_CHUNK_SECONDS = 8;
 /** 8 s of mono 48 kHz: 1.5 MB of float32 per chunk whatever the channel count (16 channels at 16 kHz: 1.5 s). */
 export const MAX_CHUNK_SAMPLES = 8 * 48000;
-
-/** FLAC (libFLAC and ffmpeg's encoder) stores at most 8 channels. */
-const FLAC_MAX_CHANNELS = 8;
 
 /** The rate the model's chain runs at; audio is decoded to it. */
 export function modelRateFor(model: ModelId): number {
@@ -96,10 +116,10 @@ export async function denoiseFile(
   // Absolute paths: ffmpeg reads names like "concat:a|b" as protocol URLs.
   const run = new PipelineRun(deps, path.resolve(inputPath), path.resolve(outputPath), opts);
   try {
-    const { frames, source, stream } = await run.execute();
+    const { frames, source, stream, loudness } = await run.execute();
     const processingS = Number(process.hrtime.bigint() - started) / 1e9;
     const durationS = frames / stream.sampleRate;
-    return {
+    const stats: DenoiseStats = {
       duration_s: round(durationS, 3),
       processing_s: round(processingS, 3),
       rtf: round(durationS > 0 ? processingS / durationS : 0, 4),
@@ -111,13 +131,22 @@ export async function denoiseFile(
       input_codec: source.codec,
       output_format: opts.outputFormat,
       attenuation_limit_db: opts.attenuationLimitDb,
+      input_loudness_lufs: roundOrNull(loudness.input, 2),
+      output_loudness_lufs: roundOrNull(loudness.output, 2),
+      noise_removed_db: roundOrNull(loudness.noiseRemoved, 1),
     };
+    if (loudness.target !== null) {
+      stats.loudness_target_lufs = loudness.target;
+      stats.loudness_gain_db = round(loudness.gainDb, 2);
+      stats.output_true_peak_dbtp = loudness.truePeak === null ? null : round(loudness.truePeak, 2);
+    }
+    return stats;
   } catch (err) {
     await run.teardown();
     await fs.promises.rm(outputPath, { force: true }).catch(() => undefined);
     throw err;
   } finally {
-    run.dispose();
+    await run.dispose();
   }
 }
 
@@ -126,6 +155,7 @@ class PipelineRun {
   outputRate = 0;
   private source: AudioSource | null = null;
   private sink: AudioSink | null = null;
+  private spool: FloatSpool | null = null;
   private stream: DenoiseStream | null = null;
   private aborted = false;
   /** Set once the signal fires or a child dies early; every await in the loop is guarded by it. */
@@ -194,7 +224,7 @@ class PipelineRun {
     return this.guard(p);
   }
 
-  async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream }> {
+  async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream; loudness: LoudnessResult }> {
     const { config, engine } = this.deps;
     const opts = this.opts;
     const modelRate = modelRateFor(opts.model);
@@ -207,8 +237,11 @@ class PipelineRun {
     this.source = source;
     this.throwIfFailed();
     checkInputLimits(config, { sampleRate: source.inputRate, channels: source.channels, durationS: source.durationS });
-    if (opts.outputFormat === 'flac' && source.channels > FLAC_MAX_CHANNELS) {
-      throw new AudioInputError(`FLAC output supports at most ${FLAC_MAX_CHANNELS} channels; the input has ${source.channels} (use wav)`);
+    const format = FORMATS[opts.outputFormat];
+    if (source.channels > format.maxChannels) {
+      throw new AudioInputError(
+        `${opts.outputFormat} output supports at most ${format.maxChannels} channels; the input has ${source.channels} (use wav)`,
+      );
     }
 
     const stream = await this.acquire(
@@ -217,7 +250,10 @@ class PipelineRun {
     );
     this.stream = stream;
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
-    this.outputRate = opts.keepInputSampleRate ? source.inputRate : modelRate;
+    this.outputRate = encodedRate(opts.outputFormat, opts.keepInputSampleRate ? source.inputRate : modelRate);
+    const target = opts.loudnessLufs ?? null;
+    const inMeter = new LoudnessMeter(modelRate, source.channels);
+    const outMeter = new LoudnessMeter(modelRate, source.channels);
 
     const sink = await this.acquire(
       openSink(config, this.outputPath, {
@@ -231,6 +267,21 @@ class PipelineRun {
       (k) => k.abort(),
     );
     this.sink = sink;
+    if (target !== null) this.spool = await this.guard(FloatSpool.create(`${this.outputPath}.spool`, source.channels));
+    const spool = this.spool;
+    // Without a target the cleaned audio goes straight to the sink; with one it waits in the spool for pass 2 (and
+    // its true peak tells whether the gain will need the limiter).
+    const cleanPeak = spool ? new TruePeakInterpolator(modelRate, source.channels) : null;
+    let peakScratch = new Float64Array(0);
+    const emit = async (out: Float32Array[]): Promise<void> => {
+      if (out.length === 0 || out[0].length === 0) return;
+      outMeter.push(out);
+      if (cleanPeak) {
+        if (peakScratch.length < out[0].length) peakScratch = new Float64Array(out[0].length);
+        cleanPeak.process(out, peakScratch);
+      }
+      await this.guard(spool ? spool.write(out) : sink.write(out));
+    };
 
     const chunkFrames = Math.max(
       256,
@@ -246,8 +297,9 @@ class PipelineRun {
       if (n === 0) continue;
       framesIn += n;
       checkDecodedDuration(config, framesIn / modelRate);
+      inMeter.push(planar); // before push: the engine takes the arrays
       const out = await this.guard(stream.push(planar));
-      await this.guard(sink.write(out));
+      await emit(out);
       opts.onProgress?.(framesIn / modelRate, total);
     }
     if (this.aborted) throw new AudioAbortedError();
@@ -257,10 +309,63 @@ class PipelineRun {
     this.throwIfFailed(); // end() cannot be aborted once sent, so do not send it for a run that already failed
     const tail = await this.guard(stream.end());
     this.stream = null; // flushed: nothing to abort any more
-    await this.guard(sink.write(tail));
+    await emit(tail);
+
+    const loudness: LoudnessResult = {
+      input: inMeter.integrated(),
+      output: outMeter.integrated(),
+      noiseRemoved: noiseRemovedDb(inMeter.blockPowers(), outMeter.blockPowers()),
+      target,
+      gainDb: 0,
+      truePeak: null,
+    };
+    if (spool && target !== null) {
+      // Pass 2: one gain for the whole file, limited to the format's true-peak ceiling, metered again.
+      const measured = loudness.output;
+      const ceilingDbtp = truePeakCeiling(opts.outputFormat) - LIMITER_MARGIN_DB;
+      const normalizerFor = (gainDb: number) =>
+        new LoudnessNormalizer({ sampleRate: modelRate, channels: source.channels, gainDb, ceilingDbtp });
+      loudness.gainDb = measured === null ? 0 : Math.min(MAX_NORMALIZATION_GAIN_DB, target - measured);
+      if (measured !== null && cleanPeak && cleanPeak.maximum() > 0 && dbOf(cleanPeak.maximum()) + loudness.gainDb > ceilingDbtp) {
+        // The limiter takes some loudness away: measure how much on dry runs (no encoding) and add it back, until
+        // within 0.1 LU of the target or after a few rounds (the limiter's loss grows with the gain).
+        for (let round = 0; round < MAX_LIMITER_ROUNDS; round++) {
+          const dry = normalizerFor(loudness.gainDb);
+          const dryMeter = new LoudnessMeter(modelRate, source.channels);
+          for await (const chunk of spool.read(chunkFrames)) {
+            this.throwIfFailed();
+            dryMeter.push(dry.push(chunk));
+          }
+          dryMeter.push(dry.flush());
+          const limited = dryMeter.integrated();
+          if (limited === null || Math.abs(target - limited) < 0.1) break;
+          const next = Math.min(MAX_NORMALIZATION_GAIN_DB, loudness.gainDb + (target - limited));
+          if (next === loudness.gainDb) break;
+          loudness.gainDb = next;
+        }
+      }
+      const normalizer = normalizerFor(loudness.gainDb);
+      const finalMeter = new LoudnessMeter(modelRate, source.channels);
+      const peak = new TruePeakInterpolator(modelRate, source.channels);
+      let peaks = new Float64Array(0);
+      const write = async (out: Float32Array[]): Promise<void> => {
+        if (out[0].length === 0) return;
+        finalMeter.push(out);
+        if (peaks.length < out[0].length) peaks = new Float64Array(out[0].length);
+        peak.process(out, peaks);
+        await this.guard(sink.write(out));
+      };
+      for await (const chunk of spool.read(chunkFrames)) {
+        this.throwIfFailed();
+        await write(normalizer.push(chunk));
+      }
+      await write(normalizer.flush());
+      loudness.output = finalMeter.integrated();
+      loudness.truePeak = peak.maximum() > 0 ? dbOf(peak.maximum()) : null;
+    }
     await this.guard(sink.close());
     this.sink = null;
-    return { frames: framesIn, source, stream };
+    return { frames: framesIn, source, stream, loudness };
   }
 
   /** Stops the children, frees the engine stream, closes files; safe to call repeatedly. */
@@ -269,6 +374,9 @@ class PipelineRun {
     const sink = this.sink;
     this.source = null;
     this.sink = null;
+    const spool = this.spool;
+    this.spool = null;
+    await spool?.dispose();
     if (this.stream) {
       try {
         this.stream.abort();
@@ -280,8 +388,11 @@ class PipelineRun {
     await Promise.all([source?.abort(), sink?.abort()]);
   }
 
-  dispose(): void {
+  async dispose(): Promise<void> {
     this.opts.signal?.removeEventListener('abort', this.onAbort);
+    const spool = this.spool;
+    this.spool = null;
+    await spool?.dispose();
   }
 }
 
@@ -326,6 +437,25 @@ export function silenceNonFinite(planar: Float32Array[]): boolean {
     }
   }
   return found;
+}
+
+interface LoudnessResult {
+  input: number | null;
+  output: number | null;
+  noiseRemoved: number | null;
+  target: number | null;
+  gainDb: number;
+  truePeak: number | null;
+}
+
+/** Dry passes at most, to make up for the loudness the limiter removes. */
+const MAX_LIMITER_ROUNDS = 3;
+
+/** Headroom under the format's ceiling for what the limiter's peak estimate and the output resampler can miss. */
+const LIMITER_MARGIN_DB = 0.3;
+
+function roundOrNull(x: number | null, digits: number): number | null {
+  return x === null || !Number.isFinite(x) ? null : round(x, digits);
 }
 
 function round(x: number, digits: number): number {

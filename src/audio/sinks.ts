@@ -1,7 +1,8 @@
 // Sinks of the file pipeline: planar float32 at the model's rate in, the output file out.
 //
 //   WavFileSink     16-bit PCM WAV at the model's rate: written in-process (wav.ts), no child process.
-//   FfmpegSink      FLAC, or WAV at another rate: an ffmpeg encoder child (soxr resampling) fed through its stdin.
+//   FfmpegSink      FLAC, MP3, Opus, M4A, or WAV at another rate: an ffmpeg encoder child (soxr resampling) fed
+//                   through its stdin; codec, bitrate and container come from formats.ts.
 //
 // Both turn non-finite samples into silence before encoding (never full-scale garbage), and both apply backpressure:
 // write() resolves once the bytes were taken (file write done, or the encoder's stdin drained).
@@ -9,6 +10,7 @@ import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import type { Config } from '../config';
 import { AudioPipelineError } from './errors';
+import { FORMATS, type OutputFormat } from './formats';
 import { killChild, spawnFfmpeg, StderrTail, waitForExit } from './ffmpeg';
 import { WavWriter } from './wav';
 
@@ -21,7 +23,7 @@ export interface AudioSink {
 }
 
 export interface SinkOptions {
-  format: 'wav' | 'flac';
+  format: OutputFormat;
   channels: number;
   modelRate: number;
   outputRate: number;
@@ -95,9 +97,7 @@ class FfmpegSink implements AudioSink {
       ...(opts.outputRate !== opts.modelRate ? ['-af', `aresample=${opts.outputRate}:resampler=soxr`] : []),
       '-ar', String(opts.outputRate),
       '-fflags', '+bitexact', '-flags', '+bitexact', '-map_metadata', '-1',
-      ...(opts.format === 'flac'
-        ? ['-c:a', 'flac', '-sample_fmt', 's16', '-f', 'flac']
-        : ['-c:a', 'pcm_s16le', '-rf64', 'auto', '-f', 'wav']),
+      ...FORMATS[opts.format].ffmpegArgs(opts.channels),
       '-y', outputPath,
     ]);
     const child = this.child;

@@ -5,6 +5,9 @@
 //                 server runs (WAL); written to FILE.partial, integrity-checked, then renamed to FILE.
 //   restore FILE  replaces DATA_DIR/gateway.db with a verified backup; refuses while any process (a running
 //                 gateway, the keys CLI) has the database open. The database it replaces is kept beside it.
+//   migrate       applies the numbered schema migrations of the configured store (SQLite, or PostgreSQL with
+//                 DATABASE_URL) and prints the schema version; the server does the same at start.
+//   import-sqlite copies a single box's DATA_DIR/gateway.db into the empty PostgreSQL database of DATABASE_URL.
 //
 // With PostgreSQL (DATABASE_URL) the database is the PostgreSQL server's: backup runs pg_dump when it is on the
 // PATH, restore explains pg_restore; nothing here copies files for it.
@@ -13,6 +16,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { loadConfig, type Config } from '../config';
+import { describeStore, migrateStore } from '../store';
+import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
 import { gatewayDbPath, openSqliteStore } from '../store/sqlite-store';
 
 export interface DbCliIo {
@@ -224,13 +229,71 @@ export const COMMANDS: Record<string, DbCommand> = {
   },
 };
 
+// Schema migrations and the move to PostgreSQL (issue 12; src/store/migrations, src/store/copy-sqlite-to-postgres.ts).
+COMMANDS.migrate = {
+  usage: 'migrate',
+  summary:
+    'Applies the numbered schema migrations not yet applied to the configured store (SQLite in DATA_DIR, or ' +
+    'PostgreSQL with DATABASE_URL) and prints the schema version. The server does the same at start; run it ' +
+    'before rolling out a new version to several replicas. Safe to run concurrently.',
+  async run(args, { config, io }) {
+    if (args.length > 0) throw new UsageError(`migrate takes no arguments, got "${args[0]}"`);
+    const where = describeStore(config);
+    let result: { applied: number[]; version: number };
+    try {
+      result = await migrateStore(config);
+    } catch (err) {
+      throw new CommandError(`could not migrate ${where}: ${(err as Error).message}`);
+    }
+    const { applied, version } = result;
+    io.out(
+      applied.length > 0
+        ? `${where}: applied migration${applied.length > 1 ? 's' : ''} ${applied.join(', ')}; schema version ${version}`
+        : `${where}: up to date, schema version ${version}`,
+    );
+  },
+};
+
+COMMANDS['import-sqlite'] = {
+  usage: 'import-sqlite [--data-dir DIR]',
+  summary:
+    'Copies the single-box SQLite store (DIR/gateway.db; default DATA_DIR) into the empty PostgreSQL database of ' +
+    'DATABASE_URL: workspaces, keys (their hashes), credit usage, settings and the request log, ids kept. Stop the ' +
+    'single box first. One transaction: all or nothing.',
+  async run(args, { config, io }) {
+    let dataDir = config.dataDir;
+    for (let i = 0; i < args.length; i++) {
+      if (args[i] === '--data-dir' && args[i + 1]) dataDir = path.resolve(args[++i]);
+      else if (args[i].startsWith('--data-dir=')) dataDir = path.resolve(args[i].slice('--data-dir='.length));
+      else throw new UsageError(`unexpected argument "${args[i]}"`);
+    }
+    if (!config.databaseUrl) throw new UsageError('set DATABASE_URL to the PostgreSQL database to copy into');
+    io.out(`copying ${gatewayDbPath({ dataDir })} into ${describeStore(config)} ...`);
+    let n;
+    try {
+      n = await copySqliteToPostgres({ dataDir }, { databaseUrl: config.databaseUrl }, io.out);
+    } catch (err) {
+      throw new CommandError(`import failed, nothing was copied: ${(err as Error).message}`);
+    }
+    io.out(
+      `copied ${n.workspaces} workspaces, ${n.tokens} keys, ${n.creditPeriods} credit periods, ${n.settings} settings, ` +
+        `${n.requestLogRows} request-log rows`,
+    );
+  },
+};
+
 export function helpText(): string {
   const lines = ['Usage: npm run -s db -- <command> [options]', '', 'Commands:'];
   for (const cmd of Object.values(COMMANDS)) {
     lines.push(`  ${cmd.usage}`);
     lines.push(`      ${cmd.summary}`);
   }
-  lines.push('  --help', '      This text.', '', 'Environment: DATA_DIR (default ./data) holds gateway.db.');
+  lines.push(
+    '  --help',
+    '      This text.',
+    '',
+    'Environment: DATA_DIR (default ./data) holds gateway.db; DATABASE_URL (postgres://…) selects PostgreSQL instead.',
+  );
   return lines.join('\n');
 }
 

@@ -35,7 +35,7 @@ Commands:
   --help
       This text.
 
-Environment: DATA_DIR (default ./data) holds gateway.db.`;
+Environment: DATA_DIR (default ./data) holds gateway.db; with DATABASE_URL (postgres://…) the keys live in PostgreSQL.`;
 
 /** A mistake in the command line: reported with exit status 2. */
 class UsageError extends Error {}

@@ -1,8 +1,8 @@
 // `nsm`: the command line. Subcommands are entries of SUBCOMMANDS (a summary and a run function); `nsm denoise`
 // lives here, other subcommands (e.g. `nsm jobs`) in their own modules, hooked in with one entry each.
 //
-//   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--keep-rate|--model-rate]
-//                     [--force] [--json] [--quiet]
+//   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
+//                     [--keep-rate|--model-rate] [--force] [--json] [--quiet]
 //
 // It shares the service's pipeline (ffmpeg decode, ONNX engine, ffmpeg encode). Outputs are written to a temporary
 // name beside the target and renamed when complete, so an interrupted or failed run never leaves half a file and
@@ -12,7 +12,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { loadConfig, type Config } from '../config';
-import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats, type OutputFormat } from '../audio/pipeline';
+import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
+import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../audio/pipeline';
+import { LOUDNESS_RANGE } from '../audio/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
 import type { InferenceEngine } from '../inference/types';
@@ -34,11 +36,10 @@ async function runJobsCommand(argv: string[]): Promise<number> {
 export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
 
 /** Output file extensions and the format each one means (the output's extension picks the format). */
-export const OUTPUT_EXTENSIONS: Record<string, OutputFormat> = {
-  wav: 'wav',
-  flac: 'flac',
-};
-export const OUTPUT_FORMATS: OutputFormat[] = [...new Set(Object.values(OUTPUT_EXTENSIONS))];
+export const OUTPUT_EXTENSIONS: Record<string, OutputFormat> = Object.fromEntries(
+  OUTPUT_FORMATS.map((f) => [FORMATS[f].extension, f]),
+) as Record<string, OutputFormat>;
+export { OUTPUT_FORMATS };
 
 export interface Subcommand {
   usage: string;
@@ -70,7 +71,7 @@ export function helpText(): string {
 export const DENOISE_HELP = `nsm denoise — remove background noise from speech recordings
 
 Usage:
-  nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F]
+  nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
                     [--keep-rate | --model-rate] [--force] [--json] [--quiet]
 
   IN may be several files (nsm denoise *.mp3) or - for standard input.
@@ -80,7 +81,10 @@ Options:
                             format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}
   -d, --out-dir DIR         write each output into DIR (default: next to its input)
                             Default name: <input name>_denoised.<format>; for stdin input, standard output.
-  -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav)
+  -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav);
+                            mp3 64, opus 32, m4a (AAC) 64 kb/s per channel
+  -l, --loudness LUFS       normalise the cleaned audio to this integrated loudness (EBU R128, ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max};
+                            e.g. -16 podcasts, -23 broadcast), true peak at most -1 dBTP (-2 for lossy formats)
   -m, --model M             ${MODEL_IDS.join(', ')} (default ${DEFAULT_MODEL})
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100; 0 = remove as much as possible
                             (default: DEFAULT_ATTENUATION_LIMIT_DB, else 0)
@@ -114,6 +118,7 @@ export interface DenoiseArgs {
   model: ModelId;
   attenuationLimitDb: number;
   format: OutputFormat;
+  loudnessLufs: number | null;
   keepInputSampleRate: boolean;
   force: boolean;
   json: boolean;
@@ -133,6 +138,7 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
   let model: ModelId = DEFAULT_MODEL;
   let limit = defaultAttenuationLimitDb;
   let format: OutputFormat | undefined;
+  let loudness: number | null = null;
   let keep = true;
   let force = false;
   let json = false;
@@ -181,6 +187,15 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
         format = f as OutputFormat;
         break;
       }
+      case '-l': case '--loudness': case '--loudness-lufs': {
+        const raw = value();
+        const n = Number(raw);
+        if (!Number.isFinite(n) || n < LOUDNESS_RANGE.min || n > LOUDNESS_RANGE.max) {
+          throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${raw}"`);
+        }
+        loudness = n;
+        break;
+      }
       case '--keep-rate': keep = true; break;
       case '--model-rate': keep = false; break;
       case '--force': force = true; break;
@@ -227,7 +242,7 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     seen.set(key, job.input);
   }
   if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
-  return { jobs, model, attenuationLimitDb: limit, format: fmt, keepInputSampleRate: keep, force, json, quiet };
+  return { jobs, model, attenuationLimitDb: limit, format: fmt, loudnessLufs: loudness, keepInputSampleRate: keep, force, json, quiet };
 }
 
 /** Progress on stderr: a redrawn bar on a TTY, otherwise a line every 10 %. Files under 10 s show nothing. */
@@ -274,8 +289,14 @@ const shown = (p: string, stdio: 'stdin' | 'stdout'): string => (p === '-' ? std
 /** One line per file on stderr: where it went and what it became. */
 export function summaryLine(job: DenoiseJob, stats: DenoiseStats): string {
   const ch = stats.channels === 1 ? 'mono' : stats.channels === 2 ? 'stereo' : `${stats.channels} ch`;
+  const lufs = (v: number | null) => (v === null ? 'silent' : `${v.toFixed(1)} LUFS`);
+  const loudness = stats.loudness_target_lufs !== undefined
+    ? `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)} (target ${stats.loudness_target_lufs}, peak ${stats.output_true_peak_dbtp === null || stats.output_true_peak_dbtp === undefined ? '–' : stats.output_true_peak_dbtp.toFixed(1) + ' dBTP'})`
+    : `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)}`;
+  const noise = stats.noise_removed_db === null ? '' : `, noise −${stats.noise_removed_db.toFixed(1)} dB`;
   return `wrote ${shown(job.output, 'stdout')} (from ${shown(job.input, 'stdin')}): ${stats.duration_s.toFixed(2)} s ${ch} ` +
-    `${stats.output_sample_rate} Hz ${stats.output_format}, ${stats.model}, ${stats.processing_s.toFixed(2)} s (rtf ${stats.rtf.toFixed(3)})`;
+    `${stats.output_sample_rate} Hz ${stats.output_format}, ${stats.model}, ${stats.processing_s.toFixed(2)} s (rtf ${stats.rtf.toFixed(3)})` +
+    loudness + noise;
 }
 
 /** Reads standard input into a file (ffmpeg probes and decodes files; a pipe cannot be probed twice). */
@@ -348,6 +369,7 @@ export async function runDenoise(argv: string[]): Promise<number> {
           model: args.model,
           attenuationLimitDb: args.attenuationLimitDb,
           outputFormat: args.format,
+          loudnessLufs: args.loudnessLufs,
           keepInputSampleRate: args.keepInputSampleRate,
           signal: controller.signal,
           onProgress: progress ? (d, t) => progress.update(d, t) : undefined,

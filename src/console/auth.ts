@@ -1,8 +1,18 @@
-// Console authentication: the admin secret, server-side sessions, CSRF tokens and a
-// sign-in rate limiter. Nothing here is persisted except the admin secret's hash.
+// Console authentication: the admin secret (scrypt, run off the event loop), server-side sessions, CSRF tokens
+// and a sign-in rate limiter. Sessions and the limiter are contracts with two engines: process memory (here; the
+// single box) and Redis (src/redis/; several replicas), chosen by configuration and covered by the same contract
+// tests. Nothing here is persisted in the store except the admin secret's hash.
 import crypto from 'node:crypto';
+import { promisify } from 'node:util';
 import type { Config } from '../config';
 import type { GatewayStore } from '../store/types';
+
+const scrypt = promisify(crypto.scrypt) as (
+  password: crypto.BinaryLike,
+  salt: crypto.BinaryLike,
+  keylen: number,
+  options: crypto.ScryptOptions,
+) => Promise<Buffer>;
 
 /** Settings key holding the scrypt hash of a generated admin secret. */
 export const ADMIN_SECRET_SETTING = 'console.admin_secret_hash';
@@ -10,19 +20,23 @@ export const ADMIN_SECRET_SETTING = 'console.admin_secret_hash';
 const SCRYPT_KEYLEN = 32;
 const SCRYPT_PARAMS = { N: 16384, r: 8, p: 1 };
 
-/** `scrypt$<salt b64url>$<hash b64url>`: a slow hash, since the secret guards the whole console. */
-export function hashAdminSecret(secret: string): string {
+/**
+ * `scrypt$<salt b64url>$<hash b64url>`: a slow hash, since the secret guards the whole console. The KDF runs on
+ * libuv's thread pool (crypto.scrypt), never on the event loop: a burst of sign-ins must not stall API calls.
+ */
+export async function hashAdminSecret(secret: string): Promise<string> {
   const salt = crypto.randomBytes(16);
-  const hash = crypto.scryptSync(secret, salt, SCRYPT_KEYLEN, SCRYPT_PARAMS);
+  const hash = await scrypt(secret, salt, SCRYPT_KEYLEN, SCRYPT_PARAMS);
   return `scrypt$${salt.toString('base64url')}$${hash.toString('base64url')}`;
 }
 
-export function verifyAdminSecretHash(secret: string, stored: string): boolean {
+export async function verifyAdminSecretHash(secret: string, stored: string): Promise<boolean> {
   const [kind, saltB64, hashB64] = stored.split('$');
   if (kind !== 'scrypt' || !saltB64 || !hashB64) return false;
   const expected = Buffer.from(hashB64, 'base64url');
-  const actual = crypto.scryptSync(secret, Buffer.from(saltB64, 'base64url'), expected.length, SCRYPT_PARAMS);
-  return expected.length === actual.length && crypto.timingSafeEqual(expected, actual);
+  if (expected.length < 16) return false;
+  const actual = await scrypt(secret, Buffer.from(saltB64, 'base64url'), expected.length, SCRYPT_PARAMS);
+  return crypto.timingSafeEqual(expected, actual);
 }
 
 /** Compares two strings in time independent of where they differ (hashing first equalises lengths). */
@@ -46,7 +60,7 @@ export async function ensureAdminSecret(
   if (config.adminSecret) return null;
   if (await store.getSetting(ADMIN_SECRET_SETTING)) return null;
   const secret = crypto.randomBytes(24).toString('base64url');
-  await store.setSetting(ADMIN_SECRET_SETTING, hashAdminSecret(secret));
+  await store.setSetting(ADMIN_SECRET_SETTING, await hashAdminSecret(secret));
   log(
     `[console] No ADMIN_SECRET set: generated a console admin secret (shown once, only its hash is stored):\n` +
       `[console]   ${secret}\n` +
@@ -73,7 +87,7 @@ export interface ConsoleSession {
   createdAt: number;
   lastSeenAt: number;
   expiresAt: number;
-  /** Clear playground tokens per workspace; held only here, never in the store. */
+  /** Clear playground tokens per workspace; held only in the session engine, never in the store. */
   playgroundKeys: Map<string, PlaygroundKey>;
 }
 
@@ -84,50 +98,81 @@ export interface SessionOptions {
   absoluteTtlMs: number;
 }
 
-/** In-memory sessions keyed by the sha256 of the cookie value (a leaked map does not leak cookies). */
-export class SessionStore {
+/**
+ * Server-side console sessions, keyed by the sha256 of the cookie value (a leaked table does not leak cookies).
+ * A session ends when idle for idleTtlMs or absoluteTtlMs after sign-in; each engine ends it exactly once and hands
+ * it to the onEnd handler (the console revokes its playground keys there), whether it was found over by get() or
+ * by sweep(). destroy() (sign-out) returns the session instead, for the caller to handle.
+ */
+export interface SessionStore {
+  create(now?: number): Promise<{ sessionId: string; session: ConsoleSession }>;
+  /** The live session for a cookie value; refreshes its idle timer. */
+  get(sessionId: string | undefined, now?: number): Promise<ConsoleSession | null>;
+  destroy(sessionId: string): Promise<ConsoleSession | null>;
+  /** Sets (or with null removes) the playground key a session holds for a workspace. */
+  setPlaygroundKey(sessionId: string, workspaceId: string, key: PlaygroundKey | null): Promise<void>;
+  /** Ends every timed-out session; the console runs it on a timer. */
+  sweep(now?: number): Promise<void>;
+  /** Who is told about sessions that time out. */
+  onEnd(handler: (session: ConsoleSession) => void): void;
+  close?(): Promise<void>;
+}
+
+/** When the session will end if it stays idle, as ms epoch. */
+export function sessionEndsAt(session: ConsoleSession, options: SessionOptions): number {
+  return Math.min(session.expiresAt, session.lastSeenAt + options.idleTtlMs);
+}
+
+export function sessionIsOver(session: ConsoleSession, options: SessionOptions, now: number): boolean {
+  return now >= session.expiresAt || now - session.lastSeenAt >= options.idleTtlMs;
+}
+
+export function sessionKey(sessionId: string): string {
+  return crypto.createHash('sha256').update(sessionId).digest('hex');
+}
+
+export function newSession(now: number, options: SessionOptions): { sessionId: string; session: ConsoleSession } {
+  return {
+    sessionId: crypto.randomBytes(32).toString('base64url'),
+    session: {
+      csrfToken: crypto.randomBytes(32).toString('base64url'),
+      createdAt: now,
+      lastSeenAt: now,
+      expiresAt: now + options.absoluteTtlMs,
+      playgroundKeys: new Map(),
+    },
+  };
+}
+
+/** Sessions in process memory (the single box). */
+export class MemorySessionStore implements SessionStore {
   private readonly sessions = new Map<string, ConsoleSession>();
+  private endHandler: (session: ConsoleSession) => void = () => undefined;
 
-  /** `onEnd` runs for sessions that time out (not for destroy(), whose caller handles it). */
-  constructor(
-    private readonly options: SessionOptions,
-    private readonly onEnd: (session: ConsoleSession) => void = () => undefined,
-  ) {}
+  constructor(private readonly options: SessionOptions) {}
 
-  private isOver(s: ConsoleSession, now: number): boolean {
-    return now >= s.expiresAt || now - s.lastSeenAt >= this.options.idleTtlMs;
+  onEnd(handler: (session: ConsoleSession) => void): void {
+    this.endHandler = handler;
   }
 
   private end(key: string, session: ConsoleSession): void {
     this.sessions.delete(key);
-    this.onEnd(session);
+    this.endHandler(session);
   }
 
-  private static key(sessionId: string): string {
-    return crypto.createHash('sha256').update(sessionId).digest('hex');
+  async create(now = Date.now()): Promise<{ sessionId: string; session: ConsoleSession }> {
+    await this.sweep(now);
+    const created = newSession(now, this.options);
+    this.sessions.set(sessionKey(created.sessionId), created.session);
+    return created;
   }
 
-  create(now = Date.now()): { sessionId: string; session: ConsoleSession } {
-    this.sweep(now);
-    const sessionId = crypto.randomBytes(32).toString('base64url');
-    const session: ConsoleSession = {
-      csrfToken: crypto.randomBytes(32).toString('base64url'),
-      createdAt: now,
-      lastSeenAt: now,
-      expiresAt: now + this.options.absoluteTtlMs,
-      playgroundKeys: new Map(),
-    };
-    this.sessions.set(SessionStore.key(sessionId), session);
-    return { sessionId, session };
-  }
-
-  /** The live session for a cookie value; refreshes its idle timer. */
-  get(sessionId: string | undefined, now = Date.now()): ConsoleSession | null {
+  async get(sessionId: string | undefined, now = Date.now()): Promise<ConsoleSession | null> {
     if (!sessionId) return null;
-    const key = SessionStore.key(sessionId);
+    const key = sessionKey(sessionId);
     const session = this.sessions.get(key);
     if (!session) return null;
-    if (this.isOver(session, now)) {
+    if (sessionIsOver(session, this.options, now)) {
       this.end(key, session);
       return null;
     }
@@ -135,22 +180,23 @@ export class SessionStore {
     return session;
   }
 
-  destroy(sessionId: string): ConsoleSession | null {
-    const key = SessionStore.key(sessionId);
+  async destroy(sessionId: string): Promise<ConsoleSession | null> {
+    const key = sessionKey(sessionId);
     const session = this.sessions.get(key) ?? null;
     this.sessions.delete(key);
     return session;
   }
 
-  /** When the session will end if it stays idle, as ms epoch. */
-  endsAt(session: ConsoleSession): number {
-    return Math.min(session.expiresAt, session.lastSeenAt + this.options.idleTtlMs);
+  async setPlaygroundKey(sessionId: string, workspaceId: string, key: PlaygroundKey | null): Promise<void> {
+    const session = this.sessions.get(sessionKey(sessionId));
+    if (!session) return;
+    if (key) session.playgroundKeys.set(workspaceId, key);
+    else session.playgroundKeys.delete(workspaceId);
   }
 
-  /** Ends every timed-out session; runs at each sign-in and on a timer. */
-  sweep(now = Date.now()): void {
+  async sweep(now = Date.now()): Promise<void> {
     for (const [key, s] of this.sessions) {
-      if (this.isOver(s, now)) this.end(key, s);
+      if (sessionIsOver(s, this.options, now)) this.end(key, s);
     }
   }
 }
@@ -158,38 +204,86 @@ export class SessionStore {
 export interface LoginLimiterOptions {
   /** Failed attempts allowed per client IP within the window. */
   maxFailures: number;
+  /** The window starts at an address's first failure. */
   windowMs: number;
 }
 
-/** Fixed-window counter of failed sign-ins per client IP. */
-export class LoginRateLimiter {
+/** Counts failed sign-ins per client address; after maxFailures within windowMs the address waits. */
+export interface LoginLimiter {
+  /** Seconds the address must wait, or 0 when it may try now. */
+  retryAfterSeconds(ip: string, now?: number): Promise<number>;
+  recordFailure(ip: string, now?: number): Promise<void>;
+  recordSuccess(ip: string): Promise<void>;
+  close?(): Promise<void>;
+}
+
+/**
+ * The in-memory sign-in limiter. Bounded: beyond maxEntries addresses, expired windows are dropped first and then
+ * the least recently used address is forgotten, one at a time. An address that keeps trying stays the most
+ * recently used, so spraying other addresses cannot unlock it (the old table was emptied at 10,001 addresses).
+ */
+export class MemoryLoginLimiter implements LoginLimiter {
   private readonly failures = new Map<string, { count: number; windowStart: number }>();
+  private readonly maxEntries: number;
 
-  constructor(private readonly options: LoginLimiterOptions) {}
+  constructor(private readonly options: LoginLimiterOptions & { maxEntries?: number }) {
+    this.maxEntries = Math.max(1, options.maxEntries ?? 10_000);
+  }
 
-  /** Seconds the IP must wait, or 0 when it may try now. */
-  retryAfterSeconds(ip: string, now = Date.now()): number {
+  /** Addresses currently held (for tests and metrics). */
+  get size(): number {
+    return this.failures.size;
+  }
+
+  private expired(entry: { windowStart: number }, now: number): boolean {
+    return now - entry.windowStart >= this.options.windowMs;
+  }
+
+  /** Reads an entry and marks it most recently used (Map order is least → most recent). */
+  private touch(ip: string, now: number): { count: number; windowStart: number } | undefined {
     const entry = this.failures.get(ip);
-    if (!entry) return 0;
-    if (now - entry.windowStart >= this.options.windowMs) {
-      this.failures.delete(ip);
-      return 0;
-    }
-    if (entry.count < this.options.maxFailures) return 0;
+    if (!entry) return undefined;
+    this.failures.delete(ip);
+    if (this.expired(entry, now)) return undefined;
+    this.failures.set(ip, entry);
+    return entry;
+  }
+
+  async retryAfterSeconds(ip: string, now = Date.now()): Promise<number> {
+    const entry = this.touch(ip, now);
+    if (!entry || entry.count < this.options.maxFailures) return 0;
     return Math.max(1, Math.ceil((entry.windowStart + this.options.windowMs - now) / 1000));
   }
 
-  recordFailure(ip: string, now = Date.now()): void {
-    const entry = this.failures.get(ip);
-    if (!entry || now - entry.windowStart >= this.options.windowMs) {
-      if (this.failures.size > 10_000) this.failures.clear(); // bound memory under a spray of IPs
-      this.failures.set(ip, { count: 1, windowStart: now });
-    } else {
+  async recordFailure(ip: string, now = Date.now()): Promise<void> {
+    const entry = this.touch(ip, now);
+    if (entry) {
       entry.count += 1;
+      return;
     }
+    if (this.failures.size >= this.maxEntries) {
+      for (const [key, e] of this.failures) if (this.expired(e, now)) this.failures.delete(key);
+      while (this.failures.size >= this.maxEntries) {
+        const lru = this.failures.keys().next().value;
+        if (lru === undefined) break;
+        this.failures.delete(lru);
+      }
+    }
+    this.failures.set(ip, { count: 1, windowStart: now });
   }
 
-  recordSuccess(ip: string): void {
+  async recordSuccess(ip: string): Promise<void> {
     this.failures.delete(ip);
   }
 }
+
+/** Builds the session store and sign-in limiter the console uses; the memory engines unless told otherwise. */
+export interface ConsoleStateEngines {
+  sessions(options: SessionOptions): SessionStore;
+  loginLimiter(options: LoginLimiterOptions): LoginLimiter;
+}
+
+export const memoryConsoleState: ConsoleStateEngines = {
+  sessions: (options) => new MemorySessionStore(options),
+  loginLimiter: (options) => new MemoryLoginLimiter(options),
+};

@@ -10,11 +10,12 @@ import { normalizeIp } from '../gateway/ip';
 import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
 import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import {
-  LoginRateLimiter,
-  SessionStore,
   checkAdminSecret,
   constantTimeEqual,
+  memoryConsoleState,
+  sessionEndsAt,
   type ConsoleSession,
+  type ConsoleStateEngines,
   type LoginLimiterOptions,
   type SessionOptions,
 } from './auth';
@@ -57,6 +58,8 @@ export interface ConsoleDeps {
   /** More JSON routes under /console/api, behind the session and CSRF checks (e.g. the jobs page's). */
   apiRouters?: express.Router[];
   options?: Partial<ConsoleOptions>;
+  /** Where sessions and sign-in failures live: process memory by default, Redis when REDIS_URL is set (src/redis). */
+  state?: ConsoleStateEngines;
 }
 
 type ConsoleErrorType =
@@ -137,6 +140,7 @@ function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
   const token = e.tokenId ? tokens.get(e.tokenId) : undefined;
   return {
     request_id: e.requestId,
+    client_request_id: e.clientRequestId ?? null,
     time: e.time,
     method: e.method,
     service: e.service,
@@ -205,7 +209,8 @@ const CONTENT_SECURITY_POLICY = [
 export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   const { config, store } = deps;
   const options: ConsoleOptions = { ...DEFAULT_CONSOLE_OPTIONS, ...deps.options };
-  const loginLimiter = new LoginRateLimiter(options);
+  const engines = deps.state ?? memoryConsoleState;
+  const loginLimiter = engines.loginLimiter(options);
   const router = express.Router();
 
   router.use((_req, res, next) => {
@@ -245,9 +250,13 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   };
 
   // A timed-out session's playground keys are revoked too, not left valid until their expiry.
-  const sessions = new SessionStore(options, dropPlaygroundKeys);
-  const sweeper = setInterval(() => sessions.sweep(), Math.max(1000, Math.min(options.idleTtlMs, 60_000)));
+  const sessions = engines.sessions(options);
+  sessions.onEnd(dropPlaygroundKeys);
+  const sweeper = setInterval(() => {
+    sessions.sweep().catch((err: unknown) => console.error('[console] session sweep failed:', (err as Error).message));
+  }, Math.max(1000, Math.min(options.idleTtlMs, 60_000)));
   sweeper.unref();
+  const endsAtIso = (session: ConsoleSession): string => new Date(sessionEndsAt(session, options)).toISOString();
 
   // ---- static pages -------------------------------------------------------
   router.get('/', (req, res, next) => {
@@ -285,14 +294,17 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
 
   const stateChanging = (req: Request) => !['GET', 'HEAD', 'OPTIONS'].includes(req.method);
 
-  api.get('/session', (req, res) => {
-    const session = sessions.get(sessionIdOf(req));
-    if (!session) {
-      res.json({ signed_in: false });
-      return;
-    }
-    res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: new Date(sessions.endsAt(session)).toISOString() });
-  });
+  api.get(
+    '/session',
+    handle(async (req, res) => {
+      const session = await sessions.get(sessionIdOf(req));
+      if (!session) {
+        res.json({ signed_in: false });
+        return;
+      }
+      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: endsAtIso(session) });
+    }),
+  );
 
   api.post(
     '/login',
@@ -303,7 +315,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
         return;
       }
       const ip = signInClientKey(req, config.trustProxy);
-      const wait = loginLimiter.retryAfterSeconds(ip);
+      const wait = await loginLimiter.retryAfterSeconds(ip);
       if (wait > 0) {
         res.setHeader('Retry-After', String(wait));
         sendError(res, 429, 'too_many_attempts', `too many failed sign-ins; try again in ${wait} s`);
@@ -311,52 +323,58 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
       }
       const secret = typeof req.body?.secret === 'string' ? req.body.secret : '';
       if (!secret || secret.length > 1024 || !(await checkAdminSecret(config, store, secret))) {
-        loginLimiter.recordFailure(ip);
+        await loginLimiter.recordFailure(ip);
         sendError(res, 401, 'invalid_secret', 'wrong admin secret');
         return;
       }
-      loginLimiter.recordSuccess(ip);
+      await loginLimiter.recordSuccess(ip);
       // A fresh session id on every sign-in (no fixation); an older session from this browser ends.
       const old = sessionIdOf(req);
       if (old) {
-        const previous = sessions.destroy(old);
+        const previous = await sessions.destroy(old);
         if (previous) dropPlaygroundKeys(previous);
       }
-      const { sessionId, session } = sessions.create();
+      const { sessionId, session } = await sessions.create();
       setSessionCookie(req, res, sessionId, options.absoluteTtlMs);
-      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: new Date(sessions.endsAt(session)).toISOString() });
+      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: endsAtIso(session) });
     }),
   );
 
   // Everything below needs a session; state-changing calls also need the CSRF header.
   api.use((req, res, next) => {
-    const session = sessions.get(sessionIdOf(req));
-    if (!session) {
-      sendError(res, 401, 'not_signed_in', 'sign in first');
-      return;
-    }
-    if (stateChanging(req)) {
-      const sent = req.headers[CSRF_HEADER];
-      if (typeof sent !== 'string' || !constantTimeEqual(sent, session.csrfToken)) {
-        sendError(res, 403, 'csrf_failed', 'missing or wrong CSRF token');
+    const sessionId = sessionIdOf(req);
+    sessions.get(sessionId).then((session) => {
+      if (!session) {
+        sendError(res, 401, 'not_signed_in', 'sign in first');
         return;
       }
-    }
-    res.locals.consoleSession = session;
-    next();
+      if (stateChanging(req)) {
+        const sent = req.headers[CSRF_HEADER];
+        if (typeof sent !== 'string' || !constantTimeEqual(sent, session.csrfToken)) {
+          sendError(res, 403, 'csrf_failed', 'missing or wrong CSRF token');
+          return;
+        }
+      }
+      res.locals.consoleSession = session;
+      res.locals.consoleSessionId = sessionId;
+      next();
+    }, next);
   });
 
   const sessionOf = (res: Response): ConsoleSession => res.locals.consoleSession as ConsoleSession;
 
-  api.post('/logout', (req, res) => {
-    const id = sessionIdOf(req);
-    if (id) {
-      const session = sessions.destroy(id);
-      if (session) dropPlaygroundKeys(session);
-    }
-    setSessionCookie(req, res, '', 0);
-    res.json({ signed_in: false });
-  });
+  api.post(
+    '/logout',
+    handle(async (req, res) => {
+      const id = sessionIdOf(req);
+      if (id) {
+        const session = await sessions.destroy(id);
+        if (session) dropPlaygroundKeys(session);
+      }
+      setSessionCookie(req, res, '', 0);
+      res.json({ signed_in: false });
+    }),
+  );
 
   api.get('/meta', (_req, res) => {
     res.json({
@@ -530,7 +548,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
           res.json({ token: held.token, key_id: rec.id, prefix: rec.prefix, expires_at: rec.expiresAt });
           return;
         }
-        session.playgroundKeys.delete(ws.id);
+        await sessions.setPlaygroundKey(res.locals.consoleSessionId as string, ws.id, null);
       }
       const { token, record } = await store.createToken({
         workspaceId: ws.id,
@@ -539,7 +557,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
         allowedIps: [],
         expiresAt: new Date(session.expiresAt).toISOString(),
       });
-      session.playgroundKeys.set(ws.id, { tokenId: record.id, token });
+      await sessions.setPlaygroundKey(res.locals.consoleSessionId as string, ws.id, { tokenId: record.id, token });
       res.json({ token, key_id: record.id, prefix: record.prefix, expires_at: record.expiresAt });
     }),
   );

@@ -3,12 +3,12 @@ import crypto from 'node:crypto';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../config';
 import { loggerFromConfig, type Logger } from '../logging';
-import type { GatewayStore, PlanLimits, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
+import type { CreditReservation, GatewayStore, PlanLimits, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import { hashToken, TOKEN_PATTERN } from '../store/tokens';
 import { sendGatewayError, type GatewayErrorType } from './errors';
 import { clientIpOf, ipAllowed } from './ip';
 import { limitsFor, planAllowsService } from './plans';
-import { FixedWindowRateLimiter, type RateLimitState, type RateLimiter } from './rate-limit';
+import { addressKey, SlidingWindowRateLimiter, type RateLimitState, type RateLimiter } from './rate-limit';
 import { matchRoute, ROUTES, scopesAllow, type RouteMatch } from './routes';
 import type { CallObserver, EndpointSpec, Forwarder, GatewayContext } from './types';
 
@@ -20,7 +20,10 @@ export interface GatewayOptions {
   targets?: Record<string, Forwarder>;
   /** Route table; defaults to ROUTES. */
   routes?: EndpointSpec[];
-  /** Defaults to an in-memory fixed one-minute window per token. */
+  /**
+   * Per-token limits and the per-address limit of unauthenticated requests; defaults to an in-memory sliding
+   * window (one process). Several replicas share a Redis one (src/redis/rate-limiter.ts).
+   */
   rateLimiter?: RateLimiter;
   /** Clock in ms; injectable for tests of window and month boundaries. */
   now?: () => number;
@@ -39,11 +42,20 @@ interface Call {
   token?: TokenRecord;
   workspace?: Workspace;
   limits?: PlanLimits;
-  /** When credits were charged: a refund goes to that same month. */
-  chargedAt?: Date;
+  /** Credits held while the call is in flight: settled when the model service delivered, released otherwise. */
+  reservation?: CreditReservation;
+  /** Keeps the reservation from expiring while the call runs. */
+  renewTimer?: NodeJS.Timeout;
+  /** Credits held for the call before it was forwarded (whatever became of them). */
+  heldCredits?: number;
+  /** Not written to the request log (unauthenticated requests refused by the per-address limit). */
+  unlogged?: boolean;
   /** When the response finished or the client went away. */
   endedAt?: number;
 }
+
+/** Retry-After of the 429 given while every remaining credit is held by calls still in flight. */
+export const CREDITS_IN_FLIGHT_RETRY_AFTER_S = 2;
 
 /** continue: next policy; handled: a response was produced; pass: not a gateway path, hand to the app. */
 type PolicyResult = 'continue' | 'handled' | 'pass';
@@ -71,13 +83,18 @@ function setRateLimitHeaders(res: Response, state: RateLimitState): void {
   res.setHeader('RateLimit-Reset', String(state.resetSeconds));
 }
 
-/** Sets X-Request-Id (client's if safe, else a fresh one) unless an earlier handler already did. */
+/**
+ * Sets X-Request-Id to a fresh `req_<32 hex>` unless an earlier handler already did. The id is always the
+ * gateway's own, so every log row has a unique one; a client-sent X-Request-Id that looks like an id is kept
+ * beside it (res.locals.clientRequestId → the log's client_request_id) for correlation, never used as ours.
+ */
 export function assignRequestId(req: Request, res: Response): string {
   const existing = res.locals.requestId as string | undefined;
   if (existing) return existing;
   const sent = req.headers['x-request-id'];
   const candidate = Array.isArray(sent) ? sent[0] : sent;
-  const id = candidate && SAFE_REQUEST_ID.test(candidate) ? candidate : 'req_' + crypto.randomUUID().replace(/-/g, '');
+  if (candidate && SAFE_REQUEST_ID.test(candidate)) res.locals.clientRequestId = candidate;
+  const id = 'req_' + crypto.randomUUID().replace(/-/g, '');
   res.locals.requestId = id;
   if (!res.headersSent) res.setHeader('X-Request-Id', id);
   return id;
@@ -114,7 +131,50 @@ export function createGateway({
   logger = loggerFromConfig(config, 'gateway'),
   observers = [],
 }: GatewayOptions): express.Router {
-  const limiter = rateLimiter ?? new FixedWindowRateLimiter();
+  const limiter = rateLimiter ?? new SlidingWindowRateLimiter();
+
+  /**
+   * Refuses a request that did not authenticate (404/405 on a /v1 path, 401). Each address gets
+   * config.unauthenticatedRequestsPerMinute of those; beyond it the answer is 429 with Retry-After, and the
+   * refusal is not written to the request log (junk traffic must not fill it).
+   */
+  async function refuseUnauthenticated(call: Call, type: GatewayErrorType, message: string): Promise<PolicyResult> {
+    const perMinute = config.unauthenticatedRequestsPerMinute;
+    if (perMinute > 0) {
+      const decision = await limiter.hit(addressKey(call.ctx.clientIp), perMinute, now());
+      if (!decision.allowed) {
+        call.unlogged = true;
+        call.res.setHeader('Retry-After', String(decision.resetSeconds));
+        return reject(
+          call,
+          'rate_limited',
+          `Too many unauthenticated requests from this address (${perMinute} per minute); retry in ${decision.resetSeconds} s.`,
+        );
+      }
+    }
+    return reject(call, type, message);
+  }
+
+  /** Ends the call's credit hold: charged when the model service delivered, given back otherwise. */
+  async function endReservation(call: Call, delivered: boolean): Promise<boolean> {
+    const reservation = call.reservation;
+    if (!reservation) return false;
+    call.reservation = undefined;
+    clearInterval(call.renewTimer);
+    try {
+      if (delivered) {
+        await store.settleReservation(reservation);
+        call.ctx.creditsCharged = reservation.amount;
+      } else {
+        await store.releaseReservation(reservation);
+      }
+      return true;
+    } catch (err) {
+      // The hold stays until it expires and is reclaimed (the call then costs nothing); the response is already out.
+      logger.error({ err, request_id: call.ctx.requestId }, `could not ${delivered ? 'settle' : 'release'} the credits of a call`);
+      return false;
+    }
+  }
   // last_used is informational: write it at most every few seconds per token, not on every call.
   const lastTouched = new Map<string, number>();
   const TOUCH_INTERVAL_MS = 5_000;
@@ -124,24 +184,25 @@ export function createGateway({
       name: 'request-id',
       run(call) {
         call.ctx.requestId = assignRequestId(call.req, call.res);
+        call.ctx.clientRequestId = call.res.locals.clientRequestId as string | undefined;
         return 'continue';
       },
     },
     {
       name: 'route',
-      run(call) {
+      async run(call) {
         const match = matchRoute(call.req.method, call.req.path, routes);
         call.match = match;
         switch (match.kind) {
           case 'not_v1':
             return 'pass';
           case 'service_not_found':
-            return reject(call, 'service_not_found', `Unknown service "${clip(match.service) ?? ''}". Paths are /v1/{service}/{endpoint}.`);
+            return refuseUnauthenticated(call, 'service_not_found', `Unknown service "${clip(match.service) ?? ''}". Paths are /v1/{service}/{endpoint}.`);
           case 'endpoint_not_found':
-            return reject(call, 'endpoint_not_found', `Service "${match.service}" has no endpoint "${clip(match.endpoint) ?? ''}".`);
+            return refuseUnauthenticated(call, 'endpoint_not_found', `Service "${match.service}" has no endpoint "${clip(match.endpoint) ?? ''}".`);
           case 'method_not_allowed':
             call.res.setHeader('Allow', match.allow.join(', '));
-            return reject(
+            return refuseUnauthenticated(
               call,
               'method_not_allowed',
               `${call.req.method} is not allowed on /v1/${match.service}/${match.endpoint}; use ${match.allow.join(' or ')}.`,
@@ -158,18 +219,18 @@ export function createGateway({
       async run(call) {
         const token = presentedToken(call.req);
         if (token === null) {
-          return reject(call, 'missing_token', 'Send the access token as "Authorization: Bearer <token>" or "X-API-Key: <token>".');
+          return refuseUnauthenticated(call, 'missing_token', 'Send the access token as "Authorization: Bearer <token>" or "X-API-Key: <token>".');
         }
         const record = TOKEN_PATTERN.test(token) ? await store.findTokenByHash(hashToken(token)) : null;
         const workspace = record ? await store.getWorkspace(record.workspaceId) : null;
-        if (!record || !workspace) return reject(call, 'invalid_token', 'The access token is not recognised.');
+        if (!record || !workspace) return refuseUnauthenticated(call, 'invalid_token', 'The access token is not recognised.');
         call.ctx.tokenId = record.id;
         call.ctx.workspaceId = workspace.id;
         call.ctx.keyPrefix = record.prefix;
-        if (record.revokedAt) return reject(call, 'key_revoked', 'This access token has been revoked.');
+        if (record.revokedAt) return refuseUnauthenticated(call, 'key_revoked', 'This access token has been revoked.');
         const t = now();
         if (record.expiresAt && Date.parse(record.expiresAt) <= t) {
-          return reject(call, 'key_expired', `This access token expired at ${record.expiresAt}.`);
+          return refuseUnauthenticated(call, 'key_expired', `This access token expired at ${record.expiresAt}.`);
         }
         call.token = record;
         call.workspace = workspace;
@@ -236,22 +297,46 @@ export function createGateway({
       },
     },
     {
+      // The call's credits are held (reserved) before it is forwarded, atomically across processes; they become
+      // used only when the model service delivers (see 'forward'). 402 only when SETTLED usage leaves no room;
+      // when holds of calls still in flight fill the rest, 429 with a short Retry-After (they may be given back).
       name: 'credits',
       async run(call) {
         const route = call.ctx.route!;
         if (route.credits <= 0) return 'continue';
+        const ttlMs = config.creditReservationTtlMs;
         const when = new Date(now());
-        const charge = await store.chargeCredits(call.workspace!.id, route.credits, call.limits!.creditsPerMonth, when);
-        if (!charge.ok) {
+        const held = await store.reserveCredits(call.workspace!.id, route.credits, call.limits!.creditsPerMonth, when, ttlMs);
+        if (!held.ok) {
+          if (held.used + route.credits > held.limit) {
+            return reject(
+              call,
+              'quota_exhausted',
+              `The workspace has used ${held.used} of its ${held.limit} credits this month; credits renew on the 1st (UTC) or with a plan upgrade.`,
+            );
+          }
+          call.res.setHeader('Retry-After', String(CREDITS_IN_FLIGHT_RETRY_AFTER_S));
           return reject(
             call,
-            'quota_exhausted',
-            `The workspace has used ${charge.used} of its ${charge.limit} credits this month; credits renew on the 1st (UTC) or with a plan upgrade.`,
+            'rate_limited',
+            `The workspace's remaining ${held.limit - held.used} credits are held by calls in flight; retry in ${CREDITS_IN_FLIGHT_RETRY_AFTER_S} s.`,
           );
         }
-        call.chargedAt = when;
+        const reservation = held.reservation!;
+        call.reservation = reservation;
+        call.heldCredits = reservation.amount;
+        // Handlers that keep the credit past the response (a job, refunded if it later fails) need the amount and the
+        // credit period the hold was taken in.
+        call.ctx.creditsHeld = reservation.amount;
         call.ctx.chargedAt = when;
-        call.ctx.creditsCharged = route.credits;
+        call.ctx.settleCredits = () => endReservation(call, true);
+        // A gateway that dies mid-call stops renewing: its hold expires and is reclaimed by the others.
+        call.renewTimer = setInterval(() => {
+          store.renewReservation(reservation, new Date(now() + ttlMs)).catch((err: unknown) => {
+            logger.error({ err, request_id: call.ctx.requestId }, 'could not renew the credit hold of a call');
+          });
+        }, Math.max(250, Math.floor(ttlMs / 3)));
+        call.renewTimer.unref();
         return 'continue';
       },
     },
@@ -259,26 +344,20 @@ export function createGateway({
       name: 'forward',
       async run(call): Promise<PolicyResult> {
         // Refund rule: a call is paid for only when the model service did the work (outcome.ok).
-        const refund = async (): Promise<void> => {
-          if (call.ctx.creditsCharged > 0 && call.chargedAt) {
-            await store.refundCredits(call.workspace!.id, call.ctx.creditsCharged, call.chargedAt);
-            call.ctx.creditsCharged = 0;
-          }
-        };
         const route = call.ctx.route!;
         const handler = route.target === undefined ? forward : targets[route.target];
         if (!handler) {
-          await refund();
+          await endReservation(call, false);
           return reject(call, 'endpoint_not_found', `/v1/${route.service}/${route.endpoint} is not enabled on this server.`);
         }
         let outcome;
         try {
           outcome = await handler(call.req, call.res, call.ctx);
         } catch (err) {
-          await refund();
+          await endReservation(call, false);
           throw err;
         }
-        if (!outcome.ok) await refund();
+        await endReservation(call, outcome.ok);
         if (call.ctx.upstreamMs === undefined && outcome.upstreamMs !== undefined) call.ctx.upstreamMs = outcome.upstreamMs;
         return 'handled';
       },
@@ -296,6 +375,7 @@ export function createGateway({
         const declaredOut = Number(res.getHeader('content-length'));
         const entry: RequestLogEntry = {
           requestId: ctx.requestId,
+          clientRequestId: ctx.clientRequestId ?? null,
           time: new Date(ctx.startedAt).toISOString(),
           tokenId: ctx.tokenId ?? null,
           workspaceId: ctx.workspaceId ?? null,
@@ -314,7 +394,9 @@ export function createGateway({
           errorMessage: clip(ctx.errorDetail ?? (res.locals.errorMessage as string | undefined), 500),
         };
         try {
-          await store.logRequest(entry);
+          // Unauthenticated requests over the per-address limit get no row (junk must not fill the log); they
+          // still reach the observers, so metrics count them.
+          if (!call.unlogged) await store.logRequest(entry);
         } catch (err) {
           logger.error({ err, request_id: entry.requestId }, 'could not write the request log');
         }
@@ -323,7 +405,7 @@ export function createGateway({
         const summary = {
           entry,
           route: match?.kind === 'ok' ? match.route : undefined,
-          creditsReserved: call.chargedAt ? (ctx.route?.credits ?? 0) : 0,
+          creditsReserved: call.heldCredits ?? 0,
           keyPrefix: ctx.keyPrefix ?? null,
           model: result.model,
           audioSeconds: result.audioSeconds,
@@ -391,6 +473,8 @@ export function createGateway({
       ctx.errorType = 'internal_error';
       next(err);
     } finally {
+      // A hold still open here belongs to a call that failed before it was forwarded: nothing was delivered.
+      await endReservation(call, false);
       pipelineSettled();
     }
   };

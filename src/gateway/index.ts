@@ -10,7 +10,7 @@ export {
 export type { GatewayOptions } from './gateway';
 export { ROUTES, matchRoute, scopesAllow, knownScopes, MULTIPART_OVERHEAD_BYTES, DEFAULT_KEY_SCOPES } from './routes';
 export { PLANS, limitsFor, planAllowsService } from './plans';
-export { FixedWindowRateLimiter } from './rate-limit';
+export { SlidingWindowRateLimiter, addressKey, RATE_WINDOW_MS } from './rate-limit';
 export type { RateLimiter, RateLimitDecision, RateLimitState } from './rate-limit';
 export { clientIpOf, ipAllowed, normalizeIp, parseIpRule } from './ip';
 export * from './errors';

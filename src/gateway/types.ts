@@ -20,7 +20,10 @@ export interface EndpointSpec {
 
 /** What the gateway knows about a call once policies have run; kept in res.locals.gateway. */
 export interface GatewayContext {
+  /** The gateway's own id for the call (X-Request-Id), unique per call. */
   requestId: string;
+  /** The X-Request-Id the client sent, when it looked like an id (logged as client_request_id). */
+  clientRequestId?: string;
   startedAt: number; // ms epoch
   clientIp: string;
   route?: EndpointSpec;
@@ -29,7 +32,15 @@ export interface GatewayContext {
   tokenId?: string;
   workspaceId?: string;
   creditsCharged: number;
-  /** When the credits were charged (a later refund goes to that month). */
+  /** Credits held for this call (they become `creditsCharged` when the call delivers). */
+  creditsHeld?: number;
+  /**
+   * Settles the held credits now instead of when the response ends. For a handler whose work is delivered before its
+   * answer is (a job is created, then 202): the credit is counted before the client can see the answer. Resolves
+   * false when nothing was held or settling failed (the hold then expires and the call costs nothing).
+   */
+  settleCredits?: () => Promise<boolean>;
+  /** When the credits were held (their month; a later refund goes to that month). */
   chargedAt?: Date;
   upstreamMs?: number;
   bytesIn: number;

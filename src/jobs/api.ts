@@ -154,6 +154,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     const tmp = files.incomingFile(id, 'upload');
     const inputPath = files.input(id);
     let created = false;
+    let settled = false;
     req.on('data', (chunk: Buffer) => {
       ctx.bytesIn += chunk.length;
     });
@@ -176,6 +177,9 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
         await fs.promises.rename(tmp, inputPath);
       }
       const now = Date.now();
+      // The credit is settled BEFORE the job exists: once it does, a runner may fail it and refund at any moment, and a
+      // refund must never come before the charge it gives back. If the job is not created after all, it is refunded.
+      settled = (await ctx.settleCredits?.()) ?? false;
       const outcome = await store.createJob(
         {
           id,
@@ -187,7 +191,8 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
             ? { source: 'upload', url: null, filename: cleanInputName(file.originalname) || 'audio', bytes: file.size }
             : { source: 'url', url: form.url!.toString(), filename: fileNameFromUrl(form.url!), bytes: null },
           webhookUrl: form.webhookUrl ? form.webhookUrl.toString() : null,
-          credits: ctx.creditsCharged,
+          // What this job was charged (0 if settling failed: its hold then lapses and it costs nothing).
+          credits: settled ? ctx.creditsCharged : 0,
           chargedAt: ctx.chargedAt ? ctx.chargedAt.getTime() : null,
           createdAt: now,
         },
@@ -206,6 +211,11 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     } finally {
       await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
       if (!created) await fs.promises.rm(inputPath, { force: true }).catch(() => undefined);
+      if (settled && !created && ctx.creditsCharged > 0) {
+        // Charged, but no job came of it: give the credit back (the gateway no longer holds it).
+        await deps.gateway.refundCredits(workspaceId, ctx.creditsCharged, ctx.chargedAt ?? new Date());
+        ctx.creditsCharged = 0;
+      }
     }
   }
 
@@ -293,6 +303,8 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
             'Content-Type': job.result!.contentType,
             'Content-Disposition': contentDisposition(job.result!.filename),
             'Cache-Control': 'private, no-cache',
+            // A job's result never changes: a strong validator of our own (the app turns Express's weak ETags off).
+            ETag: `"${job.id}-${job.result!.bytes}"`,
           },
         },
         (err?: Error & { status?: number; code?: string }) => {

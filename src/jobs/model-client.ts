@@ -63,6 +63,7 @@ export function streamJob(opts: StreamJobOptions): Promise<StreamJobResult> {
     url.searchParams.set('attenuation_limit_db', String(p.attenuation_limit_db));
     url.searchParams.set('output_format', p.output_format);
     url.searchParams.set('keep_input_sample_rate', String(p.keep_input_sample_rate));
+    if (p.loudness_lufs !== undefined && p.loudness_lufs !== null) url.searchParams.set('loudness_lufs', String(p.loudness_lufs));
     let size: number;
     try {
       size = fs.statSync(opts.inputPath).size;

@@ -7,8 +7,9 @@ import { JobApiError } from './errors';
 import type { JobParams } from './types';
 import { parseUserUrl, UrlNotAllowedError } from './url-guard';
 
-export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'url', 'webhook_url'];
-const DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate'];
+export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'url', 'webhook_url'];
+/** The /denoise fields a job takes (everything but `response`); the model service's stream endpoint reads the same. */
+export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs'];
 
 export interface JobForm {
   params: JobParams;
@@ -37,7 +38,7 @@ export function parseJobForm(config: Config, body: Record<string, unknown> | und
     throw new JobApiError('invalid_request', `unknown field "${name}"; accepted fields: file, ${JOB_FIELDS.join(', ')}`);
   }
   const denoiseFields: Record<string, unknown> = {};
-  for (const name of DENOISE_FIELDS) if (fields[name] !== undefined) denoiseFields[name] = fields[name];
+  for (const name of JOB_DENOISE_FIELDS) if (fields[name] !== undefined) denoiseFields[name] = fields[name];
   let parsed;
   try {
     parsed = parseDenoiseParams(config, 'single', denoiseFields);
@@ -62,6 +63,7 @@ export function parseJobForm(config: Config, body: Record<string, unknown> | und
       attenuation_limit_db: parsed.attenuationLimitDb,
       output_format: parsed.outputFormat,
       keep_input_sample_rate: parsed.keepInputSampleRate,
+      loudness_lufs: parsed.loudnessLufs,
     },
     url,
     webhookUrl,

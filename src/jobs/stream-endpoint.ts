@@ -19,17 +19,18 @@ import express, { type Request, type Response } from 'express';
 import type { Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoiseFile } from '../audio/pipeline';
+import { FORMATS } from '../audio/formats';
 import type { ModelServiceMetrics } from '../metrics';
 import { HttpError, sendDetail, sendHttpError, tooLarge } from '../model-service/http-error';
 import { assertModelInstalled, parseDenoiseParams } from '../model-service/params';
 import { withRequestScope } from '../model-service/uploads';
+import { JOB_DENOISE_FIELDS } from './params';
 
 export const JOB_STREAM_PATH = '/internal/jobs/denoise';
 export const JOB_STREAM_CONTENT_TYPE = 'application/x-ns-job-stream';
 /** Longest silence on the stream: a progress line is repeated at least this often. */
 export const KEEPALIVE_MS = 10_000;
 const PROGRESS_INTERVAL_MS = 500;
-const CONTENT_TYPES = { wav: 'audio/wav', flac: 'audio/flac' } as const;
 
 export interface JobStreamDeps {
   config: Config;
@@ -68,7 +69,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
       async (scope) => {
         const q = req.query as Record<string, unknown>;
         const fields: Record<string, unknown> = {};
-        for (const name of ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate']) {
+        for (const name of JOB_DENOISE_FIELDS) {
           if (q[name] !== undefined) fields[name] = q[name];
         }
         const params = parseDenoiseParams(config, 'single', fields);
@@ -114,6 +115,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
             attenuationLimitDb: params.attenuationLimitDb,
             outputFormat: params.outputFormat,
             keepInputSampleRate: params.keepInputSampleRate,
+            loudnessLufs: params.loudnessLufs,
             signal: scope.signal,
             onProgress(doneS, totalS) {
               last = { done_s: Math.round(doneS * 1000) / 1000, total_s: totalS === null ? null : Math.round(totalS * 1000) / 1000 };
@@ -125,7 +127,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
           await fsp.rm(inputPath, { force: true });
           const { size } = await fsp.stat(outPath);
           clearInterval(keepalive);
-          line({ type: 'result', stats, bytes: size, content_type: CONTENT_TYPES[ext] });
+          line({ type: 'result', stats, bytes: size, content_type: FORMATS[ext].contentType });
           await pipeline(fs.createReadStream(outPath), res, { signal: scope.signal });
         } catch (err) {
           clearInterval(keepalive);

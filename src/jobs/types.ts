@@ -1,6 +1,7 @@
 // The job queue's contract: one interface, several engines (SQLite in DATA_DIR/jobs.db by default, PostgreSQL when
 // DATABASE_URL is set). Everything a runner, the API handlers, the webhook dispatcher and the console need from the
 // queue goes through JobStore, so the engines are interchangeable and share one contract test suite.
+import type { OutputFormat } from '../audio/formats';
 
 /** Where the jobs modules log: one line, at a level (info when omitted). */
 export type JobsLog = (line: string, level?: 'info' | 'warn' | 'error') => void;
@@ -17,8 +18,10 @@ export function isJobStatus(value: string): value is JobStatus {
 export interface JobParams {
   model: string;
   attenuation_limit_db: number;
-  output_format: 'wav' | 'flac';
+  output_format: OutputFormat;
   keep_input_sample_rate: boolean;
+  /** Integrated loudness target (LUFS) of the result; null (or absent on jobs stored before it existed): none. */
+  loudness_lufs?: number | null;
 }
 
 export interface JobInput {

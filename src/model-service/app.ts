@@ -10,6 +10,7 @@ import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../audio/pipeline';
 import { createJobStreamRouter } from '../jobs/stream-endpoint';
 import type { ModelServiceMetrics } from '../metrics';
+import { FORMATS, type OutputFormat } from '../audio/formats';
 import { loadCatalog } from './catalog';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { FileBase64, sendJsonWithFiles } from './json-files';
@@ -35,7 +36,7 @@ export interface ModelServiceDeps {
   metrics?: ModelServiceMetrics;
 }
 
-const CONTENT_TYPES = { wav: 'audio/wav', flac: 'audio/flac' } as const;
+const contentTypeOf = (format: OutputFormat): string => FORMATS[format].contentType;
 
 export const SERVICE_VERSION: string = (() => {
   try {
@@ -111,6 +112,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
     model: params.model,
     attenuationLimitDb: params.attenuationLimitDb,
     outputFormat: params.outputFormat,
+    loudnessLufs: params.loudnessLufs,
     keepInputSampleRate: params.keepInputSampleRate,
     signal,
   });
@@ -132,7 +134,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): express.Express {
           await sendJsonWithFiles(res, 200, { filename, stats, audio_base64: new FileBase64(outPath) });
           return;
         }
-        await sendFile(res, outPath, CONTENT_TYPES[ext], filename);
+        await sendFile(res, outPath, contentTypeOf(ext), filename);
       },
       fail(res),
     ),

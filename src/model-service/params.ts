@@ -2,21 +2,27 @@
 import type { Config } from '../config';
 import { MODEL_IDS, type ModelId } from '../inference/types';
 import { isModelId, loadCatalog } from './catalog';
+import { isOutputFormat, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
+import { LOUDNESS_RANGE } from '../audio/normalize';
 import { badRequest, unprocessable } from './http-error';
 
-export type OutputFormat = 'wav' | 'flac';
+export type { OutputFormat };
+
+export { LOUDNESS_RANGE };
 
 export interface DenoiseParams {
   model: ModelId;
   attenuationLimitDb: number;
   outputFormat: OutputFormat;
+  /** Normalise to this integrated loudness (LUFS); null: no normalisation. */
+  loudnessLufs: number | null;
   keepInputSampleRate: boolean;
   response: string; // 'audio' | 'json' for /denoise, 'zip' | 'json' for /denoise/batch
 }
 
 export type EndpointKind = 'single' | 'batch';
 
-export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response'];
+export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response', 'loudness_lufs'];
 const RESPONSES: Record<EndpointKind, string[]> = { single: ['audio', 'json'], batch: ['zip', 'json'] };
 export const FILE_FIELD: Record<EndpointKind, string> = { single: 'file', batch: 'files' };
 
@@ -72,10 +78,24 @@ export function parseDenoiseParams(
   }
 
   const formatRaw = single(fields, 'output_format')?.toLowerCase();
-  if (formatRaw !== undefined && formatRaw !== 'wav' && formatRaw !== 'flac') {
-    throw badRequest(`output_format must be "wav" or "flac", got "${single(fields, 'output_format')}"`);
+  if (formatRaw !== undefined && !isOutputFormat(formatRaw)) {
+    throw badRequest(
+      `output_format must be one of ${OUTPUT_FORMATS.map((f) => `"${f}"`).join(', ')}, got "${single(fields, 'output_format')}"`,
+    );
   }
   const outputFormat: OutputFormat = formatRaw ?? 'wav';
+
+  const loudnessRaw = single(fields, 'loudness_lufs');
+  let loudnessLufs: number | null = null;
+  if (loudnessRaw !== undefined) {
+    const n = NUMBER.test(loudnessRaw) ? Number(loudnessRaw) : NaN;
+    if (!(n >= LOUDNESS_RANGE.min && n <= LOUDNESS_RANGE.max)) {
+      throw badRequest(
+        `loudness_lufs must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (integrated loudness in LUFS, e.g. -16), got "${loudnessRaw}"`,
+      );
+    }
+    loudnessLufs = n;
+  }
 
   const keepRaw = single(fields, 'keep_input_sample_rate')?.toLowerCase();
   let keepInputSampleRate = true;
@@ -96,7 +116,7 @@ export function parseDenoiseParams(
   }
   const response = responseRaw ?? allowed[0];
 
-  return { model, attenuationLimitDb, outputFormat, keepInputSampleRate, response };
+  return { model, attenuationLimitDb, outputFormat, loudnessLufs, keepInputSampleRate, response };
 }
 
 /** A known model id whose graph files are missing cannot run here: the request is fine, the server lacks it. */

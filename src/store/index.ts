@@ -1,12 +1,29 @@
-// The gateway's state: one contract (types.ts), engines behind it. openStore picks the engine from the config;
-// the embedded SQLite file in DATA_DIR is the default and needs nothing else running.
+// The gateway's state: one contract (types.ts), engines behind it. openStore picks the engine from the config:
+// the embedded SQLite file in DATA_DIR by default (nothing else to run), PostgreSQL when DATABASE_URL is set (several
+// gateway processes share it). Both apply their numbered migrations when opened.
 import type { Config } from '../config';
-import { openSqliteStore } from './sqlite-store';
+import { migratePostgres, openPostgresStore, redactUrl } from './postgres-store';
+import { gatewayDbPath, migrateSqlite, openSqliteStore } from './sqlite-store';
 import type { GatewayStore } from './types';
 
 export type { GatewayStore } from './types';
 
-/** Opens the store the configuration selects (today: SQLite in config.dataDir). */
-export async function openStore(config: Pick<Config, 'dataDir'>): Promise<GatewayStore> {
+/** What selects and sizes the engine (the rest of Config is not needed; absent DATABASE_URL means SQLite). */
+export type StoreConfig = Pick<Config, 'dataDir'> & Partial<Pick<Config, 'databaseUrl' | 'databasePoolSize'>>;
+
+/** Opens the store the configuration selects and brings its schema up to date. */
+export async function openStore(config: StoreConfig): Promise<GatewayStore> {
+  if (config.databaseUrl) return openPostgresStore({ databaseUrl: config.databaseUrl, databasePoolSize: config.databasePoolSize ?? 10 });
   return openSqliteStore(config);
+}
+
+/** Human-readable name of the selected engine and where it lives (passwords hidden). */
+export function describeStore(config: StoreConfig): string {
+  return config.databaseUrl ? `PostgreSQL ${redactUrl(config.databaseUrl)}` : `SQLite ${gatewayDbPath(config)}`;
+}
+
+/** Applies pending migrations of the selected engine without starting anything else. */
+export async function migrateStore(config: StoreConfig): Promise<{ applied: number[]; version: number }> {
+  if (config.databaseUrl) return migratePostgres({ databaseUrl: config.databaseUrl, databasePoolSize: 1 });
+  return migrateSqlite(config);
 }

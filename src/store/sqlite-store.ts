@@ -5,8 +5,21 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Config } from '../config';
 import {
+  checkCustomLimit,
+  checkNewToken,
+  checkPlan,
+  fillDays,
+  newReservationId,
+  newTokenId,
+  newWorkspaceId,
+  pageOf,
+  seriesStart,
+} from './common';
+import { SQLITE_MIGRATIONS } from './migrations/sqlite';
+import {
   creditPeriod,
   type CreditCharge,
+  type CreditReservation,
   type GatewayStore,
   type NewToken,
   type PlanId,
@@ -15,87 +28,9 @@ import {
   type TokenRecord,
   type Workspace,
 } from './types';
-import { displayPrefix, generateToken, hashToken, randomBase62 } from './tokens';
+import { displayPrefix, generateToken, hashToken } from './tokens';
 
-export const PLAN_IDS: readonly PlanId[] = ['free', 'starter', 'scale', 'enterprise'];
-
-export function isPlanId(value: string): value is PlanId {
-  return (PLAN_IDS as readonly string[]).includes(value);
-}
-
-/** Numbered migrations; each runs once, in order, recorded in schema_migrations. Append only. */
-const MIGRATIONS: Array<{ version: number; name: string; sql: string }> = [
-  {
-    version: 1,
-    name: 'initial schema',
-    sql: `
-      CREATE TABLE workspaces (
-        id TEXT PRIMARY KEY,
-        name TEXT NOT NULL UNIQUE,
-        plan TEXT NOT NULL CHECK (plan IN ('free','starter','scale','enterprise')),
-        custom_rpm INTEGER,
-        custom_credits INTEGER,
-        excluded_services TEXT NOT NULL DEFAULT '[]',
-        created_at TEXT NOT NULL
-      );
-      CREATE TABLE tokens (
-        id TEXT PRIMARY KEY,
-        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
-        token_hash TEXT NOT NULL UNIQUE,
-        prefix TEXT NOT NULL,
-        name TEXT NOT NULL,
-        scopes TEXT NOT NULL,
-        allowed_ips TEXT NOT NULL,
-        expires_at TEXT,
-        revoked_at TEXT,
-        last_used_at TEXT,
-        created_at TEXT NOT NULL
-      );
-      CREATE INDEX tokens_workspace ON tokens(workspace_id);
-      CREATE INDEX tokens_prefix ON tokens(prefix);
-      CREATE TABLE credit_usage (
-        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
-        period TEXT NOT NULL,
-        used INTEGER NOT NULL DEFAULT 0 CHECK (used >= 0),
-        PRIMARY KEY (workspace_id, period)
-      );
-      CREATE TABLE request_log (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        request_id TEXT NOT NULL,
-        time TEXT NOT NULL,
-        token_id TEXT,
-        workspace_id TEXT,
-        method TEXT NOT NULL,
-        service TEXT,
-        endpoint TEXT,
-        status INTEGER NOT NULL,
-        error_type TEXT,
-        credits_charged INTEGER NOT NULL DEFAULT 0,
-        bytes_in INTEGER NOT NULL DEFAULT 0,
-        bytes_out INTEGER NOT NULL DEFAULT 0,
-        upstream_ms REAL,
-        total_ms REAL NOT NULL,
-        client_ip TEXT NOT NULL
-      );
-      CREATE INDEX request_log_time ON request_log(time);
-      CREATE INDEX request_log_request_id ON request_log(request_id);
-      CREATE INDEX request_log_workspace_time ON request_log(workspace_id, time);
-      CREATE INDEX request_log_token_time ON request_log(token_id, time);
-      CREATE INDEX request_log_status_time ON request_log(status, time);
-      CREATE INDEX request_log_error_time ON request_log(error_type, time);
-      CREATE INDEX request_log_endpoint_time ON request_log(endpoint, time);
-      CREATE TABLE settings (
-        key TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-      );
-    `,
-  },
-  {
-    version: 2,
-    name: 'request_log.error_message: the reason of a failed call in words',
-    sql: `ALTER TABLE request_log ADD COLUMN error_message TEXT;`,
-  },
-];
+export { PLAN_IDS, isPlanId } from './common';
 
 interface WorkspaceRow {
   id: string;
@@ -122,6 +57,7 @@ interface TokenRow {
 
 interface LogRow {
   request_id: string;
+  client_request_id: string | null;
   time: string;
   token_id: string | null;
   workspace_id: string | null;
@@ -169,6 +105,7 @@ function toToken(row: TokenRow): TokenRecord {
 function toLogEntry(row: LogRow): RequestLogEntry {
   return {
     requestId: row.request_id,
+    clientRequestId: row.client_request_id,
     time: row.time,
     tokenId: row.token_id,
     workspaceId: row.workspace_id,
@@ -185,11 +122,6 @@ function toLogEntry(row: LogRow): RequestLogEntry {
     clientIp: row.client_ip,
     errorMessage: row.error_message,
   };
-}
-
-function checkCustomLimit(name: string, value: number | undefined): void {
-  if (value === undefined) return;
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a non-negative integer, got ${value}`);
 }
 
 function whereClause(filter: RequestLogFilter): { sql: string; params: unknown[] } {
@@ -209,7 +141,8 @@ export function gatewayDbPath(config: Pick<Config, 'dataDir'>): string {
   return path.join(config.dataDir, 'gateway.db');
 }
 
-function migrate(db: Database.Database): void {
+/** Applies the migrations not yet recorded; returns the versions it applied. */
+function migrate(db: Database.Database): number[] {
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -219,7 +152,12 @@ function migrate(db: Database.Database): void {
   const apply = db.transaction(() => {
     const row = db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number | null };
     const current = row.v ?? 0;
-    for (const m of MIGRATIONS) {
+    const latest = SQLITE_MIGRATIONS[SQLITE_MIGRATIONS.length - 1].version;
+    if (current > latest) {
+      throw new Error(`${db.name} is at schema version ${current}, newer than this build knows (${latest}); upgrade the service`);
+    }
+    const applied: number[] = [];
+    for (const m of SQLITE_MIGRATIONS) {
       if (m.version <= current) continue;
       db.exec(m.sql);
       db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
@@ -227,9 +165,26 @@ function migrate(db: Database.Database): void {
         m.name,
         new Date().toISOString(),
       );
+      applied.push(m.version);
     }
+    return applied;
   });
-  apply.immediate();
+  return apply.immediate();
+}
+
+/** Opens (creating when missing) DATA_DIR/gateway.db, applies pending migrations and closes it again. */
+export function migrateSqlite(config: Pick<Config, 'dataDir'>): { applied: number[]; version: number } {
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  const db = new Database(gatewayDbPath(config));
+  try {
+    db.pragma('busy_timeout = 5000');
+    db.pragma('journal_mode = WAL');
+    const applied = migrate(db);
+    const row = db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number };
+    return { applied, version: row.v };
+  } finally {
+    db.close();
+  }
 }
 
 export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
@@ -268,16 +223,38 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       `INSERT INTO credit_usage (workspace_id, period, used)
          SELECT @ws, @period, @amount WHERE @amount <= @limit
        ON CONFLICT (workspace_id, period)
-         DO UPDATE SET used = used + excluded.used WHERE used + excluded.used <= @limit`,
+         DO UPDATE SET used = used + excluded.used WHERE used + reserved + excluded.used <= @limit`,
     ),
     refund: db.prepare('UPDATE credit_usage SET used = MAX(used - ?, 0) WHERE workspace_id = ? AND period = ?'),
     used: db.prepare('SELECT used FROM credit_usage WHERE workspace_id = ? AND period = ?'),
-    insertLog: db.prepare(
-      `INSERT INTO request_log (request_id, time, token_id, workspace_id, method, service, endpoint, status,
-         error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
-       VALUES (@requestId, @time, @tokenId, @workspaceId, @method, @service, @endpoint, @status,
-         @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp, @errorMessage)`,
+    usage: db.prepare('SELECT used, reserved FROM credit_usage WHERE workspace_id = ? AND period = ?'),
+    ensureUsage: db.prepare('INSERT OR IGNORE INTO credit_usage (workspace_id, period, used, reserved) VALUES (?, ?, 0, 0)'),
+    addReserved: db.prepare('UPDATE credit_usage SET reserved = MAX(reserved + ?, 0) WHERE workspace_id = ? AND period = ?'),
+    addUsed: db.prepare(
+      `INSERT INTO credit_usage (workspace_id, period, used, reserved) VALUES (?, ?, ?, 0)
+       ON CONFLICT (workspace_id, period) DO UPDATE SET used = used + excluded.used`,
     ),
+    insertReservation: db.prepare(
+      'INSERT INTO credit_reservations (id, workspace_id, period, amount, expires_at) VALUES (?, ?, ?, ?, ?)',
+    ),
+    reservationById: db.prepare('SELECT workspace_id, period, amount FROM credit_reservations WHERE id = ?'),
+    deleteReservation: db.prepare('DELETE FROM credit_reservations WHERE id = ?'),
+    renewReservation: db.prepare('UPDATE credit_reservations SET expires_at = ? WHERE id = ?'),
+    expiredOf: db.prepare(
+      `SELECT period, SUM(amount) AS amount FROM credit_reservations WHERE workspace_id = ? AND expires_at <= ? GROUP BY period`,
+    ),
+    deleteExpiredOf: db.prepare('DELETE FROM credit_reservations WHERE workspace_id = ? AND expires_at <= ?'),
+    expiredWorkspaces: db.prepare('SELECT DISTINCT workspace_id FROM credit_reservations WHERE expires_at <= ?'),
+    insertLog: db.prepare(
+      `INSERT INTO request_log (request_id, client_request_id, time, token_id, workspace_id, method, service, endpoint,
+         status, error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
+       VALUES (@requestId, @clientRequestId, @time, @tokenId, @workspaceId, @method, @service, @endpoint,
+         @status, @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp, @errorMessage)`,
+    ),
+    prune: db.prepare(
+      'DELETE FROM request_log WHERE id IN (SELECT id FROM request_log WHERE time < ? ORDER BY time LIMIT ?)',
+    ),
+    versions: db.prepare('SELECT version FROM schema_migrations ORDER BY version'),
     perDay: db.prepare(
       `SELECT substr(time, 1, 10) AS day, COUNT(*) AS count, SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors
        FROM request_log WHERE workspace_id = ? AND time >= ? GROUP BY day`,
@@ -300,15 +277,57 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     return { ok: info.changes === 1, used: row?.used ?? 0 };
   });
 
+  /** Gives back the expired reservations of one workspace; runs inside the caller's transaction. */
+  const reclaimOf = (workspaceId: string, nowMs: number): number => {
+    const expired = stmt.expiredOf.all(workspaceId, nowMs) as Array<{ period: string; amount: number }>;
+    if (expired.length === 0) return 0;
+    const info = stmt.deleteExpiredOf.run(workspaceId, nowMs);
+    for (const e of expired) stmt.addReserved.run(-e.amount, workspaceId, e.period);
+    return info.changes;
+  };
+
+  // IMMEDIATE transactions: the check and the hold happen under the write lock, so processes cannot interleave.
+  const reserveTx = db.transaction(
+    (workspaceId: string, amount: number, limit: number, period: string, nowMs: number, ttlMs: number) => {
+      reclaimOf(workspaceId, nowMs);
+      stmt.ensureUsage.run(workspaceId, period);
+      const row = stmt.usage.get(workspaceId, period) as { used: number; reserved: number };
+      if (row.used + row.reserved + amount > limit) return { ok: false, used: row.used, reserved: row.reserved, id: null };
+      const id = newReservationId();
+      stmt.insertReservation.run(id, workspaceId, period, amount, nowMs + ttlMs);
+      stmt.addReserved.run(amount, workspaceId, period);
+      return { ok: true, used: row.used, reserved: row.reserved + amount, id };
+    },
+  );
+
+  /** Ends a reservation: `settle` moves its credits to used; otherwise they are given back. */
+  const endReservationTx = db.transaction((r: CreditReservation, settle: boolean) => {
+    const row = stmt.reservationById.get(r.id) as { workspace_id: string; period: string; amount: number } | undefined;
+    if (row) {
+      stmt.deleteReservation.run(r.id);
+      stmt.addReserved.run(-row.amount, row.workspace_id, row.period);
+    }
+    // Reclaimed already (its gateway stalled past the expiry) yet delivered: the work was done, so it is charged.
+    if (settle) stmt.addUsed.run(r.workspaceId, r.period, r.amount);
+  });
+
+  const reclaimAllTx = db.transaction((nowMs: number) => {
+    let n = 0;
+    for (const { workspace_id } of stmt.expiredWorkspaces.all(nowMs) as Array<{ workspace_id: string }>) {
+      n += reclaimOf(workspace_id, nowMs);
+    }
+    return n;
+  });
+
   const store: GatewayStore = {
     async createWorkspace(name, plan, custom) {
       const trimmed = name.trim();
       if (!trimmed) throw new Error('workspace name must not be empty');
-      if (!isPlanId(plan)) throw new Error(`unknown plan "${plan}" (free, starter, scale, enterprise)`);
+      checkPlan(plan);
       checkCustomLimit('requestsPerMinute', custom?.requestsPerMinute);
       checkCustomLimit('creditsPerMonth', custom?.creditsPerMonth);
       const enterprise = plan === 'enterprise';
-      const id = 'ws_' + randomBase62(16);
+      const id = newWorkspaceId();
       if (stmt.workspaceByName.get(trimmed)) throw new Error(`a workspace named "${trimmed}" already exists`);
       stmt.insertWorkspace.run({
         id,
@@ -332,7 +351,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       return (stmt.listWorkspaces.all() as WorkspaceRow[]).map(toWorkspace);
     },
     async setPlan(workspaceId, plan, custom) {
-      if (!isPlanId(plan)) throw new Error(`unknown plan "${plan}" (free, starter, scale, enterprise)`);
+      checkPlan(plan);
       checkCustomLimit('requestsPerMinute', custom?.requestsPerMinute);
       checkCustomLimit('creditsPerMonth', custom?.creditsPerMonth);
       const current = requireWorkspace(workspaceId);
@@ -351,12 +370,9 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
 
     async createToken(input: NewToken) {
       requireWorkspace(input.workspaceId);
-      if (input.scopes.length === 0) throw new Error('a token needs at least one scope');
-      if (input.expiresAt !== null && Number.isNaN(Date.parse(input.expiresAt))) {
-        throw new Error(`expiresAt is not a date: ${input.expiresAt}`);
-      }
+      checkNewToken(input.scopes, input.expiresAt);
       const token = generateToken();
-      const id = 'key_' + randomBase62(16);
+      const id = newTokenId();
       stmt.insertToken.run({
         id,
         workspace_id: input.workspaceId,
@@ -414,13 +430,41 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       return row?.used ?? 0;
     },
 
+    async reserveCredits(workspaceId, amount, limit, when, ttlMs) {
+      if (!Number.isInteger(amount) || amount <= 0) throw new Error(`amount must be a positive integer, got ${amount}`);
+      const period = creditPeriod(when);
+      const r = reserveTx.immediate(workspaceId, amount, limit, period, when.getTime(), ttlMs);
+      return {
+        ok: r.ok,
+        used: r.used,
+        reserved: r.reserved,
+        limit,
+        reservation: r.id ? { id: r.id, workspaceId, period, amount } : null,
+      };
+    },
+    async renewReservation(reservation, expiresAt) {
+      return stmt.renewReservation.run(expiresAt.getTime(), reservation.id).changes === 1;
+    },
+    async settleReservation(reservation) {
+      endReservationTx.immediate(reservation, true);
+    },
+    async releaseReservation(reservation) {
+      endReservationTx.immediate(reservation, false);
+    },
+    async reclaimExpiredReservations(now) {
+      return reclaimAllTx.immediate(now.getTime());
+    },
+    async creditsHeld(workspaceId, when) {
+      const row = stmt.usage.get(workspaceId, creditPeriod(when)) as { used: number; reserved: number } | undefined;
+      return row?.reserved ?? 0;
+    },
+
     async logRequest(entry) {
-      stmt.insertLog.run({ ...entry, errorMessage: entry.errorMessage ?? null });
+      stmt.insertLog.run({ ...entry, clientRequestId: entry.clientRequestId ?? null, errorMessage: entry.errorMessage ?? null });
     },
     async queryRequests(filter) {
       const { sql, params } = whereClause(filter);
-      const limit = Math.min(Math.max(Math.trunc(filter.limit ?? 100), 1), 1000);
-      const offset = Math.max(Math.trunc(filter.offset ?? 0), 0);
+      const { limit, offset } = pageOf(filter);
       const rows = db
         .prepare(`SELECT * FROM request_log ${sql} ORDER BY time DESC, id DESC LIMIT ? OFFSET ?`)
         .all(...params, limit, offset) as LogRow[];
@@ -431,20 +475,16 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       const row = db.prepare(`SELECT COUNT(*) AS n FROM request_log ${sql}`).get(...params) as { n: number };
       return row.n;
     },
+    async pruneRequests(before, maxRows) {
+      return stmt.prune.run(before, Math.max(1, Math.trunc(maxRows))).changes;
+    },
     async requestsPerDay(workspaceId, days) {
-      const n = Math.max(1, Math.trunc(days));
-      const today = new Date();
-      const start = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - (n - 1)));
+      const { start, n } = seriesStart(days);
       const rows = stmt.perDay.all(workspaceId, start.toISOString()) as Array<{ day: string; count: number; errors: number }>;
-      const byDay = new Map(rows.map((r) => [r.day, r]));
-      // Every day of the range, zeros included, oldest first (ready for a chart).
-      const out: Array<{ day: string; count: number; errors: number }> = [];
-      for (let i = 0; i < n; i++) {
-        const day = new Date(start.getTime() + i * 86_400_000).toISOString().slice(0, 10);
-        const r = byDay.get(day);
-        out.push({ day, count: r?.count ?? 0, errors: r?.errors ?? 0 });
-      }
-      return out;
+      return fillDays(start, n, rows);
+    },
+    async schemaVersions() {
+      return (stmt.versions.all() as Array<{ version: number }>).map((r) => r.version);
     },
 
     async getSetting(key) {

@@ -46,7 +46,10 @@ export interface NewToken {
 }
 
 export interface RequestLogEntry {
+  /** The gateway's own id (always minted by the gateway, unique per call). */
   requestId: string;
+  /** The X-Request-Id the client sent, when it looked like an id; kept for correlation only. */
+  clientRequestId?: string | null;
   time: string; // ISO
   tokenId: string | null;
   workspaceId: string | null;
@@ -82,6 +85,26 @@ export interface CreditCharge {
   limit: number;
 }
 
+/** Credits held for one call in flight: settled when the call delivered, released otherwise. */
+export interface CreditReservation {
+  id: string;
+  workspaceId: string;
+  /** 'YYYY-MM': the month the credits count against (the month the call started). */
+  period: string;
+  amount: number;
+}
+
+export interface CreditReserveResult {
+  ok: boolean;
+  /** Settled credits of the period (calls that delivered). */
+  used: number;
+  /** Credits held by calls in flight (unexpired reservations), this one included when ok. */
+  reserved: number;
+  limit: number;
+  /** The reservation made (null when !ok). */
+  reservation: CreditReservation | null;
+}
+
 /**
  * The contract every engine implements (SQLite embedded by default; PostgreSQL when configured). Every member is
  * asynchronous so that a networked engine fits the same interface; the SQLite engine answers synchronously inside.
@@ -102,10 +125,25 @@ export interface GatewayStore {
   revokeToken(idOrPrefix: string): Promise<TokenRecord | null>;
   touchToken(id: string, when: string): Promise<void>;
 
-  // credits: atomic check-and-charge for the calendar month (UTC) of `when`
+  // credits: atomic check-and-charge for the calendar month (UTC) of `when` (counts reservations in flight as held)
   chargeCredits(workspaceId: string, amount: number, limit: number, when: Date): Promise<CreditCharge>;
   refundCredits(workspaceId: string, amount: number, when: Date): Promise<void>;
   creditsUsed(workspaceId: string, when: Date): Promise<number>;
+
+  // credit reservations (the gateway's path): a call holds its credits while in flight. Reserving is atomic
+  // across processes: used + reserved + amount <= limit. A reservation not renewed before it expires belongs to a
+  // gateway that died mid-call: it is reclaimed (given back) by reserveCredits and reclaimExpiredReservations.
+  reserveCredits(workspaceId: string, amount: number, limit: number, when: Date, ttlMs: number): Promise<CreditReserveResult>;
+  /** Pushes the expiry of a reservation still in flight; false when it was already reclaimed or ended. */
+  renewReservation(reservation: CreditReservation, expiresAt: Date): Promise<boolean>;
+  /** The call delivered: its credits become used (also when the reservation had already been reclaimed). */
+  settleReservation(reservation: CreditReservation): Promise<void>;
+  /** The call did not deliver: its credits are given back (no-op when already reclaimed). */
+  releaseReservation(reservation: CreditReservation): Promise<void>;
+  /** Gives back every reservation whose expiry is at or before `now`; returns how many. */
+  reclaimExpiredReservations(now: Date): Promise<number>;
+  /** Credits of the month of `when` held by reservations not yet settled, released or reclaimed. */
+  creditsHeld(workspaceId: string, when: Date): Promise<number>;
 
   // request log
   logRequest(entry: RequestLogEntry): Promise<void>;
@@ -123,6 +161,10 @@ export interface GatewayStore {
   setExcludedServices(workspaceId: string, services: string[]): Promise<Workspace>;
   /** Number of logged requests matching the filter (ignores limit/offset). */
   countRequests(filter: RequestLogFilter): Promise<number>;
+  /** Deletes at most `maxRows` request-log rows older than `before` (ISO); returns how many were deleted. */
+  pruneRequests(before: string, maxRows: number): Promise<number>;
+  /** Schema versions applied, in order (numbered migrations recorded in schema_migrations). */
+  schemaVersions(): Promise<number[]>;
 }
 
 /** 'YYYY-MM' of a date in UTC: the credit period. */

@@ -324,6 +324,26 @@ describeBrowser('web console in a real browser', () => {
     await shot('playground-shared-axis');
   });
 
+  test('playground: MP3 output normalised to -16 LUFS plays, shows its loudness and downloads as .mp3', async () => {
+    await page.setInputFiles('#pg-file', FIXTURE);
+    await page.selectOption('#pg-format', 'mp3');
+    await page.selectOption('#pg-loudness', '-16');
+    await page.evaluate(() => {
+      delete (document.querySelector('#pg-after-spec') as HTMLCanvasElement).dataset.ready;
+    });
+    await page.click('#pg-run');
+    await page.waitForSelector('#pg-after-spec[data-ready="true"]', { timeout: 60_000 });
+    const info = (await page.textContent('#pg-after-info'))!;
+    expect(info).toMatch(/loudness -\d+\.\d LUFS → -1[56]\.\d LUFS/);
+    expect(info).toMatch(/peak -\d+\.\d dBTP/);
+    expect(await page.getAttribute('#pg-download', 'download')).toBe('speech-noisy-16k-mono_denoised.mp3');
+    await page.waitForFunction(() => (document.querySelector('#pg-after-audio') as HTMLAudioElement).readyState >= 1);
+    expect(await page.evaluate(() => (document.querySelector('#pg-after-audio') as HTMLAudioElement).duration)).toBeGreaterThan(2.9);
+    await shot('playground-mp3');
+    await page.selectOption('#pg-format', 'wav');
+    await page.selectOption('#pg-loudness', '');
+  });
+
   test('playground: "Copy as curl" gives a command that runs the same call', async () => {
     await page.selectOption('#pg-model', 'nsm-1');
     await page.fill('#pg-atten', '12');
@@ -333,6 +353,8 @@ describeBrowser('web console in a real browser', () => {
     const command = (await page.textContent('#pg-curl'))!;
     expect(command).toContain("-F model='nsm-1'");
     expect(command).toContain(`attenuation_limit_db='12'`);
+    expect(command).toContain(`output_format='wav'`);
+    expect(command).not.toContain('loudness_lufs');
     expect(command).toContain(`'file=@speech-noisy-16k-mono.wav'`);
     expect(command).toContain('"X-API-Key: $TOKEN"');
     expect(command).not.toMatch(/mw_live_/); // the playground's own key is not put on the clipboard

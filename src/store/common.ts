@@ -1,0 +1,57 @@
+// Rules every store engine applies the same way: plan ids, custom-limit validation, the request-log page bounds,
+// the per-day series, and id formats. Engines differ in how they keep the data, never in what they accept.
+import type { PlanId } from './types';
+import { randomBase62 } from './tokens';
+
+export const PLAN_IDS: readonly PlanId[] = ['free', 'starter', 'scale', 'enterprise'];
+
+export function isPlanId(value: string): value is PlanId {
+  return (PLAN_IDS as readonly string[]).includes(value);
+}
+
+export function checkPlan(plan: string): void {
+  if (!isPlanId(plan)) throw new Error(`unknown plan "${plan}" (free, starter, scale, enterprise)`);
+}
+
+export function checkCustomLimit(name: string, value: number | undefined): void {
+  if (value === undefined) return;
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a non-negative integer, got ${value}`);
+}
+
+export function checkNewToken(scopes: string[], expiresAt: string | null): void {
+  if (scopes.length === 0) throw new Error('a token needs at least one scope');
+  if (expiresAt !== null && Number.isNaN(Date.parse(expiresAt))) throw new Error(`expiresAt is not a date: ${expiresAt}`);
+}
+
+export const newWorkspaceId = (): string => 'ws_' + randomBase62(16);
+export const newTokenId = (): string => 'key_' + randomBase62(16);
+export const newReservationId = (): string => 'res_' + randomBase62(20);
+
+/** Page size and offset of a request-log query: 1..1000 rows (default 100), offset ≥ 0. */
+export function pageOf(filter: { limit?: number; offset?: number }): { limit: number; offset: number } {
+  const limit = Math.min(Math.max(Math.trunc(filter.limit ?? 100), 1), 1000);
+  const offset = Math.max(Math.trunc(filter.offset ?? 0), 0);
+  return { limit: Number.isFinite(limit) ? limit : 100, offset: Number.isFinite(offset) ? offset : 0 };
+}
+
+/** Start of the per-day series: 00:00 UTC, `days - 1` days before today. */
+export function seriesStart(days: number, today = new Date()): { start: Date; n: number } {
+  const n = Math.max(1, Math.trunc(days));
+  return { start: new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() - (n - 1))), n };
+}
+
+/** Every day of the range, zeros included, oldest first (ready for a chart). */
+export function fillDays(
+  start: Date,
+  n: number,
+  rows: Array<{ day: string; count: number; errors: number }>,
+): Array<{ day: string; count: number; errors: number }> {
+  const byDay = new Map(rows.map((r) => [r.day, r]));
+  const out: Array<{ day: string; count: number; errors: number }> = [];
+  for (let i = 0; i < n; i++) {
+    const day = new Date(start.getTime() + i * 86_400_000).toISOString().slice(0, 10);
+    const r = byDay.get(day);
+    out.push({ day, count: Number(r?.count ?? 0), errors: Number(r?.errors ?? 0) });
+  }
+  return out;
+}

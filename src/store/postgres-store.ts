@@ -1,0 +1,559 @@
+// GatewayStore on PostgreSQL (node-postgres `pg`, one pool per process), selected by DATABASE_URL. Several gateway
+// processes share it: every check-and-change is one SQL statement (or one transaction) that PostgreSQL makes atomic,
+// so credits cannot be overspent however many gateways charge at once. Same contract and behaviour as the SQLite
+// engine (sqlite-store.ts); the contract tests run against both.
+import { Pool, type PoolClient, type QueryResultRow } from 'pg';
+import type { Config } from '../config';
+import {
+  checkCustomLimit,
+  checkNewToken,
+  checkPlan,
+  fillDays,
+  newReservationId,
+  newTokenId,
+  newWorkspaceId,
+  pageOf,
+  seriesStart,
+} from './common';
+import { POSTGRES_MIGRATIONS } from './migrations/postgres';
+import {
+  creditPeriod,
+  type GatewayStore,
+  type PlanId,
+  type RequestLogEntry,
+  type RequestLogFilter,
+  type TokenRecord,
+  type Workspace,
+} from './types';
+import { displayPrefix, generateToken, hashToken } from './tokens';
+
+/** Key of the advisory lock that serialises migrations between processes (any constant unique to this schema). */
+const MIGRATION_LOCK_KEY = 7_426_117_301;
+
+interface WorkspaceRow {
+  id: string;
+  name: string;
+  plan: PlanId;
+  custom_rpm: number | null;
+  custom_credits: string | null;
+  excluded_services: string[];
+  created_at: Date;
+}
+
+interface TokenRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  prefix: string;
+  scopes: string[];
+  allowed_ips: string[];
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+  created_at: Date;
+}
+
+interface LogRow {
+  request_id: string;
+  client_request_id: string | null;
+  time: Date;
+  token_id: string | null;
+  workspace_id: string | null;
+  method: string;
+  service: string | null;
+  endpoint: string | null;
+  status: number;
+  error_type: string | null;
+  error_message: string | null;
+  credits_charged: number;
+  bytes_in: string;
+  bytes_out: string;
+  upstream_ms: number | null;
+  total_ms: number;
+  client_ip: string;
+}
+
+const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
+
+function toWorkspace(row: WorkspaceRow): Workspace {
+  return {
+    id: row.id,
+    name: row.name,
+    plan: row.plan,
+    customRequestsPerMinute: row.custom_rpm,
+    customCreditsPerMonth: row.custom_credits === null ? null : Number(row.custom_credits),
+    excludedServices: row.excluded_services,
+    createdAt: row.created_at.toISOString(),
+  };
+}
+
+function toToken(row: TokenRow): TokenRecord {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    name: row.name,
+    prefix: row.prefix,
+    scopes: row.scopes,
+    allowedIps: row.allowed_ips,
+    expiresAt: iso(row.expires_at),
+    revokedAt: iso(row.revoked_at),
+    lastUsedAt: iso(row.last_used_at),
+    createdAt: row.created_at.toISOString(),
+  };
+}
+
+function toLogEntry(row: LogRow): RequestLogEntry {
+  return {
+    requestId: row.request_id,
+    clientRequestId: row.client_request_id,
+    time: row.time.toISOString(),
+    tokenId: row.token_id,
+    workspaceId: row.workspace_id,
+    method: row.method,
+    service: row.service,
+    endpoint: row.endpoint,
+    status: row.status,
+    errorType: row.error_type,
+    creditsCharged: row.credits_charged,
+    bytesIn: Number(row.bytes_in),
+    bytesOut: Number(row.bytes_out),
+    upstreamMs: row.upstream_ms,
+    totalMs: row.total_ms,
+    clientIp: row.client_ip,
+    errorMessage: row.error_message,
+  };
+}
+
+function whereClause(filter: RequestLogFilter, params: unknown[]): string {
+  const parts: string[] = [];
+  const add = (sql: string, value: unknown) => {
+    params.push(value);
+    parts.push(sql.replace('?', `$${params.length}`));
+  };
+  if (filter.workspaceId !== undefined) add('workspace_id = ?', filter.workspaceId);
+  if (filter.tokenId !== undefined) add('token_id = ?', filter.tokenId);
+  if (filter.status !== undefined) add('status = ?', filter.status);
+  if (filter.errorType !== undefined) add('error_type = ?', filter.errorType);
+  if (filter.endpoint !== undefined) add('endpoint = ?', filter.endpoint);
+  if (filter.since !== undefined) add('time >= ?::timestamptz', filter.since);
+  return parts.length ? `WHERE ${parts.join(' AND ')}` : '';
+}
+
+/** Where the password would be, so a connection string can be printed. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+export type PostgresOptions = Pick<Config, 'databaseUrl' | 'databasePoolSize'>;
+
+function createPool(config: PostgresOptions): Pool {
+  if (!config.databaseUrl) throw new Error('DATABASE_URL is not set');
+  const pool = new Pool({
+    connectionString: config.databaseUrl,
+    max: config.databasePoolSize,
+    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: 30_000,
+    // No statement may hold a connection (and its row locks) for long.
+    statement_timeout: 30_000,
+    application_name: 'noise-suppression-gateway',
+  });
+  // An idle pooled connection that breaks (server restart) emits here; the pool replaces it on next use.
+  pool.on('error', (err) => console.error('[store] idle PostgreSQL connection failed:', err.message));
+  return pool;
+}
+
+/** Applies pending migrations in one transaction under an advisory lock; returns the versions applied. */
+async function migrate(client: PoolClient): Promise<{ applied: number[]; version: number }> {
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version integer PRIMARY KEY,
+      name text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`);
+    const { rows } = await client.query<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations');
+    const current = rows[0].v ?? 0;
+    const latest = POSTGRES_MIGRATIONS[POSTGRES_MIGRATIONS.length - 1].version;
+    if (current > latest) {
+      throw new Error(`the database is at schema version ${current}, newer than this build knows (${latest}); upgrade the service`);
+    }
+    const applied: number[] = [];
+    for (const m of POSTGRES_MIGRATIONS) {
+      if (m.version <= current) continue;
+      await client.query(m.sql);
+      await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+      applied.push(m.version);
+    }
+    await client.query('COMMIT');
+    return { applied, version: Math.max(current, ...applied) };
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Connects, applies pending migrations and disconnects (`npm run -s db -- migrate`). */
+export async function migratePostgres(config: PostgresOptions): Promise<{ applied: number[]; version: number }> {
+  const pool = createPool({ ...config, databasePoolSize: 1 });
+  try {
+    const client = await pool.connect();
+    try {
+      return await migrate(client);
+    } finally {
+      client.release();
+    }
+  } finally {
+    await pool.end();
+  }
+}
+
+export async function openPostgresStore(config: PostgresOptions): Promise<GatewayStore> {
+  const pool = createPool(config);
+  try {
+    const client = await pool.connect();
+    try {
+      await migrate(client);
+    } finally {
+      client.release();
+    }
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw new Error(`PostgreSQL at ${redactUrl(config.databaseUrl!)}: ${(err as Error).message}`);
+  }
+
+  const q = async <R extends QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> =>
+    (await pool.query<R>(sql, params)).rows;
+  const one = async <R extends QueryResultRow>(sql: string, params: unknown[] = []): Promise<R | null> =>
+    (await q<R>(sql, params))[0] ?? null;
+
+  async function requireWorkspace(id: string): Promise<Workspace> {
+    const row = await one<WorkspaceRow>('SELECT * FROM workspaces WHERE id = $1', [id]);
+    if (!row) throw new Error(`workspace ${id} not found`);
+    return toWorkspace(row);
+  }
+
+  /**
+   * Gives back expired reservations (of one workspace, or all): one statement, rows taken with SKIP LOCKED so two
+   * reclaimers, or a reclaimer and a settling gateway, never wait on each other or take the same row twice.
+   */
+  async function reclaim(workspaceId: string | null, now: Date): Promise<number> {
+    const row = await one<{ n: number }>(
+      `WITH gone AS (
+         DELETE FROM credit_reservations WHERE id IN (
+           SELECT id FROM credit_reservations
+           WHERE expires_at <= $2 AND ($1::text IS NULL OR workspace_id = $1)
+           FOR UPDATE SKIP LOCKED)
+         RETURNING workspace_id, period, amount
+       ), sums AS (
+         SELECT workspace_id, period, SUM(amount) AS amount FROM gone GROUP BY workspace_id, period
+       ), upd AS (
+         UPDATE credit_usage c SET reserved = GREATEST(c.reserved - sums.amount, 0)
+         FROM sums WHERE c.workspace_id = sums.workspace_id AND c.period = sums.period
+         RETURNING 1
+       )
+       SELECT COUNT(*)::int AS n FROM gone`,
+      [workspaceId, now],
+    );
+    return row?.n ?? 0;
+  }
+
+  async function usage(workspaceId: string, period: string): Promise<{ used: number; reserved: number }> {
+    const row = await one<{ used: string; reserved: string }>(
+      'SELECT used, reserved FROM credit_usage WHERE workspace_id = $1 AND period = $2',
+      [workspaceId, period],
+    );
+    return { used: Number(row?.used ?? 0), reserved: Number(row?.reserved ?? 0) };
+  }
+
+  const store: GatewayStore = {
+    async createWorkspace(name, plan, custom) {
+      const trimmed = name.trim();
+      if (!trimmed) throw new Error('workspace name must not be empty');
+      checkPlan(plan);
+      checkCustomLimit('requestsPerMinute', custom?.requestsPerMinute);
+      checkCustomLimit('creditsPerMonth', custom?.creditsPerMonth);
+      const enterprise = plan === 'enterprise';
+      const row = await one<WorkspaceRow>(
+        `INSERT INTO workspaces (id, name, plan, custom_rpm, custom_credits, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING *`,
+        [
+          newWorkspaceId(),
+          trimmed,
+          plan,
+          enterprise ? (custom?.requestsPerMinute ?? null) : null,
+          enterprise ? (custom?.creditsPerMonth ?? null) : null,
+          new Date(),
+        ],
+      );
+      if (!row) throw new Error(`a workspace named "${trimmed}" already exists`);
+      return toWorkspace(row);
+    },
+    async getWorkspace(id) {
+      const row = await one<WorkspaceRow>('SELECT * FROM workspaces WHERE id = $1', [id]);
+      return row ? toWorkspace(row) : null;
+    },
+    async getWorkspaceByName(name) {
+      const row = await one<WorkspaceRow>('SELECT * FROM workspaces WHERE name = $1', [name.trim()]);
+      return row ? toWorkspace(row) : null;
+    },
+    async listWorkspaces() {
+      return (await q<WorkspaceRow>('SELECT * FROM workspaces ORDER BY created_at, seq')).map(toWorkspace);
+    },
+    async setPlan(workspaceId, plan, custom) {
+      checkPlan(plan);
+      checkCustomLimit('requestsPerMinute', custom?.requestsPerMinute);
+      checkCustomLimit('creditsPerMonth', custom?.creditsPerMonth);
+      // Custom limits only mean something on enterprise; values not given are kept.
+      const row = await one<WorkspaceRow>(
+        `UPDATE workspaces SET plan = $2,
+           custom_rpm = CASE WHEN $2 = 'enterprise' THEN COALESCE($3::integer, custom_rpm) END,
+           custom_credits = CASE WHEN $2 = 'enterprise' THEN COALESCE($4::bigint, custom_credits) END
+         WHERE id = $1 RETURNING *`,
+        [workspaceId, plan, custom?.requestsPerMinute ?? null, custom?.creditsPerMonth ?? null],
+      );
+      if (!row) throw new Error(`workspace ${workspaceId} not found`);
+      return toWorkspace(row);
+    },
+    async setExcludedServices(workspaceId, services) {
+      const row = await one<WorkspaceRow>('UPDATE workspaces SET excluded_services = $2::jsonb WHERE id = $1 RETURNING *', [
+        workspaceId,
+        JSON.stringify([...new Set(services)]),
+      ]);
+      if (!row) throw new Error(`workspace ${workspaceId} not found`);
+      return toWorkspace(row);
+    },
+
+    async createToken(input) {
+      await requireWorkspace(input.workspaceId);
+      checkNewToken(input.scopes, input.expiresAt);
+      const token = generateToken();
+      const row = await one<TokenRow>(
+        `INSERT INTO tokens (id, workspace_id, token_hash, prefix, name, scopes, allowed_ips, expires_at, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9) RETURNING *`,
+        [
+          newTokenId(),
+          input.workspaceId,
+          hashToken(token),
+          displayPrefix(token),
+          input.name,
+          JSON.stringify(input.scopes),
+          JSON.stringify(input.allowedIps),
+          input.expiresAt === null ? null : new Date(input.expiresAt),
+          new Date(),
+        ],
+      );
+      return { token, record: toToken(row!) };
+    },
+    async findTokenByHash(sha256Hex) {
+      const row = await one<TokenRow>('SELECT * FROM tokens WHERE token_hash = $1', [sha256Hex.toLowerCase()]);
+      return row ? toToken(row) : null;
+    },
+    async getToken(id) {
+      const row = await one<TokenRow>('SELECT * FROM tokens WHERE id = $1', [id]);
+      return row ? toToken(row) : null;
+    },
+    async listTokens(workspaceId) {
+      const rows =
+        workspaceId === undefined
+          ? await q<TokenRow>('SELECT * FROM tokens ORDER BY created_at, seq')
+          : await q<TokenRow>('SELECT * FROM tokens WHERE workspace_id = $1 ORDER BY created_at, seq', [workspaceId]);
+      return rows.map(toToken);
+    },
+    async revokeToken(idOrPrefix) {
+      let row = await one<TokenRow>('SELECT * FROM tokens WHERE id = $1', [idOrPrefix]);
+      if (!row) {
+        const matches = await q<TokenRow>('SELECT * FROM tokens WHERE prefix = $1', [idOrPrefix]);
+        if (matches.length > 1) throw new Error(`prefix ${idOrPrefix} matches ${matches.length} keys; revoke by id instead`);
+        row = matches[0] ?? null;
+      }
+      if (!row) return null;
+      const updated = await one<TokenRow>(
+        'UPDATE tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *',
+        [row.id, new Date()],
+      );
+      return toToken(updated!);
+    },
+    async touchToken(id, when) {
+      await pool.query('UPDATE tokens SET last_used_at = $2 WHERE id = $1', [id, new Date(when)]);
+    },
+
+    async chargeCredits(workspaceId, amount, limit, when) {
+      const period = creditPeriod(when);
+      if (amount <= 0) return { ok: true, used: await store.creditsUsed(workspaceId, when), limit };
+      // One conditional UPSERT: PostgreSQL locks the row and re-checks the condition on its latest version.
+      const row = await one<{ used: string }>(
+        `INSERT INTO credit_usage AS c (workspace_id, period, used, reserved)
+           SELECT $1, $2, $3::bigint, 0 WHERE $3::bigint <= $4::bigint
+         ON CONFLICT (workspace_id, period)
+           DO UPDATE SET used = c.used + EXCLUDED.used WHERE c.used + c.reserved + EXCLUDED.used <= $4::bigint
+         RETURNING c.used`,
+        [workspaceId, period, amount, limit],
+      );
+      if (row) return { ok: true, used: Number(row.used), limit };
+      return { ok: false, used: (await usage(workspaceId, period)).used, limit };
+    },
+    async refundCredits(workspaceId, amount, when) {
+      if (amount <= 0) return;
+      await pool.query('UPDATE credit_usage SET used = GREATEST(used - $1, 0) WHERE workspace_id = $2 AND period = $3', [
+        amount,
+        workspaceId,
+        creditPeriod(when),
+      ]);
+    },
+    async creditsUsed(workspaceId, when) {
+      return (await usage(workspaceId, creditPeriod(when))).used;
+    },
+
+    async reserveCredits(workspaceId, amount, limit, when, ttlMs) {
+      if (!Number.isInteger(amount) || amount <= 0) throw new Error(`amount must be a positive integer, got ${amount}`);
+      const period = creditPeriod(when);
+      const id = newReservationId();
+      const attempt = () =>
+        one<{ used: string; reserved: string }>(
+          `WITH up AS (
+             INSERT INTO credit_usage AS c (workspace_id, period, used, reserved)
+               SELECT $1, $2, 0, $3::bigint WHERE $3::bigint <= $4::bigint
+             ON CONFLICT (workspace_id, period)
+               DO UPDATE SET reserved = c.reserved + EXCLUDED.reserved
+               WHERE c.used + c.reserved + EXCLUDED.reserved <= $4::bigint
+             RETURNING c.used, c.reserved
+           ), hold AS (
+             INSERT INTO credit_reservations (id, workspace_id, period, amount, expires_at)
+             SELECT $5, $1, $2, $3, $6 FROM up
+           )
+           SELECT used, reserved FROM up`,
+          [workspaceId, period, amount, limit, id, new Date(when.getTime() + ttlMs)],
+        );
+      let held = await attempt();
+      // Full: first give back what dead gateways still hold (expired reservations), then try once more.
+      if (!held && (await reclaim(workspaceId, when)) > 0) held = await attempt();
+      if (held) {
+        return {
+          ok: true,
+          used: Number(held.used),
+          reserved: Number(held.reserved),
+          limit,
+          reservation: { id, workspaceId, period, amount },
+        };
+      }
+      const now = await usage(workspaceId, period);
+      return { ok: false, used: now.used, reserved: now.reserved, limit, reservation: null };
+    },
+    async renewReservation(reservation, expiresAt) {
+      const r = await pool.query('UPDATE credit_reservations SET expires_at = $2 WHERE id = $1', [reservation.id, expiresAt]);
+      return r.rowCount === 1;
+    },
+    async settleReservation(r) {
+      // Deleting the reservation row is what makes it end once; a reclaimed one (gone already) is still charged,
+      // since the call delivered.
+      await pool.query(
+        `WITH gone AS (DELETE FROM credit_reservations WHERE id = $1 RETURNING amount)
+         INSERT INTO credit_usage AS c (workspace_id, period, used, reserved) VALUES ($2, $3, $4, 0)
+         ON CONFLICT (workspace_id, period) DO UPDATE SET
+           used = c.used + EXCLUDED.used,
+           reserved = GREATEST(c.reserved - COALESCE((SELECT amount FROM gone), 0), 0)`,
+        [r.id, r.workspaceId, r.period, r.amount],
+      );
+    },
+    async releaseReservation(r) {
+      await pool.query(
+        `WITH gone AS (DELETE FROM credit_reservations WHERE id = $1 RETURNING workspace_id, period, amount)
+         UPDATE credit_usage c SET reserved = GREATEST(c.reserved - gone.amount, 0)
+         FROM gone WHERE c.workspace_id = gone.workspace_id AND c.period = gone.period`,
+        [r.id],
+      );
+    },
+    async reclaimExpiredReservations(now) {
+      return reclaim(null, now);
+    },
+    async creditsHeld(workspaceId, when) {
+      return (await usage(workspaceId, creditPeriod(when))).reserved;
+    },
+
+    async logRequest(e) {
+      await pool.query(
+        `INSERT INTO request_log (request_id, client_request_id, time, token_id, workspace_id, method, service, endpoint,
+           status, error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+        [
+          e.requestId,
+          e.clientRequestId ?? null,
+          e.time,
+          e.tokenId,
+          e.workspaceId,
+          e.method,
+          e.service,
+          e.endpoint,
+          e.status,
+          e.errorType,
+          e.creditsCharged,
+          e.bytesIn,
+          e.bytesOut,
+          e.upstreamMs,
+          e.totalMs,
+          e.clientIp,
+          e.errorMessage ?? null,
+        ],
+      );
+    },
+    async queryRequests(filter) {
+      const params: unknown[] = [];
+      const where = whereClause(filter, params);
+      const { limit, offset } = pageOf(filter);
+      params.push(limit, offset);
+      const rows = await q<LogRow>(
+        `SELECT * FROM request_log ${where} ORDER BY time DESC, id DESC LIMIT $${params.length - 1} OFFSET $${params.length}`,
+        params,
+      );
+      return rows.map(toLogEntry);
+    },
+    async countRequests(filter) {
+      const params: unknown[] = [];
+      const row = await one<{ n: string }>(`SELECT COUNT(*) AS n FROM request_log ${whereClause(filter, params)}`, params);
+      return Number(row!.n);
+    },
+    async pruneRequests(before, maxRows) {
+      const r = await pool.query(
+        'DELETE FROM request_log WHERE id IN (SELECT id FROM request_log WHERE time < $1::timestamptz ORDER BY time LIMIT $2)',
+        [before, Math.max(1, Math.trunc(maxRows))],
+      );
+      return r.rowCount ?? 0;
+    },
+    async requestsPerDay(workspaceId, days) {
+      const { start, n } = seriesStart(days);
+      const rows = await q<{ day: string; count: number; errors: number }>(
+        `SELECT to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, COUNT(*)::int AS count,
+                (COUNT(*) FILTER (WHERE status >= 400))::int AS errors
+         FROM request_log WHERE workspace_id = $1 AND time >= $2 GROUP BY 1`,
+        [workspaceId, start],
+      );
+      return fillDays(start, n, rows);
+    },
+
+    async getSetting(key) {
+      const row = await one<{ value: string }>('SELECT value FROM settings WHERE key = $1', [key]);
+      return row ? row.value : null;
+    },
+    async setSetting(key, value) {
+      await pool.query(
+        'INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value',
+        [key, value],
+      );
+    },
+    async schemaVersions() {
+      return (await q<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')).map((r) => r.version);
+    },
+
+    async close() {
+      if (!pool.ended) await pool.end();
+    },
+  };
+  return store;
+}
