@@ -24,6 +24,8 @@ export interface LoadOptions {
   concurrency: number[];
   /** Measured seconds per concurrency level (after a short warm-up). */
   seconds: number;
+  /** Extra node options for the server process (e.g. ['--cpu-prof', '--cpu-prof-dir=DIR'] to profile it). */
+  serverNodeArgs?: string[];
   log?(line: string): void;
 }
 
@@ -98,7 +100,7 @@ interface Server {
   dataDir: string;
 }
 
-async function startServer(workers: number): Promise<Server> {
+async function startServer(workers: number, nodeArgs: string[] = []): Promise<Server> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-load-'));
   const env = { ...process.env, DATA_DIR: dataDir, WORKERS: String(workers), LOG_REQUESTS: 'false', ADMIN_SECRET: 'bench-admin-secret' };
   const keys = spawn(process.execPath, [
@@ -111,7 +113,7 @@ async function startServer(workers: number): Promise<Server> {
   const token = out.trim().split('\n').pop() ?? '';
   if (code !== 0 || !token.startsWith('mw_')) throw new Error(`could not create a bench key: ${out}`);
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/server.js')], {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(PROJECT_ROOT, 'dist/src/server.js')], {
     env: { ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -205,7 +207,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadRow[]> {
   const { body, type } = multipart(opts.fields, fs.readFileSync(opts.clipPath), path.basename(opts.clipPath));
   const rows: LoadRow[] = [];
   for (const workers of opts.workers) {
-    const server = await startServer(workers);
+    const server = await startServer(workers, opts.serverNodeArgs);
     try {
       for (const c of opts.concurrency) {
         const row = await level(server, body, type, c, opts.seconds, opts.clipSeconds, workers);
