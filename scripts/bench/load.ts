@@ -24,6 +24,8 @@ export interface LoadOptions {
   concurrency: number[];
   /** Measured seconds per concurrency level (after a short warm-up). */
   seconds: number;
+  /** Extra node options for the server process (e.g. ['--cpu-prof', '--cpu-prof-dir=DIR'] to profile it). */
+  serverNodeArgs?: string[];
   log?(line: string): void;
 }
 
@@ -37,6 +39,8 @@ export interface LoadRow {
   latency_ms: { p50: number; p95: number; p99: number; max: number };
   /** Server CPU per request, ms. */
   cpu_ms_per_request: { main_thread: number; other_threads: number; ffmpeg: number; total: number };
+  /** The load client's own CPU per request, ms (it shares the machine with the server). */
+  client_cpu_ms_per_request: number;
 }
 
 const CLK_TCK = 100;
@@ -98,7 +102,7 @@ interface Server {
   dataDir: string;
 }
 
-async function startServer(workers: number): Promise<Server> {
+async function startServer(workers: number, nodeArgs: string[] = []): Promise<Server> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-load-'));
   const env = { ...process.env, DATA_DIR: dataDir, WORKERS: String(workers), LOG_REQUESTS: 'false', ADMIN_SECRET: 'bench-admin-secret' };
   const keys = spawn(process.execPath, [
@@ -111,7 +115,7 @@ async function startServer(workers: number): Promise<Server> {
   const token = out.trim().split('\n').pop() ?? '';
   if (code !== 0 || !token.startsWith('mw_')) throw new Error(`could not create a bench key: ${out}`);
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/server.js')], {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(PROJECT_ROOT, 'dist/src/server.js')], {
     env: { ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -165,6 +169,7 @@ async function level(s: Server, body: Buffer, type: string, concurrency: number,
   let errors = 0;
   const pid = s.child.pid!;
   const before = cpuSnapshot(pid);
+  const clientBefore = process.cpuUsage();
   const t0 = performance.now();
   const end = t0 + seconds * 1000;
   await Promise.all(
@@ -178,6 +183,7 @@ async function level(s: Server, body: Buffer, type: string, concurrency: number,
   );
   const wall = (performance.now() - t0) / 1000;
   const after = cpuSnapshot(pid);
+  const client = process.cpuUsage(clientBefore);
   agent.destroy();
   const cpu = cpuDelta(pid, before, after);
   const n = latencies.length + errors;
@@ -197,6 +203,7 @@ async function level(s: Server, body: Buffer, type: string, concurrency: number,
       max: Math.round(latencies[latencies.length - 1] ?? NaN),
     },
     cpu_ms_per_request: { main_thread: per(cpu.main), other_threads: per(cpu.other), ffmpeg: per(cpu.ffmpeg), total: per(cpu.main + cpu.other + cpu.ffmpeg) },
+    client_cpu_ms_per_request: per((client.user + client.system) / 1e6),
   };
 }
 
@@ -205,7 +212,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadRow[]> {
   const { body, type } = multipart(opts.fields, fs.readFileSync(opts.clipPath), path.basename(opts.clipPath));
   const rows: LoadRow[] = [];
   for (const workers of opts.workers) {
-    const server = await startServer(workers);
+    const server = await startServer(workers, opts.serverNodeArgs);
     try {
       for (const c of opts.concurrency) {
         const row = await level(server, body, type, c, opts.seconds, opts.clipSeconds, workers);
@@ -220,7 +227,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadRow[]> {
 }
 
 export const LOAD_HEADER =
-  'workers  conc  req/s  audio s/s   p50 ms  p95 ms  p99 ms  errors | server CPU ms/request: main  other threads  ffmpeg  total';
+  'workers  conc  req/s  audio s/s   p50 ms  p95 ms  p99 ms  errors | server CPU ms/request: main  other threads  ffmpeg  total | client';
 
 export function formatLoadRow(r: LoadRow): string {
   const c = r.cpu_ms_per_request;
@@ -228,6 +235,7 @@ export function formatLoadRow(r: LoadRow): string {
     `${String(r.workers).padStart(7)} ${String(r.concurrency).padStart(5)} ${r.requests_per_s.toFixed(1).padStart(6)} ` +
     `${r.audio_s_per_s.toFixed(0).padStart(10)} ${String(r.latency_ms.p50).padStart(8)} ${String(r.latency_ms.p95).padStart(7)} ` +
     `${String(r.latency_ms.p99).padStart(7)} ${String(r.errors).padStart(7)} | ${c.main_thread.toFixed(1).padStart(27)} ` +
-    `${c.other_threads.toFixed(1).padStart(14)} ${c.ffmpeg.toFixed(1).padStart(7)} ${c.total.toFixed(1).padStart(6)}`
+    `${c.other_threads.toFixed(1).padStart(14)} ${c.ffmpeg.toFixed(1).padStart(7)} ${c.total.toFixed(1).padStart(6)} | ` +
+    `${r.client_cpu_ms_per_request.toFixed(1).padStart(6)}`
   );
 }

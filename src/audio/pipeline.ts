@@ -1,6 +1,6 @@
 // The file pipeline: any audio → model-rate float32 → DenoiseStream → WAV, FLAC, MP3, Opus or M4A (formats.ts).
 //
-//   source (planar float32 at the model rate, ~1 s chunks) ──▶ DenoiseStream.push (worker thread) ──▶ sink (file)
+//   source (planar float32 at the model rate, ~8 s chunks) ──▶ DenoiseStream.push (worker thread) ──▶ sink (file)
 //
 // Sources (sources.ts): an uncompressed WAV at the model's rate is read in-process (wav.ts), with no child process at
 // all; a WAV at another rate is read in-process and resampled by an ffmpeg child (soxr) fed through its stdin; anything
@@ -54,7 +54,10 @@ export interface DenoiseFileOptions {
   /** Called after each chunk with seconds processed and the container's duration (null if unknown). */
   onProgress?(doneS: number, totalS: number | null): void;
   signal?: AbortSignal;
-  /** Seconds of audio per engine call (default 1). */
+  /**
+   * Seconds of audio per engine call (default DEFAULT_CHUNK_SECONDS, fewer for many channels: at most
+   * MAX_CHUNK_SAMPLES samples over all channels per call).
+   */
   chunkSeconds?: number;
   /** false: always decode and encode with ffmpeg, even where the in-process WAV path applies (tests, benchmark). */
   inProcessWav?: boolean;
@@ -89,6 +92,16 @@ export interface DenoiseStats {
   loudness_gain_db?: number;
   output_true_peak_dbtp?: number | null;
 }
+
+/**
+ * Audio per engine call. Every call has a fixed cost (a message to the worker and back, two ONNX Runtime runs, pipe
+ * reads and writes, promise hops, thread switches) and ONNX Runtime's matrix products get more efficient with more
+ * frames per run: 8 s (1,000 DTLN frames, within DtlnCore's 1,024 per run) cost measurably less CPU per audio second
+ * than 1 s (docs/engine.md, speed). Memory per chunk stays small and bounded: MAX_CHUNK_SAMPLES over all channels.
+ */
+export const DEFAULT_CHUNK_SECONDS = 8;
+/** 8 s of mono 48 kHz: 1.5 MB of float32 per chunk whatever the channel count (16 channels at 16 kHz: 1.5 s). */
+export const MAX_CHUNK_SAMPLES = 8 * 48000;
 
 /** The rate the model's chain runs at; audio is decoded to it. */
 export function modelRateFor(model: ModelId): number {
@@ -284,7 +297,10 @@ class PipelineRun {
       await this.guard(spool ? spool.write(out) : sink.write(out));
     };
 
-    const chunkFrames = Math.max(256, Math.round(modelRate * (opts.chunkSeconds ?? 1)));
+    const chunkFrames = Math.max(
+      256,
+      Math.round(Math.min(modelRate * (opts.chunkSeconds ?? DEFAULT_CHUNK_SECONDS), MAX_CHUNK_SAMPLES / source.channels)),
+    );
     const total = source.durationS;
     let framesIn = 0;
     for (;;) {

@@ -204,7 +204,8 @@ class FfmpegSource implements AudioSource {
       '-af', `aresample=${modelRate}:resampler=soxr`,
       '-ar', String(modelRate),
       '-fflags', '+bitexact', '-flags', '+bitexact', '-map_metadata', '-1',
-      '-c:a', 'pcm_f32le', '-f', 'wav', 'pipe:1',
+      // Whole 32 KiB pipe writes instead of one per packet (~2-4 KiB): 8-16x fewer wake-ups of this process.
+      '-c:a', 'pcm_f32le', '-flush_packets', '0', '-f', 'wav', 'pipe:1',
     ]);
     child.stdin!.on('error', () => undefined);
     child.stdin!.end();
@@ -330,7 +331,7 @@ class ResampledWavSource implements AudioSource {
       '-loglevel', 'error',
       '-f', 'f32le', '-ar', String(this.inputRate), '-ac', String(C), '-i', 'pipe:0',
       '-af', `aresample=${this.rate}:resampler=soxr`, '-ar', String(this.rate),
-      '-c:a', 'pcm_f32le', '-f', 'f32le', 'pipe:1',
+      '-c:a', 'pcm_f32le', '-flush_packets', '0', '-f', 'f32le', 'pipe:1',
     ]));
     child.stderr!.on('data', (d: Buffer) => this.stderr.push(d));
     child.stdin!.on('error', () => undefined); // EPIPE surfaces through the exit status

@@ -3,6 +3,7 @@
 // LSTM states and the framing / overlap-add buffers are carried between calls, so chunking does not change output.
 import * as ort from 'onnxruntime-node';
 import { RealFFT } from './fft';
+import { borrowStft, returnStft, type StftBackend, type StftBuffers } from './stft';
 
 export const BLOCK = 512;
 export const HOP = 128;
@@ -13,6 +14,8 @@ const LAYERS = 2;
 export const DTLN_LATENCY = BLOCK - HOP;
 /** Frames per session.run: bounds memory when a caller pushes a very long chunk at once (~8 s of audio). */
 const MAX_FRAMES_PER_RUN = 1024;
+/** Frames of all batch streams together per session.run (many channels or nsm-4's four grids: fewer per stream). */
+const MAX_ROWS_PER_RUN = 1024;
 
 export interface DtlnGraphs {
   stage1: ort.InferenceSession;
@@ -26,6 +29,8 @@ export interface DtlnCoreOptions {
   useStage2: boolean;
   /** Also report, per emitted hop, the core's effective gain in 4-8 kHz (used to extend the gain above 8 kHz). */
   highBandGain?: boolean;
+  /** STFT back end: 'wasm' (default; the JS one where the WebAssembly module cannot be loaded) or 'js' (RealFFT). */
+  stft?: 'wasm' | 'js';
 }
 
 export interface DtlnOutput {
@@ -42,6 +47,7 @@ const HG_HI = 240;
 export class DtlnCore {
   private readonly batch: number;
   private readonly fft = new RealFFT(BLOCK);
+  private readonly stftKind: 'wasm' | 'js';
   private readonly graphs: DtlnGraphs;
   private readonly useStage2: boolean;
   private readonly wantHighGain: boolean;
@@ -62,6 +68,7 @@ export class DtlnCore {
     this.batch = opts.batch;
     this.useStage2 = opts.useStage2;
     this.wantHighGain = !!opts.highBandGain;
+    this.stftKind = opts.stft ?? 'wasm';
     const b = this.batch;
     this.inBuf = Array.from({ length: b }, () => new Float32Array(BLOCK - HOP));
     this.olaTail = Array.from({ length: b }, () => new Float32Array(BLOCK - HOP));
@@ -76,119 +83,87 @@ export class DtlnCore {
     for (let i = 0; i < BLOCK; i++) this.synthWindow[i] = 0.25 * (1 - Math.cos((2 * Math.PI * i) / BLOCK));
   }
 
+
   /** Push equal-length chunks (one per batch stream); returns the completed output hops. */
   async process(inputs: Float32Array[]): Promise<DtlnOutput> {
     if (inputs.length !== this.batch) throw new Error(`expected ${this.batch} streams, got ${inputs.length}`);
     const n = inputs[0].length;
     for (const x of inputs) if (x.length !== n) throw new Error('all streams of a chunk must have the same length');
-    // Append the new samples to each stream's unframed buffer.
-    const buffered = this.inBuf[0].length - (BLOCK - HOP);
-    const frames = Math.floor((buffered + n) / HOP);
-    const combined = inputs.map((x, b) => {
-      const c = new Float32Array(this.inBuf[b].length + n);
-      c.set(this.inBuf[b]);
-      c.set(x, this.inBuf[b].length);
-      return c;
-    });
+    // Stream b's signal is inBuf[b] followed by inputs[b]; frame i covers [i*HOP, i*HOP + BLOCK) of it.
+    const held = this.inBuf[0].length;
+    const total = held + n;
+    const frames = Math.floor((total - (BLOCK - HOP)) / HOP);
     const out = Array.from({ length: this.batch }, () => new Float32Array(frames * HOP));
     const highGain = this.wantHighGain ? Array.from({ length: this.batch }, () => new Float32Array(frames)) : undefined;
-    for (let f0 = 0; f0 < frames; f0 += MAX_FRAMES_PER_RUN) {
-      const t = Math.min(MAX_FRAMES_PER_RUN, frames - f0);
-      await this.runFrames(combined, f0, t, out, highGain);
+    // Runs of at most MAX_ROWS_PER_RUN frames over all streams (and MAX_FRAMES_PER_RUN per stream): bounded buffers.
+    const perRun = Math.max(1, Math.min(MAX_FRAMES_PER_RUN, Math.floor(MAX_ROWS_PER_RUN / this.batch)));
+    if (frames > 0) {
+      // The STFT buffers are borrowed for this call only: nothing in them is needed by the next one.
+      const stft = borrowStft(this.stftKind);
+      try {
+        for (let f0 = 0; f0 < frames; f0 += perRun) {
+          const t = Math.min(perRun, frames - f0);
+          const bufs = stft.prepare(this.batch, t);
+          const len = t * HOP + (BLOCK - HOP);
+          for (let b = 0; b < this.batch; b++) copyJoined(this.inBuf[b], inputs[b], f0 * HOP, len, bufs.sig[b]);
+          await this.runFrames(stft, bufs, f0, t, out, highGain);
+        }
+      } finally {
+        returnStft(stft);
+      }
     }
-    for (let b = 0; b < this.batch; b++) this.inBuf[b] = combined[b].slice(frames * HOP);
+    for (let b = 0; b < this.batch; b++) {
+      const keep = new Float32Array(total - frames * HOP);
+      copyJoined(this.inBuf[b], inputs[b], frames * HOP, keep.length, keep);
+      this.inBuf[b] = keep;
+    }
     return { out, highGain };
   }
 
   private async runFrames(
-    combined: Float32Array[],
+    stft: StftBackend,
+    bufs: StftBuffers,
     f0: number,
     t: number,
     out: Float32Array[],
     highGain: Float32Array[] | undefined,
   ): Promise<void> {
     const B = this.batch;
-    const fft = this.fft;
-    // Float64 spectra and Float32 signals everywhere keeps the FFT's loops monomorphic (measurably faster).
-    const { re, im, mag, blocks } = this.scratchFor(B * t);
-    for (let b = 0; b < B; b++) {
-      const src = combined[b];
-      for (let i = 0; i < t; i++) fft.forwardMag(src, (f0 + i) * HOP, re, im, mag, (b * t + i) * BINS);
-    }
+    for (let b = 0; b < B; b++) stft.stft(b);
+    const rows = B * t;
     const r1 = await this.graphs.stage1.run({
-      mag: new ort.Tensor('float32', mag.subarray(0, B * t * BINS), [B, t, BINS]),
+      mag: new ort.Tensor('float32', bufs.mag.subarray(0, rows * BINS), [B, t, BINS]),
       h0: new ort.Tensor('float32', this.h1, [LAYERS, B, UNITS]),
       c0: new ort.Tensor('float32', this.c1, [LAYERS, B, UNITS]),
     });
-    const mask = r1.mask.data as Float32Array;
+    bufs.mask.set(r1.mask.data as Float32Array);
     this.h1 = r1.hN.data as Float32Array;
     this.c1 = r1.cN.data as Float32Array;
-    // Overlap-add: frame i's block covers positions [i*HOP, i*HOP + BLOCK) of the run's accumulator (tail first).
-    // Loop bounds are locals: the exported constants compile to property loads on `exports`.
-    const blockLen = BLOCK;
-    const hop = HOP;
-    const tailLen = BLOCK - HOP;
-    const accLen = t * hop + tailLen;
-    const acc = this.olaScratch(accLen);
-    if (!this.useStage2 && !highGain) {
-      // Stage-1-only chain: each inverse FFT adds its Hann-windowed block straight into the accumulator.
-      const w = this.synthWindow;
-      for (let b = 0; b < B; b++) {
-        acc.set(this.olaTail[b]);
-        acc.fill(0, tailLen, accLen);
-        for (let i = 0; i < t; i++) fft.inverseMaskedOverlapAdd(re, im, mask, (b * t + i) * BINS, acc, i * hop, w);
-        out[b].set(acc.subarray(0, t * hop), f0 * hop);
-        this.olaTail[b].set(acc.subarray(t * hop, accLen));
-      }
-      return;
-    }
-    for (let j = 0; j < B * t; j++) fft.inverseMasked(re, im, mask, j * BINS, blocks, j * BLOCK);
-    let outBlocks: Float32Array = blocks;
+    stft.istftMasked();
     if (this.useStage2) {
       const r2 = await this.graphs.stage2.run({
-        frames: new ort.Tensor('float32', blocks.subarray(0, B * t * BLOCK), [B, t, BLOCK]),
+        frames: new ort.Tensor('float32', bufs.blocks.subarray(0, rows * BLOCK), [B, t, BLOCK]),
         h0: new ort.Tensor('float32', this.h2, [LAYERS, B, UNITS]),
         c0: new ort.Tensor('float32', this.c2, [LAYERS, B, UNITS]),
       });
-      outBlocks = r2.out.data as Float32Array;
+      // Stage 2's output blocks take the masked blocks' place (the inputs are no longer needed).
+      bufs.blocks.set(r2.out.data as Float32Array);
       this.h2 = r2.hN.data as Float32Array;
       this.c2 = r2.cN.data as Float32Array;
     }
-    if (highGain) this.highBandGains(f0, t, re, im, outBlocks, highGain);
+    if (highGain) this.highBandGains(f0, t, bufs.re, bufs.im, bufs.blocks, highGain);
     // Stage 2 output is overlap-added as is (as trained); the stage-1-only chain gets the Hann synthesis window.
     const w = this.useStage2 ? null : this.synthWindow;
+    const tailLen = BLOCK - HOP;
+    const accLen = t * HOP + tailLen;
     for (let b = 0; b < B; b++) {
+      const acc = bufs.acc[b];
       acc.set(this.olaTail[b]);
       acc.fill(0, tailLen, accLen);
-      for (let i = 0; i < t; i++) {
-        const src = (b * t + i) * blockLen;
-        const dst = i * hop;
-        if (w) for (let s = 0; s < blockLen; s++) acc[dst + s] += outBlocks[src + s] * w[s];
-        else for (let s = 0; s < blockLen; s++) acc[dst + s] += outBlocks[src + s];
-      }
-      out[b].set(acc.subarray(0, t * hop), f0 * hop);
-      this.olaTail[b].set(acc.subarray(t * hop, accLen));
+      stft.overlapAdd(b, w);
+      out[b].set(acc.subarray(0, t * HOP), f0 * HOP);
+      this.olaTail[b].set(acc.subarray(t * HOP, accLen));
     }
-  }
-
-  private olaAcc = new Float32Array(0);
-  private olaScratch(len: number): Float32Array {
-    if (this.olaAcc.length < len) this.olaAcc = new Float32Array(len);
-    return this.olaAcc;
-  }
-
-  /** Per-run work arrays, reused across runs (grown when a run has more frames): less garbage per chunk. */
-  private scratch = { re: new Float64Array(0), im: new Float64Array(0), mag: new Float32Array(0), blocks: new Float32Array(0) };
-  private scratchFor(frames: number): { re: Float64Array; im: Float64Array; mag: Float32Array; blocks: Float32Array } {
-    if (this.scratch.mag.length < frames * BINS) {
-      this.scratch = {
-        re: new Float64Array(frames * BINS),
-        im: new Float64Array(frames * BINS),
-        mag: new Float32Array(frames * BINS),
-        blocks: new Float32Array(frames * BLOCK),
-      };
-    }
-    return this.scratch;
   }
 
   /**
@@ -214,5 +189,19 @@ export class DtlnCore {
         hist[0] = g;
       }
     }
+  }
+}
+
+/** dst[0 .. len) = (a followed by b)[from .. from + len). */
+function copyJoined(a: Float32Array, b: Float32Array, from: number, len: number, dst: Float32Array): void {
+  let o = 0;
+  if (from < a.length) {
+    const k = Math.min(a.length - from, len);
+    dst.set(a.subarray(from, from + k));
+    o = k;
+  }
+  if (o < len) {
+    const start = Math.max(0, from - a.length);
+    dst.set(b.subarray(start, start + (len - o)), o);
   }
 }

@@ -1,0 +1,294 @@
+// DTLN's STFT work (512-point frames at hop 128): magnitudes for stage 1, the masked inverse for stage 2, overlap-add.
+// Two interchangeable back ends with bit-identical results:
+//   WasmStft  WebAssembly SIMD (wasm/dtln-dsp.ts, compiled by `npm run build` to dist/.../wasm/dtln-dsp.wasm), two
+//             frames per SIMD lane pair; each DtlnCore owns one instance and its memory, so the buffers ORT reads
+//             (magnitudes, blocks) are views on that memory and nothing is copied out;
+//   JsStft    RealFFT (fft.ts) over JS typed arrays: the fallback where the .wasm file is missing or the runtime has no
+//             WebAssembly SIMD, and the reference the tests hold the WebAssembly code to.
+// Layout per run of B streams x t frames: rows r = b*t + i (257 bins for spectra, magnitudes and masks; 512 samples
+// for blocks); per stream a signal buffer of t*128 + 384 samples and an overlap-add accumulator of the same length.
+import fs from 'node:fs';
+import path from 'node:path';
+import { RealFFT } from './fft';
+
+export const STFT_BLOCK = 512;
+export const STFT_HOP = 128;
+export const STFT_BINS = STFT_BLOCK / 2 + 1;
+const TAIL = STFT_BLOCK - STFT_HOP;
+
+export interface StftBuffers {
+  /** Float64 spectra, rows of STFT_BINS (the stage-1 input spectra; the masked inverse leaves them as they are). */
+  re: Float64Array;
+  im: Float64Array;
+  /** Magnitude rows (stage 1's input). */
+  mag: Float32Array;
+  /** Gain rows for the masked inverse (stage 1's mask is copied here). */
+  mask: Float32Array;
+  /** 512-sample blocks: the masked inverse writes them (stage 2's input); overlapAdd reads them. */
+  blocks: Float32Array;
+  /** Per stream: the signal of this run's frames, t*STFT_HOP + 384 samples. */
+  sig: Float32Array[];
+  /** Per stream: overlap-add accumulator, t*STFT_HOP + 384 samples. */
+  acc: Float32Array[];
+}
+
+export interface StftBackend {
+  readonly kind: 'wasm' | 'js';
+  /** Buffers for B streams x t frames (valid until the next call of prepare). */
+  prepare(streams: number, frames: number): StftBuffers;
+  /** Spectra and magnitudes of stream b's t frames from its signal buffer, into rows b*t .. b*t+t-1. */
+  stft(b: number): void;
+  /** Masked inverse of every row into blocks. */
+  istftMasked(): void;
+  /** acc[b][i*128 + s] += blocks[(b*t + i)*512 + s] (times window[s] with a window). */
+  overlapAdd(b: number, window: Float32Array | null): void;
+}
+
+class JsStft implements StftBackend {
+  readonly kind = 'js' as const;
+  private readonly fft = new RealFFT(STFT_BLOCK);
+  private bufs: StftBuffers | null = null;
+  private rowsCap = 0;
+  private sigCap = 0;
+  private streams = 0;
+  private frames = 0;
+
+  prepare(streams: number, frames: number): StftBuffers {
+    const rows = streams * frames;
+    const sigLen = frames * STFT_HOP + TAIL;
+    if (!this.bufs || rows > this.rowsCap || streams !== this.bufs.sig.length || sigLen > this.sigCap) {
+      this.rowsCap = Math.max(rows, this.rowsCap);
+      this.sigCap = Math.max(sigLen, this.sigCap);
+      this.bufs = {
+        re: new Float64Array(this.rowsCap * STFT_BINS),
+        im: new Float64Array(this.rowsCap * STFT_BINS),
+        mag: new Float32Array(this.rowsCap * STFT_BINS),
+        mask: new Float32Array(this.rowsCap * STFT_BINS),
+        blocks: new Float32Array(this.rowsCap * STFT_BLOCK),
+        sig: Array.from({ length: streams }, () => new Float32Array(this.sigCap)),
+        acc: Array.from({ length: streams }, () => new Float32Array(this.sigCap)),
+      };
+    }
+    this.streams = streams;
+    this.frames = frames;
+    return this.bufs;
+  }
+
+  stft(b: number): void {
+    const { re, im, mag, sig } = this.bufs!;
+    const t = this.frames;
+    const x = sig[b];
+    for (let i = 0; i < t; i++) this.fft.forwardMag(x, i * STFT_HOP, re, im, mag, (b * t + i) * STFT_BINS);
+  }
+
+  istftMasked(): void {
+    const { re, im, mask, blocks } = this.bufs!;
+    const rows = this.streams * this.frames;
+    for (let r = 0; r < rows; r++) this.fft.inverseMasked(re, im, mask, r * STFT_BINS, blocks, r * STFT_BLOCK);
+  }
+
+  overlapAdd(b: number, window: Float32Array | null): void {
+    const { blocks, acc } = this.bufs!;
+    const t = this.frames;
+    const a = acc[b];
+    for (let i = 0; i < t; i++) {
+      const src = (b * t + i) * STFT_BLOCK;
+      const dst = i * STFT_HOP;
+      if (window) for (let s = 0; s < STFT_BLOCK; s++) a[dst + s] += blocks[src + s] * window[s];
+      else for (let s = 0; s < STFT_BLOCK; s++) a[dst + s] += blocks[src + s];
+    }
+  }
+}
+
+interface DspExports {
+  stftMag(sig: number, frames: number, re: number, im: number, mag: number): void;
+  istftMasked(re: number, im: number, gain: number, frames: number, out: number): void;
+  overlapAdd(blocks: number, frames: number, acc: number): void;
+  overlapAddWindowed(blocks: number, frames: number, acc: number, window: number): void;
+}
+
+// Table layout of wasm/dtln-dsp.ts (bytes).
+const SP = 0;
+const TW = 4224;
+const REV = 12416;
+/** First byte after the tables and the kernel's work arrays. */
+const HEAP = 65536;
+const PAGE = 65536;
+
+/** Twiddles and bit reversal exactly as RealFFT(512) computes them, laid out for the kernel. */
+function writeTables(mem: ArrayBuffer): void {
+  const n = STFT_BLOCK;
+  const m = n >> 1;
+  const f64 = new Float64Array(mem);
+  for (let k = 0; k <= m >> 1; k++) {
+    const wr = Math.cos((-2 * Math.PI * k) / n);
+    const wi = Math.sin((-2 * Math.PI * k) / n);
+    const o = (SP >> 3) + 4 * k;
+    f64[o] = wr;
+    f64[o + 1] = wr;
+    f64[o + 2] = wi;
+    f64[o + 3] = wi;
+  }
+  const tw: number[] = [];
+  for (let h = 1; 4 * h <= m; h *= 4) {
+    for (let j = 0; j < h; j++) {
+      for (let p = 1; p <= 3; p++) {
+        const a = (-2 * Math.PI * p * j) / (4 * h);
+        tw.push(Math.cos(a), Math.sin(a));
+      }
+    }
+  }
+  tw.forEach((v, i) => {
+    f64[(TW >> 3) + 2 * i] = v;
+    f64[(TW >> 3) + 2 * i + 1] = v;
+  });
+  const rev = new Int32Array(mem, REV, m);
+  for (let i = 0; i < m; i++) {
+    let r = 0;
+    for (let b = 0; b < 8; b++) if (i & (1 << b)) r |= 1 << (7 - b);
+    rev[i] = r;
+  }
+}
+
+let wasmModule: WebAssembly.Module | null | undefined;
+/** Why the WebAssembly back end is not used (null while it is). */
+let wasmProblem: string | null = null;
+
+export const WASM_FILE = path.join(__dirname, 'wasm', 'dtln-dsp.wasm');
+
+function loadModule(): WebAssembly.Module | null {
+  if (wasmModule !== undefined) return wasmModule;
+  try {
+    const bytes = fs.readFileSync(WASM_FILE);
+    wasmModule = new WebAssembly.Module(bytes);
+  } catch (err) {
+    wasmProblem = `${WASM_FILE}: ${(err as Error).message}`;
+    wasmModule = null;
+  }
+  return wasmModule;
+}
+
+class WasmStft implements StftBackend {
+  readonly kind = 'wasm' as const;
+  private readonly memory: WebAssembly.Memory;
+  private readonly k: DspExports;
+  private bufs: StftBuffers | null = null;
+  private ptr = { re: 0, im: 0, mag: 0, mask: 0, blocks: 0, sig: [] as number[], acc: [] as number[], win: 0 };
+  private streams = 0;
+  private frames = 0;
+  private layoutKey = '';
+  private windowSet: Float32Array | null = null;
+
+  constructor(module: WebAssembly.Module) {
+    this.memory = new WebAssembly.Memory({ initial: 2 });
+    const instance = new WebAssembly.Instance(module, { env: { memory: this.memory } });
+    this.k = instance.exports as unknown as DspExports;
+    writeTables(this.memory.buffer);
+  }
+
+  prepare(streams: number, frames: number): StftBuffers {
+    this.streams = streams;
+    this.frames = frames;
+    // Capacity grows in steps (never shrinks): rows and signal length rounded up, so that a run of a slightly
+    // different size reuses the layout.
+    const rows = streams * frames;
+    const key = `${streams}:${frames}`;
+    if (this.bufs && key === this.layoutKey) return this.bufs;
+    const sigLen = frames * STFT_HOP + TAIL;
+    const specBytes = rows * STFT_BINS * 8;
+    const rowBytes32 = rows * STFT_BINS * 4;
+    const align = (x: number): number => (x + 15) & ~15;
+    let p = HEAP;
+    const take = (bytes: number): number => {
+      const at = p;
+      p = align(p + bytes);
+      return at;
+    };
+    const ptr = {
+      re: take(specBytes),
+      im: take(specBytes),
+      mag: take(rowBytes32),
+      mask: take(rowBytes32),
+      blocks: take(rows * STFT_BLOCK * 4),
+      win: take(STFT_BLOCK * 4),
+      sig: Array.from({ length: streams }, () => take(sigLen * 4)),
+      acc: Array.from({ length: streams }, () => take(sigLen * 4)),
+    };
+    const need = Math.ceil(p / PAGE);
+    const have = this.memory.buffer.byteLength / PAGE;
+    if (need > have) this.memory.grow(need - have);
+    const buf = this.memory.buffer;
+    this.ptr = ptr;
+    this.windowSet = null;
+    this.layoutKey = key;
+    this.bufs = {
+      re: new Float64Array(buf, ptr.re, rows * STFT_BINS),
+      im: new Float64Array(buf, ptr.im, rows * STFT_BINS),
+      mag: new Float32Array(buf, ptr.mag, rows * STFT_BINS),
+      mask: new Float32Array(buf, ptr.mask, rows * STFT_BINS),
+      blocks: new Float32Array(buf, ptr.blocks, rows * STFT_BLOCK),
+      sig: ptr.sig.map((q) => new Float32Array(buf, q, sigLen)),
+      acc: ptr.acc.map((q) => new Float32Array(buf, q, sigLen)),
+    };
+    return this.bufs;
+  }
+
+  stft(b: number): void {
+    const t = this.frames;
+    const r = b * t;
+    const p = this.ptr;
+    this.k.stftMag(p.sig[b], t, p.re + r * STFT_BINS * 8, p.im + r * STFT_BINS * 8, p.mag + r * STFT_BINS * 4);
+  }
+
+  istftMasked(): void {
+    const p = this.ptr;
+    this.k.istftMasked(p.re, p.im, p.mask, this.streams * this.frames, p.blocks);
+  }
+
+  overlapAdd(b: number, window: Float32Array | null): void {
+    const t = this.frames;
+    const p = this.ptr;
+    const blocks = p.blocks + b * t * STFT_BLOCK * 4;
+    if (!window) {
+      this.k.overlapAdd(blocks, t, p.acc[b]);
+      return;
+    }
+    if (this.windowSet !== window) {
+      new Float32Array(this.memory.buffer, p.win, STFT_BLOCK).set(window);
+      this.windowSet = window;
+    }
+    this.k.overlapAddWindowed(blocks, t, p.acc[b], p.win);
+  }
+}
+
+/** The WebAssembly back end when it can be loaded (always after `npm run build`), else the JS one. */
+export function createStft(prefer: 'wasm' | 'js' = 'wasm'): StftBackend {
+  if (prefer === 'wasm') {
+    const mod = loadModule();
+    if (mod) return new WasmStft(mod);
+  }
+  return new JsStft();
+}
+
+/**
+ * Back ends lent for one DtlnCore.process() call and given back at its end (their buffers hold nothing between
+ * calls), per thread: a worker that serves stream after stream keeps reusing one instance and its memory instead of
+ * allocating ~10 MB per stream (page faults, and major GCs driven by external memory). The pool only holds what was
+ * in use at the same time (one per concurrent process() call on this thread).
+ */
+const idle: Record<'wasm' | 'js', StftBackend[]> = { wasm: [], js: [] };
+
+export function borrowStft(prefer: 'wasm' | 'js' = 'wasm'): StftBackend {
+  const kind = prefer === 'wasm' && loadModule() ? 'wasm' : 'js';
+  return idle[kind].pop() ?? createStft(kind);
+}
+
+export function returnStft(backend: StftBackend): void {
+  idle[backend.kind].push(backend);
+}
+
+/** null when the WebAssembly kernels load; else why not (the JS back end is used then). */
+export function wasmStftProblem(): string | null {
+  loadModule();
+  return wasmProblem;
+}
