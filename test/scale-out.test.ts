@@ -51,6 +51,9 @@ async function startGateway(env: Record<string, string>): Promise<Gateway> {
       DATABASE_URL: databaseUrl,
       REDIS_URL: redis.url,
       UNAUTHENTICATED_REQUESTS_PER_MINUTE: '20',
+      // Up to all K credit holders may land on one gateway: its model service queues them rather than answering
+      // 503 (admission control is tested on its own in upstream-replicas / model-service-guard).
+      MODEL_QUEUE_PER_WORKER: '32',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
