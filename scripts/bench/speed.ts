@@ -165,21 +165,22 @@ export interface CliRow {
 }
 
 /** A 10-minute 48 kHz mono 16-bit WAV of noisy speech (fullband/noisy_snr0.wav looped, else LibriSpeech + noise). */
-export function longFile48(dir: string, minutes = 10): string {
-  const file = path.join(dir, `noisy-${minutes}min-48k.wav`);
+export function longFile48(dir: string, minutes = 10, rate = 48000): string {
+  const file = path.join(dir, `noisy-${minutes}min-${rate / 1000}k.wav`);
   const kit = evalDir();
   const src = kit && fs.existsSync(path.join(kit, 'fullband', 'noisy_snr0.wav'))
-    ? decodeAudio(path.join(kit, 'fullband', 'noisy_snr0.wav'), 48000)[0]
-    : decodeAudio(SPEECH, 48000)[0].map((v, i) => v + 0.02 * Math.sin(i * 0.37) * Math.sin(i * 0.0011));
-  writeWav16(file, 48000, minutes * 60 * 48000, (i) => src[i % src.length]);
+    ? decodeAudio(path.join(kit, 'fullband', 'noisy_snr0.wav'), rate)[0]
+    : decodeAudio(SPEECH, rate)[0].map((v, i) => v + 0.02 * Math.sin(i * 0.37) * Math.sin(i * 0.0011));
+  writeWav16(file, rate, minutes * 60 * rate, (i) => src[i % src.length]);
   return file;
 }
 
 const rowOf = (tool: string, t: ProcessTiming, audioS: number): CliRow => ({ tool, audio_s: audioS, rtf_wall: t.wall_s / audioS, rtf_cpu: t.cpu_s / audioS });
 
 /**
- * `nsm denoise` for each model on the 10-minute 48 kHz file (output at the input's rate, WAV), then ffmpeg afftdn and
- * RNNoise on the same file; each a whole process pinned to core 0. The median of `runs` runs per tool.
+ * `nsm denoise` for each model on the 10-minute 48 kHz file (output at the input's rate, WAV: full band for every
+ * model), then ffmpeg afftdn and RNNoise on the same file, then the 16 kHz chains alone on the same audio at 16 kHz;
+ * each a whole process pinned to core 0. The median of `runs` runs per tool.
  */
 export function wholeCli(config: Config, models: readonly ModelId[], runs = 1, log: (l: string) => void = console.log): CliRow[] {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-cli-bench-'));
@@ -198,17 +199,21 @@ export function wholeCli(config: Config, models: readonly ModelId[], runs = 1, l
       log(formatCliRow(r));
     };
     for (const m of models) {
-      push(rowOf(`nsm ${m}`, med(() => timeProcess(process.execPath, [cli, 'denoise', input, '-o', out, '-m', m, '-q'], { oneCore: true })), audioS));
+      push(rowOf(`nsm ${m}`, med(() => timeProcess(process.execPath, [cli, 'denoise', input, '-o', out, '-m', m, '-q', '--force'], { oneCore: true })), audioS));
     }
     push(rowOf('ffmpeg afftdn', med(() => timeAfftdn(config.ffmpegPath, input, out, true)), audioS));
     push(rowOf('RNNoise (wasm)', med(() => timeRnnoise(input, out, true)), audioS));
+    const input16 = longFile48(tmp, 10, 16000);
+    for (const m of models.filter((x) => x !== 'nsm-2-hd')) {
+      push(rowOf(`nsm ${m} @16k`, med(() => timeProcess(process.execPath, [cli, 'denoise', input16, '-o', out, '-m', m, '-q', '--force'], { oneCore: true })), audioS));
+    }
     return rows;
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 }
 
-export const CLI_HEADER = 'tool               RTF wall (1 core)  RTF CPU  (10 min of 48 kHz mono, whole process)';
+export const CLI_HEADER = 'tool               RTF wall (1 core)  RTF CPU  (10 min of 48 kHz mono, whole process; @16k: the same at 16 kHz)';
 export function formatCliRow(r: CliRow): string {
   return `${r.tool.padEnd(18)} ${r.rtf_wall.toFixed(4).padStart(17)}  ${r.rtf_cpu.toFixed(4).padStart(7)}`;
 }
