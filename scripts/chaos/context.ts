@@ -49,13 +49,23 @@ export class Tally {
     let owed = 0;
     const mismatches: string[] = [];
     for (const [ws, { store, n }] of this.owed) {
-      const used = await store.creditsUsed(ws, new Date());
+      const used = await settledCreditsUsed(store, ws);
       charged += used;
       owed += n;
       if (used !== n) mismatches.push(`${ws}: charged ${used}, 2xx ${n}`);
     }
     return { charged, owed, mismatches };
   }
+}
+
+/**
+ * Credits used by a workspace once its calls' holds have ended. The gateway settles a hold just after the response
+ * went out, so a count read the moment the client has its answer can be one short; wait (up to 5 s) for no hold.
+ */
+export async function settledCreditsUsed(store: GatewayStore, workspaceId: string): Promise<number> {
+  const end = Date.now() + 5000;
+  while (Date.now() < end && (await store.creditsHeld(workspaceId, new Date())) > 0) await new Promise((r) => setTimeout(r, 25));
+  return store.creditsUsed(workspaceId, new Date());
 }
 
 export class Ctx {

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { CorpusItem } from './corpus';
 import { craftWav } from './corpus';
-import type { Ctx, Tenant } from './context';
+import { settledCreditsUsed, type Ctx, type Tenant } from './context';
 import { call, errorType, jsonOf, multipart, percentile, pool, sleep, type Reply } from './http';
 import { childrenOf, kill9, startModelService, type Proc } from './procs';
 
@@ -135,7 +135,7 @@ export async function hostileRequests(ctx: Ctx, gw: Proc, tenant: Tenant, wav: B
   post('unknown model', [400], [{ name: 'model', value: 'nsm-999' }, file()]);
   post('model with NUL', [400], [{ name: 'model', value: 'nsm-2\u0000' }, file()]);
   for (const v of ['NaN', '-1', '1e309', 'abc', '100.0000001']) post(`attenuation_limit_db=${v}`, [400], [{ name: 'attenuation_limit_db', value: v }, file()]);
-  post('output_format=mp3', [400], [{ name: 'output_format', value: 'mp3' }, file()]);
+  post('output_format=exe', [400], [{ name: 'output_format', value: 'exe' }, file()]);
   post('response=xml', [400], [{ name: 'response', value: 'xml' }, file()]);
   post('keep_input_sample_rate=maybe', [400], [{ name: 'keep_input_sample_rate', value: 'maybe' }, file()]);
   post('1000 junk fields', [400, 413], [...Array.from({ length: 1000 }, (_, i) => ({ name: `f${i}`, value: 'x' })), file()]);
@@ -361,7 +361,7 @@ export async function creditRace(ctx: Ctx, gw: Proc, dataDir: string, wav: Buffe
   const replies = await Promise.all(Array.from({ length: 40 }, () => untilFinal(ctx, gw, t, body, 'credit race')));
   const ok = replies.filter((r) => r.status === 200).length;
   const quota = replies.filter((r) => r.status === 402).length;
-  const used = await t.store.creditsUsed(t.workspaceId, new Date());
+  const used = await settledCreditsUsed(t.store, t.workspaceId);
   ctx.add({
     item: 'cr',
     title: 'credit race: 40 parallel calls, 10 credits',
@@ -428,11 +428,11 @@ export async function durationCaps(ctx: Ctx, gw: Proc, t: Tenant): Promise<void>
   const details: string[] = [];
   let pass = true;
   for (const [label, data] of cases) {
-    const before = await t.store.creditsUsed(t.workspaceId, new Date());
+    const before = await settledCreditsUsed(t.store, t.workspaceId);
     const { body, contentType } = multipart([{ name: 'keep_input_sample_rate', value: 'false' }, { name: 'file', filename: 'tiny.wav', data }]);
     const r = await ctx.api(gw, t, DENOISE, { method: 'POST', headers: { 'Content-Type': contentType, 'Content-Length': body.length }, body, deadlineMs: 20_000, label, keepBytes: 1024, expectNoReply: true });
     await sleep(500); // a call the client gave up on is refunded when the gateway notices
-    const charged = (await t.store.creditsUsed(t.workspaceId, new Date())) - before;
+    const charged = (await settledCreditsUsed(t.store, t.workspaceId)) - before;
     const ok = (r.status === 413 || r.status === 422) && r.ms < 2000 && charged === 0;
     pass &&= ok;
     details.push(`${label}: ${r.status || r.error} in ${r.ms} ms, ${charged} credit`);
@@ -474,7 +474,7 @@ export async function slowClients(ctx: Ctx, gw: Proc, dataDir: string, wav: Buff
     label: 'steady slow upload',
   });
   const slowStatuses = slowReplies.map((r) => r.status || r.error).join('/');
-  const usedSlow = await slow.store.creditsUsed(slow.workspaceId, new Date());
+  const usedSlow = await settledCreditsUsed(slow.store, slow.workspaceId);
   const okAfter = after.filter((r) => r.status === 200).length;
   ctx.add({
     item: '9.3',
@@ -509,7 +509,7 @@ export async function admission(ctx: Ctx, gw: Proc, services: Proc[], dataDir: s
   const busyFast = busy.filter((r) => r.headersMs < 2000 && Number(r.headers['retry-after']) >= 1).length;
   const busyMs = busy.map((r) => r.headersMs).sort((a, b) => a - b);
   const slowest = Math.max(...ok.map((r) => r.ms));
-  const used = await t.store.creditsUsed(t.workspaceId, new Date());
+  const used = await settledCreditsUsed(t.store, t.workspaceId);
   // The breaker must still be closed: an ordinary call goes through.
   const probe = await ctx.api(gw, t, MODELS, { label: 'after admission burst' });
   ctx.add({
@@ -567,7 +567,7 @@ export async function killReplica(ctx: Ctx, gw: Proc, replicas: Proc[], dataDir:
   const after = load.replies.filter((r) => r.endedAt >= killedAt);
   const failed = after.filter((r) => r.reply.status !== 200);
   const straddling = after.filter((r) => r.startedAt < killedAt).length;
-  const used = await t.store.creditsUsed(t.workspaceId, new Date());
+  const used = await settledCreditsUsed(t.store, t.workspaceId);
   const ok = load.replies.filter((r) => r.reply.status === 200 && r.reply.complete).length;
   // Traffic returns to the restarted replica.
   const h = await call(`${replacement.url}/health`, { headers: { Authorization: `Bearer ${replacement.env.MODEL_SERVICE_TOKEN}` } });
@@ -597,7 +597,7 @@ export async function stopReplica(ctx: Ctx, gw: Proc, replica: Proc, dataDir: st
   const failed = during.filter((r) => r.reply.status !== 200);
   const straddling = during.filter((r) => r.startedAt < stoppedAt).length;
   const longest = Math.max(...during.map((r) => r.endedAt - r.startedAt));
-  const used = await t.store.creditsUsed(t.workspaceId, new Date());
+  const used = await settledCreditsUsed(t.store, t.workspaceId);
   const ok = load.replies.filter((r) => r.reply.status === 200 && r.reply.complete).length;
   ctx.add({
     item: '9.5',
@@ -644,7 +644,7 @@ export async function killSingle(ctx: Ctx, gw: Proc, ms: Proc, dataDir: string, 
     if (recovered.status === 200) break;
     await sleep(500);
   }
-  const used = await t.store.creditsUsed(t.workspaceId, new Date());
+  const used = await settledCreditsUsed(t.store, t.workspaceId);
   const types = afterKill.map((r) => `${r.status}${errorType(r) ? ' ' + errorType(r) : ''}`);
   ctx.add({
     item: '9.kill',
@@ -709,7 +709,7 @@ export async function midBody(ctx: Ctx, gw: Proc, ms: Proc, dataDir: string, msE
   const r2 = await killed;
   const row2 = await rowOf(r2.headers['x-request-id'] as string);
   const restarted = await startModelService('ms-single', msEnv, ms.port);
-  const used = await store.creditsUsed(t.workspaceId, new Date());
+  const used = await settledCreditsUsed(store, t.workspaceId);
   ctx.add({
     item: '9.5/11',
     title: 'model service stopped / killed while its answer streams',
@@ -738,7 +738,7 @@ export async function sigtermUnderLoad(ctx: Ctx, gw: Proc, dataDir: string, wav:
   const replies = await Promise.all(calls);
   const { code } = await gw.exited;
   const exitMs = Date.now() - signalled;
-  const used = await t.store.creditsUsed(t.workspaceId, new Date());
+  const used = await settledCreditsUsed(t.store, t.workspaceId);
   const ok = replies.filter((r) => r.status === 200 && r.complete).length;
   // 408 is also an honest answer for the two stalled uploads (their own idle clock may run out first).
   const clean = replies.every((r, i) => r.status === 200 || (r.status === 503 && Number(r.headers['retry-after']) >= 1) || (i >= 3 && i < 5 && r.status === 408));
