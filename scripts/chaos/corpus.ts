@@ -26,16 +26,8 @@ export interface CorpusItem {
 const BASE = path.join(PROJECT_ROOT, 'fixtures/speech-noisy-44k1-stereo.wav');
 
 /** Seeded PRNG (mulberry32) so a run can be repeated. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as prng } from '../../src/audio/synthetic-noise';
+export { prng };
 
 function ffmpeg(ffmpegPath: string, args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {

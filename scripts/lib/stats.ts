@@ -2,17 +2,9 @@
 // and paired differences (same clips, two systems) with their bootstrap CI and win share. Resampling is seeded, so a
 // rerun on the same scores prints the same intervals.
 
-/** mulberry32: a small, fast, seedable PRNG (uniform in [0, 1)). */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32: a small, fast, seedable PRNG (uniform in [0, 1)); the one the synthetic-noise generator uses. */
+import { seededRandom as seeded } from '../../src/audio/synthetic-noise';
+export { seeded };
 
 export const BOOTSTRAP_RESAMPLES = 10000;
 const SEED = 20261122;

@@ -410,48 +410,7 @@ class PipelineRun {
   }
 }
 
-/** f32le interleaved bytes (whole frames) → one Float32Array per channel. */
-export function deinterleave(bytes: Buffer, channels: number): Float32Array[] {
-  const frames = Math.floor(bytes.length / (4 * channels));
-  // Copy into a fresh, aligned buffer: pipe Buffers may start at any byte offset.
-  const interleaved = new Float32Array(frames * channels);
-  new Uint8Array(interleaved.buffer).set(bytes.subarray(0, frames * channels * 4));
-  if (channels === 1) return [interleaved];
-  const planar: Float32Array[] = [];
-  for (let c = 0; c < channels; c++) planar.push(new Float32Array(frames));
-  for (let i = 0, k = 0; i < frames; i++) {
-    for (let c = 0; c < channels; c++, k++) planar[c][i] = interleaved[k];
-  }
-  return planar;
-}
-
-/** One Float32Array per channel → f32le interleaved bytes. */
-export function interleave(planar: Float32Array[]): Buffer {
-  const channels = planar.length;
-  const frames = planar[0].length;
-  // Always a copy: the engine may reuse its output arrays while the pipe still holds our bytes.
-  if (channels === 1) return Buffer.from(planar[0].slice().buffer);
-  const out = new Float32Array(frames * channels);
-  for (let i = 0, k = 0; i < frames; i++) {
-    for (let c = 0; c < channels; c++, k++) out[k] = planar[c][i];
-  }
-  return Buffer.from(out.buffer);
-}
-
-/** Replaces non-finite samples (NaN, ±Inf) with 0 in place; true when there were any. */
-export function silenceNonFinite(planar: Float32Array[]): boolean {
-  let found = false;
-  for (const ch of planar) {
-    for (let i = 0; i < ch.length; i++) {
-      // x - x is 0 for finite x and NaN for NaN and ±Inf: one comparison per sample.
-      if (ch[i] - ch[i] !== 0) {
-        ch[i] = 0;
-        found = true;
-      }
-    }
-  }
-  return found;
-}
+export { deinterleave, interleave, silenceNonFinite } from './interleave';
 
 interface LoudnessResult {
   input: number | null;

@@ -12,6 +12,7 @@ import type { Config } from '../config';
 import { AudioPipelineError } from './errors';
 import { FORMATS, type OutputFormat } from './formats';
 import { killChild, spawnFfmpeg, StderrTail, waitForExit } from './ffmpeg';
+import { interleave } from './interleave';
 import { WavWriter } from './wav';
 
 export interface AudioSink {
@@ -151,12 +152,3 @@ class FfmpegSink implements AudioSink {
   }
 }
 
-/** One Float32Array per channel → f32le interleaved bytes (always a copy). */
-function interleave(planar: Float32Array[]): Buffer {
-  const C = planar.length;
-  const frames = planar[0].length;
-  if (C === 1) return Buffer.from(planar[0].slice().buffer);
-  const out = new Float32Array(frames * C);
-  for (let i = 0, k = 0; i < frames; i++) for (let c = 0; c < C; c++, k++) out[k] = planar[c][i];
-  return Buffer.from(out.buffer);
-}

@@ -15,6 +15,7 @@ import { AudioInputError, AudioPipelineError } from './errors';
 import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
 import { checkInputLimits, type AudioLimits } from './limits';
 import { cleanDetail, opusInputSampleRate, parseBanner, probeFailure } from './probe';
+import { deinterleave, interleave, silenceNonFinite } from './interleave';
 import { parseWav, WavReader } from './wav';
 
 export interface AudioSource {
@@ -161,8 +162,8 @@ class PipeFrames {
     const rest = all.subarray(take);
     this.pending = rest.length ? [rest] : [];
     this.pendingBytes = rest.length;
-    const planar = deinterleaveF32(all.subarray(0, take), this.channels);
-    silence(planar);
+    const planar = deinterleave(all.subarray(0, take), this.channels);
+    silenceNonFinite(planar);
     return planar;
   }
 
@@ -351,7 +352,7 @@ class ResampledWavSource implements AudioSource {
       if (this.stopped) return;
       const planar = await this.reader.read(step);
       if (planar[0].length === 0) break;
-      if (!stdin.write(interleaveF32(planar))) {
+      if (!stdin.write(interleave(planar, false))) {
         await new Promise<void>((resolve) => {
           const done = (): void => {
             stdin.off('drain', done);
@@ -389,31 +390,3 @@ class ResampledWavSource implements AudioSource {
   }
 }
 
-/** f32le interleaved bytes (whole frames) → one Float32Array per channel. */
-function deinterleaveF32(bytes: Buffer, channels: number): Float32Array[] {
-  const frames = Math.floor(bytes.length / (4 * channels));
-  // Copy into a fresh, aligned buffer: pipe Buffers may start at any byte offset.
-  const interleaved = new Float32Array(frames * channels);
-  new Uint8Array(interleaved.buffer).set(bytes.subarray(0, frames * channels * 4));
-  if (channels === 1) return [interleaved];
-  const planar: Float32Array[] = [];
-  for (let c = 0; c < channels; c++) planar.push(new Float32Array(frames));
-  for (let i = 0, k = 0; i < frames; i++) {
-    for (let c = 0; c < channels; c++, k++) planar[c][i] = interleaved[k];
-  }
-  return planar;
-}
-
-function interleaveF32(planar: Float32Array[]): Buffer {
-  const C = planar.length;
-  const frames = planar[0].length;
-  if (C === 1) return Buffer.from(planar[0].buffer, planar[0].byteOffset, planar[0].byteLength);
-  const out = new Float32Array(frames * C);
-  for (let i = 0, k = 0; i < frames; i++) for (let c = 0; c < C; c++, k++) out[k] = planar[c][i];
-  return Buffer.from(out.buffer);
-}
-
-/** Non-finite samples (NaN, ±Inf) become silence. */
-function silence(planar: Float32Array[]): void {
-  for (const ch of planar) for (let i = 0; i < ch.length; i++) if (ch[i] - ch[i] !== 0) ch[i] = 0;
-}
