@@ -53,11 +53,16 @@ test('a 12-minute ~90 MB upload stays far under 400 MB peak RSS', async () => {
     expect(stats.duration_s).toBeCloseTo(LONG_SECONDS, 1);
     expect(stats.channels).toBe(2);
     expect(shortRssKb).toBeGreaterThan(0);
-    expect(longRssKb / 1024).toBeLessThan(400);
     // The peak settles within the first minutes (worker and ONNX Runtime warm-up). Holding the decoded audio
-    // would keep growing: the last three quarters alone are 9 min × 2 ch × 16 kHz × 4 B ≈ 66 MB.
+    // would keep growing: the last three quarters alone are 9 min × 2 ch × 16 kHz × 4 B ≈ 66 MB. Both figures are
+    // asserted together so that a failure shows both (typical on the 2-core machine: 255 MB, growth under 10 MB).
     expect(quarterRssKb).toBeGreaterThan(0);
-    expect((longRssKb - quarterRssKb) / 1024).toBeLessThan(30);
+    const peakMb = Math.round(longRssKb / 1024);
+    const growthAfterFirstQuarterMb = Math.round((longRssKb - quarterRssKb) / 1024);
+    expect({ peakMb, growthAfterFirstQuarterMb, peakUnder400: peakMb < 400, growthUnder30: growthAfterFirstQuarterMb < 30 }).toMatchObject({
+      peakUnder400: true,
+      growthUnder30: true,
+    });
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }

@@ -21,6 +21,7 @@ import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoiseFile } from '../audio/pipeline';
 import { FORMATS } from '../audio/formats';
 import type { ModelServiceMetrics } from '../metrics';
+import { continueIfExpected } from '../model-service/guard';
 import { HttpError, sendDetail, sendHttpError, tooLarge } from '../model-service/http-error';
 import { assertModelInstalled, parseDenoiseParams } from '../model-service/params';
 import { withRequestScope } from '../model-service/uploads';
@@ -63,6 +64,8 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
       }
     };
     res.once('close', release);
+    // Admitted: now the runner may send the input (it asked with Expect: 100-continue and waits for this).
+    continueIfExpected(req);
     void withRequestScope(
       config,
       res,

@@ -5,7 +5,8 @@
 //      (a batch weighs as much as the engine has workers, since it keeps them all busy); beyond that the answer is
 //      503 {"detail"} with Retry-After at once, so an overload neither queues unbounded work nor reads uploads;
 //   4. `Expect: 100-continue`: only a request that passed 1–3 is told to send its body. The gateway always asks,
-//      so a refused request has sent nothing and can be retried on another replica.
+//      so a refused request has sent nothing and can be retried on another replica. Under /internal/ the endpoint
+//      sends it after its own admission (the job stream's share of the engine).
 // createModelServiceServer wires the HTTP server so that 100-continue requests come through this guard.
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -115,9 +116,16 @@ export function createGuard(opts: GuardOptions): RequestHandler {
       }
       res.once('close', release);
     }
-    if (/100-continue/i.test(String(req.headers.expect ?? ''))) res.writeContinue();
+    // Endpoints under /internal/ admit their own work (the job stream's share of the engine) and send 100 Continue
+    // themselves once they take it: a refusal then reaches the sender before any of its body is on the wire.
+    if (!req.path.startsWith('/internal/')) continueIfExpected(req);
     next();
   };
+}
+
+/** Tells a client that sent `Expect: 100-continue` to send its body (once the request is admitted). */
+export function continueIfExpected(req: Request): void {
+  if (/100-continue/i.test(String(req.headers.expect ?? ''))) req.res?.writeContinue();
 }
 
 /**
