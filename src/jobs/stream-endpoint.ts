@@ -32,6 +32,8 @@ export const JOB_STREAM_CONTENT_TYPE = 'application/x-ns-job-stream';
 /** Longest silence on the stream: a progress line is repeated at least this often. */
 export const KEEPALIVE_MS = 10_000;
 const PROGRESS_INTERVAL_MS = 500;
+/** Audio per engine call of a job stream (see docs/jobs.md, fair share). */
+export const JOB_CHUNK_SECONDS = 1;
 
 export interface JobStreamDeps {
   config: Config;
@@ -120,6 +122,9 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
             keepInputSampleRate: params.keepInputSampleRate,
             loudnessLufs: params.loudnessLufs,
             signal: scope.signal,
+            // 1 s chunks (not the file pipeline's 8 s): a synchronous call that shares this job's worker waits for
+            // at most one second of the job's audio, whatever the model.
+            chunkSeconds: JOB_CHUNK_SECONDS,
             onProgress(doneS, totalS) {
               last = { done_s: Math.round(doneS * 1000) / 1000, total_s: totalS === null ? null : Math.round(totalS * 1000) / 1000 };
               if (Date.now() - lastSent >= PROGRESS_INTERVAL_MS) sendProgress();
