@@ -10,7 +10,7 @@ import { closeServer, waitForIdle } from './app';
 import { loadConfig } from './config';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
-import { loggerFromConfig, type Logger } from './logging';
+import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
 import { createModelServiceMetrics, createRegistry, metricsHandler } from './metrics';
 import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
 import { createModelServiceServer } from './model-service/guard';
@@ -98,7 +98,7 @@ async function main(logger: Logger): Promise<void> {
     const began = Date.now();
     logger.info({ event: 'shutdown', signal, grace_ms: config.shutdownGraceMs }, `${signal}: finishing in-flight requests`);
     const closed = closeServer(server, config.shutdownGraceMs + 10_000);
-    (async () => {
+    exitWhenStopped(logger, signal, began, (async () => {
       await until(() => activeRequestCount() === 0, config.shutdownGraceMs);
       // What could not finish within the grace gets 503 + Retry-After instead of a cut connection.
       const cut = shutdownActiveScopes(RETRY_AFTER_S);
@@ -109,16 +109,7 @@ async function main(logger: Logger): Promise<void> {
       if (!engine) return;
       await waitForIdle(engine, 10_000);
       await engine.close();
-    })().then(
-        () => {
-          logger.info({ event: 'stopped', signal, shutdown_ms: Date.now() - began }, 'shut down cleanly');
-          process.exit(0);
-        },
-        (err: unknown) => {
-          logger.error({ event: 'stopped', signal, err }, 'error during shutdown');
-          process.exit(1);
-        },
-      );
+    })());
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

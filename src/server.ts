@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { createApp, RESTART_RETRY_AFTER_S, type AppHandle } from './app';
 import { loadConfig } from './config';
 import { ensureAdminSecret } from './console';
-import { loggerFromConfig, type Logger } from './logging';
+import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
 import { describeStore } from './store';
 
@@ -71,7 +71,7 @@ async function main(logger: Logger): Promise<void> {
     );
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    (async () => {
+    exitWhenStopped(logger, signal, began, (async () => {
       await until(() => handle.inFlight() === 0, config.shutdownGraceMs);
       const cut = handle.abortInFlight(RESTART_RETRY_AFTER_S);
       if (cut > 0) {
@@ -83,16 +83,7 @@ async function main(logger: Logger): Promise<void> {
       await closed;
       clearTimeout(forced);
       await handle.close();
-    })().then(
-      () => {
-        logger.info({ event: 'stopped', signal, shutdown_ms: Date.now() - began }, 'shut down cleanly');
-        process.exit(0);
-      },
-      (err: unknown) => {
-        logger.error({ event: 'stopped', signal, err }, 'error during shutdown');
-        process.exit(1);
-      },
-    );
+    })());
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

@@ -62,3 +62,20 @@ export function loggerToCallback(log: (line: string) => void, service: string, l
 export function errorFields(err: unknown): { err: unknown } {
   return { err: err instanceof Error ? err : new Error(String(err)) };
 }
+
+/**
+ * The end of a process's shutdown: logs "stopped" with how long it took, then exits 0 when `work` settled cleanly and
+ * 1 when it failed (the gateway and the standalone model service end the same way).
+ */
+export function exitWhenStopped(logger: Logger, signal: string, began: number, work: Promise<void>): void {
+  work.then(
+    () => {
+      logger.info({ event: 'stopped', signal, shutdown_ms: Date.now() - began }, 'shut down cleanly');
+      process.exit(0);
+    },
+    (err: unknown) => {
+      logger.error({ event: 'stopped', signal, err }, 'error during shutdown');
+      process.exit(1);
+    },
+  );
+}
