@@ -382,8 +382,18 @@ class PipelineRun {
     return { frames: framesIn, source, stream, loudness };
   }
 
-  /** Stops the children, frees the engine stream, closes files; safe to call repeatedly. */
-  async teardown(): Promise<void> {
+  /**
+   * Stops the children, frees the engine stream, closes files; safe to call repeatedly: a second call (the error
+   * path after an abort already began it) waits for the first, so the caller rejects only once the children are gone.
+   */
+  teardown(): Promise<void> {
+    this.tearingDown ??= this.stopEverything();
+    return this.tearingDown;
+  }
+
+  private tearingDown: Promise<void> | null = null;
+
+  private async stopEverything(): Promise<void> {
     const source = this.source;
     const sink = this.sink;
     this.source = null;
