@@ -33,13 +33,16 @@ export interface LoadRow {
   workers: number;
   concurrency: number;
   requests: number;
+  /** 503 answers of admission control (the client then waits the Retry-After, as a well-behaved client does). */
+  refused: number;
+  /** Any other answer than 200 or 503. */
   errors: number;
   requests_per_s: number;
   audio_s_per_s: number;
   latency_ms: { p50: number; p95: number; p99: number; max: number };
-  /** Server CPU per request, ms. */
+  /** Server CPU per successful request, ms (refusals cost little and are not counted as requests). */
   cpu_ms_per_request: { main_thread: number; other_threads: number; ffmpeg: number; total: number };
-  /** The load client's own CPU per request, ms (it shares the machine with the server). */
+  /** The load client's own CPU per successful request, ms (it shares the machine with the server). */
   client_cpu_ms_per_request: number;
 }
 
@@ -137,7 +140,7 @@ async function stopServer(s: Server): Promise<void> {
   fs.rmSync(s.dataDir, { recursive: true, force: true });
 }
 
-function post(agent: http.Agent, s: Server, body: Buffer, type: string): Promise<{ status: number; ms: number }> {
+function post(agent: http.Agent, s: Server, body: Buffer, type: string): Promise<{ status: number; ms: number; retryAfterS: number }> {
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
     const req = http.request(
@@ -147,7 +150,9 @@ function post(agent: http.Agent, s: Server, body: Buffer, type: string): Promise
       },
       (res) => {
         res.on('data', () => undefined);
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t0 }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, ms: performance.now() - t0, retryAfterS: Number(res.headers['retry-after']) || 1 }),
+        );
         res.on('error', reject);
       },
     );
@@ -167,6 +172,7 @@ async function level(s: Server, body: Buffer, type: string, concurrency: number,
   await Promise.all(Array.from({ length: Math.max(concurrency, workers) }, () => post(agent, s, body, type)));
   const latencies: number[] = [];
   let errors = 0;
+  let refused = 0;
   const pid = s.child.pid!;
   const before = cpuSnapshot(pid);
   const clientBefore = process.cpuUsage();
@@ -177,7 +183,11 @@ async function level(s: Server, body: Buffer, type: string, concurrency: number,
       while (performance.now() < end) {
         const r = await post(agent, s, body, type);
         if (r.status === 200) latencies.push(r.ms);
-        else errors++;
+        else if (r.status === 503) {
+          // Admission control said "busy": wait what it asked (at most until the level ends) before the next call.
+          refused++;
+          await new Promise((w) => setTimeout(w, Math.max(0, Math.min(r.retryAfterS * 1000, end - performance.now()))));
+        } else errors++;
       }
     }),
   );
@@ -186,13 +196,14 @@ async function level(s: Server, body: Buffer, type: string, concurrency: number,
   const client = process.cpuUsage(clientBefore);
   agent.destroy();
   const cpu = cpuDelta(pid, before, after);
-  const n = latencies.length + errors;
+  const n = latencies.length;
   latencies.sort((a, b) => a - b);
   const per = (v: number) => Math.round((v / Math.max(1, n)) * 1000 * 10) / 10;
   return {
     workers,
     concurrency,
     requests: latencies.length,
+    refused,
     errors,
     requests_per_s: latencies.length / wall,
     audio_s_per_s: (latencies.length * clipSeconds) / wall,
@@ -227,14 +238,14 @@ export async function runLoad(opts: LoadOptions): Promise<LoadRow[]> {
 }
 
 export const LOAD_HEADER =
-  'workers  conc  req/s  audio s/s   p50 ms  p95 ms  p99 ms  errors | server CPU ms/request: main  other threads  ffmpeg  total | client';
+  'workers  conc  req/s  audio s/s   p50 ms  p95 ms  p99 ms  503s  errors | server CPU ms/request: main  other threads  ffmpeg  total | client';
 
 export function formatLoadRow(r: LoadRow): string {
   const c = r.cpu_ms_per_request;
   return (
     `${String(r.workers).padStart(7)} ${String(r.concurrency).padStart(5)} ${r.requests_per_s.toFixed(1).padStart(6)} ` +
     `${r.audio_s_per_s.toFixed(0).padStart(10)} ${String(r.latency_ms.p50).padStart(8)} ${String(r.latency_ms.p95).padStart(7)} ` +
-    `${String(r.latency_ms.p99).padStart(7)} ${String(r.errors).padStart(7)} | ${c.main_thread.toFixed(1).padStart(27)} ` +
+    `${String(r.latency_ms.p99).padStart(7)} ${String(r.refused).padStart(5)} ${String(r.errors).padStart(7)} | ${c.main_thread.toFixed(1).padStart(27)} ` +
     `${c.other_threads.toFixed(1).padStart(14)} ${c.ffmpeg.toFixed(1).padStart(7)} ${c.total.toFixed(1).padStart(6)} | ` +
     `${r.client_cpu_ms_per_request.toFixed(1).padStart(6)}`
   );
