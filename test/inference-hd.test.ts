@@ -36,11 +36,11 @@ async function runChain(chain: FullBandChain, x: Float32Array): Promise<Float32A
 }
 
 describe('HighBandFilter', () => {
-  it('reconstructs its input exactly (delayed by latency) when every gain is 1, whatever the chunking', async () => {
+  it.each([2, 4] as const)('reconstructs its input exactly (delayed by latency) when every gain is 1, whatever the chunking (overlap %i)', async (overlap) => {
     const rnd = seededRandom(7);
     const x = Float32Array.from({ length: 20000 }, () => rnd() * 2 - 1);
     const ones = Array.from({ length: 200 }, () => new Float32Array(513).fill(1));
-    const f = new HighBandFilter({ replay: ones });
+    const f = new HighBandFilter({ replay: ones, overlap });
     const g = new Float32Array(x.length).fill(1);
     const parts: Float32Array[] = [];
     for (let pos = 0, i = 0; pos < x.length; i++) {

@@ -1,12 +1,17 @@
 // Per-bin noise suppression of the 48 kHz high band (above the nsm-2-hd crossover). One broadband gain per hop cannot
-// remove noise that sits under speech; here the high band gets its own STFT (sqrt-Hann, 1024 / hop 256), a per-bin
+// remove noise that sits under speech; here the high band gets its own STFT (sqrt-Hann, 1024 / hop 512), a per-bin
 // noise PSD tracked with DTLN's speech/noise decision, a decision-directed Wiener gain with a floor, smoothed over
 // frequency. With all gains 1 the STFT reconstructs its input exactly (delayed by `latency`).
 import { RealFFT } from './fft';
 
 export interface HighBandOptions {
-  /** STFT size at 48 kHz (power of two); hop is a quarter of it. */
+  /** STFT size at 48 kHz (power of two). */
   fftSize?: number;
+  /**
+   * Frames per window length: 2 (hop N/2, the default) or 4 (hop N/4, as first tuned: twice the work). The per-frame
+   * smoothing constants are scaled so that their time constants stay the same.
+   */
+  overlap?: 2 | 4;
   /** Lowest per-bin gain, dB. */
   floorDb?: number;
   /** Noise over-estimation factor in the Wiener gain. */
@@ -30,8 +35,10 @@ export interface HighBandOptions {
 }
 
 const SAMPLE_RATE = 48000;
-/** Recursive smoothing of the per-bin power for the falling-noise check. */
+/** Recursive smoothing of the per-bin power for the falling-noise check, per 256-sample hop (5.3 ms). */
 const POWER_SMOOTH = 0.7;
+/** The hop the per-frame constants (POWER_SMOOTH, ddAlpha) were set for. */
+const REFERENCE_HOP = 256;
 
 export class HighBandFilter {
   /** Output sample i is input sample i - latency; output length == input length on every call. */
@@ -46,6 +53,7 @@ export class HighBandFilter {
   private readonly floorGain: number;
   private readonly beta: number;
   private readonly ddAlpha: number;
+  private readonly powerSmooth: number;
   private readonly noiseAlpha: number;
   private readonly gNoise: number;
   private readonly gSpeech: number;
@@ -71,16 +79,23 @@ export class HighBandFilter {
 
   constructor(opts: HighBandOptions = {}) {
     const N = (this.n = opts.fftSize ?? 1024);
-    this.hop = N / 4;
+    const overlap = opts.overlap ?? 2;
+    if (overlap !== 2 && overlap !== 4) throw new Error('high-band overlap must be 2 or 4');
+    this.hop = N / overlap;
     this.bins = N / 2 + 1;
     this.latency = N;
     this.fft = new RealFFT(N);
-    // sqrt of periodic Hann on both sides: the product (Hann) sums to 2 at hop N/4, hence the 1/sqrt(2) each side.
+    // sqrt of periodic Hann on both sides: the product (Hann) sums to overlap / 2 (1 at hop N/2, 2 at hop N/4), hence
+    // 1 / sqrt(overlap / 2) on each side.
     this.window = new Float32Array(N);
-    for (let i = 0; i < N; i++) this.window[i] = Math.sqrt(0.5 * (1 - Math.cos((2 * Math.PI * i) / N))) / Math.SQRT2;
+    const side = overlap === 4 ? Math.SQRT2 : 1;
+    for (let i = 0; i < N; i++) this.window[i] = Math.sqrt(0.5 * (1 - Math.cos((2 * Math.PI * i) / N))) / side;
     this.floorGain = Math.pow(10, (opts.floorDb ?? -15) / 20);
     this.beta = opts.overSubtract ?? 3;
-    this.ddAlpha = opts.ddAlpha ?? 0.98;
+    // Per-frame recursions keep their time constants whatever the hop.
+    const hops = this.hop / REFERENCE_HOP;
+    this.ddAlpha = Math.pow(opts.ddAlpha ?? 0.98, hops);
+    this.powerSmooth = Math.pow(POWER_SMOOTH, hops);
     this.noiseAlpha = Math.exp(-this.hop / (SAMPLE_RATE * (opts.noiseTau ?? 0.1)));
     this.gNoise = opts.noiseGain ?? 0.5;
     this.gSpeech = opts.speechGain ?? 1;
@@ -171,9 +186,11 @@ export class HighBandFilter {
     const prevClean = this.prevClean;
     const beta = this.beta;
     const ddAlpha = this.ddAlpha;
-    for (let k = 0; k < K; k++) {
+    const ps = this.powerSmooth;
+    // Bins below the smoothing reach of the first per-bin bin are never used (they keep the broadband gain).
+    for (let k = Math.max(0, this.kPerBin - this.smoothBins); k < K; k++) {
       const p = re[k] * re[k] + im[k] * im[k];
-      const sp = first ? p : POWER_SMOOTH * smoothPow[k] + (1 - POWER_SMOOTH) * p;
+      const sp = first ? p : ps * smoothPow[k] + (1 - ps) * p;
       smoothPow[k] = sp;
       let nz = first ? p : an * noise[k] + (1 - an) * p;
       // While speech holds the estimate, a smoothed power below it means the noise fell: follow it down.
