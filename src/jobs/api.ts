@@ -212,9 +212,14 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
       await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
       if (!created) await fs.promises.rm(inputPath, { force: true }).catch(() => undefined);
       if (settled && !created && ctx.creditsCharged > 0) {
-        // Charged, but no job came of it: give the credit back (the gateway no longer holds it).
-        await deps.gateway.refundCredits(workspaceId, ctx.creditsCharged, ctx.chargedAt ?? new Date());
-        ctx.creditsCharged = 0;
+        // Charged, but no job came of it: give the credit back (the gateway no longer holds it). A failing refund is
+        // logged and must not replace the error that stopped the job (too_many_jobs, the store being down, ...).
+        try {
+          await deps.gateway.refundCredits(workspaceId, ctx.creditsCharged, ctx.chargedAt ?? new Date());
+          ctx.creditsCharged = 0;
+        } catch (err) {
+          deps.log(`[jobs] refund of ${ctx.creditsCharged} credit(s) for a job that was not created failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
+        }
       }
     }
   }
