@@ -105,6 +105,10 @@ describe('nsm jobs against a server', () => {
     const head = fs.readFileSync(path.join(work, out.output)).subarray(0, 3);
     expect(head.toString('latin1') === 'ID3' || (head[0] === 0xff && (head[1] & 0xe0) === 0xe0)).toBe(true);
     expect((await nsm(['jobs', 'submit', fixture('speech-noisy-16k-mono.wav'), '--format', 'ogg'], env, work)).code).toBe(2);
+    // Outside the range the server accepts: a usage error here, as `nsm denoise` gives, not a 400 from the server.
+    const loud = await nsm(['jobs', 'submit', fixture('speech-noisy-16k-mono.wav'), '--loudness', '500'], env, work);
+    expect(loud.code).toBe(2);
+    expect(loud.stderr).toMatch(/--loudness must be a number from -40 to -5/);
   });
 
   test('a job that fails: wait exits 1 with the error; submit --wait too', async () => {

@@ -6,10 +6,10 @@ import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
 import { loadConfig } from '../config';
-import { FORMATS } from '../audio/formats';
+import { isOutputFormat, OUTPUT_FORMATS } from '../audio/formats';
+import { LOUDNESS_RANGE } from '../audio/normalize';
 import { MODEL_IDS } from '../inference/types';
 
-const FORMAT_IDS = Object.keys(FORMATS);
 
 export const JOBS_EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
 
@@ -27,8 +27,8 @@ Usage:
 Submit options:
   -m, --model M             ${MODEL_IDS.join(', ')} (server default nsm-2)
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100
-  -f, --format F            output format: ${Object.keys(FORMATS).join(', ')} (default wav)
-  -l, --loudness LUFS       normalise the result to this integrated loudness (e.g. -16)
+  -f, --format F            output format: ${OUTPUT_FORMATS.join(', ')} (default wav)
+  -l, --loudness LUFS       normalise the result to this integrated loudness (${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}, e.g. -16)
       --keep-rate | --model-rate
       --webhook-url URL     POSTed a signed job.succeeded / job.failed event
       --wait                wait for the job, then download the result
@@ -373,12 +373,15 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         }
         const format = opts.values.get('format')?.toLowerCase();
         if (format !== undefined) {
-          if (!FORMAT_IDS.includes(format)) throw new JobsUsageError(`--format must be one of ${FORMAT_IDS.join(', ')}`);
+          if (!isOutputFormat(format)) throw new JobsUsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}`);
           fields.push(['output_format', format]);
         }
         const loudness = opts.values.get('loudness');
         if (loudness !== undefined) {
-          if (!Number.isFinite(Number(loudness))) throw new JobsUsageError('--loudness must be a number of LUFS, e.g. -16');
+          const n = Number(loudness);
+          if (!Number.isFinite(n) || n < LOUDNESS_RANGE.min || n > LOUDNESS_RANGE.max) {
+            throw new JobsUsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${loudness}"`);
+          }
           fields.push(['loudness_lufs', loudness]);
         }
         if (opts.flags.has('keep-rate') && opts.flags.has('model-rate')) throw new JobsUsageError('--keep-rate and --model-rate exclude each other');
