@@ -128,12 +128,16 @@ export function closeServer(server: http.Server, graceMs = 10_000): Promise<void
  * worker, and terminating a worker in the middle of an ONNX Runtime call can abort the whole process.
  */
 export async function waitForIdle(engine: InferenceEngine, maxMs: number): Promise<void> {
-  const end = Date.now() + maxMs;
-  while (Date.now() < end) {
+  await until(() => {
     const s = engine.state();
-    if (s.busy === 0 && s.queued === 0) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
+    return s.busy === 0 && s.queued === 0;
+  }, maxMs, 20);
+}
+
+/** Polls `check` every `stepMs` until it holds or `maxMs` have passed (shutdown waits). */
+export async function until(check: () => boolean, maxMs: number, stepMs = 50): Promise<void> {
+  const end = Date.now() + maxMs;
+  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, stepMs));
 }
 
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {

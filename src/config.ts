@@ -255,3 +255,14 @@ function loadJobsConfig(env: NodeJS.ProcessEnv, dataDir: string): JobsConfig {
     clientToken: env.NSM_TOKEN || null,
   };
 }
+
+/** A connection URL (DATABASE_URL, REDIS_URL) with its password hidden, for logs and messages. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}

@@ -6,7 +6,7 @@
 // GET /metrics (audio seconds, RTF and engine state of this process; METRICS_TOKEN guards it when set).
 import type http from 'node:http';
 import type express from 'express';
-import { closeServer, waitForIdle } from './app';
+import { closeServer, until, waitForIdle } from './app';
 import { loadConfig } from './config';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
@@ -23,11 +23,6 @@ import { assertWritableDir, StartupError } from './startup/data-dir';
 export const MIN_TOKEN_LENGTH = 16;
 /** Retry-After of the 503s that answer what cannot finish within the shutdown grace. */
 const RETRY_AFTER_S = 5;
-
-async function until(check: () => boolean, maxMs: number): Promise<void> {
-  const end = Date.now() + maxMs;
-  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
-}
 
 async function main(logger: Logger): Promise<void> {
   const config = loadConfig();

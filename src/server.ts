@@ -2,7 +2,7 @@
 // Logs are pino JSON lines on stdout (LOG_FORMAT=pretty for humans): start-up, one line per API call, shutdown.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createApp, RESTART_RETRY_AFTER_S, type AppHandle } from './app';
+import { createApp, RESTART_RETRY_AFTER_S, until, type AppHandle } from './app';
 import { loadConfig } from './config';
 import { ensureAdminSecret } from './console';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
@@ -11,11 +11,6 @@ import { describeStore } from './store';
 
 /** After the shutdown grace: how long the 503 answers get to reach their clients before connections are closed. */
 const FLUSH_MS = 5_000;
-
-async function until(check: () => boolean, maxMs: number): Promise<void> {
-  const end = Date.now() + maxMs;
-  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
-}
 
 async function main(logger: Logger): Promise<void> {
   const config = loadConfig();

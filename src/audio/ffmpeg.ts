@@ -42,6 +42,24 @@ export function spawnFfmpeg(ffmpegPath: string, args: string[]): ChildProcess {
   return child;
 }
 
+/**
+ * Writes `bytes` to the child's stdin and, when the pipe is full, waits for it to drain (or for the child to close):
+ * whoever feeds ffmpeg holds at most one buffer of its own.
+ */
+export async function writeToChild(child: ChildProcess, bytes: Buffer): Promise<void> {
+  const stdin = child.stdin!;
+  if (stdin.write(bytes)) return;
+  await new Promise<void>((resolve) => {
+    const done = (): void => {
+      stdin.off('drain', done);
+      child.off('close', done);
+      resolve();
+    };
+    stdin.on('drain', done);
+    child.on('close', done);
+  });
+}
+
 /** Resolves with the exit code (or null plus the signal) once the child has exited and its pipes closed. */
 export function waitForExit(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   return new Promise((resolve, reject) => {

@@ -11,8 +11,8 @@ import os from 'node:os';
 import type { Config } from '../config';
 import { AudioPipelineError } from './errors';
 import { FORMATS, type OutputFormat } from './formats';
-import { killChild, spawnFfmpeg, StderrTail, waitForExit } from './ffmpeg';
-import { interleave } from './interleave';
+import { killChild, spawnFfmpeg, StderrTail, waitForExit, writeToChild } from './ffmpeg';
+import { interleave, silenceNonFinite } from './interleave';
 import { WavWriter } from './wav';
 
 export interface AudioSink {
@@ -48,11 +48,6 @@ export async function openSink(config: Config, outputPath: string, opts: SinkOpt
 function outputError(err: unknown): AudioPipelineError {
   const code = (err as NodeJS.ErrnoException).code;
   return new AudioPipelineError(`cannot write the output file (${code ?? (err as Error).message})`, { cause: err });
-}
-
-/** Non-finite samples (NaN, ±Inf) become silence, in place (the arrays belong to the pipeline). */
-function clean(planar: Float32Array[]): void {
-  for (const ch of planar) for (let i = 0; i < ch.length; i++) if (ch[i] - ch[i] !== 0) ch[i] = 0;
 }
 
 class WavFileSink implements AudioSink {
@@ -117,19 +112,8 @@ class FfmpegSink implements AudioSink {
 
   async write(planar: Float32Array[]): Promise<void> {
     if (planar.length === 0 || planar[0].length === 0) return;
-    clean(planar);
-    const stdin = this.child.stdin!;
-    if (!stdin.write(interleave(planar))) {
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          stdin.off('drain', done);
-          this.child.off('close', done);
-          resolve();
-        };
-        stdin.on('drain', done);
-        this.child.on('close', done);
-      });
-    }
+    silenceNonFinite(planar); // in place: the arrays belong to the pipeline
+    await writeToChild(this.child, interleave(planar));
   }
 
   async close(): Promise<void> {

@@ -12,7 +12,7 @@ import os from 'node:os';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config';
 import { AudioInputError, AudioPipelineError } from './errors';
-import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
+import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit, writeToChild } from './ffmpeg';
 import { checkInputLimits, type AudioLimits } from './limits';
 import { cleanDetail, opusInputSampleRate, parseBanner, probeFailure } from './probe';
 import { deinterleave, interleave, silenceNonFinite } from './interleave';
@@ -352,17 +352,7 @@ class ResampledWavSource implements AudioSource {
       if (this.stopped) return;
       const planar = await this.reader.read(step);
       if (planar[0].length === 0) break;
-      if (!stdin.write(interleave(planar, false))) {
-        await new Promise<void>((resolve) => {
-          const done = (): void => {
-            stdin.off('drain', done);
-            child.off('close', done);
-            resolve();
-          };
-          stdin.on('drain', done);
-          child.on('close', done);
-        });
-      }
+      await writeToChild(child, interleave(planar, false));
     }
     stdin.end();
     await this.reader.close();

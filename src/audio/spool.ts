@@ -3,6 +3,7 @@
 // 4 bytes per sample per channel at the model's rate (about 230 MB per hour of mono 16 kHz audio) for the length of
 // the call, and is removed afterwards whatever happens.
 import fs from 'node:fs';
+import { deinterleave, interleave } from './interleave';
 
 export class FloatSpool {
   private frames = 0;
@@ -23,14 +24,8 @@ export class FloatSpool {
   async write(planar: Float32Array[]): Promise<void> {
     const n = planar[0]?.length ?? 0;
     if (n === 0) return;
-    const C = this.channels;
-    const inter = new Float32Array(n * C);
-    for (let c = 0; c < C; c++) {
-      const ch = planar[c];
-      for (let i = 0, k = c; i < n; i++, k += C) inter[k] = ch[i];
-    }
-    const bytes = Buffer.from(inter.buffer, inter.byteOffset, inter.byteLength);
-    await this.handle.write(bytes, 0, bytes.length, this.frames * C * 4);
+    const bytes = interleave(planar);
+    await this.handle.write(bytes, 0, bytes.length, this.frames * this.channels * 4);
     this.frames += n;
   }
 
@@ -42,14 +37,7 @@ export class FloatSpool {
       const n = Math.min(chunkFrames, this.frames - start);
       const { bytesRead } = await this.handle.read(buf, 0, n * C * 4, start * C * 4);
       if (bytesRead !== n * C * 4) throw new Error(`spool file ${this.path} is short: read ${bytesRead} of ${n * C * 4} bytes`);
-      const inter = new Float32Array(n * C);
-      new Uint8Array(inter.buffer).set(buf.subarray(0, n * C * 4));
-      const planar = Array.from({ length: C }, () => new Float32Array(n));
-      for (let c = 0; c < C; c++) {
-        const ch = planar[c];
-        for (let i = 0, k = c; i < n; i++, k += C) ch[i] = inter[k];
-      }
-      yield planar;
+      yield deinterleave(buf.subarray(0, n * C * 4), C);
     }
   }
 

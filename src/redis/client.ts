@@ -4,21 +4,11 @@
 // runs Lua scripts with EVALSHA. One connection per process is enough: node-redis pipelines concurrent commands.
 import crypto from 'node:crypto';
 import { createClient, type RedisClientType } from '@redis/client';
-import type { Config } from '../config';
+import { redactUrl, type Config } from '../config';
 
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type
 export type RedisClient = RedisClientType<{}, {}, {}, 3, {}>;
 
-/** The URL with its password hidden, for messages. */
-export function redactRedisUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparsable URL)';
-  }
-}
 
 export interface RedisConnection {
   client: RedisClient;
@@ -34,7 +24,7 @@ export interface RedisConnection {
  */
 export async function openRedis(config: Pick<Config, 'redisUrl' | 'redisKeyPrefix'>, log: (line: string) => void = console.error): Promise<RedisConnection> {
   if (!config.redisUrl) throw new Error('REDIS_URL is not set');
-  const where = redactRedisUrl(config.redisUrl);
+  const where = redactUrl(config.redisUrl);
   let started = false;
   let lastLogged = 0;
   const client = createClient({

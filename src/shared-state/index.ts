@@ -2,10 +2,10 @@
 // console sessions and sign-in failures: in process memory by default (the single box, nothing else to run), in
 // Redis when REDIS_URL is set, so that any gateway replica can serve any request. Both engines implement the same
 // contracts (RateLimiter in src/gateway/rate-limit.ts; SessionStore and LoginLimiter in src/console/auth.ts).
-import type { Config } from '../config';
+import { redactUrl, type Config } from '../config';
 import { ADMIN_SECRET_SETTING, memoryConsoleState, type ConsoleStateEngines } from '../console/auth';
 import { SlidingWindowRateLimiter, type RateLimiter } from '../gateway/rate-limit';
-import { openRedis, redactRedisUrl } from '../redis/client';
+import { openRedis } from '../redis/client';
 import { redisConsoleState } from '../redis/console-state';
 import { RedisRateLimiter } from '../redis/rate-limiter';
 import type { GatewayStore } from '../store/types';
@@ -43,7 +43,7 @@ export async function openSharedState(
     return `admin-secret-hash:${stored}`;
   };
   return {
-    description: `Redis ${redactRedisUrl(config.redisUrl)}`,
+    description: `Redis ${redactUrl(config.redisUrl)}`,
     rateLimiter: new RedisRateLimiter(redis),
     console: redisConsoleState(redis, sealSecret),
     ready: async () => {

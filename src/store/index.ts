@@ -1,8 +1,8 @@
 // The gateway's state: one contract (types.ts), engines behind it. openStore picks the engine from the config:
 // the embedded SQLite file in DATA_DIR by default (nothing else to run), PostgreSQL when DATABASE_URL is set (several
 // gateway processes share it). Both apply their numbered migrations when opened.
-import type { Config } from '../config';
-import { migratePostgres, openPostgresStore, redactUrl } from './postgres-store';
+import { redactUrl, type Config } from '../config';
+import { migratePostgres, openPostgresStore } from './postgres-store';
 import { gatewayDbPath, migrateSqlite, openSqliteStore } from './sqlite-store';
 import type { GatewayStore } from './types';
 

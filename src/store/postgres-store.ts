@@ -3,7 +3,7 @@
 // so credits cannot be overspent however many gateways charge at once. Same contract and behaviour as the SQLite
 // engine (sqlite-store.ts); the contract tests run against both.
 import { Pool, type PoolClient, type QueryResultRow } from 'pg';
-import type { Config } from '../config';
+import { redactUrl, type Config } from '../config';
 import {
   checkCustomLimit,
   checkNewToken,
@@ -139,16 +139,6 @@ function whereClause(filter: RequestLogFilter, params: unknown[]): string {
   return parts.length ? `WHERE ${parts.join(' AND ')}` : '';
 }
 
-/** Where the password would be, so a connection string can be printed. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparsable URL)';
-  }
-}
 
 export type PostgresOptions = Pick<Config, 'databaseUrl' | 'databasePoolSize'>;
 

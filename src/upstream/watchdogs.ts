@@ -53,9 +53,9 @@ export class IdleTimer {
     }, this.ms);
   }
 
-  /** Restarts the countdown if armed. */
+  /** Restarts the countdown if armed (the same timer: this runs on every chunk of a streamed answer). */
   touch(): void {
-    if (this.timer) this.arm();
+    this.timer?.refresh();
   }
 
   disarm(): void {
