@@ -2,7 +2,6 @@
 // chunk's frames in one session.run, then (optionally) stage 2 in one session.run, and overlap-adds the blocks.
 // LSTM states and the framing / overlap-add buffers are carried between calls, so chunking does not change output.
 import * as ort from 'onnxruntime-node';
-import { RealFFT } from './fft';
 import { borrowStft, returnStft, type StftBackend, type StftBuffers } from './stft';
 
 export const BLOCK = 512;
@@ -27,8 +26,6 @@ export interface DtlnCoreOptions {
   batch: number;
   /** false: stage 1 only, the masked spectrum resynthesised with a Hann/OLA (nsm-1). */
   useStage2: boolean;
-  /** Also report, per emitted hop, the core's effective gain in 4-8 kHz (used to extend the gain above 8 kHz). */
-  highBandGain?: boolean;
   /** STFT back end: 'wasm' (default; the JS one where the WebAssembly module cannot be loaded) or 'js' (RealFFT). */
   stft?: 'wasm' | 'js';
 }
@@ -36,27 +33,17 @@ export interface DtlnCoreOptions {
 export interface DtlnOutput {
   /** One array per batch stream, HOP samples per completed frame. */
   out: Float32Array[];
-  /** Per batch stream, one gain per emitted hop (only with highBandGain). */
-  highGain?: Float32Array[];
 }
-
-// Bins 4-8 kHz at 16 kHz / 512: 31.25 Hz per bin. Stop at 7.5 kHz: the resampler rolls off above that.
-const HG_LO = 128;
-const HG_HI = 240;
 
 export class DtlnCore {
   private readonly batch: number;
-  private readonly fft = new RealFFT(BLOCK);
   private readonly stftKind: 'wasm' | 'js';
   private readonly graphs: DtlnGraphs;
   private readonly useStage2: boolean;
-  private readonly wantHighGain: boolean;
   /** Per stream: unframed input; always starts with the last BLOCK-HOP samples of the previous frame. */
   private inBuf: Float32Array[];
   /** Per stream: overlap-add tail (partial sums of the next BLOCK-HOP output samples). */
   private readonly olaTail: Float32Array[];
-  /** Per stream: per-frame high-band gains of the last 3 frames (their blocks overlap the next hop). */
-  private gainHist: Float32Array[];
   private h1: Float32Array;
   private c1: Float32Array;
   private h2: Float32Array;
@@ -67,12 +54,10 @@ export class DtlnCore {
     this.graphs = graphs;
     this.batch = opts.batch;
     this.useStage2 = opts.useStage2;
-    this.wantHighGain = !!opts.highBandGain;
     this.stftKind = opts.stft ?? 'wasm';
     const b = this.batch;
     this.inBuf = Array.from({ length: b }, () => new Float32Array(BLOCK - HOP));
     this.olaTail = Array.from({ length: b }, () => new Float32Array(BLOCK - HOP));
-    this.gainHist = Array.from({ length: b }, () => new Float32Array(3).fill(1));
     const stateLen = LAYERS * b * UNITS;
     this.h1 = new Float32Array(stateLen);
     this.c1 = new Float32Array(stateLen);
@@ -94,7 +79,6 @@ export class DtlnCore {
     const total = held + n;
     const frames = Math.floor((total - (BLOCK - HOP)) / HOP);
     const out = Array.from({ length: this.batch }, () => new Float32Array(frames * HOP));
-    const highGain = this.wantHighGain ? Array.from({ length: this.batch }, () => new Float32Array(frames)) : undefined;
     // Runs of at most MAX_ROWS_PER_RUN frames over all streams (and MAX_FRAMES_PER_RUN per stream): bounded buffers.
     const perRun = Math.max(1, Math.min(MAX_FRAMES_PER_RUN, Math.floor(MAX_ROWS_PER_RUN / this.batch)));
     if (frames > 0) {
@@ -106,7 +90,7 @@ export class DtlnCore {
           const bufs = stft.prepare(this.batch, t);
           const len = t * HOP + (BLOCK - HOP);
           for (let b = 0; b < this.batch; b++) copyJoined(this.inBuf[b], inputs[b], f0 * HOP, len, bufs.sig[b]);
-          await this.runFrames(stft, bufs, f0, t, out, highGain);
+          await this.runFrames(stft, bufs, f0, t, out);
         }
       } finally {
         returnStft(stft);
@@ -117,7 +101,7 @@ export class DtlnCore {
       copyJoined(this.inBuf[b], inputs[b], frames * HOP, keep.length, keep);
       this.inBuf[b] = keep;
     }
-    return { out, highGain };
+    return { out };
   }
 
   private async runFrames(
@@ -126,7 +110,6 @@ export class DtlnCore {
     f0: number,
     t: number,
     out: Float32Array[],
-    highGain: Float32Array[] | undefined,
   ): Promise<void> {
     const B = this.batch;
     for (let b = 0; b < B; b++) stft.stft(b);
@@ -151,7 +134,6 @@ export class DtlnCore {
       this.h2 = r2.hN.data as Float32Array;
       this.c2 = r2.cN.data as Float32Array;
     }
-    if (highGain) this.highBandGains(f0, t, bufs.re, bufs.im, bufs.blocks, highGain);
     // Stage 2 output is overlap-added as is (as trained); the stage-1-only chain gets the Hann synthesis window.
     const w = this.useStage2 ? null : this.synthWindow;
     const tailLen = BLOCK - HOP;
@@ -163,31 +145,6 @@ export class DtlnCore {
       stft.overlapAdd(b, w);
       out[b].set(acc.subarray(0, t * HOP), f0 * HOP);
       this.olaTail[b].set(acc.subarray(t * HOP, accLen));
-    }
-  }
-
-  /**
-   * Effective 4-7.5 kHz gain per frame (output vs input block energy), averaged over the 4 blocks of each hop. The
-   * input blocks' spectra are the run's own (`inRe`/`inIm`, from forwardMag: the masked inverse does not write them).
-   */
-  private highBandGains(f0: number, t: number, inRe: Float64Array, inIm: Float64Array, outBlocks: Float32Array, highGain: Float32Array[]): void {
-    const re = new Float64Array(BINS);
-    const im = new Float64Array(BINS);
-    for (let b = 0; b < this.batch; b++) {
-      const hist = this.gainHist[b];
-      for (let i = 0; i < t; i++) {
-        const o = (b * t + i) * BINS;
-        let ein = 1e-9;
-        for (let k = HG_LO; k < HG_HI; k++) ein += inRe[o + k] * inRe[o + k] + inIm[o + k] * inIm[o + k];
-        this.fft.forward(outBlocks, (b * t + i) * BLOCK, re, im, 0);
-        let eout = 0;
-        for (let k = HG_LO; k < HG_HI; k++) eout += re[k] * re[k] + im[k] * im[k];
-        const g = Math.min(1, Math.sqrt(eout / ein));
-        highGain[b][f0 + i] = 0.25 * (g + hist[0] + hist[1] + hist[2]);
-        hist[2] = hist[1];
-        hist[1] = hist[0];
-        hist[0] = g;
-      }
     }
   }
 }
