@@ -151,7 +151,9 @@ export async function rssChild(input: string, output: string, model: ModelId): P
   }
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   await engine.close();
-  console.log(JSON.stringify({ path: via, peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024), seconds }));
+  // VmHWM, this process's own high-water mark (getrusage's maxRSS keeps the forking parent's RSS across execve).
+  const hwmKb = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1]);
+  console.log(JSON.stringify({ path: via, peak_rss_mb: Math.round(hwmKb / 1024), seconds }));
 }
 
 
