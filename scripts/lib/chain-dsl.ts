@@ -1,6 +1,7 @@
 // A compact text form of a 16 kHz chain description (ChainSpec), for tuning runs of the quality benchmark:
 //   stages joined by "+":  dtln | dtln1 (stage 1 only) [@grid offsets, comma separated]
 //                          pf:<over-estimate>:<floor dB>[:<noise window s>[:lift|window]]
+//                          gate:<depth dB>:<ratio>:<max attenuation dB>[:<lookahead hops>:<hold hops>:<release ms>[:<peak decay dB/s>]]
 //   e.g. "dtln+dtln+pf:4:-15:1.5:lift", "dtln@0,64+dtln".  A JSON ChainSpec (starting with "[") is accepted too.
 import type { ChainSpec, StageSpec } from '../../src/inference/chains';
 
@@ -22,6 +23,19 @@ export function parseChainSpec(text: string): ChainSpec {
           floorDb: Number(pf[2]),
           ...(pf[3] ? { noiseWindowS: Number(pf[3]) } : {}),
           ...(pf[4] ? { noiseMode: pf[4] as 'lift' | 'window' } : {}),
+        },
+      };
+    }
+    const gate = /^gate:([\d.]+):([\d.]+):([\d.]+)(?::(\d+):(\d+):([\d.]+)(?::([\d.]+))?)?$/.exec(p);
+    if (gate) {
+      const n = gate.map(Number);
+      return {
+        gate: {
+          depthDb: n[1],
+          ratio: n[2],
+          maxAttenDb: n[3],
+          ...(gate[4] ? { lookaheadHops: n[4], holdHops: n[5], releaseMs: n[6] } : {}),
+          ...(gate[7] ? { peakDecayDbPerS: n[7] } : {}),
         },
       };
     }
