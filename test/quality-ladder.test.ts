@@ -23,11 +23,15 @@ const withKit = kit ? describe : describe.skip;
 if (!kit) console.warn('../shared/eval is missing: the model-ladder and full-band regression checks are skipped');
 
 const LADDER: ModelId[] = ['nsm-1', 'nsm-2', 'nsm-3', 'nsm-4'];
-/** Development clips: the dns3-real recordings (all in the benchmark's tune half), first 9.5 s (one DNSMOS window). */
+/**
+ * Development clips: the 17 real recordings of the benchmark's tune half, first 9.5 s of each (one DNSMOS window).
+ * Five clips were too few: on the dns3-real ones alone nsm-4 scores below nsm-3 (one water-noise clip decides it),
+ * while over the tune half and the held-out half it wins 76 % and 100 % of the clips.
+ */
 const CLIP_SECONDS = 9.5;
-// Measured on these clips (first 9.5 s of the 5 dns3-real recordings): see docs/engine.md. The expected steps are
-// about half the measured ones, so a chain that stops improving on the one below it fails.
-const MIN_STEP: Record<string, number> = { 'nsm-2': 0.04, 'nsm-3': 0.025, 'nsm-4': 0.01 };
+// Measured on these excerpts (2026-11-23): steps +0.120, +0.072, +0.085. The expected steps are about half the
+// measured ones, so a chain that stops improving on the one below it fails.
+const MIN_STEP: Record<string, number> = { 'nsm-2': 0.06, 'nsm-3': 0.035, 'nsm-4': 0.04 };
 
 withKit('model ladder on development clips (DNSMOS P.835)', () => {
   let graphs: DtlnGraphs;
@@ -35,8 +39,8 @@ withKit('model ladder on development clips (DNSMOS P.835)', () => {
 
   beforeAll(async () => {
     graphs = await loadGraphs(config.modelsDir);
-    const clips = listClips(kit!).real.filter((c) => c.set === 'dns3-real');
-    expect(clips.length).toBeGreaterThanOrEqual(5);
+    const clips = listClips(kit!).real.filter((c) => c.split === 'tune');
+    expect(clips.length).toBe(17);
     for (const c of clips) {
       const x = decodeAudio(c.noisy, 16000)[0].slice(0, CLIP_SECONDS * 16000);
       for (const m of LADDER) {
@@ -44,7 +48,7 @@ withKit('model ladder on development clips (DNSMOS P.835)', () => {
         (ovrl[m] ??= []).push((await dnsmosP835(y, { selfCheck: false })).OVRL);
       }
     }
-  });
+  }, 300_000);
 
   const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
 

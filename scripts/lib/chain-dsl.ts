@@ -1,6 +1,7 @@
 // A compact text form of a 16 kHz chain description (ChainSpec), for tuning runs of the quality benchmark:
 //   stages joined by "+":  dtln | dtln1 (stage 1 only) [@grid offsets, comma separated]
 //                          pf:<over-estimate>:<floor dB>[:<noise window s>[:lift|window]]
+//                          stage1:<hop> (DTLN stage 1 alone at that frame hop, Hann synthesis)
 //                          gate:<depth dB>:<ratio>:<max attenuation dB>[:<lookahead hops>:<hold hops>:<release ms>[:<peak decay dB/s>]]
 //   e.g. "dtln+dtln+pf:4:-15:1.5:lift", "dtln@0,64+dtln".  A JSON ChainSpec (starting with "[") is accepted too.
 import type { ChainSpec, StageSpec } from '../../src/inference/chains';
@@ -15,6 +16,8 @@ export function parseChainSpec(text: string): ChainSpec {
       const grids = dtln[2] ? dtln[2].split(',').map(Number) : undefined;
       return { dtln: { ...(dtln[1] ? { stage2: false } : {}), ...(grids ? { grids } : {}) } };
     }
+    const s1 = /^stage1:(\d+)$/.exec(p);
+    if (s1) return { stage1: { hop: Number(s1[1]) } };
     const pf = /^pf:([\d.]+):(-?[\d.]+)(?::([\d.]+)(?::(lift|window))?)?$/.exec(p);
     if (pf) {
       return {

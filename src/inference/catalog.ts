@@ -16,7 +16,7 @@ export const CHAINS: Record<ModelId, ChainDefinition> = {
     id: 'nsm-1',
     label: 'NSM-1 Fast',
     sample_rate: 16000,
-    description: 'DTLN magnitude-mask stage alone, resynthesised with a Hann overlap-add. Lowest cost, for real-time and high-volume jobs. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
+    description: 'DTLN magnitude-mask stage alone at half its frame rate, resynthesised with a Hann overlap-add. Lowest cost (about 0.4x NSM-2), lower quality than NSM-2; for real-time and high-volume jobs. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
     files: [STAGE1_FILE],
   },
   'nsm-2': {
