@@ -3,6 +3,9 @@
 // configured law and no more than the cap.
 import { ResidualGate } from '../src/inference/gate';
 import { RESIDUAL_GATE } from '../src/inference/chains';
+import { concatAll } from '../src/inference/stream';
+
+const join = (...parts: Float32Array[]): Float32Array => concatAll(parts);
 import { seededRandom } from '../src/audio/synthetic-noise';
 
 const RATE = 16000;
@@ -20,16 +23,6 @@ function noise(n: number, amp: number, seed: number): Float32Array {
   return x;
 }
 
-function join(...parts: Float32Array[]): Float32Array {
-  const out = new Float32Array(parts.reduce((s, p) => s + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
-}
-
 /** Whole signal through a fresh gate, then enough zeros to flush the latency; output aligned with the input. */
 function run(x: Float32Array, chunks?: number[]): Float32Array {
   const g = new ResidualGate(RESIDUAL_GATE);
@@ -42,7 +35,7 @@ function run(x: Float32Array, chunks?: number[]): Float32Array {
     parts.push(g.process(padded.subarray(o, Math.min(padded.length, o + n))));
     o += n;
   }
-  return join(...parts).subarray(g.latency, g.latency + x.length);
+  return concatAll(parts).subarray(g.latency, g.latency + x.length);
 }
 
 function rmsDb(x: Float32Array): number {

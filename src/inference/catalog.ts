@@ -30,14 +30,14 @@ export const CHAINS: Record<ModelId, ChainDefinition> = {
     id: 'nsm-3',
     label: 'NSM-3 Quality',
     sample_rate: 16000,
-    description: 'DTLN, then a residual-noise post-filter and a gate for what is left between words. Clearly cleaner than NSM-2, about 1.3x its cost. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
+    description: 'DTLN, then a residual-noise post-filter and a gate for what is left between words. Clearly cleaner than NSM-2, about 1.8x its cost. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
     files: [STAGE1_FILE, STAGE2_FILE],
   },
   'nsm-4': {
     id: 'nsm-4',
     label: 'NSM-4 Studio',
     sample_rate: 16000,
-    description: 'DTLN run three times (the first pass averaged over two shifted frame grids), a stronger post-filter and the residual gate. The cleanest, about 3.6x the cost of NSM-2. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
+    description: 'DTLN run three times (the first pass averaged over two shifted frame grids), a stronger post-filter and the residual gate. The cleanest, about 4.6x the cost of NSM-2. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
     files: [STAGE1_FILE, STAGE2_FILE],
   },
   'nsm-2-hd': {
