@@ -92,4 +92,13 @@ describe('ResidualGate', () => {
     const ym = run(mild);
     expect(Math.abs(rmsDb(mild.subarray(20000, 36000)) - rmsDb(ym.subarray(20000, 36000)))).toBeLessThan(0.01);
   });
+
+  it('keeps working after a non-finite sample', () => {
+    const loud = tone(16000, 0.1 * Math.SQRT2);
+    loud[8000] = NaN;
+    const x = join(loud, noise(24000, 0.0001 * Math.sqrt(3), 6), tone(16000, 0.1 * Math.SQRT2));
+    const y = run(x);
+    const drop = rmsDb(x.subarray(20000, 36000)) - rmsDb(y.subarray(20000, 36000));
+    expect(drop).toBeGreaterThan(RESIDUAL_GATE.maxAttenDb - 0.5);
+  });
 });

@@ -88,7 +88,8 @@ export class ResidualGate {
       e += v * v;
       this.prevHop[i] = v;
     }
-    const level = 10 * Math.log10(e / (2 * HOP) + 1e-12);
+    // A non-finite level (NaN from upstream) counts as silence, so the tracked peak never becomes NaN.
+    const level = e < Infinity ? 10 * Math.log10(e / (2 * HOP) + 1e-12) : -120;
     this.peakDb = Math.max(level, this.peakDb - this.peakDecay, PEAK_FLOOR_DB);
     const below = this.peakDb - this.depth - level;
     const target = below > 0 ? -Math.min(this.maxAtten, below * this.slope) : 0;
