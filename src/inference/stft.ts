@@ -189,8 +189,8 @@ class WasmStft implements StftBackend {
   prepare(streams: number, frames: number): StftBuffers {
     this.streams = streams;
     this.frames = frames;
-    // Capacity grows in steps (never shrinks): rows and signal length rounded up, so that a run of a slightly
-    // different size reuses the layout.
+    // The layout is exact for this shape (streams x frames) and reused while the shape stays the same (a stream's
+    // runs are all full-size but its last); the module's memory only grows, as WebAssembly memory cannot shrink.
     const rows = streams * frames;
     const key = `${streams}:${frames}`;
     if (this.bufs && key === this.layoutKey) return this.bufs;

@@ -18,7 +18,7 @@ import { JobApiError, sendJobError } from './errors';
 import type { JobFiles } from './files';
 import type { JobMetrics } from './metrics';
 import { parseJobForm } from './params';
-import { settleRefund } from './runner';
+import { cancelJob } from './cancel';
 import { fileNameFromUrl } from './safe-http';
 import { isJobStatus, type JobRecord, type JobStore, type JobsLog } from './types';
 import { assertPublicHost, UrlNotAllowedError } from './url-guard';
@@ -266,16 +266,9 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     const now = Date.now();
     let current: JobRecord = job;
     if (job.status === 'queued' || job.status === 'running') {
-      const out = await store.cancelJob(job.id, ctx.workspaceId!, now, now + config.jobs.retentionMs);
-      if (!out) throw new JobApiError('job_not_found', `No job "${job.id}" in this workspace.`);
-      current = out.job;
-      if (out.wasActive) {
-        deps.metrics?.finished('canceled');
-        deps.runner?.stopLocal(job.id);
-        await files.removeAll(job.id, null);
-        await settleRefund(store, deps.gateway, out.job, deps.log);
-        current = (await store.getJob(job.id)) ?? out.job;
-      }
+      const canceled = await cancelJob({ ...deps, store, files, retentionMs: config.jobs.retentionMs }, job.id, ctx.workspaceId!);
+      if (!canceled) throw new JobApiError('job_not_found', `No job "${job.id}" in this workspace.`);
+      current = canceled;
     }
     if (current.status !== 'queued' && current.status !== 'running' && current.result) {
       const updated = await store.deleteResult(job.id, ctx.workspaceId!, now);

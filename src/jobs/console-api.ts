@@ -6,7 +6,7 @@ import { contentDisposition } from '../model-service/names';
 import type { GatewayStore } from '../store/types';
 import type { JobFiles } from './files';
 import type { JobMetrics } from './metrics';
-import { settleRefund } from './runner';
+import { cancelJob } from './cancel';
 import { isJobStatus, type JobStore, type JobsLog } from './types';
 import { decodeCursor, deliveryView, encodeCursor, jobView } from './views';
 import { newWebhookSecret } from './webhooks';
@@ -68,16 +68,9 @@ export function createJobsConsoleRouter(deps: JobsConsoleDeps): express.Router {
   router.post(
     '/jobs/:id/cancel',
     wrap(async (req, res) => {
-      const now = Date.now();
-      const out = await store.cancelJob(String(req.params.id), null, now, now + config.jobs.retentionMs);
-      if (!out) return bad(res, 404, 'not_found', 'no such job');
-      if (out.wasActive) {
-        deps.metrics?.finished('canceled');
-        deps.runner?.stopLocal(out.job.id);
-        await files.removeAll(out.job.id, null);
-        await settleRefund(store, gateway, out.job, deps.log);
-      }
-      res.json({ job: jobView((await store.getJob(out.job.id)) ?? out.job) });
+      const job = await cancelJob({ ...deps, retentionMs: config.jobs.retentionMs }, String(req.params.id), null);
+      if (!job) return bad(res, 404, 'not_found', 'no such job');
+      res.json({ job: jobView(job) });
     }),
   );
 

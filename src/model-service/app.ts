@@ -44,7 +44,7 @@ export interface ModelServiceDeps {
 export type ModelServiceApp = express.Express & {
   /** Admission control state (requests admitted at once). */
   readonly admission: AdmissionGate;
-  /** From now on new requests get 503 + Retry-After (shutdown); in-flight ones continue. */
+  /** From now on new requests get 503 + Retry-After (shutdown); in-flight ones continue; the temp sweep stops. */
   startDraining(): void;
   /** The start-up sweep of request directories left by dead processes (resolves with the number removed). */
   readonly swept: Promise<number>;
@@ -96,7 +96,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
   app.set('etag', false);
   // Request directories of dead processes (kill -9) are removed at start, then periodically.
   const swept = sweepStaleRequestDirs(config.tmpDir);
-  setInterval(() => void sweepStaleRequestDirs(config.tmpDir), STALE_MS).unref();
+  const sweeper = setInterval(() => void sweepStaleRequestDirs(config.tmpDir), STALE_MS).unref();
 
   const workers = () => Math.max(1, engine.state().size || config.workers);
   const admission = new AdmissionGate(workers() * config.modelQueuePerWorker);
@@ -309,6 +309,8 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
     swept,
     startDraining() {
       draining = true;
+      // Shutting down: the periodic sweep of dead processes' directories stops with the service.
+      clearInterval(sweeper);
     },
   });
 }
