@@ -37,7 +37,7 @@ export const CHAINS: Record<ModelId, ChainDefinition> = {
     id: 'nsm-4',
     label: 'NSM-4 Studio',
     sample_rate: 16000,
-    description: 'DTLN run three times (the first pass averaged over two shifted frame grids), a stronger post-filter and the residual gate. The cleanest, about 4.6x the cost of NSM-2. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
+    description: 'DTLN run three times (the first pass averaged over two shifted frame grids), a stronger post-filter and the residual gate. The cleanest, about 4x the cost of NSM-2. Above 16 kHz (rate kept) the band above 8 kHz is filtered under its guidance.',
     files: [STAGE1_FILE, STAGE2_FILE],
   },
   'nsm-2-hd': {

@@ -161,7 +161,7 @@ export const MODEL_CHAINS: Record<Exclude<ModelId, 'nsm-2-hd'>, ChainSpec> = {
   'nsm-2': [{ dtln: {} }],
   // DTLN, the post-filter, the residual gate: ~1.8x nsm-2's cost (the post-filter's STFT is most of the extra).
   'nsm-3': [{ dtln: {} }, { postFilter: NSM3_POSTFILTER }, { gate: RESIDUAL_GATE }],
-  // DTLN three times (the first pass averaged over two frame grids), the stronger post-filter, the gate: ~4.6x.
+  // DTLN three times (the first pass averaged over two frame grids), the stronger post-filter, the gate: ~4x (3.8-4.6 measured).
   'nsm-4': [{ dtln: { grids: [0, 64] } }, { dtln: {} }, { dtln: {} }, { postFilter: NSM4_POSTFILTER }, { gate: RESIDUAL_GATE }],
 };
 
