@@ -11,6 +11,7 @@
 //   --compare A:B               also print the paired difference B - A, repeatable
 //   --split tune|holdout|all    real clips to score (default all); pairs are always scored unless --no-pairs
 //   --no-pairs, --no-peers, --no-fullband, --fullband-only
+//   --float                     score the chains' float output (default: as the API's default 16-bit WAV delivers it)
 //   --rtf                       also time each system in this thread (60 s of the real clips in 1 s chunks, median of
 //                               3; the engine's figure, with worker messaging, is `npm run bench`'s speed table)
 // DNSMOS scores are cached by content (scripts/lib/metrics.ts), so a rerun only scores outputs that changed.
@@ -23,12 +24,18 @@ import { denoiseBuffer } from '../../src/inference/offline';
 import { loadGraphs } from '../../src/inference/sessions';
 import { AlignedStream, concatAll } from '../../src/inference/stream';
 import type { ModelId } from '../../src/inference/types';
+import { decodeFrames, encodeInt16 } from '../../src/audio/wav';
 import { decodeAudio } from '../lib/audio-io';
 import { parseChainSpec } from '../lib/chain-dsl';
 import { listClips, type Clip } from '../lib/eval-kit';
 import { dnsmosCached, dnsmosCacheStats, evalDir, siSdr } from '../lib/metrics';
 import { bootstrapMean, mean, pairedDiff, type MeanCi, type PairedDiff } from '../lib/stats';
 import { fullBandAll, printFullBand } from './fullband';
+
+/** y as the API's default output delivers it: rounded to 16-bit PCM by the same encoder, read back. */
+function asInt16(y: Float32Array): Float32Array {
+  return decodeFrames(encodeInt16([y]), { format: 's16', channels: 1, blockAlign: 2 })[0];
+}
 
 export const LADDER: ModelId[] = ['nsm-1', 'nsm-2', 'nsm-3', 'nsm-4'];
 
@@ -161,6 +168,7 @@ export async function runQuality(argv: string[]): Promise<QualityReport | null> 
     dnsmos_cache: dnsmosCacheStats,
   };
 
+  const floatOutputs = argv.includes('--float');
   if (!fullbandOnly) {
     const audio = new Map<string, { x: Float32Array; clean?: Float32Array }>();
     for (const c of clips) audio.set(c.id, { x: decodeAudio(c.noisy, 16000)[0], clean: c.clean ? decodeAudio(c.clean, 16000)[0] : undefined });
@@ -169,12 +177,14 @@ export async function runQuality(argv: string[]): Promise<QualityReport | null> 
       const res: SystemResult = { name: sys.name, spec: sys.specText, clips: {}, summary: {} };
       for (const c of clips) {
         const { x, clean } = audio.get(c.id)!;
-        const y =
+        let y =
           sys.model === 'unprocessed'
             ? x
             : sys.model
               ? (await denoiseBuffer(graphs, sys.model, [x.slice()]))[0]
               : await runSpec(graphs, sys.spec!, x);
+        // Scored as the API returns it by default (16-bit WAV, encodeInt16), unless --float.
+        if (!floatOutputs && sys.model !== 'unprocessed') y = asInt16(y);
         const s = await dnsmosCached(y);
         res.clips[c.id] = { SIG: s.SIG, BAK: s.BAK, OVRL: s.OVRL, ...(clean ? { si_sdr_db: siSdr(y, clean) } : {}) };
       }
