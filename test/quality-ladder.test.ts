@@ -7,13 +7,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
 import { denoiseFile } from '../src/audio/pipeline';
-import { decodeFrames, encodeInt16 } from '../src/audio/wav';
 import { createInferenceEngine } from '../src/inference/engine';
 import { denoiseBuffer } from '../src/inference/offline';
 import { loadGraphs } from '../src/inference/sessions';
 import type { DtlnGraphs } from '../src/inference/dtln';
 import type { InferenceEngine, ModelId } from '../src/inference/types';
-import { decodeAudio, writeWavFloat } from '../scripts/lib/audio-io';
+import { asInt16, decodeAudio, writeWavFloat } from '../scripts/lib/audio-io';
 import { energyAbove } from '../scripts/bench/fullband';
 import { listClips } from '../scripts/lib/eval-kit';
 import { dnsmosP835, evalDir } from '../scripts/lib/metrics';
@@ -33,8 +32,6 @@ const CLIP_SECONDS = 9.5;
 // Measured on these excerpts as 16-bit output (2026-11-23): steps +0.119, +0.038, +0.068. The expected steps are
 // about half the measured ones, so a chain that stops improving on the one below it fails.
 const MIN_STEP: Record<string, number> = { 'nsm-2': 0.06, 'nsm-3': 0.015, 'nsm-4': 0.03 };
-/** Scored as the API's default output delivers it: 16-bit PCM (the encoder the WAV writer uses), read back. */
-const as16bit = (y: Float32Array): Float32Array => decodeFrames(encodeInt16([y]), { format: 's16', channels: 1, blockAlign: 2 })[0];
 
 withKit('model ladder on development clips (DNSMOS P.835)', () => {
   let graphs: DtlnGraphs;
@@ -48,7 +45,7 @@ withKit('model ladder on development clips (DNSMOS P.835)', () => {
       const x = decodeAudio(c.noisy, 16000)[0].slice(0, CLIP_SECONDS * 16000);
       for (const m of LADDER) {
         const [y] = await denoiseBuffer(graphs, m, [x.slice()]);
-        (ovrl[m] ??= []).push((await dnsmosP835(as16bit(y), { selfCheck: false })).OVRL);
+        (ovrl[m] ??= []).push((await dnsmosP835(asInt16(y), { selfCheck: false })).OVRL);
       }
     }
   }, 300_000);

@@ -24,18 +24,12 @@ import { denoiseBuffer } from '../../src/inference/offline';
 import { loadGraphs } from '../../src/inference/sessions';
 import { AlignedStream, concatAll } from '../../src/inference/stream';
 import type { ModelId } from '../../src/inference/types';
-import { decodeFrames, encodeInt16 } from '../../src/audio/wav';
-import { decodeAudio } from '../lib/audio-io';
+import { asInt16, decodeAudio } from '../lib/audio-io';
 import { parseChainSpec } from '../lib/chain-dsl';
 import { listClips, type Clip } from '../lib/eval-kit';
 import { dnsmosCached, dnsmosCacheStats, evalDir, siSdr } from '../lib/metrics';
 import { bootstrapMean, mean, pairedDiff, type MeanCi, type PairedDiff } from '../lib/stats';
 import { fullBandAll, printFullBand } from './fullband';
-
-/** y as the API's default output delivers it: rounded to 16-bit PCM by the same encoder, read back. */
-function asInt16(y: Float32Array): Float32Array {
-  return decodeFrames(encodeInt16([y]), { format: 's16', channels: 1, blockAlign: 2 })[0];
-}
 
 export const LADDER: ModelId[] = ['nsm-1', 'nsm-2', 'nsm-3', 'nsm-4'];
 

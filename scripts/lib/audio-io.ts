@@ -1,7 +1,13 @@
 // Decode / encode audio with ffmpeg for the benchmark and evaluation (float32 planar, any rate).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { decodeFrames, encodeInt16 } from '../../src/audio/wav';
 import { loadConfig } from '../../src/config';
+
+/** Mono `y` as the API's default output delivers it: rounded to 16-bit PCM by the WAV writer's encoder, read back. */
+export function asInt16(y: Float32Array): Float32Array {
+  return decodeFrames(encodeInt16([y]), { format: 's16', channels: 1, blockAlign: 2 })[0];
+}
 
 export function decodeAudio(file: string, sampleRate: number, channels = 1): Float32Array[] {
   const ff = loadConfig().ffmpegPath;

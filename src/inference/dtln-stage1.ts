@@ -7,7 +7,7 @@
 import * as ort from 'onnxruntime-node';
 import type { DtlnGraphs } from './dtln';
 import { RealFFT } from './fft';
-import { ChainProcessor } from './stream';
+import { ChainProcessor, concat } from './stream';
 
 const BLOCK = 512;
 const BINS = BLOCK / 2 + 1;
@@ -46,12 +46,7 @@ export class Stage1Chain implements ChainProcessor {
     const B = this.channels;
     const hop = this.hop;
     const tailLen = BLOCK - hop;
-    const sig = planar.map((x, b) => {
-      const s = new Float32Array(this.inBuf[b].length + x.length);
-      s.set(this.inBuf[b]);
-      s.set(x, this.inBuf[b].length);
-      return s;
-    });
+    const sig = planar.map((x, b) => concat(this.inBuf[b], x));
     const frames = Math.max(0, Math.floor((sig[0].length - tailLen) / hop));
     const out = Array.from({ length: B }, () => new Float32Array(frames * hop));
     for (let f0 = 0; f0 < frames; f0 += MAX_FRAMES_PER_RUN) {

@@ -4,6 +4,7 @@
 // gain opens `lookaheadHops` hops before a louder hop arrives (no clipped onsets) and stays open `holdHops` after it
 // (no cut word endings), then closes with a `releaseMs` time constant; it is interpolated sample by sample.
 // Streaming with a fixed latency of lookaheadHops * 128 samples; chunked output equals one-pass output.
+import { concat } from './stream';
 
 export interface GateOptions {
   /** Threshold below the tracked speech-peak level, dB (hops quieter than peak - depth are expanded). */
@@ -66,12 +67,7 @@ export class ResidualGate {
   }
 
   process(x: Float32Array): Float32Array {
-    let src = x;
-    if (this.pending.length > 0) {
-      src = new Float32Array(this.pending.length + x.length);
-      src.set(this.pending);
-      src.set(x, this.pending.length);
-    }
+    const src = concat(this.pending, x);
     const whole = Math.floor(src.length / HOP);
     const out = new Float32Array(whole * HOP);
     for (let h = 0; h < whole; h++) this.hop(src, h * HOP, out, h * HOP);

@@ -266,7 +266,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     const now = Date.now();
     let current: JobRecord = job;
     if (job.status === 'queued' || job.status === 'running') {
-      const canceled = await cancelJob({ ...deps, store, files, retentionMs: config.jobs.retentionMs }, job.id, ctx.workspaceId!);
+      const canceled = await cancelJob({ ...deps, retentionMs: config.jobs.retentionMs }, job.id, ctx.workspaceId!);
       if (!canceled) throw new JobApiError('job_not_found', `No job "${job.id}" in this workspace.`);
       current = canceled;
     }
