@@ -29,9 +29,10 @@ const LADDER: ModelId[] = ['nsm-1', 'nsm-2', 'nsm-3', 'nsm-4'];
  * while over the tune half and the held-out half it wins 76 % and 100 % of the clips.
  */
 const CLIP_SECONDS = 9.5;
-// Measured on these excerpts as 16-bit output (2026-11-23): steps +0.119, +0.038, +0.068. The expected steps are
-// about half the measured ones, so a chain that stops improving on the one below it fails.
-const MIN_STEP: Record<string, number> = { 'nsm-2': 0.06, 'nsm-3': 0.015, 'nsm-4': 0.03 };
+// Measured on these excerpts as dithered 16-bit output, as the API delivers it (2026-11-23): steps +0.109, +0.073,
+// +0.089 (+0.119, +0.038, +0.068 before the output dither). The expected steps are about half the measured ones, so
+// a chain that stops improving on the one below it fails.
+const MIN_STEP: Record<string, number> = { 'nsm-2': 0.055, 'nsm-3': 0.035, 'nsm-4': 0.045 };
 
 withKit('model ladder on development clips (DNSMOS P.835)', () => {
   let graphs: DtlnGraphs;

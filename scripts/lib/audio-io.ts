@@ -1,12 +1,14 @@
 // Decode / encode audio with ffmpeg for the benchmark and evaluation (float32 planar, any rate).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { LowFrequencyDither } from '../../src/audio/dither';
 import { decodeFrames, encodeInt16 } from '../../src/audio/wav';
 import { loadConfig } from '../../src/config';
 
-/** Mono `y` as the API's default output delivers it: rounded to 16-bit PCM by the WAV writer's encoder, read back. */
-export function asInt16(y: Float32Array): Float32Array {
-  return decodeFrames(encodeInt16([y]), { format: 's16', channels: 1, blockAlign: 2 })[0];
+/** Mono `y` as the API's default output delivers it: dithered and rounded to 16-bit PCM as the WAV sink does, read back. */
+export function asInt16(y: Float32Array, sampleRate = 16000): Float32Array {
+  const dithered = new LowFrequencyDither(sampleRate, 1).process([y]);
+  return decodeFrames(encodeInt16(dithered), { format: 's16', channels: 1, blockAlign: 2 })[0];
 }
 
 export function decodeAudio(file: string, sampleRate: number, channels = 1): Float32Array[] {

@@ -4,11 +4,13 @@
 //   FfmpegSink      FLAC, MP3, Opus, M4A, or WAV at another rate: an ffmpeg encoder child (soxr resampling) fed
 //                   through its stdin; codec, bitrate and container come from formats.ts.
 //
-// Both turn non-finite samples into silence before encoding (never full-scale garbage), and both apply backpressure:
-// write() resolves once the bytes were taken (file write done, or the encoder's stdin drained).
+// Both turn non-finite samples into silence before encoding (never full-scale garbage), both dither what they round
+// to 16 bits (dither.ts; not the lossy codecs, which take float), and both apply backpressure: write() resolves once
+// the bytes were taken (file write done, or the encoder's stdin drained).
 import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import type { Config } from '../config';
+import { LowFrequencyDither } from './dither';
 import { AudioPipelineError } from './errors';
 import { FORMATS, type OutputFormat } from './formats';
 import { killChild, spawnFfmpeg, StderrTail, waitForExit, writeToChild } from './ffmpeg';
@@ -37,7 +39,10 @@ export interface SinkOptions {
 export async function openSink(config: Config, outputPath: string, opts: SinkOptions): Promise<AudioSink> {
   if (opts.inProcessWav && os.endianness() === 'LE' && opts.format === 'wav' && opts.outputRate === opts.modelRate) {
     try {
-      return new WavFileSink(await WavWriter.create(outputPath, opts.channels, opts.modelRate));
+      return new WavFileSink(
+        await WavWriter.create(outputPath, opts.channels, opts.modelRate),
+        new LowFrequencyDither(opts.modelRate, opts.channels),
+      );
     } catch (err) {
       throw outputError(err);
     }
@@ -52,12 +57,15 @@ function outputError(err: unknown): AudioPipelineError {
 
 class WavFileSink implements AudioSink {
   private done = false;
-  constructor(private readonly writer: WavWriter) {}
+  constructor(
+    private readonly writer: WavWriter,
+    private readonly dither: LowFrequencyDither,
+  ) {}
 
   async write(planar: Float32Array[]): Promise<void> {
     // encodeInt16 turns non-finite samples into 0 itself.
     try {
-      await this.writer.write(planar);
+      await this.writer.write(this.dither.process(planar));
     } catch (err) {
       throw outputError(err);
     }
@@ -85,8 +93,11 @@ class FfmpegSink implements AudioSink {
   private readonly stderr = new StderrTail();
   private inputEnded = false;
   private aborted = false;
+  /** 16-bit PCM formats only: ffmpeg rounds (after resampling, which keeps the dither's low band). */
+  private readonly dither: LowFrequencyDither | null;
 
   constructor(config: Config, outputPath: string, opts: SinkOptions) {
+    this.dither = FORMATS[opts.format].lossy ? null : new LowFrequencyDither(opts.modelRate, opts.channels);
     this.child = spawnFfmpeg(config.ffmpegPath, [
       '-loglevel', 'error',
       '-f', 'f32le', '-ar', String(opts.modelRate), '-ac', String(opts.channels), '-i', 'pipe:0',
@@ -112,8 +123,9 @@ class FfmpegSink implements AudioSink {
 
   async write(planar: Float32Array[]): Promise<void> {
     if (planar.length === 0 || planar[0].length === 0) return;
-    silenceNonFinite(planar); // in place: the arrays belong to the pipeline
-    await writeToChild(this.child, interleave(planar));
+    const out = this.dither ? this.dither.process(planar) : planar;
+    silenceNonFinite(out); // in place: the dithered copy, or the pipeline's arrays (they are done with)
+    await writeToChild(this.child, interleave(out));
   }
 
   async close(): Promise<void> {
