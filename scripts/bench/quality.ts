@@ -177,7 +177,7 @@ export async function runQuality(argv: string[]): Promise<QualityReport | null> 
             : sys.model
               ? (await denoiseBuffer(graphs, sys.model, [x.slice()]))[0]
               : await runSpec(graphs, sys.spec!, x);
-        // Scored as the API returns it by default (16-bit WAV, encodeInt16), unless --float.
+        // Scored as the API returns it by default (16-bit WAV: dithered, then rounded by encodeInt16), unless --float.
         if (!floatOutputs && sys.model !== 'unprocessed') y = asInt16(y);
         const s = await dnsmosCached(y);
         res.clips[c.id] = { SIG: s.SIG, BAK: s.BAK, OVRL: s.OVRL, ...(clean ? { si_sdr_db: siSdr(y, clean) } : {}) };
