@@ -6,8 +6,9 @@
 // (quantisation distortion); DNSMOS scored that 0.04–0.06 OVRL below the same audio in float. Dither makes the
 // rounding error independent of the signal; putting the dither's own power below a few hundred hertz, where hearing
 // is least sensitive (and where a 16 kHz file has no inaudible high band to hide it in), keeps it out of the speech
-// band: white TPDF dither of the same level cost OVRL, this one recovers the float scores (docs/engine.md, "Output
-// dither"). Level: ~1 LSB RMS (−90 dBFS), i.e. below the threshold of hearing at any sane playback gain.
+// band: flat TPDF dither changed nothing measurable and white noise of the same level cost OVRL, while this one
+// recovers the float scores (docs/engine.md, "Output dither"). Level: ~1 LSB RMS (−90 dBFS), below the threshold of
+// hearing at any sane playback gain.
 //
 // The noise is TPDF (difference of two uniforms) through a one-pole low-pass whose corner is fixed in hertz, so it is
 // the same at every sample rate; each channel has its own deterministic generator, so a file always encodes to the
