@@ -303,6 +303,9 @@ class PipelineRun {
     );
     const total = source.durationS;
     let framesIn = 0;
+    // One chunk ahead: the next chunk is pushed before the previous one's output is metered and written, so the
+    // worker goes on with it meanwhile (the engine keeps a stream's requests in order).
+    let ahead: Promise<Float32Array[]> | null = null;
     for (;;) {
       this.throwIfFailed();
       const planar = await this.guard(source.read(chunkFrames));
@@ -312,10 +315,13 @@ class PipelineRun {
       framesIn += n;
       checkDecodedDuration(config, framesIn / modelRate);
       inMeter.push(planar); // before push: the engine takes the arrays
-      const out = await this.guard(stream.push(planar));
-      await emit(out);
+      const out = this.guard(stream.push(planar));
+      out.catch(() => undefined); // a failure is thrown where it is awaited, below or after the loop
+      if (ahead) await emit(await ahead);
+      ahead = out;
       opts.onProgress?.(framesIn / modelRate, total);
     }
+    if (ahead) await emit(await ahead);
     if (this.aborted) throw new AudioAbortedError();
     await this.guard(source.finish());
     if (framesIn === 0) throw new AudioInputError('could not decode: no audio samples in the file');
