@@ -42,6 +42,6 @@ export function parseChainSpec(text: string): ChainSpec {
         },
       };
     }
-    throw new Error(`cannot read chain stage "${p}" (expected dtln[1][@offsets] or pf:beta:floorDb[:windowS[:lift|window]])`);
+    throw new Error(`cannot read chain stage "${p}" (expected dtln[1][@offsets], stage1:hop, pf:beta:floorDb[:windowS[:lift|window]] or gate:depth:ratio:max[:look:hold:releaseMs[:decay]])`);
   });
 }

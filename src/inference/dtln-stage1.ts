@@ -5,14 +5,10 @@
 // overlap-add buffers are carried between calls, so chunking does not change the output. JS FFT (fft.ts): with half
 // the frames, the STFT is a small share of the cost.
 import * as ort from 'onnxruntime-node';
-import type { DtlnGraphs } from './dtln';
+import { BINS, BLOCK, LAYERS, UNITS, type DtlnGraphs } from './dtln';
 import { RealFFT } from './fft';
 import { ChainProcessor, concat } from './stream';
 
-const BLOCK = 512;
-const BINS = BLOCK / 2 + 1;
-const UNITS = 128;
-const LAYERS = 2;
 /** Frames per stream per session.run: bounds the buffers whatever the chunk length. */
 const MAX_FRAMES_PER_RUN = 512;
 

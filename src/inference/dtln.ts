@@ -7,8 +7,9 @@ import { borrowStft, returnStft, type StftBackend, type StftBuffers } from './st
 export const BLOCK = 512;
 export const HOP = 128;
 export const BINS = BLOCK / 2 + 1;
-const UNITS = 128;
-const LAYERS = 2;
+/** LSTM size of both stages: units per layer, layers (their states are [LAYERS, batch, UNITS]). */
+export const UNITS = 128;
+export const LAYERS = 2;
 /** Output sample i of the core stream belongs to input sample i - LATENCY (the reference's 384-sample delay). */
 export const DTLN_LATENCY = BLOCK - HOP;
 /** Frames per session.run: bounds memory when a caller pushes a very long chunk at once (~8 s of audio). */
