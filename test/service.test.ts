@@ -8,7 +8,8 @@ import { createInferenceEngine } from '../src/inference/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { createModelServiceApp } from '../src/model-service/app';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from '../src/model-service/names';
-import { eventually, fixture, readZip, tmpEntries, testConfig } from './service-helpers';
+import { IN_MEMORY_UPLOAD_BYTES } from '../src/model-service/uploads';
+import { eventually, fixture, noiseWav, readZip, tmpEntries, testConfig } from './service-helpers';
 
 const TOKEN = 'service-test-token-0123456789abcdef';
 /** supertest against the model service with the gateway's credentials on every request. */
@@ -185,6 +186,67 @@ describe('model service app alone', () => {
     expect(sample.body.detail).toMatch(/sample clip is not installed/);
     await eventually(() => tmpEntries(config).length === 0);
   });
+
+  /** A batch of one file through the model service: the output bytes, from the zip (the batch path uses temp files). */
+  async function batchOutput(app: Parameters<typeof request.agent>[0], data: Buffer, name: string): Promise<Buffer> {
+    const batch = await authed(app)
+      .post('/denoise/batch')
+      .attach('files', data, { filename: name })
+      .buffer(true)
+      .parse((res, cb) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => cb(null, Buffer.concat(chunks)));
+      });
+    expect(batch.status).toBe(200);
+    return readZip(batch.body as Buffer).find((e) => e.name.endsWith('_denoised.wav'))!.data;
+  }
+
+  test('a small WAV is denoised in memory: no temp file, the same bytes as through temp files', async () => {
+    // TMP_DIR is a regular file here: any request directory would fail to be created.
+    const blocked = path.join(config.dataDir, 'not-a-directory');
+    fs.writeFileSync(blocked, 'x');
+    const app = createModelServiceApp({ config: { ...config, tmpDir: blocked }, engine, token: TOKEN });
+    const wav = fs.readFileSync(fixture('speech-noisy-16k-mono.wav'));
+    const single = await authed(app).post('/denoise').attach('file', wav, { filename: 'a.wav' }).buffer(true);
+    expect(single.status).toBe(200);
+    expect(single.headers['content-length']).toBe(String((single.body as Buffer).length));
+    const json = await authed(app).post('/denoise').field('response', 'json').attach('file', wav, { filename: 'a.wav' });
+    expect(json.status).toBe(200);
+    expect(Buffer.from(json.body.audio_base64 as string, 'base64').equals(single.body as Buffer)).toBe(true);
+
+    // The same upload through temp files (a batch, with a usable TMP_DIR): identical bytes.
+    const viaFiles = await batchOutput(createModelServiceApp({ config, engine, token: TOKEN }), wav, 'a.wav');
+    expect((single.body as Buffer).equals(viaFiles)).toBe(true);
+
+    // What needs ffmpeg (another format, or a loudness target's spool) does need the directory: 500 here.
+    const flac = await authed(app).post('/denoise').attach('file', fixture('speech-noisy-44k1-stereo.flac'));
+    expect(flac.status).toBe(500);
+    const normalised = await authed(app).post('/denoise').field('loudness_lufs', '-16').attach('file', wav, { filename: 'a.wav' });
+    expect(normalised.status).toBe(500);
+  });
+
+  test('uploads that need a file get one: another format, a loudness target, or more than the in-memory limit', async () => {
+    const app = createModelServiceApp({ config, engine, token: TOKEN });
+    const flac = fs.readFileSync(fixture('speech-noisy-44k1-stereo.flac'));
+    const fromFlac = await authed(app).post('/denoise').attach('file', flac, { filename: 'b.flac' }).buffer(true);
+    expect(fromFlac.status).toBe(200);
+    expect((fromFlac.body as Buffer).equals(await batchOutput(app, flac, 'b.flac'))).toBe(true);
+
+    const wav = fs.readFileSync(fixture('speech-noisy-16k-mono.wav'));
+    const normalised = await authed(app).post('/denoise').field('loudness_lufs', '-16').attach('file', wav, { filename: 'a.wav' });
+    expect(normalised.status).toBe(200);
+    expect(JSON.parse(String(normalised.headers['x-ns-stats'])).loudness_target_lufs).toBe(-16);
+
+    // Past IN_MEMORY_UPLOAD_BYTES the upload goes to disk while it arrives (what came so far first).
+    const long = noiseWav(Math.ceil(IN_MEMORY_UPLOAD_BYTES / 32000) + 5);
+    expect(long.length).toBeGreaterThan(IN_MEMORY_UPLOAD_BYTES);
+    const big = await authed(app).post('/denoise').attach('file', long, { filename: 'long.wav' }).buffer(true);
+    expect(big.status).toBe(200);
+    expect(JSON.parse(String(big.headers['x-ns-stats'])).duration_s).toBeCloseTo((long.length - 44) / 32000, 2);
+    expect((big.body as Buffer).equals(await batchOutput(app, long, 'long.wav'))).toBe(true);
+    await eventually(() => tmpEntries(config).length === 0);
+  }, 60_000);
 
   test('stale request directories from a crashed process are swept at start', async () => {
     const stale = path.join(config.tmpDir, 'req-stale');

@@ -80,11 +80,14 @@ describe('kill -9 and restart on a shared TMP_DIR', () => {
     return { child, url: `http://127.0.0.1:${port}` };
   }
 
-  /** Starts an upload that stops half-way, so the service holds a request directory; resolves with its name. */
+  /**
+   * Starts an upload that stops half-way, so the service holds a request directory; resolves with its name. A batch:
+   * /denoise keeps a small file in memory and makes no directory.
+   */
   async function stalledUpload(url: string): Promise<string> {
     const before = new Set(fs.existsSync(tmpDir) ? fs.readdirSync(tmpDir) : []);
-    const { body, contentType } = multipartBody([{ name: 'file', filename: 'a.wav', data: fs.readFileSync(fixture('speech-noisy-16k-mono.wav')) }]);
-    const req = http.request(`${url}/denoise`, {
+    const { body, contentType } = multipartBody([{ name: 'files', filename: 'a.wav', data: fs.readFileSync(fixture('speech-noisy-16k-mono.wav')) }]);
+    const req = http.request(`${url}/denoise/batch`, {
       method: 'POST',
       headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': contentType, 'Content-Length': body.length },
     });

@@ -30,12 +30,14 @@ import { LoudnessNormalizer } from './normalize';
 import { FloatSpool } from './spool';
 import { checkDecodedDuration, checkInputLimits } from './limits';
 import { assertReadableFile } from './probe';
-import { openSink, type AudioSink } from './sinks';
-import { openSource, type AudioSource } from './sources';
+import { MemoryFile } from './memory-file';
+import { openSink, writesInProcess, type AudioSink } from './sinks';
+import { openSource, type AudioSource, type SourceInput } from './sources';
 
 export { AudioAbortedError, AudioInputError, AudioPipelineError, AudioTooLongError } from './errors';
 
 export type { OutputFormat } from './formats';
+export type { InMemoryInput, SourceInput } from './sources';
 
 /** Largest gain loudness normalisation applies (a near-silent file is not blown up into its noise floor). */
 export const MAX_NORMALIZATION_GAIN_DB = 30;
@@ -108,19 +110,45 @@ export function modelRateFor(model: ModelId): number {
   return CHAINS[model].sample_rate;
 }
 
+/** Denoises the file at `inputPath` into `outputPath`. */
 export async function denoiseFile(
   deps: DenoiseFileDeps,
   inputPath: string,
   outputPath: string,
   opts: DenoiseFileOptions,
 ): Promise<DenoiseStats> {
+  const { stats } = await denoise(deps, inputPath, { inMemory: false, path: async () => outputPath }, opts);
+  return stats;
+}
+
+/** Where denoise() puts the output. */
+export interface DenoiseTarget {
+  /**
+   * true: when the input is in memory and the output is a WAV written in-process (no loudness target), the output
+   * stays in memory too: no bigger than the input's frames at 16 bits, so bounded by the upload's size.
+   */
+  inMemory: boolean;
+  /** The output file's path otherwise (called at most once). */
+  path(): Promise<string>;
+}
+
+/** The finished output: a file, or bytes in memory. */
+export type DenoiseOutput = { path: string } | { bytes: Buffer };
+
+/** Denoises `input` (a path, or an upload in memory) into a file or, for small WAV round trips, into memory. */
+export async function denoise(
+  deps: DenoiseFileDeps,
+  input: SourceInput,
+  target: DenoiseTarget,
+  opts: DenoiseFileOptions,
+): Promise<{ stats: DenoiseStats; output: DenoiseOutput }> {
   const started = process.hrtime.bigint();
   if (opts.signal?.aborted) throw new AudioAbortedError();
-  await assertReadableFile(inputPath);
-  // Absolute paths: ffmpeg reads names like "concat:a|b" as protocol URLs.
-  const run = new PipelineRun(deps, path.resolve(inputPath), path.resolve(outputPath), opts);
+  if (typeof input === 'string') await assertReadableFile(input);
+  else if (input.file.size === 0) throw new AudioInputError('file is empty');
+  const run = new PipelineRun(deps, input, target, opts);
   try {
-    const { frames, source, stream, loudness } = await run.execute();
+    const { frames, source, stream, loudness, output } = await run.execute();
     const processingS = Number(process.hrtime.bigint() - started) / 1e9;
     const durationS = frames / stream.sampleRate;
     const stats: DenoiseStats = {
@@ -146,10 +174,10 @@ export async function denoiseFile(
       stats.loudness_gain_db = round(loudness.gainDb, 2);
       stats.output_true_peak_dbtp = loudness.truePeak === null ? null : round(loudness.truePeak, 2);
     }
-    return stats;
+    return { stats, output };
   } catch (err) {
     await run.teardown();
-    await fs.promises.rm(outputPath, { force: true }).catch(() => undefined);
+    if (run.outputPath) await fs.promises.rm(run.outputPath, { force: true }).catch(() => undefined);
     throw err;
   } finally {
     await run.dispose();
@@ -159,6 +187,8 @@ export async function denoiseFile(
 /** State of one denoiseFile call: source, engine stream, sink, abort wiring. */
 class PipelineRun {
   outputRate = 0;
+  /** The output file, once there is one (null while the output is in memory). */
+  outputPath: string | null = null;
   private source: AudioSource | null = null;
   private sink: AudioSink | null = null;
   private spool: FloatSpool | null = null;
@@ -177,8 +207,8 @@ class PipelineRun {
 
   constructor(
     private readonly deps: DenoiseFileDeps,
-    private readonly inputPath: string,
-    private readonly outputPath: string,
+    private readonly input: SourceInput,
+    private readonly target: DenoiseTarget,
     private readonly opts: DenoiseFileOptions,
   ) {
     opts.signal?.addEventListener('abort', this.onAbort, { once: true });
@@ -230,7 +260,7 @@ class PipelineRun {
     return this.guard(p);
   }
 
-  async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream; loudness: LoudnessResult }> {
+  async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream; loudness: LoudnessResult; output: DenoiseOutput }> {
     const { config, engine } = this.deps;
     const opts = this.opts;
     const nativeRate = modelRateFor(opts.model);
@@ -239,7 +269,7 @@ class PipelineRun {
     // input's own band above it, filtered under the chain's guidance): decoded at 48 kHz for that.
     const rateFor = (inputRate: number) => (opts.keepInputSampleRate && nativeRate === 16000 && inputRate > 16000 ? 48000 : nativeRate);
     const source = await this.acquire(
-      openSource(config, this.inputPath, rateFor, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
+      openSource(config, this.input, rateFor, { inProcessWav: inProcess, onFailure: (e) => this.fail(e) }),
       (s) => s.abort(),
     );
     const modelRate = source.rate;
@@ -269,17 +299,17 @@ class PipelineRun {
     const inMeter = new LoudnessMeter(modelRate, source.channels);
     const outMeter = new LoudnessMeter(modelRate, source.channels);
 
-    const sink = await this.acquire(
-      openSink(config, this.outputPath, {
-        format: opts.outputFormat,
-        channels: source.channels,
-        modelRate,
-        outputRate: this.outputRate,
-        inProcessWav: inProcess,
-        onFailure: (e) => this.fail(e),
-      }),
-      (k) => k.abort(),
-    );
+    const sinkOptions = {
+      format: opts.outputFormat,
+      channels: source.channels,
+      modelRate,
+      outputRate: this.outputRate,
+      inProcessWav: inProcess,
+      onFailure: (e: Error) => this.fail(e),
+    };
+    const memory = this.target.inMemory && source.inMemory === true && target === null && writesInProcess(sinkOptions) ? new MemoryFile() : null;
+    if (!memory) this.outputPath = path.resolve(await this.guard(this.target.path()));
+    const sink = await this.acquire(openSink(config, memory ?? this.outputPath!, sinkOptions), (k) => k.abort());
     this.sink = sink;
     if (target !== null) this.spool = await this.guard(FloatSpool.create(`${this.outputPath}.spool`, source.channels));
     const spool = this.spool;
@@ -385,7 +415,8 @@ class PipelineRun {
     }
     await this.guard(sink.close());
     this.sink = null;
-    return { frames: framesIn, source, stream, loudness };
+    const output: DenoiseOutput = memory ? { bytes: memory.contents() } : { path: this.outputPath! };
+    return { frames: framesIn, source, stream, loudness, output };
   }
 
   /**

@@ -15,6 +15,7 @@ import { AudioPipelineError } from './errors';
 import { FORMATS, type OutputFormat } from './formats';
 import { killChild, spawnFfmpeg, StderrTail, waitForExit, writeToChild } from './ffmpeg';
 import { interleave, silenceNonFinite } from './interleave';
+import type { MemoryFile } from './memory-file';
 import { WavWriter } from './wav';
 
 export interface AudioSink {
@@ -36,18 +37,25 @@ export interface SinkOptions {
   onFailure(err: Error): void;
 }
 
-export async function openSink(config: Config, outputPath: string, opts: SinkOptions): Promise<AudioSink> {
-  if (opts.inProcessWav && os.endianness() === 'LE' && opts.format === 'wav' && opts.outputRate === opts.modelRate) {
+/** Whether the output is written in-process (16-bit WAV at the model's rate), which a MemoryFile output requires. */
+export function writesInProcess(opts: SinkOptions): boolean {
+  return opts.inProcessWav && os.endianness() === 'LE' && opts.format === 'wav' && opts.outputRate === opts.modelRate;
+}
+
+/** Opens the sink for `output`: a path, or (where writesInProcess) an empty MemoryFile. */
+export async function openSink(config: Config, output: string | MemoryFile, opts: SinkOptions): Promise<AudioSink> {
+  if (writesInProcess(opts)) {
     try {
       return new WavFileSink(
-        await WavWriter.create(outputPath, opts.channels, opts.modelRate),
+        await WavWriter.create(output, opts.channels, opts.modelRate),
         new LowFrequencyDither(opts.modelRate, opts.channels),
       );
     } catch (err) {
       throw outputError(err);
     }
   }
-  return new FfmpegSink(config, outputPath, opts);
+  if (typeof output !== 'string') throw new Error('only 16-bit WAV at the model rate can be written to memory');
+  return new FfmpegSink(config, output, opts);
 }
 
 function outputError(err: unknown): AudioPipelineError {

@@ -9,6 +9,7 @@
 //                       separate probe run; a failure before the header is reported like the probe did.
 import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
+import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config';
 import { AudioInputError, AudioPipelineError } from './errors';
@@ -16,7 +17,18 @@ import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit, wr
 import { checkInputLimits, type AudioLimits } from './limits';
 import { cleanDetail, opusInputSampleRate, parseBanner, probeFailure } from './probe';
 import { deinterleave, interleave, silenceNonFinite } from './interleave';
+import type { MemoryFile } from './memory-file';
 import { parseWav, WavReader } from './wav';
+
+/** An input held in memory (a small upload), and how to put it in a file when a decoder child needs one. */
+export interface InMemoryInput {
+  file: MemoryFile;
+  /** Writes the bytes to a file once and resolves with its path. */
+  spill(): Promise<string>;
+}
+
+/** A path, or an input in memory. */
+export type SourceInput = string | InMemoryInput;
 
 export interface AudioSource {
   /** Rate of the samples read() returns (the rate asked for; see RateChoice). */
@@ -28,6 +40,8 @@ export interface AudioSource {
   readonly container: string;
   /** Duration from the header or container, null when unknown. */
   readonly durationS: number | null;
+  /** true: read in-process from an input in memory, so the frame count is exact and bounded by its size. */
+  readonly inMemory?: boolean;
   /** Up to maxFrames frames at the model rate (planar, finite samples), or null at the end of the audio. */
   read(maxFrames: number): Promise<Float32Array[] | null>;
   /** After read() returned null: resolves once the decoder finished cleanly, rejects with its error. */
@@ -53,13 +67,13 @@ export type RateChoice = number | ((inputRate: number) => number);
 /** How long ffmpeg may take to print the banner and the WAV header (the probe's old bound). */
 const HEADER_TIMEOUT_MS = 30_000;
 
-export async function openSource(config: Config, inputPath: string, rate: RateChoice, opts: SourceOptions): Promise<AudioSource> {
+export async function openSource(config: Config, input: SourceInput, rate: RateChoice, opts: SourceOptions): Promise<AudioSource> {
   const rateFor = typeof rate === 'number' ? () => rate : rate;
   /** The input's rate when a WAV header already gave it. */
   let known: number | null = null;
   // Typed-array views read little-endian samples only on a little-endian host (x64, arm64: all we run on).
   if (opts.inProcessWav && os.endianness() === 'LE') {
-    const reader = await WavReader.open(inputPath);
+    const reader = await WavReader.open(typeof input === 'string' ? input : input.file);
     if (reader) {
       const info = reader.info;
       try {
@@ -70,7 +84,7 @@ export async function openSource(config: Config, inputPath: string, rate: RateCh
         throw err;
       }
       const modelRate = rateFor(info.sampleRate);
-      if (info.sampleRate === modelRate) return new WavFileSource(reader);
+      if (info.sampleRate === modelRate) return new WavFileSource(reader, typeof input !== 'string');
       // Float samples may be NaN/Inf, which soxr would smear over its filter length: clean them here first. Integer
       // PCM cannot hold them, and ffmpeg reading the file itself costs less than piping it through this process.
       if (info.format === 'f32' || info.format === 'f64') return new ResampledWavSource(config, reader, modelRate, opts.onFailure);
@@ -78,6 +92,8 @@ export async function openSource(config: Config, inputPath: string, rate: RateCh
       await reader.close();
     }
   }
+  // Absolute: ffmpeg reads names like "concat:a|b" as protocol URLs.
+  const inputPath = path.resolve(typeof input === 'string' ? input : await input.spill());
   const guess = rateFor(known ?? 48000);
   const source = await FfmpegSource.open(config, inputPath, guess, config);
   const want = rateFor(source.inputRate);
@@ -95,7 +111,10 @@ class WavFileSource implements AudioSource {
   readonly durationS: number;
   private closed = false;
 
-  constructor(private readonly reader: WavReader) {
+  constructor(
+    private readonly reader: WavReader,
+    readonly inMemory: boolean,
+  ) {
     const info = reader.info;
     this.rate = info.sampleRate;
     this.channels = info.channels;

@@ -13,6 +13,20 @@
 // with the sizes at the end, or turned into RF64 (the reserved JUNK chunk becomes ds64) above 4 GiB, byte for byte
 // the layout `ffmpeg -rf64 auto -fflags +bitexact` writes.
 import fs from 'node:fs';
+import type { MemoryFile } from './memory-file';
+
+/** What the reader needs of a file: a FileHandle, or a MemoryFile (small uploads kept in memory). */
+interface ReadableFile {
+  read(buffer: Buffer, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
+  stat(): Promise<{ size: number }>;
+  close(): Promise<void>;
+}
+
+/** What the writer needs of a file: a FileHandle, or a MemoryFile. */
+interface WritableFile {
+  write(buffer: Buffer, offset: number, length: number, position: number): Promise<unknown>;
+  close(): Promise<void>;
+}
 
 export type WavSampleFormat = 'u8' | 's16' | 's24' | 's32' | 'f32' | 'f64';
 
@@ -173,13 +187,13 @@ export function decodeFrames(bytes: Buffer, info: Pick<WavInfo, 'format' | 'chan
 export class WavReader {
   private pos = 0;
   private constructor(
-    private readonly fh: fs.promises.FileHandle,
+    private readonly fh: ReadableFile,
     readonly info: WavInfo,
   ) {}
 
-  /** Opens `file`; resolves null (handle closed) when it is not a WAV this reader handles. */
-  static async open(file: string): Promise<WavReader | null> {
-    const fh = await fs.promises.open(file, 'r');
+  /** Opens `file` (a path, or a file in memory); resolves null (handle closed) when it is not a WAV this reader handles. */
+  static async open(file: string | MemoryFile): Promise<WavReader | null> {
+    const fh: ReadableFile = typeof file === 'string' ? await fs.promises.open(file, 'r') : file;
     try {
       const { size } = await fh.stat();
       const head = Buffer.alloc(Math.min(WAV_HEAD_BYTES, size));
@@ -251,13 +265,14 @@ const HEADER_BYTES = 80; // RIFF(12) + JUNK/ds64(8 + 28) + fmt(8 + 16) + data(8)
 export class WavWriter {
   private dataBytes = 0;
   private constructor(
-    private readonly fh: fs.promises.FileHandle,
+    private readonly fh: WritableFile,
     private readonly channels: number,
     private readonly sampleRate: number,
   ) {}
 
-  static async create(file: string, channels: number, sampleRate: number): Promise<WavWriter> {
-    const fh = await fs.promises.open(file, 'w');
+  /** Creates `file` (a path), or writes into an empty MemoryFile. */
+  static async create(file: string | MemoryFile, channels: number, sampleRate: number): Promise<WavWriter> {
+    const fh: WritableFile = typeof file === 'string' ? await fs.promises.open(file, 'w') : file;
     const w = new WavWriter(fh, channels, sampleRate);
     try {
       await fh.write(w.header(), 0, HEADER_BYTES, 0);

@@ -83,7 +83,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
         const max = config.jobs.maxUploadBytes;
         if (Number.isFinite(declared) && declared > max) throw tooLarge(`the input is larger than ${max} bytes`);
 
-        const inputPath = path.join(scope.dir, 'input');
+        const inputPath = path.join(await scope.dir(), 'input');
         let received = 0;
         const counter = new Transform({
           transform(chunk: Buffer, _enc, cb) {
@@ -113,7 +113,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
           if (Date.now() - lastSent >= KEEPALIVE_MS - 100) sendProgress();
         }, 1000);
         const ext = params.outputFormat;
-        const outPath = path.join(scope.dir, `output.${ext}`);
+        const outPath = path.join(await scope.dir(), `output.${ext}`);
         try {
           const stats = await denoiseFile({ config, engine }, inputPath, outPath, {
             model: params.model,

@@ -7,7 +7,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import archiver from 'archiver';
 import { PROJECT_ROOT, type Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
-import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../audio/pipeline';
+import { AudioAbortedError, AudioInputError, denoise, denoiseFile, type DenoiseStats } from '../audio/pipeline';
 import { createJobStreamRouter } from '../jobs/stream-endpoint';
 import type { ModelServiceMetrics } from '../metrics';
 import { FORMATS, type OutputFormat } from '../audio/formats';
@@ -21,6 +21,7 @@ import {
   DEFAULT_UPLOAD_LIMITS,
   receiveUpload,
   STALE_MS,
+  uploadInput,
   sweepStaleRequestDirs,
   withRequestScope,
   type RequestScope,
@@ -146,16 +147,22 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
         const { files, params } = await receive('single', scope, req, res);
         const upload = files[0];
         const ext = params.outputFormat;
-        const outPath = path.join(scope.dir, `output.${ext}`);
-        const stats = await denoiseFile({ config, engine }, upload.path, outPath, pipelineOptions(params, scope.signal));
+        const { stats, output } = await denoise(
+          { config, engine },
+          uploadInput(upload, scope),
+          { inMemory: true, path: async () => path.join(await scope.dir(), `output.${ext}`) },
+          pipelineOptions(params, scope.signal),
+        );
         deps.metrics?.fileDone(stats);
         const filename = `${safeBaseName(upload.originalname)}_denoised.${ext}`;
         res.setHeader('X-NS-Stats', headerJson(stats));
+        const body = 'bytes' in output ? output.bytes : output.path;
         if (params.response === 'json') {
-          await sendJsonWithFiles(res, 200, { filename, stats, audio_base64: new FileBase64(outPath) });
+          await sendJsonWithFiles(res, 200, { filename, stats, audio_base64: new FileBase64(body) });
           return;
         }
-        await sendFile(res, outPath, contentTypeOf(ext), filename);
+        if (typeof body === 'string') await sendFile(res, body, contentTypeOf(ext), filename);
+        else sendBytes(res, body, contentTypeOf(ext), filename);
       },
       fail(res),
     ),
@@ -169,7 +176,8 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
         const { files, params } = await receive('batch', scope, req, res);
         const started = process.hrtime.bigint();
         const ext = params.outputFormat;
-        const outputs: string[] = files.map((_, i) => path.join(scope.dir, `output-${i}.${ext}`));
+        const dir = await scope.dir();
+        const outputs: string[] = files.map((_, i) => path.join(dir, `output-${i}.${ext}`));
         const results: Array<DenoiseStats | Error> = new Array(files.length);
 
         // Bounded concurrency: as many files at once as the engine has workers.
@@ -316,6 +324,15 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
 }
 
 /** Streams a file with Content-Length; resolves when the body was handed to the socket or the client left. */
+/** Sends an output kept in memory. */
+function sendBytes(res: Response, bytes: Buffer, contentType: string, filename: string): void {
+  res.status(200);
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('Content-Length', String(bytes.length));
+  res.setHeader('Content-Disposition', contentDisposition(filename));
+  res.end(bytes);
+}
+
 async function sendFile(
   res: Response,
   filePath: string,

@@ -1,13 +1,14 @@
-// Sends JSON whose `audio_base64` strings are files on disk, base64-encoded while streaming:
-// a 100 MB output never becomes a 133 MB string in memory. Content-Length is exact and known up front.
+// Sends JSON whose `audio_base64` strings are files on disk (or small outputs kept in memory), base64-encoded while
+// streaming: a 100 MB output never becomes a 133 MB string in memory. Content-Length is exact and known up front.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { once } from 'node:events';
 import type { Response } from 'express';
 
+/** A file's bytes in the JSON: a path, or the bytes themselves. */
 export class FileBase64 {
-  constructor(readonly path: string) {}
+  constructor(readonly source: string | Buffer) {}
 }
 
 // 3-byte multiples so each chunk encodes without padding until the last.
@@ -20,9 +21,18 @@ async function writeChunk(res: Response, chunk: string | Buffer): Promise<void> 
   }
 }
 
-async function streamBase64(res: Response, filePath: string): Promise<void> {
+/** The bytes of `source` in READ_CHUNK pieces: a file read as it goes, or a Buffer cut up. */
+async function* piecesOf(source: string | Buffer): AsyncGenerator<Buffer> {
+  if (typeof source !== 'string') {
+    for (let at = 0; at < source.length; at += READ_CHUNK) yield source.subarray(at, at + READ_CHUNK);
+    return;
+  }
+  for await (const data of fs.createReadStream(source, { highWaterMark: READ_CHUNK })) yield data as Buffer;
+}
+
+async function streamBase64(res: Response, source: string | Buffer): Promise<void> {
   let carry: Buffer = Buffer.alloc(0);
-  for await (const data of fs.createReadStream(filePath, { highWaterMark: READ_CHUNK })) {
+  for await (const data of piecesOf(source)) {
     const buf = carry.length ? Buffer.concat([carry, data as Buffer]) : (data as Buffer);
     const usable = buf.length - (buf.length % 3);
     carry = buf.subarray(usable);
@@ -37,17 +47,17 @@ async function streamBase64(res: Response, filePath: string): Promise<void> {
  */
 export async function sendJsonWithFiles(res: Response, status: number, value: unknown): Promise<void> {
   const nonce = crypto.randomBytes(8).toString('hex');
-  const files: string[] = [];
+  const files: Array<string | Buffer> = [];
   const text = JSON.stringify(value, (_key, v: unknown) => {
     if (v instanceof FileBase64) {
-      files.push(v.path);
+      files.push(v.source);
       return `\u0000${nonce}:${files.length - 1}`;
     }
     return v;
   });
   // JSON.stringify writes U+0000 as the six characters \u0000, which client strings cannot produce with our nonce.
   const pieces = text.split(new RegExp(`"\\\\u0000${nonce}:\\d+"`));
-  const sizes = await Promise.all(files.map(async (f) => (await fsp.stat(f)).size));
+  const sizes = await Promise.all(files.map(async (f) => (typeof f === 'string' ? (await fsp.stat(f)).size : f.length)));
   let length = 0;
   for (const piece of pieces) length += Buffer.byteLength(piece);
   for (const size of sizes) length += 2 + 4 * Math.ceil(size / 3);

@@ -1,4 +1,6 @@
-// Uploads: streamed by multer into a per-request temp directory under config.tmpDir, never buffered whole in memory.
+// Uploads: streamed by multer into a per-request temp directory under config.tmpDir, created when first needed. A
+// single file (/denoise) up to IN_MEMORY_UPLOAD_BYTES stays in memory instead, and goes to disk once it grows past
+// that: the common short clip then costs no temp files at all (their syscalls cost more CPU than the WAV work).
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -7,6 +9,8 @@ import path from 'node:path';
 import type { Request, Response } from 'express';
 import multer from 'multer';
 import type { Config } from '../config';
+import { MemoryFile } from '../audio/memory-file';
+import type { SourceInput } from '../audio/pipeline';
 import { badRequest, HttpError, sendDetail, tooLarge } from './http-error';
 import { FILE_FIELD, parseDenoiseParams, type EndpointKind } from './params';
 
@@ -14,6 +18,11 @@ export const MAX_FILE_BYTES = 100 * 1024 * 1024;
 export const MAX_BATCH_FILES = 25;
 export const MAX_BATCH_BYTES = 200 * 1024 * 1024;
 const MB = 1024 * 1024;
+/**
+ * A /denoise upload up to this size is kept in memory (2 minutes of 16 kHz mono 16-bit WAV); its output, when it can
+ * stay in memory too, is at most twice as big (8-bit input). Per request in flight, so bounded by admission control.
+ */
+export const IN_MEMORY_UPLOAD_BYTES = 4 * MB;
 
 /** Upload limits (spec part 8); overridable so tests can exercise them with small files. */
 export interface UploadLimits {
@@ -35,7 +44,8 @@ function size(bytes: number): string {
 
 /** Where one request keeps its uploads and outputs; the whole directory is removed when the request is over. */
 export interface RequestScope {
-  dir: string;
+  /** The request's temp directory, created at the first call (many requests never need one). */
+  dir(): Promise<string>;
   /** Aborted when the client goes away before the response is complete. */
   signal: AbortSignal;
 }
@@ -149,18 +159,21 @@ async function runRequestScope(
       resolve();
     });
   });
-  let dir: string | null = null;
+  let creating: Promise<string> | null = null;
   let heartbeat: NodeJS.Timeout | undefined;
+  const dir = (): Promise<string> =>
+    (creating ??= (async () => {
+      await fsp.mkdir(config.tmpDir, { recursive: true });
+      const owned = await fsp.mkdtemp(path.join(config.tmpDir, `${REQUEST_DIR_PREFIX}${OWNER}-`));
+      // The heartbeat tells other processes sharing TMP_DIR that this directory is in use.
+      heartbeat = setInterval(() => {
+        const now = new Date();
+        fs.utimes(owned, now, now, () => undefined);
+      }, HEARTBEAT_MS);
+      heartbeat.unref();
+      return owned;
+    })());
   try {
-    await fsp.mkdir(config.tmpDir, { recursive: true });
-    dir = await fsp.mkdtemp(path.join(config.tmpDir, `${REQUEST_DIR_PREFIX}${OWNER}-`));
-    const owned = dir;
-    // The heartbeat tells other processes sharing TMP_DIR that this directory is in use.
-    heartbeat = setInterval(() => {
-      const now = new Date();
-      fs.utimes(owned, now, now, () => undefined);
-    }, HEARTBEAT_MS);
-    heartbeat.unref();
     await handler({ dir, signal: abort.signal });
   } catch (err) {
     if (!abort.signal.aborted) onError(err);
@@ -171,7 +184,9 @@ async function runRequestScope(
       sendDetail(res, 500, 'internal error: no response produced');
     }
     await responseClosed;
-    if (dir) await fsp.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    const created = creating ? await (creating as Promise<string>).catch(() => null) : null;
+    clearInterval(heartbeat);
+    if (created) await fsp.rm(created, { recursive: true, force: true }).catch(() => undefined);
   }
 }
 
@@ -231,11 +246,15 @@ class TotalSizeExceeded extends Error {
   readonly code = 'LIMIT_TOTAL_SIZE';
 }
 
-/** multer storage engine: writes each file part into the request directory and enforces the per-request total. */
-class ScopedDiskStorage implements multer.StorageEngine {
+/**
+ * multer storage engine: keeps a file part in memory while it is at most `memoryBytes` (0: never), otherwise writes
+ * it into the request directory; enforces the per-request total. A file kept in memory has `buffer` and no `path`.
+ */
+class ScopedStorage implements multer.StorageEngine {
   constructor(
-    private readonly dir: string,
+    private readonly scope: RequestScope,
     private readonly maxTotalBytes: number,
+    private readonly memoryBytes: number,
   ) {}
 
   private count = 0;
@@ -254,34 +273,61 @@ class ScopedDiskStorage implements multer.StorageEngine {
     file: Express.Multer.File,
     cb: (error?: unknown, info?: Partial<Express.Multer.File>) => void,
   ): void {
-    const filePath = path.join(this.dir, `upload-${this.count++}`);
-    const out = fs.createWriteStream(filePath);
-    this.writing.add(out);
-    out.once('close', () => this.writing.delete(out));
+    const index = this.count++;
     let size = 0;
     let failed = false;
+    /** The bytes so far while the file is in memory; null once it goes (or went) to disk. */
+    let held: Buffer[] | null = this.memoryBytes > 0 ? [] : null;
+    let out: fs.WriteStream | null = null;
+    let filePath: string | null = null;
     const fail = (err: unknown): void => {
       if (failed) return;
       failed = true;
-      file.stream.unpipe(out);
+      held = null;
+      if (out) file.stream.unpipe(out);
       file.stream.resume();
-      out.destroy();
-      fs.unlink(filePath, () => cb(err));
+      out?.destroy();
+      if (filePath) fs.unlink(filePath, () => cb(err));
+      else cb(err);
+    };
+    const toDisk = (): void => {
+      // Paused until the file is open; what was held is written first, then the rest is piped.
+      file.stream.pause();
+      this.scope.dir().then((dir) => {
+        if (failed) return;
+        const target = path.join(dir, `upload-${index}`);
+        filePath = target;
+        const stream = fs.createWriteStream(target);
+        out = stream;
+        this.writing.add(stream);
+        stream.once('close', () => this.writing.delete(stream));
+        stream.on('error', fail);
+        stream.on('finish', () => {
+          if (!failed) cb(null, { path: target, size, destination: dir, filename: path.basename(target) });
+        });
+        for (const chunk of held ?? []) stream.write(chunk);
+        held = null;
+        file.stream.pipe(stream);
+      }, fail);
     };
     file.stream.on('data', (chunk: Buffer) => {
       size += chunk.length;
       this.totalBytes += chunk.length;
-      if (this.totalBytes > this.maxTotalBytes) fail(new TotalSizeExceeded());
+      if (this.totalBytes > this.maxTotalBytes) return fail(new TotalSizeExceeded());
+      if (held) {
+        held.push(chunk);
+        if (size > this.memoryBytes) toDisk();
+      }
     });
     file.stream.on('error', fail);
-    out.on('error', fail);
-    out.on('finish', () => {
-      if (!failed) cb(null, { path: filePath, size, destination: this.dir, filename: path.basename(filePath) });
+    file.stream.on('end', () => {
+      if (held && !failed) cb(null, { buffer: Buffer.concat(held, size), size });
     });
-    file.stream.pipe(out);
+    if (!held) toDisk();
   }
 
   _removeFile(_req: Request, file: Express.Multer.File, cb: (error: Error | null) => void): void {
+    if (!file.path) return cb(null);
     fs.unlink(file.path, () => cb(null));
   }
 }
@@ -316,8 +362,8 @@ function uploadError(kind: EndpointKind, limits: UploadLimits, err: unknown): un
 }
 
 /**
- * Receives the multipart body into `scope.dir`. Resolves with the stored files (in upload order);
- * text fields end up in req.body.
+ * Receives the multipart body: a /denoise file up to IN_MEMORY_UPLOAD_BYTES into memory (`buffer`), anything else into
+ * the scope's directory (`path`). Resolves with the stored files (in upload order); text fields end up in req.body.
  */
 export function receiveUpload(
   config: Config,
@@ -329,7 +375,8 @@ export function receiveUpload(
 ): Promise<Express.Multer.File[]> {
   const expected = FILE_FIELD[kind];
   // The per-file limit is multer's fileSize; the storage enforces the batch's total on top.
-  const storage = new ScopedDiskStorage(scope.dir, kind === 'single' ? Infinity : limits.maxBatchBytes);
+  const storage =
+    kind === 'single' ? new ScopedStorage(scope, Infinity, IN_MEMORY_UPLOAD_BYTES) : new ScopedStorage(scope, limits.maxBatchBytes, 0);
   const upload = multer({
     storage,
     // Browsers and curl send UTF-8 file names without declaring a charset.
@@ -375,4 +422,21 @@ export function receiveUpload(
       else resolve(Array.isArray(req.files) ? req.files : []);
     });
   });
+}
+
+/**
+ * The pipeline's input for a received file: its path, or (kept in memory) the bytes, written to the request's
+ * directory only if a decoder child needs a file.
+ */
+export function uploadInput(file: Express.Multer.File, scope: RequestScope): SourceInput {
+  if (!file.buffer) return file.path;
+  const bytes = file.buffer;
+  let spilled: Promise<string> | null = null;
+  const spill = (): Promise<string> =>
+    (spilled ??= (async () => {
+      const target = path.join(await scope.dir(), 'upload-0');
+      await fsp.writeFile(target, bytes);
+      return target;
+    })());
+  return { file: new MemoryFile(bytes), spill };
 }
