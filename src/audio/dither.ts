@@ -37,8 +37,13 @@ export class LowFrequencyDither {
 
   /** New arrays: `planar` plus dither (non-finite samples stay non-finite; the encoders turn them into silence). */
   process(planar: Float32Array[]): Float32Array[] {
-    return planar.map((x, c) => {
-      const y = new Float32Array(x.length);
+    return this.processInPlace(planar.map((x) => x.slice()));
+  }
+
+  /** Adds the dither to `planar` itself and returns it (for callers that own the arrays: no copy, no garbage). */
+  processInPlace(planar: Float32Array[]): Float32Array[] {
+    for (let c = 0; c < planar.length; c++) {
+      const x = planar[c];
       let r = this.rng[c];
       let s = this.state[c];
       const p = this.pole;
@@ -47,11 +52,11 @@ export class LowFrequencyDither {
         // xorshift32; its two 16-bit halves are the two uniforms (on [0, 1)) of the TPDF sample.
         r ^= r << 13; r ^= r >>> 17; r ^= r << 5; r >>>= 0;
         s = p * s + g * (((r & 0xffff) - (r >>> 16)) / 65536);
-        y[i] = x[i] + s;
+        x[i] += s;
       }
       this.rng[c] = r;
       this.state[c] = s;
-      return y;
-    });
+    }
+    return planar;
   }
 }

@@ -7,10 +7,10 @@ export class MemoryFile {
   private chunks: Buffer[];
   private length: number;
 
-  /** A file with `initial` as its content (not copied: the caller hands it over), or an empty one. */
-  constructor(initial?: Buffer) {
-    this.chunks = initial && initial.length > 0 ? [initial] : [];
-    this.length = initial?.length ?? 0;
+  /** A file with `initial` (one Buffer, or pieces in order) as its content, not copied: the caller hands it over. */
+  constructor(initial: Buffer | readonly Buffer[] = []) {
+    this.chunks = (Buffer.isBuffer(initial) ? [initial] : [...initial]).filter((b) => b.length > 0);
+    this.length = this.chunks.reduce((n, b) => n + b.length, 0);
   }
 
   get size(): number {
@@ -69,6 +69,11 @@ export class MemoryFile {
 
   async close(): Promise<void> {
     // Nothing to release: the content stays readable through contents().
+  }
+
+  /** The content in the pieces it is held in (no copy). */
+  pieces(): readonly Buffer[] {
+    return this.chunks;
   }
 
   /** The content as one Buffer (one copy when it was written in pieces). */

@@ -132,8 +132,8 @@ export interface DenoiseTarget {
   path(): Promise<string>;
 }
 
-/** The finished output: a file, or bytes in memory. */
-export type DenoiseOutput = { path: string } | { bytes: Buffer };
+/** The finished output: a file, or in memory. */
+export type DenoiseOutput = { path: string } | { memory: MemoryFile };
 
 /** Denoises `input` (a path, or an upload in memory) into a file or, for small WAV round trips, into memory. */
 export async function denoise(
@@ -415,7 +415,7 @@ class PipelineRun {
     }
     await this.guard(sink.close());
     this.sink = null;
-    const output: DenoiseOutput = memory ? { bytes: memory.contents() } : { path: this.outputPath! };
+    const output: DenoiseOutput = memory ? { memory } : { path: this.outputPath! };
     return { frames: framesIn, source, stream, loudness, output };
   }
 

@@ -19,6 +19,7 @@ import type { MemoryFile } from './memory-file';
 import { WavWriter } from './wav';
 
 export interface AudioSink {
+  /** Takes the arrays over: they may be modified (dithered in place). */
   write(planar: Float32Array[]): Promise<void>;
   /** Finishes the file; rejects when it could not be completed. */
   close(): Promise<void>;
@@ -73,7 +74,7 @@ class WavFileSink implements AudioSink {
   async write(planar: Float32Array[]): Promise<void> {
     // encodeInt16 turns non-finite samples into 0 itself.
     try {
-      await this.writer.write(this.dither.process(planar));
+      await this.writer.write(this.dither.processInPlace(planar));
     } catch (err) {
       throw outputError(err);
     }
@@ -131,7 +132,7 @@ class FfmpegSink implements AudioSink {
 
   async write(planar: Float32Array[]): Promise<void> {
     if (planar.length === 0 || planar[0].length === 0) return;
-    const out = this.dither ? this.dither.process(planar) : planar;
+    const out = this.dither ? this.dither.processInPlace(planar) : planar;
     silenceNonFinite(out); // in place: the dithered copy, or the pipeline's arrays (they are done with)
     await writeToChild(this.child, interleave(out));
   }

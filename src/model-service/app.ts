@@ -11,6 +11,7 @@ import { AudioAbortedError, AudioInputError, denoise, denoiseFile, type DenoiseS
 import { createJobStreamRouter } from '../jobs/stream-endpoint';
 import type { ModelServiceMetrics } from '../metrics';
 import { FORMATS, type OutputFormat } from '../audio/formats';
+import type { MemoryFile } from '../audio/memory-file';
 import { loadCatalog } from './catalog';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { AdmissionGate, createGuard } from './guard';
@@ -156,7 +157,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
         deps.metrics?.fileDone(stats);
         const filename = `${safeBaseName(upload.originalname)}_denoised.${ext}`;
         res.setHeader('X-NS-Stats', headerJson(stats));
-        const body = 'bytes' in output ? output.bytes : output.path;
+        const body = 'memory' in output ? output.memory : output.path;
         if (params.response === 'json') {
           await sendJsonWithFiles(res, 200, { filename, stats, audio_base64: new FileBase64(body) });
           return;
@@ -324,13 +325,14 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
 }
 
 /** Streams a file with Content-Length; resolves when the body was handed to the socket or the client left. */
-/** Sends an output kept in memory. */
-function sendBytes(res: Response, bytes: Buffer, contentType: string, filename: string): void {
+/** Sends an output kept in memory, piece by piece (no copy into one buffer). */
+function sendBytes(res: Response, file: MemoryFile, contentType: string, filename: string): void {
   res.status(200);
   res.setHeader('Content-Type', contentType);
-  res.setHeader('Content-Length', String(bytes.length));
+  res.setHeader('Content-Length', String(file.size));
   res.setHeader('Content-Disposition', contentDisposition(filename));
-  res.end(bytes);
+  for (const piece of file.pieces()) res.write(piece);
+  res.end();
 }
 
 async function sendFile(

@@ -5,10 +5,11 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { once } from 'node:events';
 import type { Response } from 'express';
+import type { MemoryFile } from '../audio/memory-file';
 
-/** A file's bytes in the JSON: a path, or the bytes themselves. */
+/** A file's bytes in the JSON: a path, or a file in memory. */
 export class FileBase64 {
-  constructor(readonly source: string | Buffer) {}
+  constructor(readonly source: string | MemoryFile) {}
 }
 
 // 3-byte multiples so each chunk encodes without padding until the last.
@@ -21,16 +22,16 @@ async function writeChunk(res: Response, chunk: string | Buffer): Promise<void> 
   }
 }
 
-/** The bytes of `source` in READ_CHUNK pieces: a file read as it goes, or a Buffer cut up. */
-async function* piecesOf(source: string | Buffer): AsyncGenerator<Buffer> {
+/** The bytes of `source`: a file read READ_CHUNK at a time, or the pieces a MemoryFile holds. */
+async function* piecesOf(source: string | MemoryFile): AsyncGenerator<Buffer> {
   if (typeof source !== 'string') {
-    for (let at = 0; at < source.length; at += READ_CHUNK) yield source.subarray(at, at + READ_CHUNK);
+    for (const piece of source.pieces()) yield piece;
     return;
   }
   for await (const data of fs.createReadStream(source, { highWaterMark: READ_CHUNK })) yield data as Buffer;
 }
 
-async function streamBase64(res: Response, source: string | Buffer): Promise<void> {
+async function streamBase64(res: Response, source: string | MemoryFile): Promise<void> {
   let carry: Buffer = Buffer.alloc(0);
   for await (const data of piecesOf(source)) {
     const buf = carry.length ? Buffer.concat([carry, data as Buffer]) : (data as Buffer);
@@ -47,7 +48,7 @@ async function streamBase64(res: Response, source: string | Buffer): Promise<voi
  */
 export async function sendJsonWithFiles(res: Response, status: number, value: unknown): Promise<void> {
   const nonce = crypto.randomBytes(8).toString('hex');
-  const files: Array<string | Buffer> = [];
+  const files: Array<string | MemoryFile> = [];
   const text = JSON.stringify(value, (_key, v: unknown) => {
     if (v instanceof FileBase64) {
       files.push(v.source);
@@ -57,7 +58,7 @@ export async function sendJsonWithFiles(res: Response, status: number, value: un
   });
   // JSON.stringify writes U+0000 as the six characters \u0000, which client strings cannot produce with our nonce.
   const pieces = text.split(new RegExp(`"\\\\u0000${nonce}:\\d+"`));
-  const sizes = await Promise.all(files.map(async (f) => (typeof f === 'string' ? (await fsp.stat(f)).size : f.length)));
+  const sizes = await Promise.all(files.map(async (f) => (typeof f === 'string' ? (await fsp.stat(f)).size : f.size)));
   let length = 0;
   for (const piece of pieces) length += Buffer.byteLength(piece);
   for (const size of sizes) length += 2 + 4 * Math.ceil(size / 3);

@@ -246,9 +246,14 @@ class TotalSizeExceeded extends Error {
   readonly code = 'LIMIT_TOTAL_SIZE';
 }
 
+/** A received file kept in memory: its bytes in the pieces they arrived in, and no `path`. */
+interface HeldUpload extends Express.Multer.File {
+  held?: Buffer[];
+}
+
 /**
  * multer storage engine: keeps a file part in memory while it is at most `memoryBytes` (0: never), otherwise writes
- * it into the request directory; enforces the per-request total. A file kept in memory has `buffer` and no `path`.
+ * it into the request directory; enforces the per-request total. A file kept in memory has `held` and no `path`.
  */
 class ScopedStorage implements multer.StorageEngine {
   constructor(
@@ -321,7 +326,7 @@ class ScopedStorage implements multer.StorageEngine {
     });
     file.stream.on('error', fail);
     file.stream.on('end', () => {
-      if (held && !failed) cb(null, { buffer: Buffer.concat(held, size), size });
+      if (held && !failed) cb(null, { held, size } as Partial<HeldUpload>);
     });
     if (!held) toDisk();
   }
@@ -429,14 +434,15 @@ export function receiveUpload(
  * directory only if a decoder child needs a file.
  */
 export function uploadInput(file: Express.Multer.File, scope: RequestScope): SourceInput {
-  if (!file.buffer) return file.path;
-  const bytes = file.buffer;
+  const held = (file as HeldUpload).held;
+  if (!held) return file.path;
+  const memory = new MemoryFile(held);
   let spilled: Promise<string> | null = null;
   const spill = (): Promise<string> =>
     (spilled ??= (async () => {
       const target = path.join(await scope.dir(), 'upload-0');
-      await fsp.writeFile(target, bytes);
+      await fsp.writeFile(target, memory.contents());
       return target;
     })());
-  return { file: new MemoryFile(bytes), spill };
+  return { file: memory, spill };
 }
