@@ -1,6 +1,7 @@
 // The model chains: 16 kHz chains as data (ChainSpec: DTLN passes and the post-filter in series), MODEL_CHAINS for
 // nsm-1..nsm-4, and createChain(), which wraps a 16 kHz chain in FullBandChain for nsm-2-hd and for full-band runs.
 // Each is a ChainProcessor: delayed, hop-quantised output; AlignedStream aligns it.
+import { DtlnCascade } from './cascade';
 import { DelayLine } from './dsp';
 import { DtlnCore, DtlnGraphs, DTLN_LATENCY } from './dtln';
 import { Stage1Chain } from './dtln-stage1';
@@ -112,14 +113,25 @@ export class PerChannelStage implements ChainProcessor {
   }
 }
 
-/** Builds a 16 kHz chain from its description. */
+/** Builds a 16 kHz chain from its description. Consecutive DTLN passes (both stages) run as one DtlnCascade. */
 export function buildChain(spec: ChainSpec, channels: number, graphs: DtlnGraphs): ChainProcessor {
-  const stages = spec.map((st): ChainProcessor => {
-    if ('dtln' in st) return new Dtln16Chain(graphs, channels, st.dtln.stage2 !== false, st.dtln.grids ?? [0]);
-    if ('gate' in st) return new PerChannelStage(channels, () => new ResidualGate(st.gate));
-    if ('stage1' in st) return new Stage1Chain(graphs, channels, st.stage1.hop);
-    return new PerChannelStage(channels, () => new PostFilter(st.postFilter));
-  });
+  const stages: ChainProcessor[] = [];
+  for (let i = 0; i < spec.length; i++) {
+    const st = spec[i];
+    if ('dtln' in st && st.dtln.stage2 !== false) {
+      const grids: number[][] = [];
+      for (let j = i; j < spec.length; j++) {
+        const next = spec[j];
+        if (!('dtln' in next) || next.dtln.stage2 === false) break;
+        grids.push(next.dtln.grids ?? [0]);
+      }
+      i += grids.length - 1;
+      stages.push(grids.length > 1 ? new DtlnCascade(graphs, channels, grids) : new Dtln16Chain(graphs, channels, true, grids[0]));
+    } else if ('dtln' in st) stages.push(new Dtln16Chain(graphs, channels, false, st.dtln.grids ?? [0]));
+    else if ('gate' in st) stages.push(new PerChannelStage(channels, () => new ResidualGate(st.gate)));
+    else if ('stage1' in st) stages.push(new Stage1Chain(graphs, channels, st.stage1.hop));
+    else stages.push(new PerChannelStage(channels, () => new PostFilter(st.postFilter)));
+  }
   return stages.length === 1 ? stages[0] : new SerialChain(stages);
 }
 

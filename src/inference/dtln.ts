@@ -72,81 +72,148 @@ export class DtlnCore {
 
   /** Push equal-length chunks (one per batch stream); returns the completed output hops. */
   async process(inputs: Float32Array[]): Promise<DtlnOutput> {
-    if (inputs.length !== this.batch) throw new Error(`expected ${this.batch} streams, got ${inputs.length}`);
-    const n = inputs[0].length;
-    for (const x of inputs) if (x.length !== n) throw new Error('all streams of a chunk must have the same length');
+    return (await DtlnCore.processJoint([{ core: this, inputs }]))[0];
+  }
+
+  /**
+   * process() for several cores at once: their streams are rows of one batch, so each graph runs once per run of
+   * frames for all of them (ONNX Runtime's recurrent matrix products then read the weights once for all rows, which
+   * is where batching saves time). Each core keeps its own states and buffers, and every row's output is what the core
+   * would give alone (the rows of a batch are computed independently: checked bit for bit in the tests). The cores
+   * must agree on stage 2 and STFT back end, hold the same number of samples, and get chunks of the same length.
+   */
+  static async processJoint(parts: Array<{ core: DtlnCore; inputs: Float32Array[] }>): Promise<DtlnOutput[]> {
+    const first = parts[0].core;
+    const n = parts[0].inputs[0]?.length ?? 0;
+    const held = first.inBuf[0].length;
+    let rowsTotal = 0;
+    for (const { core, inputs } of parts) {
+      if (inputs.length !== core.batch) throw new Error(`expected ${core.batch} streams, got ${inputs.length}`);
+      for (const x of inputs) if (x.length !== n) throw new Error('all streams of a chunk must have the same length');
+      if (core.useStage2 !== first.useStage2 || core.stftKind !== first.stftKind || core.inBuf[0].length !== held) {
+        throw new Error('cores run together must have the same stages, STFT back end and buffered samples');
+      }
+      rowsTotal += core.batch;
+    }
     // Stream b's signal is inBuf[b] followed by inputs[b]; frame i covers [i*HOP, i*HOP + BLOCK) of it.
-    const held = this.inBuf[0].length;
     const total = held + n;
     const frames = Math.floor((total - (BLOCK - HOP)) / HOP);
-    const out = Array.from({ length: this.batch }, () => new Float32Array(frames * HOP));
+    const outs = parts.map(({ core }) => Array.from({ length: core.batch }, () => new Float32Array(frames * HOP)));
     // Runs of at most MAX_ROWS_PER_RUN frames over all streams (and MAX_FRAMES_PER_RUN per stream): bounded buffers.
-    const perRun = Math.max(1, Math.min(MAX_FRAMES_PER_RUN, Math.floor(MAX_ROWS_PER_RUN / this.batch)));
+    const perRun = Math.max(1, Math.min(MAX_FRAMES_PER_RUN, Math.floor(MAX_ROWS_PER_RUN / rowsTotal)));
     if (frames > 0) {
       // The STFT buffers are borrowed for this call only: nothing in them is needed by the next one.
-      const stft = borrowStft(this.stftKind);
+      const stft = borrowStft(first.stftKind);
       try {
         for (let f0 = 0; f0 < frames; f0 += perRun) {
           const t = Math.min(perRun, frames - f0);
-          const bufs = stft.prepare(this.batch, t);
+          const bufs = stft.prepare(rowsTotal, t);
           const len = t * HOP + (BLOCK - HOP);
-          for (let b = 0; b < this.batch; b++) copyJoined(this.inBuf[b], inputs[b], f0 * HOP, len, bufs.sig[b]);
-          await this.runFrames(stft, bufs, f0, t, out);
+          let row = 0;
+          for (const { core, inputs } of parts) {
+            for (let b = 0; b < core.batch; b++) copyJoined(core.inBuf[b], inputs[b], f0 * HOP, len, bufs.sig[row++]);
+          }
+          await DtlnCore.runFrames(parts.map((p) => p.core), rowsTotal, stft, bufs, f0, t, outs);
         }
       } finally {
         returnStft(stft);
       }
     }
-    for (let b = 0; b < this.batch; b++) {
-      const keep = new Float32Array(total - frames * HOP);
-      copyJoined(this.inBuf[b], inputs[b], frames * HOP, keep.length, keep);
-      this.inBuf[b] = keep;
+    for (const { core, inputs } of parts) {
+      for (let b = 0; b < core.batch; b++) {
+        const keep = new Float32Array(total - frames * HOP);
+        copyJoined(core.inBuf[b], inputs[b], frames * HOP, keep.length, keep);
+        core.inBuf[b] = keep;
+      }
     }
-    return { out };
+    return outs.map((out) => ({ out }));
   }
 
-  private async runFrames(
+  /** The cores' states ([LAYERS, batch, UNITS] each) as one [LAYERS, rows, UNITS] state (as is for a single core). */
+  private static joinStates(cores: DtlnCore[], rows: number, pick: (c: DtlnCore) => Float32Array): Float32Array {
+    if (cores.length === 1) return pick(cores[0]);
+    const joined = new Float32Array(LAYERS * rows * UNITS);
+    for (let l = 0; l < LAYERS; l++) {
+      let row = 0;
+      for (const core of cores) {
+        const b = core.batch;
+        joined.set(pick(core).subarray(l * b * UNITS, (l + 1) * b * UNITS), (l * rows + row) * UNITS);
+        row += b;
+      }
+    }
+    return joined;
+  }
+
+  /** joinStates' inverse: each core's rows of a [LAYERS, rows, UNITS] state. */
+  private static splitStates(cores: DtlnCore[], rows: number, joined: Float32Array): Float32Array[] {
+    if (cores.length === 1) return [joined];
+    let row = 0;
+    return cores.map((core) => {
+      const b = core.batch;
+      const own = new Float32Array(LAYERS * b * UNITS);
+      for (let l = 0; l < LAYERS; l++) own.set(joined.subarray((l * rows + row) * UNITS, (l * rows + row + b) * UNITS), l * b * UNITS);
+      row += b;
+      return own;
+    });
+  }
+
+  /** One run of t frames for all the cores' rows: stage 1, the masked inverse, stage 2, overlap-add into `outs`. */
+  private static async runFrames(
+    cores: DtlnCore[],
+    rows: number,
     stft: StftBackend,
     bufs: StftBuffers,
     f0: number,
     t: number,
-    out: Float32Array[],
+    outs: Float32Array[][],
   ): Promise<void> {
-    const B = this.batch;
-    for (let b = 0; b < B; b++) stft.stft(b);
-    const rows = B * t;
-    const r1 = await this.graphs.stage1.run({
-      mag: new ort.Tensor('float32', bufs.mag.subarray(0, rows * BINS), [B, t, BINS]),
-      h0: new ort.Tensor('float32', this.h1, [LAYERS, B, UNITS]),
-      c0: new ort.Tensor('float32', this.c1, [LAYERS, B, UNITS]),
+    const first = cores[0];
+    const graphs = first.graphs;
+    for (let r = 0; r < rows; r++) stft.stft(r);
+    const r1 = await graphs.stage1.run({
+      mag: new ort.Tensor('float32', bufs.mag.subarray(0, rows * t * BINS), [rows, t, BINS]),
+      h0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.h1), [LAYERS, rows, UNITS]),
+      c0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.c1), [LAYERS, rows, UNITS]),
     });
     bufs.mask.set(r1.mask.data as Float32Array);
-    this.h1 = r1.hN.data as Float32Array;
-    this.c1 = r1.cN.data as Float32Array;
+    const h1 = DtlnCore.splitStates(cores, rows, r1.hN.data as Float32Array);
+    const c1 = DtlnCore.splitStates(cores, rows, r1.cN.data as Float32Array);
+    cores.forEach((core, i) => {
+      core.h1 = h1[i];
+      core.c1 = c1[i];
+    });
     stft.istftMasked();
-    if (this.useStage2) {
-      const r2 = await this.graphs.stage2.run({
-        frames: new ort.Tensor('float32', bufs.blocks.subarray(0, rows * BLOCK), [B, t, BLOCK]),
-        h0: new ort.Tensor('float32', this.h2, [LAYERS, B, UNITS]),
-        c0: new ort.Tensor('float32', this.c2, [LAYERS, B, UNITS]),
+    if (first.useStage2) {
+      const r2 = await graphs.stage2.run({
+        frames: new ort.Tensor('float32', bufs.blocks.subarray(0, rows * t * BLOCK), [rows, t, BLOCK]),
+        h0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.h2), [LAYERS, rows, UNITS]),
+        c0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.c2), [LAYERS, rows, UNITS]),
       });
       // Stage 2's output blocks take the masked blocks' place (the inputs are no longer needed).
       bufs.blocks.set(r2.out.data as Float32Array);
-      this.h2 = r2.hN.data as Float32Array;
-      this.c2 = r2.cN.data as Float32Array;
+      const h2 = DtlnCore.splitStates(cores, rows, r2.hN.data as Float32Array);
+      const c2 = DtlnCore.splitStates(cores, rows, r2.cN.data as Float32Array);
+      cores.forEach((core, i) => {
+        core.h2 = h2[i];
+        core.c2 = c2[i];
+      });
     }
     // Stage 2 output is overlap-added as is (as trained); the stage-1-only chain gets the Hann synthesis window.
-    const w = this.useStage2 ? null : this.synthWindow;
     const tailLen = BLOCK - HOP;
     const accLen = t * HOP + tailLen;
-    for (let b = 0; b < B; b++) {
-      const acc = bufs.acc[b];
-      acc.set(this.olaTail[b]);
-      acc.fill(0, tailLen, accLen);
-      stft.overlapAdd(b, w);
-      out[b].set(acc.subarray(0, t * HOP), f0 * HOP);
-      this.olaTail[b].set(acc.subarray(t * HOP, accLen));
-    }
+    let row = 0;
+    cores.forEach((core, i) => {
+      const w = first.useStage2 ? null : core.synthWindow;
+      for (let b = 0; b < core.batch; b++, row++) {
+        const acc = bufs.acc[row];
+        const tail = core.olaTail[b];
+        acc.set(tail);
+        acc.fill(0, tailLen, accLen);
+        stft.overlapAdd(row, w);
+        outs[i][b].set(acc.subarray(0, t * HOP), f0 * HOP);
+        tail.set(acc.subarray(t * HOP, accLen));
+      }
+    });
   }
 }
 
