@@ -98,10 +98,12 @@ export class LoudnessMeter {
 
   /**
    * Both K-weighting stages over all of channel c's chunk in one loop, adding w × the sum of squares of each piece
-   * between 100 ms boundaries to sums[k] (piece k; the first piece completes the sub-block in progress). One call per
-   * channel and chunk, not per sub-block: the loop then runs optimised from the start (~40 % less time).
+   * that ends on a 100 ms boundary to sums[k] (piece k; the first piece completes the sub-block in progress); returns
+   * the sum of squares of the samples after the last boundary. One call per channel and chunk, not per sub-block.
+   * Nothing but the return follows the loop: V8 optimises this function inside its first long loop (on-stack
+   * replacement), before code after the loop has run, and such code then deoptimised it on every call (measured).
    */
-  private energyInto(c: number, x: Float32Array, w: number, sums: Float64Array): void {
+  private energyInto(c: number, x: Float32Array, w: number, sums: Float64Array): number {
     const k = this.k;
     const b0 = k[0], b1 = k[1], b2 = k[2], a1 = k[3], a2 = k[4], h1 = k[5], h2 = k[6];
     const st = this.state;
@@ -132,7 +134,7 @@ export class LoudnessMeter {
         left = subLength;
       }
     }
-    if (sum !== 0) sums[piece] += w * sum;
+    return sum;
   }
 
   private sums = new Float64Array(0);
@@ -148,7 +150,10 @@ export class LoudnessMeter {
     sums.fill(0, 0, pieces);
     for (let c = 0; c < this.channels; c++) {
       const w = this.weights[c];
-      if (w !== 0) this.energyInto(c, planar[c], w, sums);
+      if (w === 0) continue;
+      const tail = this.energyInto(c, planar[c], w, sums);
+      // The samples after the last boundary belong to the last piece (0 when the chunk ends on a boundary).
+      sums[pieces - 1] += w * tail;
     }
     let done = 0;
     for (let p = 0; p < pieces; p++) {
