@@ -17,6 +17,13 @@ function authed(app: Parameters<typeof request.agent>[0]) {
   return request.agent(app).set('Authorization', `Bearer ${TOKEN}`);
 }
 
+/** supertest parser: the response body as one Buffer (zips). */
+const wholeBody = ((res: NodeJS.ReadableStream, cb: (err: Error | null, body: Buffer) => void): void => {
+  const chunks: Buffer[] = [];
+  res.on('data', (c: Buffer) => chunks.push(c));
+  res.on('end', () => cb(null, Buffer.concat(chunks)));
+}) as unknown as Parameters<request.Test['parse']>[0];
+
 describe('file names', () => {
   test('safeBaseName strips directories, extensions, control and unsafe characters, leading dots', async () => {
     expect(safeBaseName('talk.wav')).toBe('talk');
@@ -146,11 +153,7 @@ describe('model service app alone', () => {
       .attach('files', wav, { filename: 'a\u2067b\u2069.wav', contentType: 'audio/wav' })
       .attach('files', wav, { filename: '\u200Fc\u202Ed.wav', contentType: 'audio/wav' })
       .buffer(true)
-      .parse((res, cb) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => cb(null, Buffer.concat(chunks)));
-      });
+      .parse(wholeBody);
     expect(batch.status).toBe(200);
     const entries = readZip(batch.body as Buffer);
     expect(entries.map((e) => e.name).sort()).toEqual(['ab_denoised.wav', 'cd_denoised.wav', 'manifest.json']);
@@ -193,11 +196,7 @@ describe('model service app alone', () => {
       .post('/denoise/batch')
       .attach('files', data, { filename: name })
       .buffer(true)
-      .parse((res, cb) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => cb(null, Buffer.concat(chunks)));
-      });
+      .parse(wholeBody);
     expect(batch.status).toBe(200);
     return readZip(batch.body as Buffer).find((e) => e.name.endsWith('_denoised.wav'))!.data;
   }
