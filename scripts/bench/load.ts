@@ -1,7 +1,8 @@
 // Server load benchmark (`npm run bench -- --load`): what users get through HTTP. A real server (`node
 // dist/src/server.js` with `npm start`'s node flags, gateway + in-process model service) is started on loopback
 // with WORKERS=1 and WORKERS=N; a client in this process keeps C requests in flight (C = 1, 2, 4, 8) for a fixed
-// time, each POST /denoise of the same 10 s clip, and records requests/s, audio seconds per second, latency percentiles, and the server's CPU split:
+// time, each POST /denoise of the same 10 s clip, and records requests/s, audio seconds per second, latency
+// percentiles, and the server's CPU split:
 //   main thread      the server process's main thread (HTTP, gateway, multer, the pipeline's JS),
 //   other threads    inference worker threads, ONNX Runtime, V8 / libuv helpers of the server process,
 //   ffmpeg           the server's child processes (CPU of children it has waited for).
@@ -107,7 +108,8 @@ interface Server {
 
 /** The node flags `npm start` runs the server with (package.json's start script), so the bench measures that. */
 export function startScriptFlags(): string[] {
-  const pkg = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const pkgFile = path.join(PROJECT_ROOT, 'package.json');
+  const pkg = JSON.parse(fs.readFileSync(pkgFile, 'utf8')) as { scripts: Record<string, string> };
   const words = pkg.scripts.start.split(/\s+/);
   return words.slice(1).filter((w) => w.startsWith('--'));
 }
@@ -125,7 +127,8 @@ async function startServer(workers: number, nodeArgs: string[] = []): Promise<Se
   const token = out.trim().split('\n').pop() ?? '';
   if (code !== 0 || !token.startsWith('mw_')) throw new Error(`could not create a bench key: ${out}`);
   const port = await freePort();
-  const child = spawn(process.execPath, [...startScriptFlags(), ...nodeArgs, path.join(PROJECT_ROOT, 'dist/src/server.js')], {
+  const serverArgs = [...startScriptFlags(), ...nodeArgs, path.join(PROJECT_ROOT, 'dist/src/server.js')];
+  const child = spawn(process.execPath, serverArgs, {
     env: { ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

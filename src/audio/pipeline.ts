@@ -6,7 +6,8 @@
 // all; a WAV at another rate is read in-process and resampled by an ffmpeg child (soxr) fed through its stdin; anything
 // else is decoded (and resampled) by ONE ffmpeg child whose stderr banner and WAV header give what a separate probe
 // used to (codec, container, duration, input rate, channel count). Sinks (sinks.ts): 16-bit WAV at the model's rate is
-// written in-process; FLAC or another rate goes through an ffmpeg encoder child.
+// written in-process; FLAC or another rate goes through an ffmpeg encoder child. A small upload can come from memory
+// (denoise(), memory-file.ts); when it is such a WAV and so is the output, the output is written into memory too.
 //
 // Loudness (loudness.ts): the input and the cleaned audio are metered on the way (BS.1770 at the model's rate) for
 // the stats. With a loudness target the cleaned audio first goes to a spool file (spool.ts) while it is metered, then
@@ -260,7 +261,13 @@ class PipelineRun {
     return this.guard(p);
   }
 
-  async execute(): Promise<{ frames: number; source: AudioSource; stream: DenoiseStream; loudness: LoudnessResult; output: DenoiseOutput }> {
+  async execute(): Promise<{
+    frames: number;
+    source: AudioSource;
+    stream: DenoiseStream;
+    loudness: LoudnessResult;
+    output: DenoiseOutput;
+  }> {
     const { config, engine } = this.deps;
     const opts = this.opts;
     const nativeRate = modelRateFor(opts.model);
@@ -307,7 +314,10 @@ class PipelineRun {
       inProcessWav: inProcess,
       onFailure: (e: Error) => this.fail(e),
     };
-    const memory = this.target.inMemory && source.inMemory === true && target === null && writesInProcess(sinkOptions) ? new MemoryFile() : null;
+    // In memory only for an input read from memory (its frame count, so the output's size, is known and small).
+    const inMemory =
+      this.target.inMemory && source.inMemory === true && target === null && writesInProcess(sinkOptions);
+    const memory = inMemory ? new MemoryFile() : null;
     if (!memory) this.outputPath = path.resolve(await this.guard(this.target.path()));
     const sink = await this.acquire(openSink(config, memory ?? this.outputPath!, sinkOptions), (k) => k.abort());
     this.sink = sink;

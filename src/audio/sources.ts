@@ -67,7 +67,12 @@ export type RateChoice = number | ((inputRate: number) => number);
 /** How long ffmpeg may take to print the banner and the WAV header (the probe's old bound). */
 const HEADER_TIMEOUT_MS = 30_000;
 
-export async function openSource(config: Config, input: SourceInput, rate: RateChoice, opts: SourceOptions): Promise<AudioSource> {
+export async function openSource(
+  config: Config,
+  input: SourceInput,
+  rate: RateChoice,
+  opts: SourceOptions,
+): Promise<AudioSource> {
   const rateFor = typeof rate === 'number' ? () => rate : rate;
   /** The input's rate when a WAV header already gave it. */
   let known: number | null = null;

@@ -191,7 +191,7 @@ export class WavReader {
     readonly info: WavInfo,
   ) {}
 
-  /** Opens `file` (a path, or a file in memory); resolves null (handle closed) when it is not a WAV this reader handles. */
+  /** Opens `file` (a path, or a file in memory); resolves null (handle closed) when it is not a WAV it handles. */
   static async open(file: string | MemoryFile): Promise<WavReader | null> {
     const fh: ReadableFile = typeof file === 'string' ? await fs.promises.open(file, 'r') : file;
     try {

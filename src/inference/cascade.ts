@@ -73,7 +73,9 @@ export class DtlnCascade implements ChainProcessor {
         const pass = passes[p];
         const inputs: Float32Array[] = [];
         for (let g = 0; g < pass.grids; g++) {
-          for (let c = 0; c < C; c++) inputs.push(pass.inDelays[g][c].process(pass.queue[c].subarray(pos[p], pos[p] + B)));
+          for (let c = 0; c < C; c++) {
+            inputs.push(pass.inDelays[g][c].process(pass.queue[c].subarray(pos[p], pos[p] + B)));
+          }
         }
         pos[p] += B;
         return { core: pass.core, inputs };

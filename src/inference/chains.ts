@@ -126,7 +126,8 @@ export function buildChain(spec: ChainSpec, channels: number, graphs: DtlnGraphs
         grids.push(next.dtln.grids ?? [0]);
       }
       i += grids.length - 1;
-      stages.push(grids.length > 1 ? new DtlnCascade(graphs, channels, grids) : new Dtln16Chain(graphs, channels, true, grids[0]));
+      if (grids.length === 1) stages.push(new Dtln16Chain(graphs, channels, true, grids[0]));
+      else stages.push(new DtlnCascade(graphs, channels, grids));
     } else if ('dtln' in st) stages.push(new Dtln16Chain(graphs, channels, false, st.dtln.grids ?? [0]));
     else if ('gate' in st) stages.push(new PerChannelStage(channels, () => new ResidualGate(st.gate)));
     else if ('stage1' in st) stages.push(new Stage1Chain(graphs, channels, st.stage1.hop));

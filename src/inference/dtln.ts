@@ -151,7 +151,9 @@ export class DtlnCore {
     return cores.map((core) => {
       const b = core.batch;
       const own = new Float32Array(LAYERS * b * UNITS);
-      for (let l = 0; l < LAYERS; l++) own.set(joined.subarray((l * rows + row) * UNITS, (l * rows + row + b) * UNITS), l * b * UNITS);
+      for (let l = 0; l < LAYERS; l++) {
+        own.set(joined.subarray((l * rows + row) * UNITS, (l * rows + row + b) * UNITS), l * b * UNITS);
+      }
       row += b;
       return own;
     });

@@ -381,7 +381,9 @@ export function receiveUpload(
   const expected = FILE_FIELD[kind];
   // The per-file limit is multer's fileSize; the storage enforces the batch's total on top.
   const storage =
-    kind === 'single' ? new ScopedStorage(scope, Infinity, IN_MEMORY_UPLOAD_BYTES) : new ScopedStorage(scope, limits.maxBatchBytes, 0);
+    kind === 'single'
+      ? new ScopedStorage(scope, Infinity, IN_MEMORY_UPLOAD_BYTES)
+      : new ScopedStorage(scope, limits.maxBatchBytes, 0);
   const upload = multer({
     storage,
     // Browsers and curl send UTF-8 file names without declaring a charset.
