@@ -3,13 +3,13 @@
 // Runtime's recurrent products (a matrix-vector product per frame and layer, bound by reading the weights) then read
 // the weights once for all rows. Measured on this graph pair: 27.5 µs per row and frame at 4 rows against 38 at 1.
 //
-// The output is the same, bit for bit, as the passes run one after the other (Dtln16Chain in a SerialChain): each
-// pass sees the same input stream in blocks of BLOCK_FRAMES frames, and DtlnCore.processJoint computes every row as
-// the row alone would be. Streaming as any chain: the blocks are counted from the start of the stream, so how the
+// The passes are Dtln16Chains (their cores, grid delays and grid averaging are used as they are), and the output is
+// the same, bit for bit, as running them in a SerialChain: each pass sees the same input stream in blocks of
+// CASCADE_BLOCK_FRAMES frames, and DtlnCore.processJoint computes every row as the row alone would be. Streaming as any chain: the blocks are counted from the start of the stream, so how the
 // input is chunked does not matter; the last, partial blocks go through when AlignedStream.end() pushes silence.
-import { DelayLine } from './dsp';
-import { DtlnCore, DtlnGraphs, DTLN_LATENCY, HOP } from './dtln';
-import type { ChainProcessor } from './stream';
+import type { Dtln16Chain } from './chains';
+import { DtlnCore, HOP } from './dtln';
+import { concat, concatAll, type ChainProcessor } from './stream';
 
 /**
  * Frames per block (0.5 s). Smaller blocks: less audio held back between passes (emitted later, and pushed through by
@@ -17,114 +17,57 @@ import type { ChainProcessor } from './stream';
  */
 export const CASCADE_BLOCK_FRAMES = 64;
 
-interface Pass {
-  core: DtlnCore;
-  grids: number;
-  /** Per grid, per channel: the grid's offset in front of the core, and what makes all grids line up after it. */
-  inDelays: DelayLine[][];
-  outDelays: DelayLine[][];
-  /** Per channel: input not yet run (the stage's input for the first pass, the previous pass's output for the rest). */
-  queue: Float32Array[];
-}
-
 export class DtlnCascade implements ChainProcessor {
   readonly sampleRate = 16000;
+  readonly channels: number;
   readonly latency: number;
-  private readonly passes: Pass[];
   private readonly block: number;
+  /** Per pass, per channel: input not yet run (the stage's input for the first pass, the previous pass's output). */
+  private queues: Float32Array[][];
 
   constructor(
-    graphs: DtlnGraphs,
-    readonly channels: number,
-    /** Per pass, the frame-grid offsets (samples) averaged in that pass ([0]: plain DTLN). */
-    gridsPerPass: number[][],
+    /** The passes in series, each with both DTLN stages (the first may average frame grids). */
+    private readonly passes: Dtln16Chain[],
     blockFrames = CASCADE_BLOCK_FRAMES,
   ) {
-    if (gridsPerPass.length === 0) throw new Error('a cascade needs at least one pass');
+    if (passes.length === 0) throw new Error('a cascade needs at least one pass');
     this.block = blockFrames * HOP;
-    let latency = 0;
-    this.passes = gridsPerPass.map((offsets) => {
-      const maxOffset = Math.max(...offsets);
-      latency += DTLN_LATENCY + maxOffset;
-      return {
-        core: new DtlnCore(graphs, { batch: channels * offsets.length, useStage2: true }),
-        grids: offsets.length,
-        inDelays: offsets.map((s) => Array.from({ length: channels }, () => new DelayLine(s))),
-        outDelays: offsets.map((s) => Array.from({ length: channels }, () => new DelayLine(maxOffset - s))),
-        queue: Array.from({ length: channels }, () => new Float32Array(0)),
-      };
-    });
-    this.latency = latency;
+    this.channels = passes[0].channels;
+    this.latency = passes.reduce((sum, pass) => sum + pass.latency, 0);
+    this.queues = passes.map(() => Array.from({ length: this.channels }, () => new Float32Array(0)));
   }
 
   async process(planar: Float32Array[]): Promise<Float32Array[]> {
-    const C = this.channels;
     const B = this.block;
     const passes = this.passes;
-    passes[0].queue = passes[0].queue.map((q, c) => join(q, planar[c]));
+    const queues = this.queues;
+    queues[0] = queues[0].map((q, c) => concat(q, planar[c]));
     /** Read position in each pass's queue (blocks taken this call). */
     const pos = passes.map(() => 0);
     const done: Float32Array[][] = [];
     for (;;) {
       // Every pass with a whole block waiting runs in this round; what a pass emits waits for the next round.
-      const ready = passes.map((_, p) => p).filter((p) => passes[p].queue[0].length - pos[p] >= B);
+      const ready = passes.map((_, p) => p).filter((p) => queues[p][0].length - pos[p] >= B);
       if (ready.length === 0) break;
       const parts = ready.map((p) => {
-        const pass = passes[p];
-        const inputs: Float32Array[] = [];
-        for (let g = 0; g < pass.grids; g++) {
-          for (let c = 0; c < C; c++) {
-            inputs.push(pass.inDelays[g][c].process(pass.queue[c].subarray(pos[p], pos[p] + B)));
-          }
-        }
+        const inputs = passes[p].gridInputs(queues[p].map((q) => q.subarray(pos[p], pos[p] + B)));
         pos[p] += B;
-        return { core: pass.core, inputs };
+        return { core: passes[p].core, inputs };
       });
       const results = await DtlnCore.processJoint(parts);
       ready.forEach((p, i) => {
-        const y = this.average(passes[p], results[i].out);
+        const y = passes[p].gridOutput(results[i].out);
         if (p + 1 < passes.length) {
-          const next = passes[p + 1];
-          next.queue = next.queue.map((q, c) => join(q.subarray(pos[p + 1]), y[c]));
+          queues[p + 1] = queues[p + 1].map((q, c) => concat(q.subarray(pos[p + 1]), y[c]));
           pos[p + 1] = 0;
         } else {
           done.push(y);
         }
       });
     }
-    passes.forEach((pass, p) => {
-      if (pos[p] > 0) pass.queue = pass.queue.map((q) => q.slice(pos[p]));
+    passes.forEach((_, p) => {
+      if (pos[p] > 0) queues[p] = queues[p].map((q) => q.slice(pos[p]));
     });
-    return Array.from({ length: C }, (_, c) => {
-      const out = new Float32Array(done.length * B);
-      done.forEach((y, k) => out.set(y[c], k * B));
-      return out;
-    });
+    return Array.from({ length: this.channels }, (_, c) => concatAll(done.map((y) => y[c])));
   }
-
-  /** One pass's output per channel: its grids lined up and averaged (as Dtln16Chain does; one grid: as it is). */
-  private average(pass: Pass, out: Float32Array[]): Float32Array[] {
-    const C = this.channels;
-    const G = pass.grids;
-    if (G === 1) return out;
-    const result: Float32Array[] = [];
-    for (let c = 0; c < C; c++) {
-      const acc = new Float32Array(out[0].length);
-      for (let g = 0; g < G; g++) {
-        const y = pass.outDelays[g][c].process(out[g * C + c]);
-        for (let i = 0; i < acc.length; i++) acc[i] += y[i];
-      }
-      for (let i = 0; i < acc.length; i++) acc[i] /= G;
-      result.push(acc);
-    }
-    return result;
-  }
-}
-
-function join(a: Float32Array, b: Float32Array): Float32Array {
-  if (a.length === 0) return b;
-  const out = new Float32Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
 }

@@ -18,7 +18,8 @@ export { FullBandChain } from './fullband';
 export class Dtln16Chain implements ChainProcessor {
   readonly sampleRate = 16000;
   readonly latency: number;
-  private readonly core: DtlnCore;
+  /** The pass's DTLN core (DtlnCascade runs several passes' cores in one batch). */
+  readonly core: DtlnCore;
   private readonly inDelays: DelayLine[][];
   private readonly outDelays: DelayLine[][];
 
@@ -37,11 +38,23 @@ export class Dtln16Chain implements ChainProcessor {
   }
 
   async process(planar: Float32Array[]): Promise<Float32Array[]> {
-    const G = this.offsets.length;
-    if (G === 1) return (await this.core.process(planar)).out;
+    return this.gridOutput((await this.core.process(this.gridInputs(planar))).out);
+  }
+
+  /** The core's input rows for a chunk: every channel delayed by every grid's offset (one grid: the chunk itself). */
+  gridInputs(planar: Float32Array[]): Float32Array[] {
+    if (this.offsets.length === 1) return planar;
     const batch: Float32Array[] = [];
-    for (let g = 0; g < G; g++) for (let c = 0; c < this.channels; c++) batch.push(this.inDelays[g][c].process(planar[c]));
-    const { out } = await this.core.process(batch);
+    for (let g = 0; g < this.offsets.length; g++) {
+      for (let c = 0; c < this.channels; c++) batch.push(this.inDelays[g][c].process(planar[c]));
+    }
+    return batch;
+  }
+
+  /** The pass's output from the core's rows: the grids lined up and averaged (one grid: the rows themselves). */
+  gridOutput(out: Float32Array[]): Float32Array[] {
+    const G = this.offsets.length;
+    if (G === 1) return out;
     const result: Float32Array[] = [];
     for (let c = 0; c < this.channels; c++) {
       const acc = new Float32Array(out[0].length);
@@ -126,8 +139,8 @@ export function buildChain(spec: ChainSpec, channels: number, graphs: DtlnGraphs
         grids.push(next.dtln.grids ?? [0]);
       }
       i += grids.length - 1;
-      if (grids.length === 1) stages.push(new Dtln16Chain(graphs, channels, true, grids[0]));
-      else stages.push(new DtlnCascade(graphs, channels, grids));
+      const passes = grids.map((offsets) => new Dtln16Chain(graphs, channels, true, offsets));
+      stages.push(passes.length === 1 ? passes[0] : new DtlnCascade(passes));
     } else if ('dtln' in st) stages.push(new Dtln16Chain(graphs, channels, false, st.dtln.grids ?? [0]));
     else if ('gate' in st) stages.push(new PerChannelStage(channels, () => new ResidualGate(st.gate)));
     else if ('stage1' in st) stages.push(new Stage1Chain(graphs, channels, st.stage1.hop));
