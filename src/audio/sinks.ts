@@ -133,7 +133,7 @@ class FfmpegSink implements AudioSink {
   async write(planar: Float32Array[]): Promise<void> {
     if (planar.length === 0 || planar[0].length === 0) return;
     const out = this.dither ? this.dither.processInPlace(planar) : planar;
-    silenceNonFinite(out); // in place: the dithered copy, or the pipeline's arrays (they are done with)
+    silenceNonFinite(out); // in place: the arrays are the sink's (write() takes them over)
     await writeToChild(this.child, interleave(out));
   }
 

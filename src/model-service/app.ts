@@ -324,17 +324,29 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
   });
 }
 
-/** Streams a file with Content-Length; resolves when the body was handed to the socket or the client left. */
-/** Sends an output kept in memory, piece by piece (no copy into one buffer). */
-function sendBytes(res: Response, file: MemoryFile, contentType: string, filename: string): void {
+/** The 200 headers of a download: type, exact length, and the file name to save it under. */
+function startDownload(
+  res: Response,
+  size: number,
+  contentType: string,
+  filename: string,
+  disposition: 'attachment' | 'inline' = 'attachment',
+): void {
   res.status(200);
   res.setHeader('Content-Type', contentType);
-  res.setHeader('Content-Length', String(file.size));
-  res.setHeader('Content-Disposition', contentDisposition(filename));
+  res.setHeader('Content-Length', String(size));
+  const cd = contentDisposition(filename);
+  res.setHeader('Content-Disposition', disposition === 'inline' ? cd.replace(/^attachment/, 'inline') : cd);
+}
+
+/** Sends an output kept in memory, piece by piece (no copy into one buffer). */
+function sendBytes(res: Response, file: MemoryFile, contentType: string, filename: string): void {
+  startDownload(res, file.size, contentType, filename);
   for (const piece of file.pieces()) res.write(piece);
   res.end();
 }
 
+/** Streams a file with Content-Length; resolves when the body was handed to the socket or the client left. */
 async function sendFile(
   res: Response,
   filePath: string,
@@ -343,11 +355,7 @@ async function sendFile(
   disposition: 'attachment' | 'inline' = 'attachment',
 ): Promise<void> {
   const { size } = await fsp.stat(filePath);
-  res.status(200);
-  res.setHeader('Content-Type', contentType);
-  res.setHeader('Content-Length', String(size));
-  const cd = contentDisposition(filename);
-  res.setHeader('Content-Disposition', disposition === 'inline' ? cd.replace(/^attachment/, 'inline') : cd);
+  startDownload(res, size, contentType, filename, disposition);
   if (res.req.method === 'HEAD') {
     res.end();
     return;

@@ -34,7 +34,7 @@ async function* piecesOf(source: string | MemoryFile): AsyncGenerator<Buffer> {
 async function streamBase64(res: Response, source: string | MemoryFile): Promise<void> {
   let carry: Buffer = Buffer.alloc(0);
   for await (const data of piecesOf(source)) {
-    const buf = carry.length ? Buffer.concat([carry, data as Buffer]) : (data as Buffer);
+    const buf = carry.length ? Buffer.concat([carry, data]) : data;
     const usable = buf.length - (buf.length % 3);
     carry = buf.subarray(usable);
     if (usable) await writeChunk(res, buf.subarray(0, usable).toString('base64'));

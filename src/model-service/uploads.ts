@@ -367,7 +367,7 @@ function uploadError(kind: EndpointKind, limits: UploadLimits, err: unknown): un
 }
 
 /**
- * Receives the multipart body: a /denoise file up to IN_MEMORY_UPLOAD_BYTES into memory (`buffer`), anything else into
+ * Receives the multipart body: a /denoise file up to IN_MEMORY_UPLOAD_BYTES into memory (`held`), anything else into
  * the scope's directory (`path`). Resolves with the stored files (in upload order); text fields end up in req.body.
  */
 export function receiveUpload(
