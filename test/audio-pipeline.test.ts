@@ -182,6 +182,7 @@ describe('one chunk ahead', () => {
             return s.push(planar).finally(() => unanswered--);
           },
           end: () => s.end(),
+          loudness: () => s.loudness(),
           abort: () => s.abort(),
         };
       },

@@ -9,6 +9,7 @@ import { denoiseBuffer } from '../src/inference/offline';
 import { concatAll } from '../src/inference/stream';
 import { DenoiseStream, InferenceEngine, MODEL_IDS, ModelId } from '../src/inference/types';
 import { seededRandom } from '../src/audio/synthetic-noise';
+import { LoudnessMeter } from '../src/audio/loudness';
 
 const config = { ...loadConfig(), workers: 2 };
 
@@ -43,6 +44,29 @@ describe('inference engine (worker pool)', () => {
 
   afterAll(async () => {
     await engine?.close();
+  });
+
+  it('measureLoudness: the worker meters input and output as a meter on this thread does; without it, nothing', async () => {
+    const x = [signal(40000, 7), signal(40000, 8)];
+    const measured = await engine.openStream({ model: 'nsm-2', channels: 2, attenuationLimitDb: 0, measureLoudness: true });
+    const plain = await engine.openStream({ model: 'nsm-2', channels: 2, attenuationLimitDb: 0 });
+    const inMeter = new LoudnessMeter(16000, 2);
+    const outMeter = new LoudnessMeter(16000, 2);
+    for (let pos = 0; pos < 40000; pos += 7000) {
+      const chunk = x.map((c) => c.slice(pos, pos + 7000));
+      inMeter.push(chunk);
+      outMeter.push(await measured.push(chunk.map((c) => c.slice())));
+      await plain.push(chunk);
+    }
+    outMeter.push(await measured.end());
+    await plain.end();
+    const got = measured.loudness();
+    expect(got).not.toBeNull();
+    expect(got!.input.length).toBe(22); // 2.5 s: 25 sub-blocks of 100 ms, 22 blocks of 400 ms
+    expect(Array.from(got!.input)).toEqual(Array.from(inMeter.blockPowers()));
+    expect(Array.from(got!.output)).toEqual(Array.from(outMeter.blockPowers()));
+    expect(got!.output[10]).toBeLessThan(got!.input[10]); // the noise went down
+    expect(plain.loudness()).toBeNull();
   });
 
   it('reports its state', async () => {

@@ -10,7 +10,7 @@
 // (denoise(), memory-file.ts); when it is such a WAV and so is the output, the output is written into memory too.
 //
 // Loudness (loudness.ts): the input and the cleaned audio are metered on the way (BS.1770 at the model's rate) for
-// the stats. With a loudness target the cleaned audio first goes to a spool file (spool.ts) while it is metered, then
+// the stats, by the engine's worker thread (measureLoudness), which takes that work off the server's main thread. With a loudness target the cleaned audio first goes to a spool file (spool.ts) while it is metered, then
 // is replayed through a gain and a true-peak limiter (normalize.ts) into the sink: two passes, memory still bounded.
 //
 // Limits (limits.ts) are checked from the header before any decoding, and the duration again while decoding.
@@ -26,7 +26,7 @@ import { bandsUpTo, CHAINS, type BandProcessing } from '../inference/catalog';
 import type { DenoiseStream, InferenceEngine, ModelId } from '../inference/types';
 import { AudioAbortedError, AudioInputError } from './errors';
 import { encodedRate, FORMATS, truePeakCeiling, type OutputFormat } from './formats';
-import { dbOf, LoudnessMeter, noiseRemovedDb, TruePeakInterpolator } from './loudness';
+import { dbOf, gatedLoudness, LoudnessMeter, noiseRemovedDb, TruePeakInterpolator } from './loudness';
 import { LoudnessNormalizer } from './normalize';
 import { FloatSpool } from './spool';
 import { checkDecodedDuration, checkInputLimits } from './limits';
@@ -296,6 +296,7 @@ class PipelineRun {
         channels: source.channels,
         attenuationLimitDb: opts.attenuationLimitDb,
         fullBand: modelRate !== nativeRate,
+        measureLoudness: true,
       }),
       (st) => st.abort(),
     );
@@ -303,8 +304,6 @@ class PipelineRun {
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
     this.outputRate = encodedRate(opts.outputFormat, opts.keepInputSampleRate ? source.inputRate : nativeRate);
     const target = opts.loudnessLufs ?? null;
-    const inMeter = new LoudnessMeter(modelRate, source.channels);
-    const outMeter = new LoudnessMeter(modelRate, source.channels);
 
     const sinkOptions = {
       format: opts.outputFormat,
@@ -329,7 +328,6 @@ class PipelineRun {
     let peakScratch = new Float64Array(0);
     const emit = async (out: Float32Array[]): Promise<void> => {
       if (out.length === 0 || out[0].length === 0) return;
-      outMeter.push(out);
       if (cleanPeak) {
         if (peakScratch.length < out[0].length) peakScratch = new Float64Array(out[0].length);
         cleanPeak.process(out, peakScratch);
@@ -354,7 +352,6 @@ class PipelineRun {
       if (n === 0) continue;
       framesIn += n;
       checkDecodedDuration(config, framesIn / modelRate);
-      inMeter.push(planar); // before push: the engine takes the arrays
       const out = this.guard(stream.push(planar));
       out.catch(() => undefined); // a failure is thrown where it is awaited, below or after the loop
       if (ahead) await emit(await ahead);
@@ -371,10 +368,13 @@ class PipelineRun {
     this.stream = null; // flushed: nothing to abort any more
     await emit(tail);
 
+    // Metered in the worker, next to the chain (measureLoudness): the input as pushed, the output as returned.
+    const measured = stream.loudness();
+    if (!measured) throw new Error('the inference engine returned no loudness measurements');
     const loudness: LoudnessResult = {
-      input: inMeter.integrated(),
-      output: outMeter.integrated(),
-      noiseRemoved: noiseRemovedDb(inMeter.blockPowers(), outMeter.blockPowers()),
+      input: gatedLoudness(measured.input),
+      output: gatedLoudness(measured.output),
+      noiseRemoved: noiseRemovedDb(measured.input, measured.output),
       target,
       gainDb: 0,
       truePeak: null,

@@ -16,6 +16,7 @@ import {
   type ModelId,
   type ModelManifestEntry,
   type PoolState,
+  type StreamLoudness,
 } from './types';
 
 const WORKER_SCRIPT = path.join(__dirname, 'worker.js');
@@ -32,7 +33,7 @@ interface Job {
   transfer: ArrayBuffer[];
   /** Fire-and-forget messages (abort) have no reply. */
   expectsReply: boolean;
-  resolve(planar: Float32Array[]): void;
+  resolve(planar: Float32Array[], loudness?: StreamLoudness): void;
   reject(err: Error): void;
 }
 
@@ -67,7 +68,7 @@ class PoolWorker {
           const i = this.inFlight.findIndex((j) => 'reqId' in j.msg && j.msg.reqId === msg.reqId);
           const job = i >= 0 ? this.inFlight.splice(i, 1)[0] : undefined;
           if (job) {
-            if (msg.type === 'result') job.resolve(msg.planar);
+            if (msg.type === 'result') job.resolve(msg.planar, msg.loudness);
             else job.reject(new Error(msg.message));
           }
           this.pump();
@@ -129,6 +130,7 @@ function ownedPlanar(planar: Float32Array[]): { planar: Float32Array[]; transfer
 class StreamHandle implements DenoiseStream {
   private failure: Error | null = null;
   private finished = false;
+  private measured: StreamLoudness | null = null;
 
   constructor(
     private readonly engine: Engine,
@@ -153,9 +155,15 @@ class StreamHandle implements DenoiseStream {
   }
 
   end(): Promise<Float32Array[]> {
-    const p = this.request((reqId) => ({ type: 'end', reqId, streamId: this.id }), []);
+    const p = this.request((reqId) => ({ type: 'end', reqId, streamId: this.id }), [], (loudness) => {
+      this.measured = loudness ?? null;
+    });
     this.finished = true;
     return p.finally(() => this.owner.streams.delete(this.id));
+  }
+
+  loudness(): StreamLoudness | null {
+    return this.measured;
   }
 
   abort(): void {
@@ -173,13 +181,21 @@ class StreamHandle implements DenoiseStream {
     }
   }
 
-  private request(make: (reqId: number) => ToWorker, transfer: ArrayBuffer[]): Promise<Float32Array[]> {
+  private request(
+    make: (reqId: number) => ToWorker,
+    transfer: ArrayBuffer[],
+    onLoudness?: (loudness: StreamLoudness | undefined) => void,
+  ): Promise<Float32Array[]> {
     if (this.finished) return Promise.reject(new Error('stream already ended or aborted'));
     if (this.failure) return Promise.reject(this.failure);
     // Submitted at once: requests of one stream still run in order (one worker, FIFO queue, run one at a time there),
     // and a push made before the previous one resolved is already queued, or posted, when the worker gets to it.
     return new Promise<Float32Array[]>((resolve, reject) => {
-      this.owner.submit({ msg: make(this.engine.nextReqId()), transfer, expectsReply: true, resolve, reject });
+      const settle = (planar: Float32Array[], loudness?: StreamLoudness): void => {
+        onLoudness?.(loudness);
+        resolve(planar);
+      };
+      this.owner.submit({ msg: make(this.engine.nextReqId()), transfer, expectsReply: true, resolve: settle, reject });
     });
   }
 }
@@ -238,7 +254,7 @@ class Engine implements InferenceEngine {
     w.streams.set(id, handle);
     await new Promise<Float32Array[]>((resolve, reject) =>
       w.submit({
-        msg: { type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels, attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand },
+        msg: { type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels, attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness },
         transfer: [],
         expectsReply: true,
         resolve,

@@ -30,6 +30,17 @@ export interface DenoiseOptions {
    * its guidance above), for inputs above 16 kHz whose rate is kept. nsm-2-hd is always full band.
    */
   fullBand?: boolean;
+  /**
+   * Meter the stream's input and output (BS.1770 block powers at sampleRate, src/audio/loudness.ts) in the worker, next
+   * to the chain, instead of on the caller's thread: read them with loudness() once end() has resolved.
+   */
+  measureLoudness?: boolean;
+}
+
+/** A stream's loudness measurements: the weighted mean square of each 400 ms block (hop 100 ms), in order. */
+export interface StreamLoudness {
+  input: Float64Array;
+  output: Float64Array;
 }
 
 /**
@@ -42,6 +53,8 @@ export interface DenoiseStream {
   readonly bands: BandProcessing[];
   push(planar: Float32Array[]): Promise<Float32Array[]>;
   end(): Promise<Float32Array[]>;
+  /** With measureLoudness, after end() resolved: the block powers of all input pushed and all output returned; else null. */
+  loudness(): StreamLoudness | null;
   /** Frees worker state without flushing (on errors/aborts). */
   abort(): void;
 }

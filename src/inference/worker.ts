@@ -2,11 +2,13 @@
 // The pool may post a request before the previous one is answered; requests run one at a time, in arrival order, so
 // streams on a worker never run concurrently and replies come back in order.
 import { parentPort, workerData } from 'node:worker_threads';
+import { LoudnessMeter } from '../audio/loudness';
 import { createChain } from './chains';
 import { DtlnGraphs } from './dtln';
 import { loadGraphs } from './sessions';
 import { AlignedStream } from './stream';
 import type { ToWorker, FromWorker } from './protocol';
+import type { StreamLoudness } from './types';
 
 interface WorkerInit {
   modelsDir: string;
@@ -16,14 +18,23 @@ interface WorkerInit {
 const port = parentPort;
 if (!port) throw new Error('worker.ts must run as a worker thread');
 
-const streams = new Map<number, AlignedStream>();
+/**
+ * A stream hosted here, with its loudness meters when the caller asked for them (measureLoudness): metering runs on
+ * this thread, which the pool scales with cores, rather than on the server's one main thread (docs/engine.md).
+ */
+interface Hosted {
+  stream: AlignedStream;
+  meters: { input: LoudnessMeter; output: LoudnessMeter } | null;
+}
+
+const streams = new Map<number, Hosted>();
 let graphs: DtlnGraphs | null = null;
 
 function send(msg: FromWorker, transfer: ArrayBuffer[] = []): void {
   port!.postMessage(msg, transfer);
 }
 
-function transferList(planar: Float32Array[]): ArrayBuffer[] {
+function transferList(planar: Array<Float32Array | Float64Array>): ArrayBuffer[] {
   const seen = new Set<ArrayBuffer>();
   for (const ch of planar) seen.add(ch.buffer as ArrayBuffer);
   return [...seen];
@@ -38,17 +49,31 @@ async function handle(msg: ToWorker): Promise<void> {
   switch (msg.type) {
     case 'open': {
       const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand });
-      streams.set(msg.streamId, new AlignedStream(chain, msg.attenuationLimitDb));
+      const meter = (): LoudnessMeter => new LoudnessMeter(chain.sampleRate, msg.channels);
+      streams.set(msg.streamId, {
+        stream: new AlignedStream(chain, msg.attenuationLimitDb),
+        meters: msg.measureLoudness ? { input: meter(), output: meter() } : null,
+      });
       send({ type: 'result', reqId: msg.reqId, planar: [] });
       return;
     }
     case 'push':
     case 'end': {
-      const stream = streams.get(msg.streamId);
-      if (!stream) throw new Error(`unknown stream ${msg.streamId}`);
+      const hosted = streams.get(msg.streamId);
+      if (!hosted) throw new Error(`unknown stream ${msg.streamId}`);
+      const { stream, meters } = hosted;
+      if (msg.type === 'push') meters?.input.push(msg.planar); // before the chain, which may reuse the arrays
       const out = compact(msg.type === 'push' ? await stream.push(msg.planar) : await stream.end());
-      if (msg.type === 'end') streams.delete(msg.streamId);
-      send({ type: 'result', reqId: msg.reqId, planar: out }, transferList(out));
+      meters?.output.push(out);
+      if (msg.type === 'push') {
+        send({ type: 'result', reqId: msg.reqId, planar: out }, transferList(out));
+        return;
+      }
+      streams.delete(msg.streamId);
+      const loudness: StreamLoudness | undefined = meters
+        ? { input: meters.input.blockPowers(), output: meters.output.blockPowers() }
+        : undefined;
+      send({ type: 'result', reqId: msg.reqId, planar: out, loudness }, transferList(loudness ? [...out, loudness.input, loudness.output] : out));
       return;
     }
     case 'abort':
