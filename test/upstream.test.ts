@@ -3,6 +3,7 @@
 // real SQLite store sit in front. The boundary against the real model-service process is in upstream-process.test.ts.
 import fs from 'node:fs';
 import http from 'node:http';
+import type net from 'node:net';
 import express from 'express';
 import type { Config } from '../src/config';
 import { createGateway, gatewayErrorHandler } from '../src/gateway';
@@ -209,6 +210,55 @@ describe('model-service forwarder', () => {
     const reset = await rawRequest(`${gatewayUrl}/v1/noise-suppressor/models`, { headers: auth() });
     expect(reset.status).toBe(502);
     expect(JSON.parse(reset.body.toString()).error.type).toBe('upstream_unavailable');
+  });
+
+  test('keep-alive: calls share one connection to the replica; one it drops is retried once on a new connection', async () => {
+    await startGateway({}, upstream.url); // a new forwarder: an empty connection pool
+    const sockets = new Set<net.Socket>();
+    const served = new Set<net.Socket>();
+    let dropping = false;
+    let dropped = 0;
+    const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+      sockets.add(req.socket);
+      res.on('finish', () => served.add(req.socket));
+    };
+    // As a replica whose keep-alive timer fired just as the gateway reused the connection: a connection that already
+    // served a call is dropped before 100 Continue, so nothing of the body went out.
+    const onContinue = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+      if (dropping && served.has(req.socket)) {
+        dropped++;
+        req.socket.destroy();
+        return;
+      }
+      res.writeContinue();
+      upstream.server.emit('request', req, res);
+    };
+    upstream.server.prependListener('request', onRequest);
+    upstream.server.on('checkContinue', onContinue);
+    try {
+      const body = Buffer.alloc(1000, 3);
+      const post = () =>
+        rawRequest(`${gatewayUrl}/v1/noise-suppressor/denoise`, {
+          method: 'POST',
+          headers: { ...auth(), 'Content-Type': 'application/octet-stream', 'Content-Length': body.length },
+          body,
+        });
+      for (let i = 0; i < 3; i++) expect((await post()).status).toBe(200);
+      expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/models`, { headers: auth() })).status).toBe(200);
+      expect(sockets.size).toBe(1);
+
+      dropping = true;
+      const res = await post();
+      expect(res.status).toBe(200);
+      expect(JSON.parse(res.body.toString())).toEqual({ path: '/denoise', received: 1000 });
+      expect(dropped).toBe(1);
+      expect(sockets.size).toBe(2);
+      // Not a failure of the replica: breaker and health untouched.
+      expect(forwarder.upstreams()[0]).toMatchObject({ state: 'closed', consecutiveFailures: 0, healthy: true, inFlight: 0 });
+    } finally {
+      upstream.server.removeListener('request', onRequest);
+      upstream.server.removeListener('checkContinue', onContinue);
+    }
   });
 
   test('no response headers within upstreamTimeoutMs → 504 upstream_timeout', async () => {

@@ -168,7 +168,11 @@ interface Refusal {
   retryAfter?: string;
 }
 
-type AttemptResult = { kind: 'retry'; refusal: Refusal } | { kind: 'done'; outcome: ForwardOutcome };
+type AttemptResult =
+  | { kind: 'retry'; refusal: Refusal }
+  | { kind: 'done'; outcome: ForwardOutcome }
+  /** A kept-alive connection failed before anything of the call reached the replica: the same replica, a new connection. */
+  | { kind: 'stale' };
 
 /** A call in progress, for shutdown. */
 interface ActiveCall {
@@ -253,15 +257,24 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
           return;
         }
         tried.add(up);
+        tryReplica(up, false);
+      };
+
+      const tryReplica = (up: Upstream, fresh: boolean): void => {
+        if (finished || shuttingDown) return;
         const admission = up.breaker.admit();
         if (!admission.allowed) {
           next();
           return;
         }
-        void attempt(up, admission.trial).then((result) => {
+        void attempt(up, admission.trial, fresh).then((result) => {
           cancelAttempt = null;
           if (result.kind === 'done') {
             finish(result.outcome);
+            return;
+          }
+          if (result.kind === 'stale') {
+            tryReplica(up, true);
             return;
           }
           refusals.push(result.refusal);
@@ -293,7 +306,8 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
         fail('upstream_unavailable', `The model service is unreachable (${refusals.map(summary).join('; ')}).`, 502);
       };
 
-      const attempt = (up: Upstream, trial: boolean): Promise<AttemptResult> =>
+      /** One call to `up`; `fresh`: on a new connection (after a kept-alive one went stale), not a pooled one. */
+      const attempt = (up: Upstream, trial: boolean, fresh: boolean): Promise<AttemptResult> =>
         new Promise<AttemptResult>((settleAttempt) => {
           let settled = false;
           let judged = false;
@@ -331,7 +345,7 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
             path: up.basePath + upstreamPath(req, ctx),
             method: req.method,
             headers,
-            agent: up.agent,
+            agent: fresh ? up.freshAgent : up.agent,
           });
 
           let bodyStarted = false; // the replica said 100 Continue: the body is committed to it
@@ -483,6 +497,14 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
           upReq.on('error', (err: NodeJS.ErrnoException) => {
             if (abandoned || responded || settled) return;
             const code = err.code ?? err.message;
+            if (!bodyStarted && upReq.reusedSocket && !fresh) {
+              // A kept-alive connection the replica closed as we reused it (or had dropped while idle): a race of
+              // the connection, not a fault of the replica. Nothing of the body went out; once more, on a new one.
+              abandon();
+              judge('release');
+              settle({ kind: 'stale' });
+              return;
+            }
             if (!bodyStarted) {
               // Nothing of the body went out: another replica can take the call.
               abandon();

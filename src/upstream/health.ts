@@ -68,7 +68,7 @@ export class HealthChecker {
         path: `${up.basePath}/health`,
         method: 'GET',
         headers,
-        agent: up.agent,
+        agent: up.freshAgent, // a probe of reachability: its own connection, never a kept-alive one gone stale
       });
       const timer = setTimeout(() => {
         req.destroy();
