@@ -7,6 +7,7 @@ import type { Config } from '../src/config';
 import { createInferenceEngine } from '../src/inference/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { createModelServiceApp } from '../src/model-service/app';
+import { CATALOG_TTL_MS } from '../src/model-service/catalog';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from '../src/model-service/names';
 import { IN_MEMORY_UPLOAD_BYTES } from '../src/model-service/uploads';
 import { eventually, fixture, noiseWav, readZip, tmpEntries, testConfig } from './service-helpers';
@@ -188,6 +189,13 @@ describe('model service app alone', () => {
     expect(sample.status).toBe(404);
     expect(sample.body.detail).toMatch(/sample clip is not installed/);
     await eventually(() => tmpEntries(config).length === 0);
+
+    // Installed while the service runs: taken up within CATALOG_TTL_MS, no restart.
+    for (const f of fs.readdirSync(config.modelsDir)) fs.symlinkSync(path.join(config.modelsDir, f), path.join(emptyModels, f));
+    await new Promise((r) => setTimeout(r, CATALOG_TTL_MS + 50));
+    const after = await authed(app).get('/health');
+    expect(after.body.status).toBe('ok');
+    expect(after.body.models).toContain('nsm-3');
   });
 
   /** A batch of one file through the model service: the output bytes, from the zip (the batch path uses temp files). */
