@@ -99,3 +99,26 @@ describe('LowFrequencyDither', () => {
     expect(amplitudeAt(dithered, 1500, rate)).toBeLessThan(0.05 * a);
   });
 });
+
+describe('LowFrequencyDither.toInt16 (dither and rounding in one pass, the in-process WAV writer)', () => {
+  test('the same bytes as encodeInt16 after processInPlace, chunk after chunk, with non-finite and out-of-range samples', () => {
+    const frames = 5000;
+    const make = (seed: number) =>
+      Float32Array.from({ length: frames }, (_, i) => {
+        if (i % 997 === 0) return NaN;
+        if (i % 991 === 0) return (i & 1 ? 1 : -1) * Infinity;
+        if (i % 983 === 0) return (i & 1 ? 1 : -1) * 3e38;
+        return 1.2 * Math.sin(i * 0.013 * seed) + (i % 7) * 1e-6; // clips at the peaks; sub-LSB detail elsewhere
+      });
+    const planar = [make(1), make(2)];
+    const twoPass = new LowFrequencyDither(48000, 2);
+    const onePass = new LowFrequencyDither(48000, 2);
+    for (const [from, to] of [[0, 1234], [1234, 1235], [1235, 4000], [4000, frames]]) {
+      const chunk = planar.map((x) => x.slice(from, to));
+      const expected = encodeInt16(twoPass.processInPlace(chunk.map((x) => x.slice())));
+      const got = onePass.toInt16(chunk);
+      expect(got.equals(expected)).toBe(true);
+      expect(chunk.map((x) => Array.from(x))).toEqual(planar.map((x) => Array.from(x.slice(from, to)))); // untouched
+    }
+  });
+});

@@ -19,6 +19,8 @@ export const DITHER_RMS_LSB = 1;
 /** Corner of the dither's one-pole low-pass, Hz. */
 export const DITHER_CORNER_HZ = 270;
 
+import { toInt16 } from './wav';
+
 const LSB = 1 / 32768;
 
 export class LowFrequencyDither {
@@ -38,6 +40,32 @@ export class LowFrequencyDither {
   /** New arrays: `planar` plus dither (non-finite samples stay non-finite; the encoders turn them into silence). */
   process(planar: Float32Array[]): Float32Array[] {
     return this.processInPlace(planar.map((x) => x.slice()));
+  }
+
+  /**
+   * Dithers `planar` and rounds it to interleaved 16-bit little-endian PCM in one pass: the bytes of
+   * encodeInt16(processInPlace(planar)) (the same float32 sums, the same rounding), without writing the arrays.
+   */
+  toInt16(planar: Float32Array[]): Buffer {
+    const C = planar.length;
+    const frames = planar[0]?.length ?? 0;
+    const out = new Int16Array(frames * C);
+    for (let c = 0; c < C; c++) {
+      const x = planar[c];
+      let r = this.rng[c];
+      let s = this.state[c];
+      const p = this.pole;
+      const g = this.gain;
+      for (let f = 0, k = c; f < frames; f++, k += C) {
+        r ^= r << 13; r ^= r >>> 17; r ^= r << 5; r >>>= 0;
+        s = p * s + g * (((r & 0xffff) - (r >>> 16)) / 65536);
+        out[k] = toInt16(Math.fround(x[f] + s));
+      }
+      this.rng[c] = r;
+      this.state[c] = s;
+    }
+    // Typed arrays are little-endian on the hosts the in-process WAV writer runs on (writesInProcess checks).
+    return Buffer.from(out.buffer, 0, out.byteLength);
   }
 
   /** Adds the dither to `planar` itself and returns it (for callers that own the arrays: no copy, no garbage). */

@@ -72,9 +72,9 @@ class WavFileSink implements AudioSink {
   ) {}
 
   async write(planar: Float32Array[]): Promise<void> {
-    // encodeInt16 turns non-finite samples into 0 itself.
+    // Dither and 16-bit rounding in one pass (toInt16 turns non-finite samples into 0 itself).
     try {
-      await this.writer.write(this.dither.processInPlace(planar));
+      await this.writer.writePcm(this.dither.toInt16(planar));
     } catch (err) {
       throw outputError(err);
     }

@@ -285,7 +285,13 @@ export class WavWriter {
 
   async write(planar: Float32Array[]): Promise<void> {
     if (planar.length === 0 || planar[0].length === 0) return;
-    const bytes = encodeInt16(planar);
+    await this.writePcm(encodeInt16(planar));
+  }
+
+  /** Appends frames already encoded as interleaved 16-bit little-endian PCM (whole frames of this file's channels). */
+  async writePcm(bytes: Buffer): Promise<void> {
+    if (bytes.length === 0) return;
+    if (bytes.length % (2 * this.channels) !== 0) throw new Error(`${bytes.length} bytes are not whole ${this.channels}-channel frames`);
     await this.fh.write(bytes, 0, bytes.length, HEADER_BYTES + this.dataBytes);
     this.dataBytes += bytes.length;
   }
