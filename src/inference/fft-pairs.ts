@@ -1,0 +1,200 @@
+// Real FFTs over rows of frames, for the full-band stages (resamplers, band-gain probe, high-band filter): a
+// WebAssembly SIMD kernel (wasm/fft-pairs.ts, compiled by `npm run build`) that transforms two frames at a time and
+// is bit-identical to RealFFT (fft.ts); RealFFT itself, row by row, where the .wasm file is missing or the runtime
+// has no WebAssembly SIMD. Callers write their frames into `sig` rows, transform, and read the spectra from `re`/`im`
+// rows (or the reverse), all in one synchronous stretch: one instance per size serves a whole thread (sharedRowFft),
+// its memory growing to the largest batch a caller asks for (callers batch a bounded number of frames).
+import fs from 'node:fs';
+import path from 'node:path';
+import { RealFFT } from './fft';
+
+export interface RowFft {
+  readonly kind: 'wasm' | 'js';
+  readonly n: number;
+  /** n / 2 + 1. */
+  readonly bins: number;
+  /** Signal rows (n samples each): forward()'s input, inverse()'s output. Views valid until the next reserve(). */
+  sig: Float64Array;
+  /** Spectrum rows (bins each). */
+  re: Float64Array;
+  im: Float64Array;
+  /** Makes room for `rows` rows (the views above are replaced when it grows). */
+  reserve(rows: number): void;
+  /** RealFFT.forward of sig rows 0..rows-1 into re/im rows. */
+  forward(rows: number): void;
+  /** RealFFT.inverse of re/im rows 0..rows-1 into sig rows. */
+  inverse(rows: number): void;
+}
+
+interface Kernel {
+  init(m: number, odd: number, sp: number, tw: number, rev: number, zr: number, zi: number): void;
+  forward(sig: number, rows: number, re: number, im: number): void;
+  inverse(re: number, im: number, rows: number, sig: number): void;
+}
+
+export const FFT_PAIRS_WASM = path.join(__dirname, 'wasm', 'fft-pairs.wasm');
+const PAGE = 65536;
+const align16 = (x: number): number => (x + 15) & ~15;
+
+class JsRowFft implements RowFft {
+  readonly kind = 'js' as const;
+  readonly bins: number;
+  sig = new Float64Array(0);
+  re = new Float64Array(0);
+  im = new Float64Array(0);
+  private readonly fft: RealFFT;
+  private rows = 0;
+
+  constructor(readonly n: number) {
+    this.fft = new RealFFT(n);
+    this.bins = this.fft.bins;
+  }
+
+  reserve(rows: number): void {
+    if (rows <= this.rows) return;
+    this.rows = rows;
+    this.sig = new Float64Array(rows * this.n);
+    this.re = new Float64Array(rows * this.bins);
+    this.im = new Float64Array(rows * this.bins);
+  }
+
+  forward(rows: number): void {
+    for (let r = 0; r < rows; r++) this.fft.forward(this.sig, r * this.n, this.re, this.im, r * this.bins);
+  }
+
+  inverse(rows: number): void {
+    for (let r = 0; r < rows; r++) this.fft.inverse(this.re, this.im, r * this.bins, this.sig, r * this.n);
+  }
+}
+
+class WasmRowFft implements RowFft {
+  readonly kind = 'wasm' as const;
+  readonly bins: number;
+  sig = new Float64Array(0);
+  re = new Float64Array(0);
+  im = new Float64Array(0);
+  private readonly memory = new WebAssembly.Memory({ initial: 1 });
+  private readonly k: Kernel;
+  /** First byte after the tables and the work arrays. */
+  private readonly heap: number;
+  private rows = 0;
+  private ptr = { sig: 0, re: 0, im: 0 };
+
+  constructor(
+    module: WebAssembly.Module,
+    readonly n: number,
+  ) {
+    this.bins = n / 2 + 1;
+    this.k = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports as unknown as Kernel;
+    const m = n / 2;
+    const bits = Math.round(Math.log2(m));
+    const odd = bits % 2 === 1;
+    // Tables exactly as RealFFT's constructor computes them.
+    const tw: number[] = [];
+    for (let h = odd ? 2 : 1; 4 * h <= m; h *= 4) {
+      for (let j = 0; j < h; j++) {
+        for (let p = 1; p <= 3; p++) {
+          const a = (-2 * Math.PI * p * j) / (4 * h);
+          tw.push(Math.cos(a), Math.sin(a));
+        }
+      }
+    }
+    const sp = 0;
+    const twAt = align16(sp + (m / 2 + 1) * 32);
+    const revAt = align16(twAt + tw.length * 16);
+    const zr = align16(revAt + m * 4);
+    const zi = zr + m * 16;
+    this.heap = align16(zi + m * 16);
+    this.grow(this.heap);
+    const f64 = new Float64Array(this.memory.buffer);
+    for (let k = 0; k <= m / 2; k++) {
+      const wr = Math.cos((-2 * Math.PI * k) / n);
+      const wi = Math.sin((-2 * Math.PI * k) / n);
+      const o = (sp >> 3) + 4 * k;
+      f64[o] = wr;
+      f64[o + 1] = wr;
+      f64[o + 2] = wi;
+      f64[o + 3] = wi;
+    }
+    tw.forEach((v, i) => {
+      f64[(twAt >> 3) + 2 * i] = v;
+      f64[(twAt >> 3) + 2 * i + 1] = v;
+    });
+    const rev = new Int32Array(this.memory.buffer, revAt, m);
+    for (let i = 0; i < m; i++) {
+      let r = 0;
+      for (let b = 0; b < bits; b++) if (i & (1 << b)) r |= 1 << (bits - 1 - b);
+      rev[i] = r;
+    }
+    this.k.init(m, odd ? 1 : 0, sp, twAt, revAt, zr, zi);
+  }
+
+  private grow(bytes: number): void {
+    const need = Math.ceil(bytes / PAGE);
+    const have = this.memory.buffer.byteLength / PAGE;
+    if (need > have) this.memory.grow(need - have);
+  }
+
+  reserve(rows: number): void {
+    if (rows <= this.rows) return;
+    this.rows = rows;
+    const sig = this.heap;
+    const re = align16(sig + rows * this.n * 8);
+    const im = align16(re + rows * this.bins * 8);
+    this.grow(align16(im + rows * this.bins * 8));
+    this.ptr = { sig, re, im };
+    const buf = this.memory.buffer;
+    this.sig = new Float64Array(buf, sig, rows * this.n);
+    this.re = new Float64Array(buf, re, rows * this.bins);
+    this.im = new Float64Array(buf, im, rows * this.bins);
+  }
+
+  forward(rows: number): void {
+    if (rows > this.rows) throw new Error(`forward(${rows}) past the ${this.rows} rows reserved`);
+    if (rows > 0) this.k.forward(this.ptr.sig, rows, this.ptr.re, this.ptr.im);
+  }
+
+  inverse(rows: number): void {
+    if (rows > this.rows) throw new Error(`inverse(${rows}) past the ${this.rows} rows reserved`);
+    if (rows > 0) this.k.inverse(this.ptr.re, this.ptr.im, rows, this.ptr.sig);
+  }
+}
+
+let wasmModule: WebAssembly.Module | null | undefined;
+let wasmProblem: string | null = null;
+
+function loadModule(): WebAssembly.Module | null {
+  if (wasmModule !== undefined) return wasmModule;
+  try {
+    wasmModule = new WebAssembly.Module(fs.readFileSync(FFT_PAIRS_WASM));
+  } catch (err) {
+    wasmProblem = `${FFT_PAIRS_WASM}: ${(err as Error).message}`;
+    wasmModule = null;
+  }
+  return wasmModule;
+}
+
+/** A new instance for size n (a power of two, 16 to 4096): WebAssembly when it loads, else RealFFT. */
+export function createRowFft(n: number, prefer: 'wasm' | 'js' = 'wasm'): RowFft {
+  if (n < 16 || n > 4096 || (n & (n - 1)) !== 0) throw new Error(`row FFT size must be a power of two from 16 to 4096, got ${n}`);
+  const mod = prefer === 'wasm' ? loadModule() : null;
+  return mod ? new WasmRowFft(mod, n) : new JsRowFft(n);
+}
+
+const shared = new Map<number, RowFft>();
+
+/**
+ * This thread's instance for size n. Safe to share because every user fills, transforms and reads its rows within one
+ * synchronous call (no await, no other stage's FFT in between), so nothing is left in the rows between calls.
+ */
+export function sharedRowFft(n: number): RowFft {
+  let fft = shared.get(n);
+  if (!fft) shared.set(n, (fft = createRowFft(n)));
+  return fft;
+}
+
+/** null when the WebAssembly kernel loads; else why not (RealFFT is used then). */
+export function rowFftWasmProblem(): string | null {
+  loadModule();
+  return wasmProblem;
+}
