@@ -2,7 +2,7 @@
 // remove noise that sits under speech; here the high band gets its own STFT (sqrt-Hann, 1024 / hop 512), a per-bin
 // noise PSD tracked with DTLN's speech/noise decision, a decision-directed Wiener gain with a floor, smoothed over
 // frequency. With all gains 1 the STFT reconstructs its input exactly (delayed by `latency`).
-import { RealFFT } from './fft';
+import { sharedRowFft, type RowFft } from './fft-pairs';
 
 export interface HighBandOptions {
   /** STFT size at 48 kHz (power of two). */
@@ -39,6 +39,8 @@ const SAMPLE_RATE = 48000;
 const POWER_SMOOTH = 0.7;
 /** The hop the per-frame constants (POWER_SMOOTH, ddAlpha) were set for. */
 const REFERENCE_HOP = 256;
+/** Frames transformed per batch (fft-pairs rows): bounds the FFT's memory to ~1 MB at N = 1024. */
+const BATCH_FRAMES = 64;
 
 export class HighBandFilter {
   /** Output sample i is input sample i - latency; output length == input length on every call. */
@@ -48,7 +50,7 @@ export class HighBandFilter {
   private readonly n: number;
   private readonly hop: number;
   private readonly bins: number;
-  private readonly fft: RealFFT;
+  private readonly fft: RowFft;
   private readonly window: Float32Array;
   private readonly floorGain: number;
   private readonly beta: number;
@@ -72,10 +74,6 @@ export class HighBandFilter {
   private readonly prevClean: Float64Array;
   private readonly rawGain: Float64Array;
   private frames = 0;
-  private readonly re: Float64Array;
-  private readonly im: Float64Array;
-  private readonly frame: Float64Array;
-  private readonly block: Float64Array;
 
   constructor(opts: HighBandOptions = {}) {
     const N = (this.n = opts.fftSize ?? 1024);
@@ -84,7 +82,7 @@ export class HighBandFilter {
     this.hop = N / overlap;
     this.bins = N / 2 + 1;
     this.latency = N;
-    this.fft = new RealFFT(N);
+    this.fft = sharedRowFft(N);
     // sqrt of periodic Hann on both sides: the product (Hann) sums to overlap / 2 (1 at hop N/2, 2 at hop N/4), hence
     // 1 / sqrt(overlap / 2) on each side.
     this.window = new Float32Array(N);
@@ -112,10 +110,6 @@ export class HighBandFilter {
     this.smoothPow = new Float64Array(this.bins);
     this.prevClean = new Float64Array(this.bins);
     this.rawGain = new Float64Array(this.bins);
-    this.re = new Float64Array(this.bins);
-    this.im = new Float64Array(this.bins);
-    this.frame = new Float64Array(N);
-    this.block = new Float64Array(N);
   }
 
   /**
@@ -134,7 +128,7 @@ export class HighBandFilter {
     const frames = Math.floor((all.length - (N - H)) / H);
     const acc = new Float32Array(frames * H + N - H);
     acc.set(this.olaTail);
-    for (let f = 0; f < frames; f++) this.frameAt(all, gAll, f * H, acc);
+    for (let f0 = 0; f0 < frames; f0 += BATCH_FRAMES) this.framesAt(all, gAll, f0, Math.min(BATCH_FRAMES, frames - f0), acc);
     this.inBuf = all.slice(frames * H);
     this.gBuf = gAll.slice(frames * H);
     this.olaTail = acc.slice(frames * H);
@@ -148,17 +142,30 @@ export class HighBandFilter {
   }
 
   /**
-   * One STFT frame at `off`: window, FFT, gain, inverse, windowed overlap-add into `acc`. (Its own method: called once
-   * per frame it is optimised early and stays so; inlined in process(), called once per chunk, V8 kept deoptimising it.)
+   * Frames f0 .. f0+count-1 (frame f at f * hop): window, FFT, gain, inverse, windowed overlap-add into `acc`, each step
+   * over the whole batch (the gains run frame after frame, in order); the same arithmetic as frame by frame.
    */
-  private frameAt(all: Float32Array, gAll: Float32Array, off: number, acc: Float32Array): void {
+  private framesAt(all: Float32Array, gAll: Float32Array, f0: number, count: number, acc: Float32Array): void {
     const N = this.n;
-    const { re, im, frame, block, window: w } = this;
-    for (let i = 0; i < N; i++) frame[i] = all[off + i] * w[i];
-    this.fft.forward(frame, 0, re, im, 0);
-    this.applyGain(re, im, gAll, off);
-    this.fft.inverse(re, im, 0, block, 0);
-    for (let i = 0; i < N; i++) acc[off + i] += block[i] * w[i];
+    const H = this.hop;
+    const K = this.bins;
+    const w = this.window;
+    const fft = this.fft;
+    fft.reserve(count);
+    const { sig, re, im } = fft;
+    for (let r = 0; r < count; r++) {
+      const off = (f0 + r) * H;
+      const row = r * N;
+      for (let i = 0; i < N; i++) sig[row + i] = all[off + i] * w[i];
+    }
+    fft.forward(count);
+    for (let r = 0; r < count; r++) this.applyGain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K), gAll, (f0 + r) * H);
+    fft.inverse(count);
+    for (let r = 0; r < count; r++) {
+      const off = (f0 + r) * H;
+      const row = r * N;
+      for (let i = 0; i < N; i++) acc[off + i] += sig[row + i] * w[i];
+    }
   }
 
   private applyGain(re: Float64Array, im: Float64Array, gAll: Float32Array, off: number): void {
