@@ -1,5 +1,6 @@
 // Streaming DSP blocks used by the model chains. Each keeps its own state so any chunking gives the same output.
 import { RealFFT } from './fft';
+import { sharedRowFft } from './fft-pairs';
 
 /** Delays a stream by a fixed number of samples (zeros first). Output length == input length. */
 export class DelayLine {
@@ -69,6 +70,8 @@ const PHASE_TAPS = Math.ceil(RESAMPLE_TAPS / 3);
 const FFT_SIZE = 1024;
 /** Outputs (16 kHz) per FFT block. */
 const FFT_BLOCK = FFT_SIZE - (PHASE_TAPS - 1);
+/** FFT blocks transformed per batch (fft-pairs rows, 4 per block): ~1 MB of FFT memory. */
+const FFT_GROUP = 16;
 /** Below this many 16 kHz samples per call the direct sums are cheaper than an FFT block. */
 const FFT_MIN_RUN = 96;
 
@@ -82,7 +85,6 @@ interface PolyphaseTables {
   specIm: Float64Array[];
   spec3Re: Float64Array[];
   spec3Im: Float64Array[];
-  fft: RealFFT;
 }
 let sharedTables: PolyphaseTables | null = null;
 function polyphaseTables(): PolyphaseTables {
@@ -118,7 +120,6 @@ function polyphaseTables(): PolyphaseTables {
     specIm: s1.map((v) => v[1]),
     spec3Re: s3.map((v) => v[0]),
     spec3Im: s3.map((v) => v[1]),
-    fft,
   };
   return sharedTables;
 }
@@ -131,7 +132,6 @@ export class Decimator3 {
   private bufStart = -(RESAMPLE_TAPS - 1);
   private total = 0;
   private nextOut = 0;
-  private scratch: { seg: Float32Array; re: Float64Array; im: Float64Array; accRe: Float64Array; accIm: Float64Array; out: Float32Array } | null = null;
 
   process(x: Float32Array): Float32Array {
     const all = new Float32Array(this.buf.length + x.length);
@@ -171,45 +171,53 @@ export class Decimator3 {
   }
 
   private viaFft(all: Float32Array, base: number, y: Float32Array, count: number): void {
-    const { fft, specRe, specIm } = this.t;
-    const s = (this.scratch ??= {
-      seg: new Float32Array(FFT_SIZE),
-      re: new Float64Array(fft.bins),
-      im: new Float64Array(fft.bins),
-      accRe: new Float64Array(fft.bins),
-      accIm: new Float64Array(fft.bins),
-      out: new Float32Array(FFT_SIZE),
-    });
+    const { specRe, specIm } = this.t;
+    const fft = sharedRowFft(FFT_SIZE);
     const H = PHASE_TAPS - 1;
     const K = fft.bins;
-    for (let j0 = 0; j0 < count; j0 += FFT_BLOCK) {
-      const n = Math.min(FFT_BLOCK, count - j0);
-      s.accRe.fill(0);
-      s.accIm.fill(0);
-      for (let p = 0; p < 3; p++) {
-        // seg[i] = phase-p input u_p[j0 - H + i] = all[base + 3(j0 - H + i) - p]; zeros past the block.
-        const seg = s.seg;
-        const first = base + 3 * (j0 - H) - p;
-        const len = n + H;
-        // first >= -2: for phases 1 and 2 the oldest sample may precede the buffer; its tap is zero.
-        const i0 = first < 0 ? 1 : 0;
-        seg[0] = 0;
-        for (let i = i0; i < len; i++) seg[i] = all[first + 3 * i];
-        seg.fill(0, len);
-        fft.forward(seg, 0, s.re, s.im, 0);
-        const gr = specRe[p];
-        const gi = specIm[p];
-        const re = s.re;
-        const im = s.im;
-        const ar = s.accRe;
-        const ai = s.accIm;
-        for (let k = 0; k < K; k++) {
-          ar[k] += re[k] * gr[k] - im[k] * gi[k];
-          ai[k] += re[k] * gi[k] + im[k] * gr[k];
+    const N = FFT_SIZE;
+    for (let g0 = 0; g0 < count; g0 += FFT_GROUP * FFT_BLOCK) {
+      const blocks = Math.min(FFT_GROUP, Math.ceil((count - g0) / FFT_BLOCK));
+      // Rows 3b + p: block b's phase-p input, then its spectrum; rows 3 * blocks + b: block b's sum, then its output.
+      fft.reserve(4 * blocks);
+      const { sig, re, im } = fft;
+      for (let b = 0; b < blocks; b++) {
+        const j0 = g0 + b * FFT_BLOCK;
+        const n = Math.min(FFT_BLOCK, count - j0);
+        for (let p = 0; p < 3; p++) {
+          // Row: phase-p input u_p[j0 - H + i] = all[base + 3(j0 - H + i) - p]; zeros past the block.
+          const row = (3 * b + p) * N;
+          const first = base + 3 * (j0 - H) - p;
+          const len = n + H;
+          // first >= -2: for phases 1 and 2 the oldest sample may precede the buffer; its tap is zero.
+          const i0 = first < 0 ? 1 : 0;
+          sig[row] = 0;
+          for (let i = i0; i < len; i++) sig[row + i] = all[first + 3 * i];
+          sig.fill(0, row + len, row + N);
         }
       }
-      fft.inverse(s.accRe, s.accIm, 0, s.out, 0);
-      y.set(s.out.subarray(H, H + n), j0);
+      fft.forward(3 * blocks);
+      for (let b = 0; b < blocks; b++) {
+        const acc = (3 * blocks + b) * K;
+        for (let k = 0; k < K; k++) {
+          let ar = 0;
+          let ai = 0;
+          for (let p = 0; p < 3; p++) {
+            const q = (3 * b + p) * K + k;
+            ar += re[q] * specRe[p][k] - im[q] * specIm[p][k];
+            ai += re[q] * specIm[p][k] + im[q] * specRe[p][k];
+          }
+          re[acc + k] = ar;
+          im[acc + k] = ai;
+        }
+      }
+      fft.inverse(blocks, 3 * blocks);
+      for (let b = 0; b < blocks; b++) {
+        const j0 = g0 + b * FFT_BLOCK;
+        const n = Math.min(FFT_BLOCK, count - j0);
+        const row = (3 * blocks + b) * N + H;
+        for (let i = 0; i < n; i++) y[j0 + i] = sig[row + i];
+      }
     }
   }
 }
@@ -219,7 +227,6 @@ export class Interpolator3 {
   private readonly t = polyphaseTables();
   private readonly histLen = PHASE_TAPS;
   private hist: Float32Array;
-  private scratch: { seg: Float32Array; re: Float64Array; im: Float64Array; pr: Float64Array; pi: Float64Array; out: Float32Array } | null = null;
 
   constructor() {
     this.hist = new Float32Array(this.histLen - 1);
@@ -258,37 +265,45 @@ export class Interpolator3 {
   }
 
   private viaFft(all: Float32Array, y: Float32Array, count: number): void {
-    const { fft, spec3Re: specRe, spec3Im: specIm } = this.t;
-    const s = (this.scratch ??= {
-      seg: new Float32Array(FFT_SIZE),
-      re: new Float64Array(fft.bins),
-      im: new Float64Array(fft.bins),
-      pr: new Float64Array(fft.bins),
-      pi: new Float64Array(fft.bins),
-      out: new Float32Array(FFT_SIZE),
-    });
+    const { spec3Re: specRe, spec3Im: specIm } = this.t;
+    const fft = sharedRowFft(FFT_SIZE);
     const H = this.histLen - 1;
     const K = fft.bins;
-    for (let m0 = 0; m0 < count; m0 += FFT_BLOCK) {
-      const n = Math.min(FFT_BLOCK, count - m0);
-      // seg[i] = x[m0 - H + i] = all[m0 + i]; zeros past the block.
-      s.seg.set(all.subarray(m0, m0 + n + H));
-      s.seg.fill(0, n + H);
-      fft.forward(s.seg, 0, s.re, s.im, 0);
-      for (let p = 0; p < 3; p++) {
-        const gr = specRe[p];
-        const gi = specIm[p];
-        const re = s.re;
-        const im = s.im;
-        const pr = s.pr;
-        const pi = s.pi;
-        for (let k = 0; k < K; k++) {
-          pr[k] = re[k] * gr[k] - im[k] * gi[k];
-          pi[k] = re[k] * gi[k] + im[k] * gr[k];
+    const N = FFT_SIZE;
+    for (let g0 = 0; g0 < count; g0 += FFT_GROUP * FFT_BLOCK) {
+      const blocks = Math.min(FFT_GROUP, Math.ceil((count - g0) / FFT_BLOCK));
+      // Rows b: block b's input, then its spectrum; rows blocks + 3b + p: its phase-p product, then phase-p output.
+      fft.reserve(4 * blocks);
+      const { sig, re, im } = fft;
+      for (let b = 0; b < blocks; b++) {
+        const m0 = g0 + b * FFT_BLOCK;
+        const n = Math.min(FFT_BLOCK, count - m0);
+        // Row: x[m0 - H + i] = all[m0 + i]; zeros past the block.
+        const row = b * N;
+        for (let i = 0; i < n + H; i++) sig[row + i] = all[m0 + i];
+        sig.fill(0, row + n + H, row + N);
+      }
+      fft.forward(blocks);
+      for (let b = 0; b < blocks; b++) {
+        for (let p = 0; p < 3; p++) {
+          const gr = specRe[p];
+          const gi = specIm[p];
+          const src = b * K;
+          const dst = (blocks + 3 * b + p) * K;
+          for (let k = 0; k < K; k++) {
+            re[dst + k] = re[src + k] * gr[k] - im[src + k] * gi[k];
+            im[dst + k] = re[src + k] * gi[k] + im[src + k] * gr[k];
+          }
         }
-        fft.inverse(pr, pi, 0, s.out, 0);
-        const out = s.out;
-        for (let i = 0; i < n; i++) y[3 * (m0 + i) + p] = out[H + i];
+      }
+      fft.inverse(3 * blocks, blocks);
+      for (let b = 0; b < blocks; b++) {
+        const m0 = g0 + b * FFT_BLOCK;
+        const n = Math.min(FFT_BLOCK, count - m0);
+        for (let p = 0; p < 3; p++) {
+          const row = (blocks + 3 * b + p) * N + H;
+          for (let i = 0; i < n; i++) y[3 * (m0 + i) + p] = sig[row + i];
+        }
       }
     }
   }

@@ -20,10 +20,10 @@ export interface RowFft {
   im: Float64Array;
   /** Makes room for `rows` rows (the views above are replaced when it grows). */
   reserve(rows: number): void;
-  /** RealFFT.forward of sig rows 0..rows-1 into re/im rows. */
-  forward(rows: number): void;
-  /** RealFFT.inverse of re/im rows 0..rows-1 into sig rows. */
-  inverse(rows: number): void;
+  /** RealFFT.forward of sig rows first..first+rows-1 into the same re/im rows. */
+  forward(rows: number, first?: number): void;
+  /** RealFFT.inverse of re/im rows first..first+rows-1 into the same sig rows. */
+  inverse(rows: number, first?: number): void;
 }
 
 interface Kernel {
@@ -58,12 +58,12 @@ class JsRowFft implements RowFft {
     this.im = new Float64Array(rows * this.bins);
   }
 
-  forward(rows: number): void {
-    for (let r = 0; r < rows; r++) this.fft.forward(this.sig, r * this.n, this.re, this.im, r * this.bins);
+  forward(rows: number, first = 0): void {
+    for (let r = first; r < first + rows; r++) this.fft.forward(this.sig, r * this.n, this.re, this.im, r * this.bins);
   }
 
-  inverse(rows: number): void {
-    for (let r = 0; r < rows; r++) this.fft.inverse(this.re, this.im, r * this.bins, this.sig, r * this.n);
+  inverse(rows: number, first = 0): void {
+    for (let r = first; r < first + rows; r++) this.fft.inverse(this.re, this.im, r * this.bins, this.sig, r * this.n);
   }
 }
 
@@ -149,14 +149,18 @@ class WasmRowFft implements RowFft {
     this.im = new Float64Array(buf, im, rows * this.bins);
   }
 
-  forward(rows: number): void {
-    if (rows > this.rows) throw new Error(`forward(${rows}) past the ${this.rows} rows reserved`);
-    if (rows > 0) this.k.forward(this.ptr.sig, rows, this.ptr.re, this.ptr.im);
+  forward(rows: number, first = 0): void {
+    this.check(rows, first);
+    if (rows > 0) this.k.forward(this.ptr.sig + first * this.n * 8, rows, this.ptr.re + first * this.bins * 8, this.ptr.im + first * this.bins * 8);
   }
 
-  inverse(rows: number): void {
-    if (rows > this.rows) throw new Error(`inverse(${rows}) past the ${this.rows} rows reserved`);
-    if (rows > 0) this.k.inverse(this.ptr.re, this.ptr.im, rows, this.ptr.sig);
+  inverse(rows: number, first = 0): void {
+    this.check(rows, first);
+    if (rows > 0) this.k.inverse(this.ptr.re + first * this.bins * 8, this.ptr.im + first * this.bins * 8, rows, this.ptr.sig + first * this.n * 8);
+  }
+
+  private check(rows: number, first: number): void {
+    if (first < 0 || first + rows > this.rows) throw new Error(`rows ${first}..${first + rows - 1} past the ${this.rows} reserved`);
   }
 }
 
