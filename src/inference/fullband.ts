@@ -11,13 +11,15 @@
 // broadband gain alone is applied.
 import { DelayLine, Decimator3, Interpolator3, RESAMPLE_DELAY_48K } from './dsp';
 import { BLOCK, HOP } from './dtln';
-import { RealFFT } from './fft';
+import { sharedRowFft } from './fft-pairs';
 import { HighBandFilter, HighBandOptions } from './highband';
 import { ChainProcessor, concat } from './stream';
 
 /** Band edges of the gain probe at 16 kHz / 512 points (31.25 Hz per bin): 4 to 7.5 kHz (the resampler rolls off above). */
 const PROBE_LO = 128;
 const PROBE_HI = 240;
+/** Frames per fft-pairs batch (two rows each: input and output). */
+const PROBE_BATCH = 64;
 
 /**
  * Per hop of the aligned core input x and output y (16 kHz): sqrt(E_y / E_x) in 4-7.5 kHz over Hann-windowed
@@ -25,16 +27,13 @@ const PROBE_HI = 240;
  * hops completed so far (hop h needs the samples up to the end of hop h + 3).
  */
 export class BandGainProbe {
-  private readonly fft = new RealFFT(BLOCK);
+  private readonly fft = sharedRowFft(BLOCK);
   private readonly window = new Float64Array(BLOCK);
   /** Unframed input / output; both start with the last BLOCK - HOP samples of the previous frame (zeros at first). */
   private xBuf: Float32Array = new Float32Array(BLOCK - HOP);
   private yBuf: Float32Array = new Float32Array(BLOCK - HOP);
   /** Gains of the last 3 frames. */
   private readonly hist = [1, 1, 1];
-  private readonly frame = new Float64Array(BLOCK);
-  private readonly re = new Float64Array(BLOCK / 2 + 1);
-  private readonly im = new Float64Array(BLOCK / 2 + 1);
   private framesSeen = 0;
 
   constructor() {
@@ -47,29 +46,46 @@ export class BandGainProbe {
     const avail = Math.min(this.xBuf.length, this.yBuf.length);
     const frames = Math.max(0, Math.floor((avail - (BLOCK - HOP)) / HOP));
     const gains: number[] = [];
-    for (let f = 0; f < frames; f++) {
-      const ein = 1e-9 + this.bandEnergy(this.xBuf, f * HOP);
-      const eout = this.bandEnergy(this.yBuf, f * HOP);
-      const g = Math.min(1, Math.sqrt(eout / ein));
-      // Frame k (on the zero-padded stream) ends with hop k: hop k - 3 is now covered by all 4 of its frames.
-      if (this.framesSeen++ >= 3) gains.push(0.25 * (g + this.hist[0] + this.hist[1] + this.hist[2]));
-      this.hist[2] = this.hist[1];
-      this.hist[1] = this.hist[0];
-      this.hist[0] = g;
+    const w = this.window;
+    const fft = this.fft;
+    const K = fft.bins;
+    for (let f0 = 0; f0 < frames; f0 += PROBE_BATCH) {
+      const count = Math.min(PROBE_BATCH, frames - f0);
+      // Rows 2r and 2r + 1: frame f0 + r of the input and of the output, windowed.
+      fft.reserve(2 * count);
+      const { sig, re, im } = fft;
+      for (let r = 0; r < count; r++) {
+        const off = (f0 + r) * HOP;
+        const rx = 2 * r * BLOCK;
+        const ry = rx + BLOCK;
+        for (let i = 0; i < BLOCK; i++) {
+          sig[rx + i] = this.xBuf[off + i] * w[i];
+          sig[ry + i] = this.yBuf[off + i] * w[i];
+        }
+      }
+      fft.forward(2 * count);
+      for (let r = 0; r < count; r++) {
+        const ein = 1e-9 + bandEnergy(re, im, 2 * r * K);
+        const eout = bandEnergy(re, im, (2 * r + 1) * K);
+        const g = Math.min(1, Math.sqrt(eout / ein));
+        // Frame k (on the zero-padded stream) ends with hop k: hop k - 3 is now covered by all 4 of its frames.
+        if (this.framesSeen++ >= 3) gains.push(0.25 * (g + this.hist[0] + this.hist[1] + this.hist[2]));
+        this.hist[2] = this.hist[1];
+        this.hist[1] = this.hist[0];
+        this.hist[0] = g;
+      }
     }
     this.xBuf = this.xBuf.slice(frames * HOP);
     this.yBuf = this.yBuf.slice(frames * HOP);
     return Float32Array.from(gains);
   }
+}
 
-  private bandEnergy(buf: Float32Array, off: number): number {
-    const { frame, window: w, re, im } = this;
-    for (let i = 0; i < BLOCK; i++) frame[i] = buf[off + i] * w[i];
-    this.fft.forward(frame, 0, re, im, 0);
-    let e = 0;
-    for (let k = PROBE_LO; k < PROBE_HI; k++) e += re[k] * re[k] + im[k] * im[k];
-    return e;
-  }
+/** Energy in PROBE_LO..PROBE_HI of the spectrum row starting at `row`. */
+function bandEnergy(re: Float64Array, im: Float64Array, row: number): number {
+  let e = 0;
+  for (let k = PROBE_LO; k < PROBE_HI; k++) e += re[row + k] * re[row + k] + im[row + k] * im[row + k];
+  return e;
 }
 
 export interface FullBandOptions {

@@ -1,7 +1,7 @@
 // Residual-noise post-filter for the DTLN output at 16 kHz: STFT (512, hop 128, sqrt-Hann analysis and synthesis),
 // a per-bin noise-floor estimate (minimum tracking of the smoothed power), and a decision-directed Wiener gain with a
 // floor. DTLN leaves a low, fairly stationary residual; this takes it down further without touching speech peaks.
-import { RealFFT } from './fft';
+import { sharedRowFft, type RowFft } from './fft-pairs';
 
 export interface PostFilterOptions {
   /** Noise over-estimation factor (1 = plain Wiener). */
@@ -33,6 +33,8 @@ const WINDOW_PARTS = 8;
 const POWER_SMOOTH = 0.6;
 const FLOOR_RISE_DB_PER_S = 4;
 const DD_ALPHA = 0.92;
+/** Frames transformed per batch (fft-pairs rows). */
+const BATCH_FRAMES = 64;
 
 export class PostFilter {
   readonly latency: number;
@@ -40,7 +42,7 @@ export class PostFilter {
   private readonly hop: number;
   private readonly bins: number;
   private readonly floorRise: number;
-  private readonly fft: RealFFT;
+  private readonly fft: RowFft;
   private readonly window: Float32Array;
   private readonly floorGain: number;
   private readonly beta: number;
@@ -60,10 +62,6 @@ export class PostFilter {
   private readonly closedMin: Float64Array;
   private partFrames = 0;
   private part = 0;
-  private readonly re: Float64Array;
-  private readonly im: Float64Array;
-  private readonly frame: Float32Array;
-  private readonly block: Float32Array;
 
   constructor(opts: PostFilterOptions) {
     const N = (this.n = opts.fftSize ?? 512);
@@ -72,7 +70,7 @@ export class PostFilter {
     this.bins = N / 2 + 1;
     this.latency = N - this.hop;
     this.floorRise = Math.pow(10, FLOOR_RISE_DB_PER_S / 10 / ((opts.sampleRate ?? 16000) / this.hop));
-    this.fft = new RealFFT(N);
+    this.fft = sharedRowFft(N);
     this.window = new Float32Array(N);
     this.inBuf = new Float32Array(N - this.hop);
     this.olaTail = new Float32Array(N - this.hop);
@@ -85,10 +83,6 @@ export class PostFilter {
     this.curMin = new Float64Array(this.bins).fill(Infinity);
     this.closedMin = new Float64Array(this.bins).fill(Infinity);
     this.lift = opts.noiseMode === 'lift';
-    this.re = new Float64Array(this.bins);
-    this.im = new Float64Array(this.bins);
-    this.frame = new Float32Array(N);
-    this.block = new Float32Array(N);
     this.floorGain = Math.pow(10, opts.floorDb / 20);
     this.beta = opts.overSubtract;
     // sqrt of periodic Hann on both sides: the product (Hann) sums to 2 at hop N/4, hence the 1/sqrt(2) each side.
@@ -104,14 +98,26 @@ export class PostFilter {
     const frames = Math.floor((all.length - (N - HOP)) / HOP);
     const acc = new Float32Array(frames * HOP + N - HOP);
     acc.set(this.olaTail);
-    const { re, im, frame, block, window: w } = this;
-    for (let f = 0; f < frames; f++) {
-      const off = f * HOP;
-      for (let i = 0; i < N; i++) frame[i] = all[off + i] * w[i];
-      this.fft.forward(frame, 0, re, im, 0);
-      this.gain(re, im);
-      this.fft.inverse(re, im, 0, block, 0);
-      for (let i = 0; i < N; i++) acc[off + i] += block[i] * w[i];
+    const w = this.window;
+    const fft = this.fft;
+    const K = this.bins;
+    // In batches through fft-pairs: window, FFT, gain (frame after frame, in order), inverse, overlap-add. Frames and
+    // blocks are rounded to float32 where they were float32 arrays, so the arithmetic is that of frame by frame.
+    for (let f0 = 0; f0 < frames; f0 += BATCH_FRAMES) {
+      const count = Math.min(BATCH_FRAMES, frames - f0);
+      fft.reserve(count);
+      const { sig, re, im } = fft;
+      for (let r = 0; r < count; r++) {
+        const off = (f0 + r) * HOP;
+        for (let i = 0; i < N; i++) sig[r * N + i] = Math.fround(all[off + i] * w[i]);
+      }
+      fft.forward(count);
+      for (let r = 0; r < count; r++) this.gain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K));
+      fft.inverse(count);
+      for (let r = 0; r < count; r++) {
+        const off = (f0 + r) * HOP;
+        for (let i = 0; i < N; i++) acc[off + i] += Math.fround(sig[r * N + i]) * w[i];
+      }
     }
     this.inBuf = all.slice(frames * HOP);
     this.olaTail = acc.slice(frames * HOP);
