@@ -215,23 +215,22 @@ export class HighBandFilter {
     const gains = this.recorded ? new Float32Array(K) : null;
     const S = this.smoothBins;
     const kPerBin = this.kPerBin;
+    const floorGain = this.floorGain;
+    const combine = this.combine === 'product' ? 1 : this.combine === 'min' ? 2 : 0;
     for (let k = 0; k < K; k++) {
       let gk = 1;
       // Below 8 kHz (the crossover's transition band) keep the broadband gain: that part reaches the 16 kHz band.
       if (k >= kPerBin) {
+        const lo = k > S ? k - S : 0;
+        const hi = k + S < K - 1 ? k + S : K - 1;
         let s = 0;
-        let c = 0;
-        const hi = Math.min(K - 1, k + S);
-        for (let j = Math.max(0, k - S); j <= hi; j++) {
-          s += raw[j];
-          c++;
-        }
-        gk = s / c;
+        for (let j = lo; j <= hi; j++) s += raw[j];
+        gk = s / (hi - lo + 1);
       }
       // The floor bounds the per-bin gain only: where DTLN says "noise" the broadband gain may go lower.
-      if (gk < this.floorGain) gk = this.floorGain;
-      if (this.combine === 'product') gk *= bb;
-      else if (this.combine === 'min') gk = Math.min(gk, bb);
+      if (gk < floorGain) gk = floorGain;
+      if (combine === 1) gk *= bb;
+      else if (combine === 2) gk = Math.min(gk, bb);
       if (gk > 1) gk = 1;
       if (gains) gains[k] = gk;
       re[k] *= gk;
