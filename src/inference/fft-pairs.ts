@@ -13,7 +13,10 @@ export interface RowFft {
   readonly n: number;
   /** n / 2 + 1. */
   readonly bins: number;
-  /** Signal rows (n samples each): forward()'s input, inverse()'s output. Views valid until the next reserve(). */
+  /**
+   * Signal rows (n samples each): forward()'s input, inverse()'s output. Views: read them again after reserve(),
+   * windowRows() and overlapAddRows(), which may grow the memory behind them.
+   */
   sig: Float64Array;
   /** Spectrum rows (bins each). */
   re: Float64Array;
@@ -24,12 +27,24 @@ export interface RowFft {
   forward(rows: number, first?: number): void;
   /** RealFFT.inverse of re/im rows first..first+rows-1 into the same sig rows. */
   inverse(rows: number, first?: number): void;
+  /**
+   * Windowed frames into sig rows first..first+rows-1: row first + r, sample i = src[srcOff + r * hop + i] * window[i],
+   * rounded to float32 first with round32 (for callers whose frames were float32 arrays).
+   */
+  windowRows(src: Float32Array, srcOff: number, hop: number, rows: number, window: Float64Array, round32: boolean, first?: number): void;
+  /**
+   * Overlap-add of sig rows 0..rows-1, in order: acc[accOff + r * hop + i] += row r, sample i * window[i] (each row
+   * value rounded to float32 first with round32), exactly as that JS statement computes it.
+   */
+  overlapAddRows(rows: number, hop: number, window: Float64Array, acc: Float32Array, accOff: number, round32: boolean): void;
 }
 
 interface Kernel {
   init(m: number, odd: number, sp: number, tw: number, rev: number, zr: number, zi: number): void;
   forward(sig: number, rows: number, re: number, im: number): void;
   inverse(re: number, im: number, rows: number, sig: number): void;
+  windowRows(src: number, hop: number, rows: number, win: number, round32: number, sig: number): void;
+  overlapAddRows(sig: number, rows: number, hop: number, win: number, round32: number, acc: number): void;
 }
 
 export const FFT_PAIRS_WASM = path.join(__dirname, 'wasm', 'fft-pairs.wasm');
@@ -65,6 +80,25 @@ class JsRowFft implements RowFft {
   inverse(rows: number, first = 0): void {
     for (let r = first; r < first + rows; r++) this.fft.inverse(this.re, this.im, r * this.bins, this.sig, r * this.n);
   }
+
+  windowRows(src: Float32Array, srcOff: number, hop: number, rows: number, window: Float64Array, round32: boolean, first = 0): void {
+    const { n, sig } = this;
+    for (let r = 0; r < rows; r++) {
+      const off = srcOff + r * hop;
+      const row = (first + r) * n;
+      if (round32) for (let i = 0; i < n; i++) sig[row + i] = Math.fround(src[off + i] * window[i]);
+      else for (let i = 0; i < n; i++) sig[row + i] = src[off + i] * window[i];
+    }
+  }
+
+  overlapAddRows(rows: number, hop: number, window: Float64Array, acc: Float32Array, accOff: number, round32: boolean): void {
+    const { n, sig } = this;
+    for (let r = 0; r < rows; r++) {
+      const off = accOff + r * hop;
+      if (round32) for (let i = 0; i < n; i++) acc[off + i] += Math.fround(sig[r * n + i]) * window[i];
+      else for (let i = 0; i < n; i++) acc[off + i] += sig[r * n + i] * window[i];
+    }
+  }
 }
 
 class WasmRowFft implements RowFft {
@@ -78,7 +112,7 @@ class WasmRowFft implements RowFft {
   /** First byte after the tables and the work arrays. */
   private readonly heap: number;
   private rows = 0;
-  private ptr = { sig: 0, re: 0, im: 0 };
+  private ptr = { sig: 0, re: 0, im: 0, end: 0 };
 
   constructor(
     module: WebAssembly.Module,
@@ -141,12 +175,50 @@ class WasmRowFft implements RowFft {
     const sig = this.heap;
     const re = align16(sig + rows * this.n * 8);
     const im = align16(re + rows * this.bins * 8);
-    this.grow(align16(im + rows * this.bins * 8));
-    this.ptr = { sig, re, im };
+    const end = align16(im + rows * this.bins * 8);
+    this.ptr = { sig, re, im, end };
+    this.grow(end);
+    this.views();
+  }
+
+  /** (Re)creates the row views: after reserve(), and after the memory grew (which detaches the old buffer). */
+  private views(): void {
     const buf = this.memory.buffer;
-    this.sig = new Float64Array(buf, sig, rows * this.n);
-    this.re = new Float64Array(buf, re, rows * this.bins);
-    this.im = new Float64Array(buf, im, rows * this.bins);
+    const { sig, re, im } = this.ptr;
+    this.sig = new Float64Array(buf, sig, this.rows * this.n);
+    this.re = new Float64Array(buf, re, this.rows * this.bins);
+    this.im = new Float64Array(buf, im, this.rows * this.bins);
+  }
+
+  /** Scratch after the rows: the window (n float64) then `samples` float32; returns both addresses. */
+  private scratch(samples: number, window: Float64Array): { win: number; data: number } {
+    const win = this.ptr.end;
+    const data = align16(win + this.n * 8);
+    const before = this.memory.buffer;
+    this.grow(data + samples * 4);
+    if (this.memory.buffer !== before) this.views();
+    new Float64Array(this.memory.buffer, win, this.n).set(window.subarray(0, this.n));
+    return { win, data };
+  }
+
+  windowRows(src: Float32Array, srcOff: number, hop: number, rows: number, window: Float64Array, round32: boolean, first = 0): void {
+    this.check(rows, first);
+    if (rows <= 0) return;
+    const span = (rows - 1) * hop + this.n;
+    const { win, data } = this.scratch(span, window);
+    new Float32Array(this.memory.buffer, data, span).set(src.subarray(srcOff, srcOff + span));
+    this.k.windowRows(data, hop, rows, win, round32 ? 1 : 0, this.ptr.sig + first * this.n * 8);
+  }
+
+  overlapAddRows(rows: number, hop: number, window: Float64Array, acc: Float32Array, accOff: number, round32: boolean): void {
+    this.check(rows, 0);
+    if (rows <= 0) return;
+    const span = (rows - 1) * hop + this.n;
+    const { win, data } = this.scratch(span, window);
+    const inWasm = new Float32Array(this.memory.buffer, data, span);
+    inWasm.set(acc.subarray(accOff, accOff + span));
+    this.k.overlapAddRows(this.ptr.sig, rows, hop, win, round32 ? 1 : 0, data);
+    acc.set(inWasm, accOff);
   }
 
   forward(rows: number, first = 0): void {

@@ -51,22 +51,15 @@ export class BandGainProbe {
     const K = fft.bins;
     for (let f0 = 0; f0 < frames; f0 += PROBE_BATCH) {
       const count = Math.min(PROBE_BATCH, frames - f0);
-      // Rows 2r and 2r + 1: frame f0 + r of the input and of the output, windowed.
+      // Rows r and count + r: frame f0 + r of the input and of the output, windowed.
       fft.reserve(2 * count);
-      const { sig, re, im } = fft;
-      for (let r = 0; r < count; r++) {
-        const off = (f0 + r) * HOP;
-        const rx = 2 * r * BLOCK;
-        const ry = rx + BLOCK;
-        for (let i = 0; i < BLOCK; i++) {
-          sig[rx + i] = this.xBuf[off + i] * w[i];
-          sig[ry + i] = this.yBuf[off + i] * w[i];
-        }
-      }
+      fft.windowRows(this.xBuf, f0 * HOP, HOP, count, w, false);
+      fft.windowRows(this.yBuf, f0 * HOP, HOP, count, w, false, count);
       fft.forward(2 * count);
+      const { re, im } = fft;
       for (let r = 0; r < count; r++) {
-        const ein = 1e-9 + bandEnergy(re, im, 2 * r * K);
-        const eout = bandEnergy(re, im, (2 * r + 1) * K);
+        const ein = 1e-9 + bandEnergy(re, im, r * K);
+        const eout = bandEnergy(re, im, (count + r) * K);
         const g = Math.min(1, Math.sqrt(eout / ein));
         // Frame k (on the zero-padded stream) ends with hop k: hop k - 3 is now covered by all 4 of its frames.
         if (this.framesSeen++ >= 3) gains.push(0.25 * (g + this.hist[0] + this.hist[1] + this.hist[2]));

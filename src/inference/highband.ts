@@ -52,6 +52,8 @@ export class HighBandFilter {
   private readonly bins: number;
   private readonly fft: RowFft;
   private readonly window: Float32Array;
+  /** The same values as float64, for fft-pairs. */
+  private readonly window64: Float64Array;
   private readonly floorGain: number;
   private readonly beta: number;
   private readonly ddAlpha: number;
@@ -88,6 +90,7 @@ export class HighBandFilter {
     this.window = new Float32Array(N);
     const side = overlap === 4 ? Math.SQRT2 : 1;
     for (let i = 0; i < N; i++) this.window[i] = Math.sqrt(0.5 * (1 - Math.cos((2 * Math.PI * i) / N))) / side;
+    this.window64 = Float64Array.from(this.window);
     this.floorGain = Math.pow(10, (opts.floorDb ?? -15) / 20);
     this.beta = opts.overSubtract ?? 3;
     // Per-frame recursions keep their time constants whatever the hop.
@@ -146,26 +149,16 @@ export class HighBandFilter {
    * over the whole batch (the gains run frame after frame, in order); the same arithmetic as frame by frame.
    */
   private framesAt(all: Float32Array, gAll: Float32Array, f0: number, count: number, acc: Float32Array): void {
-    const N = this.n;
     const H = this.hop;
     const K = this.bins;
-    const w = this.window;
     const fft = this.fft;
     fft.reserve(count);
-    const { sig, re, im } = fft;
-    for (let r = 0; r < count; r++) {
-      const off = (f0 + r) * H;
-      const row = r * N;
-      for (let i = 0; i < N; i++) sig[row + i] = all[off + i] * w[i];
-    }
+    fft.windowRows(all, f0 * H, H, count, this.window64, false);
     fft.forward(count);
+    const { re, im } = fft;
     for (let r = 0; r < count; r++) this.applyGain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K), gAll, (f0 + r) * H);
     fft.inverse(count);
-    for (let r = 0; r < count; r++) {
-      const off = (f0 + r) * H;
-      const row = r * N;
-      for (let i = 0; i < N; i++) acc[off + i] += sig[row + i] * w[i];
-    }
+    fft.overlapAddRows(count, H, this.window64, acc, f0 * H, false);
   }
 
   private applyGain(re: Float64Array, im: Float64Array, gAll: Float32Array, off: number): void {

@@ -44,6 +44,8 @@ export class PostFilter {
   private readonly floorRise: number;
   private readonly fft: RowFft;
   private readonly window: Float32Array;
+  /** The same values as float64, for fft-pairs. */
+  private readonly window64: Float64Array;
   private readonly floorGain: number;
   private readonly beta: number;
   /** Unframed input; starts with the last N - HOP samples of the previous frame. */
@@ -87,6 +89,7 @@ export class PostFilter {
     this.beta = opts.overSubtract;
     // sqrt of periodic Hann on both sides: the product (Hann) sums to 2 at hop N/4, hence the 1/sqrt(2) each side.
     for (let i = 0; i < N; i++) this.window[i] = Math.sqrt(0.5 * (1 - Math.cos((2 * Math.PI * i) / N))) / Math.SQRT2;
+    this.window64 = Float64Array.from(this.window);
   }
 
   process(x: Float32Array): Float32Array {
@@ -98,7 +101,7 @@ export class PostFilter {
     const frames = Math.floor((all.length - (N - HOP)) / HOP);
     const acc = new Float32Array(frames * HOP + N - HOP);
     acc.set(this.olaTail);
-    const w = this.window;
+    const w = this.window64;
     const fft = this.fft;
     const K = this.bins;
     // In batches through fft-pairs: window, FFT, gain (frame after frame, in order), inverse, overlap-add. Frames and
@@ -106,18 +109,12 @@ export class PostFilter {
     for (let f0 = 0; f0 < frames; f0 += BATCH_FRAMES) {
       const count = Math.min(BATCH_FRAMES, frames - f0);
       fft.reserve(count);
-      const { sig, re, im } = fft;
-      for (let r = 0; r < count; r++) {
-        const off = (f0 + r) * HOP;
-        for (let i = 0; i < N; i++) sig[r * N + i] = Math.fround(all[off + i] * w[i]);
-      }
+      fft.windowRows(all, f0 * HOP, HOP, count, w, true);
       fft.forward(count);
+      const { re, im } = fft;
       for (let r = 0; r < count; r++) this.gain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K));
       fft.inverse(count);
-      for (let r = 0; r < count; r++) {
-        const off = (f0 + r) * HOP;
-        for (let i = 0; i < N; i++) acc[off + i] += Math.fround(sig[r * N + i]) * w[i];
-      }
+      fft.overlapAddRows(count, HOP, w, acc, f0 * HOP, true);
     }
     this.inBuf = all.slice(frames * HOP);
     this.olaTail = acc.slice(frames * HOP);

@@ -414,3 +414,45 @@ export function inverse(re: usize, im: usize, rows: i32, sig: usize): void {
     inversePair(re + r * specRow, im + r * specRow, sig + r * sigRow, re + r * specRow, im + r * specRow, sig + r * sigRow);
   }
 }
+
+/**
+ * Windowed frames: signal row r (r = 0..rows-1) gets src[r * hop + i] * win[i] for i < n (float32 samples, float64
+ * window, the product in float64), rounded to float32 and back when round32 is set (callers whose frames were float32).
+ */
+export function windowRows(src: usize, hop: i32, rows: i32, win: usize, round32: i32, sig: usize): void {
+  const n = M << 1;
+  const srcStep = <usize>hop << 2;
+  for (let r: usize = 0; r < <usize>rows; r++) {
+    const s = src + r * srcStep;
+    const d = sig + r * (n << 3);
+    if (round32 != 0) {
+      for (let i: usize = 0; i < n; i += 2) {
+        const y = f64x2.mul(f64x2.promote_low_f32x4(v128.load64_zero(s + (i << 2))), v128.load(win + (i << 3)));
+        v128.store(d + (i << 3), f64x2.promote_low_f32x4(f32x4.demote_f64x2_zero(y)));
+      }
+    } else {
+      for (let i: usize = 0; i < n; i += 2) {
+        v128.store(d + (i << 3), f64x2.mul(f64x2.promote_low_f32x4(v128.load64_zero(s + (i << 2))), v128.load(win + (i << 3))));
+      }
+    }
+  }
+}
+
+/**
+ * Overlap-add, rows in order: acc[r * hop + i] += sig row r [i] * win[i] for i < n (float32 accumulator; the sum in
+ * float64, rounded once to float32, as `acc[j] += v` in JS), each row value rounded to float32 first when round32 is set.
+ */
+export function overlapAddRows(sig: usize, rows: i32, hop: i32, win: usize, round32: i32, acc: usize): void {
+  const n = M << 1;
+  const accStep = <usize>hop << 2;
+  for (let r: usize = 0; r < <usize>rows; r++) {
+    const s = sig + r * (n << 3);
+    const d = acc + r * accStep;
+    for (let i: usize = 0; i < n; i += 2) {
+      let v = v128.load(s + (i << 3));
+      if (round32 != 0) v = f64x2.promote_low_f32x4(f32x4.demote_f64x2_zero(v));
+      const a = f64x2.promote_low_f32x4(v128.load64_zero(d + (i << 2)));
+      v128.store64_lane(d + (i << 2), f32x4.demote_f64x2_zero(f64x2.add(a, f64x2.mul(v, v128.load(win + (i << 3))))), 0);
+    }
+  }
+}
