@@ -216,7 +216,7 @@ export class Decimator3 {
         const j0 = g0 + b * FFT_BLOCK;
         const n = Math.min(FFT_BLOCK, count - j0);
         const row = (3 * blocks + b) * N + H;
-        for (let i = 0; i < n; i++) y[j0 + i] = sig[row + i];
+        y.set(sig.subarray(row, row + n), j0); // float64 to float32: rounded as an element store would
       }
     }
   }
@@ -280,7 +280,7 @@ export class Interpolator3 {
         const n = Math.min(FFT_BLOCK, count - m0);
         // Row: x[m0 - H + i] = all[m0 + i]; zeros past the block.
         const row = b * N;
-        for (let i = 0; i < n + H; i++) sig[row + i] = all[m0 + i];
+        sig.set(all.subarray(m0, m0 + n + H), row);
         sig.fill(0, row + n + H, row + N);
       }
       fft.forward(blocks);
