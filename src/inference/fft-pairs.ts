@@ -51,6 +51,58 @@ export const FFT_PAIRS_WASM = path.join(__dirname, 'wasm', 'fft-pairs.wasm');
 const PAGE = 65536;
 const align16 = (x: number): number => (x + 15) & ~15;
 
+/** The radix-4 twiddles of RealFFT(n), in its order (per pass, per j: W^j, W^2j, W^3j as cos, sin). */
+function radix4Twiddles(n: number): number[] {
+  const m = n / 2;
+  const odd = Math.round(Math.log2(m)) % 2 === 1;
+  const tw: number[] = [];
+  for (let h = odd ? 2 : 1; 4 * h <= m; h *= 4) {
+    for (let j = 0; j < h; j++) {
+      for (let p = 1; p <= 3; p++) {
+        const a = (-2 * Math.PI * p * j) / (4 * h);
+        tw.push(Math.cos(a), Math.sin(a));
+      }
+    }
+  }
+  return tw;
+}
+
+/** Byte sizes of the three tables writeFftTables writes for size n. */
+export function fftTableBytes(n: number): { sp: number; tw: number; rev: number } {
+  return { sp: (n / 4 + 1) * 32, tw: radix4Twiddles(n).length * 16, rev: (n / 2) * 4 };
+}
+
+/**
+ * Writes RealFFT(n)'s tables the way the WebAssembly kernels (wasm/fft-pairs.ts, wasm/dtln-dsp.ts) read them, at byte
+ * offsets of `mem`: split twiddles e^{-2πik/n} for k = 0..n/4 as (re, re), (im, im); the radix-4 twiddles with every
+ * double written twice (one per lane); the bit reversal of 0..n/2-1 as int32. The values are computed exactly as
+ * RealFFT's constructor computes them.
+ */
+export function writeFftTables(mem: ArrayBuffer, n: number, at: { sp: number; tw: number; rev: number }): void {
+  const m = n / 2;
+  const bits = Math.round(Math.log2(m));
+  const f64 = new Float64Array(mem);
+  for (let k = 0; k <= m / 2; k++) {
+    const wr = Math.cos((-2 * Math.PI * k) / n);
+    const wi = Math.sin((-2 * Math.PI * k) / n);
+    const o = (at.sp >> 3) + 4 * k;
+    f64[o] = wr;
+    f64[o + 1] = wr;
+    f64[o + 2] = wi;
+    f64[o + 3] = wi;
+  }
+  radix4Twiddles(n).forEach((v, i) => {
+    f64[(at.tw >> 3) + 2 * i] = v;
+    f64[(at.tw >> 3) + 2 * i + 1] = v;
+  });
+  const rev = new Int32Array(mem, at.rev, m);
+  for (let i = 0; i < m; i++) {
+    let r = 0;
+    for (let b = 0; b < bits; b++) if (i & (1 << b)) r |= 1 << (bits - 1 - b);
+    rev[i] = r;
+  }
+}
+
 class JsRowFft implements RowFft {
   readonly kind = 'js' as const;
   readonly bins: number;
@@ -121,45 +173,15 @@ class WasmRowFft implements RowFft {
     this.bins = n / 2 + 1;
     this.k = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports as unknown as Kernel;
     const m = n / 2;
-    const bits = Math.round(Math.log2(m));
-    const odd = bits % 2 === 1;
-    // Tables exactly as RealFFT's constructor computes them.
-    const tw: number[] = [];
-    for (let h = odd ? 2 : 1; 4 * h <= m; h *= 4) {
-      for (let j = 0; j < h; j++) {
-        for (let p = 1; p <= 3; p++) {
-          const a = (-2 * Math.PI * p * j) / (4 * h);
-          tw.push(Math.cos(a), Math.sin(a));
-        }
-      }
-    }
     const sp = 0;
-    const twAt = align16(sp + (m / 2 + 1) * 32);
-    const revAt = align16(twAt + tw.length * 16);
-    const zr = align16(revAt + m * 4);
+    const twAt = align16(sp + fftTableBytes(n).sp);
+    const revAt = align16(twAt + fftTableBytes(n).tw);
+    const zr = align16(revAt + fftTableBytes(n).rev);
     const zi = zr + m * 16;
     this.heap = align16(zi + m * 16);
     this.grow(this.heap);
-    const f64 = new Float64Array(this.memory.buffer);
-    for (let k = 0; k <= m / 2; k++) {
-      const wr = Math.cos((-2 * Math.PI * k) / n);
-      const wi = Math.sin((-2 * Math.PI * k) / n);
-      const o = (sp >> 3) + 4 * k;
-      f64[o] = wr;
-      f64[o + 1] = wr;
-      f64[o + 2] = wi;
-      f64[o + 3] = wi;
-    }
-    tw.forEach((v, i) => {
-      f64[(twAt >> 3) + 2 * i] = v;
-      f64[(twAt >> 3) + 2 * i + 1] = v;
-    });
-    const rev = new Int32Array(this.memory.buffer, revAt, m);
-    for (let i = 0; i < m; i++) {
-      let r = 0;
-      for (let b = 0; b < bits; b++) if (i & (1 << b)) r |= 1 << (bits - 1 - b);
-      rev[i] = r;
-    }
+    writeFftTables(this.memory.buffer, n, { sp, tw: twAt, rev: revAt });
+    const odd = Math.round(Math.log2(m)) % 2 === 1;
     this.k.init(m, odd ? 1 : 0, sp, twAt, revAt, zr, zi);
   }
 

@@ -10,6 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { RealFFT } from './fft';
+import { writeFftTables } from './fft-pairs';
 
 export const STFT_BLOCK = 512;
 export const STFT_HOP = 128;
@@ -117,37 +118,7 @@ const PAGE = 65536;
 
 /** Twiddles and bit reversal exactly as RealFFT(512) computes them, laid out for the kernel. */
 function writeTables(mem: ArrayBuffer): void {
-  const n = STFT_BLOCK;
-  const m = n >> 1;
-  const f64 = new Float64Array(mem);
-  for (let k = 0; k <= m >> 1; k++) {
-    const wr = Math.cos((-2 * Math.PI * k) / n);
-    const wi = Math.sin((-2 * Math.PI * k) / n);
-    const o = (SP >> 3) + 4 * k;
-    f64[o] = wr;
-    f64[o + 1] = wr;
-    f64[o + 2] = wi;
-    f64[o + 3] = wi;
-  }
-  const tw: number[] = [];
-  for (let h = 1; 4 * h <= m; h *= 4) {
-    for (let j = 0; j < h; j++) {
-      for (let p = 1; p <= 3; p++) {
-        const a = (-2 * Math.PI * p * j) / (4 * h);
-        tw.push(Math.cos(a), Math.sin(a));
-      }
-    }
-  }
-  tw.forEach((v, i) => {
-    f64[(TW >> 3) + 2 * i] = v;
-    f64[(TW >> 3) + 2 * i + 1] = v;
-  });
-  const rev = new Int32Array(mem, REV, m);
-  for (let i = 0; i < m; i++) {
-    let r = 0;
-    for (let b = 0; b < 8; b++) if (i & (1 << b)) r |= 1 << (7 - b);
-    rev[i] = r;
-  }
+  writeFftTables(mem, STFT_BLOCK, { sp: SP, tw: TW, rev: REV });
 }
 
 let wasmModule: WebAssembly.Module | null | undefined;
