@@ -13,6 +13,8 @@
 // Layouts (per frame f of one call): signal samples f*128 .. f*128+511 (float32); spectra rows of 257 float64
 // (re, im); magnitude and mask rows of 257 float32; blocks of 512 float32.
 
+import { difLast4, difPass, ditFirst4, ditPass, ld64x2, st64x2 } from './radix4';
+
 const SP: usize = 0;
 const TW: usize = 4224;
 const REV: usize = 12416;
@@ -39,10 +41,6 @@ const TW_H64: usize = 126;
   return f64x2.promote_low_f32x4(v128.load32_lane(b, v128.load32_zero(a), 1));
 }
 
-/** (a[0], b[0]) from two float64 addresses. */
-@inline function ld64x2(a: usize, b: usize): v128 {
-  return v128.load64_lane(b, v128.load64_zero(a), 1);
-}
 
 /** Rounds both lanes to float32 and stores lane 0 at a, lane 1 at b. */
 @inline function st32x2(a: usize, b: usize, v: v128): void {
@@ -51,10 +49,6 @@ const TW_H64: usize = 126;
   v128.store32_lane(b, s, 1);
 }
 
-@inline function st64x2(a: usize, b: usize, v: v128): void {
-  v128.store64_lane(a, v, 0);
-  v128.store64_lane(b, v, 1);
-}
 
 @inline function zr(i: usize): v128 {
   return v128.load(ZR + (i << 4));
@@ -65,51 +59,6 @@ const TW_H64: usize = 126;
 @inline function setZ(i: usize, r: v128, im: v128): void {
   v128.store(ZR + (i << 4), r);
   v128.store(ZI + (i << 4), im);
-}
-
-/** Radix-4 DIF pass with quarter span h over ZR/ZI (RealFFT.forwardComplex's middle passes). */
-@inline function forwardPass(h: usize, twBase: usize): void {
-  const span = h << 2;
-  for (let j: usize = 0; j < h; j++) {
-    const w = twBase + 6 * j;
-    const w1r = tw(w);
-    const w1i = tw(w + 1);
-    const w2r = tw(w + 2);
-    const w2i = tw(w + 3);
-    const w3r = tw(w + 4);
-    const w3i = tw(w + 5);
-    for (let i0 = j; i0 < 256; i0 += span) {
-      const i1 = i0 + h;
-      const i2 = i1 + h;
-      const i3 = i2 + h;
-      const x0r = zr(i0);
-      const x0i = zi(i0);
-      const x1r = zr(i1);
-      const x1i = zi(i1);
-      const x2r = zr(i2);
-      const x2i = zi(i2);
-      const x3r = zr(i3);
-      const x3i = zi(i3);
-      const a0r = f64x2.add(x0r, x2r);
-      const a0i = f64x2.add(x0i, x2i);
-      const a1r = f64x2.sub(x0r, x2r);
-      const a1i = f64x2.sub(x0i, x2i);
-      const b0r = f64x2.add(x1r, x3r);
-      const b0i = f64x2.add(x1i, x3i);
-      const b1r = f64x2.sub(x1r, x3r);
-      const b1i = f64x2.sub(x1i, x3i);
-      const y1r = f64x2.add(a1r, b1i);
-      const y1i = f64x2.sub(a1i, b1r);
-      const y2r = f64x2.sub(a0r, b0r);
-      const y2i = f64x2.sub(a0i, b0i);
-      const y3r = f64x2.sub(a1r, b1i);
-      const y3i = f64x2.add(a1i, b1r);
-      setZ(i0, f64x2.add(a0r, b0r), f64x2.add(a0i, b0i));
-      setZ(i1, f64x2.sub(f64x2.mul(y2r, w2r), f64x2.mul(y2i, w2i)), f64x2.add(f64x2.mul(y2r, w2i), f64x2.mul(y2i, w2r)));
-      setZ(i2, f64x2.sub(f64x2.mul(y1r, w1r), f64x2.mul(y1i, w1i)), f64x2.add(f64x2.mul(y1r, w1i), f64x2.mul(y1i, w1r)));
-      setZ(i3, f64x2.sub(f64x2.mul(y3r, w3r), f64x2.mul(y3i, w3i)), f64x2.add(f64x2.mul(y3r, w3i), f64x2.mul(y3i, w3r)));
-    }
-  }
 }
 
 /** Forward complex FFT of the packed signals of frames a and b (float32 at a, b) into ZR/ZI, bit-reversed. */
@@ -152,31 +101,10 @@ function forwardComplexPair(a: usize, b: usize): void {
     setZ(j + 128, f64x2.sub(f64x2.mul(y1r, w1r), f64x2.mul(y1i, w1i)), f64x2.add(f64x2.mul(y1r, w1i), f64x2.mul(y1i, w1r)));
     setZ(j + 192, f64x2.sub(f64x2.mul(y3r, w3r), f64x2.mul(y3i, w3i)), f64x2.add(f64x2.mul(y3r, w3i), f64x2.mul(y3i, w3r)));
   }
-  forwardPass(16, TW_H16);
-  forwardPass(4, TW_H4);
+  difPass(ZR, ZI, TW, 256, 16, TW_H16);
+  difPass(ZR, ZI, TW, 256, 4, TW_H4);
   // Last radix-4 pass (h = 1): all twiddles are 1.
-  for (let q: usize = 0; q < 256; q += 4) {
-    const x0r = zr(q);
-    const x0i = zi(q);
-    const x1r = zr(q + 1);
-    const x1i = zi(q + 1);
-    const x2r = zr(q + 2);
-    const x2i = zi(q + 2);
-    const x3r = zr(q + 3);
-    const x3i = zi(q + 3);
-    const a0r = f64x2.add(x0r, x2r);
-    const a0i = f64x2.add(x0i, x2i);
-    const a1r = f64x2.sub(x0r, x2r);
-    const a1i = f64x2.sub(x0i, x2i);
-    const b0r = f64x2.add(x1r, x3r);
-    const b0i = f64x2.add(x1i, x3i);
-    const b1r = f64x2.sub(x1r, x3r);
-    const b1i = f64x2.sub(x1i, x3i);
-    setZ(q, f64x2.add(a0r, b0r), f64x2.add(a0i, b0i));
-    setZ(q + 1, f64x2.sub(a0r, b0r), f64x2.sub(a0i, b0i));
-    setZ(q + 2, f64x2.add(a1r, b1i), f64x2.sub(a1i, b1r));
-    setZ(q + 3, f64x2.sub(a1r, b1i), f64x2.add(a1i, b1r));
-  }
+  difLast4(ZR, ZI, 256);
 }
 
 /** RealFFT.forwardMag for frames a and b: spectra rows (reA/imA/magA, reB/imB/magB). */
@@ -224,51 +152,6 @@ function forwardMagPair(a: usize, b: usize, reA: usize, imA: usize, magA: usize,
   }
 }
 
-/** Radix-4 DIT pass with quarter span h (RealFFT.inverseComplexConj's middle passes). */
-@inline function inversePass(h: usize, twBase: usize): void {
-  const span = h << 2;
-  for (let j: usize = 0; j < h; j++) {
-    const w = twBase + 6 * j;
-    const w1r = tw(w);
-    const w1i = tw(w + 1);
-    const w2r = tw(w + 2);
-    const w2i = tw(w + 3);
-    const w3r = tw(w + 4);
-    const w3i = tw(w + 5);
-    for (let i0 = j; i0 < 256; i0 += span) {
-      const i1 = i0 + h;
-      const i2 = i1 + h;
-      const i3 = i2 + h;
-      const Ar = zr(i0);
-      const Ai = zi(i0);
-      const xr = zr(i1);
-      const xi = zi(i1);
-      const Cr = f64x2.sub(f64x2.mul(xr, w2r), f64x2.mul(xi, w2i));
-      const Ci = f64x2.add(f64x2.mul(xr, w2i), f64x2.mul(xi, w2r));
-      const yr = zr(i2);
-      const yi = zi(i2);
-      const Br = f64x2.sub(f64x2.mul(yr, w1r), f64x2.mul(yi, w1i));
-      const Bi = f64x2.add(f64x2.mul(yr, w1i), f64x2.mul(yi, w1r));
-      const qr = zr(i3);
-      const qi = zi(i3);
-      const Dr = f64x2.sub(f64x2.mul(qr, w3r), f64x2.mul(qi, w3i));
-      const Di = f64x2.add(f64x2.mul(qr, w3i), f64x2.mul(qi, w3r));
-      const s0r = f64x2.add(Ar, Cr);
-      const s0i = f64x2.add(Ai, Ci);
-      const s1r = f64x2.sub(Ar, Cr);
-      const s1i = f64x2.sub(Ai, Ci);
-      const s2r = f64x2.add(Br, Dr);
-      const s2i = f64x2.add(Bi, Di);
-      const s3r = f64x2.sub(Br, Dr);
-      const s3i = f64x2.sub(Bi, Di);
-      setZ(i0, f64x2.add(s0r, s2r), f64x2.add(s0i, s2i));
-      setZ(i2, f64x2.sub(s0r, s2r), f64x2.sub(s0i, s2i));
-      setZ(i1, f64x2.add(s1r, s3i), f64x2.sub(s1i, s3r));
-      setZ(i3, f64x2.sub(s1r, s3i), f64x2.add(s1i, s3r));
-    }
-  }
-}
-
 /**
  * RealFFT.inverseMasked for frames a and b: spectra rows times float32 gain rows, inverse FFT, float32 blocks of 512
  * samples at outA / outB.
@@ -305,30 +188,9 @@ function inverseMaskedPair(
     setZ(r2, f64x2.add(er, oi), f64x2.sub(ei, or));
   }
   // First radix-4 pass: all twiddles are 1.
-  for (let q: usize = 0; q < 256; q += 4) {
-    const Ar = zr(q);
-    const Ai = zi(q);
-    const Cr = zr(q + 1);
-    const Ci = zi(q + 1);
-    const Br = zr(q + 2);
-    const Bi = zi(q + 2);
-    const Dr = zr(q + 3);
-    const Di = zi(q + 3);
-    const s0r = f64x2.add(Ar, Cr);
-    const s0i = f64x2.add(Ai, Ci);
-    const s1r = f64x2.sub(Ar, Cr);
-    const s1i = f64x2.sub(Ai, Ci);
-    const s2r = f64x2.add(Br, Dr);
-    const s2i = f64x2.add(Bi, Di);
-    const s3r = f64x2.sub(Br, Dr);
-    const s3i = f64x2.sub(Bi, Di);
-    setZ(q, f64x2.add(s0r, s2r), f64x2.add(s0i, s2i));
-    setZ(q + 2, f64x2.sub(s0r, s2r), f64x2.sub(s0i, s2i));
-    setZ(q + 1, f64x2.add(s1r, s3i), f64x2.sub(s1i, s3r));
-    setZ(q + 3, f64x2.sub(s1r, s3i), f64x2.add(s1i, s3r));
-  }
-  inversePass(4, TW_H4);
-  inversePass(16, TW_H16);
+  ditFirst4(ZR, ZI, 256);
+  ditPass(ZR, ZI, TW, 256, 4, TW_H4);
+  ditPass(ZR, ZI, TW, 256, 16, TW_H16);
   // Last pass (h = 64), written out as conj / 256: sample 2p = Re, 2p+1 = -Im of element p.
   const scale = f64x2.splat(1.0 / 256.0);
   for (let j: usize = 0; j < 64; j++) {

@@ -11,6 +11,8 @@
 //   ZR/ZI  the complex work array of one frame pair (lane 0: first frame, lane 1: second)
 // Rows: signal rows of n float64 (forward's input, inverse's output), spectrum rows of n/2+1 float64 (re, im).
 
+import { difLast4, difPass, ditFirst4, ditPass, ld64x2, st64x2 } from './radix4';
+
 let M: usize = 0; // n / 2, the complex size
 let ODD: bool = false; // log2(M) odd: one radix-2 pass besides the radix-4 ones
 let SP: usize = 0;
@@ -34,15 +36,6 @@ export function init(m: i32, odd: i32, sp: usize, tw: usize, rev: usize, zr: usi
   return v128.load(TW + (i << 4));
 }
 
-@inline function ld64x2(a: usize, b: usize): v128 {
-  return v128.load64_lane(b, v128.load64_zero(a), 1);
-}
-
-@inline function st64x2(a: usize, b: usize, v: v128): void {
-  v128.store64_lane(a, v, 0);
-  v128.store64_lane(b, v, 1);
-}
-
 @inline function zr(i: usize): v128 {
   return v128.load(ZR + (i << 4));
 }
@@ -59,53 +52,6 @@ function twOffset(h: usize): usize {
   let off: usize = 0;
   for (let g: usize = ODD ? 2 : 1; g < h; g <<= 2) off += 6 * g;
   return off;
-}
-
-/** Radix-4 DIF pass with quarter span h over ZR/ZI (RealFFT.forwardComplex's middle passes). */
-function forwardPass(h: usize): void {
-  const span = h << 2;
-  const base = twOffset(h);
-  const m = M;
-  for (let j: usize = 0; j < h; j++) {
-    const w = base + 6 * j;
-    const w1r = twv(w);
-    const w1i = twv(w + 1);
-    const w2r = twv(w + 2);
-    const w2i = twv(w + 3);
-    const w3r = twv(w + 4);
-    const w3i = twv(w + 5);
-    for (let i0 = j; i0 < m; i0 += span) {
-      const i1 = i0 + h;
-      const i2 = i1 + h;
-      const i3 = i2 + h;
-      const x0r = zr(i0);
-      const x0i = zi(i0);
-      const x1r = zr(i1);
-      const x1i = zi(i1);
-      const x2r = zr(i2);
-      const x2i = zi(i2);
-      const x3r = zr(i3);
-      const x3i = zi(i3);
-      const a0r = f64x2.add(x0r, x2r);
-      const a0i = f64x2.add(x0i, x2i);
-      const a1r = f64x2.sub(x0r, x2r);
-      const a1i = f64x2.sub(x0i, x2i);
-      const b0r = f64x2.add(x1r, x3r);
-      const b0i = f64x2.add(x1i, x3i);
-      const b1r = f64x2.sub(x1r, x3r);
-      const b1i = f64x2.sub(x1i, x3i);
-      const y1r = f64x2.add(a1r, b1i);
-      const y1i = f64x2.sub(a1i, b1r);
-      const y2r = f64x2.sub(a0r, b0r);
-      const y2i = f64x2.sub(a0i, b0i);
-      const y3r = f64x2.sub(a1r, b1i);
-      const y3i = f64x2.add(a1i, b1r);
-      setZ(i0, f64x2.add(a0r, b0r), f64x2.add(a0i, b0i));
-      setZ(i1, f64x2.sub(f64x2.mul(y2r, w2r), f64x2.mul(y2i, w2i)), f64x2.add(f64x2.mul(y2r, w2i), f64x2.mul(y2i, w2r)));
-      setZ(i2, f64x2.sub(f64x2.mul(y1r, w1r), f64x2.mul(y1i, w1i)), f64x2.add(f64x2.mul(y1r, w1i), f64x2.mul(y1i, w1r)));
-      setZ(i3, f64x2.sub(f64x2.mul(y3r, w3r), f64x2.mul(y3i, w3i)), f64x2.add(f64x2.mul(y3r, w3i), f64x2.mul(y3i, w3r)));
-    }
-  }
 }
 
 /** Forward complex FFT of the packed float64 signals z[p] = x[2p] + i x[2p+1] of frames a and b into ZR/ZI (bit-reversed). */
@@ -152,31 +98,9 @@ function forwardComplexPair(a: usize, b: usize): void {
     setZ(j + 2 * h, f64x2.sub(f64x2.mul(y1r, w1r), f64x2.mul(y1i, w1i)), f64x2.add(f64x2.mul(y1r, w1i), f64x2.mul(y1i, w1r)));
     setZ(j + 3 * h, f64x2.sub(f64x2.mul(y3r, w3r), f64x2.mul(y3i, w3i)), f64x2.add(f64x2.mul(y3r, w3i), f64x2.mul(y3i, w3r)));
   }
-  for (h >>= 2; h > 1; h >>= 2) forwardPass(h);
+  for (h >>= 2; h > 1; h >>= 2) difPass(ZR, ZI, TW, m, h, twOffset(h));
   if (!ODD) {
-    // Last radix-4 pass (h = 1): all twiddles are 1.
-    for (let q: usize = 0; q < m; q += 4) {
-      const x0r = zr(q);
-      const x0i = zi(q);
-      const x1r = zr(q + 1);
-      const x1i = zi(q + 1);
-      const x2r = zr(q + 2);
-      const x2i = zi(q + 2);
-      const x3r = zr(q + 3);
-      const x3i = zi(q + 3);
-      const a0r = f64x2.add(x0r, x2r);
-      const a0i = f64x2.add(x0i, x2i);
-      const a1r = f64x2.sub(x0r, x2r);
-      const a1i = f64x2.sub(x0i, x2i);
-      const b0r = f64x2.add(x1r, x3r);
-      const b0i = f64x2.add(x1i, x3i);
-      const b1r = f64x2.sub(x1r, x3r);
-      const b1i = f64x2.sub(x1i, x3i);
-      setZ(q, f64x2.add(a0r, b0r), f64x2.add(a0i, b0i));
-      setZ(q + 1, f64x2.sub(a0r, b0r), f64x2.sub(a0i, b0i));
-      setZ(q + 2, f64x2.add(a1r, b1i), f64x2.sub(a1i, b1r));
-      setZ(q + 3, f64x2.sub(a1r, b1i), f64x2.add(a1i, b1r));
-    }
+    difLast4(ZR, ZI, m);
   } else {
     // Last radix-2 pass.
     for (let q: usize = 0; q < m; q += 2) {
@@ -227,53 +151,6 @@ function forwardPair(a: usize, b: usize, reA: usize, imA: usize, reB: usize, imB
   }
 }
 
-/** Radix-4 DIT pass with quarter span h (RealFFT.inverseComplexConj's middle passes). */
-function inversePass(h: usize): void {
-  const span = h << 2;
-  const base = twOffset(h);
-  const m = M;
-  for (let j: usize = 0; j < h; j++) {
-    const w = base + 6 * j;
-    const w1r = twv(w);
-    const w1i = twv(w + 1);
-    const w2r = twv(w + 2);
-    const w2i = twv(w + 3);
-    const w3r = twv(w + 4);
-    const w3i = twv(w + 5);
-    for (let i0 = j; i0 < m; i0 += span) {
-      const i1 = i0 + h;
-      const i2 = i1 + h;
-      const i3 = i2 + h;
-      const Ar = zr(i0);
-      const Ai = zi(i0);
-      const xr = zr(i1);
-      const xi = zi(i1);
-      const Cr = f64x2.sub(f64x2.mul(xr, w2r), f64x2.mul(xi, w2i));
-      const Ci = f64x2.add(f64x2.mul(xr, w2i), f64x2.mul(xi, w2r));
-      const yr = zr(i2);
-      const yi = zi(i2);
-      const Br = f64x2.sub(f64x2.mul(yr, w1r), f64x2.mul(yi, w1i));
-      const Bi = f64x2.add(f64x2.mul(yr, w1i), f64x2.mul(yi, w1r));
-      const qr = zr(i3);
-      const qi = zi(i3);
-      const Dr = f64x2.sub(f64x2.mul(qr, w3r), f64x2.mul(qi, w3i));
-      const Di = f64x2.add(f64x2.mul(qr, w3i), f64x2.mul(qi, w3r));
-      const s0r = f64x2.add(Ar, Cr);
-      const s0i = f64x2.add(Ai, Ci);
-      const s1r = f64x2.sub(Ar, Cr);
-      const s1i = f64x2.sub(Ai, Ci);
-      const s2r = f64x2.add(Br, Dr);
-      const s2i = f64x2.add(Bi, Di);
-      const s3r = f64x2.sub(Br, Dr);
-      const s3i = f64x2.sub(Bi, Di);
-      setZ(i0, f64x2.add(s0r, s2r), f64x2.add(s0i, s2i));
-      setZ(i2, f64x2.sub(s0r, s2r), f64x2.sub(s0i, s2i));
-      setZ(i1, f64x2.add(s1r, s3i), f64x2.sub(s1i, s3r));
-      setZ(i3, f64x2.sub(s1r, s3i), f64x2.add(s1i, s3r));
-    }
-  }
-}
-
 /** RealFFT.inverse for frames a and b: spectrum rows into float64 signal rows outA / outB. */
 function inversePair(reA: usize, imA: usize, outA: usize, reB: usize, imB: usize, outB: usize): void {
   const m = M;
@@ -316,31 +193,10 @@ function inversePair(reA: usize, imA: usize, outA: usize, reB: usize, imB: usize
     h = 2;
   } else {
     // First radix-4 pass: all twiddles are 1 (m > 4 always here).
-    for (let q: usize = 0; q < m; q += 4) {
-      const Ar = zr(q);
-      const Ai = zi(q);
-      const Cr = zr(q + 1);
-      const Ci = zi(q + 1);
-      const Br = zr(q + 2);
-      const Bi = zi(q + 2);
-      const Dr = zr(q + 3);
-      const Di = zi(q + 3);
-      const s0r = f64x2.add(Ar, Cr);
-      const s0i = f64x2.add(Ai, Ci);
-      const s1r = f64x2.sub(Ar, Cr);
-      const s1i = f64x2.sub(Ai, Ci);
-      const s2r = f64x2.add(Br, Dr);
-      const s2i = f64x2.add(Bi, Di);
-      const s3r = f64x2.sub(Br, Dr);
-      const s3i = f64x2.sub(Bi, Di);
-      setZ(q, f64x2.add(s0r, s2r), f64x2.add(s0i, s2i));
-      setZ(q + 2, f64x2.sub(s0r, s2r), f64x2.sub(s0i, s2i));
-      setZ(q + 1, f64x2.add(s1r, s3i), f64x2.sub(s1i, s3r));
-      setZ(q + 3, f64x2.sub(s1r, s3i), f64x2.add(s1i, s3r));
-    }
+    ditFirst4(ZR, ZI, m);
     h = 4;
   }
-  for (; (h << 2) < m; h <<= 2) inversePass(h);
+  for (; (h << 2) < m; h <<= 2) ditPass(ZR, ZI, TW, m, h, twOffset(h));
   // Last pass (h = m/4, one group), written out as conj / m: sample 2p = Re, 2p+1 = -Im of element p.
   const scale = f64x2.splat(1.0 / <f64>m);
   const base = twOffset(h);
