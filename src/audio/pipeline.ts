@@ -10,8 +10,9 @@
 // (denoise(), memory-file.ts); when it is such a WAV and so is the output, the output is written into memory too.
 //
 // Loudness (loudness.ts): the input and the cleaned audio are metered on the way (BS.1770 at the model's rate) for
-// the stats, by the engine's worker thread (measureLoudness), which takes that work off the server's main thread. With a loudness target the cleaned audio first goes to a spool file (spool.ts) while it is metered, then
-// is replayed through a gain and a true-peak limiter (normalize.ts) into the sink: two passes, memory still bounded.
+// the stats, by the engine's worker thread (measureLoudness), which takes that work off the server's main thread.
+// With a loudness target the cleaned audio first goes to a spool file (spool.ts) while it is metered, then is
+// replayed through a gain and a true-peak limiter (normalize.ts) into the sink: two passes, memory still bounded.
 //
 // Limits (limits.ts) are checked from the header before any decoding, and the duration again while decoding.
 // Non-finite samples (NaN, ±Inf) are silence: float WAVs are cleaned as they are read, other decoders' output here.

@@ -127,6 +127,7 @@ function polyphaseTables(): PolyphaseTables {
 /** 48 kHz -> 16 kHz: low-pass then keep every 3rd sample. Output m is input time 3m (minus the filter delay). */
 export class Decimator3 {
   private readonly t = polyphaseTables();
+  private readonly fft = sharedRowFft(FFT_SIZE);
   /** Input samples from absolute index bufStart onwards. */
   private buf = new Float32Array(RESAMPLE_TAPS - 1);
   private bufStart = -(RESAMPLE_TAPS - 1);
@@ -172,7 +173,7 @@ export class Decimator3 {
 
   private viaFft(all: Float32Array, base: number, y: Float32Array, count: number): void {
     const { specRe, specIm } = this.t;
-    const fft = sharedRowFft(FFT_SIZE);
+    const fft = this.fft;
     const H = PHASE_TAPS - 1;
     const K = fft.bins;
     const N = FFT_SIZE;
@@ -225,6 +226,7 @@ export class Decimator3 {
 /** 16 kHz -> 48 kHz: zero-stuff by 3 and low-pass (polyphase). Output length = 3 x input length. */
 export class Interpolator3 {
   private readonly t = polyphaseTables();
+  private readonly fft = sharedRowFft(FFT_SIZE);
   private readonly histLen = PHASE_TAPS;
   private hist: Float32Array;
 
@@ -266,7 +268,7 @@ export class Interpolator3 {
 
   private viaFft(all: Float32Array, y: Float32Array, count: number): void {
     const { spec3Re: specRe, spec3Im: specIm } = this.t;
-    const fft = sharedRowFft(FFT_SIZE);
+    const fft = this.fft;
     const H = this.histLen - 1;
     const K = fft.bins;
     const N = FFT_SIZE;

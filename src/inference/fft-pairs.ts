@@ -1,4 +1,5 @@
-// Real FFTs over rows of frames, for the full-band stages (resamplers, band-gain probe, high-band filter): a
+// Real FFTs over rows of frames, for the full-band stages (resamplers, band-gain probe, high-band filter) and the
+// post-filter: a
 // WebAssembly SIMD kernel (wasm/fft-pairs.ts, compiled by `npm run build`) that transforms two frames at a time and
 // is bit-identical to RealFFT (fft.ts); RealFFT itself, row by row, where the .wasm file is missing or the runtime
 // has no WebAssembly SIMD. Callers write their frames into `sig` rows, transform, and read the spectra from `re`/`im`
@@ -173,10 +174,11 @@ class WasmRowFft implements RowFft {
     this.bins = n / 2 + 1;
     this.k = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports as unknown as Kernel;
     const m = n / 2;
+    const sizes = fftTableBytes(n);
     const sp = 0;
-    const twAt = align16(sp + fftTableBytes(n).sp);
-    const revAt = align16(twAt + fftTableBytes(n).tw);
-    const zr = align16(revAt + fftTableBytes(n).rev);
+    const twAt = align16(sp + sizes.sp);
+    const revAt = align16(twAt + sizes.tw);
+    const zr = align16(revAt + sizes.rev);
     const zi = zr + m * 16;
     this.heap = align16(zi + m * 16);
     this.grow(this.heap);
@@ -256,6 +258,46 @@ class WasmRowFft implements RowFft {
   private check(rows: number, first: number): void {
     if (first < 0 || first + rows > this.rows) throw new Error(`rows ${first}..${first + rows - 1} past the ${this.rows} reserved`);
   }
+}
+
+/** Frames per batch of filterFrames: about 1 MB of rows at 1024 points. */
+const FILTER_BATCH = 64;
+
+/**
+ * Short-time filtering (window, FFT, gain, inverse FFT, windowed overlap-add) of frames 0..frames-1 of `src` (frame f
+ * at f * hop) into `acc` (frame f added at f * hop), in batches through `fft`: gain(re, im, f) gets frame f's spectrum
+ * (views of fft.bins values), in frame order, and scales it in place. With round32 the windowed frames and the
+ * inverse blocks are rounded to float32 (as where they were float32 arrays). The arithmetic is that of frame by frame.
+ */
+export function filterFrames(
+  fft: RowFft,
+  src: Float32Array,
+  hop: number,
+  frames: number,
+  window: Float64Array,
+  round32: boolean,
+  acc: Float32Array,
+  gain: (re: Float64Array, im: Float64Array, frame: number) => void,
+): void {
+  const K = fft.bins;
+  for (let f0 = 0; f0 < frames; f0 += FILTER_BATCH) {
+    const count = Math.min(FILTER_BATCH, frames - f0);
+    fft.reserve(count);
+    fft.windowRows(src, f0 * hop, hop, count, window, round32);
+    fft.forward(count);
+    const { re, im } = fft;
+    for (let r = 0; r < count; r++) gain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K), f0 + r);
+    fft.inverse(count);
+    fft.overlapAddRows(count, hop, window, acc, f0 * hop, round32);
+  }
+}
+
+/**
+ * The square root of the periodic Hann window of n points, divided by `divisor`, each value rounded to float32 (the
+ * stages' windows were float32 arrays) and held as float64 for fft-pairs.
+ */
+export function sqrtHannWindow(n: number, divisor: number): Float64Array {
+  return Float64Array.from({ length: n }, (_, i) => Math.fround(Math.sqrt(0.5 * (1 - Math.cos((2 * Math.PI * i) / n))) / divisor));
 }
 
 let wasmModule: WebAssembly.Module | null | undefined;

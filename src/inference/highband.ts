@@ -2,7 +2,7 @@
 // remove noise that sits under speech; here the high band gets its own STFT (sqrt-Hann, 1024 / hop 512), a per-bin
 // noise PSD tracked with DTLN's speech/noise decision, a decision-directed Wiener gain with a floor, smoothed over
 // frequency. With all gains 1 the STFT reconstructs its input exactly (delayed by `latency`).
-import { sharedRowFft, type RowFft } from './fft-pairs';
+import { filterFrames, sharedRowFft, sqrtHannWindow, type RowFft } from './fft-pairs';
 
 export interface HighBandOptions {
   /** STFT size at 48 kHz (power of two). */
@@ -39,8 +39,6 @@ const SAMPLE_RATE = 48000;
 const POWER_SMOOTH = 0.7;
 /** The hop the per-frame constants (POWER_SMOOTH, ddAlpha) were set for. */
 const REFERENCE_HOP = 256;
-/** Frames transformed per batch (fft-pairs rows): bounds the FFT's memory to ~1 MB at N = 1024. */
-const BATCH_FRAMES = 64;
 
 export class HighBandFilter {
   /** Output sample i is input sample i - latency; output length == input length on every call. */
@@ -51,9 +49,7 @@ export class HighBandFilter {
   private readonly hop: number;
   private readonly bins: number;
   private readonly fft: RowFft;
-  private readonly window: Float32Array;
-  /** The same values as float64, for fft-pairs. */
-  private readonly window64: Float64Array;
+  private readonly window: Float64Array;
   private readonly floorGain: number;
   private readonly beta: number;
   private readonly ddAlpha: number;
@@ -87,10 +83,7 @@ export class HighBandFilter {
     this.fft = sharedRowFft(N);
     // sqrt of periodic Hann on both sides: the product (Hann) sums to overlap / 2 (1 at hop N/2, 2 at hop N/4), hence
     // 1 / sqrt(overlap / 2) on each side.
-    this.window = new Float32Array(N);
-    const side = overlap === 4 ? Math.SQRT2 : 1;
-    for (let i = 0; i < N; i++) this.window[i] = Math.sqrt(0.5 * (1 - Math.cos((2 * Math.PI * i) / N))) / side;
-    this.window64 = Float64Array.from(this.window);
+    this.window = sqrtHannWindow(N, overlap === 4 ? Math.SQRT2 : 1);
     this.floorGain = Math.pow(10, (opts.floorDb ?? -15) / 20);
     this.beta = opts.overSubtract ?? 3;
     // Per-frame recursions keep their time constants whatever the hop.
@@ -131,7 +124,7 @@ export class HighBandFilter {
     const frames = Math.floor((all.length - (N - H)) / H);
     const acc = new Float32Array(frames * H + N - H);
     acc.set(this.olaTail);
-    for (let f0 = 0; f0 < frames; f0 += BATCH_FRAMES) this.framesAt(all, gAll, f0, Math.min(BATCH_FRAMES, frames - f0), acc);
+    filterFrames(this.fft, all, H, frames, this.window, false, acc, (re, im, f) => this.applyGain(re, im, gAll, f * H));
     this.inBuf = all.slice(frames * H);
     this.gBuf = gAll.slice(frames * H);
     this.olaTail = acc.slice(frames * H);
@@ -142,23 +135,6 @@ export class HighBandFilter {
     const out = done.slice(0, x.length);
     this.ready = done.slice(x.length);
     return out;
-  }
-
-  /**
-   * Frames f0 .. f0+count-1 (frame f at f * hop): window, FFT, gain, inverse, windowed overlap-add into `acc`, each step
-   * over the whole batch (the gains run frame after frame, in order); the same arithmetic as frame by frame.
-   */
-  private framesAt(all: Float32Array, gAll: Float32Array, f0: number, count: number, acc: Float32Array): void {
-    const H = this.hop;
-    const K = this.bins;
-    const fft = this.fft;
-    fft.reserve(count);
-    fft.windowRows(all, f0 * H, H, count, this.window64, false);
-    fft.forward(count);
-    const { re, im } = fft;
-    for (let r = 0; r < count; r++) this.applyGain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K), gAll, (f0 + r) * H);
-    fft.inverse(count);
-    fft.overlapAddRows(count, H, this.window64, acc, f0 * H, false);
   }
 
   private applyGain(re: Float64Array, im: Float64Array, gAll: Float32Array, off: number): void {

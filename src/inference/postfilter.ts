@@ -1,7 +1,7 @@
 // Residual-noise post-filter for the DTLN output at 16 kHz: STFT (512, hop 128, sqrt-Hann analysis and synthesis),
 // a per-bin noise-floor estimate (minimum tracking of the smoothed power), and a decision-directed Wiener gain with a
 // floor. DTLN leaves a low, fairly stationary residual; this takes it down further without touching speech peaks.
-import { sharedRowFft, type RowFft } from './fft-pairs';
+import { filterFrames, sharedRowFft, sqrtHannWindow, type RowFft } from './fft-pairs';
 
 export interface PostFilterOptions {
   /** Noise over-estimation factor (1 = plain Wiener). */
@@ -33,8 +33,6 @@ const WINDOW_PARTS = 8;
 const POWER_SMOOTH = 0.6;
 const FLOOR_RISE_DB_PER_S = 4;
 const DD_ALPHA = 0.92;
-/** Frames transformed per batch (fft-pairs rows). */
-const BATCH_FRAMES = 64;
 
 export class PostFilter {
   readonly latency: number;
@@ -43,9 +41,7 @@ export class PostFilter {
   private readonly bins: number;
   private readonly floorRise: number;
   private readonly fft: RowFft;
-  private readonly window: Float32Array;
-  /** The same values as float64, for fft-pairs. */
-  private readonly window64: Float64Array;
+  private readonly window: Float64Array;
   private readonly floorGain: number;
   private readonly beta: number;
   /** Unframed input; starts with the last N - HOP samples of the previous frame. */
@@ -73,7 +69,6 @@ export class PostFilter {
     this.latency = N - this.hop;
     this.floorRise = Math.pow(10, FLOOR_RISE_DB_PER_S / 10 / ((opts.sampleRate ?? 16000) / this.hop));
     this.fft = sharedRowFft(N);
-    this.window = new Float32Array(N);
     this.inBuf = new Float32Array(N - this.hop);
     this.olaTail = new Float32Array(N - this.hop);
     this.smoothPow = new Float64Array(this.bins);
@@ -88,8 +83,7 @@ export class PostFilter {
     this.floorGain = Math.pow(10, opts.floorDb / 20);
     this.beta = opts.overSubtract;
     // sqrt of periodic Hann on both sides: the product (Hann) sums to 2 at hop N/4, hence the 1/sqrt(2) each side.
-    for (let i = 0; i < N; i++) this.window[i] = Math.sqrt(0.5 * (1 - Math.cos((2 * Math.PI * i) / N))) / Math.SQRT2;
-    this.window64 = Float64Array.from(this.window);
+    this.window = sqrtHannWindow(N, Math.SQRT2);
   }
 
   process(x: Float32Array): Float32Array {
@@ -101,21 +95,8 @@ export class PostFilter {
     const frames = Math.floor((all.length - (N - HOP)) / HOP);
     const acc = new Float32Array(frames * HOP + N - HOP);
     acc.set(this.olaTail);
-    const w = this.window64;
-    const fft = this.fft;
-    const K = this.bins;
-    // In batches through fft-pairs: window, FFT, gain (frame after frame, in order), inverse, overlap-add. Frames and
-    // blocks are rounded to float32 where they were float32 arrays, so the arithmetic is that of frame by frame.
-    for (let f0 = 0; f0 < frames; f0 += BATCH_FRAMES) {
-      const count = Math.min(BATCH_FRAMES, frames - f0);
-      fft.reserve(count);
-      fft.windowRows(all, f0 * HOP, HOP, count, w, true);
-      fft.forward(count);
-      const { re, im } = fft;
-      for (let r = 0; r < count; r++) this.gain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K));
-      fft.inverse(count);
-      fft.overlapAddRows(count, HOP, w, acc, f0 * HOP, true);
-    }
+    // Its frames and blocks were float32 arrays: round32.
+    filterFrames(this.fft, all, HOP, frames, this.window, true, acc, (re, im) => this.gain(re, im));
     this.inBuf = all.slice(frames * HOP);
     this.olaTail = acc.slice(frames * HOP);
     return acc.subarray(0, frames * HOP);
