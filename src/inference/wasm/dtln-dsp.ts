@@ -13,7 +13,7 @@
 // Layouts (per frame f of one call): signal samples f*128 .. f*128+511 (float32); spectra rows of 257 float64
 // (re, im); magnitude and mask rows of 257 float32; blocks of 512 float32.
 
-import { difLast4, difPass, ditFirst4, ditPass, ld64x2, st64x2 } from './radix4';
+import { difButterfly, difLast4, difPass, ditFirst4, ditPass, ld64x2, st64x2 } from './radix4';
 
 const SP: usize = 0;
 const TW: usize = 4224;
@@ -68,38 +68,11 @@ function forwardComplexPair(a: usize, b: usize): void {
     const w = TW_H64 + 6 * j;
     const pa = a + (j << 3);
     const pb = b + (j << 3);
-    const x0r = ld32x2(pa, pb);
-    const x0i = ld32x2(pa + 4, pb + 4);
-    const x1r = ld32x2(pa + 512, pb + 512);
-    const x1i = ld32x2(pa + 516, pb + 516);
-    const x2r = ld32x2(pa + 1024, pb + 1024);
-    const x2i = ld32x2(pa + 1028, pb + 1028);
-    const x3r = ld32x2(pa + 1536, pb + 1536);
-    const x3i = ld32x2(pa + 1540, pb + 1540);
-    const a0r = f64x2.add(x0r, x2r);
-    const a0i = f64x2.add(x0i, x2i);
-    const a1r = f64x2.sub(x0r, x2r);
-    const a1i = f64x2.sub(x0i, x2i);
-    const b0r = f64x2.add(x1r, x3r);
-    const b0i = f64x2.add(x1i, x3i);
-    const b1r = f64x2.sub(x1r, x3r);
-    const b1i = f64x2.sub(x1i, x3i);
-    const y1r = f64x2.add(a1r, b1i);
-    const y1i = f64x2.sub(a1i, b1r);
-    const y2r = f64x2.sub(a0r, b0r);
-    const y2i = f64x2.sub(a0i, b0i);
-    const y3r = f64x2.sub(a1r, b1i);
-    const y3i = f64x2.add(a1i, b1r);
-    const w1r = tw(w);
-    const w1i = tw(w + 1);
-    const w2r = tw(w + 2);
-    const w2i = tw(w + 3);
-    const w3r = tw(w + 4);
-    const w3i = tw(w + 5);
-    setZ(j, f64x2.add(a0r, b0r), f64x2.add(a0i, b0i));
-    setZ(j + 64, f64x2.sub(f64x2.mul(y2r, w2r), f64x2.mul(y2i, w2i)), f64x2.add(f64x2.mul(y2r, w2i), f64x2.mul(y2i, w2r)));
-    setZ(j + 128, f64x2.sub(f64x2.mul(y1r, w1r), f64x2.mul(y1i, w1i)), f64x2.add(f64x2.mul(y1r, w1i), f64x2.mul(y1i, w1r)));
-    setZ(j + 192, f64x2.sub(f64x2.mul(y3r, w3r), f64x2.mul(y3i, w3i)), f64x2.add(f64x2.mul(y3r, w3i), f64x2.mul(y3i, w3r)));
+    difButterfly(
+      ZR, ZI, j, 64, tw(w), tw(w + 1), tw(w + 2), tw(w + 3), tw(w + 4), tw(w + 5),
+      ld32x2(pa, pb), ld32x2(pa + 4, pb + 4), ld32x2(pa + 512, pb + 512), ld32x2(pa + 516, pb + 516),
+      ld32x2(pa + 1024, pb + 1024), ld32x2(pa + 1028, pb + 1028), ld32x2(pa + 1536, pb + 1536), ld32x2(pa + 1540, pb + 1540),
+    );
   }
   difPass(ZR, ZI, TW, 256, 16, TW_H16);
   difPass(ZR, ZI, TW, 256, 4, TW_H4);

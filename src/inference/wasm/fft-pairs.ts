@@ -11,7 +11,7 @@
 //   ZR/ZI  the complex work array of one frame pair (lane 0: first frame, lane 1: second)
 // Rows: signal rows of n float64 (forward's input, inverse's output), spectrum rows of n/2+1 float64 (re, im).
 
-import { difLast4, difPass, ditFirst4, ditPass, ld64x2, st64x2 } from './radix4';
+import { difButterfly, difLast4, difPass, ditFirst4, ditPass, ld64x2, st64x2 } from './radix4';
 
 let M: usize = 0; // n / 2, the complex size
 let ODD: bool = false; // log2(M) odd: one radix-2 pass besides the radix-4 ones
@@ -65,38 +65,12 @@ function forwardComplexPair(a: usize, b: usize): void {
     const w = base + 6 * j;
     const pa = a + (j << 4);
     const pb = b + (j << 4);
-    const x0r = ld64x2(pa, pb);
-    const x0i = ld64x2(pa + 8, pb + 8);
-    const x1r = ld64x2(pa + step, pb + step);
-    const x1i = ld64x2(pa + step + 8, pb + step + 8);
-    const x2r = ld64x2(pa + 2 * step, pb + 2 * step);
-    const x2i = ld64x2(pa + 2 * step + 8, pb + 2 * step + 8);
-    const x3r = ld64x2(pa + 3 * step, pb + 3 * step);
-    const x3i = ld64x2(pa + 3 * step + 8, pb + 3 * step + 8);
-    const a0r = f64x2.add(x0r, x2r);
-    const a0i = f64x2.add(x0i, x2i);
-    const a1r = f64x2.sub(x0r, x2r);
-    const a1i = f64x2.sub(x0i, x2i);
-    const b0r = f64x2.add(x1r, x3r);
-    const b0i = f64x2.add(x1i, x3i);
-    const b1r = f64x2.sub(x1r, x3r);
-    const b1i = f64x2.sub(x1i, x3i);
-    const y1r = f64x2.add(a1r, b1i);
-    const y1i = f64x2.sub(a1i, b1r);
-    const y2r = f64x2.sub(a0r, b0r);
-    const y2i = f64x2.sub(a0i, b0i);
-    const y3r = f64x2.sub(a1r, b1i);
-    const y3i = f64x2.add(a1i, b1r);
-    const w1r = twv(w);
-    const w1i = twv(w + 1);
-    const w2r = twv(w + 2);
-    const w2i = twv(w + 3);
-    const w3r = twv(w + 4);
-    const w3i = twv(w + 5);
-    setZ(j, f64x2.add(a0r, b0r), f64x2.add(a0i, b0i));
-    setZ(j + h, f64x2.sub(f64x2.mul(y2r, w2r), f64x2.mul(y2i, w2i)), f64x2.add(f64x2.mul(y2r, w2i), f64x2.mul(y2i, w2r)));
-    setZ(j + 2 * h, f64x2.sub(f64x2.mul(y1r, w1r), f64x2.mul(y1i, w1i)), f64x2.add(f64x2.mul(y1r, w1i), f64x2.mul(y1i, w1r)));
-    setZ(j + 3 * h, f64x2.sub(f64x2.mul(y3r, w3r), f64x2.mul(y3i, w3i)), f64x2.add(f64x2.mul(y3r, w3i), f64x2.mul(y3i, w3r)));
+    difButterfly(
+      ZR, ZI, j, h, twv(w), twv(w + 1), twv(w + 2), twv(w + 3), twv(w + 4), twv(w + 5),
+      ld64x2(pa, pb), ld64x2(pa + 8, pb + 8), ld64x2(pa + step, pb + step), ld64x2(pa + step + 8, pb + step + 8),
+      ld64x2(pa + 2 * step, pb + 2 * step), ld64x2(pa + 2 * step + 8, pb + 2 * step + 8),
+      ld64x2(pa + 3 * step, pb + 3 * step), ld64x2(pa + 3 * step + 8, pb + 3 * step + 8),
+    );
   }
   for (h >>= 2; h > 1; h >>= 2) difPass(ZR, ZI, TW, m, h, twOffset(h));
   if (!ODD) {

@@ -14,6 +14,44 @@
   v128.store64_lane(b, v, 1);
 }
 
+/**
+ * One radix-4 decimation-in-frequency butterfly (RealFFT.forwardComplex): inputs x0..x3; outputs X0, X2 W^2j, X1 W^j,
+ * X3 W^3j (twiddles w1 = W^j, w2, w3) into work elements i, i + h, i + 2h, i + 3h. Every pass of the forward transform
+ * but the last (the first one reads the signal, the others the work array) goes through here.
+ */
+@inline export function difButterfly(
+  zr: usize, zi: usize, i: usize, h: usize,
+  w1r: v128, w1i: v128, w2r: v128, w2i: v128, w3r: v128, w3i: v128,
+  x0r: v128, x0i: v128, x1r: v128, x1i: v128, x2r: v128, x2i: v128, x3r: v128, x3i: v128,
+): void {
+  const a0r = f64x2.add(x0r, x2r);
+  const a0i = f64x2.add(x0i, x2i);
+  const a1r = f64x2.sub(x0r, x2r);
+  const a1i = f64x2.sub(x0i, x2i);
+  const b0r = f64x2.add(x1r, x3r);
+  const b0i = f64x2.add(x1i, x3i);
+  const b1r = f64x2.sub(x1r, x3r);
+  const b1i = f64x2.sub(x1i, x3i);
+  const y1r = f64x2.add(a1r, b1i);
+  const y1i = f64x2.sub(a1i, b1r);
+  const y2r = f64x2.sub(a0r, b0r);
+  const y2i = f64x2.sub(a0i, b0i);
+  const y3r = f64x2.sub(a1r, b1i);
+  const y3i = f64x2.add(a1i, b1r);
+  const p0 = i << 4;
+  const p1 = (i + h) << 4;
+  const p2 = (i + 2 * h) << 4;
+  const p3 = (i + 3 * h) << 4;
+  v128.store(zr + p0, f64x2.add(a0r, b0r));
+  v128.store(zi + p0, f64x2.add(a0i, b0i));
+  v128.store(zr + p1, f64x2.sub(f64x2.mul(y2r, w2r), f64x2.mul(y2i, w2i)));
+  v128.store(zi + p1, f64x2.add(f64x2.mul(y2r, w2i), f64x2.mul(y2i, w2r)));
+  v128.store(zr + p2, f64x2.sub(f64x2.mul(y1r, w1r), f64x2.mul(y1i, w1i)));
+  v128.store(zi + p2, f64x2.add(f64x2.mul(y1r, w1i), f64x2.mul(y1i, w1r)));
+  v128.store(zr + p3, f64x2.sub(f64x2.mul(y3r, w3r), f64x2.mul(y3i, w3i)));
+  v128.store(zi + p3, f64x2.add(f64x2.mul(y3r, w3i), f64x2.mul(y3i, w3r)));
+}
+
 /** Radix-4 decimation-in-frequency pass with quarter span h (RealFFT.forwardComplex's middle passes). */
 @inline export function difPass(zr: usize, zi: usize, tw: usize, m: usize, h: usize, twBase: usize): void {
   const span = h << 2;
@@ -30,36 +68,11 @@
       const p1 = (i0 + h) << 4;
       const p2 = (i0 + 2 * h) << 4;
       const p3 = (i0 + 3 * h) << 4;
-      const x0r = v128.load(zr + p0);
-      const x0i = v128.load(zi + p0);
-      const x1r = v128.load(zr + p1);
-      const x1i = v128.load(zi + p1);
-      const x2r = v128.load(zr + p2);
-      const x2i = v128.load(zi + p2);
-      const x3r = v128.load(zr + p3);
-      const x3i = v128.load(zi + p3);
-      const a0r = f64x2.add(x0r, x2r);
-      const a0i = f64x2.add(x0i, x2i);
-      const a1r = f64x2.sub(x0r, x2r);
-      const a1i = f64x2.sub(x0i, x2i);
-      const b0r = f64x2.add(x1r, x3r);
-      const b0i = f64x2.add(x1i, x3i);
-      const b1r = f64x2.sub(x1r, x3r);
-      const b1i = f64x2.sub(x1i, x3i);
-      const y1r = f64x2.add(a1r, b1i);
-      const y1i = f64x2.sub(a1i, b1r);
-      const y2r = f64x2.sub(a0r, b0r);
-      const y2i = f64x2.sub(a0i, b0i);
-      const y3r = f64x2.sub(a1r, b1i);
-      const y3i = f64x2.add(a1i, b1r);
-      v128.store(zr + p0, f64x2.add(a0r, b0r));
-      v128.store(zi + p0, f64x2.add(a0i, b0i));
-      v128.store(zr + p1, f64x2.sub(f64x2.mul(y2r, w2r), f64x2.mul(y2i, w2i)));
-      v128.store(zi + p1, f64x2.add(f64x2.mul(y2r, w2i), f64x2.mul(y2i, w2r)));
-      v128.store(zr + p2, f64x2.sub(f64x2.mul(y1r, w1r), f64x2.mul(y1i, w1i)));
-      v128.store(zi + p2, f64x2.add(f64x2.mul(y1r, w1i), f64x2.mul(y1i, w1r)));
-      v128.store(zr + p3, f64x2.sub(f64x2.mul(y3r, w3r), f64x2.mul(y3i, w3i)));
-      v128.store(zi + p3, f64x2.add(f64x2.mul(y3r, w3i), f64x2.mul(y3i, w3r)));
+      difButterfly(
+        zr, zi, i0, h, w1r, w1i, w2r, w2i, w3r, w3i,
+        v128.load(zr + p0), v128.load(zi + p0), v128.load(zr + p1), v128.load(zi + p1),
+        v128.load(zr + p2), v128.load(zi + p2), v128.load(zr + p3), v128.load(zi + p3),
+      );
     }
   }
 }
