@@ -38,6 +38,21 @@ export interface RowFft {
    * value rounded to float32 first with round32), exactly as that JS statement computes it.
    */
   overlapAddRows(rows: number, hop: number, window: Float64Array, acc: Float32Array, accOff: number, round32: boolean): void;
+  /** The rows' WebAssembly memory, for kernels that work on the spectra in place (bin-gains.ts); null for RealFFT. */
+  readonly wasm: WasmRows | null;
+}
+
+/** Where a WasmRowFft keeps its rows. */
+export interface WasmRows {
+  readonly memory: WebAssembly.Memory;
+  /** Byte addresses of spectrum row r's re and im values. */
+  reAt(row: number): number;
+  imAt(row: number): number;
+  /**
+   * `bytes` of scratch after the rows (16-byte aligned); its address. Valid until the next reserve(), windowRows() or
+   * overlapAddRows(), which use the same place; may grow the memory (read views again after it).
+   */
+  scratch(bytes: number): number;
 }
 
 interface Kernel {
@@ -106,6 +121,7 @@ export function writeFftTables(mem: ArrayBuffer, n: number, at: { sp: number; tw
 
 class JsRowFft implements RowFft {
   readonly kind = 'js' as const;
+  readonly wasm = null;
   readonly bins: number;
   sig = new Float64Array(0);
   re = new Float64Array(0);
@@ -166,6 +182,18 @@ class WasmRowFft implements RowFft {
   private readonly heap: number;
   private rows = 0;
   private ptr = { sig: 0, re: 0, im: 0, end: 0 };
+  readonly wasm: WasmRows = {
+    memory: this.memory,
+    reAt: (row) => this.ptr.re + row * this.bins * 8,
+    imAt: (row) => this.ptr.im + row * this.bins * 8,
+    scratch: (bytes) => {
+      const at = this.ptr.end;
+      const before = this.memory.buffer;
+      this.grow(at + bytes);
+      if (this.memory.buffer !== before) this.views();
+      return at;
+    },
+  };
 
   constructor(
     module: WebAssembly.Module,
@@ -265,9 +293,10 @@ const FILTER_BATCH = 64;
 
 /**
  * Short-time filtering (window, FFT, gain, inverse FFT, windowed overlap-add) of frames 0..frames-1 of `src` (frame f
- * at f * hop) into `acc` (frame f added at f * hop), in batches through `fft`: gain(re, im, f) gets frame f's spectrum
- * (views of fft.bins values), in frame order, and scales it in place. With round32 the windowed frames and the
- * inverse blocks are rounded to float32 (as where they were float32 arrays). The arithmetic is that of frame by frame.
+ * at f * hop) into `acc` (frame f added at f * hop), in batches through `fft`: gains(rows, f0) gets frames f0..f0 +
+ * rows - 1 as the spectra in fft's rows 0..rows-1 (fft.re / fft.im, or fft.wasm's addresses) and scales them in place,
+ * in frame order. With round32 the windowed frames and the inverse blocks are rounded to float32 (as where they were
+ * float32 arrays). The arithmetic is that of frame by frame.
  */
 export function filterFrames(
   fft: RowFft,
@@ -277,16 +306,14 @@ export function filterFrames(
   window: Float64Array,
   round32: boolean,
   acc: Float32Array,
-  gain: (re: Float64Array, im: Float64Array, frame: number) => void,
+  gains: (rows: number, firstFrame: number) => void,
 ): void {
-  const K = fft.bins;
   for (let f0 = 0; f0 < frames; f0 += FILTER_BATCH) {
     const count = Math.min(FILTER_BATCH, frames - f0);
     fft.reserve(count);
     fft.windowRows(src, f0 * hop, hop, count, window, round32);
     fft.forward(count);
-    const { re, im } = fft;
-    for (let r = 0; r < count; r++) gain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K), f0 + r);
+    gains(count, f0);
     fft.inverse(count);
     fft.overlapAddRows(count, hop, window, acc, f0 * hop, round32);
   }

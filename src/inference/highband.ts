@@ -2,6 +2,7 @@
 // remove noise that sits under speech; here the high band gets its own STFT (sqrt-Hann, 1024 / hop 512), a per-bin
 // noise PSD tracked with DTLN's speech/noise decision, a decision-directed Wiener gain with a floor, smoothed over
 // frequency. With all gains 1 the STFT reconstructs its input exactly (delayed by `latency`).
+import { BatchState, binGainKernel, type BinGainKernel } from './bin-gains';
 import { filterFrames, sharedRowFft, sqrtHannWindow, type RowFft } from './fft-pairs';
 
 export interface HighBandOptions {
@@ -72,15 +73,20 @@ export class HighBandFilter {
   private readonly prevClean: Float64Array;
   private readonly rawGain: Float64Array;
   private frames = 0;
+  /** The WebAssembly per-bin loops and the state they work on (null: the JS loops, applyGain()). */
+  private readonly kernel: BinGainKernel | null;
+  private readonly state: BatchState;
 
-  constructor(opts: HighBandOptions = {}) {
+  /** `fft`: the row FFT of fftSize points to use (tests); default this thread's shared one. */
+  constructor(opts: HighBandOptions = {}, fft?: RowFft) {
     const N = (this.n = opts.fftSize ?? 1024);
     const overlap = opts.overlap ?? 2;
     if (overlap !== 2 && overlap !== 4) throw new Error('high-band overlap must be 2 or 4');
     this.hop = N / overlap;
     this.bins = N / 2 + 1;
     this.latency = N;
-    this.fft = sharedRowFft(N);
+    this.fft = fft ?? sharedRowFft(N);
+    if (this.fft.n !== N) throw new Error(`high-band filter needs a ${N}-point row FFT, got ${this.fft.n}`);
     // sqrt of periodic Hann on both sides: the product (Hann) sums to overlap / 2 (1 at hop N/2, 2 at hop N/4), hence
     // 1 / sqrt(overlap / 2) on each side.
     this.window = sqrtHannWindow(N, overlap === 4 ? Math.SQRT2 : 1);
@@ -106,6 +112,8 @@ export class HighBandFilter {
     this.smoothPow = new Float64Array(this.bins);
     this.prevClean = new Float64Array(this.bins);
     this.rawGain = new Float64Array(this.bins);
+    this.kernel = binGainKernel(this.fft);
+    this.state = new BatchState([this.smoothPow, this.noise, this.prevClean, this.rawGain]);
   }
 
   /**
@@ -124,7 +132,7 @@ export class HighBandFilter {
     const frames = Math.floor((all.length - (N - H)) / H);
     const acc = new Float32Array(frames * H + N - H);
     acc.set(this.olaTail);
-    filterFrames(this.fft, all, H, frames, this.window, false, acc, (re, im, f) => this.applyGain(re, im, gAll, f * H));
+    filterFrames(this.fft, all, H, frames, this.window, false, acc, (rows, f0) => this.gains(rows, gAll, f0 * H));
     this.inBuf = all.slice(frames * H);
     this.gBuf = gAll.slice(frames * H);
     this.olaTail = acc.slice(frames * H);
@@ -137,6 +145,39 @@ export class HighBandFilter {
     return out;
   }
 
+  /** The gains of the frames in the row FFT's rows 0..rows-1 (frame r's DTLN gain from gAll[off0 + r * hop]). */
+  private gains(rows: number, gAll: Float32Array, off0: number): void {
+    const K = this.bins;
+    const H = this.hop;
+    const wasm = this.fft.wasm;
+    if (!this.kernel || !wasm || this.replay || this.recorded) {
+      const { re, im } = this.fft;
+      for (let r = 0; r < rows; r++) this.applyGain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K), gAll, off0 + r * H);
+      return;
+    }
+    const at = this.state.enter(wasm);
+    const kStart = Math.max(0, this.kPerBin - this.smoothBins);
+    const combine = this.combine === 'product' ? 1 : this.combine === 'min' ? 2 : 0;
+    for (let r = 0; r < rows; r++) {
+      const { gm, speech, first, an } = this.decide(gAll, off0 + r * H);
+      this.kernel.highBandFrame(wasm.reAt(r), wasm.imAt(r), K, at, this.state.stride, first ? 1 : 0, kStart, speech > 0.5 ? 1 : 0,
+        an, this.powerSmooth, this.beta, this.ddAlpha, this.kPerBin, this.smoothBins, this.floorGain, combine, Math.min(1, gm));
+    }
+    this.state.leave();
+  }
+
+  /** Per frame: DTLN's gain over the frame's central half (gm), speech presence, first frame, the noise PSD's weight. */
+  private decide(gAll: Float32Array, off: number): { gm: number; speech: number; first: boolean; an: number } {
+    const N = this.n;
+    let gm = 0;
+    for (let i = N / 4; i < (3 * N) / 4; i++) gm += gAll[off + i];
+    gm /= N / 2;
+    const speech = Math.min(1, Math.max(0, (gm - this.gNoise) / (this.gSpeech - this.gNoise)));
+    const first = this.frames++ === 0;
+    return { gm, speech, first, an: this.noiseAlpha + (1 - this.noiseAlpha) * speech };
+  }
+
+  /** One frame's per-bin gain, in JS (wasm/bin-gains.ts highBandFrame does the same, two bins at a time). */
   private applyGain(re: Float64Array, im: Float64Array, gAll: Float32Array, off: number): void {
     const K = this.bins;
     if (this.replay) {
@@ -147,14 +188,7 @@ export class HighBandFilter {
       }
       return;
     }
-    // DTLN's gain over the frame's central half: speech presence for this frame.
-    const N = this.n;
-    let gm = 0;
-    for (let i = N / 4; i < (3 * N) / 4; i++) gm += gAll[off + i];
-    gm /= N / 2;
-    const speech = Math.min(1, Math.max(0, (gm - this.gNoise) / (this.gSpeech - this.gNoise)));
-    const first = this.frames++ === 0;
-    const an = this.noiseAlpha + (1 - this.noiseAlpha) * speech;
+    const { gm, speech, first, an } = this.decide(gAll, off);
     const raw = this.rawGain;
     // Fields in locals: the loops below run per bin of every frame.
     const smoothPow = this.smoothPow;

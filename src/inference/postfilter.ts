@@ -1,6 +1,7 @@
 // Residual-noise post-filter for the DTLN output at 16 kHz: STFT (512, hop 128, sqrt-Hann analysis and synthesis),
 // a per-bin noise-floor estimate (minimum tracking of the smoothed power), and a decision-directed Wiener gain with a
 // floor. DTLN leaves a low, fairly stationary residual; this takes it down further without touching speech peaks.
+import { BatchState, binGainKernel, type BinGainKernel } from './bin-gains';
 import { filterFrames, sharedRowFft, sqrtHannWindow, type RowFft } from './fft-pairs';
 
 export interface PostFilterOptions {
@@ -60,15 +61,20 @@ export class PostFilter {
   private readonly closedMin: Float64Array;
   private partFrames = 0;
   private part = 0;
+  /** The WebAssembly per-bin loop and the state it works on (null: the JS loop, gain()). */
+  private readonly kernel: BinGainKernel | null;
+  private readonly state: BatchState;
 
-  constructor(opts: PostFilterOptions) {
+  /** `fft`: the row FFT of fftSize points to use (tests); default this thread's shared one. */
+  constructor(opts: PostFilterOptions, fft?: RowFft) {
     const N = (this.n = opts.fftSize ?? 512);
     this.hop = opts.hop ?? N / 4;
     if (this.hop !== N / 4) throw new Error('post-filter hop must be fftSize / 4 (sqrt-Hann overlap-add)');
     this.bins = N / 2 + 1;
     this.latency = N - this.hop;
     this.floorRise = Math.pow(10, FLOOR_RISE_DB_PER_S / 10 / ((opts.sampleRate ?? 16000) / this.hop));
-    this.fft = sharedRowFft(N);
+    this.fft = fft ?? sharedRowFft(N);
+    if (this.fft.n !== N) throw new Error(`post-filter needs a ${N}-point row FFT, got ${this.fft.n}`);
     this.inBuf = new Float32Array(N - this.hop);
     this.olaTail = new Float32Array(N - this.hop);
     this.smoothPow = new Float64Array(this.bins);
@@ -84,6 +90,8 @@ export class PostFilter {
     this.beta = opts.overSubtract;
     // sqrt of periodic Hann on both sides: the product (Hann) sums to 2 at hop N/4, hence the 1/sqrt(2) each side.
     this.window = sqrtHannWindow(N, Math.SQRT2);
+    this.kernel = binGainKernel(this.fft);
+    this.state = new BatchState([this.smoothPow, this.noise, this.prevClean, this.curMin, this.closedMin]);
   }
 
   process(x: Float32Array): Float32Array {
@@ -96,12 +104,36 @@ export class PostFilter {
     const acc = new Float32Array(frames * HOP + N - HOP);
     acc.set(this.olaTail);
     // Its frames and blocks were float32 arrays: round32.
-    filterFrames(this.fft, all, HOP, frames, this.window, true, acc, (re, im) => this.gain(re, im));
+    filterFrames(this.fft, all, HOP, frames, this.window, true, acc, (rows) => this.gains(rows));
     this.inBuf = all.slice(frames * HOP);
     this.olaTail = acc.slice(frames * HOP);
     return acc.subarray(0, frames * HOP);
   }
 
+  /** The gains of the frames in the row FFT's rows 0..rows-1, in order. */
+  private gains(rows: number): void {
+    const K = this.bins;
+    const wasm = this.fft.wasm;
+    if (!this.kernel || !wasm) {
+      const { re, im } = this.fft;
+      for (let r = 0; r < rows; r++) {
+        this.gain(re.subarray(r * K, r * K + K), im.subarray(r * K, r * K + K));
+        this.closeSubWindow(this.curMin, this.closedMin);
+      }
+      return;
+    }
+    const at = this.state.enter(wasm);
+    const windowed = this.partMins !== null ? 1 : 0;
+    for (let r = 0; r < rows; r++) {
+      const first = this.frames++ === 0 ? 1 : 0;
+      this.kernel.postFilterFrame(wasm.reAt(r), wasm.imAt(r), K, at, this.state.stride, first, windowed, this.lift ? 1 : 0,
+        POWER_SMOOTH, this.floorRise, this.beta, DD_ALPHA, this.floorGain);
+      this.closeSubWindow(this.state.view(3), this.state.view(4));
+    }
+    this.state.leave();
+  }
+
+  /** One frame's per-bin gain, in JS (wasm/bin-gains.ts postFilterFrame does the same, two bins at a time). */
   private gain(re: Float64Array, im: Float64Array): void {
     const first = this.frames++ === 0;
     // Locals for the per-bin loop (fields and module constants read once).
@@ -150,18 +182,20 @@ export class PostFilter {
       re[k] *= g;
       im[k] *= g;
     }
-    if (this.partMins && ++this.partFrames === this.partLen) {
-      // Close the sub-window: it replaces the oldest one.
-      this.partFrames = 0;
-      for (let k = 0; k < this.bins; k++) {
-        const o = k * WINDOW_PARTS;
-        this.partMins[o + this.part] = this.curMin[k];
-        this.curMin[k] = Infinity;
-        let m = Infinity;
-        for (let u = 0; u < WINDOW_PARTS; u++) if (this.partMins[o + u] < m) m = this.partMins[o + u];
-        this.closedMin[k] = m;
-      }
-      this.part = (this.part + 1) % WINDOW_PARTS;
+  }
+
+  /** After each frame: when a sub-window is complete, it replaces the oldest one (curMin / closedMin: where they are). */
+  private closeSubWindow(curMin: Float64Array, closedMin: Float64Array): void {
+    if (!this.partMins || ++this.partFrames !== this.partLen) return;
+    this.partFrames = 0;
+    for (let k = 0; k < this.bins; k++) {
+      const o = k * WINDOW_PARTS;
+      this.partMins[o + this.part] = curMin[k];
+      curMin[k] = Infinity;
+      let m = Infinity;
+      for (let u = 0; u < WINDOW_PARTS; u++) if (this.partMins[o + u] < m) m = this.partMins[o + u];
+      closedMin[k] = m;
     }
+    this.part = (this.part + 1) % WINDOW_PARTS;
   }
 }

@@ -1,0 +1,79 @@
+// The per-bin gain loops of the post-filter and the high-band filter in WebAssembly SIMD (wasm/bin-gains.ts, compiled
+// by `npm run build`), two bins at a time and bit-identical to the filters' JS loops, which run instead where the rows
+// are RealFFT's (no WebAssembly) or the .wasm file is missing. The kernel works on the spectra where a WasmRowFft
+// keeps them (one instance per row-FFT memory); a filter's state is copied into that memory's scratch for a batch of
+// frames and back after it (BatchState), since the memory is shared by every stage of the thread using that size.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { RowFft, WasmRows } from './fft-pairs';
+
+export interface BinGainKernel {
+  postFilterFrame(
+    re: number, im: number, bins: number, state: number, stride: number,
+    first: number, windowed: number, lift: number, ps: number, rise: number, beta: number, dd: number, floorGain: number,
+  ): void;
+  highBandFrame(
+    re: number, im: number, bins: number, state: number, stride: number, first: number, kStart: number, hold: number,
+    an: number, ps: number, beta: number, dd: number, kPerBin: number, smoothBins: number, floorGain: number,
+    combine: number, bb: number,
+  ): void;
+}
+
+export const BIN_GAINS_WASM = path.join(__dirname, 'wasm', 'bin-gains.wasm');
+
+let wasmModule: WebAssembly.Module | null | undefined;
+const kernels = new WeakMap<WebAssembly.Memory, BinGainKernel>();
+
+/** The kernel on fft's memory; null where fft is RealFFT's or bin-gains.wasm does not load. */
+export function binGainKernel(fft: RowFft): BinGainKernel | null {
+  if (!fft.wasm) return null;
+  if (wasmModule === undefined) {
+    try {
+      wasmModule = new WebAssembly.Module(fs.readFileSync(BIN_GAINS_WASM));
+    } catch {
+      wasmModule = null;
+    }
+  }
+  if (!wasmModule) return null;
+  const memory = fft.wasm.memory;
+  let k = kernels.get(memory);
+  if (!k) {
+    k = new WebAssembly.Instance(wasmModule, { env: { memory } }).exports as unknown as BinGainKernel;
+    kernels.set(memory, k);
+  }
+  return k;
+}
+
+/** A filter's float64 state arrays (all the same length), held in the rows' memory for one batch of frames. */
+export class BatchState {
+  /** Bytes from one array to the next in the memory. */
+  readonly stride: number;
+  private views: Float64Array[] = [];
+
+  constructor(private readonly arrays: Float64Array[]) {
+    this.stride = (arrays[0].length * 8 + 15) & ~15;
+  }
+
+  /** Copies the arrays into rows' scratch; returns the first one's address (the others follow, stride bytes apart). */
+  enter(rows: WasmRows): number {
+    const at = rows.scratch(this.stride * this.arrays.length);
+    const buf = rows.memory.buffer;
+    this.views = this.arrays.map((a, i) => {
+      const v = new Float64Array(buf, at + i * this.stride, a.length);
+      v.set(a);
+      return v;
+    });
+    return at;
+  }
+
+  /** Array i as it is in the memory, during a batch (for JS between kernel calls). */
+  view(i: number): Float64Array {
+    return this.views[i];
+  }
+
+  /** Copies the arrays back. */
+  leave(): void {
+    this.arrays.forEach((a, i) => a.set(this.views[i]));
+    this.views = [];
+  }
+}
