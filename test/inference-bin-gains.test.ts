@@ -1,9 +1,10 @@
-// The post-filter's and the high-band filter's per-bin gain loops in WebAssembly SIMD (src/inference/bin-gains.ts,
-// wasm/bin-gains.ts) against the filters' JS loops on RealFFT rows, bit for bit: every post-filter noise mode, every
-// way of combining the high-band gain, both overlaps, other smoothing widths, frames with DTLN saying speech and
-// noise, leading digital silence, and random chunk sizes (batches split at different frames).
+// Per-bin gains in WebAssembly SIMD (src/inference/bin-gains.ts, wasm/bin-gains.ts) bit for bit against the JS loops
+// they stand for. The post-filter's and the high-band filter's against the filters' JS loops on RealFFT rows: every
+// post-filter noise mode, every way of combining the high-band gain, both overlaps, other smoothing widths, frames
+// with DTLN saying speech and noise, leading digital silence, and random chunk sizes (batches split at different
+// frames). The resamplers' phase filters (PhaseGains) against dsp.ts's formulas on random spectra.
 import fs from 'node:fs';
-import { BIN_GAINS_WASM } from '../src/inference/bin-gains';
+import { BIN_GAINS_WASM, PhaseGains } from '../src/inference/bin-gains';
 import { createRowFft } from '../src/inference/fft-pairs';
 import { HighBandFilter, HighBandOptions } from '../src/inference/highband';
 import { PostFilter, PostFilterOptions } from '../src/inference/postfilter';
@@ -40,6 +41,13 @@ function bitsEqual(a: Float32Array, b: Float32Array): boolean {
   const ub = new Uint32Array(b.buffer, b.byteOffset, b.length);
   for (let i = 0; i < ua.length; i++) if (ua[i] !== ub[i]) return false;
   return true;
+}
+
+/** First index where the two differ (NaN equals NaN, -0 differs from 0), or -1. */
+function firstDifference(a: Float64Array, b: Float64Array): number {
+  if (a.length !== b.length) return 0;
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return i;
+  return -1;
 }
 
 function concat(parts: Float32Array[]): Float32Array {
@@ -131,5 +139,65 @@ describe('per-bin gains in WebAssembly (bin-gains)', () => {
     let diff = 0;
     for (let i = wasm.latency; i < a.length; i++) diff += Math.abs(a[i] - x[i - wasm.latency]);
     expect(diff).toBeGreaterThan(1); // the gains did something
+  });
+
+  it('resampler phase filters (PhaseGains): same bits as the JS formulas, odd bin count, 1 and 5 blocks', () => {
+    const r = seededRandom(21);
+    for (const [n, blocks] of [[1024, 5], [1024, 1], [64, 3]] as const) {
+      const fft = createRowFft(n);
+      const K = fft.bins;
+      const rand = () => Float64Array.from({ length: K }, () => r() * 4 - 2);
+      const specRe = [rand(), rand(), rand()];
+      const specIm = [rand(), rand(), rand()];
+      specRe[1][3] = -0; // signed zeros and a NaN go through as the JS arithmetic takes them
+      specIm[2][K - 1] = NaN;
+      const gains = new PhaseGains(fft, specRe, specIm);
+      fft.reserve(4 * blocks);
+      const fill = () => {
+        for (let i = 0; i < 4 * blocks * K; i++) {
+          fft.re[i] = r() * 2 - 1;
+          fft.im[i] = r() * 2 - 1;
+        }
+        return [fft.re.slice(), fft.im.slice()];
+      };
+
+      // Decimator3: row 3B + b = sum over p of row 3b + p times phase p.
+      let [re, im] = fill();
+      expect(gains.sum(blocks)).toBe(true);
+      for (let b = 0; b < blocks; b++) {
+        const acc = (3 * blocks + b) * K;
+        for (let k = 0; k < K; k++) {
+          let ar = 0;
+          let ai = 0;
+          for (let p = 0; p < 3; p++) {
+            const q = (3 * b + p) * K + k;
+            ar += re[q] * specRe[p][k] - im[q] * specIm[p][k];
+            ai += re[q] * specIm[p][k] + im[q] * specRe[p][k];
+          }
+          re[acc + k] = ar;
+          im[acc + k] = ai;
+        }
+      }
+      expect(firstDifference(fft.re, re)).toBe(-1);
+      expect(firstDifference(fft.im, im)).toBe(-1);
+
+      // Interpolator3: row B + 3b + p = row b times phase p.
+      [re, im] = fill();
+      expect(gains.products(blocks)).toBe(true);
+      for (let b = 0; b < blocks; b++) {
+        for (let p = 0; p < 3; p++) {
+          const src = b * K;
+          const dst = (blocks + 3 * b + p) * K;
+          for (let k = 0; k < K; k++) {
+            re[dst + k] = re[src + k] * specRe[p][k] - im[src + k] * specIm[p][k];
+            im[dst + k] = re[src + k] * specIm[p][k] + im[src + k] * specRe[p][k];
+          }
+        }
+      }
+      expect(firstDifference(fft.re, re)).toBe(-1);
+      expect(firstDifference(fft.im, im)).toBe(-1);
+    }
+    const zeros = () => [0, 1, 2].map(() => new Float64Array(513));
+    expect(new PhaseGains(createRowFft(1024, 'js'), zeros(), zeros()).sum(1)).toBe(false);
   });
 });

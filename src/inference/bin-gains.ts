@@ -1,6 +1,7 @@
-// The per-bin gain loops of the post-filter and the high-band filter in WebAssembly SIMD (wasm/bin-gains.ts, compiled
-// by `npm run build`), two bins at a time and bit-identical to the filters' JS loops, which run instead where the rows
-// are RealFFT's (no WebAssembly) or the .wasm file is missing. The kernel works on the spectra where a WasmRowFft
+// Per-bin gains on spectra in WebAssembly SIMD (wasm/bin-gains.ts, compiled by `npm run build`), two bins at a time
+// and bit-identical to the JS loops they stand for, which run instead where the rows are RealFFT's (no WebAssembly)
+// or the .wasm file is missing: the post-filter's and the high-band filter's Wiener gains, and the resamplers' phase
+// filters (complex gains). The kernel works on the spectra where a WasmRowFft
 // keeps them (one instance per row-FFT memory); a filter's state is copied into that memory's scratch for a batch of
 // frames and back after it (BatchState), since the memory is shared by every stage of the thread using that size.
 import fs from 'node:fs';
@@ -17,6 +18,8 @@ export interface BinGainKernel {
     an: number, ps: number, beta: number, dd: number, kPerBin: number, smoothBins: number, floorGain: number,
     combine: number, bb: number,
   ): void;
+  phaseSum(re: number, im: number, bins: number, blocks: number, spec: number, stride: number): void;
+  phaseProducts(re: number, im: number, bins: number, blocks: number, spec: number, stride: number): void;
 }
 
 export const BIN_GAINS_WASM = path.join(__dirname, 'wasm', 'bin-gains.wasm');
@@ -75,5 +78,40 @@ export class BatchState {
   leave(): void {
     this.arrays.forEach((a, i) => a.set(this.views[i]));
     this.views = [];
+  }
+}
+
+/**
+ * The resamplers' three phase filters as per-bin complex gains on the spectra in a row FFT (Decimator3 and
+ * Interpolator3 in dsp.ts). Each call returns false where the kernel is not there; the caller's JS loop runs then.
+ * After a call that returned true, read the row FFT's views again (the scratch may have grown its memory).
+ */
+export class PhaseGains {
+  private readonly kernel: BinGainKernel | null;
+  private readonly spec: BatchState;
+
+  constructor(
+    private readonly fft: RowFft,
+    specRe: Float64Array[],
+    specIm: Float64Array[],
+  ) {
+    this.kernel = binGainKernel(fft);
+    this.spec = new BatchState([...specRe, ...specIm]);
+  }
+
+  /** Decimator3: row 3 blocks + b = the sum over phases p of row 3b + p times phase p's spectrum. */
+  sum(blocks: number): boolean {
+    const wasm = this.fft.wasm;
+    if (!this.kernel || !wasm) return false;
+    this.kernel.phaseSum(wasm.reAt(0), wasm.imAt(0), this.fft.bins, blocks, this.spec.enter(wasm), this.spec.stride);
+    return true;
+  }
+
+  /** Interpolator3: row blocks + 3b + p = row b times phase p's spectrum. */
+  products(blocks: number): boolean {
+    const wasm = this.fft.wasm;
+    if (!this.kernel || !wasm) return false;
+    this.kernel.phaseProducts(wasm.reAt(0), wasm.imAt(0), this.fft.bins, blocks, this.spec.enter(wasm), this.spec.stride);
+    return true;
   }
 }

@@ -1,5 +1,6 @@
 // Streaming DSP blocks used by the model chains. Each keeps its own state so any chunking gives the same output.
 import { RealFFT } from './fft';
+import { PhaseGains } from './bin-gains';
 import { sharedRowFft } from './fft-pairs';
 
 /** Delays a stream by a fixed number of samples (zeros first). Output length == input length. */
@@ -128,6 +129,7 @@ function polyphaseTables(): PolyphaseTables {
 export class Decimator3 {
   private readonly t = polyphaseTables();
   private readonly fft = sharedRowFft(FFT_SIZE);
+  private readonly gains = new PhaseGains(this.fft, this.t.specRe, this.t.specIm);
   /** Input samples from absolute index bufStart onwards. */
   private buf = new Float32Array(RESAMPLE_TAPS - 1);
   private bufStart = -(RESAMPLE_TAPS - 1);
@@ -181,7 +183,7 @@ export class Decimator3 {
       const blocks = Math.min(FFT_GROUP, Math.ceil((count - g0) / FFT_BLOCK));
       // Rows 3b + p: block b's phase-p input, then its spectrum; rows 3 * blocks + b: block b's sum, then its output.
       fft.reserve(4 * blocks);
-      const { sig, re, im } = fft;
+      const { sig } = fft;
       for (let b = 0; b < blocks; b++) {
         const j0 = g0 + b * FFT_BLOCK;
         const n = Math.min(FFT_BLOCK, count - j0);
@@ -198,26 +200,30 @@ export class Decimator3 {
         }
       }
       fft.forward(3 * blocks);
-      for (let b = 0; b < blocks; b++) {
-        const acc = (3 * blocks + b) * K;
-        for (let k = 0; k < K; k++) {
-          let ar = 0;
-          let ai = 0;
-          for (let p = 0; p < 3; p++) {
-            const q = (3 * b + p) * K + k;
-            ar += re[q] * specRe[p][k] - im[q] * specIm[p][k];
-            ai += re[q] * specIm[p][k] + im[q] * specRe[p][k];
+      if (!this.gains.sum(blocks)) {
+        const { re, im } = fft;
+        for (let b = 0; b < blocks; b++) {
+          const acc = (3 * blocks + b) * K;
+          for (let k = 0; k < K; k++) {
+            let ar = 0;
+            let ai = 0;
+            for (let p = 0; p < 3; p++) {
+              const q = (3 * b + p) * K + k;
+              ar += re[q] * specRe[p][k] - im[q] * specIm[p][k];
+              ai += re[q] * specIm[p][k] + im[q] * specRe[p][k];
+            }
+            re[acc + k] = ar;
+            im[acc + k] = ai;
           }
-          re[acc + k] = ar;
-          im[acc + k] = ai;
         }
       }
       fft.inverse(blocks, 3 * blocks);
+      const out = fft.sig; // read again: the kernel's scratch may have grown the memory
       for (let b = 0; b < blocks; b++) {
         const j0 = g0 + b * FFT_BLOCK;
         const n = Math.min(FFT_BLOCK, count - j0);
         const row = (3 * blocks + b) * N + H;
-        y.set(sig.subarray(row, row + n), j0); // float64 to float32: rounded as an element store would
+        y.set(out.subarray(row, row + n), j0); // float64 to float32: rounded as an element store would
       }
     }
   }
@@ -227,6 +233,7 @@ export class Decimator3 {
 export class Interpolator3 {
   private readonly t = polyphaseTables();
   private readonly fft = sharedRowFft(FFT_SIZE);
+  private readonly gains = new PhaseGains(this.fft, this.t.spec3Re, this.t.spec3Im);
   private readonly histLen = PHASE_TAPS;
   private hist: Float32Array;
 
@@ -276,7 +283,7 @@ export class Interpolator3 {
       const blocks = Math.min(FFT_GROUP, Math.ceil((count - g0) / FFT_BLOCK));
       // Rows b: block b's input, then its spectrum; rows blocks + 3b + p: its phase-p product, then phase-p output.
       fft.reserve(4 * blocks);
-      const { sig, re, im } = fft;
+      const { sig } = fft;
       for (let b = 0; b < blocks; b++) {
         const m0 = g0 + b * FFT_BLOCK;
         const n = Math.min(FFT_BLOCK, count - m0);
@@ -286,25 +293,29 @@ export class Interpolator3 {
         sig.fill(0, row + n + H, row + N);
       }
       fft.forward(blocks);
-      for (let b = 0; b < blocks; b++) {
-        for (let p = 0; p < 3; p++) {
-          const gr = specRe[p];
-          const gi = specIm[p];
-          const src = b * K;
-          const dst = (blocks + 3 * b + p) * K;
-          for (let k = 0; k < K; k++) {
-            re[dst + k] = re[src + k] * gr[k] - im[src + k] * gi[k];
-            im[dst + k] = re[src + k] * gi[k] + im[src + k] * gr[k];
+      if (!this.gains.products(blocks)) {
+        const { re, im } = fft;
+        for (let b = 0; b < blocks; b++) {
+          for (let p = 0; p < 3; p++) {
+            const gr = specRe[p];
+            const gi = specIm[p];
+            const src = b * K;
+            const dst = (blocks + 3 * b + p) * K;
+            for (let k = 0; k < K; k++) {
+              re[dst + k] = re[src + k] * gr[k] - im[src + k] * gi[k];
+              im[dst + k] = re[src + k] * gi[k] + im[src + k] * gr[k];
+            }
           }
         }
       }
       fft.inverse(3 * blocks, blocks);
+      const out = fft.sig; // read again: the kernel's scratch may have grown the memory
       for (let b = 0; b < blocks; b++) {
         const m0 = g0 + b * FFT_BLOCK;
         const n = Math.min(FFT_BLOCK, count - m0);
         for (let p = 0; p < 3; p++) {
           const row = (blocks + 3 * b + p) * N + H;
-          for (let i = 0; i < n; i++) y[3 * (m0 + i) + p] = sig[row + i];
+          for (let i = 0; i < n; i++) y[3 * (m0 + i) + p] = out[row + i];
         }
       }
     }

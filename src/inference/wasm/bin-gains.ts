@@ -185,3 +185,65 @@ export function highBandFrame(
     highBandApplyBin(re, im, raw, k, false, true, lo, hi, vfloor, combine, vbb);
   }
 }
+
+// The resamplers' polyphase filters applied as per-bin complex gains (src/inference/dsp.ts, Decimator3 / Interpolator3
+// viaFft): spectrum rows of K bins at re / im (row r at r * K doubles), the three phase filters' spectra at spec
+// (re of phases 0, 1, 2, then im of phases 0, 1, 2, each K doubles, `stride` bytes apart).
+
+/** Decimator3: row 3 blocks + b = sum over p of row 3b + p times phase p, accumulated from 0 in phase order. */
+export function phaseSum(re: usize, im: usize, bins: i32, blocks: i32, spec: usize, stride: i32): void {
+  const K = <usize>bins;
+  const S = <usize>stride;
+  const B = <usize>blocks;
+  for (let b: usize = 0; b < B; b++) {
+    const acc: usize = ((3 * B + b) * K) << 3;
+    let k: usize = 0;
+    for (; k + 1 < K; k += 2) phaseSumBins(re, im, K, b, acc, spec, S, k, true);
+    if (k < K) phaseSumBins(re, im, K, b, acc, spec, S, k, false);
+  }
+}
+
+@inline function phaseSumBins(re: usize, im: usize, K: usize, b: usize, acc: usize, spec: usize, S: usize, k: usize, pair: bool): void {
+  const o = k << 3;
+  let ar = f64x2.splat(0);
+  let ai = f64x2.splat(0);
+  for (let p: usize = 0; p < 3; p++) {
+    const q: usize = (((3 * b + p) * K) << 3) + o;
+    const xr = ld(re + q, pair);
+    const xi = ld(im + q, pair);
+    const sr = ld(spec + p * S + o, pair);
+    const si = ld(spec + (3 + p) * S + o, pair);
+    ar = f64x2.add(ar, f64x2.sub(f64x2.mul(xr, sr), f64x2.mul(xi, si)));
+    ai = f64x2.add(ai, f64x2.add(f64x2.mul(xr, si), f64x2.mul(xi, sr)));
+  }
+  st(re + acc + o, ar, pair);
+  st(im + acc + o, ai, pair);
+}
+
+/** Interpolator3: row blocks + 3b + p = row b times phase p. */
+export function phaseProducts(re: usize, im: usize, bins: i32, blocks: i32, spec: usize, stride: i32): void {
+  const K = <usize>bins;
+  const S = <usize>stride;
+  const B = <usize>blocks;
+  for (let b: usize = 0; b < B; b++) {
+    for (let p: usize = 0; p < 3; p++) {
+      const src = (b * K) << 3;
+      const dst = ((B + 3 * b + p) * K) << 3;
+      const gr = spec + p * S;
+      const gi = spec + (3 + p) * S;
+      let k: usize = 0;
+      for (; k + 1 < K; k += 2) phaseProductBins(re, im, src, dst, gr, gi, k, true);
+      if (k < K) phaseProductBins(re, im, src, dst, gr, gi, k, false);
+    }
+  }
+}
+
+@inline function phaseProductBins(re: usize, im: usize, src: usize, dst: usize, gr: usize, gi: usize, k: usize, pair: bool): void {
+  const o = k << 3;
+  const xr = ld(re + src + o, pair);
+  const xi = ld(im + src + o, pair);
+  const hr = ld(gr + o, pair);
+  const hi = ld(gi + o, pair);
+  st(re + dst + o, f64x2.sub(f64x2.mul(xr, hr), f64x2.mul(xi, hi)), pair);
+  st(im + dst + o, f64x2.add(f64x2.mul(xr, hi), f64x2.mul(xi, hr)), pair);
+}
