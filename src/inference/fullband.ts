@@ -156,28 +156,17 @@ export class FullBandChain implements ChainProcessor {
       const xd = this.inDelay48[c].process(planar[c]);
       // Gain per 16 kHz sample (held per hop, smoothed), repeated x3 and delayed like the interpolator.
       const g48 = new Float32Array(3 * HOP * hg.length);
-      let s = this.gainState[c];
-      for (let j = 0; j < hg.length; j++) {
-        for (let i = 0; i < HOP; i++) {
-          s = hg[j] + this.smooth * (s - hg[j]);
-          const o = 3 * (j * HOP + i);
-          g48[o] = s;
-          g48[o + 1] = s;
-          g48[o + 2] = s;
-        }
-      }
-      this.gainState[c] = s;
+      this.gainState[c] = spreadGains(hg, this.smooth, this.gainState[c], g48);
       const bands = this.mergers[c].merge(low, lowDry, xd, this.gainDelay48[c].process(g48));
       if (!this.highFilters) {
         const y = bands.low;
-        for (let i = 0; i < y.length; i++) y[i] += bands.gain[i] * bands.high[i];
+        addProduct(y, bands.gain, bands.high);
         result.push(y);
       } else {
         const y = this.lowDelay[c].process(bands.low);
         const h = this.highFilters[c].process(bands.high, bands.gain);
-        const sum = new Float32Array(y.length);
-        for (let i = 0; i < y.length; i++) sum[i] = y[i] + h[i];
-        result.push(sum);
+        addProduct(h, null, y);
+        result.push(h);
       }
     }
     return result;
@@ -202,8 +191,7 @@ class BandMerger {
     this.dry = concat(this.dry, dry);
     this.gain = concat(this.gain, gain);
     const n = Math.min(this.low.length, this.lowDry.length, this.dry.length, this.gain.length);
-    const high = new Float32Array(n);
-    for (let i = 0; i < n; i++) high[i] = this.dry[i] - this.lowDry[i];
+    const high = difference(this.dry, this.lowDry, n);
     const res = { low: this.low.slice(0, n), high, gain: this.gain.slice(0, n) };
     this.low = this.low.slice(n);
     this.lowDry = this.lowDry.slice(n);
@@ -211,4 +199,39 @@ class BandMerger {
     this.gain = this.gain.slice(n);
     return res;
   }
+}
+
+// The per-sample loops of FullBandChain.process, each in a small function of its own: process runs once per chunk,
+// so loops inside it ran in V8's unoptimised tiers until on-stack replacement; these are optimised after a few calls.
+
+/**
+ * The probe's gain per hop (hg) held for the hop's 16 kHz samples, smoothed sample by sample from `state`, each value
+ * written three times (48 kHz) into g48; returns the new state.
+ */
+function spreadGains(hg: Float32Array, smooth: number, state: number, g48: Float32Array): number {
+  let s = state;
+  for (let j = 0; j < hg.length; j++) {
+    const h = hg[j];
+    for (let i = 0; i < HOP; i++) {
+      s = h + smooth * (s - h);
+      const o = 3 * (j * HOP + i);
+      g48[o] = s;
+      g48[o + 1] = s;
+      g48[o + 2] = s;
+    }
+  }
+  return s;
+}
+
+/** y[i] += gain[i] * x[i] (gain null: y[i] += x[i]). */
+function addProduct(y: Float32Array, gain: Float32Array | null, x: Float32Array): void {
+  if (gain) for (let i = 0; i < y.length; i++) y[i] += gain[i] * x[i];
+  else for (let i = 0; i < y.length; i++) y[i] += x[i];
+}
+
+/** a[i] - b[i] for i < n, a new array. */
+function difference(a: Float32Array, b: Float32Array, n: number): Float32Array {
+  const d = new Float32Array(n);
+  for (let i = 0; i < n; i++) d[i] = a[i] - b[i];
+  return d;
 }
