@@ -195,7 +195,7 @@ export class Decimator3 {
           // first >= -2: for phases 1 and 2 the oldest sample may precede the buffer; its tap is zero.
           const i0 = first < 0 ? 1 : 0;
           sig[row] = 0;
-          for (let i = i0; i < len; i++) sig[row + i] = all[first + 3 * i];
+          gatherEvery3(all, first, i0, len, sig, row);
           sig.fill(0, row + len, row + N);
         }
       }
@@ -313,11 +313,25 @@ export class Interpolator3 {
       for (let b = 0; b < blocks; b++) {
         const m0 = g0 + b * FFT_BLOCK;
         const n = Math.min(FFT_BLOCK, count - m0);
-        for (let p = 0; p < 3; p++) {
-          const row = (blocks + 3 * b + p) * N + H;
-          for (let i = 0; i < n; i++) y[3 * (m0 + i) + p] = out[row + i];
-        }
+        interleave3(out, (blocks + 3 * b) * N + H, N, n, y, 3 * m0);
       }
     }
+  }
+}
+
+// The resamplers' strided copies, in small functions of their own: viaFft runs once per chunk, so loops inside it ran
+// in V8's unoptimised tiers until on-stack replacement; these are optimised after a few calls.
+
+/** to[at + i] = from[first + 3i] for i in [i0, len). */
+function gatherEvery3(from: Float32Array, first: number, i0: number, len: number, to: Float64Array, at: number): void {
+  for (let i = i0; i < len; i++) to[at + i] = from[first + 3 * i];
+}
+
+/** to[at + 3i + p] = from[row + p * stride + i] for i < n, p < 3 (float64 to float32): three rows interleaved. */
+function interleave3(from: Float64Array, row: number, stride: number, n: number, to: Float32Array, at: number): void {
+  for (let i = 0, r1 = row + stride, r2 = row + 2 * stride, o = at; i < n; i++, o += 3) {
+    to[o] = from[row + i];
+    to[o + 1] = from[r1 + i];
+    to[o + 2] = from[r2 + i];
   }
 }
