@@ -83,8 +83,8 @@ export class BatchState {
 
 /**
  * The resamplers' three phase filters as per-bin complex gains on the spectra in a row FFT (Decimator3 and
- * Interpolator3 in dsp.ts). Each call returns false where the kernel is not there; the caller's JS loop runs then.
- * After a call that returned true, read the row FFT's views again (the scratch may have grown its memory).
+ * Interpolator3 in dsp.ts): in the kernel where there is one, else in the JS loops below (the same bits). After a call,
+ * read the row FFT's views again (the kernel's scratch may have grown its memory).
  */
 export class PhaseGains {
   private readonly kernel: BinGainKernel | null;
@@ -92,26 +92,61 @@ export class PhaseGains {
 
   constructor(
     private readonly fft: RowFft,
-    specRe: Float64Array[],
-    specIm: Float64Array[],
+    private readonly specRe: Float64Array[],
+    private readonly specIm: Float64Array[],
   ) {
     this.kernel = binGainKernel(fft);
     this.spec = new BatchState([...specRe, ...specIm]);
   }
 
-  /** Decimator3: row 3 blocks + b = the sum over phases p of row 3b + p times phase p's spectrum. */
-  sum(blocks: number): boolean {
+  /** Runs `call` on the rows (from row 0) and the phase spectra in the kernel's memory; false where there is no kernel. */
+  private inKernel(call: (kernel: BinGainKernel, re: number, im: number, spec: number, stride: number) => void): boolean {
     const wasm = this.fft.wasm;
     if (!this.kernel || !wasm) return false;
-    this.kernel.phaseSum(wasm.reAt(0), wasm.imAt(0), this.fft.bins, blocks, this.spec.enter(wasm), this.spec.stride);
+    const spec = this.spec.enter(wasm);
+    call(this.kernel, wasm.reAt(0), wasm.imAt(0), spec, this.spec.stride);
     return true;
   }
 
+  /** Decimator3: row 3 blocks + b = the sum over phases p of row 3b + p times phase p's spectrum. */
+  sum(blocks: number): void {
+    if (this.inKernel((k, re, im, spec, stride) => k.phaseSum(re, im, this.fft.bins, blocks, spec, stride))) return;
+    const { fft, specRe, specIm } = this;
+    const K = fft.bins;
+    const { re, im } = fft;
+    for (let b = 0; b < blocks; b++) {
+      const acc = (3 * blocks + b) * K;
+      for (let k = 0; k < K; k++) {
+        let ar = 0;
+        let ai = 0;
+        for (let p = 0; p < 3; p++) {
+          const q = (3 * b + p) * K + k;
+          ar += re[q] * specRe[p][k] - im[q] * specIm[p][k];
+          ai += re[q] * specIm[p][k] + im[q] * specRe[p][k];
+        }
+        re[acc + k] = ar;
+        im[acc + k] = ai;
+      }
+    }
+  }
+
   /** Interpolator3: row blocks + 3b + p = row b times phase p's spectrum. */
-  products(blocks: number): boolean {
-    const wasm = this.fft.wasm;
-    if (!this.kernel || !wasm) return false;
-    this.kernel.phaseProducts(wasm.reAt(0), wasm.imAt(0), this.fft.bins, blocks, this.spec.enter(wasm), this.spec.stride);
-    return true;
+  products(blocks: number): void {
+    if (this.inKernel((k, re, im, spec, stride) => k.phaseProducts(re, im, this.fft.bins, blocks, spec, stride))) return;
+    const { fft, specRe, specIm } = this;
+    const K = fft.bins;
+    const { re, im } = fft;
+    for (let b = 0; b < blocks; b++) {
+      for (let p = 0; p < 3; p++) {
+        const gr = specRe[p];
+        const gi = specIm[p];
+        const src = b * K;
+        const dst = (blocks + 3 * b + p) * K;
+        for (let k = 0; k < K; k++) {
+          re[dst + k] = re[src + k] * gr[k] - im[src + k] * gi[k];
+          im[dst + k] = re[src + k] * gi[k] + im[src + k] * gr[k];
+        }
+      }
+    }
   }
 }

@@ -174,10 +174,8 @@ export class Decimator3 {
   }
 
   private viaFft(all: Float32Array, base: number, y: Float32Array, count: number): void {
-    const { specRe, specIm } = this.t;
     const fft = this.fft;
     const H = PHASE_TAPS - 1;
-    const K = fft.bins;
     const N = FFT_SIZE;
     for (let g0 = 0; g0 < count; g0 += FFT_GROUP * FFT_BLOCK) {
       const blocks = Math.min(FFT_GROUP, Math.ceil((count - g0) / FFT_BLOCK));
@@ -200,23 +198,7 @@ export class Decimator3 {
         }
       }
       fft.forward(3 * blocks);
-      if (!this.gains.sum(blocks)) {
-        const { re, im } = fft;
-        for (let b = 0; b < blocks; b++) {
-          const acc = (3 * blocks + b) * K;
-          for (let k = 0; k < K; k++) {
-            let ar = 0;
-            let ai = 0;
-            for (let p = 0; p < 3; p++) {
-              const q = (3 * b + p) * K + k;
-              ar += re[q] * specRe[p][k] - im[q] * specIm[p][k];
-              ai += re[q] * specIm[p][k] + im[q] * specRe[p][k];
-            }
-            re[acc + k] = ar;
-            im[acc + k] = ai;
-          }
-        }
-      }
+      this.gains.sum(blocks);
       fft.inverse(blocks, 3 * blocks);
       const out = fft.sig; // read again: the kernel's scratch may have grown the memory
       for (let b = 0; b < blocks; b++) {
@@ -274,10 +256,8 @@ export class Interpolator3 {
   }
 
   private viaFft(all: Float32Array, y: Float32Array, count: number): void {
-    const { spec3Re: specRe, spec3Im: specIm } = this.t;
     const fft = this.fft;
     const H = this.histLen - 1;
-    const K = fft.bins;
     const N = FFT_SIZE;
     for (let g0 = 0; g0 < count; g0 += FFT_GROUP * FFT_BLOCK) {
       const blocks = Math.min(FFT_GROUP, Math.ceil((count - g0) / FFT_BLOCK));
@@ -293,21 +273,7 @@ export class Interpolator3 {
         sig.fill(0, row + n + H, row + N);
       }
       fft.forward(blocks);
-      if (!this.gains.products(blocks)) {
-        const { re, im } = fft;
-        for (let b = 0; b < blocks; b++) {
-          for (let p = 0; p < 3; p++) {
-            const gr = specRe[p];
-            const gi = specIm[p];
-            const src = b * K;
-            const dst = (blocks + 3 * b + p) * K;
-            for (let k = 0; k < K; k++) {
-              re[dst + k] = re[src + k] * gr[k] - im[src + k] * gi[k];
-              im[dst + k] = re[src + k] * gi[k] + im[src + k] * gr[k];
-            }
-          }
-        }
-      }
+      this.gains.products(blocks);
       fft.inverse(3 * blocks, blocks);
       const out = fft.sig; // read again: the kernel's scratch may have grown the memory
       for (let b = 0; b < blocks; b++) {
