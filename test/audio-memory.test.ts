@@ -59,16 +59,20 @@ test('a 12-minute ~90 MB upload stays far under 400 MB peak RSS', async () => {
     // The peak settles within the first minutes (worker and ONNX Runtime warm-up). Holding the decoded audio
     // would keep growing: the last three quarters alone are 9 min × 2 ch × 16 kHz × 4 B ≈ 66 MB. Both figures are
     // reported together, with the RSS after the short file and at a quarter, so that a failure says where the peak
-    // came (typical on the 2-core machine: 255 MB, growth under 10 MB).
+    // came. The high-water mark itself moves with the timing of garbage collection (the chunks are 1.5 MB buffers
+    // outside the heap): on the 2-core machine, 2026-11-23, peaks of 273–308 MB and growths after the first quarter
+    // of 10–46 MB, for the build of 963bd90 and for later ones alike; a 24-minute file peaked where the 12-minute
+    // ones did (291 and 308 MB), so nothing accumulates. Hence a limit of 50 MB: above that noise, below the 66 MB of
+    // a leak of the decoded audio.
     expect(quarterRssKb).toBeGreaterThan(0);
     const peakMb = Math.round(longRssKb / 1024);
     const growthAfterFirstQuarterMb = Math.round((longRssKb - quarterRssKb) / 1024);
-    if (peakMb >= 400 || growthAfterFirstQuarterMb >= 30) {
-      throw new Error(`peak RSS ${peakMb} MB (limit 400; ${Math.round(shortRssKb / 1024)} MB after the short file, ${Math.round(quarterRssKb / 1024)} MB at a quarter of the long one), growth after the first quarter ${growthAfterFirstQuarterMb} MB (limit 30)`);
+    if (peakMb >= 400 || growthAfterFirstQuarterMb >= 50) {
+      throw new Error(`peak RSS ${peakMb} MB (limit 400; ${Math.round(shortRssKb / 1024)} MB after the short file, ${Math.round(quarterRssKb / 1024)} MB at a quarter of the long one), growth after the first quarter ${growthAfterFirstQuarterMb} MB (limit 50)`);
     }
-    expect({ peakMb, growthAfterFirstQuarterMb, peakUnder400: peakMb < 400, growthUnder30: growthAfterFirstQuarterMb < 30 }).toMatchObject({
+    expect({ peakMb, growthAfterFirstQuarterMb, peakUnder400: peakMb < 400, growthUnder50: growthAfterFirstQuarterMb < 50 }).toMatchObject({
       peakUnder400: true,
-      growthUnder30: true,
+      growthUnder50: true,
     });
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
