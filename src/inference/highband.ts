@@ -61,6 +61,9 @@ export class HighBandFilter {
   private readonly combine: 'product' | 'min' | 'none';
   private readonly smoothBins: number;
   private readonly kPerBin: number;
+  /** The first bin of the per-bin loop (the smoothing reach below kPerBin); combine as a number (0 none, 1 product, 2 min). */
+  private readonly kStart: number;
+  private readonly combineCode: 0 | 1 | 2;
   private readonly replay: Float32Array[] | null;
   /** Unframed input and its DTLN gain; both start with the last N - hop samples of the previous frame. */
   private inBuf: Float32Array;
@@ -102,6 +105,8 @@ export class HighBandFilter {
     this.combine = opts.combine ?? 'min';
     this.smoothBins = opts.smoothBins ?? 3;
     this.kPerBin = Math.ceil((8000 * N) / SAMPLE_RATE);
+    this.kStart = Math.max(0, this.kPerBin - this.smoothBins);
+    this.combineCode = this.combine === 'product' ? 1 : this.combine === 'min' ? 2 : 0;
     this.replay = opts.replay ?? null;
     this.inBuf = new Float32Array(N - this.hop);
     this.gBuf = new Float32Array(N - this.hop).fill(1);
@@ -156,12 +161,10 @@ export class HighBandFilter {
       return;
     }
     const at = this.state.enter(wasm);
-    const kStart = Math.max(0, this.kPerBin - this.smoothBins);
-    const combine = this.combine === 'product' ? 1 : this.combine === 'min' ? 2 : 0;
     for (let r = 0; r < rows; r++) {
       const { gm, speech, first, an } = this.decide(gAll, off0 + r * H);
-      this.kernel.highBandFrame(wasm.reAt(r), wasm.imAt(r), K, at, this.state.stride, first ? 1 : 0, kStart, speech > 0.5 ? 1 : 0,
-        an, this.powerSmooth, this.beta, this.ddAlpha, this.kPerBin, this.smoothBins, this.floorGain, combine, Math.min(1, gm));
+      this.kernel.highBandFrame(wasm.reAt(r), wasm.imAt(r), K, at, this.state.stride, first ? 1 : 0, this.kStart, speech > 0.5 ? 1 : 0,
+        an, this.powerSmooth, this.beta, this.ddAlpha, this.kPerBin, this.smoothBins, this.floorGain, this.combineCode, Math.min(1, gm));
     }
     this.state.leave();
   }
@@ -198,7 +201,7 @@ export class HighBandFilter {
     const ddAlpha = this.ddAlpha;
     const ps = this.powerSmooth;
     // Bins below the smoothing reach of the first per-bin bin are never used (they keep the broadband gain).
-    for (let k = Math.max(0, this.kPerBin - this.smoothBins); k < K; k++) {
+    for (let k = this.kStart; k < K; k++) {
       const p = re[k] * re[k] + im[k] * im[k];
       const sp = first ? p : ps * smoothPow[k] + (1 - ps) * p;
       smoothPow[k] = sp;
@@ -219,7 +222,7 @@ export class HighBandFilter {
     const S = this.smoothBins;
     const kPerBin = this.kPerBin;
     const floorGain = this.floorGain;
-    const combine = this.combine === 'product' ? 1 : this.combine === 'min' ? 2 : 0;
+    const combine = this.combineCode;
     for (let k = 0; k < K; k++) {
       let gk = 1;
       // Below 8 kHz (the crossover's transition band) keep the broadband gain: that part reaches the 16 kHz band.
