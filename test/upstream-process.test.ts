@@ -8,7 +8,7 @@ import { createApp, type AppHandle } from '../src/app';
 import { PROJECT_ROOT, type Config } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import type { GatewayStore } from '../src/store/types';
-import { closeQuietly, createToken, fixture, listen, rawRequest, testConfig } from './service-helpers';
+import { closeQuietly, createToken, fixture, listen, noiseWav, rawRequest, testConfig } from './service-helpers';
 
 const API = '/v1/noise-suppressor';
 const STEREO_44K = fixture('speech-noisy-44k1-stereo.wav');
@@ -150,9 +150,11 @@ describe('gateway → real model-service process', () => {
 
   test('small timeout → 504 upstream_timeout; repeated failures open the circuit; after the cool-down a trial call closes it', async () => {
     const handle = await gateway({ upstreamTimeoutMs: 150, breakerThreshold: 2, breakerCooldownMs: 1000 });
-    // Denoising 3 s of stereo audio takes far longer than 150 ms.
+    // A minute of stereo 48 kHz audio through nsm-4 takes seconds on any machine, far longer than 150 ms (the 3 s
+    // fixture did not: a fast machine answered it within the timeout).
+    const long = noiseWav(60, 48000, 2);
     for (let i = 0; i < 2; i++) {
-      const res = await request(handle.app).post(`${API}/denoise`).set(auth()).field('model', 'nsm-4').attach('file', STEREO_44K);
+      const res = await request(handle.app).post(`${API}/denoise`).set(auth()).field('model', 'nsm-4').attach('file', long, 'long.wav');
       expect(res.status).toBe(504);
       expect(res.body.error.type).toBe('upstream_timeout');
     }
