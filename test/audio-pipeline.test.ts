@@ -9,10 +9,12 @@ import {
   AudioInputError,
   AudioPipelineError,
   deinterleave,
+  denoise,
   denoiseFile,
   interleave,
   type DenoiseFileOptions,
 } from '../src/audio/pipeline';
+import { MemoryFile } from '../src/audio/memory-file';
 import { probeAudio } from '../src/audio/probe';
 import { readPcm, writePcm } from '../src/audio/pcm';
 import { speechSourcePath } from '../src/audio/synthetic-noise';
@@ -163,6 +165,62 @@ describe('channel layouts', () => {
     const stats = await denoiseFile({ config, engine }, input, path.join(tmp, 'ten-out.wav'), base);
     expect(stats.channels).toBe(10);
     expect((await probeAudio(config, path.join(tmp, 'ten-out.wav'))).channels).toBe(10);
+  });
+});
+
+describe('PCM edges', () => {
+  test('a WAV read as it is and written as 16-bit WAV at the model rate goes through a PCM stream: the same bytes as the float path', async () => {
+    let pcmOpened = 0;
+    const pcmEngine: InferenceEngine = {
+      openStream: (o) => engine.openStream(o),
+      openPcmStream: (o, format) => {
+        pcmOpened++;
+        return engine.openPcmStream!(o, format);
+      },
+      state: () => engine.state(),
+      close: () => Promise.resolve(),
+    };
+    const floatEngine: InferenceEngine = { openStream: (o) => engine.openStream(o), state: () => engine.state(), close: () => Promise.resolve() };
+    const mono = fixture('speech-noisy-16k-mono.wav');
+    const stereo = path.join(tmp, 'pcm-stereo-16k.wav');
+    const f32 = path.join(tmp, 'pcm-mono-16k-f32.wav');
+    const planar = await readPcm(config, fixture('speech-noisy-44k1-stereo.wav'), 16000, 2);
+    await writePcm(config, planar, 16000, stereo, ['-c:a', 'pcm_s16le', '-f', 'wav']);
+    await writePcm(config, [planar[0]], 16000, f32, ['-c:a', 'pcm_f32le', '-f', 'wav']);
+    const runs: Array<[string, DenoiseFileOptions]> = [
+      [mono, { ...base, chunkSeconds: 0.7 }],
+      [stereo, { ...base, model: 'nsm-3', chunkSeconds: 1.3 }],
+      [f32, { ...base, model: 'nsm-1' }],
+    ];
+    for (const [i, [input, opts]] of runs.entries()) {
+      const viaPcm = path.join(tmp, `pcm-${i}.wav`);
+      const viaFloat = path.join(tmp, `float-${i}.wav`);
+      const before = pcmOpened;
+      const a = await denoiseFile({ config, engine: pcmEngine }, input, viaPcm, opts);
+      expect(pcmOpened).toBe(before + 1);
+      const b = await denoiseFile({ config, engine: floatEngine }, input, viaFloat, opts);
+      expect(fs.readFileSync(viaPcm).equals(fs.readFileSync(viaFloat))).toBe(true);
+      expect(a.output_loudness_lufs).toBe(b.output_loudness_lufs);
+      expect(a.noise_removed_db).toBe(b.noise_removed_db);
+    }
+    // An upload in memory, answered in memory (the server's path for short WAV clips).
+    const upload = fs.readFileSync(stereo);
+    const inMemory = (e: InferenceEngine) =>
+      denoise({ config, engine: e }, { file: new MemoryFile(Buffer.from(upload)), spill: () => Promise.reject(new Error('no spill')) },
+        { inMemory: true, path: () => Promise.reject(new Error('no path')) }, base);
+    const m1 = await inMemory(pcmEngine);
+    const m2 = await inMemory(floatEngine);
+    if (!('memory' in m1.output) || !('memory' in m2.output)) throw new Error('expected outputs in memory');
+    expect(m1.output.memory.contents().equals(m2.output.memory.contents())).toBe(true);
+    const header = m1.output.memory.size - planar[0].length * 4; // every frame came back, behind the WAV header
+    expect(header).toBeGreaterThanOrEqual(44);
+    expect(header).toBeLessThan(100);
+
+    // Not where the samples must be seen on this thread: a loudness target (spool, limiter), or another output format.
+    const opened = pcmOpened;
+    await denoiseFile({ config, engine: pcmEngine }, mono, path.join(tmp, 'pcm-target.wav'), { ...base, loudnessLufs: -20 });
+    await denoiseFile({ config, engine: pcmEngine }, mono, path.join(tmp, 'pcm-flac.flac'), { ...base, outputFormat: 'flac' });
+    expect(pcmOpened).toBe(opened);
   });
 });
 

@@ -9,7 +9,9 @@ import { denoiseBuffer } from '../src/inference/offline';
 import { concatAll } from '../src/inference/stream';
 import { DenoiseStream, InferenceEngine, MODEL_IDS, ModelId } from '../src/inference/types';
 import { seededRandom } from '../src/audio/synthetic-noise';
+import { LowFrequencyDither } from '../src/audio/dither';
 import { LoudnessMeter } from '../src/audio/loudness';
+import { decodeFrames, encodeInt16 } from '../src/audio/wav';
 
 const config = { ...loadConfig(), workers: 2 };
 
@@ -120,6 +122,43 @@ describe('inference engine (worker pool)', () => {
     const out = await runStream(c, [signal(5000, 10)], 5000);
     expect(out[0].length).toBe(5000);
     expect(engine.state()).toMatchObject({ size: 2, restarts: 1, streams: 0 });
+  });
+
+  it('PCM stream: the worker decodes the bytes, and returns the output dithered and rounded as the WAV sink would write it', async () => {
+    // The same audio as s16 bytes and as the planar float32 decodeFrames makes of them, in chunks of odd sizes.
+    const frames = 37_000;
+    const x = [signal(frames, 21), signal(frames, 22)];
+    const bytes = encodeInt16(x);
+    const planar = decodeFrames(bytes, { format: 's16', channels: 2, blockAlign: 4 });
+    const opts = { model: 'nsm-3' as const, channels: 2, attenuationLimitDb: 0, measureLoudness: true };
+    const pcm = await engine.openPcmStream!(opts, 's16');
+    const float = await engine.openStream(opts);
+    const got: Uint8Array[] = [];
+    const want: Buffer[] = [];
+    const dither = new LowFrequencyDither(16000, 2);
+    for (let f = 0, k = 0; f < frames; k++) {
+      const n = Math.min(frames - f, [4001, 333, 9000][k % 3]);
+      // A view into the larger buffer: the engine copies what it cannot transfer.
+      got.push(await pcm.push(bytes.subarray(f * 4, (f + n) * 4)));
+      want.push(dither.toInt16(await float.push(planar.map((c) => c.slice(f, f + n)))));
+      f += n;
+    }
+    got.push(await pcm.end());
+    want.push(dither.toInt16(await float.end()));
+    const all = Buffer.concat(got);
+    expect(all.length).toBe(frames * 4);
+    expect(all.equals(Buffer.concat(want))).toBe(true);
+    expect(Array.from(pcm.loudness()!.input)).toEqual(Array.from(float.loudness()!.input));
+    expect(Array.from(pcm.loudness()!.output)).toEqual(Array.from(float.loudness()!.output));
+    // The bytes the caller handed over are still its own (a view is copied, not detached).
+    expect(bytes.length).toBe(frames * 4);
+
+    const f32 = await engine.openPcmStream!({ model: 'nsm-1', channels: 1, attenuationLimitDb: 0 }, 'f32');
+    await expect(f32.push(new Uint8Array(6))).rejects.toThrow(/not whole 4-byte frames/);
+    f32.abort();
+    const plain = await engine.openStream({ model: 'nsm-1', channels: 1, attenuationLimitDb: 0 });
+    await expect(plain.push([new Float32Array(100)])).resolves.toHaveLength(1);
+    plain.abort();
   });
 
   it('abort frees the stream', async () => {

@@ -9,6 +9,11 @@
 // written in-process; FLAC or another rate goes through an ffmpeg encoder child. A small upload can come from memory
 // (denoise(), memory-file.ts); when it is such a WAV and so is the output, the output is written into memory too.
 //
+// PCM edges: when a WAV is read as it is (in-process) and the output is the in-process 16-bit WAV, the source's bytes
+// go to the engine undecoded and come back as the 16-bit PCM the sink writes (PcmDenoiseStream): decoding, dither and
+// rounding run in the worker thread with the chain, so this thread (the server's one main thread, which every request
+// shares) only moves bytes. The bytes are those of the float path (test/audio-pipeline.test.ts, "PCM edges").
+//
 // Loudness (loudness.ts): the input and the cleaned audio are metered on the way (BS.1770 at the model's rate) for
 // the stats, by the engine's worker thread (measureLoudness), which takes that work off the server's main thread.
 // With a loudness target the cleaned audio first goes to a spool file (spool.ts) while it is metered, then is
@@ -24,7 +29,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
 import { bandsUpTo, CHAINS, type BandProcessing } from '../inference/catalog';
-import type { DenoiseStream, InferenceEngine, ModelId } from '../inference/types';
+import type { DenoiseOptions, DenoiseStream, InferenceEngine, ModelId, PcmDenoiseStream, StreamControl } from '../inference/types';
 import { AudioAbortedError, AudioInputError } from './errors';
 import { encodedRate, FORMATS, truePeakCeiling, type OutputFormat } from './formats';
 import { dbOf, gatedLoudness, LoudnessMeter, noiseRemovedDb, TruePeakInterpolator } from './loudness';
@@ -186,6 +191,15 @@ export async function denoise(
   }
 }
 
+/** How chunks go from the source through the engine stream to the sink (PipelineRun.pump). */
+interface ChunkEdges<In, Out> {
+  read(maxFrames: number): Promise<In | null>;
+  frames(chunk: In): number;
+  push(chunk: In): Promise<Out>;
+  end(): Promise<Out>;
+  emit(out: Out): Promise<void>;
+}
+
 /** State of one denoiseFile call: source, engine stream, sink, abort wiring. */
 class PipelineRun {
   outputRate = 0;
@@ -194,7 +208,7 @@ class PipelineRun {
   private source: AudioSource | null = null;
   private sink: AudioSink | null = null;
   private spool: FloatSpool | null = null;
-  private stream: DenoiseStream | null = null;
+  private stream: StreamControl | null = null;
   private aborted = false;
   /** Set once the signal fires or a child dies early; every await in the loop is guarded by it. */
   private failedWith: Error | null = null;
@@ -265,7 +279,7 @@ class PipelineRun {
   async execute(): Promise<{
     frames: number;
     source: AudioSource;
-    stream: DenoiseStream;
+    stream: StreamControl;
     loudness: LoudnessResult;
     output: DenoiseOutput;
   }> {
@@ -291,21 +305,8 @@ class PipelineRun {
       );
     }
 
-    const stream = await this.acquire(
-      engine.openStream({
-        model: opts.model,
-        channels: source.channels,
-        attenuationLimitDb: opts.attenuationLimitDb,
-        fullBand: modelRate !== nativeRate,
-        measureLoudness: true,
-      }),
-      (st) => st.abort(),
-    );
-    this.stream = stream;
-    if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
     this.outputRate = encodedRate(opts.outputFormat, opts.keepInputSampleRate ? source.inputRate : nativeRate);
     const target = opts.loudnessLufs ?? null;
-
     const sinkOptions = {
       format: opts.outputFormat,
       channels: source.channels,
@@ -314,6 +315,23 @@ class PipelineRun {
       inProcessWav: inProcess,
       onFailure: (e: Error) => this.fail(e),
     };
+    const streamOptions: DenoiseOptions = {
+      model: opts.model,
+      channels: source.channels,
+      attenuationLimitDb: opts.attenuationLimitDb,
+      fullBand: modelRate !== nativeRate,
+      measureLoudness: true,
+    };
+    // A WAV read as it is, written as 16-bit WAV at the model's rate in one pass: the samples are decoded, dithered
+    // and rounded in the worker (PcmDenoiseStream), so this thread only moves bytes.
+    const pcmInput = target === null && writesInProcess(sinkOptions) && engine.openPcmStream ? source.pcm : undefined;
+    const stream: StreamControl = await this.acquire<StreamControl>(
+      pcmInput ? engine.openPcmStream!(streamOptions, pcmInput.format) : engine.openStream(streamOptions),
+      (st) => st.abort(),
+    );
+    this.stream = stream;
+    if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
+
     // In memory only for an input read from memory (its frame count, so the output's size, is known and small).
     const inMemory =
       this.target.inMemory && source.inMemory === true && target === null && writesInProcess(sinkOptions);
@@ -340,34 +358,28 @@ class PipelineRun {
       256,
       Math.round(Math.min(modelRate * (opts.chunkSeconds ?? DEFAULT_CHUNK_SECONDS), MAX_CHUNK_SAMPLES / source.channels)),
     );
-    const total = source.durationS;
-    let framesIn = 0;
-    // One chunk ahead: the next chunk is pushed before the previous one's output is metered and written, so the
-    // worker goes on with it meanwhile (the engine keeps a stream's requests in order).
-    let ahead: Promise<Float32Array[]> | null = null;
-    for (;;) {
-      this.throwIfFailed();
-      const planar = await this.guard(source.read(chunkFrames));
-      if (planar === null) break;
-      const n = planar[0].length;
-      if (n === 0) continue;
-      framesIn += n;
-      checkDecodedDuration(config, framesIn / modelRate);
-      const out = this.guard(stream.push(planar));
-      out.catch(() => undefined); // a failure is thrown where it is awaited, below or after the loop
-      if (ahead) await emit(await ahead);
-      ahead = out;
-      opts.onProgress?.(framesIn / modelRate, total);
+    let framesIn: number;
+    if (pcmInput) {
+      const pcmStream = stream as PcmDenoiseStream;
+      const writePcm16 = sink.writePcm16?.bind(sink);
+      if (!writePcm16) throw new Error('the in-process WAV sink takes no PCM');
+      framesIn = await this.pump<Buffer, Uint8Array>(chunkFrames, modelRate, {
+        read: (n) => pcmInput.readBytes(n),
+        frames: (bytes) => bytes.length / pcmInput.frameBytes,
+        push: (bytes) => pcmStream.push(bytes),
+        end: () => pcmStream.end(),
+        emit: (bytes) => (bytes.length > 0 ? this.guard(writePcm16(bytes)) : Promise.resolve()),
+      });
+    } else {
+      const floatStream = stream as DenoiseStream;
+      framesIn = await this.pump<Float32Array[], Float32Array[]>(chunkFrames, modelRate, {
+        read: (n) => source.read(n),
+        frames: (planar) => planar[0].length,
+        push: (planar) => floatStream.push(planar),
+        end: () => floatStream.end(),
+        emit,
+      });
     }
-    if (ahead) await emit(await ahead);
-    if (this.aborted) throw new AudioAbortedError();
-    await this.guard(source.finish());
-    if (framesIn === 0) throw new AudioInputError('could not decode: no audio samples in the file');
-
-    this.throwIfFailed(); // end() cannot be aborted once sent, so do not send it for a run that already failed
-    const tail = await this.guard(stream.end());
-    this.stream = null; // flushed: nothing to abort any more
-    await emit(tail);
 
     // Metered in the worker, next to the chain (measureLoudness): the input as pushed, the output as returned.
     const measured = stream.loudness();
@@ -428,6 +440,43 @@ class PipelineRun {
     this.sink = null;
     const output: DenoiseOutput = memory ? { memory } : { path: this.outputPath! };
     return { frames: framesIn, source, stream, loudness, output };
+  }
+
+  /**
+   * Reads the source to its end through the engine stream into the sink (`edges` say how chunks cross: planar float,
+   * or PCM bytes); returns the frames read. One chunk ahead: the next chunk is pushed before the previous one's
+   * output is written, so the worker goes on with it meanwhile (the engine keeps a stream's requests in order).
+   */
+  private async pump<In, Out>(chunkFrames: number, modelRate: number, edges: ChunkEdges<In, Out>): Promise<number> {
+    const { config } = this.deps;
+    const source = this.source!;
+    const total = source.durationS;
+    let framesIn = 0;
+    let ahead: Promise<Out> | null = null;
+    for (;;) {
+      this.throwIfFailed();
+      const chunk = await this.guard(edges.read(chunkFrames));
+      if (chunk === null) break;
+      const n = edges.frames(chunk);
+      if (n === 0) continue;
+      framesIn += n;
+      checkDecodedDuration(config, framesIn / modelRate);
+      const out = this.guard(edges.push(chunk));
+      out.catch(() => undefined); // a failure is thrown where it is awaited, below or after the loop
+      if (ahead) await edges.emit(await ahead);
+      ahead = out;
+      this.opts.onProgress?.(framesIn / modelRate, total);
+    }
+    if (ahead) await edges.emit(await ahead);
+    if (this.aborted) throw new AudioAbortedError();
+    await this.guard(source.finish());
+    if (framesIn === 0) throw new AudioInputError('could not decode: no audio samples in the file');
+
+    this.throwIfFailed(); // end() cannot be aborted once sent, so do not send it for a run that already failed
+    const tail = await this.guard(edges.end());
+    this.stream = null; // flushed: nothing to abort any more
+    await edges.emit(tail);
+    return framesIn;
   }
 
   /**

@@ -21,6 +21,11 @@ import { WavWriter } from './wav';
 export interface AudioSink {
   /** Takes the arrays over: they may be modified (dithered in place). */
   write(planar: Float32Array[]): Promise<void>;
+  /**
+   * The in-process 16-bit WAV sink: writes bytes a PcmDenoiseStream returned, already dithered and rounded as write()
+   * would have done (the same dither, continued across calls, must not be mixed with write() on one file).
+   */
+  writePcm16?(bytes: Uint8Array): Promise<void>;
   /** Finishes the file; rejects when it could not be completed. */
   close(): Promise<void>;
   /** Stops without finishing (the caller removes the file); safe to call repeatedly. */
@@ -71,10 +76,14 @@ class WavFileSink implements AudioSink {
     private readonly dither: LowFrequencyDither,
   ) {}
 
-  async write(planar: Float32Array[]): Promise<void> {
+  write(planar: Float32Array[]): Promise<void> {
     // Dither and 16-bit rounding in one pass (toInt16 turns non-finite samples into 0 itself).
+    return this.writePcm16(this.dither.toInt16(planar));
+  }
+
+  async writePcm16(bytes: Uint8Array): Promise<void> {
     try {
-      await this.writer.writePcm(this.dither.toInt16(planar));
+      await this.writer.writePcm(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
     } catch (err) {
       throw outputError(err);
     }

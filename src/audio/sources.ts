@@ -18,7 +18,7 @@ import { checkInputLimits, type AudioLimits } from './limits';
 import { cleanDetail, opusInputSampleRate, parseBanner, probeFailure } from './probe';
 import { deinterleave, interleave, silenceNonFinite } from './interleave';
 import type { MemoryFile } from './memory-file';
-import { parseWav, WavReader } from './wav';
+import { decodeFrames, parseWav, WavReader, type WavSampleFormat } from './wav';
 
 /** An input held in memory (a small upload), and how to put it in a file when a decoder child needs one. */
 export interface InMemoryInput {
@@ -44,6 +44,11 @@ export interface AudioSource {
   readonly inMemory?: boolean;
   /** Up to maxFrames frames at the model rate (planar, finite samples), or null at the end of the audio. */
   read(maxFrames: number): Promise<Float32Array[] | null>;
+  /**
+   * Sources that read an uncompressed file as it is (the in-process WAV reader): its sample format, and read() as the
+   * file's interleaved bytes of whole frames, undecoded (a PcmDenoiseStream decodes them where the chain runs).
+   */
+  readonly pcm?: { format: WavSampleFormat; frameBytes: number; readBytes(maxFrames: number): Promise<Buffer | null> };
   /** After read() returned null: resolves once the decoder finished cleanly, rejects with its error. */
   finish(): Promise<void>;
   /** Stops children and closes files; safe to call repeatedly. */
@@ -114,6 +119,7 @@ class WavFileSource implements AudioSource {
   readonly codec: string;
   readonly container: string;
   readonly durationS: number;
+  readonly pcm: NonNullable<AudioSource['pcm']>;
   private closed = false;
 
   constructor(
@@ -121,6 +127,7 @@ class WavFileSource implements AudioSource {
     readonly inMemory: boolean,
   ) {
     const info = reader.info;
+    this.pcm = { format: info.format, frameBytes: info.blockAlign, readBytes: (n) => this.readBytes(n) };
     this.rate = info.sampleRate;
     this.channels = info.channels;
     this.inputRate = info.sampleRate;
@@ -129,14 +136,19 @@ class WavFileSource implements AudioSource {
     this.durationS = info.frames / info.sampleRate;
   }
 
-  async read(maxFrames: number): Promise<Float32Array[] | null> {
+  async readBytes(maxFrames: number): Promise<Buffer | null> {
     if (this.closed) return null;
-    const planar = await this.reader.read(maxFrames);
-    if (planar[0].length === 0) {
+    const bytes = await this.reader.readBytes(maxFrames);
+    if (bytes.length === 0) {
       await this.abort();
       return null;
     }
-    return planar;
+    return bytes;
+  }
+
+  async read(maxFrames: number): Promise<Float32Array[] | null> {
+    const bytes = await this.readBytes(maxFrames);
+    return bytes && decodeFrames(bytes, this.reader.info);
   }
 
   async finish(): Promise<void> {

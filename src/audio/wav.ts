@@ -49,6 +49,8 @@ const KSDATAFORMAT_TAIL = Buffer.from([0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80,
 const CODEC: Record<WavSampleFormat, string> = {
   u8: 'pcm_u8', s16: 'pcm_s16le', s24: 'pcm_s24le', s32: 'pcm_s32le', f32: 'pcm_f32le', f64: 'pcm_f64le',
 };
+/** Bytes of one sample of each format (a frame is channels times this). */
+export const SAMPLE_BYTES: Record<WavSampleFormat, number> = { u8: 1, s16: 2, s24: 3, s32: 4, f32: 4, f64: 8 };
 
 /** How many bytes of a file parseWav should be given: enough for any sane header (metadata chunks included). */
 export const WAV_HEAD_BYTES = 64 * 1024;
@@ -212,15 +214,22 @@ export class WavReader {
 
   /** The next up to `maxFrames` frames as planar float32; an empty array per channel at the end. */
   async read(maxFrames: number): Promise<Float32Array[]> {
+    return decodeFrames(await this.readBytes(maxFrames), this.info);
+  }
+
+  /**
+   * The next up to `maxFrames` frames as they are in the file (interleaved, info.format); empty at the end. The bytes
+   * start a fresh ArrayBuffer (not the Buffer pool): aligned, so decodeFrames reads them through typed views.
+   */
+  async readBytes(maxFrames: number): Promise<Buffer> {
     const frames = Math.min(maxFrames, this.info.frames - this.pos);
-    if (frames <= 0) return Array.from({ length: this.info.channels }, () => new Float32Array(0));
-    // A fresh ArrayBuffer (not the Buffer pool): aligned, so decodeFrames reads it through typed views.
+    if (frames <= 0) return Buffer.alloc(0);
     const bytes = Buffer.from(new ArrayBuffer(frames * this.info.blockAlign));
     const { bytesRead } = await this.fh.read(bytes, 0, bytes.length, this.info.dataOffset + this.pos * this.info.blockAlign);
     const got = Math.floor(bytesRead / this.info.blockAlign);
     this.pos += got;
     if (got < frames) this.pos = this.info.frames; // the file shrank under us: stop at what was there
-    return decodeFrames(bytes.subarray(0, got * this.info.blockAlign), this.info);
+    return bytes.subarray(0, got * this.info.blockAlign);
   }
 
   close(): Promise<void> {

@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import type { WavSampleFormat } from '../audio/wav';
 import type { Config } from '../config';
 import { CHAINS, streamLayout, type BandProcessing } from './catalog';
 import type { FromWorker, ToWorker } from './protocol';
@@ -15,6 +16,7 @@ import {
   type InferenceEngine,
   type ModelId,
   type ModelManifestEntry,
+  type PcmDenoiseStream,
   type PoolState,
   type StreamLoudness,
 } from './types';
@@ -28,12 +30,16 @@ const MAX_IN_FLIGHT = 2;
 /** close() waits at most this long for requests already posted to the workers. */
 const CLOSE_DRAIN_MS = 10_000;
 
+/** A worker's answer to one request (fire-and-forget messages resolve with NO_REPLY). */
+type Reply = Pick<Extract<FromWorker, { type: 'result' }>, 'planar' | 'pcm' | 'loudness'>;
+const NO_REPLY: Reply = { planar: [] };
+
 interface Job {
   msg: ToWorker;
   transfer: ArrayBuffer[];
   /** Fire-and-forget messages (abort) have no reply. */
   expectsReply: boolean;
-  resolve(planar: Float32Array[], loudness?: StreamLoudness): void;
+  resolve(reply: Reply): void;
   reject(err: Error): void;
 }
 
@@ -68,7 +74,7 @@ class PoolWorker {
           const i = this.inFlight.findIndex((j) => 'reqId' in j.msg && j.msg.reqId === msg.reqId);
           const job = i >= 0 ? this.inFlight.splice(i, 1)[0] : undefined;
           if (job) {
-            if (msg.type === 'result') job.resolve(msg.planar, msg.loudness);
+            if (msg.type === 'result') job.resolve(msg);
             else job.reject(new Error(msg.message));
           }
           this.pump();
@@ -101,7 +107,7 @@ class PoolWorker {
         continue;
       }
       if (job.expectsReply) this.inFlight.push(job);
-      else job.resolve([]);
+      else job.resolve(NO_REPLY);
     }
   }
 
@@ -151,12 +157,30 @@ class StreamHandle implements DenoiseStream {
       return Promise.reject(new Error(`expected ${this.channels} channels, got ${planar.length}`));
     }
     const moved = ownedPlanar(planar);
-    return this.request((reqId) => ({ type: 'push', reqId, streamId: this.id, planar: moved.planar }), moved.transfer);
+    return this.request((reqId) => ({ type: 'push', reqId, streamId: this.id, planar: moved.planar }), moved.transfer).then(
+      (r) => r.planar,
+    );
+  }
+
+  /** A stream opened for PCM: takes ownership of the bytes (transferred, or copied where they are a view). */
+  pushPcm(bytes: Uint8Array): Promise<Uint8Array> {
+    const exclusive = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && !(bytes.buffer instanceof SharedArrayBuffer);
+    const owned = exclusive ? bytes : new Uint8Array(bytes); // a copy (Buffer's slice() would be a view)
+    return this.request((reqId) => ({ type: 'push-pcm', reqId, streamId: this.id, bytes: owned }), [owned.buffer as ArrayBuffer]).then(pcmOf);
   }
 
   end(): Promise<Float32Array[]> {
-    const p = this.request((reqId) => ({ type: 'end', reqId, streamId: this.id }), [], (loudness) => {
-      this.measured = loudness ?? null;
+    return this.finish().then((r) => r.planar);
+  }
+
+  endPcm(): Promise<Uint8Array> {
+    return this.finish().then(pcmOf);
+  }
+
+  private finish(): Promise<Reply> {
+    const p = this.request((reqId) => ({ type: 'end', reqId, streamId: this.id }), []).then((r) => {
+      this.measured = r.loudness ?? null;
+      return r;
     });
     this.finished = true;
     return p.finally(() => this.owner.streams.delete(this.id));
@@ -181,23 +205,20 @@ class StreamHandle implements DenoiseStream {
     }
   }
 
-  private request(
-    make: (reqId: number) => ToWorker,
-    transfer: ArrayBuffer[],
-    onLoudness?: (loudness: StreamLoudness | undefined) => void,
-  ): Promise<Float32Array[]> {
+  private request(make: (reqId: number) => ToWorker, transfer: ArrayBuffer[]): Promise<Reply> {
     if (this.finished) return Promise.reject(new Error('stream already ended or aborted'));
     if (this.failure) return Promise.reject(this.failure);
     // Submitted at once: requests of one stream still run in order (one worker, FIFO queue, run one at a time there),
     // and a push made before the previous one resolved is already queued, or posted, when the worker gets to it.
-    return new Promise<Float32Array[]>((resolve, reject) => {
-      const settle = (planar: Float32Array[], loudness?: StreamLoudness): void => {
-        onLoudness?.(loudness);
-        resolve(planar);
-      };
-      this.owner.submit({ msg: make(this.engine.nextReqId()), transfer, expectsReply: true, resolve: settle, reject });
+    return new Promise<Reply>((resolve, reject) => {
+      this.owner.submit({ msg: make(this.engine.nextReqId()), transfer, expectsReply: true, resolve, reject });
     });
   }
+}
+
+function pcmOf(r: Reply): Uint8Array {
+  if (!r.pcm) throw new Error('the inference worker returned no PCM for a PCM stream');
+  return r.pcm;
 }
 
 class Engine implements InferenceEngine {
@@ -238,7 +259,23 @@ class Engine implements InferenceEngine {
     this.workers[idx] = this.spawn();
   }
 
-  async openStream(opts: DenoiseOptions): Promise<DenoiseStream> {
+  openStream(opts: DenoiseOptions): Promise<DenoiseStream> {
+    return this.open(opts, null);
+  }
+
+  async openPcmStream(opts: DenoiseOptions, input: WavSampleFormat): Promise<PcmDenoiseStream> {
+    const h = await this.open(opts, input);
+    return {
+      sampleRate: h.sampleRate,
+      bands: h.bands,
+      push: (bytes) => h.pushPcm(bytes),
+      end: () => h.endPcm(),
+      loudness: () => h.loudness(),
+      abort: () => h.abort(),
+    };
+  }
+
+  private async open(opts: DenoiseOptions, pcmInput: WavSampleFormat | null): Promise<StreamHandle> {
     if (this.closed) throw new Error('inference engine closed');
     if (!MODEL_IDS.includes(opts.model)) throw new Error(`unknown model "${opts.model}"`);
     if (!Number.isInteger(opts.channels) || opts.channels < 1) throw new Error(`invalid channel count ${opts.channels}`);
@@ -252,9 +289,13 @@ class Engine implements InferenceEngine {
     const layout = streamLayout(opts.model, !!opts.fullBand);
     const handle = new StreamHandle(this, w, id, layout.sampleRate, opts.channels, layout.bands);
     w.streams.set(id, handle);
-    await new Promise<Float32Array[]>((resolve, reject) =>
+    await new Promise<Reply>((resolve, reject) =>
       w.submit({
-        msg: { type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels, attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness },
+        msg: {
+          type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels,
+          attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness,
+          ...(pcmInput ? { pcmInput } : {}),
+        },
         transfer: [],
         expectsReply: true,
         resolve,

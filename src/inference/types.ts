@@ -1,5 +1,7 @@
 // Contract between the audio pipeline and the inference engine.
-// Audio crosses it as float32 samples in [-1, 1] at the stream's rate, planar (one array per channel).
+// Audio crosses it as float32 samples in [-1, 1] at the stream's rate, planar (one array per channel); a
+// PcmDenoiseStream takes and returns interleaved PCM bytes instead, converted on the engine's side.
+import type { WavSampleFormat } from '../audio/wav';
 import type { BandProcessing } from './catalog';
 
 export type ModelId = 'nsm-1' | 'nsm-2' | 'nsm-3' | 'nsm-4' | 'nsm-2-hd';
@@ -43,20 +45,35 @@ export interface StreamLoudness {
   output: Float64Array;
 }
 
-/**
- * A stateful denoising stream for one file: push planar chunks of any length, get back planar chunks.
- * Output is delayed internally; `end()` flushes the tail so total output length equals total input length.
- */
-export interface DenoiseStream {
+/** What every stream has besides its push/end. */
+export interface StreamControl {
   readonly sampleRate: number;
   /** What the stream does to each band up to sampleRate / 2 (catalog.ts streamLayout). */
   readonly bands: BandProcessing[];
-  push(planar: Float32Array[]): Promise<Float32Array[]>;
-  end(): Promise<Float32Array[]>;
   /** With measureLoudness, after end() resolved: the block powers of all input pushed and all output returned; else null. */
   loudness(): StreamLoudness | null;
   /** Frees worker state without flushing (on errors/aborts). */
   abort(): void;
+}
+
+/**
+ * A stateful denoising stream for one file: push planar chunks of any length, get back planar chunks.
+ * Output is delayed internally; `end()` flushes the tail so total output length equals total input length.
+ */
+export interface DenoiseStream extends StreamControl {
+  push(planar: Float32Array[]): Promise<Float32Array[]>;
+  end(): Promise<Float32Array[]>;
+}
+
+/**
+ * The same stream with interleaved PCM at its edges, converted where the chain runs (the worker thread) rather than
+ * on the caller's thread: push() takes the bytes of whole frames in `input` (a WAV sample format, decoded as
+ * wav.ts decodeFrames does), and the output comes back dithered (dither.ts) and rounded to 16-bit little-endian
+ * PCM: the bytes the in-process WAV sink writes for the planar output of a DenoiseStream.
+ */
+export interface PcmDenoiseStream extends StreamControl {
+  push(bytes: Uint8Array): Promise<Uint8Array>;
+  end(): Promise<Uint8Array>;
 }
 
 export interface PoolState {
@@ -69,6 +86,8 @@ export interface PoolState {
 
 export interface InferenceEngine {
   openStream(opts: DenoiseOptions): Promise<DenoiseStream>;
+  /** A stream with PCM edges (PcmDenoiseStream); engines without it are used through openStream. */
+  openPcmStream?(opts: DenoiseOptions, input: WavSampleFormat): Promise<PcmDenoiseStream>;
   state(): PoolState;
   close(): Promise<void>;
 }

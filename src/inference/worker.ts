@@ -1,14 +1,17 @@
 // Inference worker thread: one ONNX Runtime session per graph, created once; hosts the streams pinned to it.
 // The pool may post a request before the previous one is answered; requests run one at a time, in arrival order, so
-// streams on a worker never run concurrently and replies come back in order.
+// streams on a worker never run concurrently and replies come back in order. Per-sample work around the chain that
+// would otherwise fall on the server's main thread runs here too: loudness metering, and for PCM streams the decoding
+// of the input bytes and the dither and 16-bit rounding of the output.
 import { parentPort, workerData } from 'node:worker_threads';
+import { LowFrequencyDither } from '../audio/dither';
 import { LoudnessMeter } from '../audio/loudness';
+import { decodeFrames, SAMPLE_BYTES, type WavSampleFormat } from '../audio/wav';
 import { createChain } from './chains';
 import { DtlnGraphs } from './dtln';
 import { loadGraphs } from './sessions';
 import { AlignedStream } from './stream';
 import type { ToWorker, FromWorker } from './protocol';
-import type { StreamLoudness } from './types';
 
 interface WorkerInit {
   modelsDir: string;
@@ -25,6 +28,36 @@ if (!port) throw new Error('worker.ts must run as a worker thread');
 interface Hosted {
   stream: AlignedStream;
   meters: { input: LoudnessMeter; output: LoudnessMeter } | null;
+  /** Streams opened with pcmInput (PcmDenoiseStream): how their bytes are decoded, and the output's dither. */
+  pcm: PcmEdges | null;
+}
+
+/**
+ * PCM at a stream's edges: the decoding the in-process WAV source does and the dither and rounding of the in-process
+ * WAV sink, done here so that the server's one main thread does not touch the samples (docs/engine.md).
+ */
+class PcmEdges {
+  private readonly frame: number;
+  private readonly dither: LowFrequencyDither;
+
+  constructor(
+    private readonly format: WavSampleFormat,
+    private readonly channels: number,
+    sampleRate: number,
+  ) {
+    this.frame = SAMPLE_BYTES[format] * channels;
+    this.dither = new LowFrequencyDither(sampleRate, channels);
+  }
+
+  decode(bytes: Uint8Array): Float32Array[] {
+    if (bytes.byteLength % this.frame !== 0) throw new Error(`${bytes.byteLength} bytes are not whole ${this.frame}-byte frames`);
+    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    return decodeFrames(buf, { format: this.format, channels: this.channels, blockAlign: this.frame });
+  }
+
+  encode(planar: Float32Array[]): Buffer {
+    return this.dither.toInt16(planar);
+  }
 }
 
 const streams = new Map<number, Hosted>();
@@ -34,7 +67,7 @@ function send(msg: FromWorker, transfer: ArrayBuffer[] = []): void {
   port!.postMessage(msg, transfer);
 }
 
-function transferList(planar: Array<Float32Array | Float64Array>): ArrayBuffer[] {
+function transferList(planar: Array<Float32Array | Float64Array | Uint8Array>): ArrayBuffer[] {
   const seen = new Set<ArrayBuffer>();
   for (const ch of planar) seen.add(ch.buffer as ArrayBuffer);
   return [...seen];
@@ -53,27 +86,41 @@ async function handle(msg: ToWorker): Promise<void> {
       streams.set(msg.streamId, {
         stream: new AlignedStream(chain, msg.attenuationLimitDb),
         meters: msg.measureLoudness ? { input: meter(), output: meter() } : null,
+        pcm: msg.pcmInput ? new PcmEdges(msg.pcmInput, msg.channels, chain.sampleRate) : null,
       });
       send({ type: 'result', reqId: msg.reqId, planar: [] });
       return;
     }
     case 'push':
+    case 'push-pcm':
     case 'end': {
       const hosted = streams.get(msg.streamId);
       if (!hosted) throw new Error(`unknown stream ${msg.streamId}`);
-      const { stream, meters } = hosted;
-      if (msg.type === 'push') meters?.input.push(msg.planar); // before the chain, which may reuse the arrays
-      const out = compact(msg.type === 'push' ? await stream.push(msg.planar) : await stream.end());
-      meters?.output.push(out);
-      if (msg.type === 'push') {
-        send({ type: 'result', reqId: msg.reqId, planar: out }, transferList(out));
-        return;
+      const { stream, meters, pcm } = hosted;
+      let input: Float32Array[] | null = null;
+      if (msg.type === 'push') input = msg.planar;
+      else if (msg.type === 'push-pcm') {
+        if (!pcm) throw new Error(`stream ${msg.streamId} was not opened for PCM`);
+        input = pcm.decode(msg.bytes);
       }
-      streams.delete(msg.streamId);
-      const loudness: StreamLoudness | undefined = meters
-        ? { input: meters.input.blockPowers(), output: meters.output.blockPowers() }
-        : undefined;
-      send({ type: 'result', reqId: msg.reqId, planar: out, loudness }, transferList(loudness ? [...out, loudness.input, loudness.output] : out));
+      if (input) meters?.input.push(input); // before the chain, which may reuse the arrays
+      const raw = input ? await stream.push(input) : await stream.end();
+      const out = pcm ? raw : compact(raw); // views are copied only where they are transferred
+      meters?.output.push(out);
+      // PCM streams get the output as the WAV sink would write it; the float arrays stay here.
+      const encoded = pcm ? pcm.encode(out) : undefined;
+      const reply: Extract<FromWorker, { type: 'result' }> = encoded
+        ? { type: 'result', reqId: msg.reqId, planar: [], pcm: encoded }
+        : { type: 'result', reqId: msg.reqId, planar: out };
+      const moved: Array<Float32Array | Float64Array | Uint8Array> = encoded ? [encoded] : [...out];
+      if (msg.type === 'end') {
+        streams.delete(msg.streamId);
+        if (meters) {
+          reply.loudness = { input: meters.input.blockPowers(), output: meters.output.blockPowers() };
+          moved.push(reply.loudness.input, reply.loudness.output);
+        }
+      }
+      send(reply, transferList(moved));
       return;
     }
     case 'abort':
