@@ -110,7 +110,9 @@ describe('jobs with a remote model service', () => {
   });
 
   test('the model service is killed (-9) mid-job: the attempt fails, the job is retried and succeeds when it is back', async () => {
-    const res = await request(worker.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-1').attach('file', tenMinutes);
+    // nsm-4, several seconds for ten minutes even on a fast machine: progress is written at most once a second, and
+    // nsm-1 (~1 s there) could finish before any progress was visible to kill it mid-job.
+    const res = await request(worker.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-4').attach('file', tenMinutes);
     const id = res.body.id as string;
     await until(async () => {
       const j = await get(worker, id);
