@@ -4,11 +4,10 @@
 // would otherwise fall on the server's main thread runs here too: loudness metering, and for PCM streams the decoding
 // of the input bytes and the dither and 16-bit rounding of the output.
 import { parentPort, workerData } from 'node:worker_threads';
-import { LowFrequencyDither } from '../audio/dither';
 import { LoudnessMeter } from '../audio/loudness';
-import { decodeFrames, SAMPLE_BYTES, type WavSampleFormat } from '../audio/wav';
 import { createChain } from './chains';
 import { DtlnGraphs } from './dtln';
+import { PcmEdges } from './pcm-edges';
 import { loadGraphs } from './sessions';
 import { AlignedStream } from './stream';
 import type { ToWorker, FromWorker } from './protocol';
@@ -30,34 +29,6 @@ interface Hosted {
   meters: { input: LoudnessMeter; output: LoudnessMeter } | null;
   /** Streams opened with pcmInput (PcmDenoiseStream): how their bytes are decoded, and the output's dither. */
   pcm: PcmEdges | null;
-}
-
-/**
- * PCM at a stream's edges: the decoding the in-process WAV source does and the dither and rounding of the in-process
- * WAV sink, done here so that the server's one main thread does not touch the samples (docs/engine.md).
- */
-class PcmEdges {
-  private readonly frame: number;
-  private readonly dither: LowFrequencyDither;
-
-  constructor(
-    private readonly format: WavSampleFormat,
-    private readonly channels: number,
-    sampleRate: number,
-  ) {
-    this.frame = SAMPLE_BYTES[format] * channels;
-    this.dither = new LowFrequencyDither(sampleRate, channels);
-  }
-
-  decode(bytes: Uint8Array): Float32Array[] {
-    if (bytes.byteLength % this.frame !== 0) throw new Error(`${bytes.byteLength} bytes are not whole ${this.frame}-byte frames`);
-    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    return decodeFrames(buf, { format: this.format, channels: this.channels, blockAlign: this.frame });
-  }
-
-  encode(planar: Float32Array[]): Buffer {
-    return this.dither.toInt16(planar);
-  }
 }
 
 const streams = new Map<number, Hosted>();
