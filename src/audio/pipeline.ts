@@ -322,9 +322,11 @@ class PipelineRun {
       fullBand: modelRate !== nativeRate,
       measureLoudness: true,
     };
-    // A WAV read as it is, written as 16-bit WAV at the model's rate in one pass: the samples are decoded, dithered
-    // and rounded in the worker (PcmDenoiseStream), so this thread only moves bytes.
-    const pcmInput = target === null && writesInProcess(sinkOptions) && engine.openPcmStream ? source.pcm : undefined;
+    // Written in-process in one pass (16-bit WAV at the model's rate, no loudness target).
+    const directWav = target === null && writesInProcess(sinkOptions);
+    // And a WAV read as it is: the samples are decoded, dithered and rounded in the worker (PcmDenoiseStream), so this
+    // thread only moves bytes.
+    const pcmInput = directWav && engine.openPcmStream ? source.pcm : undefined;
     const stream: StreamControl = await this.acquire<StreamControl>(
       pcmInput ? engine.openPcmStream!(streamOptions, pcmInput.format) : engine.openStream(streamOptions),
       (st) => st.abort(),
@@ -333,8 +335,7 @@ class PipelineRun {
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
 
     // In memory only for an input read from memory (its frame count, so the output's size, is known and small).
-    const inMemory =
-      this.target.inMemory && source.inMemory === true && target === null && writesInProcess(sinkOptions);
+    const inMemory = this.target.inMemory && source.inMemory === true && directWav;
     const memory = inMemory ? new MemoryFile() : null;
     if (!memory) this.outputPath = path.resolve(await this.guard(this.target.path()));
     const sink = await this.acquire(openSink(config, memory ?? this.outputPath!, sinkOptions), (k) => k.abort());

@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 import type { WavSampleFormat } from '../audio/wav';
 import type { Config } from '../config';
 import { CHAINS, streamLayout, type BandProcessing } from './catalog';
-import type { FromWorker, ToWorker } from './protocol';
+import { spansItsBuffer, type FromWorker, type ToWorker } from './protocol';
 import {
   MODEL_IDS,
   type DenoiseOptions,
@@ -125,8 +125,7 @@ class PoolWorker {
 function ownedPlanar(planar: Float32Array[]): { planar: Float32Array[]; transfer: ArrayBuffer[] } {
   const seen = new Set<ArrayBufferLike>();
   const out = planar.map((ch) => {
-    const exclusive = ch.byteOffset === 0 && ch.byteLength === ch.buffer.byteLength && !seen.has(ch.buffer);
-    const owned = exclusive && !(ch.buffer instanceof SharedArrayBuffer) ? ch : ch.slice();
+    const owned = spansItsBuffer(ch) && !seen.has(ch.buffer) ? ch : ch.slice();
     seen.add(owned.buffer);
     return owned;
   });
@@ -164,8 +163,7 @@ class StreamHandle implements DenoiseStream {
 
   /** A stream opened for PCM: takes ownership of the bytes (transferred, or copied where they are a view). */
   pushPcm(bytes: Uint8Array): Promise<Uint8Array> {
-    const exclusive = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && !(bytes.buffer instanceof SharedArrayBuffer);
-    const owned = exclusive ? bytes : new Uint8Array(bytes); // a copy (Buffer's slice() would be a view)
+    const owned = spansItsBuffer(bytes) ? bytes : new Uint8Array(bytes); // a copy (Buffer's slice() would be a view)
     return this.request((reqId) => ({ type: 'push-pcm', reqId, streamId: this.id, bytes: owned }), [owned.buffer as ArrayBuffer]).then(pcmOf);
   }
 

@@ -11,6 +11,14 @@ export type ToWorker =
   | { type: 'abort'; streamId: number }
   | { type: 'crash' };
 
+/**
+ * Whether `view` spans its whole ArrayBuffer (and that buffer is not shared), so transferring the buffer moves exactly
+ * these bytes; other views are copied before they are posted.
+ */
+export function spansItsBuffer(view: ArrayBufferView): boolean {
+  return view.byteOffset === 0 && view.byteLength === view.buffer.byteLength && !(view.buffer instanceof SharedArrayBuffer);
+}
+
 export type FromWorker =
   | { type: 'ready' }
   | { type: 'init-error'; message: string }

@@ -10,7 +10,7 @@ import { DtlnGraphs } from './dtln';
 import { PcmEdges } from './pcm-edges';
 import { loadGraphs } from './sessions';
 import { AlignedStream } from './stream';
-import type { ToWorker, FromWorker } from './protocol';
+import { spansItsBuffer, type ToWorker, type FromWorker } from './protocol';
 
 interface WorkerInit {
   modelsDir: string;
@@ -46,7 +46,7 @@ function transferList(planar: Array<Float32Array | Float64Array | Uint8Array>): 
 
 /** Outputs are often views into larger arrays; copy those so only the bytes returned are transferred. */
 function compact(planar: Float32Array[]): Float32Array[] {
-  return planar.map((ch) => (ch.byteOffset === 0 && ch.byteLength === ch.buffer.byteLength ? ch : ch.slice()));
+  return planar.map((ch) => (spansItsBuffer(ch) ? ch : ch.slice()));
 }
 
 async function handle(msg: ToWorker): Promise<void> {
