@@ -7,7 +7,7 @@
 //   npm run bench -- --skip-quality    speed and memory only
 //   npm run bench -- --quality [...]   quality only (its options: scripts/bench/quality.ts)
 //   npm run bench -- --skip-cli        no whole-CLI / afftdn / RNNoise rows (they take a few minutes)
-//   npm run bench -- --load            also the server load table (WORKERS=1 and N, concurrency 1/2/4/8)
+//   npm run bench -- --load            also the server load table (WORKERS=1 and N, concurrency 1/2/4/8) and 1 → N paired
 //   npm run bench -- --load-only       only the server load table
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,7 +15,7 @@ import path from 'node:path';
 import { loadConfig, PROJECT_ROOT, type Config } from '../src/config';
 import { decodeAudio, writeWav16 } from './lib/audio-io';
 import { evalDir } from './lib/metrics';
-import { LOAD_HEADER, runLoad } from './bench/load';
+import { LOAD_HEADER, runLoad, runScaling } from './bench/load';
 import { runQuality } from './bench/quality';
 import { CLI_HEADER, listNoisy, peakRss, speed, wholeCli } from './bench/speed';
 
@@ -76,7 +76,7 @@ async function main(): Promise<void> {
   writeJson();
 }
 
-/** The server load table: a 10 s 16 kHz mono WAV clip of speech with nsm-2, WORKERS=1 and WORKERS=N. */
+/** The server load table (a 10 s 16 kHz mono WAV clip of speech with nsm-2, WORKERS=1 and WORKERS=N), then 1 → N side by side. */
 async function loadTable(config: Config): Promise<unknown> {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-load-clip-'));
   try {
@@ -99,7 +99,25 @@ async function loadTable(config: Config): Promise<unknown> {
       seconds: 10,
       log: (l) => console.log(l),
     });
-    return rows;
+    if (workers.length < 2) return { rows, scaling: null };
+    const pairs = 6;
+    console.log(`\n1 → ${config.workers} workers side by side: both servers up, 4 in flight, ${pairs} pairs of alternating 8 s slices.`);
+    const scaling = await runScaling({
+      clipPath: clip,
+      clipSeconds: 10,
+      fields: { model: 'nsm-2' },
+      workers: [1, config.workers],
+      concurrency: 4,
+      pairs,
+      sliceSeconds: 8,
+      warmSeconds: 8,
+      log: (l) => console.log(l),
+    });
+    console.log(
+      `1 → ${config.workers} workers: ${scaling.ratio.toFixed(2)}× (95 % CI ${scaling.ratio_ci95[0].toFixed(2)}–${scaling.ratio_ci95[1].toFixed(2)}, ` +
+        `pairs ${scaling.pairs.map((p) => p.ratio.toFixed(2)).join(' ')})`,
+    );
+    return { rows, scaling };
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }

@@ -7,6 +7,8 @@
 //   other threads    inference worker threads, ONNX Runtime, V8 / libuv helpers of the server process,
 //   ffmpeg           the server's child processes (CPU of children it has waited for).
 // Linux only (reads /proc). The client shares the machine: on 2 cores its own CPU is part of the picture.
+// runScaling measures 1 → N workers once more, side by side: both servers up, alternating slices, a paired ratio with
+// its bootstrap CI (the table's two halves run minutes apart, and this machine's speed drifts more than that).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -14,6 +16,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../../src/config';
+import { bootstrapRatio } from '../lib/stats';
 
 export interface LoadOptions {
   /** The clip every request sends (any format the API takes). */
@@ -245,6 +248,65 @@ export async function runLoad(opts: LoadOptions): Promise<LoadRow[]> {
     }
   }
   return rows;
+}
+
+export interface ScalingOptions {
+  clipPath: string;
+  clipSeconds: number;
+  fields: Record<string, string>;
+  /** The two worker counts compared, e.g. [1, 2]. */
+  workers: [number, number];
+  concurrency: number;
+  /** Alternating pairs of slices; the order within a pair alternates too (AB, BA, AB, ...). */
+  pairs: number;
+  sliceSeconds: number;
+  /** Load on each server before the first pair (JIT, caches). */
+  warmSeconds: number;
+  log?(line: string): void;
+}
+
+export interface ScalingResult {
+  workers: [number, number];
+  concurrency: number;
+  slice_seconds: number;
+  /** requests/s of each side per pair, in the order measured. */
+  pairs: Array<{ requests_per_s: [number, number]; ratio: number }>;
+  /** Total requests/s of the second worker count over the first, summed over the pairs, with its 95 % bootstrap CI. */
+  ratio: number;
+  ratio_ci95: [number, number];
+}
+
+/**
+ * 1 → N workers measured side by side: both servers run at once (the idle one costs next to nothing) and take the
+ * load in alternating slices, so the machine's slow and fast phases (seen here: the same server 25–32 req/s from one
+ * 10 s slice to the next) fall on both sides of each pair instead of on one whole table.
+ */
+export async function runScaling(opts: ScalingOptions): Promise<ScalingResult> {
+  const log = opts.log ?? ((l: string) => console.log(l));
+  const { body, type } = multipart(opts.fields, fs.readFileSync(opts.clipPath), path.basename(opts.clipPath));
+  const servers: Server[] = [];
+  try {
+    for (const w of opts.workers) servers.push(await startServer(w));
+    const slice = (i: 0 | 1, seconds: number) =>
+      level(servers[i], body, type, opts.concurrency, seconds, opts.clipSeconds, opts.workers[i]);
+    await slice(0, opts.warmSeconds);
+    await slice(1, opts.warmSeconds);
+    const pairs: ScalingResult['pairs'] = [];
+    for (let p = 0; p < opts.pairs; p++) {
+      const rate: [number, number] = [0, 0];
+      for (const i of p % 2 === 0 ? ([0, 1] as const) : ([1, 0] as const)) {
+        const row = await slice(i, opts.sliceSeconds);
+        if (row.errors > 0) throw new Error(`scaling slice with ${opts.workers[i]} workers: ${row.errors} failed requests`);
+        rate[i] = row.requests_per_s;
+      }
+      pairs.push({ requests_per_s: rate, ratio: rate[1] / rate[0] });
+      log(`  pair ${p + 1}: ${rate[0].toFixed(1)} → ${rate[1].toFixed(1)} req/s, ${(rate[1] / rate[0]).toFixed(2)}×`);
+    }
+    const r = bootstrapRatio(pairs.map((x) => x.requests_per_s[0]), pairs.map((x) => x.requests_per_s[1]));
+    return { workers: opts.workers, concurrency: opts.concurrency, slice_seconds: opts.sliceSeconds, pairs, ratio: r.ratio, ratio_ci95: [r.lo, r.hi] };
+  } finally {
+    for (const s of servers) await stopServer(s);
+  }
 }
 
 export const LOAD_HEADER =

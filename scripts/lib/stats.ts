@@ -49,3 +49,30 @@ export function pairedDiff(a: number[], b: number[]): PairedDiff {
   const wins = d.reduce((s, v) => s + (v > 0 ? 1 : v === 0 ? 0.5 : 0), 0);
   return { ...bootstrapMean(d), wins, winShare: d.length ? wins / d.length : NaN };
 }
+
+/**
+ * Paired ratio sum(b) / sum(a) (e.g. requests/s with N workers over 1, measured in alternating slices) and its 95 %
+ * percentile-bootstrap interval, resampling the pairs with replacement: slow and fast phases of the machine hit both
+ * sides of a pair, so the interval reflects the pairs' spread, not the drift between them.
+ */
+export function bootstrapRatio(a: number[], b: number[], resamples = BOOTSTRAP_RESAMPLES): { n: number; ratio: number; lo: number; hi: number } {
+  const n = a.length;
+  if (n !== b.length) throw new Error('a paired ratio needs as many values on both sides');
+  const sum = (xs: number[]) => xs.reduce((s, v) => s + v, 0);
+  if (n === 0) return { n, ratio: NaN, lo: NaN, hi: NaN };
+  const rnd = seeded(SEED + 7 * n);
+  const ratios = new Float64Array(resamples);
+  for (let r = 0; r < resamples; r++) {
+    let sa = 0;
+    let sb = 0;
+    for (let i = 0; i < n; i++) {
+      const k = Math.floor(rnd() * n);
+      sa += a[k];
+      sb += b[k];
+    }
+    ratios[r] = sb / sa;
+  }
+  ratios.sort();
+  const at = (q: number) => ratios[Math.min(resamples - 1, Math.max(0, Math.round(q * (resamples - 1))))];
+  return { n, ratio: sum(b) / sum(a), lo: at(0.025), hi: at(0.975) };
+}
