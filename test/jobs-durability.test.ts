@@ -10,7 +10,7 @@ import { openSqliteStore } from '../src/store/sqlite-store';
 import { openSqliteJobStore } from '../src/jobs/store/sqlite';
 import type { JobView } from '../src/jobs/views';
 import { closeQuietly, listen, rawRequest, testConfig, wavInfo } from './service-helpers';
-import { makeLongWav, until } from './jobs-helpers';
+import { LONG_S, makeLongWav, until } from './jobs-helpers';
 
 const API = '/v1/noise-suppressor';
 
@@ -92,8 +92,8 @@ describe('jobs survive the server process', () => {
     const ws = await store.createWorkspace('durable', 'scale');
     token = (await store.createToken({ workspaceId: ws.id, name: 'd', scopes: ['*'], allowedIps: [], expiresAt: null })).token;
     await store.close();
-    longWav = path.join(config.dataDir, 'four-minutes.wav');
-    makeLongWav(config.ffmpegPath, longWav, 240);
+    longWav = path.join(config.dataDir, 'long.wav');
+    makeLongWav(config.ffmpegPath, longWav, LONG_S);
   });
 
   afterAll(() => {
@@ -138,15 +138,15 @@ describe('jobs survive the server process', () => {
     expect(done.status).toBe('succeeded');
     expect(done.attempts).toBe(2);
     expect(second.output()).toMatch(new RegExp(`re-queued 1 job\\(s\\) whose runner stopped: ${id}`));
-    expect(done.stats).toMatchObject({ duration_s: 240, model: 'nsm-4' });
+    expect(done.stats).toMatchObject({ duration_s: LONG_S, model: 'nsm-4' });
     const head = await rawRequest(`http://127.0.0.1:${port}${done.result!.url}`, {
       headers: { Authorization: `Bearer ${token}`, Range: 'bytes=0-1023' },
     });
     expect(head.status).toBe(206);
     expect(wavInfo(head.body)).toEqual({ sampleRate: 16000, channels: 1, bitsPerSample: 16 });
-    // 240 s of 16-bit mono at 16 kHz plus the header.
-    expect(done.result!.bytes - 240 * 16000 * 2).toBeGreaterThanOrEqual(44);
-    expect(done.result!.bytes - 240 * 16000 * 2).toBeLessThan(1024);
+    // LONG_S of 16-bit mono at 16 kHz plus the header.
+    expect(done.result!.bytes - LONG_S * 16000 * 2).toBeGreaterThanOrEqual(44);
+    expect(done.result!.bytes - LONG_S * 16000 * 2).toBeLessThan(1024);
 
     // SIGTERM with a job running: it goes back to the queue at once (attempt not counted) and the server exits 0.
     const again = await submitFile(`http://127.0.0.1:${port}${API}/jobs`, token, longWav, { model: 'nsm-4' });

@@ -9,7 +9,7 @@ import { loadConfig, PROJECT_ROOT } from '../src/config';
 import type { JobView } from '../src/jobs/views';
 import { openStore } from '../src/store';
 import { closeQuietly, fixture, listen, rawRequest, wavInfo } from './service-helpers';
-import { freshJobsDatabase, makeLongWav, stopJobsPostgres, until } from './jobs-helpers';
+import { freshJobsDatabase, LONG_S, makeLongWav, stopJobsPostgres, until } from './jobs-helpers';
 import { serverBinaries } from './real-servers';
 
 const API = '/v1/noise-suppressor';
@@ -83,7 +83,7 @@ describe('jobs on PostgreSQL across gateway processes', () => {
     const a = await startGateway(env('a'));
     gateways.push(a);
     const long = path.join(root, 'long.wav');
-    makeLongWav(loadConfig({} as NodeJS.ProcessEnv).ffmpegPath, long, 240);
+    makeLongWav(loadConfig({} as NodeJS.ProcessEnv).ffmpegPath, long, LONG_S);
     const form = new FormData();
     form.append('model', 'nsm-4');
     form.append('file', new Blob([fs.readFileSync(long)], { type: 'audio/wav' }), 'long.wav');
