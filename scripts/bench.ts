@@ -101,7 +101,8 @@ async function loadTable(config: Config): Promise<unknown> {
     });
     if (workers.length < 2) return { rows, scaling: null };
     const pairs = 6;
-    console.log(`\n1 → ${config.workers} workers side by side: both servers up, 4 in flight, ${pairs} pairs of alternating 8 s slices.`);
+    const sliceSeconds = 8;
+    console.log(`\n1 → ${config.workers} workers side by side: both servers up, 4 in flight, ${pairs} pairs of alternating ${sliceSeconds} s slices.`);
     const scaling = await runScaling({
       clipPath: clip,
       clipSeconds: 10,
@@ -109,8 +110,8 @@ async function loadTable(config: Config): Promise<unknown> {
       workers: [1, config.workers],
       concurrency: 4,
       pairs,
-      sliceSeconds: 8,
-      warmSeconds: 8,
+      sliceSeconds,
+      warmSeconds: sliceSeconds,
       log: (l) => console.log(l),
     });
     console.log(

@@ -20,20 +20,30 @@ export function mean(xs: number[]): number {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN;
 }
 
+/**
+ * 95 % percentile interval of `stat` over `resamples` bootstrap resamples of n items; `stat` draws its n indices
+ * (with replacement) from `pick`, seeded by `seed`, so a rerun gives the same interval.
+ */
+function percentileInterval(n: number, resamples: number, seed: number, stat: (pick: () => number) => number): { lo: number; hi: number } {
+  const rnd = seeded(seed);
+  const pick = () => Math.floor(rnd() * n);
+  const values = new Float64Array(resamples);
+  for (let r = 0; r < resamples; r++) values[r] = stat(pick);
+  values.sort();
+  const at = (q: number) => values[Math.min(resamples - 1, Math.max(0, Math.round(q * (resamples - 1))))];
+  return { lo: at(0.025), hi: at(0.975) };
+}
+
 /** Mean and its 95 % percentile-bootstrap interval (resampling clips with replacement). */
 export function bootstrapMean(xs: number[], resamples = BOOTSTRAP_RESAMPLES): MeanCi {
   const n = xs.length;
   if (n === 0) return { n, mean: NaN, lo: NaN, hi: NaN };
-  const rnd = seeded(SEED + n);
-  const means = new Float64Array(resamples);
-  for (let r = 0; r < resamples; r++) {
+  const ci = percentileInterval(n, resamples, SEED + n, (pick) => {
     let s = 0;
-    for (let i = 0; i < n; i++) s += xs[Math.floor(rnd() * n)];
-    means[r] = s / n;
-  }
-  means.sort();
-  const at = (q: number) => means[Math.min(resamples - 1, Math.max(0, Math.round(q * (resamples - 1))))];
-  return { n, mean: mean(xs), lo: at(0.025), hi: at(0.975) };
+    for (let i = 0; i < n; i++) s += xs[pick()];
+    return s / n;
+  });
+  return { n, mean: mean(xs), ...ci };
 }
 
 export interface PairedDiff extends MeanCi {
@@ -60,19 +70,15 @@ export function bootstrapRatio(a: number[], b: number[], resamples = BOOTSTRAP_R
   if (n !== b.length) throw new Error('a paired ratio needs as many values on both sides');
   const sum = (xs: number[]) => xs.reduce((s, v) => s + v, 0);
   if (n === 0) return { n, ratio: NaN, lo: NaN, hi: NaN };
-  const rnd = seeded(SEED + 7 * n);
-  const ratios = new Float64Array(resamples);
-  for (let r = 0; r < resamples; r++) {
+  const ci = percentileInterval(n, resamples, SEED + 7 * n, (pick) => {
     let sa = 0;
     let sb = 0;
     for (let i = 0; i < n; i++) {
-      const k = Math.floor(rnd() * n);
+      const k = pick();
       sa += a[k];
       sb += b[k];
     }
-    ratios[r] = sb / sa;
-  }
-  ratios.sort();
-  const at = (q: number) => ratios[Math.min(resamples - 1, Math.max(0, Math.round(q * (resamples - 1))))];
-  return { n, ratio: sum(b) / sum(a), lo: at(0.025), hi: at(0.975) };
+    return sb / sa;
+  });
+  return { n, ratio: sum(b) / sum(a), ...ci };
 }
