@@ -99,6 +99,24 @@ describe('inference engine (worker pool)', () => {
     expect(engine.state().streams).toBe(0);
   });
 
+  it('a worker runs the oldest stream first: a newer stream queued earlier waits', async () => {
+    const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
+    // Two workers, pinned by fewest streams: a and c share worker 0. Both opens are posted at once (not awaited by
+    // the engine), so worker 0 has its two posts in flight and what follows waits in the queue on this side.
+    const [a, b, c] = await Promise.all([engine.openStream(opts), engine.openStream(opts), engine.openStream(opts)]);
+    const done: string[] = [];
+    const track = (name: string, p: Promise<Float32Array[]>) => p.then((out) => (done.push(name), out));
+    const pushes = [
+      track('c1', c.push([signal(4000, 31)])),
+      track('c2', c.push([signal(4000, 32)])),
+      track('a1', a.push([signal(4000, 33)])),
+    ];
+    await Promise.all(pushes);
+    expect(done).toEqual(['a1', 'c1', 'c2']);
+    for (const s of [a, b, c]) await s.end();
+    expect(engine.state().streams).toBe(0);
+  });
+
   it('rejects bad options', async () => {
     await expect(engine.openStream({ model: 'nsm-9' as ModelId, channels: 1, attenuationLimitDb: 0 })).rejects.toThrow(/unknown model/);
     await expect(engine.openStream({ model: 'nsm-2', channels: 0, attenuationLimitDb: 0 })).rejects.toThrow(/channel/);

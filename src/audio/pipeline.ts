@@ -468,15 +468,19 @@ class PipelineRun {
       ahead = out;
       this.opts.onProgress?.(framesIn / modelRate, total);
     }
-    if (ahead) await edges.emit(await ahead);
     if (this.aborted) throw new AudioAbortedError();
     await this.guard(source.finish());
     if (framesIn === 0) throw new AudioInputError('could not decode: no audio samples in the file');
 
     this.throwIfFailed(); // end() cannot be aborted once sent, so do not send it for a run that already failed
-    const tail = await this.guard(edges.end());
+    // Sent before the last chunk's answer is back, so the worker flushes right after it instead of waiting for this
+    // thread to see that answer first; the outputs are still written in order.
+    const tail = this.guard(edges.end());
+    tail.catch(() => undefined); // a failure is thrown where it is awaited, below
+    if (ahead) await edges.emit(await ahead);
+    const last = await tail;
     this.stream = null; // flushed: nothing to abort any more
-    await edges.emit(tail);
+    await edges.emit(last);
     return framesIn;
   }
 

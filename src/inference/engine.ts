@@ -93,7 +93,13 @@ class PoolWorker {
   submit(job: Job): void {
     if (this.dead) return job.reject(new Error('inference worker is gone'));
     if (this.initError) return job.reject(this.initError);
-    this.queue.push(job);
+    // Oldest stream first (stream ids grow with each open; one stream's jobs keep their order): requests finish one
+    // after another instead of all together, so the worker still has an older request's work while a finished
+    // one's answer goes out and the next upload comes in.
+    const id = streamOf(job);
+    let i = this.queue.length;
+    while (i > 0 && streamOf(this.queue[i - 1]) > id) i--;
+    this.queue.splice(i, 0, job);
     this.pump();
   }
 
@@ -121,6 +127,10 @@ class PoolWorker {
   }
 }
 
+function streamOf(job: Job): number {
+  return 'streamId' in job.msg ? job.msg.streamId : 0;
+}
+
 /** Gives each channel its own exclusively owned buffer so it can be transferred (views into shared buffers are copied). */
 function ownedPlanar(planar: Float32Array[]): { planar: Float32Array[]; transfer: ArrayBuffer[] } {
   const seen = new Set<ArrayBufferLike>();
@@ -135,6 +145,7 @@ function ownedPlanar(planar: Float32Array[]): { planar: Float32Array[]; transfer
 class StreamHandle implements DenoiseStream {
   private failure: Error | null = null;
   private finished = false;
+  private aborted = false;
   private measured: StreamLoudness | null = null;
 
   constructor(
@@ -144,6 +155,8 @@ class StreamHandle implements DenoiseStream {
     readonly sampleRate: number,
     private readonly channels: number,
     readonly bands: BandProcessing[],
+    /** The worker's answer to `open`: requests are posted behind it at once, and fail with its error if it failed. */
+    private readonly opened: Promise<unknown>,
   ) {}
 
   fail(err: Error): void {
@@ -189,9 +202,13 @@ class StreamHandle implements DenoiseStream {
   }
 
   abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    // Freed here at once, also when `end` was already sent (the pipeline sends it before the last chunk's answer is
+    // back); the worker then drops the stream after that flush, and nobody waits for the answer.
+    this.owner.streams.delete(this.id);
     if (this.finished) return;
     this.finished = true;
-    this.owner.streams.delete(this.id);
     if (!this.owner.dead) {
       this.owner.submit({
         msg: { type: 'abort', streamId: this.id },
@@ -208,9 +225,11 @@ class StreamHandle implements DenoiseStream {
     if (this.failure) return Promise.reject(this.failure);
     // Submitted at once: requests of one stream still run in order (one worker, FIFO queue, run one at a time there),
     // and a push made before the previous one resolved is already queued, or posted, when the worker gets to it.
-    return new Promise<Reply>((resolve, reject) => {
+    const reply = new Promise<Reply>((resolve, reject) => {
       this.owner.submit({ msg: make(this.engine.nextReqId()), transfer, expectsReply: true, resolve, reject });
     });
+    reply.catch(() => undefined); // when `open` failed, its error is the one reported
+    return this.opened.then(() => reply);
   }
 }
 
@@ -285,9 +304,9 @@ class Engine implements InferenceEngine {
     if (!w) throw new Error('no inference worker available');
     const id = ++this.streamCounter;
     const layout = streamLayout(opts.model, !!opts.fullBand);
-    const handle = new StreamHandle(this, w, id, layout.sampleRate, opts.channels, layout.bands);
-    w.streams.set(id, handle);
-    await new Promise<Reply>((resolve, reject) =>
+    // Not awaited: the stream's first push is posted right behind `open` (one worker, FIFO), so the worker goes from
+    // one to the other without waiting for this thread to see the answer to `open` in between.
+    const opened = new Promise<Reply>((resolve, reject) =>
       w.submit({
         msg: {
           type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels,
@@ -299,9 +318,12 @@ class Engine implements InferenceEngine {
         resolve,
         reject,
       }),
-    ).catch((err: Error) => {
+    );
+    const handle = new StreamHandle(this, w, id, layout.sampleRate, opts.channels, layout.bands, opened);
+    w.streams.set(id, handle);
+    opened.catch((err: Error) => {
       w.streams.delete(id);
-      throw err;
+      handle.fail(err);
     });
     return handle;
   }
