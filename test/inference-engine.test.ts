@@ -99,22 +99,29 @@ describe('inference engine (worker pool)', () => {
     expect(engine.state().streams).toBe(0);
   });
 
-  it('a worker runs the oldest stream first: a newer stream queued earlier waits', async () => {
-    const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
-    // Two workers, pinned by fewest streams: a and c share worker 0. Both opens are posted at once (not awaited by
-    // the engine), so worker 0 has its two posts in flight and what follows waits in the queue on this side.
-    const [a, b, c] = await Promise.all([engine.openStream(opts), engine.openStream(opts), engine.openStream(opts)]);
-    const done: string[] = [];
-    const track = (name: string, p: Promise<Float32Array[]>) => p.then((out) => (done.push(name), out));
-    const pushes = [
-      track('c1', c.push([signal(4000, 31)])),
-      track('c2', c.push([signal(4000, 32)])),
-      track('a1', a.push([signal(4000, 33)])),
-    ];
-    await Promise.all(pushes);
-    expect(done).toEqual(['a1', 'c1', 'c2']);
-    for (const s of [a, b, c]) await s.end();
-    expect(engine.state().streams).toBe(0);
+  it("queue order: a stream's first messages by the stream's age, later ones by when they came", async () => {
+    const one = await createInferenceEngine({ ...config, workers: 1 }, { warmUp: false });
+    try {
+      const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
+      // Both opens are posted at once (the engine does not wait for them), so the worker has its two posts in flight
+      // and everything below waits in the queue on this side, all submitted in this one turn of the event loop.
+      const [a, c] = await Promise.all([one.openStream(opts), one.openStream(opts)]);
+      const done: string[] = [];
+      const track = (name: string, p: Promise<Float32Array[]>) => p.then((out) => (done.push(name), out));
+      const pushes = [track('c1', c.push([signal(2000, 31)])), track('c2', c.push([signal(2000, 32)]))];
+      for (let k = 1; k <= 6; k++) pushes.push(track(`a${k}`, a.push([signal(2000, 40 + k)])));
+      // A stream opened after a's later chunks were queued goes behind them.
+      const d = await one.openStream(opts);
+      pushes.push(track('d1', d.push([signal(2000, 50)])));
+      await Promise.all(pushes);
+      // a is older than c: its first three pushes (messages 2-4 after its open) go first; its later ones rank by when
+      // they came, after c's (c was open by then) and before d's.
+      expect(done).toEqual(['a1', 'a2', 'a3', 'c1', 'c2', 'a4', 'a5', 'a6', 'd1']);
+      for (const s of [a, c, d]) await s.end();
+      expect(one.state().streams).toBe(0);
+    } finally {
+      await one.close();
+    }
   });
 
   it('rejects bad options', async () => {

@@ -27,6 +27,14 @@ const WORKER_SCRIPT = path.join(__dirname, 'worker.js');
  * when the worker finishes one (no idle round trip) while the rest stays queued here (bounded memory in the worker).
  */
 const MAX_IN_FLIGHT = 2;
+/**
+ * Queue order on a worker. A stream's first messages (open and the next three: a 10 s call's whole life with 8 s
+ * chunks) rank by the stream's age, so the oldest call's go first. Each later message of a long stream (a long file,
+ * a job fed 1 s chunks) ranks by when it was submitted, as if it opened a stream then: streams opened before it go
+ * ahead, newer ones behind. So short calls finish one after another, a long stream shares its worker chunk by chunk
+ * and holds back a newer call for at most a chunk, and no message waits for more than the streams older than it.
+ */
+const ARRIVAL_ORDER_MESSAGES = 4;
 /** close() waits at most this long for requests already posted to the workers. */
 const CLOSE_DRAIN_MS = 10_000;
 
@@ -36,6 +44,8 @@ const NO_REPLY: Reply = { planar: [] };
 
 interface Job {
   msg: ToWorker;
+  /** Queue position: behind every job of a rank no higher (a stream id: see ARRIVAL_ORDER_MESSAGES). */
+  rank: number;
   transfer: ArrayBuffer[];
   /** Fire-and-forget messages (abort) have no reply. */
   expectsReply: boolean;
@@ -93,12 +103,11 @@ class PoolWorker {
   submit(job: Job): void {
     if (this.dead) return job.reject(new Error('inference worker is gone'));
     if (this.initError) return job.reject(this.initError);
-    // Oldest stream first (stream ids grow with each open; one stream's jobs keep their order): requests finish one
-    // after another instead of all together, so the worker still has an older request's work while a finished
-    // one's answer goes out and the next upload comes in.
-    const id = streamOf(job);
+    // By rank (ARRIVAL_ORDER_MESSAGES): short calls finish one after another instead of all together, so the worker
+    // still has an older call's work while a finished one's answer goes out and the next upload comes in. A
+    // stream's ranks never decrease, so its own jobs keep their order.
     let i = this.queue.length;
-    while (i > 0 && streamOf(this.queue[i - 1]) > id) i--;
+    while (i > 0 && this.queue[i - 1].rank > job.rank) i--;
     this.queue.splice(i, 0, job);
     this.pump();
   }
@@ -127,10 +136,6 @@ class PoolWorker {
   }
 }
 
-function streamOf(job: Job): number {
-  return 'streamId' in job.msg ? job.msg.streamId : 0;
-}
-
 /** Gives each channel its own exclusively owned buffer so it can be transferred (views into shared buffers are copied). */
 function ownedPlanar(planar: Float32Array[]): { planar: Float32Array[]; transfer: ArrayBuffer[] } {
   const seen = new Set<ArrayBufferLike>();
@@ -146,6 +151,8 @@ class StreamHandle implements DenoiseStream {
   private failure: Error | null = null;
   private finished = false;
   private aborted = false;
+  /** Messages of this stream submitted so far (its `open` is the first). */
+  private messages = 1;
   private measured: StreamLoudness | null = null;
 
   constructor(
@@ -212,6 +219,7 @@ class StreamHandle implements DenoiseStream {
     if (!this.owner.dead) {
       this.owner.submit({
         msg: { type: 'abort', streamId: this.id },
+        rank: this.engine.newestStream(), // behind everything of this stream already queued
         transfer: [],
         expectsReply: false,
         resolve: () => undefined,
@@ -226,7 +234,8 @@ class StreamHandle implements DenoiseStream {
     // Submitted at once: requests of one stream still run in order (one worker, FIFO queue, run one at a time there),
     // and a push made before the previous one resolved is already queued, or posted, when the worker gets to it.
     const reply = new Promise<Reply>((resolve, reject) => {
-      this.owner.submit({ msg: make(this.engine.nextReqId()), transfer, expectsReply: true, resolve, reject });
+      const rank = ++this.messages <= ARRIVAL_ORDER_MESSAGES ? this.id : this.engine.newestStream();
+      this.owner.submit({ msg: make(this.engine.nextReqId()), rank, transfer, expectsReply: true, resolve, reject });
     });
     reply.catch(() => undefined); // when `open` failed, its error is the one reported
     return this.opened.then(() => reply);
@@ -254,6 +263,11 @@ class Engine implements InferenceEngine {
 
   nextReqId(): number {
     return ++this.reqCounter;
+  }
+
+  /** The id of the stream opened last (ids grow with each open). */
+  newestStream(): number {
+    return this.streamCounter;
   }
 
   async start(): Promise<void> {
@@ -313,6 +327,7 @@ class Engine implements InferenceEngine {
           attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness,
           ...(pcmInput ? { pcmInput } : {}),
         },
+        rank: id,
         transfer: [],
         expectsReply: true,
         resolve,
