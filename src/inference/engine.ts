@@ -1,7 +1,7 @@
 // The inference engine: a pool of worker threads (config.workers), streams pinned to a worker (their state lives
-// there), a per-worker FIFO queue on this side (at most MAX_IN_FLIGHT requests posted per worker; the worker runs them
-// one at a time, in order), audio moved with transferable ArrayBuffers. A worker that dies is replaced; only the
-// streams pinned to it fail, with a clear error.
+// there), a per-worker queue on this side (ordered as ARRIVAL_ORDER_MESSAGES says; at most MAX_IN_FLIGHT requests
+// posted per worker, which runs them one at a time, in order), audio moved with transferable ArrayBuffers. A worker
+// that dies is replaced; only the streams pinned to it fail, with a clear error.
 import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -32,7 +32,7 @@ const MAX_IN_FLIGHT = 2;
  * chunks) rank by the stream's age, so the oldest call's go first. Each later message of a long stream (a long file,
  * a job fed 1 s chunks) ranks by when it was submitted, as if it opened a stream then: streams opened before it go
  * ahead, newer ones behind. So short calls finish one after another, a long stream shares its worker chunk by chunk
- * and holds back a newer call for at most a chunk, and no message waits for more than the streams older than it.
+ * and holds back a newer call by at most the chunks already queued, and no message waits for more than the streams older than it.
  */
 const ARRIVAL_ORDER_MESSAGES = 4;
 /** close() waits at most this long for requests already posted to the workers. */
@@ -231,7 +231,8 @@ class StreamHandle implements DenoiseStream {
   private request(make: (reqId: number) => ToWorker, transfer: ArrayBuffer[]): Promise<Reply> {
     if (this.finished) return Promise.reject(new Error('stream already ended or aborted'));
     if (this.failure) return Promise.reject(this.failure);
-    // Submitted at once: requests of one stream still run in order (one worker, FIFO queue, run one at a time there),
+    // Submitted at once: requests of one stream still run in order (one worker, ranks that never decrease, run one at a
+    // time there),
     // and a push made before the previous one resolved is already queued, or posted, when the worker gets to it.
     const reply = new Promise<Reply>((resolve, reject) => {
       const rank = ++this.messages <= ARRIVAL_ORDER_MESSAGES ? this.id : this.engine.newestStream();
@@ -318,7 +319,7 @@ class Engine implements InferenceEngine {
     if (!w) throw new Error('no inference worker available');
     const id = ++this.streamCounter;
     const layout = streamLayout(opts.model, !!opts.fullBand);
-    // Not awaited: the stream's first push is posted right behind `open` (one worker, FIFO), so the worker goes from
+    // Not awaited: the stream's first push is queued right behind `open` (same worker, same rank), so the worker goes from
     // one to the other without waiting for this thread to see the answer to `open` in between.
     const opened = new Promise<Reply>((resolve, reject) =>
       w.submit({
