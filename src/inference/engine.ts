@@ -32,7 +32,8 @@ const MAX_IN_FLIGHT = 2;
  * chunks) rank by the stream's age, so the oldest call's go first. Each later message of a long stream (a long file,
  * a job fed 1 s chunks) ranks by when it was submitted, as if it opened a stream then: streams opened before it go
  * ahead, newer ones behind. So short calls finish one after another, a long stream shares its worker chunk by chunk
- * and holds back a newer call by at most the chunks already queued, and no message waits for more than the streams older than it.
+ * and holds back a newer call by at most the chunks already queued, and no message waits for more than the streams
+ * older than it.
  */
 const ARRIVAL_ORDER_MESSAGES = 4;
 /** close() waits at most this long for requests already posted to the workers. */
@@ -150,7 +151,6 @@ function ownedPlanar(planar: Float32Array[]): { planar: Float32Array[]; transfer
 class StreamHandle implements DenoiseStream {
   private failure: Error | null = null;
   private finished = false;
-  private aborted = false;
   /** Messages of this stream submitted so far (its `open` is the first). */
   private messages = 1;
   private measured: StreamLoudness | null = null;
@@ -209,10 +209,9 @@ class StreamHandle implements DenoiseStream {
   }
 
   abort(): void {
-    if (this.aborted) return;
-    this.aborted = true;
     // Freed here at once, also when `end` was already sent (the pipeline sends it before the last chunk's answer is
-    // back); the worker then drops the stream after that flush, and nobody waits for the answer.
+    // back); the worker then drops the stream after that flush, and nobody waits for the answer. A repeated call
+    // changes nothing: the stream is gone from the map and `finished` is set.
     this.owner.streams.delete(this.id);
     if (this.finished) return;
     this.finished = true;
@@ -231,9 +230,9 @@ class StreamHandle implements DenoiseStream {
   private request(make: (reqId: number) => ToWorker, transfer: ArrayBuffer[]): Promise<Reply> {
     if (this.finished) return Promise.reject(new Error('stream already ended or aborted'));
     if (this.failure) return Promise.reject(this.failure);
-    // Submitted at once: requests of one stream still run in order (one worker, ranks that never decrease, run one at a
-    // time there),
-    // and a push made before the previous one resolved is already queued, or posted, when the worker gets to it.
+    // Submitted at once: requests of one stream still run in order (one worker, ranks that never decrease, run one at
+    // a time there), and a push made before the previous one resolved is already queued, or posted, when the worker
+    // gets to it.
     const reply = new Promise<Reply>((resolve, reject) => {
       const rank = ++this.messages <= ARRIVAL_ORDER_MESSAGES ? this.id : this.engine.newestStream();
       this.owner.submit({ msg: make(this.engine.nextReqId()), rank, transfer, expectsReply: true, resolve, reject });
@@ -319,8 +318,8 @@ class Engine implements InferenceEngine {
     if (!w) throw new Error('no inference worker available');
     const id = ++this.streamCounter;
     const layout = streamLayout(opts.model, !!opts.fullBand);
-    // Not awaited: the stream's first push is queued right behind `open` (same worker, same rank), so the worker goes from
-    // one to the other without waiting for this thread to see the answer to `open` in between.
+    // Not awaited: the stream's first push is queued right behind `open` (same worker, same rank), so the worker goes
+    // from one to the other without waiting for this thread to see the answer to `open` in between.
     const opened = new Promise<Reply>((resolve, reject) =>
       w.submit({
         msg: {
