@@ -124,6 +124,76 @@ describe('inference engine (worker pool)', () => {
     }
   });
 
+  it('a new stream goes to the first worker with room, not behind a long stream on the other', async () => {
+    const two = await createInferenceEngine({ ...config, workers: 2 }, { warmUp: false });
+    try {
+      const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
+      const done: string[] = [];
+      const track = (name: string, p: Promise<Float32Array[]>) => p.then((out) => (done.push(name), out));
+      const pushes: Promise<Float32Array[]>[] = [];
+      // All in this one turn of the event loop (opens are not awaited by the engine, so nothing is answered yet):
+      // a long stream with four 30 s chunks, then two short streams, then the stream S under test.
+      const long = await two.openStream(opts);
+      for (let k = 1; k <= 4; k++) pushes.push(track(`L${k}`, long.push([signal(480000, 60 + k)])));
+      const m1 = await two.openStream(opts);
+      pushes.push(track('m1', m1.push([signal(2000, 70)])));
+      const m2 = await two.openStream(opts);
+      pushes.push(track('m2', m2.push([signal(2000, 71)])));
+      const s = await two.openStream(opts);
+      pushes.push(track('S', s.push([signal(2000, 72)])));
+      expect(two.state().streams).toBe(4);
+      await Promise.all(pushes);
+      // Pinned at open, S went to the worker with fewer streams, the long one's, and waited for its four chunks
+      // (about 85 ms each). Bound when a worker has room, it runs on the other worker as soon as m1 and m2 are done.
+      expect(done.indexOf('S')).toBeLessThan(done.indexOf('L2'));
+      for (const x of [long, m1, m2, s]) await x.end();
+      expect(two.state()).toMatchObject({ streams: 0, queued: 0 });
+    } finally {
+      await two.close();
+    }
+  });
+
+  it('a stream still waiting for a worker can be aborted: its requests fail, the others go on', async () => {
+    const one = await createInferenceEngine({ ...config, workers: 1 }, { warmUp: false });
+    try {
+      const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
+      const a = await one.openStream(opts);
+      const aPushes = [1, 2, 3].map((k) => a.push([signal(32000, 80 + k)]));
+      const b = await one.openStream(opts); // a's open and first push are posted, two pushes queued: b waits
+      const bPush = b.push([signal(2000, 84)]);
+      expect(one.state()).toMatchObject({ streams: 2, queued: 4 }); // a's last two pushes, b's open and push
+      b.abort();
+      await expect(bPush).rejects.toThrow(/aborted/);
+      expect(one.state().streams).toBe(1);
+      const outs = await Promise.all(aPushes);
+      expect(outs.every((o) => o[0].length > 0)).toBe(true);
+      await a.end();
+      expect(one.state()).toMatchObject({ streams: 0, queued: 0 });
+    } finally {
+      await one.close();
+    }
+  });
+
+  it('a stream still waiting for a worker survives a worker crash and runs on its replacement', async () => {
+    const one = await createInferenceEngine({ ...config, workers: 1 }, { warmUp: false });
+    try {
+      const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
+      const a = await one.openStream(opts);
+      const aPushes = [1, 2, 3].map((k) => a.push([signal(32000, 90 + k)]));
+      const b = await one.openStream(opts); // waits: a's requests fill the only worker
+      const bx = [signal(6000, 94)];
+      const bOut = runStream(b, bx, 3000);
+      (one as unknown as { crashWorkerForTest(i: number): void }).crashWorkerForTest(0);
+      const aResults = await Promise.allSettled(aPushes);
+      expect(aResults.some((r) => r.status === 'rejected' && /worker crashed/.test(String(r.reason)))).toBe(true);
+      const out = await bOut;
+      expect(out[0].length).toBe(bx[0].length);
+      expect(one.state()).toMatchObject({ streams: 0, restarts: 1 });
+    } finally {
+      await one.close();
+    }
+  });
+
   it('rejects bad options', async () => {
     await expect(engine.openStream({ model: 'nsm-9' as ModelId, channels: 1, attenuationLimitDb: 0 })).rejects.toThrow(/unknown model/);
     await expect(engine.openStream({ model: 'nsm-2', channels: 0, attenuationLimitDb: 0 })).rejects.toThrow(/channel/);

@@ -1,7 +1,7 @@
 // The inference engine: a pool of worker threads (config.workers), streams pinned to a worker (their state lives
-// there), a per-worker queue on this side (ordered as ARRIVAL_ORDER_MESSAGES says; at most MAX_IN_FLIGHT requests
-// posted per worker, which runs them one at a time, in order), audio moved with transferable ArrayBuffers. A worker
-// that dies is replaced; only the streams pinned to it fail, with a clear error.
+// there) when one has room for them (see BINDING), a per-worker queue on this side (ordered as ARRIVAL_ORDER_MESSAGES
+// says; at most MAX_IN_FLIGHT requests posted per worker, which runs them one at a time, in order), audio moved with
+// transferable ArrayBuffers. A worker that dies is replaced; only the streams pinned to it fail, with a clear error.
 import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -36,6 +36,14 @@ const MAX_IN_FLIGHT = 2;
  * older than it.
  */
 const ARRIVAL_ORDER_MESSAGES = 4;
+/** Added to the newest stream id for a rank behind every stream opened so far (later messages, abort). */
+const LATER = 0.5;
+// BINDING. A new stream is not pinned when it opens but when a worker has room for it: when fewer than MAX_IN_FLIGHT
+// of the worker's requests would run before the stream's (those posted, and those queued that rank ahead of it).
+// Until then its requests wait here, in the order the streams opened, and the first worker to get room takes the
+// oldest. Pinning at open had to guess from the queues of that moment: a short call could land behind a long file's
+// queued chunks while the other worker ran dry a moment later. With one worker the order is the same as pinning at
+// open (the stream binds when its requests would have been posted anyway).
 /** close() waits at most this long for requests already posted to the workers. */
 const CLOSE_DRAIN_MS = 10_000;
 
@@ -69,6 +77,8 @@ class PoolWorker {
     modelsDir: string,
     warmUp: boolean,
     private readonly onExit: (w: PoolWorker, code: number) => void,
+    /** Called when the worker may have room for a waiting stream (it got ready, or answered a request). */
+    private readonly onRoom: () => void,
   ) {
     this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir, warmUp } });
     this.ready = new Promise<void>((resolve, reject) => {
@@ -76,11 +86,13 @@ class PoolWorker {
         if (msg.type === 'ready') {
           this.isReady = true;
           resolve();
+          this.onRoom();
           this.pump();
         } else if (msg.type === 'init-error') {
           this.initError = new Error(`inference worker could not start: ${msg.message}`);
           reject(this.initError);
           this.failAll(this.initError);
+          this.onRoom(); // streams waiting for a worker fail if none can take them any more
         } else {
           const i = this.inFlight.findIndex((j) => 'reqId' in j.msg && j.msg.reqId === msg.reqId);
           const job = i >= 0 ? this.inFlight.splice(i, 1)[0] : undefined;
@@ -88,6 +100,7 @@ class PoolWorker {
             if (msg.type === 'result') job.resolve(msg);
             else job.reject(new Error(msg.message));
           }
+          this.onRoom();
           this.pump();
         }
       });
@@ -99,6 +112,23 @@ class PoolWorker {
       });
     });
     this.ready.catch(() => undefined);
+  }
+
+  /** Ready and alive: can take streams now. */
+  get usable(): boolean {
+    return this.isReady && !this.dead;
+  }
+
+  /** Why it could not start (it never will take streams), or null. */
+  get failedToStart(): Error | null {
+    return this.initError;
+  }
+
+  /** Requests that would run before a stream of this id bound now: those posted, and those queued ranking ahead. */
+  ahead(streamId: number): number {
+    let n = this.inFlight.length;
+    for (const j of this.queue) if (j.rank < streamId) n++;
+    return n;
   }
 
   submit(job: Job): void {
@@ -154,20 +184,48 @@ class StreamHandle implements DenoiseStream {
   /** Messages of this stream submitted so far (its `open` is the first). */
   private messages = 1;
   private measured: StreamLoudness | null = null;
+  /** The worker it is pinned to; null while it waits for one (BINDING). */
+  private owner: PoolWorker | null = null;
+  /** Its requests, `open` first, while it waits for a worker. */
+  readonly waiting: Job[] = [];
+  /** The worker's answer to `open`: requests are queued behind it at once, and fail with its error if it failed. */
+  readonly opened: Promise<unknown>;
 
   constructor(
     private readonly engine: Engine,
-    private readonly owner: PoolWorker,
     readonly id: number,
     readonly sampleRate: number,
     private readonly channels: number,
     readonly bands: BandProcessing[],
-    /** The worker's answer to `open`: requests are posted behind it at once, and fail with its error if it failed. */
-    private readonly opened: Promise<unknown>,
-  ) {}
+    open: Omit<Job, 'resolve' | 'reject'>,
+  ) {
+    this.opened = new Promise<Reply>((resolve, reject) => this.waiting.push({ ...open, resolve, reject }));
+    this.opened.catch((err: Error) => {
+      this.owner?.streams.delete(this.id);
+      this.fail(err);
+    });
+  }
+
+  /** Pins the stream to `w` and hands it the requests made so far. */
+  bind(w: PoolWorker): void {
+    this.owner = w;
+    w.streams.set(this.id, this);
+    for (const job of this.waiting.splice(0)) w.submit(job);
+  }
+
+  /** Fails the requests still waiting for a worker (the stream never got one). */
+  failWaiting(err: Error): void {
+    this.fail(err);
+    for (const job of this.waiting.splice(0)) job.reject(err);
+  }
 
   fail(err: Error): void {
     if (!this.failure) this.failure = err;
+  }
+
+  private submit(job: Job): void {
+    if (this.owner) this.owner.submit(job);
+    else this.waiting.push(job);
   }
 
   /** Takes ownership of the arrays: their buffers are transferred to the worker (detached here). */
@@ -201,7 +259,7 @@ class StreamHandle implements DenoiseStream {
       return r;
     });
     this.finished = true;
-    return p.finally(() => this.owner.streams.delete(this.id));
+    return p.finally(() => this.owner?.streams.delete(this.id));
   }
 
   loudness(): StreamLoudness | null {
@@ -212,13 +270,20 @@ class StreamHandle implements DenoiseStream {
     // Freed here at once, also when `end` was already sent (the pipeline sends it before the last chunk's answer is
     // back); the worker then drops the stream after that flush, and nobody waits for the answer. A repeated call
     // changes nothing: the stream is gone from the map and `finished` is set.
+    if (!this.owner) {
+      // Still waiting for a worker: nothing of it reached one.
+      this.engine.forget(this);
+      this.failWaiting(new Error('stream aborted'));
+      this.finished = true;
+      return;
+    }
     this.owner.streams.delete(this.id);
     if (this.finished) return;
     this.finished = true;
     if (!this.owner.dead) {
       this.owner.submit({
         msg: { type: 'abort', streamId: this.id },
-        rank: this.engine.newestStream(), // behind everything of this stream already queued
+        rank: this.engine.newestStream() + LATER, // behind everything of this stream already queued
         transfer: [],
         expectsReply: false,
         resolve: () => undefined,
@@ -234,8 +299,8 @@ class StreamHandle implements DenoiseStream {
     // a time there), and a push made before the previous one resolved is already queued, or posted, when the worker
     // gets to it.
     const reply = new Promise<Reply>((resolve, reject) => {
-      const rank = ++this.messages <= ARRIVAL_ORDER_MESSAGES ? this.id : this.engine.newestStream();
-      this.owner.submit({ msg: make(this.engine.nextReqId()), rank, transfer, expectsReply: true, resolve, reject });
+      const rank = ++this.messages <= ARRIVAL_ORDER_MESSAGES ? this.id : this.engine.newestStream() + LATER;
+      this.submit({ msg: make(this.engine.nextReqId()), rank, transfer, expectsReply: true, resolve, reject });
     });
     reply.catch(() => undefined); // when `open` failed, its error is the one reported
     return this.opened.then(() => reply);
@@ -249,6 +314,8 @@ function pcmOf(r: Reply): Uint8Array {
 
 class Engine implements InferenceEngine {
   private readonly workers: PoolWorker[] = [];
+  /** Streams waiting for a worker (BINDING), oldest first. */
+  private readonly unbound: StreamHandle[] = [];
   private restarts = 0;
   private closed = false;
   private reqCounter = 0;
@@ -275,7 +342,46 @@ class Engine implements InferenceEngine {
   }
 
   private spawn(): PoolWorker {
-    return new PoolWorker(this.config.modelsDir, this.options.warmUp ?? true, (w, code) => this.onWorkerExit(w, code));
+    return new PoolWorker(
+      this.config.modelsDir,
+      this.options.warmUp ?? true,
+      (w, code) => this.onWorkerExit(w, code),
+      () => this.dispatch(),
+    );
+  }
+
+  /**
+   * Pins waiting streams, oldest first, each to the worker with the fewest requests ahead of it, while one has room
+   * (BINDING). A newer stream would find no fewer requests ahead of it, so the first that finds no room ends the turn.
+   */
+  private dispatch(): void {
+    while (this.unbound.length > 0) {
+      const s = this.unbound[0];
+      let best: PoolWorker | null = null;
+      let bestAhead = Infinity;
+      for (const w of this.workers) {
+        if (!w.usable) continue;
+        const n = w.ahead(s.id);
+        if (n < bestAhead || (n === bestAhead && best && w.streams.size < best.streams.size)) {
+          best = w;
+          bestAhead = n;
+        }
+      }
+      if (!best || bestAhead >= MAX_IN_FLIGHT) {
+        // None can take it now. If none ever can (every worker failed to start), say so instead of waiting.
+        const failed = this.workers.map((w) => w.failedToStart);
+        if (!best && failed.every((e) => e)) for (const t of this.unbound.splice(0)) t.failWaiting(failed[0]!);
+        return;
+      }
+      this.unbound.shift();
+      s.bind(best);
+    }
+  }
+
+  /** Drops a stream that is still waiting for a worker (aborted). */
+  forget(s: StreamHandle): void {
+    const i = this.unbound.indexOf(s);
+    if (i >= 0) this.unbound.splice(i, 1);
   }
 
   private onWorkerExit(w: PoolWorker, code: number): void {
@@ -311,35 +417,23 @@ class Engine implements InferenceEngine {
     if (!MODEL_IDS.includes(opts.model)) throw new Error(`unknown model "${opts.model}"`);
     if (!Number.isInteger(opts.channels) || opts.channels < 1) throw new Error(`invalid channel count ${opts.channels}`);
     if (!(opts.attenuationLimitDb >= 0)) throw new Error(`invalid attenuation limit ${opts.attenuationLimitDb}`);
-    // Pin to the worker with the fewest streams, then the shortest queue.
-    const w = this.workers
-      .filter((x) => !x.dead)
-      .sort((a, b) => a.streams.size - b.streams.size || a.queue.length - b.queue.length)[0];
-    if (!w) throw new Error('no inference worker available');
+    if (this.workers.every((w) => w.dead)) throw new Error('no inference worker available');
     const id = ++this.streamCounter;
     const layout = streamLayout(opts.model, !!opts.fullBand);
     // Not awaited: the stream's first push is queued right behind `open` (same worker, same rank), so the worker goes
     // from one to the other without waiting for this thread to see the answer to `open` in between.
-    const opened = new Promise<Reply>((resolve, reject) =>
-      w.submit({
-        msg: {
-          type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels,
-          attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness,
-          ...(pcmInput ? { pcmInput } : {}),
-        },
-        rank: id,
-        transfer: [],
-        expectsReply: true,
-        resolve,
-        reject,
-      }),
-    );
-    const handle = new StreamHandle(this, w, id, layout.sampleRate, opts.channels, layout.bands, opened);
-    w.streams.set(id, handle);
-    opened.catch((err: Error) => {
-      w.streams.delete(id);
-      handle.fail(err);
+    const handle = new StreamHandle(this, id, layout.sampleRate, opts.channels, layout.bands, {
+      msg: {
+        type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels,
+        attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness,
+        ...(pcmInput ? { pcmInput } : {}),
+      },
+      rank: id,
+      transfer: [],
+      expectsReply: true,
     });
+    this.unbound.push(handle);
+    this.dispatch();
     return handle;
   }
 
@@ -352,6 +446,8 @@ class Engine implements InferenceEngine {
       queued += w.queue.length;
       streams += w.streams.size;
     }
+    for (const s of this.unbound) queued += s.waiting.length;
+    streams += this.unbound.length;
     return { size: this.workers.length, busy, queued, streams, restarts: this.restarts };
   }
 
@@ -367,6 +463,7 @@ class Engine implements InferenceEngine {
     // throwing an instance of 'Napi::Error'"): drop what is still queued here, let the requests already posted finish
     // (an aborted stream's last chunk, typically; bounded), then terminate.
     const closing = new Error('inference engine closed');
+    for (const s of this.unbound.splice(0)) s.failWaiting(closing);
     for (const w of this.workers) {
       const queued = w.queue.splice(0);
       for (const j of queued) j.reject(closing);
