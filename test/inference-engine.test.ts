@@ -36,6 +36,24 @@ async function runStream(stream: DenoiseStream, x: Float32Array[], chunk: number
   return x.map((_, c) => concatAll(parts.map((p) => p[c])));
 }
 
+const NSM2 = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
+
+/** A pool of its own for a test that looks at queue order (no warm-up), closed afterwards. */
+async function withEngine(workers: number, run: (e: InferenceEngine) => Promise<void>): Promise<void> {
+  const e = await createInferenceEngine({ ...config, workers }, { warmUp: false });
+  try {
+    await run(e);
+  } finally {
+    await e.close();
+  }
+}
+
+/** Opens a stream and pushes three 2 s chunks: on one worker its open and first push are posted, two pushes queued. */
+async function fillWorker(e: InferenceEngine, seed: number): Promise<{ stream: DenoiseStream; pushes: Promise<Float32Array[]>[] }> {
+  const stream = await e.openStream(NSM2);
+  return { stream, pushes: [1, 2, 3].map((k) => stream.push([signal(32000, seed + k)])) };
+}
+
 describe('inference engine (worker pool)', () => {
   let engine: InferenceEngine;
 
@@ -99,19 +117,17 @@ describe('inference engine (worker pool)', () => {
     expect(engine.state().streams).toBe(0);
   });
 
-  it("queue order: a stream's first messages by the stream's age, later ones by when they came", async () => {
-    const one = await createInferenceEngine({ ...config, workers: 1 }, { warmUp: false });
-    try {
-      const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
+  it("queue order: a stream's first messages by the stream's age, later ones by when they came", () =>
+    withEngine(1, async (one) => {
       // Both opens are posted at once (the engine does not wait for them), so the worker has its two posts in flight
       // and everything below waits in the queue on this side, all submitted in this one turn of the event loop.
-      const [a, c] = await Promise.all([one.openStream(opts), one.openStream(opts)]);
+      const [a, c] = await Promise.all([one.openStream(NSM2), one.openStream(NSM2)]);
       const done: string[] = [];
       const track = (name: string, p: Promise<Float32Array[]>) => p.then((out) => (done.push(name), out));
       const pushes = [track('c1', c.push([signal(2000, 31)])), track('c2', c.push([signal(2000, 32)]))];
       for (let k = 1; k <= 6; k++) pushes.push(track(`a${k}`, a.push([signal(2000, 40 + k)])));
       // A stream opened after a's later chunks were queued goes behind them.
-      const d = await one.openStream(opts);
+      const d = await one.openStream(NSM2);
       pushes.push(track('d1', d.push([signal(2000, 50)])));
       await Promise.all(pushes);
       // a is older than c: its first three pushes (messages 2-4 after its open) go first; its later ones rank by when
@@ -119,27 +135,22 @@ describe('inference engine (worker pool)', () => {
       expect(done).toEqual(['a1', 'a2', 'a3', 'c1', 'c2', 'a4', 'a5', 'a6', 'd1']);
       for (const s of [a, c, d]) await s.end();
       expect(one.state().streams).toBe(0);
-    } finally {
-      await one.close();
-    }
-  });
+    }));
 
-  it('a new stream goes to the first worker with room, not behind a long stream on the other', async () => {
-    const two = await createInferenceEngine({ ...config, workers: 2 }, { warmUp: false });
-    try {
-      const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
+  it('a new stream goes to the first worker with room, not behind a long stream on the other', () =>
+    withEngine(2, async (two) => {
       const done: string[] = [];
       const track = (name: string, p: Promise<Float32Array[]>) => p.then((out) => (done.push(name), out));
       const pushes: Promise<Float32Array[]>[] = [];
       // All in this one turn of the event loop (opens are not awaited by the engine, so nothing is answered yet):
       // a long stream with four 30 s chunks, then two short streams, then the stream S under test.
-      const long = await two.openStream(opts);
+      const long = await two.openStream(NSM2);
       for (let k = 1; k <= 4; k++) pushes.push(track(`L${k}`, long.push([signal(480000, 60 + k)])));
-      const m1 = await two.openStream(opts);
+      const m1 = await two.openStream(NSM2);
       pushes.push(track('m1', m1.push([signal(2000, 70)])));
-      const m2 = await two.openStream(opts);
+      const m2 = await two.openStream(NSM2);
       pushes.push(track('m2', m2.push([signal(2000, 71)])));
-      const s = await two.openStream(opts);
+      const s = await two.openStream(NSM2);
       pushes.push(track('S', s.push([signal(2000, 72)])));
       expect(two.state().streams).toBe(4);
       await Promise.all(pushes);
@@ -148,18 +159,12 @@ describe('inference engine (worker pool)', () => {
       expect(done.indexOf('S')).toBeLessThan(done.indexOf('L2'));
       for (const x of [long, m1, m2, s]) await x.end();
       expect(two.state()).toMatchObject({ streams: 0, queued: 0 });
-    } finally {
-      await two.close();
-    }
-  });
+    }));
 
-  it('a stream still waiting for a worker can be aborted: its requests fail, the others go on', async () => {
-    const one = await createInferenceEngine({ ...config, workers: 1 }, { warmUp: false });
-    try {
-      const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
-      const a = await one.openStream(opts);
-      const aPushes = [1, 2, 3].map((k) => a.push([signal(32000, 80 + k)]));
-      const b = await one.openStream(opts); // a's open and first push are posted, two pushes queued: b waits
+  it('a stream still waiting for a worker can be aborted: its requests fail, the others go on', () =>
+    withEngine(1, async (one) => {
+      const { stream: a, pushes: aPushes } = await fillWorker(one, 80);
+      const b = await one.openStream(NSM2); // b waits for the worker
       const bPush = b.push([signal(2000, 84)]);
       expect(one.state()).toMatchObject({ streams: 2, queued: 4 }); // a's last two pushes, b's open and push
       b.abort();
@@ -169,18 +174,12 @@ describe('inference engine (worker pool)', () => {
       expect(outs.every((o) => o[0].length > 0)).toBe(true);
       await a.end();
       expect(one.state()).toMatchObject({ streams: 0, queued: 0 });
-    } finally {
-      await one.close();
-    }
-  });
+    }));
 
-  it('a stream still waiting for a worker survives a worker crash and runs on its replacement', async () => {
-    const one = await createInferenceEngine({ ...config, workers: 1 }, { warmUp: false });
-    try {
-      const opts = { model: 'nsm-2' as const, channels: 1, attenuationLimitDb: 0 };
-      const a = await one.openStream(opts);
-      const aPushes = [1, 2, 3].map((k) => a.push([signal(32000, 90 + k)]));
-      const b = await one.openStream(opts); // waits: a's requests fill the only worker
+  it('a stream still waiting for a worker survives a worker crash and runs on its replacement', () =>
+    withEngine(1, async (one) => {
+      const { pushes: aPushes } = await fillWorker(one, 90);
+      const b = await one.openStream(NSM2); // b waits for the worker
       const bx = [signal(6000, 94)];
       const bOut = runStream(b, bx, 3000);
       (one as unknown as { crashWorkerForTest(i: number): void }).crashWorkerForTest(0);
@@ -189,10 +188,7 @@ describe('inference engine (worker pool)', () => {
       const out = await bOut;
       expect(out[0].length).toBe(bx[0].length);
       expect(one.state()).toMatchObject({ streams: 0, restarts: 1 });
-    } finally {
-      await one.close();
-    }
-  });
+    }));
 
   it('rejects bad options', async () => {
     await expect(engine.openStream({ model: 'nsm-9' as ModelId, channels: 1, attenuationLimitDb: 0 })).rejects.toThrow(/unknown model/);
