@@ -9,16 +9,11 @@ import { PROJECT_ROOT } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import { openSqliteJobStore } from '../src/jobs/store/sqlite';
 import type { JobView } from '../src/jobs/views';
-import { closeQuietly, listen, rawRequest, testConfig, wavInfo } from './service-helpers';
+import { rawRequest, testConfig, wavInfo } from './service-helpers';
 import { LONG_S, makeLongWav, until } from './jobs-helpers';
+import { freePort } from '../scripts/lib/free-port';
 
 const API = '/v1/noise-suppressor';
-
-async function freePort(): Promise<number> {
-  const { server, url } = await listen(() => undefined);
-  await closeQuietly(server);
-  return Number(new URL(url).port);
-}
 
 interface Server {
   child: ChildProcess;

@@ -8,17 +8,12 @@ import path from 'node:path';
 import { loadConfig, PROJECT_ROOT } from '../src/config';
 import type { JobView } from '../src/jobs/views';
 import { openStore } from '../src/store';
-import { closeQuietly, fixture, listen, rawRequest, wavInfo } from './service-helpers';
+import { fixture, rawRequest, wavInfo } from './service-helpers';
 import { freshJobsDatabase, LONG_S, makeLongWav, stopJobsPostgres, until } from './jobs-helpers';
 import { serverBinaries } from './real-servers';
+import { freePort } from '../scripts/lib/free-port';
 
 const API = '/v1/noise-suppressor';
-
-async function freePort(): Promise<number> {
-  const { server, url } = await listen(() => undefined);
-  await closeQuietly(server);
-  return Number(new URL(url).port);
-}
 
 interface Gateway {
   child: ChildProcess;

@@ -8,16 +8,11 @@ import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import { PROJECT_ROOT, type Config } from '../src/config';
 import type { JobView } from '../src/jobs/views';
-import { closeQuietly, listen, rawRequest, testConfig } from './service-helpers';
+import { rawRequest, testConfig } from './service-helpers';
 import { makeLongWav, until } from './jobs-helpers';
+import { freePort } from '../scripts/lib/free-port';
 
 const API = '/v1/noise-suppressor';
-
-async function freePort(): Promise<number> {
-  const { server, url } = await listen(() => undefined);
-  await closeQuietly(server);
-  return Number(new URL(url).port);
-}
 
 describe('jobs with a remote model service', () => {
   let config: Config;

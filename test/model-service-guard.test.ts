@@ -13,16 +13,11 @@ import path from 'node:path';
 import { createApp, type AppHandle } from '../src/app';
 import { PROJECT_ROOT, type Config } from '../src/config';
 import { fixture, listen, closeQuietly, multipartBody, rawRequest, testConfig } from './service-helpers';
+import { freePort } from '../scripts/lib/free-port';
 
 const MAIN = path.join(PROJECT_ROOT, 'dist/src/model-service-main.js');
 const DENOISE = '/v1/noise-suppressor/denoise';
 const MONO = fs.readFileSync(fixture('speech-noisy-16k-mono.wav'));
-
-async function freePort(): Promise<number> {
-  const { server, url } = await listen(() => undefined);
-  await closeQuietly(server);
-  return Number(new URL(url).port);
-}
 
 function nonLoopbackIPv4(): string | null {
   for (const list of Object.values(os.networkInterfaces())) {

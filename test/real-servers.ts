@@ -5,11 +5,11 @@
 // (else `nobody`), which owns the temporary directory.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
 import { createClient } from '@redis/client';
+import { freePort } from '../scripts/lib/free-port';
 
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const located = require('../../scripts/server-binaries.js') as {
@@ -24,17 +24,8 @@ export function serverBinaries(): { postgresBin: string; redisServer: string } {
   return binaries;
 }
 
-/** A free TCP port on 127.0.0.1 (the servers here cannot be told to pick one themselves). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+// freePort: the servers here cannot be told to pick a port themselves.
+export { freePort };
 
 const running = new Set<ChildProcess>();
 process.once('exit', () => {

@@ -8,16 +8,11 @@ import path from 'node:path';
 import { PROJECT_ROOT, type Config } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import type { GatewayStore } from '../src/store/types';
-import { closeQuietly, listen, multipartBody, noiseWav, rawRequest, testConfig } from './service-helpers';
+import { multipartBody, noiseWav, rawRequest, testConfig } from './service-helpers';
+import { freePort } from '../scripts/lib/free-port';
 
 const SERVER = path.join(PROJECT_ROOT, 'dist/src/server.js');
 const DENOISE = '/v1/noise-suppressor/denoise';
-
-async function freePort(): Promise<number> {
-  const { server, url } = await listen(() => undefined);
-  await closeQuietly(server);
-  return Number(new URL(url).port);
-}
 
 interface Reply {
   status: number;

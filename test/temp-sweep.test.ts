@@ -8,16 +8,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
 import { isAbandonedRequestDir, LEGACY_MAX_AGE_MS, REQUEST_DIR_OWNER, STALE_MS } from '../src/model-service/uploads';
-import { closeQuietly, fixture, listen, multipartBody, rawRequest } from './service-helpers';
+import { fixture, multipartBody, rawRequest } from './service-helpers';
+import { freePort } from '../scripts/lib/free-port';
 
 const MAIN = path.join(PROJECT_ROOT, 'dist/src/model-service-main.js');
 const TOKEN = 'temp-sweep-test-token-0123456789';
-
-async function freePort(): Promise<number> {
-  const { server, url } = await listen(() => undefined);
-  await closeQuietly(server);
-  return Number(new URL(url).port);
-}
 
 describe('which request directories are abandoned', () => {
   const { host, pid, instance } = REQUEST_DIR_OWNER;

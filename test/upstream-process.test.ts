@@ -8,17 +8,12 @@ import { createApp, type AppHandle } from '../src/app';
 import { PROJECT_ROOT, type Config } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import type { GatewayStore } from '../src/store/types';
-import { closeQuietly, createToken, fixture, listen, noiseWav, rawRequest, testConfig } from './service-helpers';
+import { createToken, fixture, noiseWav, rawRequest, testConfig } from './service-helpers';
+import { freePort } from '../scripts/lib/free-port';
 
 const API = '/v1/noise-suppressor';
 const STEREO_44K = fixture('speech-noisy-44k1-stereo.wav');
 const MODEL_TOKEN = 'upstream-process-test-token-0123456789';
-
-async function freePort(): Promise<number> {
-  const { server, url } = await listen(() => undefined);
-  await closeQuietly(server);
-  return Number(new URL(url).port);
-}
 
 describe('gateway → real model-service process', () => {
   let config: Config;

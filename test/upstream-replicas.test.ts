@@ -12,16 +12,11 @@ import { PROJECT_ROOT, type Config } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import type { GatewayStore } from '../src/store/types';
 import { closeQuietly, listen, multipartBody, noiseWav, rawRequest, testConfig } from './service-helpers';
+import { freePort } from '../scripts/lib/free-port';
 
 const MAIN = path.join(PROJECT_ROOT, 'dist/src/model-service-main.js');
 const TOKEN = 'replica-test-token-0123456789abcdef';
 const DENOISE = '/v1/noise-suppressor/denoise';
-
-async function freePort(): Promise<number> {
-  const { server, url } = await listen(() => undefined);
-  await closeQuietly(server);
-  return Number(new URL(url).port);
-}
 
 interface Replica {
   port: number;

@@ -12,10 +12,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../../src/config';
+import { freePort } from '../lib/free-port';
 import { bootstrapRatio } from '../lib/stats';
 
 export interface LoadOptions {
@@ -52,16 +52,6 @@ export interface LoadRow {
 
 const CLK_TCK = 100;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** utime + stime (seconds) of each thread of `pid`, and its waited-for children's total. */
 function cpuSnapshot(pid: number): { threads: Map<number, number>; children: number } {

@@ -2,24 +2,13 @@
 // `node dist/src/model-service-main.js` model services), on loopback ports, each with its own environment.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../../src/config';
+import { freePort } from '../lib/free-port';
 
 const SERVER = path.join(PROJECT_ROOT, 'dist/src/server.js');
 const MODEL_SERVICE = path.join(PROJECT_ROOT, 'dist/src/model-service-main.js');
 const MAX_OUTPUT = 200_000;
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 export interface Proc {
   name: string;
