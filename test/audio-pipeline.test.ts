@@ -226,9 +226,14 @@ describe('PCM edges', () => {
 
 describe('one chunk ahead', () => {
   test('the next chunk is pushed before the previous output is written; the file is the same as with one chunk', async () => {
-    // The real engine, watched: how many of a stream's pushes are unanswered at once.
+    // The real engine, watched: each push's answer is held back until the pipeline makes its next request (the next
+    // push, or `end`), so how many pushes are unanswered at once does not depend on how fast the worker is. A pipeline
+    // that waited for an answer before pushing the next chunk would stall here: after 2 s the answer is let go and
+    // counted as a stall.
     let unanswered = 0;
     let most = 0;
+    let stalls = 0;
+    let releasePrevious: (() => void) | null = null;
     const watched = {
       openStream: async (o: Parameters<InferenceEngine['openStream']>[0]) => {
         const s = await engine.openStream(o);
@@ -237,9 +242,25 @@ describe('one chunk ahead', () => {
           bands: s.bands,
           push: (planar: Float32Array[]) => {
             most = Math.max(most, ++unanswered);
-            return s.push(planar).finally(() => unanswered--);
+            releasePrevious?.();
+            const reply = s.push(planar);
+            return new Promise<Float32Array[]>((resolve, reject) => {
+              const timer = setTimeout(() => {
+                stalls++;
+                release();
+              }, 2000);
+              const release = () => {
+                clearTimeout(timer);
+                releasePrevious = null;
+                reply.then(resolve, reject);
+              };
+              releasePrevious = release;
+            }).finally(() => unanswered--);
           },
-          end: () => s.end(),
+          end: () => {
+            releasePrevious?.();
+            return s.end();
+          },
           loudness: () => s.loudness(),
           abort: () => s.abort(),
         };
@@ -251,6 +272,7 @@ describe('one chunk ahead', () => {
     const chunked = path.join(tmp, 'ahead-chunked.wav');
     const whole = path.join(tmp, 'ahead-whole.wav');
     await denoiseFile({ config, engine: watched }, input, chunked, { ...base, chunkSeconds: 0.25 });
+    expect(stalls).toBe(0);
     expect(most).toBe(2);
     await denoiseFile({ config, engine }, input, whole, { ...base, chunkSeconds: 60 });
     expect(fs.readFileSync(chunked).equals(fs.readFileSync(whole))).toBe(true);
