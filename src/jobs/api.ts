@@ -15,7 +15,7 @@ import { cleanInputName, contentDisposition } from '../model-service/names';
 import type { GatewayStore } from '../store/types';
 import { randomBase62 } from '../store/tokens';
 import { JobApiError, sendJobError } from './errors';
-import type { JobFiles } from './files';
+import { removeFailedWrite, type JobFiles } from './files';
 import type { JobMetrics } from './metrics';
 import { parseJobForm } from './params';
 import { cancelJob } from './cancel';
@@ -52,8 +52,10 @@ class SingleFileStorage implements multer.StorageEngine {
       failed = true;
       file.stream.unpipe(out);
       file.stream.resume();
-      out.destroy();
-      fs.rm(this.dest, { force: true }, () => cb(err));
+      void removeFailedWrite(out, this.dest).then(
+        () => cb(err),
+        () => cb(err),
+      );
     };
     file.stream.on('data', (chunk: Buffer) => {
       size += chunk.length;

@@ -7,6 +7,7 @@ import https from 'node:https';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { assertLiteralHostAllowed, guardedLookup, parseUserUrl, UrlNotAllowedError, type GuardOptions } from './url-guard';
+import { removeFailedWrite } from './files';
 
 export interface SafeHttpOptions extends GuardOptions {
   /** Time to resolve the host and open the connection (TLS included). */
@@ -158,10 +159,11 @@ export async function downloadToFile(
       cb(null, chunk);
     },
   });
+  const file = fs.createWriteStream(dest);
   try {
-    await pipeline(res, counter, fs.createWriteStream(dest), { signal: opts.signal });
+    await pipeline(res, counter, file, { signal: opts.signal });
   } catch (err) {
-    await fs.promises.rm(dest, { force: true });
+    await removeFailedWrite(file, dest);
     if (err instanceof FetchFailedError || (err as Error).name === 'AbortError') throw err;
     throw new FetchFailedError(`download from ${finalUrl.host} broke off: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
