@@ -27,7 +27,6 @@ function arg(name: string, fallback: string): string {
   return i > 0 && process.argv[i + 1] ? process.argv[i + 1] : fallback;
 }
 
-
 interface Server {
   child: ChildProcess;
   output: () => string;

@@ -52,7 +52,6 @@ export interface LoadRow {
 
 const CLK_TCK = 100;
 
-
 /** utime + stime (seconds) of each thread of `pid`, and its waited-for children's total. */
 function cpuSnapshot(pid: number): { threads: Map<number, number>; children: number } {
   const threads = new Map<number, number>();

@@ -369,8 +369,10 @@ class Engine implements InferenceEngine {
       }
       if (!best || bestAhead >= MAX_IN_FLIGHT) {
         // None can take it now. If none ever can (every worker failed to start), say so instead of waiting.
-        const failed = this.workers.map((w) => w.failedToStart);
-        if (!best && failed.every((e) => e)) for (const t of this.unbound.splice(0)) t.failWaiting(failed[0]!);
+        const why = this.workers[0]?.failedToStart;
+        if (!best && why && this.workers.every((w) => w.failedToStart)) {
+          for (const t of this.unbound.splice(0)) t.failWaiting(why);
+        }
         return;
       }
       this.unbound.shift();
