@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig, PROJECT_ROOT, type Config } from '../src/config';
-import { readPcm, writePcm } from '../src/audio/pcm';
+import { readPcm, writePcm } from '../src/pipeline/clips';
 import { mixAtSnr, noiseBed, normalizePeak, seededRandom, speechSourcePath } from '../src/audio/synthetic-noise';
 
 /** Where the fixture clip starts in the utterance (speech runs from ~2.0 s to ~5.2 s) and how long it is. */

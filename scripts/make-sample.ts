@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig, type Config } from '../src/config';
-import { readPcm, writePcm } from '../src/audio/pcm';
+import { readPcm, writePcm } from '../src/pipeline/clips';
 import { mixAtSnr, noiseBed, seededRandom, speechSourcePath } from '../src/audio/synthetic-noise';
 
 export const SAMPLE_RATE = 16000;

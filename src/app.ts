@@ -13,15 +13,10 @@ import type { CallObserver } from './gateway/types';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { loggerFromConfig, loggerToCallback, type Logger } from './logging';
-import { requestLineObserver } from './logging/request-line';
-import {
-  createGatewayMetrics,
-  createModelServiceMetrics,
-  createRegistry,
-  metricsHandler,
-  type ModelServiceMetrics,
-  type Registry,
-} from './metrics';
+import { requestLineObserver } from './gateway/observers/request-line';
+import { createGatewayMetrics } from './gateway/observers/metrics';
+import { createModelServiceMetrics, type ModelServiceMetrics } from './model-service/metrics';
+import { createRegistry, metricsHandler, type Registry } from './metrics';
 import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
 import { createModelServiceServer } from './model-service/guard';
 import { httpReady, probeHandlers, type ReadinessCheck } from './probes';

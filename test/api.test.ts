@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import type { Config } from '../src/config';
-import { GATEWAY_ERRORS } from '../src/gateway/errors';
+import { GATEWAY_ERRORS } from '../src/http/errors';
 import { COMMON_FIELDS } from '../src/model-service/params';
 import {
   closeQuietly,

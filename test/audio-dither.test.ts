@@ -1,7 +1,7 @@
-// The 16-bit output dither (src/audio/dither.ts): level, spectrum, chunk independence, and what it is for: rounding
+// The 16-bit output dither (src/dsp/dither.ts): level, spectrum, chunk independence, and what it is for: rounding
 // a signal below one 16-bit step without the distortion plain rounding gives it.
-import { LowFrequencyDither } from '../src/audio/dither';
-import { decodeFrames, encodeInt16 } from '../src/audio/wav';
+import { LowFrequencyDither } from '../src/dsp/dither';
+import { decodeFrames, encodeInt16 } from '../src/dsp/pcm';
 
 const LSB = 1 / 32768;
 const round16 = (x: Float32Array) => decodeFrames(encodeInt16([x]), { format: 's16', channels: 1, blockAlign: 2 })[0];

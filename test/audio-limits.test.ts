@@ -7,8 +7,8 @@ import { createApp, type AppHandle } from '../src/app';
 import { loadConfig, type Config } from '../src/config';
 import { createInferenceEngine } from '../src/inference/engine';
 import type { InferenceEngine } from '../src/inference/types';
-import { AudioInputError, AudioTooLongError, denoiseFile, type DenoiseFileOptions } from '../src/audio/pipeline';
-import { readPcm, writePcm } from '../src/audio/pcm';
+import { AudioInputError, AudioTooLongError, denoiseFile, type DenoiseFileOptions } from '../src/pipeline';
+import { readPcm, writePcm } from '../src/pipeline/clips';
 import { childProcesses, fixture, makeTmpDir } from './audio-helpers';
 import { createToken, testConfig } from './service-helpers';
 

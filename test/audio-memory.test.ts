@@ -17,8 +17,8 @@ const LEAK_LIMIT_MB = 90;
 
 // Runs in the child: one engine, a short file first, then the long one, recording the peak RSS along the way.
 const CHILD = `
-const { loadConfig } = require(${JSON.stringify(path.resolve(__dirname, '../src/config.js'))});
-const { denoiseFile } = require(${JSON.stringify(path.resolve(__dirname, '../src/audio/pipeline.js'))});
+const { loadConfig } = require(${JSON.stringify(path.resolve(__dirname, '../src/config/index.js'))});
+const { denoiseFile } = require(${JSON.stringify(path.resolve(__dirname, '../src/pipeline/index.js'))});
 const { createInferenceEngine } = require(${JSON.stringify(path.resolve(__dirname, '../src/inference/engine.js'))});
 const [shortIn, longIn, outDir] = process.argv.slice(1);
 const peakRssKb = () => Number(/VmHWM:\\s+(\\d+)/.exec(require('fs').readFileSync('/proc/self/status', 'utf8'))[1]);

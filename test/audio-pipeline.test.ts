@@ -13,10 +13,10 @@ import {
   denoiseFile,
   interleave,
   type DenoiseFileOptions,
-} from '../src/audio/pipeline';
+} from '../src/pipeline';
 import { MemoryFile } from '../src/audio/memory-file';
 import { probeAudio } from '../src/audio/probe';
-import { readPcm, writePcm } from '../src/audio/pcm';
+import { readPcm, writePcm } from '../src/pipeline/clips';
 import { speechSourcePath } from '../src/audio/synthetic-noise';
 import { FORMAT_FIXTURES, childProcesses, fixture, makeTmpDir, rmsOf, siSdr } from './audio-helpers';
 

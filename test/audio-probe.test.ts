@@ -4,7 +4,7 @@ import path from 'node:path';
 import { loadConfig } from '../src/config';
 import { AudioInputError, parseWavHeader, probeAudio } from '../src/audio/probe';
 import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';
-import { writePcm } from '../src/audio/pcm';
+import { writePcm } from '../src/pipeline/clips';
 import { FORMAT_FIXTURES, fixture, makeTmpDir } from './audio-helpers';
 
 const config = loadConfig();

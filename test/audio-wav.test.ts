@@ -5,10 +5,11 @@ import path from 'node:path';
 import { loadConfig } from '../src/config';
 import { createInferenceEngine } from '../src/inference/engine';
 import type { InferenceEngine } from '../src/inference/types';
-import { denoiseFile, type DenoiseFileOptions } from '../src/audio/pipeline';
-import { readPcm, writePcm } from '../src/audio/pcm';
+import { denoiseFile, type DenoiseFileOptions } from '../src/pipeline';
+import { readPcm, writePcm } from '../src/pipeline/clips';
 import { MemoryFile } from '../src/audio/memory-file';
-import { parseWav, toInt16, WavReader, WavWriter, WAV_HEAD_BYTES } from '../src/audio/wav';
+import { toInt16 } from '../src/dsp/pcm';
+import { parseWav, WavReader, WavWriter, WAV_HEAD_BYTES } from '../src/audio/wav';
 import { childProcesses, fixture, makeTmpDir } from './audio-helpers';
 
 const config = loadConfig();

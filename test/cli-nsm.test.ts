@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig, PROJECT_ROOT } from '../src/config';
 import { probeAudio } from '../src/audio/probe';
-import { readPcm, writePcm } from '../src/audio/pcm';
+import { readPcm, writePcm } from '../src/pipeline/clips';
 import { fixture, makeTmpDir } from './audio-helpers';
 
 const config = loadConfig();

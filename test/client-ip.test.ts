@@ -10,7 +10,7 @@ import request from 'supertest';
 import { loadConfig } from '../src/config';
 import { createConsoleRouter } from '../src/console';
 import { createGateway, gatewayErrorHandler } from '../src/gateway';
-import { parseTrustProxy } from '../src/gateway/ip';
+import { parseTrustProxy } from '../src/config/trust-proxy';
 import type { Forwarder } from '../src/gateway/types';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import type { GatewayStore } from '../src/store/types';

@@ -3,7 +3,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ADMIN_SECRET_SETTING, checkAdminSecret, hashAdminSecret, verifyAdminSecretHash } from '../src/console/auth';
+import { ADMIN_SECRET_SETTING } from '../src/store/settings';
+import { checkAdminSecret, hashAdminSecret, verifyAdminSecretHash } from '../src/console/auth';
 import { loadConfig } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
 

@@ -1,15 +1,15 @@
-// Per-bin gains in WebAssembly SIMD (src/inference/bin-gains.ts, wasm/bin-gains.ts) bit for bit against the JS loops
+// Per-bin gains in WebAssembly SIMD (src/dsp/bin-gains.ts, wasm/bin-gains.ts) bit for bit against the JS loops
 // they stand for. The post-filter's and the high-band filter's against the filters' JS loops on RealFFT rows: every
 // post-filter noise mode, every way of combining the high-band gain, both overlaps, other smoothing widths, frames
 // with DTLN saying speech and noise, leading digital silence, and random chunk sizes (batches split at different
 // frames). The resamplers' phase filters (PhaseGains) on WebAssembly rows against their JS loops on RealFFT rows,
 // on random spectra.
 import fs from 'node:fs';
-import { BIN_GAINS_WASM, PhaseGains } from '../src/inference/bin-gains';
-import { createRowFft } from '../src/inference/fft-pairs';
-import { HighBandFilter, HighBandOptions } from '../src/inference/highband';
-import { PostFilter, PostFilterOptions } from '../src/inference/postfilter';
-import { concatAll } from '../src/inference/stream';
+import { BIN_GAINS_WASM, PhaseGains } from '../src/dsp/bin-gains';
+import { createRowFft } from '../src/dsp/fft-pairs';
+import { HighBandFilter, HighBandOptions } from '../src/dsp/highband';
+import { PostFilter, PostFilterOptions } from '../src/dsp/postfilter';
+import { concatAll } from '../src/dsp/concat';
 import { seededRandom } from '../src/audio/synthetic-noise';
 
 /** Noise whose level moves, tone bursts, and (unless `silence` is false) a second of digital silence first. */

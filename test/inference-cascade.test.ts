@@ -2,7 +2,8 @@
 // after the other: the same samples bit for bit, whatever the chunking, for several channels and frame grids.
 import { loadConfig } from '../src/config';
 import { DtlnCascade } from '../src/inference/cascade';
-import { buildChain, Dtln16Chain, MODEL_CHAINS, SerialChain } from '../src/inference/chains';
+import { Dtln16Chain } from '../src/inference/dtln-chain';
+import { buildChain, MODEL_CHAINS, SerialChain } from '../src/inference/chains';
 import { DtlnCore, type DtlnGraphs } from '../src/inference/dtln';
 import { loadGraphs } from '../src/inference/sessions';
 import { AlignedStream, type ChainProcessor } from '../src/inference/stream';

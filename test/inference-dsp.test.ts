@@ -1,6 +1,6 @@
 // The 48 <-> 16 kHz resamplers (polyphase FFT convolution) against the textbook direct form of the same filter:
 // equal to float32 rounding, in one pass and in random chunks (the FFT and the direct paths both run then).
-import { Decimator3, designLowpass, Interpolator3 } from '../src/inference/dsp';
+import { Decimator3, designLowpass, Interpolator3 } from '../src/dsp/resample';
 import { seededRandom, speechSourcePath } from '../src/audio/synthetic-noise';
 import { decodeAudio } from '../scripts/lib/audio-io';
 

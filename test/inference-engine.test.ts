@@ -6,12 +6,12 @@ import { loadConfig } from '../src/config';
 import { createInferenceEngine, listModels } from '../src/inference/engine';
 import { loadGraphs, STAGE1_FILE, STAGE2_FILE } from '../src/inference/sessions';
 import { denoiseBuffer } from '../src/inference/offline';
-import { concatAll } from '../src/inference/stream';
+import { concatAll } from '../src/dsp/concat';
 import { DenoiseStream, InferenceEngine, MODEL_IDS, ModelId } from '../src/inference/types';
 import { seededRandom } from '../src/audio/synthetic-noise';
-import { LowFrequencyDither } from '../src/audio/dither';
-import { LoudnessMeter } from '../src/audio/loudness';
-import { decodeFrames, encodeInt16 } from '../src/audio/wav';
+import { LowFrequencyDither } from '../src/dsp/dither';
+import { LoudnessMeter } from '../src/dsp/loudness';
+import { decodeFrames, encodeInt16 } from '../src/dsp/pcm';
 
 const config = { ...loadConfig(), workers: 2 };
 

@@ -1,10 +1,10 @@
-// Row FFTs for the full-band stages (src/inference/fft-pairs.ts): the WebAssembly SIMD kernel (wasm/fft-pairs.ts,
+// Row FFTs for the full-band stages (src/dsp/fft-pairs.ts): the WebAssembly SIMD kernel (wasm/fft-pairs.ts,
 // built by `npm run build`) against RealFFT called frame by frame, bit for bit, for every size the kernel takes, odd
 // and even row counts and row offsets. (The stages on top of it are held to their own references in
 // inference-dsp.test.ts and the chain tests; that their output did not change is in docs/engine.md.)
 import fs from 'node:fs';
-import { RealFFT } from '../src/inference/fft';
-import { createRowFft, FFT_PAIRS_WASM, rowFftWasmProblem, sharedRowFft } from '../src/inference/fft-pairs';
+import { RealFFT } from '../src/dsp/fft';
+import { createRowFft, FFT_PAIRS_WASM, rowFftWasmProblem, sharedRowFft } from '../src/dsp/fft-pairs';
 import { seededRandom } from '../src/audio/synthetic-noise';
 
 function firstDifference(a: Float64Array, b: Float64Array): number {

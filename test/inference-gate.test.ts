@@ -1,9 +1,9 @@
-// The residual gate (src/inference/gate.ts) on synthetic signals: streaming equals one pass, the stated latency,
+// The residual gate (src/dsp/gate.ts) on synthetic signals: streaming equals one pass, the stated latency,
 // loud passages untouched, onsets open ahead of time, quiet residue between loud passages turned down by the
 // configured law and no more than the cap.
-import { ResidualGate } from '../src/inference/gate';
+import { ResidualGate } from '../src/dsp/gate';
 import { RESIDUAL_GATE } from '../src/inference/chains';
-import { concatAll } from '../src/inference/stream';
+import { concatAll } from '../src/dsp/concat';
 
 const join = (...parts: Float32Array[]): Float32Array => concatAll(parts);
 import { seededRandom } from '../src/audio/synthetic-noise';

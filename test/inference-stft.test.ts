@@ -1,12 +1,12 @@
-// DTLN's STFT back ends (src/inference/stft.ts): the WebAssembly SIMD kernels (src/inference/wasm/dtln-dsp.ts, built by
+// DTLN's STFT back ends (src/dsp/stft.ts): the WebAssembly SIMD kernels (src/dsp/wasm/dtln-dsp.ts, built by
 // `npm run build`) against RealFFT and the plain JS loops, bit for bit; and DtlnCore on either back end with the real
 // ONNX graphs gives bit-identical audio, whatever the chunking.
 import fs from 'node:fs';
 import { loadConfig } from '../src/config';
-import { RealFFT } from '../src/inference/fft';
+import { RealFFT } from '../src/dsp/fft';
 import { DtlnCore, type DtlnGraphs } from '../src/inference/dtln';
 import { loadGraphs } from '../src/inference/sessions';
-import { createStft, STFT_BINS, STFT_BLOCK, STFT_HOP, WASM_FILE, wasmStftProblem } from '../src/inference/stft';
+import { createStft, STFT_BINS, STFT_BLOCK, STFT_HOP, WASM_FILE, wasmStftProblem } from '../src/dsp/stft';
 import { seededRandom, speechSourcePath } from '../src/audio/synthetic-noise';
 import { decodeAudio } from '../scripts/lib/audio-io';
 

@@ -2,15 +2,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
-import { RealFFT } from '../src/inference/fft';
-import { Decimator3, Interpolator3 } from '../src/inference/dsp';
+import { RealFFT } from '../src/dsp/fft';
+import { Decimator3, Interpolator3 } from '../src/dsp/resample';
 import { DtlnGraphs } from '../src/inference/dtln';
 import { denoiseBuffer } from '../src/inference/offline';
 import { loadGraphs, STAGE1_FILE, STAGE2_FILE } from '../src/inference/sessions';
 import { MODEL_IDS, ModelId } from '../src/inference/types';
 import { CHAINS } from '../src/inference/catalog';
 import { NSM3_POSTFILTER, NSM4_POSTFILTER } from '../src/inference/chains';
-import { PostFilter, type PostFilterOptions } from '../src/inference/postfilter';
+import { PostFilter, type PostFilterOptions } from '../src/dsp/postfilter';
 import { decodeAudio } from '../scripts/lib/audio-io';
 import { speechSourcePath, seededRandom } from '../src/audio/synthetic-noise';
 

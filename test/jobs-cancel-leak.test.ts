@@ -3,7 +3,7 @@
 // or its sink (a resource that arrives after the abort must be released, not dropped).
 import fs from 'node:fs';
 import path from 'node:path';
-import { denoiseFile } from '../src/audio/pipeline';
+import { denoiseFile } from '../src/pipeline';
 import { createInferenceEngine } from '../src/inference/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import type { Config } from '../src/config';

@@ -1,13 +1,13 @@
-// The BS.1770 meter (src/audio/loudness.ts) against ffmpeg's ebur128 filter, EBU Tech 3341-style reference signals,
-// the true-peak limiter (src/audio/normalize.ts), and the noise-removed estimate on real denoising.
+// The BS.1770 meter (src/dsp/loudness.ts) against ffmpeg's ebur128 filter, EBU Tech 3341-style reference signals,
+// the true-peak limiter (src/dsp/normalize.ts), and the noise-removed estimate on real denoising.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
-import { dbOf, gatedLoudness, LoudnessMeter, noiseRemovedDb, TruePeakInterpolator } from '../src/audio/loudness';
-import { LoudnessNormalizer } from '../src/audio/normalize';
-import { readPcm, writePcm } from '../src/audio/pcm';
-import { denoiseFile } from '../src/audio/pipeline';
+import { dbOf, gatedLoudness, LoudnessMeter, noiseRemovedDb, TruePeakInterpolator } from '../src/dsp/loudness';
+import { LoudnessNormalizer } from '../src/dsp/normalize';
+import { readPcm, writePcm } from '../src/pipeline/clips';
+import { denoiseFile } from '../src/pipeline';
 import { createInferenceEngine } from '../src/inference/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { fixture, makeTmpDir } from './audio-helpers';

@@ -9,7 +9,7 @@ import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import { probeAudio } from '../src/audio/probe';
 import type { Config } from '../src/config';
-import { writePcm } from '../src/audio/pcm';
+import { writePcm } from '../src/pipeline/clips';
 import { createToken, fixture, readZip, testConfig } from './service-helpers';
 
 const API = '/v1/noise-suppressor';

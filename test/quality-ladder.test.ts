@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
-import { denoiseFile } from '../src/audio/pipeline';
+import { denoiseFile } from '../src/pipeline';
 import { createInferenceEngine } from '../src/inference/engine';
 import { denoiseBuffer } from '../src/inference/offline';
 import { loadGraphs } from '../src/inference/sessions';

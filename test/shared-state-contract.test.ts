@@ -2,11 +2,11 @@
 // Debian's package, in a temporary directory): the sliding-window rate limiter, console sessions (with sealed
 // playground keys) and the console sign-in limiter. Also: two Redis clients (two "replicas") hitting one key at
 // once never admit more than the limit.
-import { MemoryLoginLimiter, MemorySessionStore, type ConsoleSession, type LoginLimiter, type SessionStore } from '../src/console/auth';
-import { addressKey, RATE_WINDOW_MS, SlidingWindowRateLimiter, type RateLimiter } from '../src/gateway/rate-limit';
-import { openRedis, type RedisConnection } from '../src/redis/client';
-import { RedisLoginLimiter, RedisSessionStore, Sealer } from '../src/redis/console-state';
-import { RedisRateLimiter } from '../src/redis/rate-limiter';
+import { MemoryLoginLimiter, MemorySessionStore, type ConsoleSession, type LoginLimiter, type SessionStore } from '../src/shared-state/sessions';
+import { addressKey, RATE_WINDOW_MS, SlidingWindowRateLimiter, type RateLimiter } from '../src/shared-state/rate-limit';
+import { openRedis, type RedisConnection } from '../src/shared-state/redis/client';
+import { RedisLoginLimiter, RedisSessionStore, Sealer } from '../src/shared-state/redis/console-state';
+import { RedisRateLimiter } from '../src/shared-state/redis/rate-limiter';
 import { startRedis, type RedisServer, serverBinaries } from './real-servers';
 
 // Fails the suite at once, with one line naming the Debian packages, when the server binaries are missing.

@@ -11,7 +11,7 @@ import { decodeAudio } from '../lib/audio-io';
 import { parseChainSpec } from '../lib/chain-dsl';
 import { listClips } from '../lib/eval-kit';
 import { evalDir } from '../lib/metrics';
-import { concatAll } from '../../src/inference/stream';
+import { concatAll } from '../../src/dsp/concat';
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);

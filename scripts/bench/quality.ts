@@ -22,7 +22,8 @@ import { buildChain, MODEL_CHAINS, type ChainSpec } from '../../src/inference/ch
 import { DtlnGraphs } from '../../src/inference/dtln';
 import { denoiseBuffer } from '../../src/inference/offline';
 import { loadGraphs } from '../../src/inference/sessions';
-import { AlignedStream, concatAll } from '../../src/inference/stream';
+import { concatAll } from '../../src/dsp/concat';
+import { AlignedStream } from '../../src/inference/stream';
 import type { ModelId } from '../../src/inference/types';
 import { asInt16, decodeAudio } from '../lib/audio-io';
 import { parseChainSpec } from '../lib/chain-dsl';

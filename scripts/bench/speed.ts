@@ -133,17 +133,17 @@ export async function rssChild(input: string, output: string, model: ModelId): P
   const engine = await createInferenceEngine(config);
   const t0 = process.hrtime.bigint();
   let via = 'engine';
-  const pipelineJs = path.join(__dirname, '..', '..', 'src', 'audio', 'pipeline.js');
+  const pipelineJs = path.join(__dirname, '..', '..', 'src', 'pipeline', 'index.js');
   if (fs.existsSync(pipelineJs)) {
     // eslint-disable-next-line @typescript-eslint/no-var-requires
-    const { denoiseFile } = require(pipelineJs) as typeof import('../../src/audio/pipeline');
+    const { denoiseFile } = require(pipelineJs) as typeof import('../../src/pipeline');
     await denoiseFile({ config, engine }, input, output, {
       model,
       attenuationLimitDb: 0,
       outputFormat: 'wav',
       keepInputSampleRate: true,
     });
-    via = 'src/audio/pipeline.ts denoiseFile (16 kHz WAV in and out: read and written in-process)';
+    via = 'src/pipeline/index.ts denoiseFile (16 kHz WAV in and out: read and written in-process)';
   } else {
     // No pipeline yet: stream the decoded file through the engine in 1 s chunks.
     const x = decodeAudio(input, 16000)[0];

@@ -1,8 +1,8 @@
 // Decode / encode audio with ffmpeg for the benchmark and evaluation (float32 planar, any rate).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import { LowFrequencyDither } from '../../src/audio/dither';
-import { decodeFrames, encodeInt16 } from '../../src/audio/wav';
+import { LowFrequencyDither } from '../../src/dsp/dither';
+import { decodeFrames, encodeInt16 } from '../../src/dsp/pcm';
 import { loadConfig } from '../../src/config';
 
 /** Mono `y` as the API's default output delivers it: dithered and rounded to 16-bit PCM as the WAV sink does, read back. */

@@ -10,11 +10,11 @@
 import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import type { Config } from '../config';
-import { LowFrequencyDither } from './dither';
+import { LowFrequencyDither } from '../dsp/dither';
 import { AudioPipelineError } from './errors';
 import { FORMATS, type OutputFormat } from './formats';
 import { killChild, spawnFfmpeg, StderrTail, waitForExit, writeToChild } from './ffmpeg';
-import { interleave, silenceNonFinite } from './interleave';
+import { interleave, silenceNonFinite } from '../dsp/interleave';
 import type { MemoryFile } from './memory-file';
 import { WavWriter } from './wav';
 

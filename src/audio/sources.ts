@@ -16,9 +16,10 @@ import { AudioInputError, AudioPipelineError } from './errors';
 import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit, writeToChild } from './ffmpeg';
 import { checkInputLimits, type AudioLimits } from './limits';
 import { cleanDetail, opusInputSampleRate, parseBanner, probeFailure } from './probe';
-import { deinterleave, interleave, silenceNonFinite } from './interleave';
+import { deinterleave, interleave, silenceNonFinite } from '../dsp/interleave';
 import type { MemoryFile } from './memory-file';
-import { decodeFrames, parseWav, WavReader, type WavSampleFormat } from './wav';
+import { decodeFrames, type WavSampleFormat } from '../dsp/pcm';
+import { parseWav, WavReader } from './wav';
 
 /** An input held in memory (a small upload), and how to put it in a file when a decoder child needs one. */
 export interface InMemoryInput {

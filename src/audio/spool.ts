@@ -3,7 +3,7 @@
 // 4 bytes per sample per channel at the model's rate (about 230 MB per hour of mono 16 kHz audio) for the length of
 // the call, and is removed afterwards whatever happens.
 import fs from 'node:fs';
-import { deinterleave, interleave } from './interleave';
+import { deinterleave, interleave } from '../dsp/interleave';
 
 export class FloatSpool {
   private frames = 0;

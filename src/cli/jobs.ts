@@ -7,7 +7,7 @@ import https from 'node:https';
 import path from 'node:path';
 import { loadConfig } from '../config';
 import { isOutputFormat, OUTPUT_FORMATS } from '../audio/formats';
-import { LOUDNESS_RANGE } from '../audio/normalize';
+import { LOUDNESS_RANGE } from '../dsp/normalize';
 import { MODEL_IDS } from '../inference/types';
 
 

@@ -2,7 +2,7 @@
 // DATA_DIR/gateway.db; safe to run while the server uses the same database (WAL).
 import { loadConfig, type Config } from '../config';
 import { limitsFor } from '../gateway/plans';
-import { parseIpRule } from '../gateway/ip';
+import { parseIpRule } from '../http/ip';
 import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
 import { openJobStore } from '../jobs/store';
 import { newWebhookSecret } from '../jobs/webhooks';

@@ -5,19 +5,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
-import { clientIpOf, fromTrustedProxy } from '../gateway/ip';
+import { clientIpOf, fromTrustedProxy } from '../http/ip';
 import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
 import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
-import {
-  checkAdminSecret,
-  constantTimeEqual,
-  memoryConsoleState,
-  sessionEndsAt,
-  type ConsoleSession,
-  type ConsoleStateEngines,
-  type LoginLimiterOptions,
-  type SessionOptions,
-} from './auth';
+import { memoryConsoleState, sessionEndsAt, type ConsoleSession, type ConsoleStateEngines, type LoginLimiterOptions, type SessionOptions } from '../shared-state/sessions';
+import { checkAdminSecret, constantTimeEqual } from './auth';
 import { PLAN_OPTIONS, displayLimits } from './plans';
 import {
   CONSOLE_SCOPES,
@@ -31,7 +23,8 @@ import {
   requireString,
 } from './validation';
 
-export { ensureAdminSecret, ADMIN_SECRET_SETTING } from './auth';
+export { ensureAdminSecret } from './auth';
+export { ADMIN_SECRET_SETTING } from '../store/settings';
 
 export const SESSION_COOKIE = 'ns_console_session';
 export const CSRF_HEADER = 'x-csrf-token';
@@ -58,7 +51,7 @@ export interface ConsoleDeps {
   /** More JSON routes under /console/api, behind the session and CSRF checks (e.g. the jobs page's). */
   apiRouters?: express.Router[];
   options?: Partial<ConsoleOptions>;
-  /** Where sessions and sign-in failures live: process memory by default, Redis when REDIS_URL is set (src/redis). */
+  /** Where sessions and sign-in failures live: process memory by default, Redis when REDIS_URL is set (src/shared-state/redis). */
   state?: ConsoleStateEngines;
 }
 

@@ -1,5 +1,5 @@
 // Input checks for the console's JSON endpoints.
-import { parseIpRule } from '../gateway/ip';
+import { parseIpRule } from '../http/ip';
 import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
 import type { PlanId } from '../store/types';
 

@@ -5,10 +5,10 @@ import type { Config } from '../config';
 import { loggerFromConfig, type Logger } from '../logging';
 import type { CreditReservation, GatewayStore, PlanLimits, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
 import { hashToken, TOKEN_PATTERN } from '../store/tokens';
-import { sendGatewayError, type GatewayErrorType } from './errors';
-import { clientIpOf, ipAllowed } from './ip';
+import { sendGatewayError, type GatewayErrorType } from '../http/errors';
+import { clientIpOf, ipAllowed } from '../http/ip';
 import { limitsFor, planAllowsService } from './plans';
-import { addressKey, SlidingWindowRateLimiter, type RateLimitState, type RateLimiter } from './rate-limit';
+import { addressKey, SlidingWindowRateLimiter, type RateLimitState, type RateLimiter } from '../shared-state/rate-limit';
 import { matchRoute, ROUTES, scopesAllow, type RouteMatch } from './routes';
 import type { CallObserver, EndpointSpec, Forwarder, GatewayContext } from './types';
 
@@ -22,7 +22,7 @@ export interface GatewayOptions {
   routes?: EndpointSpec[];
   /**
    * Per-token limits and the per-address limit of unauthenticated requests; defaults to an in-memory sliding
-   * window (one process). Several replicas share a Redis one (src/redis/rate-limiter.ts).
+   * window (one process). Several replicas share a Redis one (src/shared-state/redis/rate-limiter.ts).
    */
   rateLimiter?: RateLimiter;
   /** Clock in ms; injectable for tests of window and month boundaries. */

@@ -10,8 +10,8 @@ export {
 export type { GatewayOptions } from './gateway';
 export { ROUTES, matchRoute, scopesAllow, knownScopes, MULTIPART_OVERHEAD_BYTES, DEFAULT_KEY_SCOPES } from './routes';
 export { PLANS, limitsFor, planAllowsService } from './plans';
-export { SlidingWindowRateLimiter, addressKey, RATE_WINDOW_MS } from './rate-limit';
-export type { RateLimiter, RateLimitDecision, RateLimitState } from './rate-limit';
-export { clientIpOf, ipAllowed, normalizeIp, parseIpRule } from './ip';
-export * from './errors';
+export { SlidingWindowRateLimiter, addressKey, RATE_WINDOW_MS } from '../shared-state/rate-limit';
+export type { RateLimiter, RateLimitDecision, RateLimitState } from '../shared-state/rate-limit';
+export { clientIpOf, ipAllowed, normalizeIp, parseIpRule } from '../http/ip';
+export * from '../http/errors';
 export * from './types';

@@ -1,6 +1,9 @@
 // Contracts between the gateway's policy pipeline and what it forwards to.
 import type { Request, Response } from 'express';
 import type { RequestLogEntry } from '../store/types';
+import type { ForwardOutcome } from '../upstream/types';
+
+export type { ForwardOutcome };
 
 export type Scope = string; // '*', 'noise-suppressor:*', 'noise-suppressor:denoise', ...
 
@@ -75,19 +78,4 @@ export interface CallSummary {
 
 export type CallObserver = (call: CallSummary) => void;
 
-/** Result of forwarding a call to the model service. */
-export interface ForwardOutcome {
-  /** HTTP status sent to the client. */
-  status: number;
-  /** True when the model service did the work (2xx); false when it rejected the input or failed. */
-  ok: boolean;
-  /** Milliseconds the model service took, when it answered. */
-  upstreamMs?: number;
-}
-
-/**
- * Forwards an authorised call to the model service and writes the response to `res`
- * (including X-Gateway-Upstream-Ms, and the envelope for upstream/413 errors).
- * The request body has not been read by the gateway.
- */
 export type Forwarder = (req: Request, res: Response, ctx: GatewayContext) => Promise<ForwardOutcome>;

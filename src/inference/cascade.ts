@@ -7,9 +7,10 @@
 // the same, bit for bit, as running them in a SerialChain: each pass sees the same input stream in blocks of
 // CASCADE_BLOCK_FRAMES frames, and DtlnCore.processJoint computes every row as the row alone would be. Streaming as any chain: the blocks are counted from the start of the stream, so how the
 // input is chunked does not matter; the last, partial blocks go through when AlignedStream.end() pushes silence.
-import type { Dtln16Chain } from './chains';
+import type { Dtln16Chain } from './dtln-chain';
 import { DtlnCore, HOP } from './dtln';
-import { concat, concatAll, type ChainProcessor } from './stream';
+import { concat, concatAll } from '../dsp/concat';
+import { type ChainProcessor } from './stream';
 
 /**
  * Frames per block (0.5 s). Smaller blocks: less audio held back between passes (emitted later, and pushed through by

@@ -1,6 +1,6 @@
 // Chain definitions: what each model id is, its rate and the graph files its chain uses.
 // scripts/convert-models.ts may import this to write models/manifest.json; engine.listModels() serves it.
-import type { ModelId } from './types';
+import type { BandProcessing, ModelId } from './types';
 import { STAGE1_FILE, STAGE2_FILE } from './graph-files';
 
 export interface ChainDefinition {
@@ -49,16 +49,6 @@ export const CHAINS: Record<ModelId, ChainDefinition> = {
   },
 };
 
-/** How one frequency band of the output was processed (reported in X-NS-Stats `bands`). */
-export interface BandProcessing {
-  from_hz: number;
-  to_hz: number;
-  /**
-   * `denoised_16k`: the model's 16 kHz chain ran on this band; `guided_high_band`: the input's own band above the
-   * crossover, filtered per frequency bin under the guidance of the 16 kHz chain's speech/noise decision.
-   */
-  processing: 'denoised_16k' | 'guided_high_band';
-}
 
 /** Crossover between the 16 kHz chain's band and the guided high band (the 48 <-> 16 kHz resamplers' edge). */
 export const CROSSOVER_HZ = 8000;

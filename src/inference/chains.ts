@@ -2,72 +2,19 @@
 // nsm-1..nsm-4, and createChain(), which wraps a 16 kHz chain in FullBandChain for nsm-2-hd and for full-band runs.
 // Each is a ChainProcessor: delayed, hop-quantised output; AlignedStream aligns it.
 import { DtlnCascade } from './cascade';
-import { DelayLine } from './dsp';
-import { DtlnCore, DtlnGraphs, DTLN_LATENCY } from './dtln';
+import { DelayLine } from '../dsp/resample';
+import { DtlnGraphs, DTLN_LATENCY } from './dtln';
+import { Dtln16Chain } from './dtln-chain';
 import { Stage1Chain } from './dtln-stage1';
 import { FullBandChain } from './fullband';
-import { GateOptions, ResidualGate } from './gate';
-import { HighBandOptions } from './highband';
-import { PostFilter, PostFilterOptions } from './postfilter';
+import { GateOptions, ResidualGate } from '../dsp/gate';
+import { HighBandOptions } from '../dsp/highband';
+import { PostFilter, PostFilterOptions } from '../dsp/postfilter';
 import { ChainProcessor } from './stream';
 import { ModelId } from './types';
 
 export { FullBandChain } from './fullband';
 
-/** A DTLN pass at hop 128: both stages (nsm-2) or stage 1 alone with Hann resynthesis, optionally averaged over shifted frame grids. */
-export class Dtln16Chain implements ChainProcessor {
-  readonly sampleRate = 16000;
-  readonly latency: number;
-  /** The pass's DTLN core (DtlnCascade runs several passes' cores in one batch). */
-  readonly core: DtlnCore;
-  private readonly inDelays: DelayLine[][];
-  private readonly outDelays: DelayLine[][];
-
-  constructor(
-    graphs: DtlnGraphs,
-    readonly channels: number,
-    useStage2: boolean,
-    /** Frame-grid offsets (samples) to average over; [0] = plain DTLN. */
-    private readonly offsets: number[] = [0],
-  ) {
-    const maxOffset = Math.max(...offsets);
-    this.core = new DtlnCore(graphs, { batch: channels * offsets.length, useStage2 });
-    this.inDelays = offsets.map((s) => Array.from({ length: channels }, () => new DelayLine(s)));
-    this.outDelays = offsets.map((s) => Array.from({ length: channels }, () => new DelayLine(maxOffset - s)));
-    this.latency = DTLN_LATENCY + maxOffset;
-  }
-
-  async process(planar: Float32Array[]): Promise<Float32Array[]> {
-    return this.gridOutput((await this.core.process(this.gridInputs(planar))).out);
-  }
-
-  /** The core's input rows for a chunk: every channel delayed by every grid's offset (one grid: the chunk itself). */
-  gridInputs(planar: Float32Array[]): Float32Array[] {
-    if (this.offsets.length === 1) return planar;
-    const batch: Float32Array[] = [];
-    for (let g = 0; g < this.offsets.length; g++) {
-      for (let c = 0; c < this.channels; c++) batch.push(this.inDelays[g][c].process(planar[c]));
-    }
-    return batch;
-  }
-
-  /** The pass's output from the core's rows: the grids lined up and averaged (one grid: the rows themselves). */
-  gridOutput(out: Float32Array[]): Float32Array[] {
-    const G = this.offsets.length;
-    if (G === 1) return out;
-    const result: Float32Array[] = [];
-    for (let c = 0; c < this.channels; c++) {
-      const acc = new Float32Array(out[0].length);
-      for (let g = 0; g < G; g++) {
-        const y = this.outDelays[g][c].process(out[g * this.channels + c]);
-        for (let i = 0; i < acc.length; i++) acc[i] += y[i];
-      }
-      for (let i = 0; i < acc.length; i++) acc[i] /= G;
-      result.push(acc);
-    }
-    return result;
-  }
-}
 
 /**
  * A 16 kHz chain as data: stages run one after the other, each on the previous one's output. `dtln` is one DTLN

@@ -6,8 +6,9 @@
 // the frames, the STFT is a small share of the cost.
 import * as ort from 'onnxruntime-node';
 import { BINS, BLOCK, LAYERS, UNITS, type DtlnGraphs } from './dtln';
-import { RealFFT } from './fft';
-import { ChainProcessor, concat } from './stream';
+import { RealFFT } from '../dsp/fft';
+import { concat } from '../dsp/concat';
+import { ChainProcessor } from './stream';
 
 /** Frames per stream per session.run: bounds the buffers whatever the chunk length. */
 const MAX_FRAMES_PER_RUN = 512;

@@ -5,9 +5,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import type { WavSampleFormat } from '../audio/wav';
+import type { WavSampleFormat } from '../dsp/pcm';
 import type { Config } from '../config';
-import { CHAINS, streamLayout, type BandProcessing } from './catalog';
+import { type BandProcessing } from './types';
+import { CHAINS, streamLayout } from './catalog';
 import { spansItsBuffer, type FromWorker, type ToWorker } from './protocol';
 import {
   MODEL_IDS,

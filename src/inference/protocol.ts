@@ -1,5 +1,5 @@
 // Messages between the pool (main thread) and an inference worker.
-import type { WavSampleFormat } from '../audio/wav';
+import type { WavSampleFormat } from '../dsp/pcm';
 import type { ModelId, StreamLoudness } from './types';
 
 export type ToWorker =

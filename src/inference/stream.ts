@@ -1,6 +1,8 @@
 // Turns a chain (delayed, hop-quantised output) into an aligned stream: output sample n lines up with input sample
 // n, total output length == total input length, and attenuation_limit_db is applied on the aligned signals.
 
+import { concat, concatAll } from '../dsp/concat';
+
 export interface ChainProcessor {
   readonly sampleRate: number;
   readonly channels: number;
@@ -86,23 +88,4 @@ export class AlignedStream {
     this.outCount += len;
     return out;
   }
-}
-
-export function concat(a: Float32Array, b: Float32Array): Float32Array {
-  if (a.length === 0) return b;
-  const r = new Float32Array(a.length + b.length);
-  r.set(a);
-  r.set(b, a.length);
-  return r;
-}
-
-export function concatAll(parts: Float32Array[]): Float32Array {
-  const total = parts.reduce((s, p) => s + p.length, 0);
-  const r = new Float32Array(total);
-  let o = 0;
-  for (const p of parts) {
-    r.set(p, o);
-    o += p.length;
-  }
-  return r;
 }

@@ -1,8 +1,18 @@
 // Contract between the audio pipeline and the inference engine.
 // Audio crosses it as float32 samples in [-1, 1] at the stream's rate, planar (one array per channel); a
 // PcmDenoiseStream takes and returns interleaved PCM bytes instead, converted on the engine's side.
-import type { WavSampleFormat } from '../audio/wav';
-import type { BandProcessing } from './catalog';
+import type { WavSampleFormat } from '../dsp/pcm';
+
+/** How one frequency band of the output was processed (reported in X-NS-Stats `bands`). */
+export interface BandProcessing {
+  from_hz: number;
+  to_hz: number;
+  /**
+   * `denoised_16k`: the model's 16 kHz chain ran on this band; `guided_high_band`: the input's own band above the
+   * crossover, filtered per frequency bin under the guidance of the 16 kHz chain's speech/noise decision.
+   */
+  processing: 'denoised_16k' | 'guided_high_band';
+}
 
 export type ModelId = 'nsm-1' | 'nsm-2' | 'nsm-3' | 'nsm-4' | 'nsm-2-hd';
 
@@ -33,7 +43,7 @@ export interface DenoiseOptions {
    */
   fullBand?: boolean;
   /**
-   * Meter the stream's input and output (BS.1770 block powers at sampleRate, src/audio/loudness.ts) in the worker, next
+   * Meter the stream's input and output (BS.1770 block powers at sampleRate, src/dsp/loudness.ts) in the worker, next
    * to the chain, instead of on the caller's thread: read them with loudness() once end() has resolved.
    */
   measureLoudness?: boolean;

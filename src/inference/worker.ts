@@ -4,7 +4,7 @@
 // would otherwise fall on the server's main thread runs here too: loudness metering, and for PCM streams the decoding
 // of the input bytes and the dither and 16-bit rounding of the output.
 import { parentPort, workerData } from 'node:worker_threads';
-import { LoudnessMeter } from '../audio/loudness';
+import { LoudnessMeter } from '../dsp/loudness';
 import { createChain } from './chains';
 import { DtlnGraphs } from './dtln';
 import { PcmEdges } from './pcm-edges';

@@ -24,7 +24,7 @@ import { openJobStore } from './store';
 import type { JobStore, JobsLog } from './types';
 import { WebhookDispatcher } from './webhooks';
 
-export { createJobStreamRouter } from './stream-endpoint';
+export { createJobStreamRouter } from '../model-service/job-stream';
 export { configureJobRoutes } from './routes';
 export { openJobStore } from './store';
 export type { JobStore } from './types';

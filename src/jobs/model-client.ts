@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from './stream-endpoint';
+import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from '../model-service/job-stream';
 import type { JobParams } from './types';
 
 /** The model service refused the input or the parameters (400/413/422): retrying cannot help. */

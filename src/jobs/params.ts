@@ -2,14 +2,12 @@
 // `file` part, and an optional `webhook_url`.
 import type { Config } from '../config';
 import { HttpError } from '../model-service/http-error';
-import { parseDenoiseParams } from '../model-service/params';
+import { JOB_DENOISE_FIELDS, parseDenoiseParams } from '../model-service/params';
 import { JobApiError } from './errors';
 import type { JobParams } from './types';
 import { parseUserUrl, UrlNotAllowedError } from './url-guard';
 
 export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'url', 'webhook_url'];
-/** The /denoise fields a job takes (everything but `response`); the model service's stream endpoint reads the same. */
-export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs'];
 
 export interface JobForm {
   params: JobParams;

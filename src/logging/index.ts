@@ -3,7 +3,7 @@
 // fast JSON logger of the Node ecosystem with child loggers and a pretty printer; nothing here formats by hand.
 //
 // Fields every line carries: level (a label), time (ISO 8601), service ('gateway' | 'model-service'), msg.
-// Request lines (src/logging/request-line.ts) add request_id, workspace, key_prefix, endpoint, status, ... .
+// Request lines (src/gateway/observers/request-line.ts) add request_id, workspace, key_prefix, endpoint, status, ... .
 import pino, { type DestinationStream, type Logger } from 'pino';
 import { prettyFactory } from 'pino-pretty';
 import type { Config } from '../config';

@@ -7,9 +7,9 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import archiver from 'archiver';
 import { PROJECT_ROOT, type Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
-import { AudioAbortedError, AudioInputError, denoise, denoiseFile, type DenoiseStats } from '../audio/pipeline';
-import { createJobStreamRouter } from '../jobs/stream-endpoint';
-import type { ModelServiceMetrics } from '../metrics';
+import { AudioAbortedError, AudioInputError, denoise, denoiseFile, type DenoiseStats } from '../pipeline';
+import { createJobStreamRouter } from './job-stream';
+import type { ModelServiceMetrics } from './metrics';
 import { FORMATS, type OutputFormat } from '../audio/formats';
 import type { MemoryFile } from '../audio/memory-file';
 import { loadCatalog } from './catalog';
@@ -299,7 +299,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
     });
   });
 
-  // The job runner's streaming endpoint (src/jobs/stream-endpoint.ts).
+  // The job runner's streaming endpoint (src/model-service/job-stream.ts).
   app.use(createJobStreamRouter({ config, engine, log, metrics: deps.metrics }));
 
   app.use((req: Request, res: Response) => {

@@ -3,7 +3,7 @@ import type { Config } from '../config';
 import { MODEL_IDS, type ModelId } from '../inference/types';
 import { isModelId, loadCatalog } from './catalog';
 import { isOutputFormat, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
-import { LOUDNESS_RANGE } from '../audio/normalize';
+import { LOUDNESS_RANGE } from '../dsp/normalize';
 import { badRequest, unprocessable } from './http-error';
 
 export type { OutputFormat };
@@ -25,6 +25,9 @@ export type EndpointKind = 'single' | 'batch';
 export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response', 'loudness_lufs'];
 const RESPONSES: Record<EndpointKind, string[]> = { single: ['audio', 'json'], batch: ['zip', 'json'] };
 export const FILE_FIELD: Record<EndpointKind, string> = { single: 'file', batch: 'files' };
+
+/** The /denoise fields a job takes (everything but `response`); job-stream.ts reads the same for a job's input. */
+export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs'];
 
 const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 

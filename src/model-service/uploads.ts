@@ -10,7 +10,7 @@ import type { Request, Response } from 'express';
 import multer from 'multer';
 import type { Config } from '../config';
 import { MemoryFile } from '../audio/memory-file';
-import type { SourceInput } from '../audio/pipeline';
+import type { SourceInput } from '../pipeline';
 import { badRequest, HttpError, sendDetail, tooLarge } from './http-error';
 import { FILE_FIELD, parseDenoiseParams, type EndpointKind } from './params';
 

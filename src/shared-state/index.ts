@@ -1,13 +1,14 @@
 // Where the short-lived, per-request state lives — rate-limit windows (per token and per unauthenticated address),
 // console sessions and sign-in failures: in process memory by default (the single box, nothing else to run), in
 // Redis when REDIS_URL is set, so that any gateway replica can serve any request. Both engines implement the same
-// contracts (RateLimiter in src/gateway/rate-limit.ts; SessionStore and LoginLimiter in src/console/auth.ts).
+// contracts (RateLimiter in src/shared-state/rate-limit.ts; SessionStore and LoginLimiter in src/console/auth.ts).
 import { redactUrl, type Config } from '../config';
-import { ADMIN_SECRET_SETTING, memoryConsoleState, type ConsoleStateEngines } from '../console/auth';
-import { SlidingWindowRateLimiter, type RateLimiter } from '../gateway/rate-limit';
-import { openRedis } from '../redis/client';
-import { redisConsoleState } from '../redis/console-state';
-import { RedisRateLimiter } from '../redis/rate-limiter';
+import { memoryConsoleState, type ConsoleStateEngines } from './sessions';
+import { ADMIN_SECRET_SETTING } from '../store/settings';
+import { SlidingWindowRateLimiter, type RateLimiter } from './rate-limit';
+import { openRedis } from './redis/client';
+import { redisConsoleState } from './redis/console-state';
+import { RedisRateLimiter } from './redis/rate-limiter';
 import type { GatewayStore } from '../store/types';
 
 export interface SharedState {
@@ -35,7 +36,7 @@ export async function openSharedState(
     };
   }
   const redis = await openRedis(config, log);
-  // Playground tokens are sealed under a secret every replica has and Redis never sees (src/redis/console-state.ts).
+  // Playground tokens are sealed under a secret every replica has and Redis never sees (src/shared-state/redis/console-state.ts).
   const sealSecret = async (): Promise<string> => {
     if (config.adminSecret) return `admin-secret:${config.adminSecret}`;
     const stored = await store.getSetting(ADMIN_SECRET_SETTING);

@@ -16,8 +16,8 @@
 import type http from 'node:http';
 import type { Request, Response } from 'express';
 import type { Config } from '../config';
-import { sendGatewayError, type GatewayErrorType } from '../gateway/errors';
-import type { ForwardOutcome, Forwarder, GatewayContext } from '../gateway/types';
+import { sendGatewayError, type GatewayErrorType } from '../http/errors';
+import type { ForwardCall, ForwardOutcome, UpstreamForwarder } from './types';
 import { Balancer, parseUpstreamUrls, Upstream } from './balancer';
 import type { BreakerState, CircuitBreaker } from './circuit-breaker';
 import { HealthChecker } from './health';
@@ -55,7 +55,7 @@ export interface UpstreamState {
   inFlight: number;
 }
 
-export type ModelServiceForwarder = Forwarder & {
+export type ModelServiceForwarder = UpstreamForwarder & {
   /** The first replica's breaker (the only one with a single MODEL_SERVICE_URL). */
   readonly breaker: CircuitBreaker;
   /** The first replica's URL. */
@@ -108,7 +108,7 @@ const RESPONSE_HEADERS_DROPPED = new Set([
   'www-authenticate',
 ]);
 
-function upstreamPath(req: Request, ctx: GatewayContext): string {
+function upstreamPath(req: Request, ctx: ForwardCall): string {
   let endpoint = ctx.route?.endpoint;
   if (!endpoint) {
     // /v1/<service>/<endpoint> → <endpoint>
@@ -195,7 +195,7 @@ export function createModelServiceForwarder(deps: ForwarderDeps): ModelServiceFo
   const active = new Set<ActiveCall>();
   const clientMinBytes = Math.max(1, Math.floor((config.clientMinBytesPerSecond * config.clientIdleTimeoutMs) / 1000));
 
-  const forward = (req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> =>
+  const forward = (req: Request, res: Response, ctx: ForwardCall): Promise<ForwardOutcome> =>
     new Promise<ForwardOutcome>((resolveCall) => {
       const maxBody = ctx.route ? ctx.route.maxBodyBytes : FALLBACK_MAX_BODY;
       const withBody = hasRequestBody(req);

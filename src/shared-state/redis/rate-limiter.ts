@@ -1,8 +1,8 @@
-// RateLimiter on Redis: the same sliding-window log as the in-memory engine (src/gateway/rate-limit.ts), kept in
+// RateLimiter on Redis: the same sliding-window log as the in-memory engine (src/shared-state/rate-limit.ts), kept in
 // one sorted set per key (score = admission time in ms), checked and updated by one Lua script so that gateway
 // replicas hitting the same key at once can never admit more than the limit in any 60 s. Memory: at most `limit`
 // entries per active key; a key expires 60 s after its last admission.
-import { decide, RATE_WINDOW_MS, type RateLimitDecision, type RateLimiter, type RateLimitState } from '../gateway/rate-limit';
+import { decide, RATE_WINDOW_MS, type RateLimitDecision, type RateLimiter, type RateLimitState } from '../rate-limit';
 import { RedisScript, type RedisConnection } from './client';
 
 // KEYS[1] the sorted set; ARGV now, window, limit, member, hit (1) or peek (0).

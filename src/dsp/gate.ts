@@ -4,7 +4,7 @@
 // gain opens `lookaheadHops` hops before a louder hop arrives (no clipped onsets) and stays open `holdHops` after it
 // (no cut word endings), then closes with a `releaseMs` time constant; it is interpolated sample by sample.
 // Streaming with a fixed latency of lookaheadHops * 128 samples; chunked output equals one-pass output.
-import { concat } from './stream';
+import { concat } from './concat';
 
 export interface GateOptions {
   /** Threshold below the tracked speech-peak level, dB (hops quieter than peak - depth are expanded). */

@@ -8,18 +8,7 @@
 // alone learns nothing usable; a token that cannot be unsealed (the secret changed) is treated as absent and the
 // playground takes a fresh key.
 import crypto from 'node:crypto';
-import {
-  newSession,
-  sessionEndsAt,
-  sessionKey,
-  type ConsoleSession,
-  type ConsoleStateEngines,
-  type LoginLimiter,
-  type LoginLimiterOptions,
-  type PlaygroundKey,
-  type SessionOptions,
-  type SessionStore,
-} from '../console/auth';
+import { newSession, sessionEndsAt, sessionKey, type ConsoleSession, type ConsoleStateEngines, type LoginLimiter, type LoginLimiterOptions, type PlaygroundKey, type SessionOptions, type SessionStore } from '../sessions';
 import { RedisScript, type RedisConnection } from './client';
 
 const PLAYGROUND_FIELD = 'pg:';

@@ -28,23 +28,24 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
-import { bandsUpTo, CHAINS, type BandProcessing } from '../inference/catalog';
+import { type BandProcessing } from '../inference/types';
+import { bandsUpTo, CHAINS } from '../inference/catalog';
 import type { DenoiseOptions, DenoiseStream, InferenceEngine, ModelId, PcmDenoiseStream, StreamControl } from '../inference/types';
-import { AudioAbortedError, AudioInputError } from './errors';
-import { encodedRate, FORMATS, truePeakCeiling, type OutputFormat } from './formats';
-import { dbOf, gatedLoudness, LoudnessMeter, noiseRemovedDb, TruePeakInterpolator } from './loudness';
-import { LoudnessNormalizer } from './normalize';
-import { FloatSpool } from './spool';
-import { checkDecodedDuration, checkInputLimits } from './limits';
-import { assertReadableFile } from './probe';
-import { MemoryFile } from './memory-file';
-import { openSink, writesInProcess, type AudioSink } from './sinks';
-import { openSource, type AudioSource, type SourceInput } from './sources';
+import { AudioAbortedError, AudioInputError } from '../audio/errors';
+import { encodedRate, FORMATS, truePeakCeiling, type OutputFormat } from '../audio/formats';
+import { dbOf, gatedLoudness, LoudnessMeter, noiseRemovedDb, TruePeakInterpolator } from '../dsp/loudness';
+import { LoudnessNormalizer } from '../dsp/normalize';
+import { FloatSpool } from '../audio/spool';
+import { checkDecodedDuration, checkInputLimits } from '../audio/limits';
+import { assertReadableFile } from '../audio/probe';
+import { MemoryFile } from '../audio/memory-file';
+import { openSink, writesInProcess, type AudioSink } from '../audio/sinks';
+import { openSource, type AudioSource, type SourceInput } from '../audio/sources';
 
-export { AudioAbortedError, AudioInputError, AudioPipelineError, AudioTooLongError } from './errors';
+export { AudioAbortedError, AudioInputError, AudioPipelineError, AudioTooLongError } from '../audio/errors';
 
-export type { OutputFormat } from './formats';
-export type { InMemoryInput, SourceInput } from './sources';
+export type { OutputFormat } from '../audio/formats';
+export type { InMemoryInput, SourceInput } from '../audio/sources';
 
 /** Largest gain loudness normalisation applies (a near-silent file is not blown up into its noise floor). */
 export const MAX_NORMALIZATION_GAIN_DB = 30;
@@ -522,7 +523,7 @@ class PipelineRun {
   }
 }
 
-export { deinterleave, interleave, silenceNonFinite } from './interleave';
+export { deinterleave, interleave, silenceNonFinite } from '../dsp/interleave';
 
 interface LoudnessResult {
   input: number | null;

@@ -4,7 +4,7 @@
 // runs Lua scripts with EVALSHA. One connection per process is enough: node-redis pipelines concurrent commands.
 import crypto from 'node:crypto';
 import { createClient, type RedisClientType } from '@redis/client';
-import { redactUrl, type Config } from '../config';
+import { redactUrl, type Config } from '../../config';
 
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type
 export type RedisClient = RedisClientType<{}, {}, {}, 3, {}>;

@@ -1,7 +1,7 @@
 // The one place that reads the environment. Everything else receives a Config.
 import os from 'node:os';
 import path from 'node:path';
-import { parseTrustProxy, type TrustProxySetting } from './gateway/ip';
+import { parseTrustProxy, type TrustProxySetting } from './trust-proxy';
 
 export interface Config {
   /** HTTP port of the public server (gateway + console). */
@@ -34,7 +34,7 @@ export interface Config {
   /** attenuation_limit_db applied when a request omits it. */
   defaultAttenuationLimitDb: number;
   // -- reliability and security hardening (issue 9 / 12) --------------------------------------------------------
-  /** TRUST_PROXY: hop count or trusted proxy list; who the client is behind reverse proxies (see src/gateway/ip.ts). */
+  /** TRUST_PROXY: hop count or trusted proxy list; who the client is behind reverse proxies (see src/http/ip.ts). */
   trustProxy: TrustProxySetting;
   /** Shared secret the gateway presents to the model service (Authorization: Bearer). Required for a remote one. */
   modelServiceToken: string | null;
@@ -179,13 +179,13 @@ function defaultFfmpeg(): string {
   }
 }
 
-/** Project root: two levels above dist/src/config.js, one above src/config.ts. */
+/** Project root: the folder above dist/ (compiled: dist/src/config/index.js), or two above src/config/index.ts. */
 export const PROJECT_ROOT = (() => {
   const here = __dirname;
   const parts = here.split(path.sep);
   const distIdx = parts.lastIndexOf('dist');
   if (distIdx >= 0) return parts.slice(0, distIdx).join(path.sep) || path.sep;
-  return path.resolve(here, '..');
+  return path.resolve(here, '..', '..');
 })();
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {

@@ -1,5 +1,5 @@
 // AssemblyScript (compiled to WebAssembly by `npm run build`, not by tsc): DTLN's 512-point STFT work in WebAssembly
-// SIMD. The same arithmetic as RealFFT (src/inference/fft.ts) for n = 512, operation for operation in float64, so the
+// SIMD. The same arithmetic as RealFFT (src/dsp/fft.ts) for n = 512, operation for operation in float64, so the
 // results are bit-identical to it; the SIMD lanes are two frames (frame pairs), not two bins, which is what lets every
 // butterfly stay the scalar code. Loaded by src/inference/dtln-wasm.ts, which fills the tables and owns the memory.
 //

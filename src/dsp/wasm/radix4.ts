@@ -1,5 +1,5 @@
 // AssemblyScript, shared by the WebAssembly kernels (dtln-dsp.ts, fft-pairs.ts; each compiled on its own, these
-// inlined into both): the radix-4 passes of RealFFT's complex FFT (src/inference/fft.ts) on a work array of frame
+// inlined into both): the radix-4 passes of RealFFT's complex FFT (src/dsp/fft.ts) on a work array of frame
 // pairs, lane 0 the first frame and lane 1 the second, every butterfly RealFFT's scalar arithmetic in float64.
 //   zr, zi   the work array's real and imaginary parts: element i at zr + 16 i (one v128 per element)
 //   tw       the radix-4 twiddle table, each double splatted (v128 t at tw + 16 t); twBase: the pass's first entry

@@ -6,8 +6,8 @@
 //    "client_ip":"…","msg":"POST /v1/noise-suppressor/denoise 200"}
 //
 // Client mistakes (4xx) are not operator problems: they stay at "info"; only 5xx (the service failed) are "error".
-import type { CallObserver } from '../gateway/types';
-import type { Logger } from './index';
+import type { CallObserver } from '../types';
+import type { Logger } from '../../logging';
 
 export function requestLineObserver(logger: Logger): CallObserver {
   return ({ entry, keyPrefix, model, audioSeconds }) => {

@@ -1,5 +1,5 @@
 // Request rate limiting behind a small interface: the in-memory engine here (one process: the single box) and a
-// Redis engine (src/redis/rate-limiter.ts, several gateway replicas) implement the same sliding-window contract,
+// Redis engine (src/shared-state/redis/rate-limiter.ts, several gateway replicas) implement the same sliding-window contract,
 // and the same contract tests run against both.
 //
 // The window is a sliding log: a request is admitted when fewer than `limit` requests were admitted for the key in

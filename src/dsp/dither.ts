@@ -13,7 +13,7 @@
 // The noise is TPDF (difference of two uniforms) through a one-pole low-pass whose corner is fixed in hertz, so it is
 // the same at every sample rate; each channel has its own deterministic generator, so a file always encodes to the
 // same bytes and chunked processing equals one-pass processing.
-import { toInt16 } from './wav';
+import { toInt16 } from './pcm';
 
 /** Dither RMS in 16-bit steps (1 = −90.3 dBFS). */
 export const DITHER_RMS_LSB = 1;

@@ -8,15 +8,9 @@
 import net from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import proxyaddr from 'proxy-addr';
+import type { TrustProxySetting } from '../config/trust-proxy';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
-
-/**
- * TRUST_PROXY as configured: a hop count (0 = no proxy: the socket peer is the client; 1 = one proxy in front, so
- * the right-most X-Forwarded-For entry is the client; …) or a list of trusted proxy addresses/CIDRs (and the names
- * `loopback`, `linklocal`, `uniquelocal`).
- */
-export type TrustProxySetting = number | string[];
 
 /** Strips IPv4-mapped IPv6 (::ffff:127.0.0.1 → 127.0.0.1) and zone ids so one address has one spelling. */
 export function normalizeIp(ip: string): string {
@@ -44,32 +38,6 @@ export function trustFunction(setting: TrustProxySetting): TrustFn {
     compiled.set(setting, fn);
   }
   return fn;
-}
-
-/**
- * Parses TRUST_PROXY. Unset, `false`, `0` → 0 hops (X-Forwarded-For ignored). `true` → 1 hop: exactly one reverse
- * proxy you run sits in front (NOT Express's "trust everything", which would let a client pick its own address).
- * An integer N → N hops. Anything else → a comma-separated list of proxy addresses/CIDRs/names. Throws when invalid.
- */
-export function parseTrustProxy(raw: string | undefined): TrustProxySetting {
-  const text = (raw ?? '').trim();
-  if (text === '' || /^(false|no|off)$/i.test(text)) return 0;
-  if (/^(true|yes|on)$/i.test(text)) return 1;
-  if (/^\d+$/.test(text)) {
-    const hops = Number(text);
-    if (hops > 32) throw new Error(`TRUST_PROXY hop count ${hops} is implausible (at most 32)`);
-    return hops;
-  }
-  const list = text
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  try {
-    proxyaddr.compile(list);
-  } catch (err) {
-    throw new Error(`TRUST_PROXY must be true/false, a hop count or a list of proxy IPs/CIDRs: ${(err as Error).message}`);
-  }
-  return list;
 }
 
 /** Whether the request reached us through a trusted proxy (so its X-Forwarded-* headers may be believed). */

@@ -1,8 +1,8 @@
-// AssemblyScript (compiled to WebAssembly by `npm run build`, not by tsc): RealFFT (src/inference/fft.ts) for any
+// AssemblyScript (compiled to WebAssembly by `npm run build`, not by tsc): RealFFT (src/dsp/fft.ts) for any
 // power-of-two size from 16 to 4096 in WebAssembly SIMD, for the full-band stages (resamplers, band-gain probe,
 // high-band filter). As in dtln-dsp.ts, the two SIMD lanes are two frames, not two bins: every butterfly is
 // RealFFT's scalar code, operation for operation in float64, so the results are bit-identical to it. Loaded by
-// src/inference/fft-pairs.ts, which computes the tables, writes them, and owns the memory.
+// src/dsp/fft-pairs.ts, which computes the tables, writes them, and owns the memory.
 //
 // Memory (byte offsets set by init(); the JS side writes the tables first):
 //   SP   split twiddles e^{-2πik/n}, k = 0..n/4, each as (re, re), (im, im) v128 pairs

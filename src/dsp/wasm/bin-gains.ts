@@ -1,9 +1,9 @@
 // AssemblyScript (compiled to WebAssembly by `npm run build`, not by tsc): the per-bin gain loops of the post-filter
-// (src/inference/postfilter.ts, PostFilter.gain) and of the high-band filter (src/inference/highband.ts,
+// (src/dsp/postfilter.ts, PostFilter.gain) and of the high-band filter (src/dsp/highband.ts,
 // HighBandFilter.applyGain), two bins per SIMD operation. Every lane does the JS loop's float64 operations in the same
 // order (comparisons and selects in place of its branches, min/max with Math.min/Math.max's NaN and signed-zero
 // rules), so the results are bit-identical to it. Runs on the spectrum rows of a WasmRowFft, in its memory (imported);
-// src/inference/bin-gains.ts instantiates it there and copies the filters' state in and out around each batch.
+// src/dsp/bin-gains.ts instantiates it there and copies the filters' state in and out around each batch.
 //
 // State (float64 arrays of `bins` values each, 16-byte aligned, `stride` bytes apart from `st`):
 //   post-filter   smoothPow, noise, prevClean, curMin, closedMin
@@ -186,7 +186,7 @@ export function highBandFrame(
   }
 }
 
-// The resamplers' polyphase filters applied as per-bin complex gains (src/inference/dsp.ts, Decimator3 / Interpolator3
+// The resamplers' polyphase filters applied as per-bin complex gains (src/dsp/resample.ts, Decimator3 / Interpolator3
 // viaFft): spectrum rows of K bins at re / im (row r at r * K doubles), the three phase filters' spectra at spec
 // (re of phases 0, 1, 2, then im of phases 0, 1, 2, each K doubles, `stride` bytes apart).
 
