@@ -5,12 +5,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
-import { clientIpOf, fromTrustedProxy } from '../http/ip';
+import { clientIpOf } from '../http/ip';
 import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
 import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
-import { memoryConsoleState, sessionEndsAt, type ConsoleSession, type ConsoleStateEngines, type LoginLimiterOptions, type SessionOptions } from '../shared-state/sessions';
-import { checkAdminSecret, constantTimeEqual } from './auth';
+import { memoryConsoleState, type ConsoleStateEngines, type LoginLimiterOptions, type SessionOptions } from '../shared-state/sessions';
+import { checkAdminSecret } from './auth';
 import { PLAN_OPTIONS, displayLimits } from './plans';
+import { apiErrorHandler, apiNotFound, handle, sendError } from './respond';
+import { consoleSessions, cookieSessionId, signedIn } from './session';
 import {
   CONSOLE_SCOPES,
   InputError,
@@ -26,8 +28,8 @@ import {
 export { ensureAdminSecret } from './auth';
 export { ADMIN_SECRET_SETTING } from '../store/settings';
 
-export const SESSION_COOKIE = 'ns_console_session';
-export const CSRF_HEADER = 'x-csrf-token';
+export { CSRF_HEADER, SESSION_COOKIE } from './session';
+
 /** Name given to the per-session keys the playground uses. */
 export const PLAYGROUND_KEY_NAME = 'console playground';
 export const PLAYGROUND_SCOPES = ['noise-suppressor:denoise', 'noise-suppressor:models'];
@@ -53,38 +55,6 @@ export interface ConsoleDeps {
   options?: Partial<ConsoleOptions>;
   /** Where sessions and sign-in failures live: process memory by default, Redis when REDIS_URL is set (src/shared-state/redis). */
   state?: ConsoleStateEngines;
-}
-
-type ConsoleErrorType =
-  | 'not_signed_in'
-  | 'csrf_failed'
-  | 'invalid_secret'
-  | 'too_many_attempts'
-  | 'bad_request'
-  | 'not_found'
-  | 'unsupported_media_type';
-
-function sendError(res: Response, status: number, type: ConsoleErrorType, message: string): void {
-  res.status(status).json({ error: { type, message } });
-}
-
-function parseCookies(header: string | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (!header) return out;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq < 0) continue;
-    const name = part.slice(0, eq).trim();
-    const value = part.slice(eq + 1).trim();
-    if (name && !(name in out)) {
-      try {
-        out[name] = decodeURIComponent(value);
-      } catch {
-        out[name] = value;
-      }
-    }
-  }
-  return out;
 }
 
 export function tokenStatus(t: TokenRecord, now = Date.now()): 'active' | 'revoked' | 'expired' {
@@ -155,22 +125,6 @@ function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
   };
 }
 
-/** Route handler wrapper (sync or async): turns InputError into 400 and other throws into next(err). */
-function handle(fn: (req: Request, res: Response) => unknown) {
-  return (req: Request, res: Response, next: NextFunction) => {
-    const fail = (err: unknown): void => {
-      if (err instanceof InputError) sendError(res, 400, 'bad_request', err.message);
-      else next(err);
-    };
-    try {
-      const out = fn(req, res);
-      if (out instanceof Promise) out.catch(fail);
-    } catch (err) {
-      fail(err);
-    }
-  };
-}
-
 const CONTENT_SECURITY_POLICY = [
   "default-src 'self'",
   "script-src 'self'",
@@ -199,43 +153,13 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
     next();
   });
 
-  const isHttps = (req: Request): boolean =>
-    req.secure ||
-    (fromTrustedProxy(req, config.trustProxy) &&
-      String(req.headers['x-forwarded-proto'] ?? '').split(',').pop()!.trim() === 'https');
-
-  const cookiePath = (req: Request): string => req.baseUrl || '/';
-
-  const sessionIdOf = (req: Request): string | undefined => parseCookies(req.headers.cookie)[SESSION_COOKIE];
-
-  const setSessionCookie = (req: Request, res: Response, value: string, maxAgeMs: number): void => {
-    const attrs = [
-      `${SESSION_COOKIE}=${value}`,
-      `Path=${cookiePath(req)}`,
-      'HttpOnly',
-      'SameSite=Strict',
-      `Max-Age=${Math.max(0, Math.floor(maxAgeMs / 1000))}`,
-    ];
-    if (isHttps(req)) attrs.push('Secure');
-    res.append('Set-Cookie', attrs.join('; '));
-  };
-
-  // Revokes the playground keys a session created: they are useless once their clear token is gone.
-  const dropPlaygroundKeys = (session: ConsoleSession): void => {
-    for (const key of session.playgroundKeys.values()) {
-      store.revokeToken(key.tokenId).catch(() => undefined); // already gone, or the store is closing
-    }
-    session.playgroundKeys.clear();
-  };
-
-  // A timed-out session's playground keys are revoked too, not left valid until their expiry.
-  const sessions = engines.sessions(options);
-  sessions.onEnd(dropPlaygroundKeys);
-  const sweeper = setInterval(() => {
-    sessions.sweep().catch((err: unknown) => console.error('[console] session sweep failed:', (err as Error).message));
-  }, Math.max(1000, Math.min(options.idleTtlMs, 60_000)));
-  sweeper.unref();
-  const endsAtIso = (session: ConsoleSession): string => new Date(sessionEndsAt(session, options)).toISOString();
+  const auth = consoleSessions({
+    trustProxy: config.trustProxy,
+    sessions: engines.sessions(options),
+    options,
+    revokeToken: (tokenId) => store.revokeToken(tokenId),
+  });
+  const sessions = auth.store;
 
   // ---- static pages -------------------------------------------------------
   router.get('/', (req, res, next) => {
@@ -261,27 +185,17 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   });
   api.use(express.json({ limit: '64kb' }));
 
-  // Cross-site requests never reach the API (belt and braces on top of SameSite=Strict + CSRF).
-  api.use((req, res, next) => {
-    const site = req.headers['sec-fetch-site'];
-    if (site === 'cross-site') {
-      sendError(res, 403, 'csrf_failed', 'cross-site request refused');
-      return;
-    }
-    next();
-  });
-
-  const stateChanging = (req: Request) => !['GET', 'HEAD', 'OPTIONS'].includes(req.method);
+  api.use(auth.refuseCrossSite);
 
   api.get(
     '/session',
     handle(async (req, res) => {
-      const session = await sessions.get(sessionIdOf(req));
+      const session = await sessions.get(cookieSessionId(req));
       if (!session) {
         res.json({ signed_in: false });
         return;
       }
-      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: endsAtIso(session) });
+      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: auth.endsAtIso(session) });
     }),
   );
 
@@ -310,49 +224,21 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
       }
       await loginLimiter.recordSuccess(ip);
       // A fresh session id on every sign-in (no fixation); an older session from this browser ends.
-      const old = sessionIdOf(req);
-      if (old) {
-        const previous = await sessions.destroy(old);
-        if (previous) dropPlaygroundKeys(previous);
-      }
+      await auth.end(cookieSessionId(req));
       const { sessionId, session } = await sessions.create();
-      setSessionCookie(req, res, sessionId, options.absoluteTtlMs);
-      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: endsAtIso(session) });
+      auth.setCookie(req, res, sessionId, options.absoluteTtlMs);
+      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: auth.endsAtIso(session) });
     }),
   );
 
   // Everything below needs a session; state-changing calls also need the CSRF header.
-  api.use((req, res, next) => {
-    const sessionId = sessionIdOf(req);
-    sessions.get(sessionId).then((session) => {
-      if (!session) {
-        sendError(res, 401, 'not_signed_in', 'sign in first');
-        return;
-      }
-      if (stateChanging(req)) {
-        const sent = req.headers[CSRF_HEADER];
-        if (typeof sent !== 'string' || !constantTimeEqual(sent, session.csrfToken)) {
-          sendError(res, 403, 'csrf_failed', 'missing or wrong CSRF token');
-          return;
-        }
-      }
-      res.locals.consoleSession = session;
-      res.locals.consoleSessionId = sessionId;
-      next();
-    }, next);
-  });
-
-  const sessionOf = (res: Response): ConsoleSession => res.locals.consoleSession as ConsoleSession;
+  api.use(auth.requireSession);
 
   api.post(
     '/logout',
     handle(async (req, res) => {
-      const id = sessionIdOf(req);
-      if (id) {
-        const session = await sessions.destroy(id);
-        if (session) dropPlaygroundKeys(session);
-      }
-      setSessionCookie(req, res, '', 0);
+      await auth.end(cookieSessionId(req));
+      auth.setCookie(req, res, '', 0);
       res.json({ signed_in: false });
     }),
   );
@@ -519,7 +405,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   api.post(
     '/playground/key',
     handle(async (req, res) => {
-      const session = sessionOf(res);
+      const { sessionId, session } = signedIn(res);
       const ws = await store.getWorkspace(String(req.body?.workspace_id ?? ''));
       if (!ws) throw new InputError('pick a workspace');
       const held = session.playgroundKeys.get(ws.id);
@@ -529,7 +415,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
           res.json({ token: held.token, key_id: rec.id, prefix: rec.prefix, expires_at: rec.expiresAt });
           return;
         }
-        await sessions.setPlaygroundKey(res.locals.consoleSessionId as string, ws.id, null);
+        await sessions.setPlaygroundKey(sessionId, ws.id, null);
       }
       const { token, record } = await store.createToken({
         workspaceId: ws.id,
@@ -538,28 +424,15 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
         allowedIps: [],
         expiresAt: new Date(session.expiresAt).toISOString(),
       });
-      await sessions.setPlaygroundKey(res.locals.consoleSessionId as string, ws.id, { tokenId: record.id, token });
+      await sessions.setPlaygroundKey(sessionId, ws.id, { tokenId: record.id, token });
       res.json({ token, key_id: record.id, prefix: record.prefix, expires_at: record.expiresAt });
     }),
   );
 
   for (const extra of deps.apiRouters ?? []) api.use(extra);
 
-  api.use((_req, res) => sendError(res, 404, 'not_found', 'no such console endpoint'));
-
-  // JSON errors for the API (bad JSON bodies land here too).
-  api.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const e = err as { status?: number; type?: string; message?: string };
-    if (e && (e.status === 400 || e.type === 'entity.parse.failed')) {
-      sendError(res, 400, 'bad_request', 'malformed JSON body');
-      return;
-    }
-    if (e && e.status === 413) {
-      sendError(res, 400, 'bad_request', 'body too large');
-      return;
-    }
-    if (!res.headersSent) res.status(500).json({ error: { type: 'internal_error', message: 'console error' } });
-  });
+  api.use(apiNotFound);
+  api.use(apiErrorHandler);
 
   return router;
 }
