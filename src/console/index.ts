@@ -1,7 +1,6 @@
 // The web console at /console: static pages plus JSON endpoints under /console/api/.
 // The app mounts it with `app.use('/console', createConsoleRouter({ config, store }))` and
 // calls `ensureAdminSecret(config, store, log)` once at start.
-import fs from 'node:fs';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
@@ -13,6 +12,7 @@ import { checkAdminSecret } from './auth';
 import { PLAN_OPTIONS, displayLimits } from './plans';
 import { apiErrorHandler, apiNotFound, handle, sendError } from './respond';
 import { consoleSessions, cookieSessionId, signedIn } from './session';
+import { registerPages, securityHeaders } from './views';
 import {
   CONSOLE_SCOPES,
   InputError,
@@ -125,19 +125,6 @@ function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
   };
 }
 
-const CONTENT_SECURITY_POLICY = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data: blob:",
-  "media-src 'self' blob: mediastream:",
-  "connect-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "frame-ancestors 'none'",
-  "form-action 'self'",
-].join('; ');
-
 export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   const { config, store } = deps;
   const options: ConsoleOptions = { ...DEFAULT_CONSOLE_OPTIONS, ...deps.options };
@@ -145,13 +132,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   const loginLimiter = engines.loginLimiter(options);
   const router = express.Router();
 
-  router.use((_req, res, next) => {
-    res.setHeader('Content-Security-Policy', CONTENT_SECURITY_POLICY);
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    res.setHeader('X-Frame-Options', 'DENY');
-    res.setHeader('Referrer-Policy', 'no-referrer');
-    next();
-  });
+  router.use(securityHeaders);
 
   const auth = consoleSessions({
     trustProxy: config.trustProxy,
@@ -162,18 +143,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   const sessions = auth.store;
 
   // ---- static pages -------------------------------------------------------
-  router.get('/', (req, res, next) => {
-    // Relative asset URLs need the trailing slash.
-    const pathOnly = req.originalUrl.split('?')[0];
-    if (!pathOnly.endsWith('/')) {
-      res.redirect(301, `${req.baseUrl}/`);
-      return;
-    }
-    next();
-  });
-  if (fs.existsSync(options.staticDir)) {
-    router.use(express.static(options.staticDir, { index: 'index.html', fallthrough: true, maxAge: 0 }));
-  }
+  registerPages(router, options.staticDir);
 
   // ---- JSON API -----------------------------------------------------------
   const api = express.Router();
