@@ -8,9 +8,10 @@ import { Worker } from 'node:worker_threads';
 import type { WavSampleFormat } from '../dsp/pcm';
 import type { Config } from '../config';
 import { type BandProcessing } from './types';
-import { CHAINS, streamLayout } from './catalog';
+import { MODELS, streamLayout } from './models';
 import { spansItsBuffer, type FromWorker, type ToWorker } from './protocol';
 import {
+  DEFAULT_MODEL,
   MODEL_IDS,
   type DenoiseOptions,
   type DenoiseStream,
@@ -417,7 +418,7 @@ class Engine implements InferenceEngine {
 
   private async open(opts: DenoiseOptions, pcmInput: WavSampleFormat | null): Promise<StreamHandle> {
     if (this.closed) throw new Error('inference engine closed');
-    if (!MODEL_IDS.includes(opts.model)) throw new Error(`unknown model "${opts.model}"`);
+    if (!Object.hasOwn(MODELS, opts.model)) throw new Error(`unknown model "${opts.model}"`);
     if (!Number.isInteger(opts.channels) || opts.channels < 1) throw new Error(`invalid channel count ${opts.channels}`);
     if (!(opts.attenuationLimitDb >= 0)) throw new Error(`invalid attenuation limit ${opts.attenuationLimitDb}`);
     if (this.workers.every((w) => w.dead)) throw new Error('no inference worker available');
@@ -506,8 +507,9 @@ export interface ModelListEntry {
 }
 
 /**
- * The model catalogue for GET /models and /health: chain definitions from catalog.ts, sizes from
- * models/manifest.json when present, `available` when every graph file the chain needs exists.
+ * The model catalogue for GET /models and /health: label, rate and description from each model's spec (models.ts),
+ * the size from models/manifest.json (or the files), `available` when the manifest lists the model and every graph
+ * file it names exists.
  */
 export function listModels(config: Config): { models: ModelListEntry[]; default: ModelId } {
   let manifest: { models?: ModelManifestEntry[]; default?: string } = {};
@@ -518,9 +520,9 @@ export function listModels(config: Config): { models: ModelListEntry[]; default:
   }
   const byId = new Map((manifest.models ?? []).map((m) => [m.id, m]));
   const models = MODEL_IDS.map((id) => {
-    const def = CHAINS[id];
+    const spec = MODELS[id];
     const entry = byId.get(id);
-    const files = entry?.files ?? def.files;
+    const files = entry?.files ?? spec.graphs;
     const available = !!entry && files.every((f) => fs.existsSync(path.join(config.modelsDir, f)));
     let size = 0;
     for (const f of files) {
@@ -532,13 +534,13 @@ export function listModels(config: Config): { models: ModelListEntry[]; default:
     }
     return {
       id,
-      label: def.label,
-      sample_rate: def.sample_rate,
-      description: def.description,
+      label: spec.label,
+      sample_rate: spec.sampleRate,
+      description: spec.description,
       available,
       size_mb: entry?.size_mb ?? Math.round((size / 1e6) * 100) / 100,
     };
   });
-  const dflt = MODEL_IDS.includes(manifest.default as ModelId) ? (manifest.default as ModelId) : 'nsm-2';
+  const dflt = MODEL_IDS.includes(manifest.default as ModelId) ? (manifest.default as ModelId) : DEFAULT_MODEL;
   return { models, default: dflt };
 }

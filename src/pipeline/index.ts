@@ -29,7 +29,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
 import { type BandProcessing } from '../inference/types';
-import { bandsUpTo, CHAINS } from '../inference/catalog';
+import { bandsUpTo, MODELS } from '../inference/models';
 import type { DenoiseOptions, DenoiseStream, InferenceEngine, ModelId, PcmDenoiseStream, StreamControl } from '../inference/types';
 import { AudioAbortedError, AudioInputError } from '../audio/errors';
 import { encodedRate, FORMATS, truePeakCeiling, type OutputFormat } from '../audio/formats';
@@ -115,7 +115,7 @@ export const MAX_CHUNK_SAMPLES = 8 * 48000;
 
 /** The rate the model's chain runs at; audio is decoded to it. */
 export function modelRateFor(model: ModelId): number {
-  return CHAINS[model].sample_rate;
+  return MODELS[model].sampleRate;
 }
 
 /** Denoises the file at `inputPath` into `outputPath`. */
