@@ -48,7 +48,7 @@ export async function inTransaction<T>(pool: Pool, fn: (client: PoolClient) => P
 }
 
 /** Applies the plan's pending migrations in one transaction holding the advisory lock `plan.lock`. */
-export async function migratePostgres(client: PoolClient, plan: MigrationPlan): Promise<MigrationResult> {
+async function migrateOn(client: PoolClient, plan: MigrationPlan): Promise<MigrationResult> {
   const answer = async (step: MigrationStep): Promise<number | void> => {
     switch (step.do) {
       case 'begin':
@@ -77,11 +77,11 @@ export async function migratePostgres(client: PoolClient, plan: MigrationPlan): 
   return runMigrations(migrationSteps(plan, 'the database is'), answer, rollback);
 }
 
-/** Takes a connection from `pool`, migrates, gives it back. */
-export async function migratePool(pool: Pool, plan: MigrationPlan): Promise<MigrationResult> {
+/** Applies the plan's pending migrations on a connection of `pool` (see migrateOn). */
+export async function applyPostgresMigrations(pool: Pool, plan: MigrationPlan): Promise<MigrationResult> {
   const client = await pool.connect();
   try {
-    return await migratePostgres(client, plan);
+    return await migrateOn(client, plan);
   } finally {
     client.release();
   }

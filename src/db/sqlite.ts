@@ -30,7 +30,7 @@ export function openSqliteFile(file: string, options: SqliteOpenOptions = {}): D
  * Applies the plan's pending migrations in one BEGIN IMMEDIATE transaction: the database's write lock keeps a second
  * process that starts at the same moment waiting (busy_timeout), so each migration runs once (`plan.lock` is not used).
  */
-export function migrateSqlite(db: Database.Database, plan: MigrationPlan): MigrationResult {
+export function applySqliteMigrations(db: Database.Database, plan: MigrationPlan): MigrationResult {
   const answer = (step: MigrationStep): number | void => {
     switch (step.do) {
       case 'begin':
