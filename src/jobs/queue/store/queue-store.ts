@@ -3,7 +3,7 @@
 // lease (WHERE lease_owner = @owner), so processes sharing the queue never step on each other: on PostgreSQL claims
 // skip rows other runners hold (SKIP LOCKED) and the per-workspace cap is checked under an advisory lock; on SQLite
 // a transaction holds the file's write lock.
-import type { DeliveryAttempt, DeliveryFactory, JobListQuery, JobOutcome, JobStore, NewDelivery, NewJob } from '../types';
+import type { DeliveryAttempt, DeliveryFactory, JobListQuery, JobOutcome, JobStore, NewDelivery, NewJob } from '../../types';
 import { timeOrNull, type Sql, type SqlDatabase } from './dialect';
 import { toDelivery, toJob } from './rows';
 

@@ -3,8 +3,8 @@
 // migrates it, and runs statements on its one connection.
 import path from 'node:path';
 import type Database from 'better-sqlite3';
-import { applySqliteMigrations, openSqliteFile } from '../../db/sqlite';
-import type { JobStore } from '../types';
+import { applySqliteMigrations, openSqliteFile } from '../../../db/sqlite';
+import type { JobStore } from '../../types';
 import { SQLITE, type Params, type Row, type Sql, type SqlDatabase } from './dialect';
 import { SQLITE_JOBS_PLAN } from './migrations';
 import { createQueueStore } from './queue-store';

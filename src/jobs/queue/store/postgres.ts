@@ -2,8 +2,8 @@
 // store, with their own numbered migrations (jobs_schema_migrations). The store itself is ./queue-store.ts; this
 // opens the pool (src/db's factory), migrates, and runs statements on it.
 import type { Pool, PoolClient } from 'pg';
-import { applyPostgresMigrations, createPool, inTransaction } from '../../db/postgres';
-import type { JobStore } from '../types';
+import { applyPostgresMigrations, createPool, inTransaction } from '../../../db/postgres';
+import type { JobStore } from '../../types';
 import { POSTGRES, toPositional, type Params, type Row, type Sql, type SqlDatabase } from './dialect';
 import { POSTGRES_JOBS_PLAN } from './migrations';
 import { createQueueStore } from './queue-store';

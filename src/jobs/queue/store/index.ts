@@ -2,8 +2,8 @@
 // PostgreSQL when DATABASE_URL is set (the same database as the gateway store; several gateway processes share the
 // queue). Both apply their own numbered migrations (./migrations) when opened; the store is written once
 // (./queue-store.ts) with the engines' differences in ./dialect.ts.
-import type { Config } from '../../config';
-import type { JobStore } from '../types';
+import type { Config } from '../../../config';
+import type { JobStore } from '../../types';
 import { openPostgresJobStore } from './postgres';
 import { openSqliteJobStore } from './sqlite';
 
