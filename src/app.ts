@@ -76,7 +76,10 @@ export interface AppHandle {
    * refunded; answers already streaming are cut. Returns how many calls were affected.
    */
   abortInFlight(retryAfterS: number): number;
-  /** Stops the job runner, the in-process model service, then closes what createApp opened (engine, store). */
+  /**
+   * Closes what createApp opened, newest first: the job runner and queue, the forwarder, the in-process model
+   * service, the engine, store upkeep, shared state, the store (those passed in AppOptions stay open).
+   */
   close(): Promise<void>;
 }
 
@@ -135,6 +138,40 @@ export async function until(check: () => boolean, maxMs: number, stepMs = 50): P
   while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, stepMs));
 }
 
+/**
+ * What createApp opened, as one stack: `defer` each close as its part opens; `closeAll` runs them newest first (as
+ * Fastify runs onClose hooks), every one even when an earlier one throws, then rethrows the first error.
+ */
+export class Closer {
+  private readonly steps: Array<() => unknown> = [];
+
+  defer(close: () => unknown): void {
+    this.steps.push(close);
+  }
+
+  /** Runs one opening step; when it throws, what was opened before it is closed and its error rethrown. */
+  async open<T>(step: () => Promise<T>): Promise<T> {
+    try {
+      return await step();
+    } catch (err) {
+      await this.closeAll().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async closeAll(): Promise<void> {
+    const errors: unknown[] = [];
+    for (let step = this.steps.pop(); step; step = this.steps.pop()) {
+      try {
+        await step();
+      } catch (err) {
+        errors.push(err);
+      }
+    }
+    if (errors.length > 0) throw errors[0];
+  }
+}
+
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
   const logger = opts.logger ?? (opts.log ? loggerToCallback(opts.log, 'gateway', config.logLevel) : loggerFromConfig(config, 'gateway'));
   const log = (line: string): void => logger.error(line);
@@ -142,67 +179,60 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // Unwritable folders stop the start here with one clear sentence (not a SQLite error on the first call).
   if (!opts.store) assertWritableDir(config.dataDir, 'DATA_DIR', ['gateway.db', 'gateway.db-wal', 'gateway.db-shm']);
   if (!config.modelServiceUrl) assertWritableDir(config.tmpDir, 'TMP_DIR');
+  // Everything opened below is closed through this one stack, newest first (close(), or a later step failing).
+  const closer = new Closer();
   const store = opts.store ?? (await openStore(config));
-  let sharedState: SharedState;
-  try {
-    sharedState = opts.sharedState ?? (await openSharedState(config, store, log));
-  } catch (err) {
-    if (!opts.store) await store.close();
-    throw err;
-  }
-  let engine: InferenceEngine | null = null;
-  let modelServer: http.Server | null = null;
-  let modelApp: ModelServiceApp | null = null;
-  let modelServiceUrl: string;
-  let modelServiceToken: string;
-  try {
+  if (!opts.store) closer.defer(() => store.close());
+  const sharedState = opts.sharedState ?? (await closer.open(() => openSharedState(config, store, log)));
+  if (!opts.sharedState) closer.defer(() => sharedState.close());
+  // Request-log retention and the reclaiming of credit holds left by a gateway that died mid-call.
+  const maintenance = startStoreMaintenance(store, config, { log });
+  closer.defer(() => maintenance.stop());
+  // The model service: remote (MODEL_SERVICE_URL), or an engine and its model service in this process.
+  const model = await closer.open(async () => {
     if (config.modelServiceUrl) {
       if (!config.modelServiceToken) {
         throw new Error('MODEL_SERVICE_URL is set but MODEL_SERVICE_TOKEN is not: set it to the secret the model service(s) were started with');
       }
-      modelServiceUrl = config.modelServiceUrl;
-      modelServiceToken = config.modelServiceToken;
-    } else {
-      const localEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config));
-      engine = localEngine;
-      // In-process, the model service's metrics (audio seconds, RTF, engine state) share the gateway's /metrics.
-      const msMetrics = createModelServiceMetrics(registry, { engine: () => localEngine.state() });
-      // A fresh secret per start: only this process can call its in-process model service.
-      modelServiceToken = crypto.randomBytes(32).toString('base64url');
-      const started = await startModelServiceServer(config, localEngine, modelServiceToken, log, msMetrics);
-      modelServer = started.server;
-      modelApp = started.app;
-      modelServiceUrl = started.url;
+      return { url: config.modelServiceUrl, token: config.modelServiceToken, engine: null, app: null };
     }
-  } catch (err) {
-    if (!opts.engine) await engine?.close().catch(() => undefined);
-    if (!opts.sharedState) await sharedState.close().catch(() => undefined);
-    if (!opts.store) await store.close();
-    throw err;
-  }
+    const localEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config));
+    if (!opts.engine) {
+      closer.defer(async () => {
+        await waitForIdle(localEngine, 10_000);
+        await localEngine.close();
+      });
+    }
+    // In-process, the model service's metrics (audio seconds, RTF, engine state) share the gateway's /metrics.
+    const msMetrics = createModelServiceMetrics(registry, { engine: () => localEngine.state() });
+    // A fresh secret per start: only this process can call its in-process model service.
+    const token = crypto.randomBytes(32).toString('base64url');
+    const started = await startModelServiceServer(config, localEngine, token, log, msMetrics);
+    closer.defer(async () => {
+      await closeServer(started.server);
+      // Responses may have closed a moment before their temp directories are removed.
+      await requestScopesSettled(10_000);
+    });
+    return { url: started.url, token, engine: localEngine, app: started.app };
+  });
+  const { url: modelServiceUrl, token: modelServiceToken, engine, app: modelApp } = model;
   // One set of replicas for calls and jobs alike: a replica that is down or whose breaker is open is skipped by both.
   const replicas = new ModelServiceReplicas({ config, baseUrl: modelServiceUrl, token: modelServiceToken });
+  closer.defer(() => replicas.close());
   const forwarder = createModelServiceForwarder({ config, replicas });
-  let jobs: Jobs;
-  try {
-    jobs = await createJobs({
+  closer.defer(() => forwarder.close());
+  const jobs = await closer.open(() =>
+    createJobs({
       config,
       gateway: store,
       modelServices: replicas,
       store: opts.jobStore,
       logger,
       registry,
-    });
-  } catch (err) {
-    replicas.close();
-    if (modelServer) await closeServer(modelServer);
-    if (!opts.engine) await engine?.close().catch(() => undefined);
-    if (!opts.sharedState) await sharedState.close().catch(() => undefined);
-    if (!opts.store) await store.close();
-    throw err;
-  }
-  // Request-log retention and the reclaiming of credit holds left by a gateway that died mid-call.
-  const maintenance = startStoreMaintenance(store, config, { log });
+    }),
+  );
+  // First at close: running jobs go back to the queue while the model service can still be reached cleanly.
+  closer.defer(() => jobs.close());
   const gatewayMetrics = createGatewayMetrics(registry, { upstreams: () => forwarder.upstreams() });
   const observers: CallObserver[] = [gatewayMetrics.observe];
   if (config.logRequests) observers.push(requestLineObserver(logger));
@@ -331,20 +361,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     async close() {
       if (closed) return;
       closed = true;
-      // First: running jobs go back to the queue while the model service can still be reached cleanly.
-      await jobs.close();
-      forwarder.close();
-      replicas.close();
-      if (modelServer) await closeServer(modelServer);
-      // Responses may have closed a moment before their temp directories are removed.
-      await requestScopesSettled(10_000);
-      if (engine && !opts.engine) {
-        await waitForIdle(engine, 10_000);
-        await engine.close();
-      }
-      await maintenance.stop();
-      if (!opts.sharedState) await sharedState.close();
-      if (!opts.store) await store.close();
+      await closer.closeAll();
     },
   };
 }

@@ -6,8 +6,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { openPostgresJobStore } from '../src/jobs/store/postgres';
-import { openSqliteJobStore } from '../src/jobs/store/sqlite';
+import { openPostgresJobStore } from '../src/jobs/queue/store/postgres';
+import { openSqliteJobStore } from '../src/jobs/queue/store/sqlite';
 import { startPostgres, type PostgresServer } from './real-servers';
 import type { JobStore } from '../src/jobs/types';
 

@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
 import { ROUTES } from '../src/gateway/routes';
-import { JOB_ERRORS } from '../src/jobs/errors';
-import { JOB_FIELDS } from '../src/jobs/params';
+import { JOB_ERRORS } from '../src/jobs/api/errors';
+import { JOB_FIELDS } from '../src/jobs/api/params';
 import { jobView } from '../src/jobs/views';
 import type { JobRecord } from '../src/jobs/types';
 

@@ -1,7 +1,7 @@
 // The route table's `{name}` segments and methods for the jobs endpoints; the v1 routes match as before.
 import { loadConfig } from '../src/config';
 import { knownScopes, matchRoute, ROUTES } from '../src/gateway/routes';
-import { configureJobRoutes } from '../src/jobs/routes';
+import { configureJobRoutes } from '../src/jobs/api/routes';
 
 const P = '/v1/noise-suppressor';
 

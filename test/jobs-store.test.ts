@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
 import type { JobStore, NewJob } from '../src/jobs/types';
-import { openSqliteJobStore } from '../src/jobs/store/sqlite';
+import { openSqliteJobStore } from '../src/jobs/queue/store/sqlite';
 import { jobStoreEngines, stopJobsPostgres } from './jobs-helpers';
 import { serverBinaries } from './real-servers';
 
@@ -296,7 +296,7 @@ describe('SQLite job store file', () => {
       for (let i = 0; i < JOBS; i++) await store.createJob(newJob(`job_p${String(i).padStart(4, '0')}`, `ws_${i % 7}`, T0 + i), 1000);
       await store.close();
       const script = `
-        const { openSqliteJobStore } = require(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/src/jobs/store/sqlite.js'))});
+        const { openSqliteJobStore } = require(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/src/jobs/queue/store/sqlite.js'))});
         (async () => {
           const s = openSqliteJobStore(process.argv[1]);
           // Start barrier: every process has its connection open before any claims.

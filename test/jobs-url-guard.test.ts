@@ -5,9 +5,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { downloadToFile, FetchFailedError, FetchTooLargeError, fileNameFromUrl, MAX_REDIRECTS, postJson, type SafeHttpOptions } from '../src/jobs/safe-http';
-import { addressRefusal, assertPublicHost, parseUserUrl, UrlNotAllowedError } from '../src/jobs/url-guard';
-import { removeFailedWrite } from '../src/jobs/files';
+import { downloadToFile, FetchFailedError, FetchTooLargeError, fileNameFromUrl, MAX_REDIRECTS, postJson, type SafeHttpOptions } from '../src/jobs/outbound/safe-http';
+import { addressRefusal, assertPublicHost, parseUserUrl, UrlNotAllowedError } from '../src/jobs/outbound/url-guard';
+import { removeFailedWrite } from '../src/jobs/failed-write';
 
 describe('addressRefusal', () => {
   test.each([

@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { openSqliteJobStore } from '../src/jobs/store/sqlite';
+import { openSqliteJobStore } from '../src/jobs/queue/store/sqlite';
 import type { JobRecord, JobStore } from '../src/jobs/types';
 import {
   DELIVERY_WINDOW_MS,
@@ -12,7 +12,7 @@ import {
   signatureHeader,
   verifySignature,
   WebhookDispatcher,
-} from '../src/jobs/webhooks';
+} from '../src/jobs/outbound/webhooks';
 import { signatureValid, startReceiver, until } from './jobs-helpers';
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');

@@ -1,13 +1,12 @@
 // Asynchronous jobs for long recordings (docs/jobs.md): submit a file or a URL, poll or get a signed webhook, download
-// the result. This folder holds the whole capability:
-//   types.ts + store/       the job queue contract and its engines (SQLite jobs.db; PostgreSQL with DATABASE_URL)
-//   api.ts, routes.ts       the /v1/noise-suppressor/jobs endpoints behind the gateway's policies
-//   runner.ts               claims jobs, leases/heartbeats, retries, retention, refunds
-//   model-client.ts         runner → model service over HTTP (POST /internal/jobs/denoise), via upstream's replicas
-//   stream-endpoint.ts      that endpoint, mounted in the model service
-//   url-guard.ts, safe-http.ts   outbound requests to user URLs (inputs, webhooks) without reaching private networks
-//   webhooks.ts             signed deliveries with retries
-//   console-api.ts          the console's Jobs page API
+// the result. This folder holds the whole capability; this file composes it. Imports point down this list:
+//   api/            the jobs endpoints and the console's Jobs API (api/index.ts lists its files)
+//   queue/          the job store engines, the runner, the job files (queue/index.ts)
+//   outbound/       URL guard, safe HTTP, webhooks (outbound/index.ts)
+//   types.ts        the queue contract (JobStore) and the job's shapes; views.ts: the job as API, webhooks and CLI
+//                   show it; metrics.ts; failed-write.ts
+//   model-client.ts runner → model service over HTTP (POST /internal/jobs/denoise, served by
+//                   src/model-service/job-stream.ts), through upstream's replicas (balancer, breakers, health)
 import crypto from 'node:crypto';
 import type express from 'express';
 import type { Config } from '../config';
@@ -16,18 +15,15 @@ import type { Logger } from '../logging';
 import type { Registry } from '../metrics';
 import { createJobMetrics } from './metrics';
 import type { GatewayStore } from '../store/types';
+import { createJobsConsoleRouter, createJobsHandler } from './api';
+import { JobFiles, JobRunner, openJobStore } from './queue';
 import type { ModelServiceReplicas } from '../upstream/replicas';
-import { createJobsHandler } from './api';
-import { createJobsConsoleRouter } from './console-api';
-import { JobFiles } from './files';
-import { JobRunner } from './runner';
-import { openJobStore } from './store';
 import type { JobStore, JobsLog } from './types';
-import { WebhookDispatcher } from './webhooks';
+import { WebhookDispatcher } from './outbound';
 
 export { createJobStreamRouter } from '../model-service/job-stream';
-export { configureJobRoutes } from './routes';
-export { openJobStore } from './store';
+export { configureJobRoutes } from './api';
+export { openJobStore } from './queue';
 export type { JobStore } from './types';
 
 export interface JobsDeps {

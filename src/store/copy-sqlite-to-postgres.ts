@@ -5,7 +5,8 @@
 // import-sqlite`); credit holds of calls in flight are not copied (there are none once the server is stopped).
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
-import { Pool } from 'pg';
+import type { PoolClient } from 'pg';
+import { createPool, inTransaction } from '../db/postgres';
 import { migratePostgres } from './postgres-store';
 import { gatewayDbPath, migrateSqlite } from './sqlite-store';
 
@@ -29,70 +30,67 @@ export async function copySqliteToPostgres(
   migrateSqlite(from); // both sides at the same schema version before copying
   await migratePostgres({ databaseUrl: to.databaseUrl, databasePoolSize: 1 });
   const db = new Database(file, { readonly: true, fileMustExist: true });
-  const pool = new Pool({ connectionString: to.databaseUrl, max: 1 });
-  const client = await pool.connect();
+  const pool = createPool({ databaseUrl: to.databaseUrl, max: 1, applicationName: 'noise-suppression-db-import', logTag: '[db]' });
   try {
-    await client.query('BEGIN');
-    const existing = await client.query<{ n: string }>('SELECT COUNT(*) AS n FROM workspaces');
-    if (Number(existing.rows[0].n) > 0) {
-      throw new Error('the PostgreSQL database already has workspaces; import only into an empty one');
-    }
-    const counts: CopyCounts = { workspaces: 0, tokens: 0, creditPeriods: 0, settings: 0, requestLogRows: 0 };
-
-    for (const w of db.prepare('SELECT * FROM workspaces ORDER BY created_at, rowid').iterate() as Iterable<Record<string, unknown>>) {
-      await client.query(
-        `INSERT INTO workspaces (id, name, plan, custom_rpm, custom_credits, excluded_services, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)`,
-        [w.id, w.name, w.plan, w.custom_rpm, w.custom_credits, w.excluded_services, w.created_at],
-      );
-      counts.workspaces++;
-    }
-    for (const t of db.prepare('SELECT * FROM tokens ORDER BY created_at, rowid').iterate() as Iterable<Record<string, unknown>>) {
-      await client.query(
-        `INSERT INTO tokens (id, workspace_id, token_hash, prefix, name, scopes, allowed_ips, expires_at, revoked_at,
-           last_used_at, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9, $10, $11)`,
-        [t.id, t.workspace_id, t.token_hash, t.prefix, t.name, t.scopes, t.allowed_ips, t.expires_at, t.revoked_at, t.last_used_at, t.created_at],
-      );
-      counts.tokens++;
-    }
-    for (const c of db.prepare('SELECT workspace_id, period, used FROM credit_usage').iterate() as Iterable<Record<string, unknown>>) {
-      await client.query('INSERT INTO credit_usage (workspace_id, period, used, reserved) VALUES ($1, $2, $3, 0)', [c.workspace_id, c.period, c.used]);
-      counts.creditPeriods++;
-    }
-    for (const s of db.prepare('SELECT key, value FROM settings').iterate() as Iterable<Record<string, unknown>>) {
-      await client.query('INSERT INTO settings (key, value) VALUES ($1, $2)', [s.key, s.value]);
-      counts.settings++;
-    }
-    // The log can be large: batched multi-row inserts, oldest first.
-    const columns = [
-      'request_id', 'client_request_id', 'time', 'token_id', 'workspace_id', 'method', 'service', 'endpoint', 'status',
-      'error_type', 'credits_charged', 'bytes_in', 'bytes_out', 'upstream_ms', 'total_ms', 'client_ip', 'error_message',
-    ];
-    let batch: unknown[][] = [];
-    const flush = async (): Promise<void> => {
-      if (batch.length === 0) return;
-      const values = batch
-        .map((_, r) => `(${columns.map((__, c) => `$${r * columns.length + c + 1}`).join(', ')})`)
-        .join(', ');
-      await client.query(`INSERT INTO request_log (${columns.join(', ')}) VALUES ${values}`, batch.flat());
-      counts.requestLogRows += batch.length;
-      batch = [];
-      if (counts.requestLogRows % 100_000 === 0) progress(`  request log: ${counts.requestLogRows} rows`);
-    };
-    for (const row of db.prepare(`SELECT ${columns.join(', ')} FROM request_log ORDER BY id`).iterate() as Iterable<Record<string, unknown>>) {
-      batch.push(columns.map((c) => row[c]));
-      if (batch.length === LOG_BATCH) await flush();
-    }
-    await flush();
-    await client.query('COMMIT');
-    return counts;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
+    return await inTransaction(pool, async (client) => copyRows(db, client, progress));
   } finally {
-    client.release();
     await pool.end();
     db.close();
   }
+}
+
+async function copyRows(db: Database.Database, client: PoolClient, progress: (line: string) => void): Promise<CopyCounts> {
+  const existing = await client.query<{ n: string }>('SELECT COUNT(*) AS n FROM workspaces');
+  if (Number(existing.rows[0].n) > 0) {
+    throw new Error('the PostgreSQL database already has workspaces; import only into an empty one');
+  }
+  const counts: CopyCounts = { workspaces: 0, tokens: 0, creditPeriods: 0, settings: 0, requestLogRows: 0 };
+
+  for (const w of db.prepare('SELECT * FROM workspaces ORDER BY created_at, rowid').iterate() as Iterable<Record<string, unknown>>) {
+    await client.query(
+      `INSERT INTO workspaces (id, name, plan, custom_rpm, custom_credits, excluded_services, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)`,
+      [w.id, w.name, w.plan, w.custom_rpm, w.custom_credits, w.excluded_services, w.created_at],
+    );
+    counts.workspaces++;
+  }
+  for (const t of db.prepare('SELECT * FROM tokens ORDER BY created_at, rowid').iterate() as Iterable<Record<string, unknown>>) {
+    await client.query(
+      `INSERT INTO tokens (id, workspace_id, token_hash, prefix, name, scopes, allowed_ips, expires_at, revoked_at,
+         last_used_at, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9, $10, $11)`,
+      [t.id, t.workspace_id, t.token_hash, t.prefix, t.name, t.scopes, t.allowed_ips, t.expires_at, t.revoked_at, t.last_used_at, t.created_at],
+    );
+    counts.tokens++;
+  }
+  for (const c of db.prepare('SELECT workspace_id, period, used FROM credit_usage').iterate() as Iterable<Record<string, unknown>>) {
+    await client.query('INSERT INTO credit_usage (workspace_id, period, used, reserved) VALUES ($1, $2, $3, 0)', [c.workspace_id, c.period, c.used]);
+    counts.creditPeriods++;
+  }
+  for (const s of db.prepare('SELECT key, value FROM settings').iterate() as Iterable<Record<string, unknown>>) {
+    await client.query('INSERT INTO settings (key, value) VALUES ($1, $2)', [s.key, s.value]);
+    counts.settings++;
+  }
+  // The log can be large: batched multi-row inserts, oldest first.
+  const columns = [
+    'request_id', 'client_request_id', 'time', 'token_id', 'workspace_id', 'method', 'service', 'endpoint', 'status',
+    'error_type', 'credits_charged', 'bytes_in', 'bytes_out', 'upstream_ms', 'total_ms', 'client_ip', 'error_message',
+  ];
+  let batch: unknown[][] = [];
+  const flush = async (): Promise<void> => {
+    if (batch.length === 0) return;
+    const values = batch
+      .map((_, r) => `(${columns.map((__, c) => `$${r * columns.length + c + 1}`).join(', ')})`)
+      .join(', ');
+    await client.query(`INSERT INTO request_log (${columns.join(', ')}) VALUES ${values}`, batch.flat());
+    counts.requestLogRows += batch.length;
+    batch = [];
+    if (counts.requestLogRows % 100_000 === 0) progress(`  request log: ${counts.requestLogRows} rows`);
+  };
+  for (const row of db.prepare(`SELECT ${columns.join(', ')} FROM request_log ORDER BY id`).iterate() as Iterable<Record<string, unknown>>) {
+    batch.push(columns.map((c) => row[c]));
+    if (batch.length === LOG_BATCH) await flush();
+  }
+  await flush();
+  return counts;
 }

@@ -2,8 +2,10 @@
 // processes share it: every check-and-change is one SQL statement (or one transaction) that PostgreSQL makes atomic,
 // so credits cannot be overspent however many gateways charge at once. Same contract and behaviour as the SQLite
 // engine (sqlite-store.ts); the contract tests run against both.
-import { Pool, type PoolClient, type QueryResultRow } from 'pg';
+import type { Pool, QueryResultRow } from 'pg';
 import { redactUrl, type Config } from '../config';
+import type { MigrationResult } from '../db/migrations';
+import { applyPostgresMigrations, createPool } from '../db/postgres';
 import {
   checkCustomLimit,
   checkNewToken,
@@ -15,204 +17,32 @@ import {
   pageOf,
   seriesStart,
 } from './common';
-import { POSTGRES_MIGRATIONS } from './migrations/postgres';
-import {
-  creditPeriod,
-  type GatewayStore,
-  type PlanId,
-  type RequestLogEntry,
-  type RequestLogFilter,
-  type TokenRecord,
-  type Workspace,
-} from './types';
+import { POSTGRES_PLAN } from './migrations';
+import { toLogEntry, toToken, toWorkspace, whereClause, type LogRow, type TokenRow, type WorkspaceRow } from './postgres-rows';
+import { creditPeriod, type GatewayStore, type Workspace } from './types';
 import { displayPrefix, generateToken, hashToken } from './tokens';
-
-/** Key of the advisory lock that serialises migrations between processes (any constant unique to this schema). */
-const MIGRATION_LOCK_KEY = 7_426_117_301;
-
-interface WorkspaceRow {
-  id: string;
-  name: string;
-  plan: PlanId;
-  custom_rpm: number | null;
-  custom_credits: string | null;
-  excluded_services: string[];
-  created_at: Date;
-}
-
-interface TokenRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  prefix: string;
-  scopes: string[];
-  allowed_ips: string[];
-  expires_at: Date | null;
-  revoked_at: Date | null;
-  last_used_at: Date | null;
-  created_at: Date;
-}
-
-interface LogRow {
-  request_id: string;
-  client_request_id: string | null;
-  time: Date;
-  token_id: string | null;
-  workspace_id: string | null;
-  method: string;
-  service: string | null;
-  endpoint: string | null;
-  status: number;
-  error_type: string | null;
-  error_message: string | null;
-  credits_charged: number;
-  bytes_in: string;
-  bytes_out: string;
-  upstream_ms: number | null;
-  total_ms: number;
-  client_ip: string;
-}
-
-const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
-
-function toWorkspace(row: WorkspaceRow): Workspace {
-  return {
-    id: row.id,
-    name: row.name,
-    plan: row.plan,
-    customRequestsPerMinute: row.custom_rpm,
-    customCreditsPerMonth: row.custom_credits === null ? null : Number(row.custom_credits),
-    excludedServices: row.excluded_services,
-    createdAt: row.created_at.toISOString(),
-  };
-}
-
-function toToken(row: TokenRow): TokenRecord {
-  return {
-    id: row.id,
-    workspaceId: row.workspace_id,
-    name: row.name,
-    prefix: row.prefix,
-    scopes: row.scopes,
-    allowedIps: row.allowed_ips,
-    expiresAt: iso(row.expires_at),
-    revokedAt: iso(row.revoked_at),
-    lastUsedAt: iso(row.last_used_at),
-    createdAt: row.created_at.toISOString(),
-  };
-}
-
-function toLogEntry(row: LogRow): RequestLogEntry {
-  return {
-    requestId: row.request_id,
-    clientRequestId: row.client_request_id,
-    time: row.time.toISOString(),
-    tokenId: row.token_id,
-    workspaceId: row.workspace_id,
-    method: row.method,
-    service: row.service,
-    endpoint: row.endpoint,
-    status: row.status,
-    errorType: row.error_type,
-    creditsCharged: row.credits_charged,
-    bytesIn: Number(row.bytes_in),
-    bytesOut: Number(row.bytes_out),
-    upstreamMs: row.upstream_ms,
-    totalMs: row.total_ms,
-    clientIp: row.client_ip,
-    errorMessage: row.error_message,
-  };
-}
-
-function whereClause(filter: RequestLogFilter, params: unknown[]): string {
-  const parts: string[] = [];
-  const add = (sql: string, value: unknown) => {
-    params.push(value);
-    parts.push(sql.replace('?', `$${params.length}`));
-  };
-  if (filter.workspaceId !== undefined) add('workspace_id = ?', filter.workspaceId);
-  if (filter.tokenId !== undefined) add('token_id = ?', filter.tokenId);
-  if (filter.status !== undefined) add('status = ?', filter.status);
-  if (filter.errorType !== undefined) add('error_type = ?', filter.errorType);
-  if (filter.endpoint !== undefined) add('endpoint = ?', filter.endpoint);
-  if (filter.since !== undefined) add('time >= ?::timestamptz', filter.since);
-  return parts.length ? `WHERE ${parts.join(' AND ')}` : '';
-}
-
 
 export type PostgresOptions = Pick<Config, 'databaseUrl' | 'databasePoolSize'>;
 
-function createPool(config: PostgresOptions): Pool {
-  if (!config.databaseUrl) throw new Error('DATABASE_URL is not set');
-  const pool = new Pool({
-    connectionString: config.databaseUrl,
-    max: config.databasePoolSize,
-    connectionTimeoutMillis: 10_000,
-    idleTimeoutMillis: 30_000,
-    // No statement may hold a connection (and its row locks) for long.
-    statement_timeout: 30_000,
-    application_name: 'noise-suppression-gateway',
-  });
-  // An idle pooled connection that breaks (server restart) emits here; the pool replaces it on next use.
-  pool.on('error', (err) => console.error('[store] idle PostgreSQL connection failed:', err.message));
-  return pool;
-}
-
-/** Applies pending migrations in one transaction under an advisory lock; returns the versions applied. */
-async function migrate(client: PoolClient): Promise<{ applied: number[]; version: number }> {
-  await client.query('BEGIN');
-  try {
-    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
-    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
-      version integer PRIMARY KEY,
-      name text NOT NULL,
-      applied_at timestamptz NOT NULL DEFAULT now()
-    )`);
-    const { rows } = await client.query<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations');
-    const current = rows[0].v ?? 0;
-    const latest = POSTGRES_MIGRATIONS[POSTGRES_MIGRATIONS.length - 1].version;
-    if (current > latest) {
-      throw new Error(`the database is at schema version ${current}, newer than this build knows (${latest}); upgrade the service`);
-    }
-    const applied: number[] = [];
-    for (const m of POSTGRES_MIGRATIONS) {
-      if (m.version <= current) continue;
-      await client.query(m.sql);
-      await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
-      applied.push(m.version);
-    }
-    await client.query('COMMIT');
-    return { applied, version: Math.max(current, ...applied) };
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  }
+/** The store's pool: `databasePoolSize` connections (one when only migrating). */
+function storePool(config: PostgresOptions, max = config.databasePoolSize): Pool {
+  return createPool({ databaseUrl: config.databaseUrl!, max, applicationName: 'noise-suppression-gateway', logTag: '[store]' });
 }
 
 /** Connects, applies pending migrations and disconnects (`npm run -s db -- migrate`). */
-export async function migratePostgres(config: PostgresOptions): Promise<{ applied: number[]; version: number }> {
-  const pool = createPool({ ...config, databasePoolSize: 1 });
+export async function migratePostgres(config: PostgresOptions): Promise<MigrationResult> {
+  const pool = storePool(config, 1);
   try {
-    const client = await pool.connect();
-    try {
-      return await migrate(client);
-    } finally {
-      client.release();
-    }
+    return await applyPostgresMigrations(pool, POSTGRES_PLAN);
   } finally {
     await pool.end();
   }
 }
 
 export async function openPostgresStore(config: PostgresOptions): Promise<GatewayStore> {
-  const pool = createPool(config);
+  const pool = storePool(config);
   try {
-    const client = await pool.connect();
-    try {
-      await migrate(client);
-    } finally {
-      client.release();
-    }
+    await applyPostgresMigrations(pool, POSTGRES_PLAN);
   } catch (err) {
     await pool.end().catch(() => undefined);
     throw new Error(`PostgreSQL at ${redactUrl(config.databaseUrl!)}: ${(err as Error).message}`);

@@ -1,9 +1,9 @@
 // GatewayStore on embedded SQLite (better-sqlite3). WAL mode + busy_timeout let the server
 // and the keys CLI use the same DATA_DIR/gateway.db at the same time.
-import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import type { Config } from '../config';
+import type { MigrationResult } from '../db/migrations';
+import { applySqliteMigrations, openSqliteFile } from '../db/sqlite';
 import {
   checkCustomLimit,
   checkNewToken,
@@ -15,186 +15,36 @@ import {
   pageOf,
   seriesStart,
 } from './common';
-import { SQLITE_MIGRATIONS } from './migrations/sqlite';
-import {
-  creditPeriod,
-  type CreditCharge,
-  type CreditReservation,
-  type GatewayStore,
-  type NewToken,
-  type PlanId,
-  type RequestLogEntry,
-  type RequestLogFilter,
-  type TokenRecord,
-  type Workspace,
-} from './types';
+import { SQLITE_PLAN } from './migrations';
+import { toLogEntry, toToken, toWorkspace, whereClause, type LogRow, type TokenRow, type WorkspaceRow } from './sqlite-rows';
+import { creditPeriod, type CreditCharge, type CreditReservation, type GatewayStore, type NewToken, type Workspace } from './types';
 import { displayPrefix, generateToken, hashToken } from './tokens';
 
 export { PLAN_IDS, isPlanId } from './common';
-
-interface WorkspaceRow {
-  id: string;
-  name: string;
-  plan: PlanId;
-  custom_rpm: number | null;
-  custom_credits: number | null;
-  excluded_services: string;
-  created_at: string;
-}
-
-interface TokenRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  prefix: string;
-  scopes: string;
-  allowed_ips: string;
-  expires_at: string | null;
-  revoked_at: string | null;
-  last_used_at: string | null;
-  created_at: string;
-}
-
-interface LogRow {
-  request_id: string;
-  client_request_id: string | null;
-  time: string;
-  token_id: string | null;
-  workspace_id: string | null;
-  method: string;
-  service: string | null;
-  endpoint: string | null;
-  status: number;
-  error_type: string | null;
-  error_message: string | null;
-  credits_charged: number;
-  bytes_in: number;
-  bytes_out: number;
-  upstream_ms: number | null;
-  total_ms: number;
-  client_ip: string;
-}
-
-function toWorkspace(row: WorkspaceRow): Workspace {
-  return {
-    id: row.id,
-    name: row.name,
-    plan: row.plan,
-    customRequestsPerMinute: row.custom_rpm,
-    customCreditsPerMonth: row.custom_credits,
-    excludedServices: JSON.parse(row.excluded_services) as string[],
-    createdAt: row.created_at,
-  };
-}
-
-function toToken(row: TokenRow): TokenRecord {
-  return {
-    id: row.id,
-    workspaceId: row.workspace_id,
-    name: row.name,
-    prefix: row.prefix,
-    scopes: JSON.parse(row.scopes) as string[],
-    allowedIps: JSON.parse(row.allowed_ips) as string[],
-    expiresAt: row.expires_at,
-    revokedAt: row.revoked_at,
-    lastUsedAt: row.last_used_at,
-    createdAt: row.created_at,
-  };
-}
-
-function toLogEntry(row: LogRow): RequestLogEntry {
-  return {
-    requestId: row.request_id,
-    clientRequestId: row.client_request_id,
-    time: row.time,
-    tokenId: row.token_id,
-    workspaceId: row.workspace_id,
-    method: row.method,
-    service: row.service,
-    endpoint: row.endpoint,
-    status: row.status,
-    errorType: row.error_type,
-    creditsCharged: row.credits_charged,
-    bytesIn: row.bytes_in,
-    bytesOut: row.bytes_out,
-    upstreamMs: row.upstream_ms,
-    totalMs: row.total_ms,
-    clientIp: row.client_ip,
-    errorMessage: row.error_message,
-  };
-}
-
-function whereClause(filter: RequestLogFilter): { sql: string; params: unknown[] } {
-  const parts: string[] = [];
-  const params: unknown[] = [];
-  if (filter.workspaceId !== undefined) (parts.push('workspace_id = ?'), params.push(filter.workspaceId));
-  if (filter.tokenId !== undefined) (parts.push('token_id = ?'), params.push(filter.tokenId));
-  if (filter.status !== undefined) (parts.push('status = ?'), params.push(filter.status));
-  if (filter.errorType !== undefined) (parts.push('error_type = ?'), params.push(filter.errorType));
-  if (filter.endpoint !== undefined) (parts.push('endpoint = ?'), params.push(filter.endpoint));
-  if (filter.since !== undefined) (parts.push('time >= ?'), params.push(filter.since));
-  return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
-}
 
 /** Path of the database file inside DATA_DIR. */
 export function gatewayDbPath(config: Pick<Config, 'dataDir'>): string {
   return path.join(config.dataDir, 'gateway.db');
 }
 
-/** Applies the migrations not yet recorded; returns the versions it applied. */
-function migrate(db: Database.Database): number[] {
-  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-    version INTEGER PRIMARY KEY,
-    name TEXT NOT NULL,
-    applied_at TEXT NOT NULL
-  )`);
-  // IMMEDIATE: two processes starting together must not both apply the same migration.
-  const apply = db.transaction(() => {
-    const row = db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number | null };
-    const current = row.v ?? 0;
-    const latest = SQLITE_MIGRATIONS[SQLITE_MIGRATIONS.length - 1].version;
-    if (current > latest) {
-      throw new Error(`${db.name} is at schema version ${current}, newer than this build knows (${latest}); upgrade the service`);
-    }
-    const applied: number[] = [];
-    for (const m of SQLITE_MIGRATIONS) {
-      if (m.version <= current) continue;
-      db.exec(m.sql);
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
-        m.version,
-        m.name,
-        new Date().toISOString(),
-      );
-      applied.push(m.version);
-    }
-    return applied;
-  });
-  return apply.immediate();
-}
-
 /** Opens (creating when missing) DATA_DIR/gateway.db, applies pending migrations and closes it again. */
-export function migrateSqlite(config: Pick<Config, 'dataDir'>): { applied: number[]; version: number } {
-  fs.mkdirSync(config.dataDir, { recursive: true });
-  const db = new Database(gatewayDbPath(config));
+export function migrateSqlite(config: Pick<Config, 'dataDir'>): MigrationResult {
+  const db = openSqliteFile(gatewayDbPath(config));
   try {
-    db.pragma('busy_timeout = 5000');
-    db.pragma('journal_mode = WAL');
-    const applied = migrate(db);
-    const row = db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number };
-    return { applied, version: row.v };
+    return applySqliteMigrations(db, SQLITE_PLAN);
   } finally {
     db.close();
   }
 }
 
 export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
-  fs.mkdirSync(config.dataDir, { recursive: true });
-  const db = new Database(gatewayDbPath(config));
-  db.pragma('busy_timeout = 5000');
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.pragma('foreign_keys = ON');
-  migrate(db);
+  const db = openSqliteFile(gatewayDbPath(config), { foreignKeys: true });
+  try {
+    applySqliteMigrations(db, SQLITE_PLAN);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
 
   const stmt = {
     workspaceById: db.prepare('SELECT * FROM workspaces WHERE id = ?'),

@@ -1,6 +1,6 @@
 // Errors of the jobs endpoints: the gateway's envelope {"error": {"type", "message", "request_id"}} with the job types.
 import type { Response } from 'express';
-import { requestIdOf } from '../http/errors';
+import { requestIdOf } from '../../http/errors';
 
 export const JOB_ERRORS = {
   invalid_request: 400,

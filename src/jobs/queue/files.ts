@@ -5,16 +5,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-/**
- * Removes the file a write stream was writing when the write failed. The stream opens its file asynchronously, and
- * a file removed before that open completes is created again by it, so this waits until the stream has closed.
- */
-export async function removeFailedWrite(stream: fs.WriteStream, file: string): Promise<void> {
-  stream.destroy();
-  if (!stream.closed) await new Promise<void>((resolve) => stream.once('close', () => resolve()));
-  await fs.promises.rm(file, { force: true });
-}
-
 export class JobFiles {
   readonly root: string;
   readonly inputs: string;

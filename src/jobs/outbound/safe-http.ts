@@ -7,7 +7,7 @@ import https from 'node:https';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { assertLiteralHostAllowed, guardedLookup, parseUserUrl, UrlNotAllowedError, type GuardOptions } from './url-guard';
-import { removeFailedWrite } from './files';
+import { removeFailedWrite } from '../failed-write';
 
 export interface SafeHttpOptions extends GuardOptions {
   /** Time to resolve the host and open the connection (TLS included). */

@@ -1,15 +1,15 @@
 // The console's view of jobs (mounted under /console/api behind the console's session and CSRF checks): every
 // workspace's jobs with progress, their results, the webhook signing secret and the delivery log.
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { Config } from '../config';
-import { contentDisposition } from '../model-service/names';
-import type { GatewayStore } from '../store/types';
-import type { JobFiles } from './files';
-import type { JobMetrics } from './metrics';
+import type { Config } from '../../config';
+import { contentDisposition } from '../../model-service/names';
+import type { GatewayStore } from '../../store/types';
+import type { JobFiles } from '../queue/files';
+import type { JobMetrics } from '../metrics';
 import { cancelJob } from './cancel';
-import { isJobStatus, type JobStore, type JobsLog } from './types';
-import { decodeCursor, deliveryView, encodeCursor, jobView } from './views';
-import { newWebhookSecret } from './webhooks';
+import { isJobStatus, type JobStore, type JobsLog } from '../types';
+import { decodeCursor, deliveryView, encodeCursor, jobView } from '../views';
+import { newWebhookSecret } from '../outbound/webhooks';
 
 export interface JobsConsoleDeps {
   config: Config;

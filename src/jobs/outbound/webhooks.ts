@@ -3,12 +3,12 @@
 // exponential backoff for 24 h. Deliveries are rows in the job store, so they survive restarts and any runner
 // process can send them; each attempt is leased so two processes never send the same attempt.
 import crypto from 'node:crypto';
-import { randomBase62 } from '../store/tokens';
+import { randomBase62 } from '../../store/tokens';
 import { postJson, type SafeHttpOptions } from './safe-http';
-import type { DeliveryFactory, DeliveryRecord, JobStore, JobsLog } from './types';
+import type { DeliveryFactory, DeliveryRecord, JobStore, JobsLog } from '../types';
 import { UrlNotAllowedError, parseUserUrl } from './url-guard';
-import { jobView } from './views';
-import type { JobMetrics } from './metrics';
+import { jobView } from '../views';
+import type { JobMetrics } from '../metrics';
 
 export const SIGNATURE_HEADER = 'X-NS-Signature';
 /** How long a delivery keeps being retried. */

@@ -1,11 +1,11 @@
 // The form fields of POST /jobs: the /denoise parameters (checked by the same rules as /denoise), plus `url` or a
 // `file` part, and an optional `webhook_url`.
-import type { Config } from '../config';
-import { HttpError } from '../model-service/http-error';
-import { JOB_DENOISE_FIELDS, parseDenoiseParams } from '../model-service/params';
+import type { Config } from '../../config';
+import { HttpError } from '../../model-service/http-error';
+import { JOB_DENOISE_FIELDS, parseDenoiseParams } from '../../model-service/params';
 import { JobApiError } from './errors';
-import type { JobParams } from './types';
-import { parseUserUrl, UrlNotAllowedError } from './url-guard';
+import type { JobParams } from '../types';
+import { parseUserUrl, UrlNotAllowedError } from '../outbound/url-guard';
 
 export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'url', 'webhook_url'];
 

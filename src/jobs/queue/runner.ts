@@ -4,17 +4,17 @@
 // jobs with their files.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import type { Config } from '../config';
-import { safeBaseName } from '../model-service/names';
-import type { GatewayStore } from '../store/types';
-import type { ModelServiceReplicas } from '../upstream/replicas';
+import type { Config } from '../../config';
+import { safeBaseName } from '../../model-service/names';
+import type { GatewayStore } from '../../store/types';
+import type { ModelServiceReplicas } from '../../upstream/replicas';
 import type { JobFiles } from './files';
-import type { JobMetrics } from './metrics';
-import { ModelServiceBusy, ModelServiceFailed, ModelServiceRejected, streamJob } from './model-client';
-import { downloadToFile, FetchFailedError, type SafeHttpOptions } from './safe-http';
-import type { JobError, JobRecord, JobStore, JobsLog } from './types';
-import { UrlNotAllowedError, parseUserUrl } from './url-guard';
-import { deliveryFor, DELIVERY_HISTORY_MS, type WebhookDispatcher } from './webhooks';
+import type { JobMetrics } from '../metrics';
+import { ModelServiceBusy, ModelServiceFailed, ModelServiceRejected, streamJob } from '../model-client';
+import { downloadToFile, FetchFailedError, type SafeHttpOptions } from '../outbound/safe-http';
+import type { JobError, JobRecord, JobStore, JobsLog } from '../types';
+import { UrlNotAllowedError, parseUserUrl } from '../outbound/url-guard';
+import { deliveryFor, DELIVERY_HISTORY_MS, type WebhookDispatcher } from '../outbound/webhooks';
 
 export interface RunnerDeps {
   config: Config;

@@ -9,21 +9,22 @@
 import fs from 'node:fs';
 import type { Request, Response } from 'express';
 import multer from 'multer';
-import type { Config } from '../config';
-import type { ForwardOutcome, Forwarder, GatewayContext } from '../gateway/types';
-import { cleanInputName, contentDisposition } from '../model-service/names';
-import type { GatewayStore } from '../store/types';
-import { randomBase62 } from '../store/tokens';
+import type { Config } from '../../config';
+import type { ForwardOutcome, Forwarder, GatewayContext } from '../../gateway/types';
+import { cleanInputName, contentDisposition } from '../../model-service/names';
+import type { GatewayStore } from '../../store/types';
+import { randomBase62 } from '../../store/tokens';
 import { JobApiError, sendJobError } from './errors';
-import { removeFailedWrite, type JobFiles } from './files';
-import type { JobMetrics } from './metrics';
+import { removeFailedWrite } from '../failed-write';
+import type { JobFiles } from '../queue/files';
+import type { JobMetrics } from '../metrics';
 import { parseJobForm } from './params';
 import { cancelJob } from './cancel';
-import { fileNameFromUrl } from './safe-http';
-import { isJobStatus, type JobRecord, type JobStore, type JobsLog } from './types';
-import { assertPublicHost, UrlNotAllowedError } from './url-guard';
-import { newWebhookSecret } from './webhooks';
-import { decodeCursor, encodeCursor, jobPath, jobView } from './views';
+import { fileNameFromUrl } from '../outbound/safe-http';
+import { isJobStatus, type JobRecord, type JobStore, type JobsLog } from '../types';
+import { assertPublicHost, UrlNotAllowedError } from '../outbound/url-guard';
+import { newWebhookSecret } from '../outbound/webhooks';
+import { decodeCursor, encodeCursor, jobPath, jobView } from '../views';
 
 export interface JobsApiDeps {
   config: Config;

@@ -1,0 +1,63 @@
+// SQLite side of the persistence toolkit (better-sqlite3, synchronous): opening a database file the way every store
+// here uses it, and the migration driver. WAL + busy_timeout let several processes (server, CLI) share one file.
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { migrationSteps, runMigrationsSync, type MigrationPlan, type MigrationResult, type MigrationStep } from './migrations';
+
+export interface SqliteOpenOptions {
+  /** Enforce REFERENCES clauses (the gateway store's schema has them). */
+  foreignKeys?: boolean;
+}
+
+/** Opens (creating it and its folder when missing) a database file: WAL, 5 s busy timeout, synchronous=NORMAL. */
+export function openSqliteFile(file: string, options: SqliteOpenOptions = {}): Database.Database {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const db = new Database(file);
+  try {
+    db.pragma('busy_timeout = 5000');
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    if (options.foreignKeys) db.pragma('foreign_keys = ON');
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return db;
+}
+
+/**
+ * Applies the plan's pending migrations in one BEGIN IMMEDIATE transaction: the database's write lock keeps a second
+ * process that starts at the same moment waiting (busy_timeout), so each migration runs once (`plan.lock` is not used).
+ */
+export function applySqliteMigrations(db: Database.Database, plan: MigrationPlan): MigrationResult {
+  const answer = (step: MigrationStep): number | void => {
+    switch (step.do) {
+      case 'begin':
+        db.exec('BEGIN IMMEDIATE');
+        db.exec(`CREATE TABLE IF NOT EXISTS ${step.table} (
+          version INTEGER PRIMARY KEY,
+          name TEXT NOT NULL,
+          applied_at TEXT NOT NULL
+        )`);
+        return;
+      case 'current':
+        return (db.prepare(`SELECT MAX(version) AS v FROM ${step.table}`).get() as { v: number | null }).v ?? 0;
+      case 'apply':
+        db.exec(step.migration.sql);
+        db.prepare(`INSERT INTO ${step.table} (version, name, applied_at) VALUES (?, ?, ?)`).run(
+          step.migration.version,
+          step.migration.name,
+          new Date().toISOString(),
+        );
+        return;
+      case 'commit':
+        db.exec('COMMIT');
+        return;
+    }
+  };
+  const rollback = (): void => {
+    if (db.inTransaction) db.exec('ROLLBACK');
+  };
+  return runMigrationsSync(migrationSteps(plan, `${db.name} is`), answer, rollback);
+}
