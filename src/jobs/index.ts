@@ -5,7 +5,7 @@
 //   outbound/       URL guard, safe HTTP, webhooks (outbound/index.ts)
 //   types.ts        the queue contract (JobStore) and the job's shapes; views.ts: the job as API, webhooks and CLI
 //                   show it; metrics.ts; failed-write.ts
-//   model-client.ts runner → model service over HTTP (POST /internal/jobs/denoise, served by
+//   queue/model-client.ts runner → model service over HTTP (POST /internal/jobs/denoise, served by
 //                   src/model-service/job-stream.ts), through upstream's replicas (balancer, breakers, health)
 import crypto from 'node:crypto';
 import type express from 'express';

@@ -10,7 +10,7 @@ import type { GatewayStore } from '../../store/types';
 import type { ModelServiceReplicas } from '../../upstream/replicas';
 import type { JobFiles } from './files';
 import type { JobMetrics } from '../metrics';
-import { ModelServiceBusy, ModelServiceFailed, ModelServiceRejected, streamJob } from '../model-client';
+import { ModelServiceBusy, ModelServiceFailed, ModelServiceRejected, streamJob } from './model-client';
 import { downloadToFile, FetchFailedError, type SafeHttpOptions } from '../outbound/safe-http';
 import type { JobError, JobRecord, JobStore, JobsLog } from '../types';
 import { UrlNotAllowedError, parseUserUrl } from '../outbound/url-guard';

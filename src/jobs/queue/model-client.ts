@@ -8,10 +8,10 @@
 // stream that starts is a success; 5xx, a wrong answer or no connection a failure), never held as a half-open
 // breaker's single trial for the whole job; a stream that breaks later fails the job's attempt, not the replica.
 import fs from 'node:fs';
-import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from '../model-service/job-stream';
-import type { Upstream } from '../upstream/balancer';
-import type { ModelServiceReplicas, ReplicaCall, Verdict } from '../upstream/replicas';
-import type { JobParams } from './types';
+import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from '../../model-service/job-stream';
+import type { Upstream } from '../../upstream/balancer';
+import type { ModelServiceReplicas, ReplicaCall, Verdict } from '../../upstream/replicas';
+import type { JobParams } from '../types';
 
 /** The model service refused the input or the parameters (400/413/422): retrying cannot help. */
 export class ModelServiceRejected extends Error {
