@@ -1,13 +1,15 @@
 // FfmpegSource: the file pipeline's source for anything the in-process WAV reader does not take. ONE ffmpeg child
 // decodes and resamples; its stderr banner (codec, container, duration, input rate) and the WAV header it writes first
-// (exact channel count) describe the input before the first chunk. PipeFrames reads whole frames from a child's stdout.
+// (exact channel count) describe the input, and a packet scan beside it its real length, before the first chunk.
+// PipeFrames reads whole frames from a child's stdout.
 import type { ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config';
 import { deinterleave, silenceNonFinite } from '../dsp/interleave';
+import type { DurationScan } from './duration-scan';
 import { AudioInputError, AudioPipelineError } from './errors';
 import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
-import { checkInputLimits, type AudioLimits } from './limits';
+import { checkDecodedDuration, checkInputLimits, type AudioLimits } from './limits';
 import { cleanDetail, opusInputSampleRate, parseBanner, probeFailure } from './probe';
 import { parseWav } from './wav';
 
@@ -85,7 +87,8 @@ export class FfmpegSource {
     this.frames = new PipeFrames(stdout, channels, afterHeader);
   }
 
-  static async open(config: Config, inputPath: string, modelRate: number, limits: AudioLimits): Promise<FfmpegSource> {
+  /** `scan`: the input's packet scan, started beside this decoder (null where a WAV header already told the length). */
+  static async open(config: Config, inputPath: string, modelRate: number, limits: AudioLimits, scan: DurationScan | null): Promise<FfmpegSource> {
     const child = spawnFfmpeg(config.ffmpegPath, [
       '-nostats',
       ...untrustedInputArgs(),
@@ -151,12 +154,17 @@ export class FfmpegSource {
       const b = parseBanner(banner);
       const opusRate = b.codec === 'opus' ? await opusInputSampleRate(inputPath) : null;
       const inputRate = opusRate ?? b.sampleRate ?? info.sampleRate;
-      const source = new FfmpegSource(
-        child, exit, tail, inputPath, modelRate, info.channels, inputRate, b.codec ?? 'unknown', b.container ?? 'unknown', b.durationS, it, afterHeader,
-      );
       // Before any audio goes to the engine (the caller checks again; this one spares the decoding).
       checkInputLimits(limits, { sampleRate: inputRate, channels: info.channels, durationS: b.durationS });
-      return source;
+      // The banner's duration may be missing or wrong; the packets tell, before the model sees any of the audio.
+      const scanned = scan ? await scan.seconds : null;
+      if (scanned !== null) checkDecodedDuration(limits, scanned);
+      // (Within a second over the limit passes, as decoding does; the pipeline's header check would not pass it.)
+      const counted = scanned !== null && scanned <= limits.maxAudioSeconds ? scanned : null;
+      const durationS = b.durationS !== null && !b.estimated ? b.durationS : counted ?? b.durationS;
+      return new FfmpegSource(
+        child, exit, tail, inputPath, modelRate, info.channels, inputRate, b.codec ?? 'unknown', b.container ?? 'unknown', durationS, it, afterHeader,
+      );
     } catch (err) {
       clearTimeout(timer);
       killChild(child);

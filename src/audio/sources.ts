@@ -4,11 +4,13 @@
 //   WavFileSource       uncompressed WAV already at the model rate: read in-process, no child process.
 //   ResampledWavSource  float WAV at another rate: read in-process (NaN/Inf cleaned), resampled by an ffmpeg child
 //                       (soxr) through its stdin/stdout. (Integer PCM WAVs at another rate go to FfmpegSource.)
-//   FfmpegSource        anything else: ONE ffmpeg child decodes and resamples (ffmpeg-source.ts).
+//   FfmpegSource        anything else: ONE ffmpeg child decodes and resamples (ffmpeg-source.ts), once a packet scan
+//                       beside it has told how long the input really is (duration-scan.ts).
 import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import type { Config } from '../config';
+import { startDurationScan } from './duration-scan';
 import { AudioPipelineError } from './errors';
 import { killChild, spawnFfmpeg, StderrTail, waitForExit, writeToChild } from './ffmpeg';
 import { FfmpegSource, PipeFrames } from './ffmpeg-source';
@@ -100,11 +102,17 @@ export async function openSource(
   // Absolute: ffmpeg reads names like "concat:a|b" as protocol URLs.
   const inputPath = path.resolve(typeof input === 'string' ? input : await input.spill());
   const guess = rateFor(known ?? 48000);
-  const source = await FfmpegSource.open(config, inputPath, guess, config);
-  const want = rateFor(source.inputRate);
-  if (want === guess) return source;
-  await source.abort();
-  return FfmpegSource.open(config, inputPath, want, config);
+  // The packet scan runs beside the decoder's start; a WAV header read above already gave the exact length.
+  const scan = known === null ? startDurationScan(config.ffmpegPath, inputPath, config.maxAudioSeconds) : null;
+  try {
+    const source = await FfmpegSource.open(config, inputPath, guess, config, scan);
+    const want = rateFor(source.inputRate);
+    if (want === guess) return source;
+    await source.abort();
+    return await FfmpegSource.open(config, inputPath, want, config, scan);
+  } finally {
+    scan?.stop();
+  }
 }
 
 class WavFileSource implements AudioSource {
