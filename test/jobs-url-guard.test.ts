@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { downloadToFile, FetchFailedError, FetchTooLargeError, fileNameFromUrl, MAX_REDIRECTS, postJson, type SafeHttpOptions } from '../src/jobs/outbound/safe-http';
-import { addressRefusal, assertPublicHost, parseUserUrl, UrlNotAllowedError } from '../src/jobs/outbound/url-guard';
+import { addressRefusal, assertLiteralHostAllowed, assertPublicHost, guardedLookup, parseUserUrl, UrlNotAllowedError } from '../src/jobs/outbound/url-guard';
 import { removeFailedWrite } from '../src/jobs/failed-write';
 
 describe('addressRefusal', () => {
@@ -35,6 +35,11 @@ describe('addressRefusal', () => {
     ['::ffff:10.1.2.3', 'private'],
     ['::ffff:169.254.169.254', 'metadata'],
     ['64:ff9b::7f00:1', 'rfc6052'],
+    // IPv4-compatible (::/96), issue 27 item 6: refused like 6to4 and NAT64, whatever address it carries.
+    ['::7f00:1', 'IPv4-compatible'],
+    ['::808:808', 'IPv4-compatible'],
+    ['0:0:0:0:0:0:a00:1', 'IPv4-compatible'],
+    ['::a9fe:a9fe', 'metadata'],
     ['2002:7f00:1::', '6to4'],
     ['2001:db8::1', 'reserved'],
     ['198.18.0.1', 'reserved'],
@@ -74,6 +79,61 @@ describe('parseUserUrl', () => {
     await expect(assertPublicHost(new URL('http://localhost/a'), { allowPrivate: false }, 'url')).rejects.toThrow(/resolves to .*loopback/);
     await expect(assertPublicHost(new URL('http://127.0.0.1/a'), { allowPrivate: true }, 'url')).resolves.toBeUndefined();
   });
+
+  test.each(['http://[::7f00:1]/a', 'http://[::127.0.0.1]/a', 'http://[::a9fe:a9fe]/a', 'http://[::8.8.8.8]/a'])(
+    'assertPublicHost: IPv4-compatible IPv6 %s is refused',
+    async (raw) => {
+      await expect(assertPublicHost(parseUserUrl(raw, 'url'), { allowPrivate: false }, 'url')).rejects.toThrow(UrlNotAllowedError);
+      await expect(assertPublicHost(parseUserUrl(raw, 'webhook_url'), { allowPrivate: false }, 'webhook_url')).rejects.toThrow(
+        /IPv4-compatible|metadata/,
+      );
+    },
+  );
+});
+
+describe('cloud metadata addresses: refused always, JOBS_ALLOW_PRIVATE_URLS or not (issue 27 item 7)', () => {
+  const spellings = [
+    'http://169.254.169.254/latest/meta-data/',
+    'http://2852039166/',
+    'http://0xa9.0xfe.0xa9.0xfe/',
+    'http://100.100.100.200/',
+    'http://168.63.129.16/',
+    'http://[fd00:ec2::254]/',
+    'http://[fd00:0ec2:0:0:0:0:0:0254]/',
+    'http://[::ffff:169.254.169.254]/',
+    'http://[::169.254.169.254]/',
+    'http://[::a9fe:a9fe]/',
+    'http://[::ffff:0:a9fe:a9fe]/',
+    'http://[64:ff9b::a9fe:a9fe]/',
+    'http://[2002:a9fe:a9fe::1]/',
+    'http://[2001:0:4136:e378:8000:63bf:5601:5601]/',
+    'http://[::ffff:100.100.100.200]/',
+  ];
+
+  test.each(spellings)('%s', async (raw) => {
+    for (const allowPrivate of [false, true]) {
+      const url = parseUserUrl(raw, 'url');
+      await expect(assertPublicHost(url, { allowPrivate }, 'url')).rejects.toThrow(/cloud metadata/);
+      expect(() => assertLiteralHostAllowed(url, { allowPrivate })).toThrow(/cloud metadata/);
+    }
+  });
+
+  test('after DNS resolution too: the connection lookup refuses the address it resolved to', async () => {
+    // dns.lookup hands a literal back as its own answer: the lookup's check on resolved addresses runs on it.
+    for (const host of ['169.254.169.254', 'fd00:ec2::254']) {
+      const err = await new Promise<Error | null>((resolve) =>
+        guardedLookup({ allowPrivate: true })(host, { all: true }, (e) => resolve(e)),
+      );
+      expect(err).toBeInstanceOf(UrlNotAllowedError);
+      expect(err!.message).toMatch(/resolves to .*cloud metadata/);
+    }
+  });
+
+  test('other private addresses stay allowed with JOBS_ALLOW_PRIVATE_URLS', async () => {
+    for (const raw of ['http://127.0.0.1/', 'http://10.1.2.3/', 'http://169.254.1.1/', 'http://[::7f00:1]/', 'http://[fd00::1]/']) {
+      await expect(assertPublicHost(parseUserUrl(raw, 'url'), { allowPrivate: true }, 'url')).resolves.toBeUndefined();
+    }
+  });
 });
 
 test('fileNameFromUrl: the last path segment, decoded when possible', () => {
@@ -109,6 +169,11 @@ describe('downloads and posts through the guard (real loopback servers)', () => 
           // 127.0.0.2 is loopback too, but the test policy below refuses it: the hop must be checked again.
           res.statusCode = 307;
           res.setHeader('Location', `http://127.0.0.2:${port}/audio.wav`);
+          res.end();
+          return;
+        case '/redirect-metadata':
+          res.statusCode = 302;
+          res.setHeader('Location', 'http://169.254.169.254/latest/meta-data/iam/security-credentials/');
           res.end();
           return;
         case '/redirect-ftp':
@@ -196,6 +261,16 @@ describe('downloads and posts through the guard (real loopback servers)', () => 
       /127\.0\.0\.2 is a loopback address/,
     );
     await expect(downloadToFile(new URL(`${base}/redirect-ftp`), dest(), 1e6, opts({ allowPrivate: true }))).rejects.toThrow(/http or https/);
+  });
+
+  test('a redirect to the cloud metadata address is refused also with private URLs allowed (no connection tried)', async () => {
+    const t0 = Date.now();
+    const err = await downloadToFile(new URL(`${base}/redirect-metadata`), dest(), 1e6, opts({ allowPrivate: true })).catch((e) => e);
+    expect(err).toBeInstanceOf(UrlNotAllowedError);
+    expect(err.message).toMatch(/169\.254\.169\.254 is a cloud metadata address/);
+    // Refused before connecting: no connect timeout (2 s here) was waited for.
+    expect(Date.now() - t0).toBeLessThan(1500);
+    await expect(postJson(new URL('http://169.254.169.254/hook'), '{}', {}, opts({ allowPrivate: true }))).rejects.toThrow(/cloud metadata/);
   });
 
   test(`at most ${MAX_REDIRECTS} redirects`, async () => {

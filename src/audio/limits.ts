@@ -1,6 +1,7 @@
 // Input limits of the file pipeline (config: MAX_AUDIO_SECONDS, MIN_SAMPLE_RATE, MAX_SAMPLE_RATE, MAX_CHANNELS).
-// They bound the work one upload can cause: checked from the header before anything is decoded, and the duration
-// again on the decoded samples, because a header can lie (a tiny compressed file can decode to hours).
+// They bound the work one upload can cause: checked from the header before anything is decoded, the duration again
+// from a scan of the packets (duration-scan.ts) and on the decoded samples, because a header can lie or say nothing
+// (a tiny compressed file can decode to hours).
 import type { Config } from '../config';
 import { AudioInputError, AudioTooLongError } from './errors';
 
@@ -29,7 +30,7 @@ export function checkInputLimits(limits: AudioLimits, input: { sampleRate: numbe
   if (durationS !== null && durationS > limits.maxAudioSeconds) tooLong(limits, durationS);
 }
 
-/** Throws AudioTooLongError once more than maxAudioSeconds have been decoded. */
+/** Throws AudioTooLongError once more than maxAudioSeconds have been decoded, or counted in the packets by a scan. */
 export function checkDecodedDuration(limits: AudioLimits, decodedS: number): void {
   // A little slack: container durations and decoded lengths differ by a frame or two.
   if (decodedS > limits.maxAudioSeconds + 1) tooLong(limits, null);

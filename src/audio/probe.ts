@@ -105,6 +105,8 @@ export interface Banner {
   /** Sample rate of the input's first audio stream as ffmpeg prints it. */
   sampleRate: number | null;
   hasAudio: boolean;
+  /** ffmpeg guessed the duration from a bitrate (an MP3 without a Xing header, a streamed WAV): it may be far off. */
+  estimated: boolean;
 }
 
 /** Parses the "Input #0, <demuxer>, from ..." banner ffmpeg prints to stderr. */
@@ -114,7 +116,10 @@ export function parseBanner(text: string): Banner {
   const durationS = dur ? Number(dur[1]) * 3600 + Number(dur[2]) * 60 + Number(dur[3]) : null;
   const audio = /Stream #0:\d+(?:\[[^\]]*\])?(?:\([^)]*\))?: Audio: ([A-Za-z0-9_]+)([^\n]*)/.exec(text);
   const rate = audio ? /, (\d+) Hz/.exec(audio[2]) : null;
-  return { container, durationS, codec: audio?.[1] ?? null, sampleRate: rate ? Number(rate[1]) : null, hasAudio: !!audio };
+  return {
+    container, durationS, codec: audio?.[1] ?? null, sampleRate: rate ? Number(rate[1]) : null, hasAudio: !!audio,
+    estimated: /Estimating duration from bitrate/.test(text),
+  };
 }
 
 export function probeFailure(stderr: string, inputPath: string, hasAudio: boolean): AudioInputError {

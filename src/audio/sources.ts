@@ -4,22 +4,21 @@
 //   WavFileSource       uncompressed WAV already at the model rate: read in-process, no child process.
 //   ResampledWavSource  float WAV at another rate: read in-process (NaN/Inf cleaned), resampled by an ffmpeg child
 //                       (soxr) through its stdin/stdout. (Integer PCM WAVs at another rate go to FfmpegSource.)
-//   FfmpegSource        anything else: ONE ffmpeg child decodes and resamples; its stderr banner (codec, container,
-//                       duration, input rate) and the WAV header it writes first (exact channel count) replace the
-//                       separate probe run; a failure before the header is reported like the probe did.
+//   FfmpegSource        anything else: ONE ffmpeg child decodes and resamples (ffmpeg-source.ts), once a packet scan
+//                       beside it has told how long the input really is (duration-scan.ts).
 import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
 import type { Config } from '../config';
-import { AudioInputError, AudioPipelineError } from './errors';
-import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit, writeToChild } from './ffmpeg';
-import { checkInputLimits, type AudioLimits } from './limits';
-import { cleanDetail, opusInputSampleRate, parseBanner, probeFailure } from './probe';
-import { deinterleave, interleave, silenceNonFinite } from '../dsp/interleave';
+import { startDurationScan } from './duration-scan';
+import { AudioPipelineError } from './errors';
+import { killChild, spawnFfmpeg, StderrTail, waitForExit, writeToChild } from './ffmpeg';
+import { FfmpegSource, PipeFrames } from './ffmpeg-source';
+import { checkInputLimits } from './limits';
+import { interleave } from '../dsp/interleave';
 import type { MemoryFile } from './memory-file';
 import { decodeFrames, type WavSampleFormat } from '../dsp/pcm';
-import { parseWav, WavReader } from './wav';
+import { WavReader } from './wav';
 
 /** An input held in memory (a small upload), and how to put it in a file when a decoder child needs one. */
 export interface InMemoryInput {
@@ -70,9 +69,6 @@ export interface SourceOptions {
  */
 export type RateChoice = number | ((inputRate: number) => number);
 
-/** How long ffmpeg may take to print the banner and the WAV header (the probe's old bound). */
-const HEADER_TIMEOUT_MS = 30_000;
-
 export async function openSource(
   config: Config,
   input: SourceInput,
@@ -106,11 +102,17 @@ export async function openSource(
   // Absolute: ffmpeg reads names like "concat:a|b" as protocol URLs.
   const inputPath = path.resolve(typeof input === 'string' ? input : await input.spill());
   const guess = rateFor(known ?? 48000);
-  const source = await FfmpegSource.open(config, inputPath, guess, config);
-  const want = rateFor(source.inputRate);
-  if (want === guess) return source;
-  await source.abort();
-  return FfmpegSource.open(config, inputPath, want, config);
+  // The packet scan runs beside the decoder's start; a WAV header read above already gave the exact length.
+  const scan = known === null ? startDurationScan(config.ffmpegPath, inputPath, config.maxAudioSeconds) : null;
+  try {
+    const source = await FfmpegSource.open(config, inputPath, guess, config, scan);
+    const want = rateFor(source.inputRate);
+    if (want === guess) return source;
+    await source.abort();
+    return await FfmpegSource.open(config, inputPath, want, config, scan);
+  } finally {
+    scan?.stop();
+  }
 }
 
 class WavFileSource implements AudioSource {
@@ -163,177 +165,6 @@ class WavFileSource implements AudioSource {
   }
 }
 
-/** Pulls whole frames of float32 samples from a child's stdout, one pipe chunk at a time (bounded memory). */
-class PipeFrames {
-  private readonly it: AsyncIterator<Buffer>;
-  private pending: Buffer[] = [];
-  private pendingBytes = 0;
-  private ended = false;
-
-  constructor(
-    stdout: Readable | AsyncIterator<Buffer>,
-    private readonly channels: number,
-    prefix?: Buffer,
-  ) {
-    this.it = 'next' in stdout ? stdout : (stdout as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
-    if (prefix && prefix.length) {
-      this.pending.push(prefix);
-      this.pendingBytes = prefix.length;
-    }
-  }
-
-  async read(maxFrames: number): Promise<Float32Array[] | null> {
-    const frameBytes = 4 * this.channels;
-    const want = maxFrames * frameBytes;
-    while (this.pendingBytes < want && !this.ended) {
-      const r = await this.it.next();
-      if (r.done) this.ended = true;
-      else {
-        this.pending.push(r.value);
-        this.pendingBytes += r.value.length;
-      }
-    }
-    const take = Math.min(want, this.pendingBytes - (this.pendingBytes % frameBytes));
-    if (take === 0) return null; // ended (a partial frame at the very end is dropped)
-    const all = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.pendingBytes);
-    const rest = all.subarray(take);
-    this.pending = rest.length ? [rest] : [];
-    this.pendingBytes = rest.length;
-    const planar = deinterleave(all.subarray(0, take), this.channels);
-    silenceNonFinite(planar);
-    return planar;
-  }
-
-  stop(): void {
-    this.ended = true;
-    this.pending = [];
-    this.pendingBytes = 0;
-    void this.it.return?.().catch(() => undefined);
-  }
-}
-
-class FfmpegSource implements AudioSource {
-  private frames: PipeFrames;
-  private stopped = false;
-
-  private constructor(
-    private readonly child: ChildProcess,
-    private readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>,
-    private readonly stderr: StderrTail,
-    private readonly inputPath: string,
-    readonly rate: number,
-    readonly channels: number,
-    readonly inputRate: number,
-    readonly codec: string,
-    readonly container: string,
-    readonly durationS: number | null,
-    stdout: AsyncIterator<Buffer>,
-    afterHeader: Buffer,
-  ) {
-    this.frames = new PipeFrames(stdout, channels, afterHeader);
-  }
-
-  static async open(config: Config, inputPath: string, modelRate: number, limits: AudioLimits): Promise<FfmpegSource> {
-    const child = spawnFfmpeg(config.ffmpegPath, [
-      '-nostats',
-      ...untrustedInputArgs(),
-      '-i', inputPath,
-      '-map', '0:a:0', '-vn', '-sn', '-dn',
-      '-af', `aresample=${modelRate}:resampler=soxr`,
-      '-ar', String(modelRate),
-      '-fflags', '+bitexact', '-flags', '+bitexact', '-map_metadata', '-1',
-      // Whole 32 KiB pipe writes instead of one per packet (~2-4 KiB): 8-16x fewer wake-ups of this process.
-      '-c:a', 'pcm_f32le', '-flush_packets', '0', '-f', 'wav', 'pipe:1',
-    ]);
-    child.stdin!.on('error', () => undefined);
-    child.stdin!.end();
-    // The banner is at the start of stderr (kept whole, bounded); errors are at its end (kept as a tail).
-    let banner = '';
-    const tail = new StderrTail(64 * 1024);
-    let bannerDone: () => void = () => undefined;
-    const bannerReady = new Promise<void>((resolve) => (bannerDone = resolve));
-    child.stderr!.on('data', (d: Buffer) => {
-      tail.push(d);
-      if (banner.length < 256 * 1024) {
-        banner += d.toString();
-        // Printed once the input is fully described, before any audio is written. (A banner this long is cut:
-        // waiting for more would stall the decoder behind an unread stdout.)
-        if (/Stream mapping:|Output #0/.test(banner) || banner.length >= 256 * 1024) bannerDone();
-      }
-    });
-    const exit = waitForExit(child);
-    exit.then(() => bannerDone(), () => bannerDone());
-
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      killChild(child);
-    }, HEADER_TIMEOUT_MS);
-    const stdout = child.stdout!;
-    try {
-      // The WAV header ffmpeg writes first: exact channel count. Read it, and keep what follows it.
-      const head: Buffer[] = [];
-      let headBytes = 0;
-      let info = null;
-      const it = (stdout as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
-      while (!info) {
-        const r = await it.next();
-        if (r.done) break;
-        head.push(r.value);
-        headBytes += r.value.length;
-        info = parseWav(Buffer.concat(head, headBytes), Infinity);
-        if (!info && headBytes > 1 << 20) throw new AudioPipelineError('ffmpeg decoder wrote no usable WAV header');
-      }
-      await bannerReady;
-      clearTimeout(timer);
-      if (!info) {
-        // No audio came out: the probe's error reporting (no audio stream, not audio, format not accepted...).
-        const { code, signal } = await exit;
-        const text = banner + tail.toString();
-        if (signal) throw new AudioPipelineError(`ffmpeg decoder was killed (${signal})`);
-        if (code !== 0) throw probeFailure(text, inputPath, parseBanner(text).hasAudio);
-        throw new AudioInputError('could not decode: no audio samples in the file');
-      }
-      // The same iterator goes on reading the samples that follow the header.
-      const afterHeader = Buffer.concat(head, headBytes).subarray(info.dataOffset);
-      const b = parseBanner(banner);
-      const opusRate = b.codec === 'opus' ? await opusInputSampleRate(inputPath) : null;
-      const inputRate = opusRate ?? b.sampleRate ?? info.sampleRate;
-      const source = new FfmpegSource(
-        child, exit, tail, inputPath, modelRate, info.channels, inputRate, b.codec ?? 'unknown', b.container ?? 'unknown', b.durationS, it, afterHeader,
-      );
-      // Before any audio goes to the engine (the caller checks again; this one spares the decoding).
-      checkInputLimits(limits, { sampleRate: inputRate, channels: info.channels, durationS: b.durationS });
-      return source;
-    } catch (err) {
-      clearTimeout(timer);
-      killChild(child);
-      await exit.catch(() => undefined);
-      if (timedOut) throw new AudioPipelineError(`ffmpeg did not start decoding within ${HEADER_TIMEOUT_MS / 1000} s`);
-      throw err;
-    }
-  }
-
-  read(maxFrames: number): Promise<Float32Array[] | null> {
-    if (this.stopped) return Promise.resolve(null);
-    return this.frames.read(maxFrames);
-  }
-
-  async finish(): Promise<void> {
-    const { code, signal } = await this.exit;
-    if (code === 0) return;
-    if (signal) throw new AudioPipelineError(`ffmpeg decoder was killed (${signal})`);
-    const detail = cleanDetail(this.stderr.summary(), this.inputPath);
-    throw new AudioInputError(`could not decode: ${detail || `ffmpeg exited with code ${code}`}`);
-  }
-
-  async abort(): Promise<void> {
-    this.stopped = true;
-    killChild(this.child);
-    this.frames.stop();
-    await this.exit.catch(() => undefined);
-  }
-}
 
 class ResampledWavSource implements AudioSource {
   readonly channels: number;

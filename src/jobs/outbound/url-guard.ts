@@ -1,7 +1,8 @@
 // Outbound URLs chosen by API users (a job's `url`, its `webhook_url`) must not reach this server's own network:
 // http/https only, and every address the host resolves to must be public unicast. The check happens inside the
 // connection's DNS lookup, so the socket connects to exactly the address that was checked (no DNS-rebinding gap).
-// Address classes come from ipaddr.js (maintained, the same library Express uses for proxy addresses).
+// Address classes come from ipaddr.js (maintained, the same library Express uses for proxy addresses). Cloud metadata
+// addresses are refused always, JOBS_ALLOW_PRIVATE_URLS or not, in every IPv6 spelling that carries them.
 import dns from 'node:dns';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
@@ -11,8 +12,14 @@ export class UrlNotAllowedError extends Error {
   readonly type = 'url_not_allowed';
 }
 
-/** Addresses that are public unicast by class but serve cloud metadata or platform agents. */
+/** Addresses that serve cloud metadata or platform agents (some are public unicast by class). */
 const METADATA_ADDRESSES = new Set(['168.63.129.16', '169.254.169.254', '100.100.100.200', 'fd00:ec2::254']);
+
+/**
+ * IPv4-compatible IPv6 (::a.b.c.d, deprecated by RFC 4291): ipaddr.js has no range name for it and calls it unicast,
+ * yet some stacks route it to the IPv4 address it carries. (:: and ::1 inside it keep their own range names.)
+ */
+const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96') as [ipaddr.IPv6, number];
 
 export const MAX_URL_LENGTH = 2048;
 
@@ -33,33 +40,79 @@ export function parseUserUrl(raw: string, field: string): URL {
   return url;
 }
 
+/** Parses an address as the guard sees it: brackets and zone id dropped; null when it is not an IP address. */
+function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
+  try {
+    return ipaddr.parse(address.replace(/^\[|\]$/g, '').replace(/%.*$/, ''));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The IPv4 address an IPv6 address carries: mapped (::ffff:0:0/96), SIIT (::ffff:0:0:0/96), IPv4-compatible (::/96),
+ * NAT64 (the last 32 bits: the 64:ff9b::/96 form, also used inside the local-use 64:ff9b:1::/48), 6to4
+ * (2002:AABB:CCDD::) or Teredo (the client address, inverted, in the last 32 bits); null for any other address.
+ */
+function embeddedIPv4(v6: ipaddr.IPv6): ipaddr.IPv4 | null {
+  const p = v6.parts;
+  const v4 = (hi: number, lo: number): ipaddr.IPv4 => new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+  switch (v6.range()) {
+    case 'ipv4Mapped':
+    case 'rfc6145':
+    case 'rfc6052':
+      return v4(p[6], p[7]);
+    case '6to4':
+      return v4(p[1], p[2]);
+    case 'teredo':
+      return v4(p[6] ^ 0xffff, p[7] ^ 0xffff);
+  }
+  return v6.match(IPV4_COMPATIBLE) ? v4(p[6], p[7]) : null;
+}
+
+/** 'a cloud metadata address' when the address is one, in any spelling (IPv6 forms carrying it included), else null. */
+export function metadataRefusal(address: string): string | null {
+  const parsed = parseAddress(address);
+  if (!parsed) return null;
+  const candidates = [parsed.toNormalizedString(), parsed.toString()];
+  if (parsed.kind() === 'ipv6') {
+    const inner = embeddedIPv4(parsed as ipaddr.IPv6);
+    if (inner) candidates.push(inner.toString());
+  }
+  return candidates.some((a) => METADATA_ADDRESSES.has(a)) ? 'a cloud metadata address' : null;
+}
+
 /**
  * Why an address may not be contacted, or null when it is public unicast. IPv4-mapped IPv6 (::ffff:a.b.c.d) is
- * judged as the IPv4 address; NAT64, 6to4 and Teredo forms (which embed an IPv4 address) are refused outright.
+ * judged as the IPv4 address; NAT64, 6to4, Teredo and IPv4-compatible forms (which embed an IPv4 address) are
+ * refused outright.
  */
 export function addressRefusal(address: string): string | null {
-  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
-  try {
-    parsed = ipaddr.parse(address.replace(/^\[|\]$/g, '').replace(/%.*$/, ''));
-  } catch {
-    return 'not an IP address';
-  }
+  let parsed = parseAddress(address);
+  if (!parsed) return 'not an IP address';
+  const metadata = metadataRefusal(address);
+  if (metadata) return metadata;
   if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
     parsed = (parsed as ipaddr.IPv6).toIPv4Address();
   }
-  const normal = parsed.toNormalizedString();
-  const compact = parsed.kind() === 'ipv6' ? (parsed as ipaddr.IPv6).toString() : normal;
-  if (METADATA_ADDRESSES.has(compact) || METADATA_ADDRESSES.has(normal)) return 'a cloud metadata address';
   const range = parsed.range();
+  if (range === 'unicast' && parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).match(IPV4_COMPATIBLE)) {
+    return 'an IPv4-compatible IPv6 address (::/96)';
+  }
   if (range === 'unicast') return null;
   return `a ${range} address`;
 }
 
 export interface GuardOptions {
-  /** JOBS_ALLOW_PRIVATE_URLS: skip the address checks (tests and closed networks). */
+  /** JOBS_ALLOW_PRIVATE_URLS: skip the address checks (tests and closed networks), all but the metadata one. */
   allowPrivate: boolean;
   /** Why an address is refused (null: allowed); defaults to addressRefusal. Tests narrow it to exercise redirects. */
   policy?: (address: string) => string | null;
+}
+
+/** Why the guard refuses an address under `opts`, or null. */
+function refusal(opts: GuardOptions, address: string): string | null {
+  return metadataRefusal(address) ?? (opts.allowPrivate ? null : (opts.policy ?? addressRefusal)(address));
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;
@@ -74,11 +127,9 @@ export function guardedLookup(opts: GuardOptions) {
     dns.lookup(hostname, { all: true, verbatim: true, family: options.family ?? 0 }, (err, addresses) => {
       if (err) return callback(err, '', 0);
       if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 0);
-      if (!opts.allowPrivate) {
-        for (const a of addresses) {
-          const why = (opts.policy ?? addressRefusal)(a.address);
-          if (why) return callback(new UrlNotAllowedError(`${hostname} resolves to ${a.address}, ${why}`), '', 0);
-        }
+      for (const a of addresses) {
+        const why = refusal(opts, a.address);
+        if (why) return callback(new UrlNotAllowedError(`${hostname} resolves to ${a.address}, ${why}`), '', 0);
       }
       if (options.all) return callback(null, addresses);
       callback(null, addresses[0].address, addresses[0].family);
@@ -88,10 +139,9 @@ export function guardedLookup(opts: GuardOptions) {
 
 /** Checks a host without connecting (for a clear 400 at submission); the connection is checked again when made. */
 export async function assertPublicHost(url: URL, opts: GuardOptions, field: string): Promise<void> {
-  if (opts.allowPrivate) return;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (net.isIP(host)) {
-    const why = (opts.policy ?? addressRefusal)(host);
+    const why = refusal(opts, host);
     if (why) throw new UrlNotAllowedError(`${field} points at ${host}, ${why}; only public addresses are fetched`);
     return;
   }
@@ -99,19 +149,20 @@ export async function assertPublicHost(url: URL, opts: GuardOptions, field: stri
   try {
     addresses = await dns.promises.lookup(host, { all: true, verbatim: true });
   } catch (err) {
+    // With private URLs allowed an unresolvable host is left to the connection, as before (closed networks).
+    if (opts.allowPrivate) return;
     throw new UrlNotAllowedError(`${field}: cannot resolve ${host} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }
   for (const a of addresses) {
-    const why = (opts.policy ?? addressRefusal)(a.address);
+    const why = refusal(opts, a.address);
     if (why) throw new UrlNotAllowedError(`${field}: ${host} resolves to ${a.address}, ${why}; only public addresses are fetched`);
   }
 }
 
 /** Literal IP hosts skip `lookup` in Node, so they are checked before connecting. */
 export function assertLiteralHostAllowed(url: URL, opts: GuardOptions): void {
-  if (opts.allowPrivate) return;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (!net.isIP(host)) return;
-  const why = (opts.policy ?? addressRefusal)(host);
+  const why = refusal(opts, host);
   if (why) throw new UrlNotAllowedError(`${host} is ${why}; only public addresses are contacted`);
 }
