@@ -271,6 +271,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // No automatic weak ETags on JSON answers (errors, job objects): they change on every call and are not documented.
   app.set('etag', false);
 
+  // Every response carries an X-Request-Id: probes, /metrics, /openapi.json and the console as well as /v1.
+  app.use((req, res, next) => {
+    assignRequestId(req, res);
+    next();
+  });
   // Once shutdown began, requests that still arrive on open connections get 503 + Retry-After (probes excepted).
   app.use((req, res, next) => {
     if (!shuttingDown || req.path === '/healthz' || req.path === '/readyz') return next();
@@ -287,7 +292,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       if (req.complete) return;
       if (!res.headersSent) {
         res.setHeader('Connection', 'close');
-        res.status(408).json({ error: { type: 'request_timeout', message: 'The request body did not arrive in time.' } });
+        sendGatewayError(res, 'request_timeout', 'The request body did not arrive in time.');
       } else {
         req.socket.destroy();
       }
@@ -306,7 +311,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     // Read per request: small, and a redeployed file needs no restart.
     fs.readFile(OPENAPI_PATH, (err, data) => {
       if (err) {
-        res.status(404).json({ error: { type: 'endpoint_not_found', message: 'openapi.json is missing', request_id: '' } });
+        sendGatewayError(res, 'endpoint_not_found', 'openapi.json is missing');
         return;
       }
       res.setHeader('Content-Type', 'application/json; charset=utf-8');

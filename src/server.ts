@@ -4,6 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, RESTART_RETRY_AFTER_S, until, type AppHandle } from './app';
 import { loadConfig } from './config';
+import { answerClientErrors } from './http/client-errors';
 import { ensureAdminSecret } from './console';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
@@ -23,6 +24,8 @@ async function main(logger: Logger): Promise<void> {
   // No whole-request clock: an upload may take as long as it needs while bytes keep coming. Stalled uploads are
   // cut by the forwarder (CLIENT_IDLE_TIMEOUT_MS / CLIENT_MIN_BYTES_PER_S → 408); headers still have 60 s.
   server.requestTimeout = 0;
+  // Node's own refusals (malformed requests, oversized headers, header timeout) get the error envelope too.
+  answerClientErrors(server, logger);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());

@@ -68,7 +68,7 @@ describe('requireSession', () => {
     for (const r of [request(app).get('/console/api/thing'), request(app).post('/console/api/thing').set('Cookie', cookie('made-up'))]) {
       const res = await r;
       expect(res.status).toBe(401);
-      expect(res.body).toEqual({ error: { type: 'not_signed_in', message: 'sign in first' } });
+      expect(res.body).toEqual({ error: { type: 'not_signed_in', message: 'sign in first', request_id: res.headers['x-request-id'] } });
     }
   });
 
@@ -81,7 +81,7 @@ describe('requireSession', () => {
     expect(read.status).toBe(200);
     expect(read.body).toEqual({ read: true });
 
-    const refused = { error: { type: 'csrf_failed', message: 'missing or wrong CSRF token' } };
+    const refused = { error: { type: 'csrf_failed', message: 'missing or wrong CSRF token', request_id: expect.stringMatching(/^req_[0-9a-f]{32}$/) } };
     const missing = await request(app).post('/console/api/thing').set('Cookie', cookie(sessionId));
     expect(missing.status).toBe(403);
     expect(missing.body).toEqual(refused);
@@ -108,7 +108,7 @@ describe('requireSession', () => {
         .set(CSRF_HEADER, session.csrfToken)
         .set('Sec-Fetch-Site', 'cross-site');
       expect(res.status).toBe(403);
-      expect(res.body).toEqual({ error: { type: 'csrf_failed', message: 'cross-site request refused' } });
+      expect(res.body).toEqual({ error: { type: 'csrf_failed', message: 'cross-site request refused', request_id: res.headers['x-request-id'] } });
     }
     const sameOrigin = await request(app).get('/console/api/thing').set('Cookie', cookie(sessionId)).set('Sec-Fetch-Site', 'same-origin');
     expect(sameOrigin.status).toBe(200);

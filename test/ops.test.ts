@@ -88,7 +88,11 @@ describe('probes, metrics and request lines of the whole app', () => {
       other.beginDrain();
       const draining = await request(other.app).get('/readyz');
       expect(draining.status).toBe(503);
-      expect(draining.body).toEqual({ status: 'not_ready', failed: { server: 'shutting down' } });
+      expect(draining.body).toEqual({
+        status: 'not_ready',
+        failed: { server: 'shutting down' },
+        error: { type: 'not_ready', message: 'not ready: server: shutting down', request_id: draining.headers['x-request-id'] },
+      });
       expect((await request(other.app).get('/healthz')).status).toBe(200); // still alive
 
       const fresh = await createApp(cfg, { store, engine: handle.engine!, log: () => undefined });

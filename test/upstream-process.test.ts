@@ -97,7 +97,11 @@ describe('gateway → real model-service process', () => {
     expect(starting.length).toBeGreaterThan(0);
     for (const p of starting) {
       expect(p).toMatchObject({ readyz: 503, healthz: 200 });
-      expect(JSON.parse(p.body)).toEqual({ status: 'not_ready', failed: { engine: 'starting' } });
+      expect(JSON.parse(p.body)).toEqual({
+        status: 'not_ready',
+        failed: { engine: 'starting' },
+        error: { type: 'not_ready', message: 'not ready: engine: starting', request_id: expect.stringMatching(/^req_[0-9a-f]{32}$/) },
+      });
     }
     const ready = await rawRequest(`${serviceUrl}/readyz`, {});
     expect([ready.status, ready.body.toString()]).toEqual([200, '{"status":"ready"}']);

@@ -36,7 +36,10 @@
     return node;
   }
   function show(node, on) { node.hidden = !on; }
-  /** Copies each column's heading onto its cells (data-label): on phones a row is shown as labelled lines. */
+  /**
+   * Copies each column's heading onto its cells (data-label): on phones a row becomes a card whose cells flow as
+   * "LABEL value" (cells with class nolabel show the value alone, cells with class wide take a line of their own).
+   */
   function labelCells(table) {
     const labels = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
     for (const tr of table.querySelectorAll('tbody tr')) {
@@ -118,7 +121,7 @@
   const PAGES = ['keys', 'workspaces', 'playground', 'jobs'];
   // The Jobs page lives in jobs.js; it gets the helpers it shares with this file.
   const loadJobsPage = () => window.NSJobsPage.load({
-    api, el, show, fmtTime, confirmDialog, refreshWorkspaces, workspaces: () => state.workspaces,
+    api, el, show, fmtTime, confirmDialog, refreshWorkspaces, labelCells, workspaces: () => state.workspaces,
   });
   function route() {
     if (!state.csrf) return;
@@ -146,13 +149,29 @@
       }
     }
     $('#key-scopes-hint').textContent = `(none ticked: ${defaults.join(', ')}, the keys CLI's default)`;
-    for (const sel of [$('#key-new-workspace-plan'), $('#ws-create-plan'), $('#ws-plan-select')]) {
+    // The options name the plan only (long texts were cut off in a closed select on phones); the limits of the
+    // plan picked are spelled out under it.
+    for (const sel of document.querySelectorAll('select.plan-select')) {
       if (sel.childElementCount) continue;
-      for (const p of state.meta.plans) {
-        const limits = `${fmtNum(p.requestsPerMinute)}/min, ${fmtNum(p.creditsPerMonth)} credits/month${p.custom ? ' unless custom' : ''}`;
-        sel.append(el('option', { value: p.id, text: `${p.label} (${limits})` }));
-      }
+      for (const p of state.meta.plans) sel.append(el('option', { value: p.id, text: p.label }));
+      sel.addEventListener('change', () => showPlanHint(sel));
+      showPlanHint(sel);
     }
+  }
+
+  function planLimitsText(planId) {
+    const p = state.meta.plans.find((x) => x.id === planId);
+    if (!p) return '';
+    const limits = `${fmtNum(p.requestsPerMinute)} requests/min per key · ${fmtNum(p.creditsPerMonth)} credits/month`;
+    return p.custom ? `${limits}, unless custom limits are set` : limits;
+  }
+
+  /** The limits of the plan a select shows; under "Change plan" only when it differs from the current plan. */
+  function showPlanHint(sel) {
+    const hint = document.querySelector(`.plan-hint[data-for="${sel.id}"]`);
+    if (!hint) return;
+    const current = sel.id === 'ws-plan-select' ? sel.dataset.current : null;
+    hint.textContent = sel.value && sel.value !== current ? planLimitsText(sel.value) : '';
   }
 
   async function refreshWorkspaces() {
@@ -192,16 +211,19 @@
         ? el('button', { type: 'button', class: 'link-danger revoke', dataset: { keyId: k.id }, text: 'Revoke', onclick: () => revokeKey(k) })
         : null;
       body.append(el('tr', { dataset: { keyId: k.id, prefix: k.prefix } },
-        el('td', { text: k.name }),
-        el('td', { class: 'mono', text: `${k.prefix}…` }),
-        el('td', { text: k.workspace_name }),
-        el('td', {}, ...k.scopes.map((s) => el('span', { class: 'scope-chip', text: s })),
-          k.allowed_ips.length ? el('div', { class: 'muted small', text: `IPs: ${k.allowed_ips.join(', ')}` }) : null),
+        el('td', { class: 'nolabel key-name', text: k.name }),
+        el('td', { class: 'mono nolabel', text: `${k.prefix}…` }),
+        el('td', { class: 'nolabel', text: k.workspace_name }),
+        el('td', { class: 'wide' }, ...k.scopes.map((s) => el('span', { class: 'scope-chip', text: s }))),
+        // Addresses or CIDR ranges the key is limited to; none means any address.
+        el('td', { class: 'wide ips' }, ...(k.allowed_ips.length
+          ? k.allowed_ips.map((ip) => el('span', { class: 'mono ip', text: ip }))
+          : [el('span', { class: 'muted', text: 'any' })])),
         el('td', { text: fmtTime(k.created_at) }),
         el('td', { text: fmtTime(k.last_used_at) }),
         el('td', { text: k.expires_at ? fmtTime(k.expires_at) : 'never' }),
-        el('td', {}, el('span', { class: `badge ${k.status}`, text: k.status })),
-        el('td', {}, revokeBtn)));
+        el('td', { class: 'nolabel' }, el('span', { class: `badge ${k.status}`, text: k.status })),
+        el('td', { class: 'nolabel' }, revokeBtn)));
     }
     labelCells($('#keys-table'));
     show($('#keys-empty'), state.keys.length === 0);
@@ -304,6 +326,8 @@
     const w = usage.workspace;
     $('#ws-plan').textContent = w.plan_label;
     $('#ws-plan-select').value = w.plan;
+    $('#ws-plan-select').dataset.current = w.plan;
+    showPlanHint($('#ws-plan-select'));
     $('#ws-rate').textContent = `${fmtNum(w.requests_per_minute)} requests/min per key`;
     $('#ws-credits-used').textContent = fmtNum(w.credits_used);
     $('#ws-credits-left').textContent = w.credits_left === null ? 'unlimited' : fmtNum(w.credits_left);
@@ -391,14 +415,15 @@
     body.textContent = '';
     for (const r of out.requests) {
       const ok = r.status < 400;
+      // On phones: time, call and status on one line, the id and the error on their own, the numbers labelled.
       body.append(el('tr', { dataset: { requestId: r.request_id } },
-        el('td', { text: fmtTime(r.time) }),
-        el('td', { class: 'mono', text: r.request_id }),
-        el('td', { class: 'mono', text: `${r.method} ${r.endpoint || '—'}` }),
-        el('td', {}, el('span', { class: ok ? 'status-ok' : 'status-err', text: String(r.status) })),
-        el('td', { class: 'error-cell' },
+        el('td', { class: 'nolabel', text: fmtTime(r.time) }),
+        el('td', { class: 'mono nolabel wide request-id', text: r.request_id }),
+        el('td', { class: 'mono nolabel', text: `${r.method} ${r.endpoint || '—'}` }),
+        el('td', { class: 'nolabel' }, el('span', { class: ok ? 'status-ok' : 'status-err', text: String(r.status) })),
+        el('td', { class: 'error-cell nolabel wide' },
           r.error_type ? el('span', { class: 'mono', text: r.error_type }) : null,
-          // The reason in words: the model service's detail for its 400/422, else the gateway's message.
+          // The reason in words: the model service's detail for its 400/422, else the gateway's or the jobs API's message.
           r.status >= 400 && r.error_message ? el('div', { class: 'reason muted small', text: r.error_message }) : null),
         el('td', { class: 'mono', text: r.key_prefix ? `${r.key_prefix}…` : '—', title: r.key_name || '' }),
         el('td', { text: String(r.credits) }),

@@ -3,7 +3,7 @@
 // cookie; console.js calls NSJobsPage.load(helpers) when the page is shown. Data goes in through textContent only.
 'use strict';
 (function () {
-  let h = null; // helpers from console.js: { api, el, fmtTime, confirmDialog, workspaces }
+  let h = null; // helpers from console.js: { api, el, show, fmtTime, confirmDialog, refreshWorkspaces, labelCells, workspaces }
   let timer = null;
   const cursors = [null]; // cursor of each page shown so far; the last is the current page's
   let nextCursor = null;
@@ -38,10 +38,11 @@
           el('button', { type: 'button', id: 'jobs-refresh', class: 'ghost small', text: 'Refresh' }))),
       el('p', { class: 'muted small', text: 'Long recordings submitted with POST /v1/noise-suppressor/jobs (or `nsm jobs submit`). ' +
         'Results are kept for the retention period, then deleted with the job. This list refreshes itself while jobs are queued or running.' }),
+      // Tables scroll inside their card where the screen is narrow; on phones they become cards (console.css).
       el('div', { class: 'card' },
-        el('table', { id: 'jobs-table', class: 'data' },
+        el('div', { class: 'table-wrap' }, el('table', { id: 'jobs-table', class: 'data stack' },
           el('thead', {}, el('tr', {}, ...['Created', 'Job', 'Workspace', 'Input', 'Model', 'Status', 'Progress', 'Result', ''].map((t) => el('th', { text: t })))),
-          el('tbody')),
+          el('tbody'))),
         el('p', { id: 'jobs-empty', class: 'muted', text: 'No jobs match.', hidden: true }),
         el('div', { class: 'pager' },
           el('button', { type: 'button', id: 'jobs-first', class: 'ghost small', text: '← Newest' }),
@@ -57,9 +58,9 @@
           el('button', { type: 'button', id: 'hooks-rotate', class: 'ghost small', text: 'Rotate secret' })),
         el('div', { class: 'copy-row', id: 'hooks-secret-row', hidden: true },
           el('input', { id: 'hooks-secret', type: 'text', readonly: true, spellcheck: 'false' })),
-        el('table', { id: 'hooks-table', class: 'data' },
+        el('div', { class: 'table-wrap' }, el('table', { id: 'hooks-table', class: 'data stack' },
           el('thead', {}, el('tr', {}, ...['Created', 'Job', 'Event', 'URL', 'Status', 'Attempts', 'Last answer', 'Next attempt'].map((t) => el('th', { text: t })))),
-          el('tbody')),
+          el('tbody'))),
         el('p', { id: 'hooks-empty', class: 'muted', text: 'No deliveries yet.', hidden: true })));
 
     $('#jobs-workspace').addEventListener('change', () => { resetPages(); renderJobs(); });
@@ -95,26 +96,26 @@
       const pct = Math.round(job.progress * 100);
       const fill = el('div', { class: 'bar-fill' });
       fill.style.width = `${pct}%`; // CSSOM, allowed by the console's CSP (no inline style attributes)
-      return el('td', { class: 'job-progress' },
+      return el('td', { class: 'job-progress nolabel wide' },
         el('div', { class: 'bar', role: 'progressbar', 'aria-valuenow': String(pct), 'aria-valuemin': '0', 'aria-valuemax': '100' }, fill),
         el('span', { class: 'muted small', text: job.status === 'queued' ? 'waiting' : `${pct} %${job.attempts > 1 ? ` · attempt ${job.attempts}` : ''}` }));
     }
     if (job.status === 'succeeded' && job.stats) {
       return el('td', { class: 'small', text: `${fmtDuration(job.stats.duration_s)} in ${fmtDuration(job.stats.processing_s)}` });
     }
-    if (job.error) return el('td', { class: 'small error', text: `${job.error.type}: ${job.error.message}` });
+    if (job.error) return el('td', { class: 'small error nolabel wide', text: `${job.error.type}: ${job.error.message}` });
     return el('td', {});
   }
 
   function resultCell(job) {
     const { el } = h;
     if (job.result) {
-      return el('td', {},
+      return el('td', { class: 'nolabel' },
         el('a', { href: `api/jobs/${encodeURIComponent(job.id)}/result`, class: 'job-download', download: '', text: `Download (${fmtBytes(job.result.bytes)})` }),
         el('div', { class: 'muted small', text: `until ${h.fmtTime(job.result.expires_at)}` }));
     }
     if (job.result_deleted_at) return el('td', { class: 'muted small', text: 'result deleted' });
-    return el('td', { class: 'muted', text: '—' });
+    return el('td', { class: 'muted no-result', text: '—' });
   }
 
   async function renderJobs() {
@@ -134,18 +135,20 @@
       const cancel = job.status === 'queued' || job.status === 'running'
         ? el('button', { type: 'button', class: 'link-danger job-cancel', text: 'Cancel', onclick: () => cancelJob(job) })
         : null;
+      // On phones: status and time first, then the input, the id, the workspace and model, progress, result.
       body.append(el('tr', { dataset: { jobId: job.id, status: job.status } },
-        el('td', { text: h.fmtTime(job.created_at) }),
-        el('td', { class: 'mono', text: job.id }),
+        el('td', { class: 'nolabel', text: h.fmtTime(job.created_at) }),
+        el('td', { class: 'mono nolabel wide job-id', text: job.id }),
         el('td', { text: job.workspace_name }),
-        el('td', {}, el('div', { text: job.input.filename }),
+        el('td', { class: 'nolabel wide job-input' }, el('div', { class: 'filename', text: job.input.filename }),
           el('div', { class: 'muted small', text: `${job.input.source === 'url' ? 'URL' : 'upload'} · ${fmtBytes(job.input.bytes)}` })),
         el('td', { class: 'mono', text: `${job.params.model} → ${job.params.output_format}` }),
-        el('td', {}, statusBadge(job)),
+        el('td', { class: 'nolabel job-status' }, statusBadge(job)),
         progressCell(job),
         resultCell(job),
-        el('td', {}, cancel)));
+        el('td', { class: 'nolabel' }, cancel)));
     }
+    h.labelCells($('#jobs-table'));
     h.show($('#jobs-empty'), out.jobs.length === 0);
     $('#jobs-first').disabled = cursors.length === 1;
     $('#jobs-older').disabled = !nextCursor;
@@ -202,15 +205,16 @@
     body.textContent = '';
     for (const d of out.deliveries) {
       body.append(el('tr', { dataset: { deliveryId: d.id, status: d.status } },
-        el('td', { text: h.fmtTime(d.created_at) }),
-        el('td', { class: 'mono', text: d.job_id }),
-        el('td', { class: 'mono', text: d.event }),
-        el('td', { class: 'mono small', text: d.url }),
-        el('td', {}, el('span', { class: `badge delivery-${d.status}`, text: d.status })),
+        el('td', { class: 'nolabel', text: h.fmtTime(d.created_at) }),
+        el('td', { class: 'mono nolabel', text: d.job_id }),
+        el('td', { class: 'mono nolabel', text: d.event }),
+        el('td', { class: 'mono small wide hook-url', text: d.url }),
+        el('td', { class: 'nolabel' }, el('span', { class: `badge delivery-${d.status}`, text: d.status })),
         el('td', { text: String(d.attempts) }),
-        el('td', { class: 'small', text: d.last_status ? `HTTP ${d.last_status}` : (d.last_error || '—') , title: d.last_error || '' }),
+        el('td', { class: 'small', text: d.last_status ? `HTTP ${d.last_status}` : (d.last_error || '—'), title: d.last_error || '' }),
         el('td', { text: d.next_attempt_at ? h.fmtTime(d.next_attempt_at) : '—' })));
     }
+    h.labelCells($('#hooks-table'));
     h.show($('#hooks-empty'), out.deliveries.length === 0);
   }
 

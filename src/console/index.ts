@@ -1,6 +1,6 @@
 // The web console at /console: static pages plus JSON endpoints under /console/api/. This file only puts the parts
-// together, in the order that matters: headers, pages, then the API (sign-in, the session and CSRF checks, the
-// areas). The app mounts it with `app.use('/console', createConsoleRouter({ config, store }))` and calls
+// together, in the order that matters: request id and headers, pages, then the API (sign-in, the session and CSRF
+// checks, the areas). The app mounts it with `app.use('/console', createConsoleRouter({ config, store }))` and calls
 // `ensureAdminSecret(config, store, log)` once at start.
 import path from 'node:path';
 import express from 'express';
@@ -14,7 +14,7 @@ import { registerPlaygroundRoutes } from './api/playground';
 import { registerRequestLogRoutes } from './api/requests';
 import { registerSignIn, registerSignOut } from './api/sign-in';
 import { registerWorkspaceRoutes } from './api/workspaces';
-import { apiErrorHandler, apiNotFound } from './respond';
+import { apiErrorHandler, apiNotFound, requestIds } from './respond';
 import { consoleSessions } from './session';
 import { registerPages, securityHeaders } from './views';
 
@@ -54,6 +54,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   const loginLimiter = engines.loginLimiter(options);
   const router = express.Router();
 
+  router.use(requestIds);
   router.use(securityHeaders);
 
   const auth = consoleSessions({

@@ -1,6 +1,8 @@
-// How the console's JSON API answers: the error body every route shares, the route wrapper that turns input errors
-// into 400s, and the API's tail (404 for unknown endpoints, JSON for thrown errors and bad bodies).
+// How the console's JSON API answers: the request id every console response carries, the error body every route
+// shares ({"error": {"type", "message", "request_id"}}), the route wrapper that turns input errors into 400s, and the
+// API's tail (404 for unknown endpoints, JSON for thrown errors and bad bodies).
 import type { NextFunction, Request, Response } from 'express';
+import { ensureRequestId } from '../http/request-id';
 import { InputError } from './validation';
 
 export type ConsoleErrorType =
@@ -12,8 +14,14 @@ export type ConsoleErrorType =
   | 'not_found'
   | 'unsupported_media_type';
 
-export function sendError(res: Response, status: number, type: ConsoleErrorType, message: string): void {
-  res.status(status).json({ error: { type, message } });
+/** First on the console's router: an X-Request-Id on every page and API answer (the app's own, when it gave one). */
+export function requestIds(_req: Request, res: Response, next: NextFunction): void {
+  ensureRequestId(res);
+  next();
+}
+
+export function sendError(res: Response, status: number, type: ConsoleErrorType | 'internal_error', message: string): void {
+  res.status(status).json({ error: { type, message, request_id: ensureRequestId(res) } });
 }
 
 /** Route handler wrapper (sync or async): turns InputError into 400 and other throws into next(err). */
@@ -48,5 +56,5 @@ export function apiErrorHandler(err: unknown, _req: Request, res: Response, _nex
     sendError(res, 400, 'bad_request', 'body too large');
     return;
   }
-  if (!res.headersSent) res.status(500).json({ error: { type: 'internal_error', message: 'console error' } });
+  if (!res.headersSent) sendError(res, 500, 'internal_error', 'console error');
 }

@@ -88,10 +88,23 @@ export function parsePlan(value: unknown): PlanId {
   return value as PlanId;
 }
 
-export function optionalPositiveInt(value: unknown, field: string): number | undefined {
+/** Bounds of an enterprise workspace's custom limits: far above any plan, and whole numbers every store column holds. */
+export const CUSTOM_LIMITS = {
+  requests_per_minute: { min: 1, max: 1_000_000 },
+  credits_per_month: { min: 1, max: 1_000_000_000 },
+} as const;
+
+/**
+ * An optional custom limit: absent → undefined; otherwise a whole number within CUSTOM_LIMITS[field], sent as a JSON
+ * number or a string of digits (1e300, 1e20, 1.5, -3, "0x10", "1e3" → 400: they would be stored as floats).
+ */
+export function optionalCustomLimit(value: unknown, field: keyof typeof CUSTOM_LIMITS): number | undefined {
   if (value === undefined || value === null || value === '') return undefined;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new InputError(`${field} must be a positive integer`);
+  const { min, max } = CUSTOM_LIMITS[field];
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,10}$/.test(value.trim()) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    throw new InputError(`${field} must be a whole number from ${min} to ${max}`);
+  }
   return n;
 }
 

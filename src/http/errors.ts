@@ -28,6 +28,11 @@ export interface ErrorEnvelope {
   error: { type: GatewayErrorType; message: string; request_id: string };
 }
 
+/** The envelope as JSON text, for answers written without Express (probes, /metrics, Node's own refusals). */
+export function envelopeText(type: string, message: string, requestId: string): string {
+  return JSON.stringify({ error: { type, message, request_id: requestId } });
+}
+
 /** Request id of this response; set by the request-id policy before anything else runs. */
 export function requestIdOf(res: Response): string {
   return (res.locals.requestId as string | undefined) ?? '';

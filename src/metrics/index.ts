@@ -12,6 +12,8 @@
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import client, { type Registry } from 'prom-client';
+import { envelopeText } from '../http/errors';
+import { ensureRequestId } from '../http/request-id';
 
 export type { Registry };
 
@@ -32,24 +34,32 @@ function sameSecret(a: string, b: string): boolean {
   return crypto.timingSafeEqual(ha, hb);
 }
 
+function sendError(res: ServerResponse, status: number, type: string, message: string, headers: Record<string, string> = {}): void {
+  const body = envelopeText(type, message, ensureRequestId(res));
+  res.writeHead(status, {
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    'Cache-Control': 'no-store',
+    ...headers,
+  });
+  res.end(body);
+}
+
 /**
  * GET /metrics for a plain Node or Express server. With a token, `Authorization: Bearer <token>` is required
- * (401 otherwise); without one the endpoint is open (bind to a private network or set METRICS_TOKEN).
+ * (401 otherwise); without one the endpoint is open (bind to a private network or set METRICS_TOKEN). Every answer
+ * carries an X-Request-Id; errors are the envelope {"error": {"type", "message", "request_id"}}.
  */
 export function metricsHandler(registry: Registry, token: string | null) {
   return (req: IncomingMessage, res: ServerResponse): void => {
+    ensureRequestId(res);
     if (token) {
       const auth = req.headers.authorization ?? '';
       const sent = /^Bearer[ \t]+(.+)$/i.exec(auth.trim())?.[1]?.trim() ?? '';
       if (!sent || !sameSecret(sent, token)) {
-        const body = JSON.stringify({ error: { type: 'invalid_token', message: 'GET /metrics needs "Authorization: Bearer <METRICS_TOKEN>".' } });
-        res.writeHead(401, {
-          'Content-Type': 'application/json; charset=utf-8',
-          'Content-Length': Buffer.byteLength(body),
+        sendError(res, 401, 'invalid_token', 'GET /metrics needs "Authorization: Bearer <METRICS_TOKEN>".', {
           'WWW-Authenticate': 'Bearer realm="metrics"',
-          'Cache-Control': 'no-store',
         });
-        res.end(body);
         return;
       }
     }
@@ -59,8 +69,7 @@ export function metricsHandler(registry: Registry, token: string | null) {
         res.end(req.method === 'HEAD' ? undefined : text);
       },
       (err: unknown) => {
-        res.writeHead(500, { 'Content-Type': 'text/plain; charset=utf-8' });
-        res.end(`metrics collection failed: ${err instanceof Error ? err.message : String(err)}\n`);
+        sendError(res, 500, 'internal_error', `metrics collection failed: ${err instanceof Error ? err.message : String(err)}`);
       },
     );
   };

@@ -3,13 +3,17 @@
 //
 //   GET /healthz  200 {"status":"ok"}                       the process answers (liveness: restart when this fails)
 //   GET /readyz   200 {"status":"ready"}                    every check passed (send traffic)
-//                 503 {"status":"not_ready","failed":{...}} a check failed or timed out, or the process is draining
+//                 503 {"status":"not_ready","failed":{...},  a check failed or timed out, or the process is draining
+//                      "error":{"type":"not_ready","message","request_id"}}
+//
+// Every answer carries an X-Request-Id (the one the app already gave the request, else a fresh one).
 //
 // Checks are small async functions (store reachable, engine or model service ready) run in parallel, each bounded
 // by a timeout, so a hung dependency makes the probe fail fast instead of hang.
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ensureRequestId } from '../http/request-id';
 
 export interface ReadinessCheck {
   name: string;
@@ -31,8 +35,15 @@ function send(res: ServerResponse, status: number, body: object, head: boolean):
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': Buffer.byteLength(text),
     'Cache-Control': 'no-store',
+    'X-Request-Id': ensureRequestId(res),
   });
   res.end(head ? undefined : text);
+}
+
+/** 503: the failed checks by name, and the error envelope every error answer carries. */
+function notReady(res: ServerResponse, failed: Record<string, string>, head: boolean): void {
+  const message = `not ready: ${Object.entries(failed).map(([name, why]) => `${name}: ${why}`).join('; ')}`;
+  send(res, 503, { status: 'not_ready', failed, error: { type: 'not_ready', message, request_id: ensureRequestId(res) } }, head);
 }
 
 function withTimeout(p: Promise<void>, ms: number): Promise<void> {
@@ -78,12 +89,12 @@ export function probeHandlers(opts: ProbeOptions): {
     readyz(req, res) {
       const head = req.method === 'HEAD';
       if (opts.draining?.()) {
-        send(res, 503, { status: 'not_ready', failed: { server: 'shutting down' } }, head);
+        notReady(res, { server: 'shutting down' }, head);
         return;
       }
       runChecks(opts.checks, opts.timeoutMs).then((failed) => {
         if (Object.keys(failed).length === 0) send(res, 200, { status: 'ready' }, head);
-        else send(res, 503, { status: 'not_ready', failed }, head);
+        else notReady(res, failed, head);
       });
     },
   };

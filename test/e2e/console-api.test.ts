@@ -401,4 +401,45 @@ describe('console keys, workspaces and request log', () => {
     expect(changed.body.workspace).toMatchObject({ plan: 'scale', requests_per_minute: 1200, credits_per_month: 250_000 });
     await post('/console/api/workspaces/ws_nope/plan', { plan: 'scale' }).expect(404);
   });
+
+  test('enterprise custom limits are whole numbers within bounds (1e300 credits, 1e20 rpm → 400, nothing stored)', async () => {
+    const refused = [
+      { requests_per_minute: 1e20 },
+      { credits_per_month: 1e300 },
+      { credits_per_month: 1_000_000_001 },
+      { requests_per_minute: 1_000_001 },
+      { requests_per_minute: 0 },
+      { credits_per_month: -5 },
+      { credits_per_month: 2.5 },
+      { credits_per_month: '1e3' },
+      { credits_per_month: '0x10' },
+      { requests_per_minute: true },
+    ];
+    for (const limits of refused) {
+      const field = Object.keys(limits)[0];
+      const viaKey = await post('/console/api/keys', { name: 'k', new_workspace: { name: `e-${field}`, plan: 'enterprise', ...limits } });
+      expect([limits, viaKey.status]).toEqual([limits, 400]);
+      expect(viaKey.body.error).toMatchObject({ type: 'bad_request', message: expect.stringContaining(field) });
+      const viaCreate = await post('/console/api/workspaces', { name: `e-${field}`, plan: 'enterprise', ...limits });
+      expect([limits, viaCreate.status]).toEqual([limits, 400]);
+    }
+    expect(await h.store.listWorkspaces()).toHaveLength(0);
+    expect(await h.store.listTokens()).toHaveLength(0);
+
+    // The largest accepted values are stored exactly, as integers; plan changes are held to the same bounds.
+    const made = await post('/console/api/workspaces', {
+      name: 'big',
+      plan: 'enterprise',
+      requests_per_minute: 1_000_000,
+      credits_per_month: '1000000000',
+    }).expect(201);
+    expect(made.body.workspace).toMatchObject({ requests_per_minute: 1_000_000, credits_per_month: 1_000_000_000 });
+    const id = made.body.workspace.id;
+    await post(`/console/api/workspaces/${id}/plan`, { plan: 'enterprise', credits_per_month: 1e300 }).expect(400);
+    await post(`/console/api/workspaces/${id}/plan`, { plan: 'enterprise', requests_per_minute: 1e20 }).expect(400);
+    const stored = (await h.store.getWorkspace(id))!;
+    expect([stored.customRequestsPerMinute, stored.customCreditsPerMonth]).toEqual([1_000_000, 1_000_000_000]);
+    const changed = await post(`/console/api/workspaces/${id}/plan`, { plan: 'enterprise', requests_per_minute: 5000 }).expect(200);
+    expect(changed.body.workspace).toMatchObject({ requests_per_minute: 5000, credits_per_month: 1_000_000_000 });
+  });
 });

@@ -3,7 +3,7 @@
 import type express from 'express';
 import type { GatewayStore, Workspace } from '../../store/types';
 import { handle, sendError } from '../respond';
-import { InputError, optionalPositiveInt, parsePlan, requireString } from '../validation';
+import { InputError, optionalCustomLimit, parsePlan, requireString } from '../validation';
 import { workspaceView } from './shapes';
 
 /** Checks a new workspace's fields (name unique, plan, enterprise limits) and creates it. */
@@ -12,8 +12,8 @@ export async function createWorkspaceFrom(store: GatewayStore, body: Record<stri
   if (await store.getWorkspaceByName(name)) throw new InputError(`a workspace named "${name}" already exists`);
   const plan = parsePlan(body.plan);
   const custom = {
-    requestsPerMinute: optionalPositiveInt(body.requests_per_minute, 'requests_per_minute'),
-    creditsPerMonth: optionalPositiveInt(body.credits_per_month, 'credits_per_month'),
+    requestsPerMinute: optionalCustomLimit(body.requests_per_minute, 'requests_per_minute'),
+    creditsPerMonth: optionalCustomLimit(body.credits_per_month, 'credits_per_month'),
   };
   return await store.createWorkspace(name, plan, plan === 'enterprise' ? custom : undefined);
 }
@@ -46,8 +46,8 @@ export function registerWorkspaceRoutes(api: express.Router, store: GatewayStore
       }
       const plan = parsePlan(req.body?.plan);
       const custom = {
-        requestsPerMinute: optionalPositiveInt(req.body?.requests_per_minute, 'requests_per_minute'),
-        creditsPerMonth: optionalPositiveInt(req.body?.credits_per_month, 'credits_per_month'),
+        requestsPerMinute: optionalCustomLimit(req.body?.requests_per_minute, 'requests_per_minute'),
+        creditsPerMonth: optionalCustomLimit(req.body?.credits_per_month, 'credits_per_month'),
       };
       const updated = await store.setPlan(ws.id, plan, plan === 'enterprise' ? custom : undefined);
       res.json({ workspace: await workspaceView(store, updated, new Date()) });

@@ -2,6 +2,7 @@
 // workspace's jobs with progress, their results, the webhook signing secret and the delivery log.
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Config } from '../../config';
+import { requestIdOf } from '../../http/errors';
 import { contentDisposition } from '../../model-service/names';
 import type { GatewayStore } from '../../store/types';
 import type { JobFiles } from '../queue/files';
@@ -22,7 +23,7 @@ export interface JobsConsoleDeps {
 }
 
 function bad(res: Response, status: number, type: string, message: string): void {
-  res.status(status).json({ error: { type, message } });
+  res.status(status).json({ error: { type, message, request_id: requestIdOf(res) } });
 }
 
 const wrap =

@@ -33,6 +33,8 @@ export class JobApiError extends Error {
 export function sendJobError(res: Response, type: JobErrorType, message: string): number {
   const status = JOB_ERRORS[type];
   res.locals.errorType = type;
+  // The reason in words, for the request log's error_message and the request line (as the gateway's errors have).
+  res.locals.errorMessage = message;
   const ctx = res.locals.gateway as { errorType?: string } | undefined;
   if (ctx) ctx.errorType = type;
   if (res.headersSent) {
