@@ -2,12 +2,15 @@
 // Runs before `npm start`, `npm run model-service` and `npm test` so that each works on a fresh clone as the one
 // command the README gives:
 //
-//   node scripts/ensure-ready.js [--fresh] build models
+//   node scripts/ensure-ready.js [--fresh | --changed] build models
 //
 // - dependencies missing (fresh clone, or a dependency added since the last install): `npm ci`, whose `prepare`
 //   step compiles the TypeScript and converts the models; nothing else is run after it;
 // - otherwise `build` / `models` run when their output is missing, or always with --fresh (what `npm test` wants:
-//   the tests run from dist/, so it must match the sources). Either way each runs at most once.
+//   the tests run from dist/, so it must match the sources). Either way each runs at most once;
+// - with --changed (what `npm run test:unit` wants), `build` runs only when dist/ no longer matches the sources:
+//   a TypeScript file under src/, scripts/ or test/ (or tsconfig.json, package.json) is newer than the last build,
+//   or dist/ holds a compiled file whose source is gone.
 //
 // onnxruntime-node's install script would download CUDA provider libraries from NuGet on linux/x64; the CPU
 // binaries we use ship inside the package, so the install runs with ONNXRUNTIME_NODE_INSTALL=skip (the variable that
@@ -20,6 +23,7 @@ const path = require('node:path');
 const root = path.resolve(__dirname, '..');
 const args = process.argv.slice(2);
 const fresh = args.includes('--fresh');
+const changed = args.includes('--changed');
 const want = args.filter((a) => !a.startsWith('--')); // 'build', 'models'
 const exists = (p) => fs.existsSync(path.join(root, p));
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
@@ -38,6 +42,34 @@ function missingDependencies() {
   return names.filter((name) => !exists(path.join('node_modules', name, 'package.json')));
 }
 
+function walk(dir, visit) {
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) walk(p, visit);
+    else visit(p);
+  }
+}
+
+/** For --changed: whether dist/ is older than a source, or holds a module whose source was moved or deleted. */
+function buildIsStale() {
+  // tsc writes server.js early in the build, so a source saved while a build ran still counts as newer.
+  const builtAt = fs.statSync(path.join(root, 'dist/src/server.js')).mtimeMs;
+  const newer = (p) => fs.statSync(p).mtimeMs > builtAt;
+  let stale = ['tsconfig.json', 'package.json'].some((f) => newer(path.join(root, f)));
+  for (const top of ['src', 'scripts', 'test']) {
+    walk(path.join(root, top), (p) => {
+      if (!stale && p.endsWith('.ts') && newer(p)) stale = true;
+    });
+    const out = path.join(root, 'dist', top);
+    if (fs.existsSync(out)) {
+      walk(out, (p) => {
+        if (!stale && p.endsWith('.js') && !fs.existsSync(path.join(root, path.relative(path.join(root, 'dist'), p)).replace(/\.js$/, '.ts'))) stale = true;
+      });
+    }
+  }
+  return stale;
+}
+
 const absent = missingDependencies();
 if (absent.length > 0) {
   if (absent[0] !== '(node_modules)') console.error(`[setup] not installed: ${absent.join(', ')}`);
@@ -45,7 +77,7 @@ if (absent.length > 0) {
   run([exists('package-lock.json') ? 'ci' : 'install'], { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' });
 } else {
   // The WebAssembly kernels are built by the same step (a dist/ from before they existed lacks them).
-  if (want.includes('build') && (fresh || !exists('dist/src/server.js') || !exists('dist/src/dsp/wasm/dtln-dsp.wasm') || !exists('dist/src/dsp/wasm/fft-pairs.wasm') || !exists('dist/src/dsp/wasm/bin-gains.wasm'))) run(['run', 'build']);
+  if (want.includes('build') && (fresh || !exists('dist/src/server.js') || !exists('dist/src/dsp/wasm/dtln-dsp.wasm') || !exists('dist/src/dsp/wasm/fft-pairs.wasm') || !exists('dist/src/dsp/wasm/bin-gains.wasm') || (changed && buildIsStale()))) run(['run', 'build']);
   const modelsDir = process.env.MODELS_DIR ? path.resolve(process.env.MODELS_DIR) : path.join(root, 'models');
   const modelsReady = ['dtln_stage1.onnx', 'dtln_stage2.onnx', 'manifest.json', 'sample.wav'].every((f) =>
     fs.existsSync(path.join(modelsDir, f)),

@@ -41,7 +41,7 @@ export interface AppOptions {
   sharedState?: SharedState;
   /** Where log lines go; default: a pino logger from the config (LOG_FORMAT, LOG_LEVEL) on stdout. */
   logger?: Logger;
-  /** Older form of `logger`: each JSON log line is handed to this callback. */
+  /** Each JSON log line is handed to this callback instead of a logger (tests collect lines this way); `logger` wins. */
   log?: (line: string) => void;
   /** Add prom-client's process metrics (CPU, memory, event loop, GC) to /metrics; npm start turns them on. */
   processMetrics?: boolean;

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
-import { closeQuietly, createToken, fixture, listen, multipartBody, rawRequest, testConfig } from './service-helpers';
+import { closeQuietly, createToken, eventually, fixture, listen, multipartBody, rawRequest, testConfig } from './service-helpers';
 
 describe('server process', () => {
   test('starts, serves, and shuts down gracefully on SIGTERM', async () => {
@@ -34,11 +34,8 @@ describe('server process', () => {
     child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
-      const deadline = Date.now() + 30_000;
-      while (!output.includes('listening on')) {
-        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${output}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await eventually(() => output.includes('listening on') || child.exitCode !== null, 30_000).catch(() => undefined);
+      if (!output.includes('listening on')) throw new Error(`server did not start:\n${output}`);
       expect(output).toContain(`http://127.0.0.1:${port}`);
       expect(output).toMatch(/generated a console admin secret/);
 
@@ -93,11 +90,8 @@ describe('server process', () => {
     const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
     child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     try {
-      const deadline = Date.now() + 30_000;
-      while (!output.includes('listening on')) {
-        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${output}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await eventually(() => output.includes('listening on') || child.exitCode !== null, 30_000).catch(() => undefined);
+      if (!output.includes('listening on')) throw new Error(`server did not start:\n${output}`);
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
       const first = output.split('\n')[0];

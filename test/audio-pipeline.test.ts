@@ -19,6 +19,7 @@ import { probeAudio } from '../src/audio/probe';
 import { readPcm, writePcm } from '../src/pipeline/clips';
 import { speechSourcePath } from '../src/audio/synthetic-noise';
 import { FORMAT_FIXTURES, childProcesses, fixture, makeTmpDir, rmsOf, siSdr } from './audio-helpers';
+import { eventually } from './service-helpers';
 
 const config = loadConfig();
 let engine: InferenceEngine;
@@ -34,13 +35,7 @@ async function decodedSeconds(file: string): Promise<number> {
 }
 
 /** The engine releases an aborted stream's worker state asynchronously; give it a moment. */
-async function waitFor(condition: () => boolean, timeoutMs = 2000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const waitFor = (condition: () => boolean): Promise<void> => eventually(condition, 2000);
 
 beforeAll(async () => {
   tmp = makeTmpDir('nsm-pipeline-');

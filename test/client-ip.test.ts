@@ -13,7 +13,8 @@ import { createGateway, gatewayErrorHandler } from '../src/gateway';
 import { parseTrustProxy } from '../src/config/trust-proxy';
 import type { Forwarder } from '../src/gateway/types';
 import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore } from '../src/store/types';
+import type { GatewayStore, RequestLogEntry } from '../src/store/types';
+import { eventually } from './service-helpers';
 
 const SECRET = 'client-ip-test-admin-secret';
 const MODELS = '/v1/noise-suppressor/models';
@@ -62,11 +63,11 @@ async function call(h: Harness, xff?: string): Promise<{ status: number; ip: str
   if (xff !== undefined) r = r.set('X-Forwarded-For', xff);
   const res = await r;
   // The request-log row is written when the response finishes.
-  let row;
-  for (let i = 0; i < 50 && !row; i++) {
+  let row: RequestLogEntry | undefined;
+  await eventually(async () => {
     row = (await h.store.queryRequests({ limit: 50 })).find((e) => e.requestId === res.headers['x-request-id']);
-    if (!row) await new Promise((r2) => setTimeout(r2, 10));
-  }
+    return row !== undefined;
+  });
   return { status: res.status, ip: row!.clientIp };
 }
 

@@ -14,6 +14,20 @@ import { ROUTES } from '../src/gateway/routes';
 import type { EndpointSpec, Forwarder } from '../src/gateway/types';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import type { GatewayStore, NewToken, PlanId, RequestLogEntry } from '../src/store/types';
+import { eventually } from './service-helpers';
+
+/** Calls in 'gate' mode wait at the stand-in model service until the test opens the gate, so they overlap for sure. */
+const gate = {
+  waiting: [] as Array<() => void>,
+  open: false,
+  pass(): Promise<void> {
+    return this.open ? Promise.resolve() : new Promise((r) => this.waiting.push(r));
+  },
+  release(): void {
+    this.open = true;
+    for (const r of this.waiting.splice(0)) r();
+  },
+};
 
 /** Answers like the model service; the X-Test-Upstream header picks a failure mode. */
 const modelServiceLike: Forwarder = async (req, res, ctx) => {
@@ -21,7 +35,7 @@ const modelServiceLike: Forwarder = async (req, res, ctx) => {
   for await (const chunk of req) bytes += (chunk as Buffer).length;
   ctx.bytesIn = bytes;
   const mode = req.headers['x-test-upstream'];
-  if (mode === 'slow') await new Promise((r) => setTimeout(r, 30));
+  if (mode === 'gate') await gate.pass();
   if (mode === 'throw') throw new Error('forwarder exploded');
   if (mode === 'hang') {
     // Never answers; gives up when the client goes away, as a real forwarder would.
@@ -78,12 +92,14 @@ async function heldCredits(workspaceId: string): Promise<number> {
 
 /** The log row is written on 'finish', which can trail the client seeing the body by a tick. */
 async function loggedRow(requestId: string): Promise<RequestLogEntry> {
-  for (let i = 0; i < 50; i++) {
-    const row = (await store.queryRequests({ limit: 1000 })).find((r) => r.requestId === requestId);
-    if (row) return row;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`no log row for ${requestId}`);
+  let row: RequestLogEntry | undefined;
+  await eventually(async () => {
+    row = (await store.queryRequests({ limit: 1000 })).find((r) => r.requestId === requestId);
+    return row !== undefined;
+  }).catch(() => {
+    throw new Error(`no log row for ${requestId}`);
+  });
+  return row!;
 }
 
 function expectEnvelope(res: request.Response, status: number, type: string): void {
@@ -420,8 +436,9 @@ describe('rate limits', () => {
     const v6 = [];
     for (let i = 1; i <= 6; i++) v6.push((await request(app).get('/v1/noise-suppressor/models').set(from(`2001:db8:1:2::${i.toString(16)}`))).status);
     expect(v6).toEqual([401, 401, 401, 401, 429, 429]);
-    // Only what was answered normally is in the log: 4 + 1 + 1 + 4 rows, not 20.
-    await new Promise((r) => setTimeout(r, 50));
+    // Only what was answered normally is in the log: 4 + 1 + 1 + 4 rows, not 20. The calls ran one after the other,
+    // so only the last row can still trail its response.
+    await eventually(async () => (await store.countRequests({})) >= 10);
     expect(await store.countRequests({})).toBe(10);
     clock += 60_000;
     expect((await request(app).get('/v1/noise-suppressor/models').set(from('198.51.100.7'))).status).toBe(401);
@@ -501,14 +518,14 @@ describe('credits', () => {
       req.on('error', () => undefined);
       req.end('abcd');
       // wait until the gateway holds the credit, then hang up
-      for (let i = 0; i < 200 && (await heldCredits(ws.id)) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      await eventually(async () => (await heldCredits(ws.id)) > 0);
       expect(await heldCredits(ws.id)).toBe(1);
       req.destroy();
       let row: RequestLogEntry | undefined;
-      for (let i = 0; i < 200 && !row; i++) {
+      await eventually(async () => {
         row = (await store.queryRequests({ workspaceId: ws.id })).find((r) => r.clientRequestId === 'abort-test-1');
-        if (!row) await new Promise((r) => setTimeout(r, 10));
-      }
+        return row !== undefined;
+      });
       expect(row).toMatchObject({ status: 499, creditsCharged: 0, endpoint: 'denoise' });
       expect(await store.creditsUsed(ws.id, new Date())).toBe(0);
       expect(await heldCredits(ws.id)).toBe(0);
@@ -538,7 +555,7 @@ describe('credits', () => {
         req.end('abcd');
         return req;
       });
-      for (let i = 0; i < 200 && (await heldCredits(ws.id)) < 2; i++) await new Promise((r) => setTimeout(r, 10));
+      await eventually(async () => (await heldCredits(ws.id)) >= 2);
       expect(await heldCredits(ws.id)).toBe(2);
       const denoise = () => request(app).post('/v1/noise-suppressor/denoise').set('X-API-Key', tok).attach('file', Buffer.from('RIFF....'), 'a.wav');
       const busy = await denoise();
@@ -547,7 +564,7 @@ describe('credits', () => {
       expect(busy.body.error.message).toMatch(/held by calls in flight/);
       // The held calls fail (client gone): their credits come back and a retry succeeds.
       for (const req of hung) req.destroy();
-      for (let i = 0; i < 200 && (await heldCredits(ws.id)) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      await eventually(async () => (await heldCredits(ws.id)) === 0);
       expect((await denoise()).status).toBe(200);
       expect((await denoise()).status).toBe(200);
       expectEnvelope(await denoise(), 402, 'quota_exhausted'); // settled usage has reached the limit
@@ -576,7 +593,12 @@ describe('credits', () => {
   });
 
   test('a long call keeps its hold alive: the gateway renews it before it expires', async () => {
-    const app = buildApp({ config: { creditReservationTtlMs: 300 } });
+    // The renewal timer is the only interval on this path: it runs on fake time, the gateway reads `clock`, and
+    // everything else (HTTP, polling) keeps the real timers.
+    jest.useFakeTimers({ doNotFake: ['Date', 'hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout'] });
+    let clock = Date.now();
+    const ttlMs = 300;
+    const app = buildApp({ now: () => clock, config: { creditReservationTtlMs: ttlMs } });
     const ws = await workspace('acme', 'enterprise', { creditsPerMonth: 1, requestsPerMinute: 1000 });
     const tok = await token(ws.id);
     const server = app.listen(0, '127.0.0.1');
@@ -592,15 +614,19 @@ describe('credits', () => {
       });
       req.on('error', () => undefined);
       req.end('abcd');
-      for (let i = 0; i < 200 && (await heldCredits(ws.id)) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      await eventually(async () => (await heldCredits(ws.id)) > 0);
       // Four TTLs later the hold is still there: reclaiming finds nothing expired.
-      await new Promise((r) => setTimeout(r, 1_200));
-      expect(await store.reclaimExpiredReservations(new Date())).toBe(0);
+      for (let t = 0; t < 4 * ttlMs; t += 50) {
+        clock += 50;
+        jest.advanceTimersByTime(50);
+      }
+      expect(await store.reclaimExpiredReservations(new Date(clock))).toBe(0);
       expect(await heldCredits(ws.id)).toBe(1);
       req.destroy();
-      for (let i = 0; i < 200 && (await heldCredits(ws.id)) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      await eventually(async () => (await heldCredits(ws.id)) === 0);
       expect(await heldCredits(ws.id)).toBe(0);
     } finally {
+      jest.useRealTimers();
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
@@ -615,11 +641,12 @@ describe('credits', () => {
     await new Promise((r) => server.once('listening', r));
     try {
       const { port } = server.address() as AddressInfo;
-      const statuses = await Promise.all(
+      gate.open = false;
+      const calls = Promise.all(
         Array.from({ length: 50 }, async (_, i) => {
           const res = await fetch(`http://127.0.0.1:${port}/v1/noise-suppressor/denoise`, {
             method: 'POST',
-            headers: { Authorization: `Bearer ${tok}`, 'X-Test-Upstream': 'slow', 'Content-Type': 'application/octet-stream' },
+            headers: { Authorization: `Bearer ${tok}`, 'X-Test-Upstream': 'gate', 'Content-Type': 'application/octet-stream' },
             body: Buffer.alloc(1000, i),
           });
           const body = (await res.json()) as { error?: { type: string } };
@@ -627,12 +654,18 @@ describe('credits', () => {
           return res.status === 402 ? body.error!.type : res.status;
         }),
       );
+      // The ten calls that got a credit wait at the model service until all ten hold theirs at once.
+      await eventually(async () => (await heldCredits(ws.id)) >= 10);
+      gate.release();
+      const statuses = await calls;
       expect(statuses.filter((s) => s === 200)).toHaveLength(10);
       // The others: 402 once the 10 are settled, 429 while some of them were still in flight.
       expect(statuses.filter((s) => s === 'quota_exhausted' || s === 429)).toHaveLength(40);
       expect(await store.creditsUsed(ws.id, new Date())).toBe(1000);
       expect(await heldCredits(ws.id)).toBe(0);
     } finally {
+      gate.release();
+      server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
   });

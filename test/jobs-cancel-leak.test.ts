@@ -7,8 +7,8 @@ import { denoiseFile } from '../src/pipeline';
 import { createInferenceEngine } from '../src/inference/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import type { Config } from '../src/config';
-import { fixture, testConfig } from './service-helpers';
-import { sleep, until } from './jobs-helpers';
+import { eventually, fixture, testConfig } from './service-helpers';
+import { until } from './jobs-helpers';
 
 /** ffmpeg processes whose parent is this test process. */
 function ffmpegChildren(): number[] {
@@ -65,7 +65,8 @@ describe('aborting the pipeline at any moment leaves nothing behind', () => {
     // Whatever was opened while the aborts landed is closed: no decoder or encoder left, no engine stream pinned.
     await until(async () => (ffmpegChildren().length === 0 ? true : undefined), 5000, 50).catch(() => undefined);
     expect(ffmpegChildren()).toEqual([]);
-    await sleep(50);
+    // The engine releases an aborted stream's worker state asynchronously.
+    await eventually(() => engine.state().streams === 0).catch(() => undefined);
     expect(engine.state().streams).toBe(0);
   });
 });

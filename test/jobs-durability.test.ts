@@ -9,7 +9,7 @@ import { PROJECT_ROOT } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import { openSqliteJobStore } from '../src/jobs/queue/store/sqlite';
 import type { JobView } from '../src/jobs/views';
-import { rawRequest, testConfig, wavInfo } from './service-helpers';
+import { eventually, rawRequest, testConfig, wavInfo } from './service-helpers';
 import { LONG_S, makeLongWav, until } from './jobs-helpers';
 import { freePort } from '../scripts/lib/free-port';
 
@@ -40,11 +40,8 @@ async function startServer(dataDir: string, port: number): Promise<Server> {
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const deadline = Date.now() + 30_000;
-  while (!output.includes('listening on')) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${output}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await eventually(() => output.includes('listening on') || child.exitCode !== null, 30_000).catch(() => undefined);
+  if (!output.includes('listening on')) throw new Error(`server did not start:\n${output}`);
   return { child, output: () => output, exited };
 }
 

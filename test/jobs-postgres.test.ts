@@ -8,7 +8,7 @@ import path from 'node:path';
 import { loadConfig, PROJECT_ROOT } from '../src/config';
 import type { JobView } from '../src/jobs/views';
 import { openStore } from '../src/store';
-import { fixture, rawRequest, wavInfo } from './service-helpers';
+import { eventually, fixture, rawRequest, wavInfo } from './service-helpers';
 import { freshJobsDatabase, LONG_S, makeLongWav, stopJobsPostgres, until } from './jobs-helpers';
 import { serverBinaries } from './real-servers';
 import { freePort } from '../scripts/lib/free-port';
@@ -32,11 +32,8 @@ async function startGateway(env: Record<string, string>): Promise<Gateway> {
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  const deadline = Date.now() + 60_000;
-  while (!output.includes('listening on')) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`gateway did not start:\n${output}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await eventually(() => output.includes('listening on') || child.exitCode !== null, 60_000).catch(() => undefined);
+  if (!output.includes('listening on')) throw new Error(`gateway did not start:\n${output}`);
   return { child, base: `http://127.0.0.1:${port}`, output: () => output, exited };
 }
 

@@ -9,7 +9,7 @@ import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import { PROJECT_ROOT, type Config } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
-import { createToken, fixture, testConfig } from './service-helpers';
+import { createToken, eventually, fixture, testConfig } from './service-helpers';
 
 const API = '/v1/noise-suppressor';
 const MONO_16K = fixture('speech-noisy-16k-mono.wav');
@@ -127,8 +127,11 @@ describe('probes, metrics and request lines of the whole app', () => {
     // Unknown endpoints are counted under "other", not under the client's path.
     expect((await request(handle.app).get(`${API}/no-such-thing-${Date.now()}`).set(auth)).status).toBe(404);
 
-    // The request-log hook runs when the response has finished; give it a moment.
-    await new Promise((r) => setTimeout(r, 100));
+    // The request-log hook runs when the response has finished, so the last call's count can trail its answer.
+    await eventually(async () => {
+      const samples = parseMetrics((await request(handle.app).get('/metrics')).text);
+      return value(samples, 'ns_http_requests_total', { endpoint: 'other', status: '404' }) !== undefined;
+    });
     const res = await request(handle.app).get('/metrics');
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
@@ -174,7 +177,8 @@ describe('probes, metrics and request lines of the whole app', () => {
     expect(res.status).toBe(200);
     const bad = await request(handle.app).post(`${API}/denoise`).set('X-API-Key', token).field('model', 'nsm-9').attach('file', MONO_16K);
     expect(bad.status).toBe(400);
-    await new Promise((r) => setTimeout(r, 100));
+    const linesOf = (id: string) => logged().filter((l) => l.request_id === id).length;
+    await eventually(() => linesOf(res.headers['x-request-id']) > 0 && linesOf(bad.headers['x-request-id']) > 0);
     const records = lines.slice(before).map((l) => JSON.parse(l) as Record<string, unknown>);
     const line = records.find((r) => r.request_id === res.headers['x-request-id'])!;
     const [ws] = await handle.store.listWorkspaces();
@@ -207,7 +211,10 @@ describe('probes, metrics and request lines of the whole app', () => {
     expect(bad.status).toBe(422);
     const none = await request(handle.app).get(`${API}/models`).set('X-API-Key', 'mw_live_' + 'x'.repeat(32));
     expect(none.status).toBe(401);
-    await new Promise((r) => setTimeout(r, 100));
+    await eventually(async () => {
+      const ids = (await handle.store.queryRequests({ limit: 1000 })).map((r) => r.requestId);
+      return ids.includes(bad.headers['x-request-id']) && ids.includes(none.headers['x-request-id']);
+    });
     const [row] = await handle.store.queryRequests({ errorType: 'invalid_audio' }).then((rows) =>
       rows.filter((r) => r.requestId === bad.headers['x-request-id']),
     );

@@ -12,7 +12,7 @@ import { PROJECT_ROOT } from '../src/config';
 import { openStore } from '../src/store';
 import type { GatewayStore } from '../src/store/types';
 import { freePort, startPostgres, startRedis, type PostgresServer, type RedisServer, serverBinaries } from './real-servers';
-import { fixture, multipartBody, rawRequest, type RawResponse } from './service-helpers';
+import { eventually, fixture, multipartBody, rawRequest, type RawResponse } from './service-helpers';
 
 // Fails the suite at once, with one line naming the Debian packages, when the server binaries are missing.
 beforeAll(() => {
@@ -61,11 +61,8 @@ async function startGateway(env: Record<string, string>): Promise<Gateway> {
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-50_000)));
   child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-50_000)));
-  const deadline = Date.now() + 60_000;
-  while (!out.includes('listening on')) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`gateway did not start:\n${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await eventually(() => out.includes('listening on') || child.exitCode !== null, 60_000).catch(() => undefined);
+  if (!out.includes('listening on')) throw new Error(`gateway did not start:\n${out}`);
   return { url: `http://127.0.0.1:${port}`, child, output: () => out };
 }
 
@@ -141,15 +138,12 @@ test('a workspace with K credits, 4K parallel denoise calls spread over both gat
     expect([`402 quota_exhausted`, `429 rate_limited`]).toContain(`${r.status} ${r.type}`);
     if (r.status === 429) expect(r.retryAfter).toBe('2');
   }
-  for (let i = 0; i < 100 && (await store.creditsUsed(ws.id, new Date())) < K; i++) await new Promise((r) => setTimeout(r, 20));
+  await eventually(async () => (await store.creditsUsed(ws.id, new Date())) >= K);
   expect(await store.creditsUsed(ws.id, new Date())).toBe(K);
   expect(await store.creditsHeld(ws.id, new Date())).toBe(0); // no hold leaked
   // Rows are written as responses finish, a moment after the client has its answer.
   let logged = await store.queryRequests({ workspaceId: ws.id, limit: 1000 });
-  for (let i = 0; i < 100 && logged.length < 4 * K; i++) {
-    await new Promise((r) => setTimeout(r, 20));
-    logged = await store.queryRequests({ workspaceId: ws.id, limit: 1000 });
-  }
+  await eventually(async () => (logged = await store.queryRequests({ workspaceId: ws.id, limit: 1000 })).length >= 4 * K);
   expect(logged).toHaveLength(4 * K);
   expect(logged.reduce((s, r) => s + r.creditsCharged, 0)).toBe(K);
 }, 120_000);
@@ -216,7 +210,7 @@ test('a key revoked through one gateway (console) is refused by the other at onc
   // Signing out on one gateway ends the session everywhere and revokes its playground key.
   expect((await rawRequest(`${gw(0).url}/console/api/logout`, { method: 'POST', headers: { Cookie: cookie, 'X-CSRF-Token': csrf } })).status).toBe(200);
   expect(await json(await rawRequest(`${gw(1).url}/console/api/session`, { headers: { Cookie: cookie } }))).toEqual({ signed_in: false });
-  for (let i = 0; i < 100 && !(await store.getToken(first.key_id as string))!.revokedAt; i++) await new Promise((r) => setTimeout(r, 20));
+  await eventually(async () => Boolean((await store.getToken(first.key_id as string))!.revokedAt));
   expect((await store.getToken(first.key_id as string))!.revokedAt).not.toBeNull();
 }, 60_000);
 
@@ -259,7 +253,7 @@ test('a gateway killed with kill -9 mid-call: its credit hold expires and the ot
   });
   req.on('error', () => undefined);
   req.write(body.subarray(0, 100));
-  for (let i = 0; i < 500 && (await held()) === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  await eventually(async () => (await held()) > 0, 10_000).catch(() => undefined);
   if ((await held()) !== 1) throw new Error(`no credit hold seen; the gateway said:\n${doomed.output()}`);
   doomed.child.kill('SIGKILL');
   await new Promise((r) => doomed.child.once('exit', r));
@@ -274,11 +268,12 @@ test('a gateway killed with kill -9 mid-call: its credit hold expires and the ot
   const busy = await denoise();
   expect(busy.status).toBe(429); // the dead gateway's hold still counts until it expires
   expect((await json(busy)).error!.type).toBe('rate_limited');
-  await new Promise((r) => setTimeout(r, 1_600));
-  const ok = await denoise(); // the hold has expired: reclaimed by this reservation
-  expect(ok.status).toBe(200);
+  // The hold expires 1.5 s after the dead gateway took it (CREDIT_RESERVATION_TTL_MS): retried until then.
+  let ok = busy;
+  await eventually(async () => (ok = await denoise()).status !== 429, 10_000);
+  expect(ok.status).toBe(200); // the hold has expired: reclaimed by this reservation
   // The call's own hold is settled as its response ends.
-  for (let i = 0; i < 100 && (await store.creditsUsed(ws.id, new Date())) === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  await eventually(async () => (await store.creditsUsed(ws.id, new Date())) > 0);
   expect(await store.creditsUsed(ws.id, new Date())).toBe(1);
   expect(await held()).toBe(0);
 }, 120_000);

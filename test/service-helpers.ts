@@ -31,10 +31,10 @@ export function tmpEntries(config: Config): string[] {
   }
 }
 
-/** Waits until `check` is true (cleanup after 'close' is asynchronous). */
-export async function eventually(check: () => boolean, timeoutMs = 5000): Promise<void> {
+/** Waits until `check` is true (cleanup after 'close' is asynchronous; a store is read through a promise). */
+export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
   const end = Date.now() + timeoutMs;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > end) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, 25));
   }

@@ -192,10 +192,16 @@ describe('model service app alone', () => {
 
     // Installed while the service runs: taken up within CATALOG_TTL_MS, no restart.
     for (const f of fs.readdirSync(config.modelsDir)) fs.symlinkSync(path.join(config.modelsDir, f), path.join(emptyModels, f));
-    await new Promise((r) => setTimeout(r, CATALOG_TTL_MS + 50));
-    const after = await authed(app).get('/health');
-    expect(after.body.status).toBe('ok');
-    expect(after.body.models).toContain('nsm-3');
+    // The catalog reads Date.now(): Date is moved past its TTL (and keeps running); timers stay real.
+    jest.useFakeTimers({ advanceTimers: true, doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
+    try {
+      jest.setSystemTime(Date.now() + CATALOG_TTL_MS);
+      const after = await authed(app).get('/health');
+      expect(after.body.status).toBe('ok');
+      expect(after.body.models).toContain('nsm-3');
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   /** A batch of one file through the model service: the output bytes, from the zip (the batch path uses temp files). */

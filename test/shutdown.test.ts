@@ -8,7 +8,7 @@ import path from 'node:path';
 import { PROJECT_ROOT, type Config } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
 import type { GatewayStore } from '../src/store/types';
-import { multipartBody, noiseWav, rawRequest, testConfig } from './service-helpers';
+import { eventually, multipartBody, noiseWav, rawRequest, testConfig } from './service-helpers';
 import { freePort } from '../scripts/lib/free-port';
 
 const SERVER = path.join(PROJECT_ROOT, 'dist/src/server.js');
@@ -86,10 +86,8 @@ describe('SIGTERM under load', () => {
     child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    for (let i = 0; !/listening on/.test(output); i++) {
-      if (i > 600) throw new Error(`server did not start:\n${output}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await eventually(() => /listening on/.test(output) || child.exitCode !== null, 30_000).catch(() => undefined);
+    if (!/listening on/.test(output)) throw new Error(`server did not start:\n${output}`);
     const url = `http://127.0.0.1:${port}${DENOISE}`;
 
     // A: four minutes of audio through the slowest model (several seconds of work); B: an upload that stalls.

@@ -15,6 +15,7 @@ import { SQLITE_MIGRATIONS } from '../src/store/migrations/sqlite';
 import { hashToken, TOKEN_PATTERN } from '../src/store/tokens';
 import type { GatewayStore, RequestLogEntry } from '../src/store/types';
 import { startPostgres, type PostgresServer, serverBinaries } from './real-servers';
+import { eventually } from './service-helpers';
 
 // Fails the suite at once, with one line naming the Debian packages, when the server binaries are missing.
 beforeAll(() => {
@@ -337,7 +338,7 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     const m = startStoreMaintenance(store, { requestLogRetentionDays: 90 }, { intervalMs: 3_600_000, batchRows: 10, log: (l) => lines.push(l) });
     try {
       // The first run starts right away, without waiting for the interval.
-      for (let i = 0; i < 200 && (await store.countRequests({})) > 1; i++) await new Promise((r) => setTimeout(r, 10));
+      await eventually(async () => (await store.countRequests({})) <= 1);
       expect((await store.queryRequests({})).map((r) => r.requestId)).toEqual(['recent']);
       expect(await store.reserveCredits(ws.id, 10, 10, new Date(now), 60_000)).toMatchObject({ ok: true, reserved: 10 });
       expect(await m.runOnce()).toEqual({ pruned: 0, reclaimed: 0 });

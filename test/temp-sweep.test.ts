@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
 import { isAbandonedRequestDir, LEGACY_MAX_AGE_MS, REQUEST_DIR_OWNER, STALE_MS } from '../src/model-service/uploads';
-import { fixture, multipartBody, rawRequest } from './service-helpers';
+import { eventually, fixture, multipartBody, rawRequest } from './service-helpers';
 import { freePort } from '../scripts/lib/free-port';
 
 const MAIN = path.join(PROJECT_ROOT, 'dist/src/model-service-main.js');
@@ -89,15 +89,16 @@ describe('kill -9 and restart on a shared TMP_DIR', () => {
     req.on('error', () => undefined);
     req.write(body.subarray(0, body.length >> 1));
     clients.push(req);
-    for (let i = 0; i < 200; i++) {
+    let dir: string | undefined;
+    await eventually(() => {
       const added = (fs.existsSync(tmpDir) ? fs.readdirSync(tmpDir) : []).filter((n) => !before.has(n));
-      if (added.length === 1) {
-        // Wait until multer has written some of the upload into it.
-        if (fs.readdirSync(path.join(tmpDir, added[0])).length > 0) return added[0];
-      }
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error('no request directory appeared');
+      // The request's directory, once multer has written some of the upload into it.
+      if (added.length === 1 && fs.readdirSync(path.join(tmpDir, added[0])).length > 0) dir = added[0];
+      return dir !== undefined;
+    }).catch(() => {
+      throw new Error('no request directory appeared');
+    });
+    return dir!;
   }
 
   test("a killed process's directories go at the next start; a live neighbour's stay", async () => {
@@ -113,7 +114,7 @@ describe('kill -9 and restart on a shared TMP_DIR', () => {
 
     // A restart on the same TMP_DIR: the orphan goes (it does not wait 6 h), the neighbour's upload is untouched.
     const restarted = await start();
-    for (let i = 0; i < 100 && fs.existsSync(path.join(tmpDir, orphan)); i++) await new Promise((r) => setTimeout(r, 50));
+    await eventually(() => !fs.existsSync(path.join(tmpDir, orphan)));
     expect(fs.existsSync(path.join(tmpDir, orphan))).toBe(false);
     expect(fs.existsSync(path.join(tmpDir, inUse))).toBe(true);
 

@@ -33,7 +33,7 @@ export interface Config {
   adminSecret: string | null;
   /** attenuation_limit_db applied when a request omits it. */
   defaultAttenuationLimitDb: number;
-  // -- reliability and security hardening (issue 9 / 12) --------------------------------------------------------
+  // -- clients behind proxies, the gateway → model-service link (token, timeouts), admission, shutdown, temp files --
   /** TRUST_PROXY: hop count or trusted proxy list; who the client is behind reverse proxies (see src/http/ip.ts). */
   trustProxy: TrustProxySetting;
   /** Shared secret the gateway presents to the model service (Authorization: Bearer). Required for a remote one. */

@@ -189,11 +189,14 @@ describe('console sessions and CSRF', () => {
         .set('X-CSRF-Token', csrf)
         .send({ workspace_id: ws.id })
         .expect(200);
-      await new Promise((r) => setTimeout(r, 250));
+      // The session store reads Date.now(): Date is moved past the idle time (and keeps running); timers stay real.
+      jest.useFakeTimers({ advanceTimers: true, doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
+      jest.setSystemTime(Date.now() + 250);
       await request(short.app).get('/console/api/workspaces').set('Cookie', cookie).expect(401);
       // The timed-out session's playground key went with it.
       expect((await short.store.getToken(key.body.key_id))!.revokedAt).not.toBeNull();
     } finally {
+      jest.useRealTimers();
       await cleanup(short);
     }
   });
@@ -320,9 +323,8 @@ describe('console keys, workspaces and request log', () => {
       name: 'old',
       scopes: ['*'],
       allowedIps: [],
-      expiresAt: new Date(Date.now() + 50).toISOString(),
+      expiresAt: new Date(Date.now() - 1000).toISOString(),
     });
-    await new Promise((r) => setTimeout(r, 80));
     const keys = (await get(`/console/api/keys?workspace=${ws.id}`).expect(200)).body.keys;
     expect(keys.find((k: { id: string }) => k.id === old.id).status).toBe('expired');
 
