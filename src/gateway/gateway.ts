@@ -1,6 +1,5 @@
 // The gateway's policy pipeline: one ordered list of small policies in front of the Forwarder.
-import crypto from 'node:crypto';
-import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import type { Config } from '../config';
 import { loggerFromConfig, type Logger } from '../logging';
 import type { CreditReservation, GatewayStore, PlanLimits, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
@@ -11,6 +10,7 @@ import { limitsFor, planAllowsService } from './plans';
 import { addressKey, SlidingWindowRateLimiter, type RateLimitState, type RateLimiter } from '../shared-state/rate-limit';
 import { matchRoute, ROUTES, scopesAllow, type RouteMatch } from './routes';
 import type { CallObserver, EndpointSpec, Forwarder, GatewayContext } from './types';
+import { assignRequestId } from './policies/request-id';
 
 export interface GatewayOptions {
   config: Config;
@@ -67,9 +67,6 @@ interface Policy {
   onEnd?(call: Call, finished: boolean): void | Promise<void>;
 }
 
-/** Client-sent request ids are echoed only when they look like an id (no header/log injection). */
-export const SAFE_REQUEST_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-
 function reject(call: Call, type: GatewayErrorType, message: string, status?: number): PolicyResult {
   call.ctx.errorType = type;
   sendGatewayError(call.res, type, message, status);
@@ -81,23 +78,6 @@ function setRateLimitHeaders(res: Response, state: RateLimitState): void {
   res.setHeader('RateLimit-Limit', String(state.limit));
   res.setHeader('RateLimit-Remaining', String(state.remaining));
   res.setHeader('RateLimit-Reset', String(state.resetSeconds));
-}
-
-/**
- * Sets X-Request-Id to a fresh `req_<32 hex>` unless an earlier handler already did. The id is always the
- * gateway's own, so every log row has a unique one; a client-sent X-Request-Id that looks like an id is kept
- * beside it (res.locals.clientRequestId → the log's client_request_id) for correlation, never used as ours.
- */
-export function assignRequestId(req: Request, res: Response): string {
-  const existing = res.locals.requestId as string | undefined;
-  if (existing) return existing;
-  const sent = req.headers['x-request-id'];
-  const candidate = Array.isArray(sent) ? sent[0] : sent;
-  if (candidate && SAFE_REQUEST_ID.test(candidate)) res.locals.clientRequestId = candidate;
-  const id = 'req_' + crypto.randomUUID().replace(/-/g, '');
-  res.locals.requestId = id;
-  if (!res.headersSent) res.setHeader('X-Request-Id', id);
-  return id;
 }
 
 /**
@@ -482,38 +462,6 @@ export function createGateway({
   const router = express.Router();
   router.use(handler);
   return router;
-}
-
-/**
- * Last error handler of the app: any exception becomes the 500 envelope with X-Request-Id
- * (413 for body-parser size errors). Mount after everything else.
- */
-export function createGatewayErrorHandler(logger: Logger): ErrorRequestHandler {
-  return (err, req, res, _next) => {
-    const requestId = assignRequestId(req, res);
-    const status = Number((err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode);
-    if ((err as { type?: string })?.type === 'entity.too.large' || status === 413) {
-      sendGatewayError(res, 'payload_too_large', 'Request body exceeds the limit of this endpoint.');
-      return;
-    }
-    logger.error({ err, request_id: requestId }, `${requestLabel(req)} failed`);
-    sendGatewayError(res, 'internal_error', 'Internal server error.');
-  };
-}
-
-/** The error handler with a JSON logger on stdout (see createGatewayErrorHandler to pass one). */
-export const gatewayErrorHandler: ErrorRequestHandler = createGatewayErrorHandler(
-  loggerFromConfig({ logFormat: 'json', logLevel: 'info' }, 'gateway'),
-);
-
-/** 404 for paths outside /v1 that nothing else handled (mount after the console and static routes). */
-export const gatewayNotFoundHandler: RequestHandler = (req, res) => {
-  assignRequestId(req, res);
-  sendGatewayError(res, 'endpoint_not_found', `No route for ${req.method} ${req.path}. API paths are /v1/{service}/{endpoint}.`);
-};
-
-function requestLabel(req: Request): string {
-  return `${req.method} ${req.originalUrl.split('?')[0]}`;
 }
 
 /** Model and audio seconds from the model service's X-NS-Stats (/denoise) or X-NS-Batch (/denoise/batch) header. */
