@@ -15,10 +15,11 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { loadConfig, type Config } from '../config';
+import type { Config } from '../config';
 import { describeStore, migrateStore } from '../store';
 import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
 import { gatewayDbPath, openSqliteStore } from '../store/sqlite-store';
+import { CONFIG_EXIT, configOrExplain } from './environment';
 
 export interface DbCliIo {
   out(line: string): void;
@@ -312,8 +313,10 @@ export async function runDbCli(argv: string[], io: DbCliIo, env: NodeJS.ProcessE
     io.out(`Usage: npm run -s db -- ${command.usage}\n  ${command.summary}`);
     return EXIT.ok;
   }
+  const config = configOrExplain(io.err, env);
+  if (!config) return CONFIG_EXIT;
   try {
-    await command.run(args, { config: loadConfig(env), io });
+    await command.run(args, { config, io });
     return EXIT.ok;
   } catch (err) {
     if (err instanceof UsageError) {

@@ -5,10 +5,10 @@ import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
-import { loadConfig } from '../config';
 import { isOutputFormat, OUTPUT_FORMATS } from '../audio/formats';
 import { LOUDNESS_RANGE } from '../dsp/normalize';
 import { MODEL_IDS } from '../inference/types';
+import { CONFIG_EXIT, configOrExplain } from './environment';
 
 
 export const JOBS_EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
@@ -247,11 +247,12 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
     io.out.write(JOBS_HELP);
     return sub ? JOBS_EXIT.ok : JOBS_EXIT.usage;
   }
+  const config = configOrExplain((line) => io.err.write(line + '\n'), io.env ?? process.env);
+  if (!config) return CONFIG_EXIT;
   let opts: Opts;
   let client: Client;
   try {
     opts = parseJobsArgs(rest);
-    const config = loadConfig(io.env ?? process.env);
     const server = (opts.values.get('server') ?? config.jobs.clientUrl).replace(/\/+$/, '');
     const token = opts.values.get('token') ?? config.jobs.clientToken;
     if (!token) throw new JobsUsageError('no token: set NSM_TOKEN or pass --token');

@@ -1,6 +1,6 @@
 // Keys CLI: `npm run -s keys -- <command>`. Manages workspaces, plans and access tokens in
 // DATA_DIR/gateway.db; safe to run while the server uses the same database (WAL).
-import { loadConfig, type Config } from '../config';
+import type { Config } from '../config';
 import { limitsFor } from '../gateway/plans';
 import { parseIpRule } from '../http/ip';
 import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
@@ -9,6 +9,7 @@ import { newWebhookSecret } from '../jobs/webhooks';
 import { openStore } from '../store';
 import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
+import { CONFIG_EXIT, configOrExplain } from './environment';
 
 export interface KeysCliIo {
   out(line: string): void;
@@ -352,13 +353,8 @@ export function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream = process.std
 
 if (require.main === module) {
   exitQuietlyOnClosedPipe(process.stdout);
-  let config: Config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    process.stderr.write(`keys: ${(err as Error).message}\n`);
-    process.exit(2);
-  }
+  const config = configOrExplain((line) => process.stderr.write(line + '\n'));
+  if (!config) process.exit(CONFIG_EXIT);
   void runKeysCli(process.argv.slice(2), config).then((code) => {
     process.exitCode = code;
   });

@@ -11,13 +11,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { loadConfig, type Config } from '../config';
+import type { Config } from '../config';
 import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../pipeline';
 import { LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
 import type { InferenceEngine } from '../inference/types';
+import { CONFIG_EXIT, configOrExplain } from './environment';
 import { runJobsCli } from './jobs';
 
 /** `nsm jobs ...` (src/cli/jobs.ts), interruptible with Ctrl-C. */
@@ -318,10 +319,11 @@ export async function runDenoise(argv: string[]): Promise<number> {
     process.stdout.write(DENOISE_HELP);
     return EXIT.ok;
   }
-  let config: Config;
+  const loaded = configOrExplain((line) => process.stderr.write(line + '\n'));
+  if (!loaded) return CONFIG_EXIT;
+  const config: Config = loaded;
   let args: DenoiseArgs;
   try {
-    config = loadConfig();
     args = parseDenoiseArgs(argv, config.defaultAttenuationLimitDb);
   } catch (err) {
     process.stderr.write(`nsm: ${(err as Error).message}\nTry "nsm denoise --help".\n`);
