@@ -19,6 +19,7 @@ import type { Config } from '../config';
 import { describeStore, migrateStore } from '../store';
 import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
 import { gatewayDbPath, openSqliteStore } from '../store/sqlite-store';
+import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 
 export interface DbCliIo {
@@ -28,8 +29,7 @@ export interface DbCliIo {
 
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
 
-/** A mistake in the command line (exit 2). */
-export class UsageError extends Error {}
+export { UsageError };
 /** The command cannot be carried out (exit 1), with the reason for the operator. */
 export class CommandError extends Error {}
 
@@ -39,18 +39,13 @@ export interface DbCommand {
   run(args: string[], ctx: { config: Config; io: DbCliIo }): Promise<void>;
 }
 
-/** Options every command accepts: --force (overwrite FILE). */
-function parseFileArgs(args: string[], command: string): { file: string; force: boolean } {
-  let file: string | undefined;
-  let force = false;
-  for (const arg of args) {
-    if (arg === '--force' || arg === '-f') force = true;
-    else if (arg.startsWith('-')) throw new UsageError(`unknown option ${arg} for ${command}`);
-    else if (file !== undefined) throw new UsageError(`${command} takes one FILE, got "${file}" and "${arg}"`);
-    else file = arg;
-  }
+/** `backup FILE [--force]` and `restore FILE`: one FILE, and the options the command takes. */
+function parseFileArgs(args: string[], command: string, options: Record<string, OptionSpec>): { file: string; force: boolean } {
+  const line = parseCommandLine(args, options);
+  const [file, extra] = line.positionals;
   if (!file) throw new UsageError(`${command} needs a FILE`);
-  return { file: path.resolve(file), force };
+  if (extra !== undefined) throw new UsageError(`${command} takes one FILE, got "${file}" and "${extra}"`);
+  return { file: path.resolve(file), force: flag(line, 'force') };
 }
 
 /** PostgreSQL connection string when the gateway store is PostgreSQL (the store engine's config field). */
@@ -126,7 +121,7 @@ export const COMMANDS: Record<string, DbCommand> = {
       'Online backup of the gateway database to FILE (SQLite backup API: consistent while the server runs). ' +
       'Checked with SQLite\'s integrity check before it is renamed into place. --force replaces an existing FILE.',
     async run(args, { config, io }) {
-      const { file, force } = parseFileArgs(args, 'backup');
+      const { file, force } = parseFileArgs(args, 'backup', { force: { type: 'boolean', short: 'f' } });
       const url = databaseUrlOf(config);
       if (url) {
         if (!onPath('pg_dump')) {
@@ -184,7 +179,7 @@ export const COMMANDS: Record<string, DbCommand> = {
       'Replaces the gateway database with the backup FILE after checking it. Stop the server first: the command ' +
       'refuses while any process has the database open. The replaced database is kept as gateway.db.before-restore-<time>.',
     async run(args, { config, io }) {
-      const { file } = parseFileArgs(args, 'restore');
+      const { file } = parseFileArgs(args, 'restore', {});
       if (databaseUrlOf(config)) {
         throw new CommandError(
           'the gateway store is PostgreSQL (DATABASE_URL): stop the gateways, then restore with pg_restore, e.g. ' +
@@ -238,7 +233,8 @@ COMMANDS.migrate = {
     'PostgreSQL with DATABASE_URL) and prints the schema version. The server does the same at start; run it ' +
     'before rolling out a new version to several replicas. Safe to run concurrently.',
   async run(args, { config, io }) {
-    if (args.length > 0) throw new UsageError(`migrate takes no arguments, got "${args[0]}"`);
+    const line = parseCommandLine(args, {});
+    if (line.positionals.length > 0) throw new UsageError(`migrate takes no arguments, got "${line.positionals[0]}"`);
     const where = describeStore(config);
     let result: { applied: number[]; version: number };
     try {
@@ -262,12 +258,10 @@ COMMANDS['import-sqlite'] = {
     'DATABASE_URL: workspaces, keys (their hashes), credit usage, settings and the request log, ids kept. Stop the ' +
     'single box first. One transaction: all or nothing.',
   async run(args, { config, io }) {
-    let dataDir = config.dataDir;
-    for (let i = 0; i < args.length; i++) {
-      if (args[i] === '--data-dir' && args[i + 1]) dataDir = path.resolve(args[++i]);
-      else if (args[i].startsWith('--data-dir=')) dataDir = path.resolve(args[i].slice('--data-dir='.length));
-      else throw new UsageError(`unexpected argument "${args[i]}"`);
-    }
+    const line = parseCommandLine(args, { 'data-dir': { type: 'string' } });
+    if (line.positionals.length > 0) throw new UsageError(`unexpected argument "${line.positionals[0]}"`);
+    const given = stringOf(line, 'data-dir');
+    const dataDir = given === undefined ? config.dataDir : path.resolve(given);
     if (!config.databaseUrl) throw new UsageError('set DATABASE_URL to the PostgreSQL database to copy into');
     io.out(`copying ${gatewayDbPath({ dataDir })} into ${describeStore(config)} ...`);
     let n;
@@ -306,7 +300,7 @@ export async function runDbCli(argv: string[], io: DbCliIo, env: NodeJS.ProcessE
   }
   const command = COMMANDS[name];
   if (!command) {
-    io.err(`unknown command "${name}"\n\n${helpText()}`);
+    io.err(usageLine('db', name.startsWith('-') ? `unknown option ${name}` : `unknown command "${name}"`, 'db --help'));
     return EXIT.usage;
   }
   if (args.includes('--help') || args.includes('-h')) {
@@ -320,7 +314,7 @@ export async function runDbCli(argv: string[], io: DbCliIo, env: NodeJS.ProcessE
     return EXIT.ok;
   } catch (err) {
     if (err instanceof UsageError) {
-      io.err(`${err.message}\nUsage: npm run -s db -- ${command.usage}`);
+      io.err(usageLine('db', err.message, `db ${name} --help`));
       return EXIT.usage;
     }
     io.err(err instanceof CommandError ? err.message : `${name} failed: ${(err as Error).stack ?? err}`);
