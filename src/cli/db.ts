@@ -20,6 +20,7 @@ import { describeStore, migrateStore } from '../store';
 import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
 import { gatewayDbPath, openSqliteStore } from '../store/sqlite-store';
 import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
+import { watchForNewDatabase } from './databases';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 
 export interface DbCliIo {
@@ -236,12 +237,14 @@ COMMANDS.migrate = {
     const line = parseCommandLine(args, {});
     if (line.positionals.length > 0) throw new UsageError(`migrate takes no arguments, got "${line.positionals[0]}"`);
     const where = describeStore(config);
+    const created = watchForNewDatabase(config, (text) => io.err(`db: ${text}`));
     let result: { applied: number[]; version: number };
     try {
       result = await migrateStore(config);
     } catch (err) {
       throw new CommandError(`could not migrate ${where}: ${(err as Error).message}`);
     }
+    created.check();
     const { applied, version } = result;
     io.out(
       applied.length > 0

@@ -11,6 +11,7 @@ import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
 import { parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
+import { watchForNewDatabase } from './databases';
 
 /** The keys CLI needs DATA_DIR, and DATABASE_URL when the store is PostgreSQL. */
 export type KeysConfig = Pick<Config, 'dataDir'> & Partial<Pick<Config, 'databaseUrl' | 'databasePoolSize'>>;
@@ -259,9 +260,10 @@ async function cmdUsage(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): P
 }
 
 /** Webhook signing secrets live with the jobs (src/jobs); see docs/jobs.md for how receivers verify them. */
-async function cmdWebhookSecret(store: GatewayStore, args: ParsedArgs, io: KeysCliIo, config: KeysConfig): Promise<void> {
+async function cmdWebhookSecret(store: GatewayStore, args: ParsedArgs, io: KeysCliIo, ctx: CommandContext): Promise<void> {
   const ws = await requireWorkspace(store, args.options.get('workspace'));
-  const jobs = await openJobStore(config);
+  const jobs = await openJobStore(ctx.config);
+  ctx.afterOpen();
   try {
     let secret: string;
     if (args.options.has('rotate')) {
@@ -278,7 +280,13 @@ async function cmdWebhookSecret(store: GatewayStore, args: ParsedArgs, io: KeysC
   }
 }
 
-type CommandRun = (store: GatewayStore, args: ParsedArgs, io: KeysCliIo, config: KeysConfig) => Promise<void>;
+/** What a command gets besides the store: the configuration, and a hook to call after opening another database. */
+interface CommandContext {
+  config: KeysConfig;
+  afterOpen(): void;
+}
+
+type CommandRun = (store: GatewayStore, args: ParsedArgs, io: KeysCliIo, ctx: CommandContext) => Promise<void>;
 
 /** Each command with the options it takes and how many positional arguments: checked before any database is opened. */
 const COMMANDS: Record<string, { run: CommandRun; options: string[]; positional?: number }> = {
@@ -324,9 +332,12 @@ export async function runKeysCli(argv: string[], config: KeysConfig, io: KeysCli
     return usage((err as Error).message);
   }
   let store: GatewayStore | undefined;
+  // A DATA_DIR other than the server's would silently get a database of its own: say so when one is created.
+  const created = watchForNewDatabase(config, (line) => io.err(`keys: ${line}`));
   try {
     store = await openStore(config);
-    await command.run(store, args, io, config);
+    created.check();
+    await command.run(store, args, io, { config, afterOpen: created.check });
     return 0;
   } catch (err) {
     if (err instanceof UsageError) return usage(err.message);
