@@ -7,7 +7,7 @@
 import type http from 'node:http';
 import type express from 'express';
 import { closeServer, until, waitForIdle } from './app';
-import { loadConfig } from './config';
+import { ConfigError, loadConfig } from './config';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
@@ -126,7 +126,8 @@ if (require.main === module) {
   try {
     logger = loggerFromConfig(loadConfig(), 'model-service');
   } catch (err) {
-    process.stderr.write(`model service failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    // A bad variable: no logger yet, so one plain line naming it ("config: WORKERS must be ...").
+    process.stderr.write(err instanceof ConfigError ? `config: ${err.message}\n` : `model service failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);
   }
   main(logger).catch((err: unknown) => {

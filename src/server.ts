@@ -3,7 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp, RESTART_RETRY_AFTER_S, until, type AppHandle } from './app';
-import { loadConfig } from './config';
+import { ConfigError, loadConfig } from './config';
 import { answerClientErrors } from './http/client-errors';
 import { ensureAdminSecret } from './console';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
@@ -92,8 +92,8 @@ if (require.main === module) {
   try {
     logger = loggerFromConfig(loadConfig(), 'gateway');
   } catch (err) {
-    // A bad LOG_FORMAT/LOG_LEVEL (or any other variable): no logger yet, say it plainly.
-    process.stderr.write(`failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    // A bad variable: no logger yet, so one plain line naming it ("config: WORKERS must be ...").
+    process.stderr.write(err instanceof ConfigError ? `config: ${err.message}\n` : `failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);
   }
   main(logger).catch((err: unknown) => {

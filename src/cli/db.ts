@@ -1,36 +1,37 @@
 // Database CLI: `npm run -s db -- <command>`. Every command is one entry of COMMANDS (usage, summary, run), so a
 // new one (e.g. `migrate`) is a new entry, not a new branch.
 //
-//   backup FILE   online backup of DATA_DIR/gateway.db through SQLite's backup API: consistent and safe while the
-//                 server runs (WAL); written to FILE.partial, integrity-checked, then renamed to FILE.
-//   restore FILE  replaces DATA_DIR/gateway.db with a verified backup; refuses while any process (a running
-//                 gateway, the keys CLI) has the database open. The database it replaces is kept beside it.
+//   backup FILE   online backup of DATA_DIR/gateway.db to FILE and of DATA_DIR/jobs.db beside it (FILE's name with
+//                 .jobs.db), through SQLite's backup API from one read transaction: consistent and safe while the
+//                 server runs (WAL); written to a temporary folder, integrity-checked, then renamed (db-backup.ts).
+//   restore FILE  replaces DATA_DIR/gateway.db (and jobs.db, from FILE's jobs part) with a verified backup; refuses
+//                 while any process (a running gateway, the keys CLI) has them open. The replaced files are kept.
 //   migrate       applies the numbered schema migrations of the configured store (SQLite, or PostgreSQL with
 //                 DATABASE_URL) and prints the schema version; the server does the same at start.
 //   import-sqlite copies a single box's DATA_DIR/gateway.db into the empty PostgreSQL database of DATABASE_URL.
 //
-// With PostgreSQL (DATABASE_URL) the database is the PostgreSQL server's: backup runs pg_dump when it is on the
-// PATH, restore explains pg_restore; nothing here copies files for it.
+// With PostgreSQL (DATABASE_URL) the database is the PostgreSQL server's (the gateway store and the job queue): backup
+// runs pg_dump when it is on the PATH, restore explains pg_restore; nothing here copies files for it.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
-import { loadConfig, type Config } from '../config';
+import type { Config } from '../config';
 import { describeStore, migrateStore } from '../store';
 import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
-import { gatewayDbPath, openSqliteStore } from '../store/sqlite-store';
+import { gatewayDbPath } from '../store/sqlite-store';
+import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
+import { watchForNewDatabase } from './databases';
+import { backupSqlite, backupsInProgress, CommandError, restoreSqlite } from './db-backup';
+import { CONFIG_EXIT, configOrExplain } from './environment';
 
 export interface DbCliIo {
   out(line: string): void;
   err(line: string): void;
 }
 
-export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
+export const EXIT = { ok: 0, failure: 1, usage: 2, interrupted: 130 } as const;
 
-/** A mistake in the command line (exit 2). */
-export class UsageError extends Error {}
-/** The command cannot be carried out (exit 1), with the reason for the operator. */
-export class CommandError extends Error {}
+export { CommandError, UsageError };
 
 export interface DbCommand {
   usage: string;
@@ -38,18 +39,13 @@ export interface DbCommand {
   run(args: string[], ctx: { config: Config; io: DbCliIo }): Promise<void>;
 }
 
-/** Options every command accepts: --force (overwrite FILE). */
-function parseFileArgs(args: string[], command: string): { file: string; force: boolean } {
-  let file: string | undefined;
-  let force = false;
-  for (const arg of args) {
-    if (arg === '--force' || arg === '-f') force = true;
-    else if (arg.startsWith('-')) throw new UsageError(`unknown option ${arg} for ${command}`);
-    else if (file !== undefined) throw new UsageError(`${command} takes one FILE, got "${file}" and "${arg}"`);
-    else file = arg;
-  }
+/** `backup FILE [--force]` and `restore FILE`: one FILE, and the options the command takes. */
+function parseFileArgs(args: string[], command: string, options: Record<string, OptionSpec>): { file: string; force: boolean } {
+  const line = parseCommandLine(args, options);
+  const [file, extra] = line.positionals;
   if (!file) throw new UsageError(`${command} needs a FILE`);
-  return { file: path.resolve(file), force };
+  if (extra !== undefined) throw new UsageError(`${command} takes one FILE, got "${file}" and "${extra}"`);
+  return { file: path.resolve(file), force: flag(line, 'force') };
 }
 
 /** PostgreSQL connection string when the gateway store is PostgreSQL (the store engine's config field). */
@@ -65,166 +61,48 @@ function bytes(n: number): string {
   return n >= 1024 * 1024 ? `${(n / 1024 / 1024).toFixed(1)} MB` : `${Math.ceil(n / 1024)} KB`;
 }
 
-/** Integrity check and a short description of a gateway database file; throws CommandError when unusable. */
-export function inspectDatabase(file: string): { schemaVersion: number; workspaces: number; tokens: number; requests: number } {
-  let db: Database.Database;
-  try {
-    db = new Database(file, { readonly: true, fileMustExist: true });
-  } catch (err) {
-    throw new CommandError(`${file} cannot be opened as a SQLite database: ${(err as Error).message}`);
-  }
-  try {
-    let check: string[];
-    try {
-      check = (db.pragma('integrity_check') as Array<{ integrity_check: string }>).map((r) => r.integrity_check);
-    } catch (err) {
-      throw new CommandError(`${file} is not a usable SQLite database: ${(err as Error).message}`);
-    }
-    if (check.length !== 1 || check[0] !== 'ok') {
-      throw new CommandError(`${file} failed SQLite's integrity check: ${check.slice(0, 3).join('; ')}`);
-    }
-    const tables = new Set(
-      (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>).map((t) => t.name),
-    );
-    for (const t of ['schema_migrations', 'workspaces', 'tokens', 'request_log']) {
-      if (!tables.has(t)) throw new CommandError(`${file} is a SQLite database but not a gateway database (no table "${t}")`);
-    }
-    const count = (table: string) => (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
-    const version = (db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0;
-    return { schemaVersion: version, workspaces: count('workspaces'), tokens: count('tokens'), requests: count('request_log') };
-  } finally {
-    db.close();
-  }
-}
-
-/**
- * Whether another connection has the database open. Leaving WAL mode needs exclusive access, so SQLite refuses it
- * (SQLITE_BUSY) while any other process holds a connection; this works across containers sharing the volume.
- * On success the file is left in rollback-journal mode with no -wal/-shm, ready to be moved.
- */
-export function databaseInUse(file: string): boolean {
-  const db = new Database(file, { fileMustExist: true, timeout: 0 });
-  try {
-    return db.pragma('journal_mode = DELETE', { simple: true }) !== 'delete';
-  } catch (err) {
-    if ((err as { code?: string }).code === 'SQLITE_BUSY') return true;
-    throw err;
-  } finally {
-    db.close();
-  }
-}
-
-function stamp(): string {
-  return new Date().toISOString().replace(/[:]/g, '-').replace(/\.\d+Z$/, 'Z');
-}
-
 export const COMMANDS: Record<string, DbCommand> = {
   backup: {
     usage: 'backup FILE [--force]',
     summary:
-      'Online backup of the gateway database to FILE (SQLite backup API: consistent while the server runs). ' +
-      'Checked with SQLite\'s integrity check before it is renamed into place. --force replaces an existing FILE.',
+      'Online backup of the gateway database to FILE and of the job queue (jobs.db: jobs, webhook secrets and ' +
+      'deliveries) to FILE with .jobs.db for .db, both from one moment (SQLite backup API: consistent while the ' +
+      'server runs), integrity-checked before they are renamed into place. --force replaces existing files.',
     async run(args, { config, io }) {
-      const { file, force } = parseFileArgs(args, 'backup');
+      const { file, force } = parseFileArgs(args, 'backup', { force: { type: 'boolean', short: 'f' } });
       const url = databaseUrlOf(config);
       if (url) {
         if (!onPath('pg_dump')) {
           throw new CommandError(
-            'the gateway store is PostgreSQL (DATABASE_URL): back it up with pg_dump, e.g. ' +
+            'the gateway store and the job queue are in PostgreSQL (DATABASE_URL): back them up with pg_dump, e.g. ' +
               `pg_dump --format=custom --file ${file} "$DATABASE_URL" (pg_dump is not on the PATH here)`,
           );
         }
         if (fs.existsSync(file) && !force) throw new CommandError(`${file} exists; pass --force to replace it`);
         const r = spawnSync('pg_dump', ['--format=custom', '--file', file, url], { stdio: ['ignore', 'inherit', 'inherit'] });
         if (r.status !== 0) throw new CommandError(`pg_dump failed with exit code ${r.status}`);
-        io.out(`backed up PostgreSQL (pg_dump, custom format) to ${file} (${bytes(fs.statSync(file).size)})`);
+        io.out(`backed up PostgreSQL (pg_dump, custom format; gateway store and job queue) to ${file} (${bytes(fs.statSync(file).size)})`);
         return;
       }
-      const source = gatewayDbPath(config);
-      if (!fs.existsSync(source)) throw new CommandError(`no database at ${source} (DATA_DIR=${config.dataDir})`);
-      if (fs.existsSync(file) && !force) throw new CommandError(`${file} exists; pass --force to replace it`);
-      if (path.resolve(file) === path.resolve(source)) throw new CommandError('FILE is the live database itself');
-      const partial = `${file}.partial`;
-      fs.rmSync(partial, { force: true });
-      // A read-write connection (it writes nothing): as the last one to close it tidies the -wal/-shm files away.
-      const db = new Database(source, { fileMustExist: true });
-      const started = Date.now();
-      try {
-        // Copies in steps, letting the server write between them; restarts by itself if pages change meanwhile.
-        await db.backup(partial);
-      } catch (err) {
-        fs.rmSync(partial, { force: true });
-        throw new CommandError(`backup failed: ${(err as Error).message}`);
-      } finally {
-        db.close();
-      }
-      let info;
-      try {
-        // A standalone file: rollback-journal mode, no -wal/-shm beside it (the server turns WAL on again at open).
-        const copy = new Database(partial, { fileMustExist: true });
-        copy.pragma('journal_mode = DELETE');
-        copy.close();
-        info = inspectDatabase(partial);
-      } catch (err) {
-        fs.rmSync(partial, { force: true });
-        throw err;
-      }
-      fs.renameSync(partial, file);
-      io.out(
-        `backed up ${source} to ${file} (${bytes(fs.statSync(file).size)}, ${Date.now() - started} ms): integrity ok, ` +
-          `schema v${info.schemaVersion}, ${info.workspaces} workspaces, ${info.tokens} keys, ${info.requests} logged requests`,
-      );
+      for (const line of await backupSqlite(config, file, force)) io.out(line);
     },
   },
 
   restore: {
     usage: 'restore FILE',
     summary:
-      'Replaces the gateway database with the backup FILE after checking it. Stop the server first: the command ' +
-      'refuses while any process has the database open. The replaced database is kept as gateway.db.before-restore-<time>.',
+      'Replaces the gateway database with the backup FILE, and the job queue with its jobs part when there is one, ' +
+      'after checking them. Stop the server first: the command refuses while any process has the databases open. ' +
+      'The replaced files are kept as gateway.db.before-restore-<time> and jobs.db.before-restore-<time>.',
     async run(args, { config, io }) {
-      const { file } = parseFileArgs(args, 'restore');
+      const { file } = parseFileArgs(args, 'restore', {});
       if (databaseUrlOf(config)) {
         throw new CommandError(
-          'the gateway store is PostgreSQL (DATABASE_URL): stop the gateways, then restore with pg_restore, e.g. ' +
-            `pg_restore --clean --if-exists --dbname "$DATABASE_URL" ${file}`,
+          'the gateway store and the job queue are in PostgreSQL (DATABASE_URL): stop the gateways, then restore with ' +
+            `pg_restore, e.g. pg_restore --clean --if-exists --dbname "$DATABASE_URL" ${file}`,
         );
       }
-      if (!fs.existsSync(file)) throw new CommandError(`backup not found: ${file}`);
-      const info = inspectDatabase(file);
-      const target = gatewayDbPath(config);
-      fs.mkdirSync(config.dataDir, { recursive: true });
-      let keptAs: string | null = null;
-      if (fs.existsSync(target)) {
-        if (databaseInUse(target)) {
-          throw new CommandError(
-            `${target} is in use by another process (a running gateway or keys CLI): stop the server first ` +
-              '(docker compose stop gateway, systemctl stop ..., or Ctrl-C), then run restore again',
-          );
-        }
-        keptAs = `${target}.before-restore-${stamp()}`;
-        fs.renameSync(target, keptAs);
-        for (const side of ['-wal', '-shm']) fs.rmSync(target + side, { force: true });
-      }
-      const incoming = `${target}.restoring`;
-      try {
-        fs.copyFileSync(file, incoming);
-        fs.renameSync(incoming, target);
-        inspectDatabase(target);
-        // Opening it as the server will: runs any newer migrations, proves the store can use it.
-        await openSqliteStore(config).close();
-      } catch (err) {
-        fs.rmSync(incoming, { force: true });
-        if (keptAs) {
-          fs.rmSync(target, { force: true });
-          fs.renameSync(keptAs, target);
-        }
-        throw new CommandError(`restore failed, the previous database is back in place: ${(err as Error).message}`);
-      }
-      io.out(
-        `restored ${target} from ${file}: integrity ok, schema v${info.schemaVersion}, ${info.workspaces} workspaces, ` +
-          `${info.tokens} keys, ${info.requests} logged requests` + (keptAs ? `; the previous database is kept as ${keptAs}` : ''),
-      );
+      for (const line of await restoreSqlite(config, file)) io.out(line);
     },
   },
 };
@@ -237,14 +115,17 @@ COMMANDS.migrate = {
     'PostgreSQL with DATABASE_URL) and prints the schema version. The server does the same at start; run it ' +
     'before rolling out a new version to several replicas. Safe to run concurrently.',
   async run(args, { config, io }) {
-    if (args.length > 0) throw new UsageError(`migrate takes no arguments, got "${args[0]}"`);
+    const line = parseCommandLine(args, {});
+    if (line.positionals.length > 0) throw new UsageError(`migrate takes no arguments, got "${line.positionals[0]}"`);
     const where = describeStore(config);
+    const created = watchForNewDatabase(config, (text) => io.err(`db: ${text}`));
     let result: { applied: number[]; version: number };
     try {
       result = await migrateStore(config);
     } catch (err) {
       throw new CommandError(`could not migrate ${where}: ${(err as Error).message}`);
     }
+    created.check();
     const { applied, version } = result;
     io.out(
       applied.length > 0
@@ -261,12 +142,10 @@ COMMANDS['import-sqlite'] = {
     'DATABASE_URL: workspaces, keys (their hashes), credit usage, settings and the request log, ids kept. Stop the ' +
     'single box first. One transaction: all or nothing.',
   async run(args, { config, io }) {
-    let dataDir = config.dataDir;
-    for (let i = 0; i < args.length; i++) {
-      if (args[i] === '--data-dir' && args[i + 1]) dataDir = path.resolve(args[++i]);
-      else if (args[i].startsWith('--data-dir=')) dataDir = path.resolve(args[i].slice('--data-dir='.length));
-      else throw new UsageError(`unexpected argument "${args[i]}"`);
-    }
+    const line = parseCommandLine(args, { 'data-dir': { type: 'string' } });
+    if (line.positionals.length > 0) throw new UsageError(`unexpected argument "${line.positionals[0]}"`);
+    const given = stringOf(line, 'data-dir');
+    const dataDir = given === undefined ? config.dataDir : path.resolve(given);
     if (!config.databaseUrl) throw new UsageError('set DATABASE_URL to the PostgreSQL database to copy into');
     io.out(`copying ${gatewayDbPath({ dataDir })} into ${describeStore(config)} ...`);
     let n;
@@ -305,19 +184,21 @@ export async function runDbCli(argv: string[], io: DbCliIo, env: NodeJS.ProcessE
   }
   const command = COMMANDS[name];
   if (!command) {
-    io.err(`unknown command "${name}"\n\n${helpText()}`);
+    io.err(usageLine('db', name.startsWith('-') ? `unknown option ${name}` : `unknown command "${name}"`, 'db --help'));
     return EXIT.usage;
   }
   if (args.includes('--help') || args.includes('-h')) {
     io.out(`Usage: npm run -s db -- ${command.usage}\n  ${command.summary}`);
     return EXIT.ok;
   }
+  const config = configOrExplain(io.err, env);
+  if (!config) return CONFIG_EXIT;
   try {
-    await command.run(args, { config: loadConfig(env), io });
+    await command.run(args, { config, io });
     return EXIT.ok;
   } catch (err) {
     if (err instanceof UsageError) {
-      io.err(`${err.message}\nUsage: npm run -s db -- ${command.usage}`);
+      io.err(usageLine('db', err.message, `db ${name} --help`));
       return EXIT.usage;
     }
     io.err(err instanceof CommandError ? err.message : `${name} failed: ${(err as Error).stack ?? err}`);
@@ -326,6 +207,14 @@ export async function runDbCli(argv: string[], io: DbCliIo, env: NodeJS.ProcessE
 }
 
 if (require.main === module) {
+  // Ctrl-C or a kill during a backup: remove its temporary folder, so nothing half-written stays beside FILE.
+  const stop = (): void => {
+    for (const dir of backupsInProgress) fs.rmSync(dir, { recursive: true, force: true });
+    process.stderr.write('db: interrupted\n');
+    process.exit(EXIT.interrupted);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
   runDbCli(process.argv.slice(2), {
     out: (line) => process.stdout.write(line + '\n'),
     err: (line) => process.stderr.write(line + '\n'),

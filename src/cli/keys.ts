@@ -1,6 +1,6 @@
 // Keys CLI: `npm run -s keys -- <command>`. Manages workspaces, plans and access tokens in
 // DATA_DIR/gateway.db; safe to run while the server uses the same database (WAL).
-import { loadConfig, type Config } from '../config';
+import type { Config } from '../config';
 import { limitsFor } from '../gateway/plans';
 import { parseIpRule } from '../http/ip';
 import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
@@ -9,6 +9,12 @@ import { newWebhookSecret } from '../jobs/outbound/webhooks';
 import { openStore } from '../store';
 import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
+import { parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
+import { CONFIG_EXIT, configOrExplain } from './environment';
+import { watchForNewDatabase } from './databases';
+
+/** The keys CLI needs DATA_DIR, and DATABASE_URL when the store is PostgreSQL. */
+export type KeysConfig = Pick<Config, 'dataDir'> & Partial<Pick<Config, 'databaseUrl' | 'databasePoolSize'>>;
 
 export interface KeysCliIo {
   out(line: string): void;
@@ -37,9 +43,6 @@ Commands:
 
 Environment: DATA_DIR (default ./data) holds gateway.db; with DATABASE_URL (postgres://…) the keys live in PostgreSQL.`;
 
-/** A mistake in the command line: reported with exit status 2. */
-class UsageError extends Error {}
-
 interface ParsedArgs {
   command: string | undefined;
   positional: string[];
@@ -47,34 +50,29 @@ interface ParsedArgs {
   help: boolean;
 }
 
-const VALUE_OPTIONS = new Set(['workspace', 'plan', 'scopes', 'ip', 'expires', 'name', 'rpm', 'credits']);
-const FLAG_OPTIONS = new Set(['rotate']);
+const KEYS_OPTIONS: Record<string, OptionSpec> = {
+  workspace: { type: 'string' },
+  plan: { type: 'string' },
+  scopes: { type: 'string' },
+  ip: { type: 'string' },
+  expires: { type: 'string' },
+  name: { type: 'string' },
+  rpm: { type: 'string' },
+  credits: { type: 'string' },
+  rotate: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+};
 
+/** The command line (node:util parseArgs, through args.ts): the first positional is the command. */
 function parseArgs(argv: string[]): ParsedArgs {
-  const parsed: ParsedArgs = { command: undefined, positional: [], options: new Map(), help: false };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '--help' || arg === '-h') {
-      parsed.help = true;
-    } else if (FLAG_OPTIONS.has(arg.slice(2))) {
-      parsed.options.set(arg.slice(2), 'true');
-    } else if (arg.startsWith('--')) {
-      const eq = arg.indexOf('=');
-      const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
-      if (!VALUE_OPTIONS.has(name)) throw new UsageError(`unknown option --${name}`);
-      let value: string | undefined = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
-      if (value === undefined || (eq < 0 && value.startsWith('--'))) throw new UsageError(`--${name} needs a value`);
-      value = value.trim();
-      if (value === '') throw new UsageError(`--${name} needs a value`);
-      if (parsed.options.has(name)) throw new UsageError(`--${name} given twice`);
-      parsed.options.set(name, value);
-    } else if (parsed.command === undefined) {
-      parsed.command = arg;
-    } else {
-      parsed.positional.push(arg);
-    }
+  const line = parseCommandLine(argv, KEYS_OPTIONS, { once: true });
+  const options = new Map<string, string>();
+  for (const [name, value] of Object.entries(line.values)) {
+    if (name === 'help' || value === undefined) continue;
+    options.set(name, value === true ? 'true' : String(value).trim());
   }
-  return parsed;
+  const [command, ...positional] = line.positionals;
+  return { command, positional, options, help: line.values.help === true };
 }
 
 function allowOnly(args: ParsedArgs, allowed: string[], maxPositional = 0): void {
@@ -133,7 +131,6 @@ function table(rows: string[][]): string[] {
 }
 
 async function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
-  allowOnly(args, ['workspace', 'plan', 'scopes', 'ip', 'expires', 'name', 'rpm', 'credits']);
   const wsName = args.options.get('workspace');
   if (wsName === undefined) throw new UsageError('--workspace is required');
   const requestedPlan = planOption(args.options.get('plan'));
@@ -189,7 +186,6 @@ async function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): 
 }
 
 async function cmdList(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
-  allowOnly(args, ['workspace']);
   const wsName = args.options.get('workspace');
   const ws = wsName === undefined ? undefined : await requireWorkspace(store, wsName);
   const tokens = await store.listTokens(ws?.id);
@@ -217,7 +213,6 @@ async function cmdList(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Pr
 }
 
 async function cmdRevoke(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
-  allowOnly(args, [], 1);
   const target = args.positional[0];
   if (target === undefined) throw new UsageError('revoke needs a key id or prefix');
   const record = await store.revokeToken(target);
@@ -226,7 +221,6 @@ async function cmdRevoke(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): 
 }
 
 async function cmdPlan(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
-  allowOnly(args, ['workspace', 'plan', 'rpm', 'credits']);
   const plan = planOption(args.options.get('plan'));
   if (plan === undefined) throw new UsageError('--plan is required');
   const custom = customLimits(args, plan);
@@ -236,7 +230,6 @@ async function cmdPlan(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Pr
 }
 
 async function cmdUsage(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
-  allowOnly(args, ['workspace']);
   const wsName = args.options.get('workspace');
   const workspaces = wsName === undefined ? await store.listWorkspaces() : [await requireWorkspace(store, wsName)];
   if (workspaces.length === 0) {
@@ -267,10 +260,10 @@ async function cmdUsage(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): P
 }
 
 /** Webhook signing secrets live with the jobs (src/jobs); see docs/jobs.md for how receivers verify them. */
-async function cmdWebhookSecret(store: GatewayStore, args: ParsedArgs, io: KeysCliIo, config: Pick<Config, 'dataDir'>): Promise<void> {
-  allowOnly(args, ['workspace', 'rotate']);
+async function cmdWebhookSecret(store: GatewayStore, args: ParsedArgs, io: KeysCliIo, ctx: CommandContext): Promise<void> {
   const ws = await requireWorkspace(store, args.options.get('workspace'));
-  const jobs = await openJobStore(config);
+  const jobs = await openJobStore(ctx.config);
+  ctx.afterOpen();
   try {
     let secret: string;
     if (args.options.has('rotate')) {
@@ -287,13 +280,22 @@ async function cmdWebhookSecret(store: GatewayStore, args: ParsedArgs, io: KeysC
   }
 }
 
-const COMMANDS: Record<string, (store: GatewayStore, args: ParsedArgs, io: KeysCliIo, config: Pick<Config, 'dataDir'>) => Promise<void>> = {
-  create: cmdCreate,
-  list: cmdList,
-  revoke: cmdRevoke,
-  plan: cmdPlan,
-  usage: cmdUsage,
-  'webhook-secret': cmdWebhookSecret,
+/** What a command gets besides the store: the configuration, and a hook to call after opening another database. */
+interface CommandContext {
+  config: KeysConfig;
+  afterOpen(): void;
+}
+
+type CommandRun = (store: GatewayStore, args: ParsedArgs, io: KeysCliIo, ctx: CommandContext) => Promise<void>;
+
+/** Each command with the options it takes and how many positional arguments: checked before any database is opened. */
+const COMMANDS: Record<string, { run: CommandRun; options: string[]; positional?: number }> = {
+  create: { run: cmdCreate, options: ['workspace', 'plan', 'scopes', 'ip', 'expires', 'name', 'rpm', 'credits'] },
+  list: { run: cmdList, options: ['workspace'] },
+  revoke: { run: cmdRevoke, options: [], positional: 1 },
+  plan: { run: cmdPlan, options: ['workspace', 'plan', 'rpm', 'credits'] },
+  usage: { run: cmdUsage, options: ['workspace'] },
+  'webhook-secret': { run: cmdWebhookSecret, options: ['workspace', 'rotate'] },
 };
 
 const consoleIo: KeysCliIo = {
@@ -305,35 +307,42 @@ const consoleIo: KeysCliIo = {
  * Runs one keys command against the store of `config.dataDir`.
  * Returns the exit status: 0 success, 1 failure (e.g. unknown workspace or key), 2 bad command line.
  */
-export async function runKeysCli(argv: string[], config: Pick<Config, 'dataDir'>, io: KeysCliIo = consoleIo): Promise<number> {
+export async function runKeysCli(argv: string[], config: KeysConfig, io: KeysCliIo = consoleIo): Promise<number> {
+  const usage = (message: string): number => {
+    io.err(usageLine('keys', message, 'keys --help'));
+    return USAGE_EXIT;
+  };
   let args: ParsedArgs;
   try {
     args = parseArgs(argv);
   } catch (err) {
-    io.err(`keys: ${(err as Error).message}\n\n${HELP}`);
-    return 2;
+    if (!(err instanceof UsageError)) throw err;
+    return usage(err.message);
   }
   if (args.help || args.command === 'help') {
     io.out(HELP);
     return 0;
   }
-  if (args.command === undefined) {
-    io.err(`keys: a command is required\n\n${HELP}`);
-    return 2;
-  }
+  if (args.command === undefined) return usage('a command is required');
   const command = COMMANDS[args.command];
-  if (!command) {
-    io.err(`keys: unknown command "${args.command}"\n\n${HELP}`);
-    return 2;
+  if (!command) return usage(`unknown command "${args.command}"`);
+  try {
+    allowOnly(args, command.options, command.positional ?? 0);
+  } catch (err) {
+    return usage((err as Error).message);
   }
   let store: GatewayStore | undefined;
+  // A DATA_DIR other than the server's would silently get a database of its own: say so when one is created.
+  const created = watchForNewDatabase(config, (line) => io.err(`keys: ${line}`));
   try {
     store = await openStore(config);
-    await command(store, args, io, config);
+    created.check();
+    await command.run(store, args, io, { config, afterOpen: created.check });
     return 0;
   } catch (err) {
+    if (err instanceof UsageError) return usage(err.message);
     io.err(`keys ${args.command}: ${(err as Error).message}`);
-    return err instanceof UsageError ? 2 : 1;
+    return 1;
   } finally {
     await store?.close();
   }
@@ -352,13 +361,8 @@ export function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream = process.std
 
 if (require.main === module) {
   exitQuietlyOnClosedPipe(process.stdout);
-  let config: Config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    process.stderr.write(`keys: ${(err as Error).message}\n`);
-    process.exit(2);
-  }
+  const config = configOrExplain((line) => process.stderr.write(line + '\n'));
+  if (!config) process.exit(CONFIG_EXIT);
   void runKeysCli(process.argv.slice(2), config).then((code) => {
     process.exitCode = code;
   });

@@ -11,14 +11,17 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { loadConfig, type Config } from '../config';
+import type { Config } from '../config';
 import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../pipeline';
 import { LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
 import type { InferenceEngine } from '../inference/types';
+import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
+import { CONFIG_EXIT, configOrExplain } from './environment';
 import { runJobsCli } from './jobs';
+import { progressReporter } from './progress';
 
 /** `nsm jobs ...` (src/cli/jobs.ts), interruptible with Ctrl-C. */
 async function runJobsCommand(argv: string[]): Promise<number> {
@@ -104,7 +107,7 @@ Environment: MODELS_DIR, FFMPEG_PATH, WORKERS, DEFAULT_ATTENUATION_LIMIT_DB.
 /** Kept for callers of the old single-command help. */
 export const HELP = `${helpText()}\n${DENOISE_HELP}`;
 
-export class UsageError extends Error {}
+export { UsageError };
 
 export interface DenoiseJob {
   /** A path, or '-' for standard input. */
@@ -130,81 +133,59 @@ function formatOfPath(file: string): OutputFormat | null {
   return ext ? (OUTPUT_EXTENSIONS[ext] ?? null) : null;
 }
 
+/** The options of `nsm denoise` (node:util parseArgs, through args.ts). */
+const DENOISE_OPTIONS: Record<string, OptionSpec> = {
+  output: { type: 'string', short: 'o' },
+  'out-dir': { type: 'string', short: 'd' },
+  model: { type: 'string', short: 'm' },
+  'attenuation-limit': { type: 'string', short: 'a', aliases: ['attenuation-limit-db'] },
+  format: { type: 'string', short: 'f' },
+  loudness: { type: 'string', short: 'l', aliases: ['loudness-lufs'] },
+  'keep-rate': { type: 'boolean' },
+  'model-rate': { type: 'boolean' },
+  force: { type: 'boolean' },
+  json: { type: 'boolean' },
+  quiet: { type: 'boolean', short: 'q' },
+  help: { type: 'boolean', short: 'h' },
+};
+
 /** Parses `denoise ...` arguments (after the subcommand). Checks everything that can be checked before any work. */
 export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: number): DenoiseArgs {
-  const inputs: string[] = [];
-  let output: string | undefined;
-  let outDir: string | undefined;
+  const line = parseCommandLine(argv, DENOISE_OPTIONS);
+  const inputs = line.positionals;
+  const output = stringOf(line, 'output');
+  const outDir = stringOf(line, 'out-dir');
   let model: ModelId = DEFAULT_MODEL;
+  const m = stringOf(line, 'model');
+  if (m !== undefined) {
+    if (!(MODEL_IDS as readonly string[]).includes(m)) throw new UsageError(`unknown model "${m}" (expected one of ${MODEL_IDS.join(', ')})`);
+    model = m as ModelId;
+  }
   let limit = defaultAttenuationLimitDb;
+  const rawLimit = stringOf(line, 'attenuation-limit');
+  if (rawLimit !== undefined) {
+    limit = Number(rawLimit);
+    if (!Number.isFinite(limit) || limit < 0 || limit > 100) throw new UsageError(`--attenuation-limit must be a number from 0 to 100, got "${rawLimit}"`);
+  }
   let format: OutputFormat | undefined;
+  const f = stringOf(line, 'format')?.toLowerCase();
+  if (f !== undefined) {
+    if (!(OUTPUT_FORMATS as string[]).includes(f)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, got "${f}"`);
+    format = f as OutputFormat;
+  }
   let loudness: number | null = null;
-  let keep = true;
-  let force = false;
-  let json = false;
-  let quiet = false;
-  let onlyFiles = false;
-  for (let i = 0; i < argv.length; i++) {
-    let arg = argv[i];
-    if (onlyFiles || arg === '-' || !arg.startsWith('-')) {
-      inputs.push(arg);
-      continue;
-    }
-    if (arg === '--') {
-      onlyFiles = true;
-      continue;
-    }
-    let inlineValue: string | undefined;
-    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
-    if (eq > 0) {
-      inlineValue = arg.slice(eq + 1);
-      arg = arg.slice(0, eq);
-    }
-    const value = (): string => {
-      const v = inlineValue ?? argv[++i];
-      if (v === undefined || v === '') throw new UsageError(`${arg} needs a value`);
-      return v;
-    };
-    switch (arg) {
-      case '-o': case '--output': output = value(); break;
-      case '-d': case '--out-dir': outDir = value(); break;
-      case '-m': case '--model': {
-        const m = value();
-        if (!(MODEL_IDS as readonly string[]).includes(m)) throw new UsageError(`unknown model "${m}" (expected one of ${MODEL_IDS.join(', ')})`);
-        model = m as ModelId;
-        break;
-      }
-      case '-a': case '--attenuation-limit': case '--attenuation-limit-db': {
-        const raw = value();
-        const n = Number(raw);
-        if (!Number.isFinite(n) || n < 0 || n > 100) throw new UsageError(`--attenuation-limit must be a number from 0 to 100, got "${raw}"`);
-        limit = n;
-        break;
-      }
-      case '-f': case '--format': {
-        const f = value().toLowerCase();
-        if (!(OUTPUT_FORMATS as string[]).includes(f)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, got "${f}"`);
-        format = f as OutputFormat;
-        break;
-      }
-      case '-l': case '--loudness': case '--loudness-lufs': {
-        const raw = value();
-        const n = Number(raw);
-        if (!Number.isFinite(n) || n < LOUDNESS_RANGE.min || n > LOUDNESS_RANGE.max) {
-          throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${raw}"`);
-        }
-        loudness = n;
-        break;
-      }
-      case '--keep-rate': keep = true; break;
-      case '--model-rate': keep = false; break;
-      case '--force': force = true; break;
-      case '--json': json = true; break;
-      case '-q': case '--quiet': quiet = true; break;
-      default:
-        throw new UsageError(`unknown option ${arg}`);
+  const rawLoudness = stringOf(line, 'loudness');
+  if (rawLoudness !== undefined) {
+    loudness = Number(rawLoudness);
+    if (!Number.isFinite(loudness) || loudness < LOUDNESS_RANGE.min || loudness > LOUDNESS_RANGE.max) {
+      throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${rawLoudness}"`);
     }
   }
+  if (flag(line, 'keep-rate') && flag(line, 'model-rate')) throw new UsageError('--keep-rate and --model-rate exclude each other');
+  const keep = !flag(line, 'model-rate');
+  const force = flag(line, 'force');
+  const json = flag(line, 'json');
+  const quiet = flag(line, 'quiet');
   if (inputs.length === 0) throw new UsageError('missing input file (or - for standard input)');
   if (inputs.filter((i) => i === '-').length > 1) throw new UsageError('standard input (-) can be read only once');
   if (output !== undefined && outDir !== undefined) throw new UsageError('use either -o OUT or -d DIR, not both');
@@ -245,45 +226,6 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
   return { jobs, model, attenuationLimitDb: limit, format: fmt, loudnessLufs: loudness, keepInputSampleRate: keep, force, json, quiet };
 }
 
-/** Progress on stderr: a redrawn bar on a TTY, otherwise a line every 10 %. Files under 10 s show nothing. */
-export function progressReporter(stream: NodeJS.WriteStream): { update(doneS: number, totalS: number | null): void; finish(): void } {
-  const tty = !!stream.isTTY;
-  let lastDraw = 0;
-  let lastDecile = -1;
-  let drew = false;
-  let lastPlainS = 0;
-  return {
-    update(doneS, totalS) {
-      if (totalS !== null && totalS < 10) return;
-      const frac = totalS ? Math.min(1, doneS / totalS) : null;
-      if (tty) {
-        const now = Date.now();
-        if (now - lastDraw < 100) return;
-        lastDraw = now;
-        const width = 30;
-        const line = frac === null
-          ? `processed ${doneS.toFixed(1)} s`
-          : `[${'#'.repeat(Math.round(frac * width)).padEnd(width, '.')}] ${(frac * 100).toFixed(0).padStart(3)}%  ${doneS.toFixed(1)}/${totalS!.toFixed(1)} s`;
-        stream.write(`\r${line}\x1b[K`);
-        drew = true;
-      } else if (frac !== null) {
-        const decile = Math.floor(frac * 10);
-        if (decile > lastDecile && decile < 10) {
-          lastDecile = decile;
-          stream.write(`progress ${decile * 10}% (${doneS.toFixed(1)}/${totalS!.toFixed(1)} s)\n`);
-        }
-      } else if (doneS - lastPlainS >= 30) {
-        lastPlainS = doneS;
-        stream.write(`processed ${doneS.toFixed(0)} s\n`);
-      }
-    },
-    finish() {
-      if (drew) stream.write('\r\x1b[K');
-      else if (lastDecile >= 0) stream.write('progress 100%\n');
-    },
-  };
-}
-
 const shown = (p: string, stdio: 'stdin' | 'stdout'): string => (p === '-' ? stdio : p);
 
 /** One line per file on stderr: where it went and what it became. */
@@ -318,13 +260,15 @@ export async function runDenoise(argv: string[]): Promise<number> {
     process.stdout.write(DENOISE_HELP);
     return EXIT.ok;
   }
-  let config: Config;
+  const loaded = configOrExplain((line) => process.stderr.write(line + '\n'));
+  if (!loaded) return CONFIG_EXIT;
+  const config: Config = loaded;
   let args: DenoiseArgs;
   try {
-    config = loadConfig();
     args = parseDenoiseArgs(argv, config.defaultAttenuationLimitDb);
   } catch (err) {
-    process.stderr.write(`nsm: ${(err as Error).message}\nTry "nsm denoise --help".\n`);
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(usageLine('nsm', err.message, 'nsm denoise --help') + '\n');
     return EXIT.usage;
   }
   if (args.jobs.some((j) => j.output === '-') && process.stdout.isTTY) {
@@ -433,7 +377,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const sub = SUBCOMMANDS[command];
   if (!sub) {
-    process.stderr.write(`nsm: unknown command "${command}"\n\n${helpText()}`);
+    process.stderr.write(usageLine('nsm', command.startsWith('-') ? `unknown option ${command}` : `unknown command "${command}"`, 'nsm --help') + '\n');
     return EXIT.usage;
   }
   return sub.run(rest);

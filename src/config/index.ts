@@ -1,7 +1,11 @@
 // The one place that reads the environment. Everything else receives a Config.
 import os from 'node:os';
 import path from 'node:path';
-import { parseTrustProxy, type TrustProxySetting } from './trust-proxy';
+import { parseEnvironment, type Environment, type LogLevel } from './env';
+import type { TrustProxySetting } from './trust-proxy';
+
+export { ConfigError, LOG_LEVELS, type LogLevel } from './env';
+export { redactUrl } from './redact';
 
 export interface Config {
   /** HTTP port of the public server (gateway + console). */
@@ -124,52 +128,6 @@ export interface JobsConfig {
   clientToken: string | null;
 }
 
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
-
-function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: T): T {
-  const raw = env[name]?.trim().toLowerCase();
-  if (raw === undefined || raw === '') return fallback;
-  if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name} must be one of ${allowed.join(', ')}, got "${env[name]}"`);
-  return raw as T;
-}
-
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n)) throw new Error(`${name} must be a number, got "${raw}"`);
-  return n;
-}
-
-function positive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const n = int(env, name, fallback);
-  if (!(n > 0)) throw new Error(`${name} must be a positive number, got "${env[name]}"`);
-  return n;
-}
-
-function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  return /^(1|true|yes|on)$/i.test(raw);
-}
-
-/** A URL variable restricted to the given schemes; unset or empty → null. */
-function urlOf(env: NodeJS.ProcessEnv, name: string, schemes: string[]): string | null {
-  const raw = env[name]?.trim();
-  if (!raw) return null;
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new Error(`${name} is not a URL (expected ${schemes.map((s) => s + '//…').join(' or ')})`);
-  }
-  if (!schemes.includes(url.protocol)) {
-    throw new Error(`${name} must start with ${schemes.map((s) => s + '//').join(' or ')}, got "${url.protocol}//…"`);
-  }
-  return raw;
-}
-
 function defaultFfmpeg(): string {
   try {
     // eslint-disable-next-line @typescript-eslint/no-var-requires
@@ -188,81 +146,75 @@ export const PROJECT_ROOT = (() => {
   return path.resolve(here, '..', '..');
 })();
 
+/**
+ * The configuration from the environment. Every variable is checked against its schema (env.ts): a bad value throws
+ * a ConfigError naming the variable and what it accepts, instead of being rounded, guessed or ignored.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const dataDir = path.resolve(env.DATA_DIR || path.join(PROJECT_ROOT, 'data'));
+  const e = parseEnvironment(env);
+  const dataDir = path.resolve(e.DATA_DIR ?? path.join(PROJECT_ROOT, 'data'));
+  const workers = e.WORKERS ?? (os.availableParallelism ? os.availableParallelism() : os.cpus().length);
   return {
-    port: int(env, 'PORT', 8080),
-    host: env.HOST || '0.0.0.0',
+    port: e.PORT,
+    host: e.HOST,
     dataDir,
-    workers: Math.max(1, int(env, 'WORKERS', os.availableParallelism ? os.availableParallelism() : os.cpus().length)),
-    ffmpegPath: env.FFMPEG_PATH || defaultFfmpeg(),
-    modelsDir: path.resolve(env.MODELS_DIR || path.join(PROJECT_ROOT, 'models')),
-    modelServiceUrl: env.MODEL_SERVICE_URL?.trim() ? env.MODEL_SERVICE_URL.trim() : null,
-    modelServicePort: int(env, 'MODEL_SERVICE_PORT', 8081),
-    upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', 600_000),
-    breakerThreshold: Math.max(1, int(env, 'BREAKER_THRESHOLD', 5)),
-    breakerCooldownMs: int(env, 'BREAKER_COOLDOWN_MS', 30_000),
-    adminSecret: env.ADMIN_SECRET || null,
-    defaultAttenuationLimitDb: int(env, 'DEFAULT_ATTENUATION_LIMIT_DB', 0),
-    trustProxy: parseTrustProxy(env.TRUST_PROXY),
-    modelServiceToken: env.MODEL_SERVICE_TOKEN || null,
-    modelServiceHost: env.MODEL_SERVICE_HOST || '127.0.0.1',
-    clientIdleTimeoutMs: Math.max(100, int(env, 'CLIENT_IDLE_TIMEOUT_MS', 30_000)),
-    clientMinBytesPerSecond: Math.max(0, int(env, 'CLIENT_MIN_BYTES_PER_S', 1024)),
-    upstreamIdleTimeoutMs: Math.max(100, int(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 30_000)),
-    upstreamConnectTimeoutMs: Math.max(100, int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', 5_000)),
-    upstreamHealthIntervalMs: Math.max(100, int(env, 'UPSTREAM_HEALTH_INTERVAL_MS', 5_000)),
-    modelQueuePerWorker: Math.max(1, int(env, 'MODEL_QUEUE_PER_WORKER', 4)),
-    shutdownGraceMs: Math.max(0, int(env, 'SHUTDOWN_GRACE_MS', 60_000)),
-    tmpDir: path.resolve(env.TMP_DIR || path.join(dataDir, 'tmp')),
-    logRequests: bool(env, 'LOG_REQUESTS', env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
+    workers,
+    ffmpegPath: e.FFMPEG_PATH ?? defaultFfmpeg(),
+    modelsDir: path.resolve(e.MODELS_DIR ?? path.join(PROJECT_ROOT, 'models')),
+    modelServiceUrl: e.MODEL_SERVICE_URL?.trim() || null,
+    modelServicePort: e.MODEL_SERVICE_PORT,
+    upstreamTimeoutMs: e.UPSTREAM_TIMEOUT_MS,
+    breakerThreshold: e.BREAKER_THRESHOLD,
+    breakerCooldownMs: e.BREAKER_COOLDOWN_MS,
+    adminSecret: e.ADMIN_SECRET ?? null,
+    defaultAttenuationLimitDb: e.DEFAULT_ATTENUATION_LIMIT_DB,
+    trustProxy: e.TRUST_PROXY ?? 0,
+    modelServiceToken: e.MODEL_SERVICE_TOKEN ?? null,
+    modelServiceHost: e.MODEL_SERVICE_HOST,
+    clientIdleTimeoutMs: e.CLIENT_IDLE_TIMEOUT_MS,
+    clientMinBytesPerSecond: e.CLIENT_MIN_BYTES_PER_S,
+    upstreamIdleTimeoutMs: e.UPSTREAM_IDLE_TIMEOUT_MS,
+    upstreamConnectTimeoutMs: e.UPSTREAM_CONNECT_TIMEOUT_MS,
+    upstreamHealthIntervalMs: e.UPSTREAM_HEALTH_INTERVAL_MS,
+    modelQueuePerWorker: e.MODEL_QUEUE_PER_WORKER,
+    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    tmpDir: path.resolve(e.TMP_DIR ?? path.join(dataDir, 'tmp')),
+    logRequests: e.LOG_REQUESTS ?? (env.NODE_ENV !== 'test' && !env.JEST_WORKER_ID),
 
-    databaseUrl: urlOf(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
-    databasePoolSize: Math.max(1, Math.trunc(int(env, 'DATABASE_POOL_SIZE', 10))),
-    redisUrl: urlOf(env, 'REDIS_URL', ['redis:', 'rediss:']),
-    redisKeyPrefix: env.REDIS_KEY_PREFIX ?? 'nsg:',
-    requestLogRetentionDays: Math.max(0, int(env, 'REQUEST_LOG_RETENTION_DAYS', 90)),
-    unauthenticatedRequestsPerMinute: Math.max(0, Math.trunc(int(env, 'UNAUTHENTICATED_REQUESTS_PER_MINUTE', 60))),
-    creditReservationTtlMs: Math.max(1_000, int(env, 'CREDIT_RESERVATION_TTL_MS', 120_000)),
-    maxAudioSeconds: positive(env, 'MAX_AUDIO_SECONDS', 4 * 3600),
-    minSampleRate: positive(env, 'MIN_SAMPLE_RATE', 8000),
-    maxSampleRate: positive(env, 'MAX_SAMPLE_RATE', 384_000),
-    maxChannels: Math.floor(positive(env, 'MAX_CHANNELS', 16)),
+    databaseUrl: e.DATABASE_URL?.trim() ?? null,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
+    redisUrl: e.REDIS_URL?.trim() ?? null,
+    redisKeyPrefix: e.REDIS_KEY_PREFIX,
+    requestLogRetentionDays: e.REQUEST_LOG_RETENTION_DAYS,
+    unauthenticatedRequestsPerMinute: e.UNAUTHENTICATED_REQUESTS_PER_MINUTE,
+    creditReservationTtlMs: e.CREDIT_RESERVATION_TTL_MS,
+    maxAudioSeconds: e.MAX_AUDIO_SECONDS,
+    minSampleRate: e.MIN_SAMPLE_RATE,
+    maxSampleRate: e.MAX_SAMPLE_RATE,
+    maxChannels: e.MAX_CHANNELS,
 
     // ---- operations: logs, metrics ----
-    logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
-    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
-    metricsToken: env.METRICS_TOKEN || null,
-    jobs: loadJobsConfig(env, dataDir),
+    logFormat: e.LOG_FORMAT,
+    logLevel: e.LOG_LEVEL,
+    metricsToken: e.METRICS_TOKEN ?? null,
+    jobs: jobsConfig(e, dataDir, workers),
   };
 }
 
-function loadJobsConfig(env: NodeJS.ProcessEnv, dataDir: string): JobsConfig {
+function jobsConfig(e: Environment, dataDir: string, workers: number): JobsConfig {
   const MB = 1024 * 1024;
-  const workers = Math.max(1, int(env, 'WORKERS', os.availableParallelism ? os.availableParallelism() : os.cpus().length));
   return {
-    dir: path.resolve(env.JOBS_DIR || path.join(dataDir, 'jobs')),
-    maxUploadBytes: Math.floor(positive(env, 'JOBS_MAX_UPLOAD_MB', 2048) * MB),
-    retentionMs: Math.round(positive(env, 'JOB_RETENTION_HOURS', 24) * 3600_000),
-    allowPrivateUrls: bool(env, 'JOBS_ALLOW_PRIVATE_URLS', false),
-    concurrency: Math.max(1, Math.floor(int(env, 'JOBS_CONCURRENCY', Math.max(1, Math.floor(workers / 2))))),
-    runner: bool(env, 'JOBS_RUNNER', true),
-    leaseMs: Math.round(positive(env, 'JOBS_LEASE_SECONDS', 30) * 1000),
-    maxActivePerWorkspace: Math.max(1, Math.floor(int(env, 'JOBS_MAX_ACTIVE_PER_WORKSPACE', 20))),
-    minFreeDiskBytes: Math.max(0, Math.floor(int(env, 'JOBS_MIN_FREE_DISK_MB', 1024) * MB)),
+    dir: path.resolve(e.JOBS_DIR ?? path.join(dataDir, 'jobs')),
+    maxUploadBytes: e.JOBS_MAX_UPLOAD_MB * MB,
+    retentionMs: Math.round(e.JOB_RETENTION_HOURS * 3600_000),
+    allowPrivateUrls: e.JOBS_ALLOW_PRIVATE_URLS,
+    concurrency: e.JOBS_CONCURRENCY ?? Math.max(1, Math.floor(workers / 2)),
+    runner: e.JOBS_RUNNER,
+    leaseMs: e.JOBS_LEASE_SECONDS * 1000,
+    maxActivePerWorkspace: e.JOBS_MAX_ACTIVE_PER_WORKSPACE,
+    minFreeDiskBytes: e.JOBS_MIN_FREE_DISK_MB * MB,
     maxAttempts: 3,
-    clientUrl: (env.NSM_URL || 'http://localhost:8080').replace(/\/+$/, ''),
-    clientToken: env.NSM_TOKEN || null,
+    clientUrl: e.NSM_URL.trim().replace(/\/+$/, ''),
+    clientToken: e.NSM_TOKEN ?? null,
   };
-}
-
-/** A connection URL (DATABASE_URL, REDIS_URL) with its password hidden, for logs and messages. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparsable URL)';
-  }
 }

@@ -1,0 +1,79 @@
+// Command-line parsing shared by `nsm`, `nsm jobs`, `keys` and `db`: node:util parseArgs underneath, and one style
+// for every mistake: `<program>: <what is wrong> (see <program> ... --help)`, exit status 2.
+import { parseArgs } from 'node:util';
+
+/** A mistake in the command line: reported in one line with where to find help, exit status 2. */
+export class UsageError extends Error {}
+
+export const USAGE_EXIT = 2;
+
+export interface OptionSpec {
+  type: 'string' | 'boolean';
+  short?: string;
+  /** Other long names for the same option (e.g. --loudness-lufs for --loudness). */
+  aliases?: string[];
+}
+
+export interface ParsedLine {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+}
+
+/**
+ * Parses argv against `specs`. parseArgs runs non-strict with tokens so that the checks and their wording are ours:
+ * an unknown option, a value-taking option without its value, a flag given a value, and (with `once`) an option
+ * given twice are UsageErrors. A value may start with one dash (`--loudness -16`, `-o -`); one starting with two
+ * dashes is taken for a forgotten value unless written inline (`--name=--x`). After `--` everything is positional.
+ */
+export function parseCommandLine(argv: string[], specs: Record<string, OptionSpec>, opts: { once?: boolean } = {}): ParsedLine {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {};
+  const canonical = new Map<string, string>();
+  for (const [name, spec] of Object.entries(specs)) {
+    options[name] = spec.short ? { type: spec.type, short: spec.short } : { type: spec.type };
+    canonical.set(name, name);
+    for (const alias of spec.aliases ?? []) {
+      options[alias] = { type: spec.type };
+      canonical.set(alias, name);
+    }
+  }
+  const { tokens } = parseArgs({ args: argv, options, strict: false, allowPositionals: true, tokens: true });
+  const parsed: ParsedLine = { values: {}, positionals: [] };
+  for (const token of tokens) {
+    if (token.kind === 'positional') {
+      parsed.positionals.push(token.value);
+      continue;
+    }
+    if (token.kind !== 'option') continue; // the `--` terminator itself
+    const name = canonical.get(token.name);
+    if (name === undefined) throw new UsageError(`unknown option ${token.rawName}`);
+    let value: string | boolean;
+    if (specs[name].type === 'boolean') {
+      if (token.inlineValue) throw new UsageError(`${token.rawName} takes no value`);
+      value = true;
+    } else {
+      const given = token.value;
+      if (given === undefined || given.trim() === '' || (!token.inlineValue && given.startsWith('--'))) {
+        throw new UsageError(`${token.rawName} needs a value`);
+      }
+      value = given;
+    }
+    if (opts.once && parsed.values[name] !== undefined) throw new UsageError(`${token.rawName} given twice`);
+    parsed.values[name] = value;
+  }
+  return parsed;
+}
+
+/** The value of a string option (undefined when not given). */
+export function stringOf(line: ParsedLine, name: string): string | undefined {
+  const v = line.values[name];
+  return typeof v === 'string' ? v : undefined;
+}
+
+export function flag(line: ParsedLine, name: string): boolean {
+  return line.values[name] === true;
+}
+
+/** The one line a usage error prints. */
+export function usageLine(program: string, message: string, helpCommand: string): string {
+  return `${program}: ${message} (see ${helpCommand})`;
+}
