@@ -77,6 +77,8 @@ export interface Config {
   // --- Audio input limits (src/audio/limits.ts): checked from the header before any decoding, and again while
   // decoding (headers lie). Too long → 413 payload_too_large; rate or channels out of range → 422.
   /** Longest audio accepted per file, seconds (MAX_AUDIO_SECONDS, default 4 h). */
+  /** Concurrent live streams per enterprise workspace (other plans: src/streaming/index.ts STREAMS_PER_PLAN). */
+  streamsEnterpriseMax: number;
   maxAudioSeconds: number;
   /** Lowest and highest input sample rates accepted, Hz (MIN_SAMPLE_RATE 8000, MAX_SAMPLE_RATE 384000). */
   minSampleRate: number;
@@ -224,6 +226,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestLogRetentionDays: Math.max(0, int(env, 'REQUEST_LOG_RETENTION_DAYS', 90)),
     unauthenticatedRequestsPerMinute: Math.max(0, Math.trunc(int(env, 'UNAUTHENTICATED_REQUESTS_PER_MINUTE', 60))),
     creditReservationTtlMs: Math.max(1_000, int(env, 'CREDIT_RESERVATION_TTL_MS', 120_000)),
+    streamsEnterpriseMax: positive(env, 'STREAMS_ENTERPRISE_MAX', 1000),
     maxAudioSeconds: positive(env, 'MAX_AUDIO_SECONDS', 4 * 3600),
     minSampleRate: positive(env, 'MIN_SAMPLE_RATE', 8000),
     maxSampleRate: positive(env, 'MAX_SAMPLE_RATE', 384_000),

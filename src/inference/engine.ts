@@ -9,6 +9,7 @@ import type { WavSampleFormat } from '../dsp/pcm';
 import type { Config } from '../config';
 import { type BandProcessing } from './types';
 import { CHAINS, streamLayout } from './catalog';
+import { LivePool, type LiveWorker } from './live';
 import { spansItsBuffer, type FromWorker, type ToWorker } from './protocol';
 import {
   MODEL_IDS,
@@ -18,6 +19,10 @@ import {
   type ModelId,
   type ModelManifestEntry,
   type PcmDenoiseStream,
+  type LiveOptions,
+  type LiveSink,
+  type LiveState,
+  type LiveStream,
   type PoolState,
   type StreamLoudness,
 } from './types';
@@ -63,8 +68,11 @@ interface Job {
   reject(err: Error): void;
 }
 
-class PoolWorker {
+class PoolWorker implements LiveWorker {
   readonly worker: Worker;
+  /** Live streams pinned here (live.ts), and their requests awaiting an answer, by reqId. */
+  liveStreams = 0;
+  private readonly liveReplies = new Map<number, { resolve(msg: FromWorker): void; reject(err: Error): void }>();
   readonly ready: Promise<void>;
   readonly queue: Job[] = [];
   /** Posted and awaiting their reply, in posting order (the worker answers in that order). */
@@ -94,12 +102,16 @@ class PoolWorker {
           reject(this.initError);
           this.failAll(this.initError);
           this.onRoom(); // streams waiting for a worker fail if none can take them any more
+        } else if (this.liveReplies.has(msg.reqId)) {
+          const waiter = this.liveReplies.get(msg.reqId)!;
+          this.liveReplies.delete(msg.reqId);
+          waiter.resolve(msg);
         } else {
           const i = this.inFlight.findIndex((j) => 'reqId' in j.msg && j.msg.reqId === msg.reqId);
           const job = i >= 0 ? this.inFlight.splice(i, 1)[0] : undefined;
           if (job) {
             if (msg.type === 'result') job.resolve(msg);
-            else job.reject(new Error(msg.message));
+            else job.reject(new Error(msg.type === 'error' ? msg.message : `unexpected answer ${msg.type}`));
           }
           this.onRoom();
           this.pump();
@@ -144,6 +156,23 @@ class PoolWorker {
     this.pump();
   }
 
+  postLive(msg: ToWorker, transfer: ArrayBuffer[]): Promise<FromWorker> {
+    if (this.dead) return Promise.reject(new Error('inference worker is gone'));
+    if (!('reqId' in msg)) {
+      this.worker.postMessage(msg, transfer);
+      return Promise.resolve({ type: 'ready' });
+    }
+    return new Promise<FromWorker>((resolve, reject) => {
+      this.liveReplies.set(msg.reqId, { resolve, reject });
+      try {
+        this.worker.postMessage(msg, transfer);
+      } catch (err) {
+        this.liveReplies.delete(msg.reqId);
+        reject(err as Error);
+      }
+    });
+  }
+
   private pump(): void {
     while (this.isReady && !this.dead && this.inFlight.length < MAX_IN_FLIGHT && this.queue.length > 0) {
       const job = this.queue.shift()!;
@@ -159,6 +188,8 @@ class PoolWorker {
   }
 
   failAll(err: Error): void {
+    for (const waiter of this.liveReplies.values()) waiter.reject(err);
+    this.liveReplies.clear();
     const jobs = [...this.inFlight, ...this.queue];
     this.inFlight.length = 0;
     this.queue.length = 0;
@@ -321,12 +352,26 @@ class Engine implements InferenceEngine {
   private closed = false;
   private reqCounter = 0;
   private streamCounter = 0;
+  private liveCounter = 0;
+  private readonly live: LivePool;
 
   constructor(
     private readonly config: Config,
     private readonly options: EngineOptions = {},
   ) {
     for (let i = 0; i < Math.max(1, config.workers); i++) this.workers.push(this.spawn());
+    // Live ids are their own series: the file queue's ranks (ARRIVAL_ORDER_MESSAGES) count file streams only.
+    this.live = new LivePool(() => this.workers, () => ++this.liveCounter, () => this.nextReqId());
+  }
+
+  /** A live stream (live.ts): chunks in as they come, output to `sink` in order, ahead of file work. */
+  openLive(opts: LiveOptions, sink: LiveSink): Promise<LiveStream> {
+    if (this.closed) return Promise.reject(new Error('inference engine closed'));
+    return this.live.open(opts, sink);
+  }
+
+  liveState(): LiveState {
+    return this.live.state();
   }
 
   nextReqId(): number {
@@ -389,11 +434,11 @@ class Engine implements InferenceEngine {
 
   private onWorkerExit(w: PoolWorker, code: number): void {
     const idx = this.workers.indexOf(w);
-    w.failAll(
-      new Error(
-        this.closed ? 'inference engine closed' : `inference worker crashed (exit code ${code}); this stream was lost, retry the request`,
-      ),
+    const lost = new Error(
+      this.closed ? 'inference engine closed' : `inference worker crashed (exit code ${code}); this stream was lost, retry the request`,
     );
+    w.failAll(lost);
+    this.live.workerGone(w, lost);
     if (this.closed || idx < 0) return;
     this.restarts++;
     this.workers[idx] = this.spawn();
