@@ -26,8 +26,8 @@ import { assertWritableDir } from './startup/data-dir';
 import { openStore } from './store';
 import { startStoreMaintenance } from './store/maintenance';
 import type { GatewayStore } from './store/types';
-import { parseUpstreamUrls } from './upstream/balancer';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
+import { ModelServiceReplicas } from './upstream/replicas';
 import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
 import { createStreaming, type Streaming } from './streaming';
 
@@ -185,19 +185,21 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     if (!opts.store) await store.close();
     throw err;
   }
-  const forwarder = createModelServiceForwarder({ config, baseUrl: modelServiceUrl, token: modelServiceToken });
+  // One set of replicas for calls and jobs alike: a replica that is down or whose breaker is open is skipped by both.
+  const replicas = new ModelServiceReplicas({ config, baseUrl: modelServiceUrl, token: modelServiceToken });
+  const forwarder = createModelServiceForwarder({ config, replicas });
   let jobs: Jobs;
   try {
     jobs = await createJobs({
       config,
       gateway: store,
-      modelServiceUrls: parseUpstreamUrls(modelServiceUrl),
-      modelServiceHeaders: { authorization: `Bearer ${modelServiceToken}` },
+      modelServices: replicas,
       store: opts.jobStore,
       logger,
       registry,
     });
   } catch (err) {
+    replicas.close();
     if (modelServer) await closeServer(modelServer);
     if (!opts.engine) await engine?.close().catch(() => undefined);
     if (!opts.sharedState) await sharedState.close().catch(() => undefined);
@@ -340,6 +342,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       // First: running jobs go back to the queue while the model service can still be reached cleanly.
       await jobs.close();
       forwarder.close();
+      replicas.close();
       if (modelServer) await closeServer(modelServer);
       // Responses may have closed a moment before their temp directories are removed.
       await requestScopesSettled(10_000);

@@ -3,7 +3,8 @@
 import { loadConfig } from '../src/config';
 import { DtlnCascade } from '../src/inference/cascade';
 import { Dtln16Chain } from '../src/inference/dtln-chain';
-import { buildChain, MODEL_CHAINS, SerialChain } from '../src/inference/chains';
+import { buildChain, SerialChain } from '../src/inference/chains';
+import { MODEL_CHAINS } from '../src/inference/models';
 import { DtlnCore, type DtlnGraphs } from '../src/inference/dtln';
 import { loadGraphs } from '../src/inference/sessions';
 import { AlignedStream, type ChainProcessor } from '../src/inference/stream';

@@ -6,10 +6,9 @@ import { RealFFT } from '../src/dsp/fft';
 import { Decimator3, Interpolator3 } from '../src/dsp/resample';
 import { DtlnGraphs } from '../src/inference/dtln';
 import { denoiseBuffer } from '../src/inference/offline';
-import { loadGraphs, STAGE1_FILE, STAGE2_FILE } from '../src/inference/sessions';
+import { loadGraphs } from '../src/inference/sessions';
 import { MODEL_IDS, ModelId } from '../src/inference/types';
-import { CHAINS } from '../src/inference/catalog';
-import { NSM3_POSTFILTER, NSM4_POSTFILTER } from '../src/inference/chains';
+import { MODELS, NSM3_POSTFILTER, NSM4_POSTFILTER, STAGE1_FILE, STAGE2_FILE } from '../src/inference/models';
 import { PostFilter, type PostFilterOptions } from '../src/dsp/postfilter';
 import { decodeAudio } from '../scripts/lib/audio-io';
 import { speechSourcePath, seededRandom } from '../src/audio/synthetic-noise';
@@ -129,7 +128,7 @@ describe('model chains (real ONNX graphs)', () => {
     speech48 = clean48.map((v, i) => v + n48[i]);
   });
 
-  const input = (m: ModelId) => (CHAINS[m].sample_rate === 48000 ? speech48 : speech16);
+  const input = (m: ModelId) => (MODELS[m].sampleRate === 48000 ? speech48 : speech16);
 
   it.each(MODEL_IDS.map((m) => [m]))('%s: output has the input length, differs from the input, and is finite', async (m) => {
     const x = input(m);
@@ -143,7 +142,7 @@ describe('model chains (real ONNX graphs)', () => {
   });
 
   it.each(MODEL_IDS.map((m) => [m]))('%s: random-size chunks give the same output as one pass', async (m) => {
-    const x = input(m).slice(0, CHAINS[m].sample_rate * 2);
+    const x = input(m).slice(0, MODELS[m].sampleRate * 2);
     const [whole] = await denoiseBuffer(graphs, m, [x]);
     const r = seededRandom(7);
     const [chunked] = await denoiseBuffer(graphs, m, [x], 0, () => 1 + Math.floor(r() * 3000));
@@ -190,7 +189,7 @@ describe('model chains (real ONNX graphs)', () => {
   });
 
   it.each(MODEL_IDS.map((m) => [m]))('%s: noise-only input is attenuated; attenuation_limit_db bounds it', async (m) => {
-    const rate = CHAINS[m].sample_rate;
+    const rate = MODELS[m].sampleRate;
     const x = noise(rate * 2, 11, 0.05);
     const inDb = energyDb(x, rate / 2);
     const [full] = await denoiseBuffer(graphs, m, [x], 0);

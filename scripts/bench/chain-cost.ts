@@ -4,7 +4,8 @@
 //   node dist/scripts/bench/chain-cost.js [--seconds 20] [--runs 5] NAME=SPEC ...   (SPEC: scripts/lib/chain-dsl.ts,
 //   or a model id nsm-1..nsm-4)
 import { loadConfig } from '../../src/config';
-import { buildChain, MODEL_CHAINS, type ChainSpec } from '../../src/inference/chains';
+import { buildChain } from '../../src/inference/chains';
+import { MODEL_CHAINS, type ChainSpec } from '../../src/inference/models';
 import { loadGraphs } from '../../src/inference/sessions';
 import { AlignedStream } from '../../src/inference/stream';
 import { decodeAudio } from '../lib/audio-io';

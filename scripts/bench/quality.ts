@@ -18,7 +18,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { loadConfig } from '../../src/config';
-import { buildChain, MODEL_CHAINS, type ChainSpec } from '../../src/inference/chains';
+import { buildChain } from '../../src/inference/chains';
+import { MODEL_CHAINS, type ChainSpec } from '../../src/inference/models';
 import { DtlnGraphs } from '../../src/inference/dtln';
 import { denoiseBuffer } from '../../src/inference/offline';
 import { loadGraphs } from '../../src/inference/sessions';

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, PROJECT_ROOT, type Config } from '../../src/config';
 import { createInferenceEngine } from '../../src/inference/engine';
-import { CHAINS } from '../../src/inference/catalog';
+import { MODELS } from '../../src/inference/models';
 import { MODEL_IDS, type InferenceEngine, type ModelId } from '../../src/inference/types';
 import { decodeAudio, writeWav16 } from '../lib/audio-io';
 import { evalDir } from '../lib/metrics';
@@ -84,7 +84,7 @@ export async function speed(config: Config): Promise<SpeedRow[]> {
   const rows: SpeedRow[] = [];
   try {
     for (const model of MODEL_IDS) {
-      const rate = CHAINS[model].sample_rate;
+      const rate = MODELS[model].sampleRate;
       const x = audio[rate];
       await runThroughEngine(one, model, x.subarray(0, rate * 3), rate); // warm-up
       // One timed run is noisy (other processes, GC, JIT tiering): report the median of RTF_RUNS.

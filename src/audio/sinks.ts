@@ -44,7 +44,7 @@ export interface SinkOptions {
 }
 
 /** Whether the output is written in-process (16-bit WAV at the model's rate), which a MemoryFile output requires. */
-export function writesInProcess(opts: SinkOptions): boolean {
+export function writesInProcess(opts: Pick<SinkOptions, 'inProcessWav' | 'format' | 'outputRate' | 'modelRate'>): boolean {
   return opts.inProcessWav && os.endianness() === 'LE' && opts.format === 'wav' && opts.outputRate === opts.modelRate;
 }
 

@@ -1,36 +1,28 @@
-// The web console at /console: static pages plus JSON endpoints under /console/api/.
-// The app mounts it with `app.use('/console', createConsoleRouter({ config, store }))` and
-// calls `ensureAdminSecret(config, store, log)` once at start.
-import fs from 'node:fs';
+// The web console at /console: static pages plus JSON endpoints under /console/api/. This file only puts the parts
+// together, in the order that matters: headers, pages, then the API (sign-in, the session and CSRF checks, the
+// areas). The app mounts it with `app.use('/console', createConsoleRouter({ config, store }))` and calls
+// `ensureAdminSecret(config, store, log)` once at start.
 import path from 'node:path';
-import express, { type NextFunction, type Request, type Response } from 'express';
+import express from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
-import { clientIpOf, fromTrustedProxy } from '../http/ip';
-import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
-import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../store/types';
-import { memoryConsoleState, sessionEndsAt, type ConsoleSession, type ConsoleStateEngines, type LoginLimiterOptions, type SessionOptions } from '../shared-state/sessions';
-import { checkAdminSecret, constantTimeEqual } from './auth';
-import { PLAN_OPTIONS, displayLimits } from './plans';
-import {
-  CONSOLE_SCOPES,
-  InputError,
-  optionalOffset,
-  optionalPositiveInt,
-  parseAllowedIps,
-  parseExpiry,
-  parsePlan,
-  parseScopes,
-  requireString,
-} from './validation';
+import type { GatewayStore } from '../store/types';
+import { memoryConsoleState, type ConsoleStateEngines, type LoginLimiterOptions, type SessionOptions } from '../shared-state/sessions';
+import { checkAdminSecret } from './auth';
+import { registerKeyRoutes } from './api/keys';
+import { registerMeta } from './api/meta';
+import { registerPlaygroundRoutes } from './api/playground';
+import { registerRequestLogRoutes } from './api/requests';
+import { registerSignIn, registerSignOut } from './api/sign-in';
+import { registerWorkspaceRoutes } from './api/workspaces';
+import { apiErrorHandler, apiNotFound } from './respond';
+import { consoleSessions } from './session';
+import { registerPages, securityHeaders } from './views';
 
 export { ensureAdminSecret } from './auth';
 export { ADMIN_SECRET_SETTING } from '../store/settings';
-
-export const SESSION_COOKIE = 'ns_console_session';
-export const CSRF_HEADER = 'x-csrf-token';
-/** Name given to the per-session keys the playground uses. */
-export const PLAYGROUND_KEY_NAME = 'console playground';
-export const PLAYGROUND_SCOPES = ['noise-suppressor:denoise', 'noise-suppressor:models'];
+export { CSRF_HEADER, SESSION_COOKIE } from './session';
+export { PLAYGROUND_KEY_NAME, PLAYGROUND_SCOPES } from './api/playground';
+export { tokenStatus } from './api/shapes';
 
 export interface ConsoleOptions extends SessionOptions, LoginLimiterOptions {
   /** Folder with index.html, console.js, console.css. */
@@ -55,135 +47,6 @@ export interface ConsoleDeps {
   state?: ConsoleStateEngines;
 }
 
-type ConsoleErrorType =
-  | 'not_signed_in'
-  | 'csrf_failed'
-  | 'invalid_secret'
-  | 'too_many_attempts'
-  | 'bad_request'
-  | 'not_found'
-  | 'unsupported_media_type';
-
-function sendError(res: Response, status: number, type: ConsoleErrorType, message: string): void {
-  res.status(status).json({ error: { type, message } });
-}
-
-function parseCookies(header: string | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (!header) return out;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq < 0) continue;
-    const name = part.slice(0, eq).trim();
-    const value = part.slice(eq + 1).trim();
-    if (name && !(name in out)) {
-      try {
-        out[name] = decodeURIComponent(value);
-      } catch {
-        out[name] = value;
-      }
-    }
-  }
-  return out;
-}
-
-export function tokenStatus(t: TokenRecord, now = Date.now()): 'active' | 'revoked' | 'expired' {
-  if (t.revokedAt) return 'revoked';
-  if (t.expiresAt && Date.parse(t.expiresAt) <= now) return 'expired';
-  return 'active';
-}
-
-function tokenView(t: TokenRecord, workspaces: Map<string, Workspace>) {
-  return {
-    id: t.id,
-    name: t.name,
-    prefix: t.prefix,
-    workspace_id: t.workspaceId,
-    workspace_name: workspaces.get(t.workspaceId)?.name ?? t.workspaceId,
-    scopes: t.scopes,
-    allowed_ips: t.allowedIps,
-    created_at: t.createdAt,
-    last_used_at: t.lastUsedAt,
-    expires_at: t.expiresAt,
-    revoked_at: t.revokedAt,
-    status: tokenStatus(t),
-  };
-}
-
-async function workspaceView(store: GatewayStore, ws: Workspace, now: Date) {
-  const limits = displayLimits(ws);
-  const used = await store.creditsUsed(ws.id, now);
-  const tokens = await store.listTokens(ws.id);
-  return {
-    id: ws.id,
-    name: ws.name,
-    plan: ws.plan,
-    plan_label: limits.planLabel,
-    requests_per_minute: limits.requestsPerMinute,
-    credits_per_month: limits.creditsPerMonth,
-    credits_used: used,
-    credits_left: Math.max(0, limits.creditsPerMonth - used),
-    period: now.toISOString().slice(0, 7),
-    active_keys: tokens.filter((t) => tokenStatus(t, now.getTime()) === 'active').length,
-    created_at: ws.createdAt,
-  };
-}
-
-function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>) {
-  const token = e.tokenId ? tokens.get(e.tokenId) : undefined;
-  return {
-    request_id: e.requestId,
-    client_request_id: e.clientRequestId ?? null,
-    time: e.time,
-    method: e.method,
-    service: e.service,
-    endpoint: e.endpoint,
-    status: e.status,
-    error_type: e.errorType,
-    /** Why a call failed, in words (the model service's detail for its 400/422, else the gateway's message). */
-    error_message: e.errorMessage ?? null,
-    credits: e.creditsCharged,
-    bytes_in: e.bytesIn,
-    bytes_out: e.bytesOut,
-    upstream_ms: e.upstreamMs,
-    total_ms: e.totalMs,
-    client_ip: e.clientIp,
-    workspace_id: e.workspaceId,
-    token_id: e.tokenId,
-    key_prefix: token?.prefix ?? null,
-    key_name: token?.name ?? null,
-  };
-}
-
-/** Route handler wrapper (sync or async): turns InputError into 400 and other throws into next(err). */
-function handle(fn: (req: Request, res: Response) => unknown) {
-  return (req: Request, res: Response, next: NextFunction) => {
-    const fail = (err: unknown): void => {
-      if (err instanceof InputError) sendError(res, 400, 'bad_request', err.message);
-      else next(err);
-    };
-    try {
-      const out = fn(req, res);
-      if (out instanceof Promise) out.catch(fail);
-    } catch (err) {
-      fail(err);
-    }
-  };
-}
-
-const CONTENT_SECURITY_POLICY = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data: blob:",
-  "media-src 'self' blob: mediastream:",
-  "connect-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "frame-ancestors 'none'",
-  "form-action 'self'",
-].join('; ');
-
 export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   const { config, store } = deps;
   const options: ConsoleOptions = { ...DEFAULT_CONSOLE_OPTIONS, ...deps.options };
@@ -191,65 +54,16 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
   const loginLimiter = engines.loginLimiter(options);
   const router = express.Router();
 
-  router.use((_req, res, next) => {
-    res.setHeader('Content-Security-Policy', CONTENT_SECURITY_POLICY);
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    res.setHeader('X-Frame-Options', 'DENY');
-    res.setHeader('Referrer-Policy', 'no-referrer');
-    next();
+  router.use(securityHeaders);
+
+  const auth = consoleSessions({
+    trustProxy: config.trustProxy,
+    sessions: engines.sessions(options),
+    options,
+    revokeToken: (tokenId) => store.revokeToken(tokenId),
   });
 
-  const isHttps = (req: Request): boolean =>
-    req.secure ||
-    (fromTrustedProxy(req, config.trustProxy) &&
-      String(req.headers['x-forwarded-proto'] ?? '').split(',').pop()!.trim() === 'https');
-
-  const cookiePath = (req: Request): string => req.baseUrl || '/';
-
-  const sessionIdOf = (req: Request): string | undefined => parseCookies(req.headers.cookie)[SESSION_COOKIE];
-
-  const setSessionCookie = (req: Request, res: Response, value: string, maxAgeMs: number): void => {
-    const attrs = [
-      `${SESSION_COOKIE}=${value}`,
-      `Path=${cookiePath(req)}`,
-      'HttpOnly',
-      'SameSite=Strict',
-      `Max-Age=${Math.max(0, Math.floor(maxAgeMs / 1000))}`,
-    ];
-    if (isHttps(req)) attrs.push('Secure');
-    res.append('Set-Cookie', attrs.join('; '));
-  };
-
-  // Revokes the playground keys a session created: they are useless once their clear token is gone.
-  const dropPlaygroundKeys = (session: ConsoleSession): void => {
-    for (const key of session.playgroundKeys.values()) {
-      store.revokeToken(key.tokenId).catch(() => undefined); // already gone, or the store is closing
-    }
-    session.playgroundKeys.clear();
-  };
-
-  // A timed-out session's playground keys are revoked too, not left valid until their expiry.
-  const sessions = engines.sessions(options);
-  sessions.onEnd(dropPlaygroundKeys);
-  const sweeper = setInterval(() => {
-    sessions.sweep().catch((err: unknown) => console.error('[console] session sweep failed:', (err as Error).message));
-  }, Math.max(1000, Math.min(options.idleTtlMs, 60_000)));
-  sweeper.unref();
-  const endsAtIso = (session: ConsoleSession): string => new Date(sessionEndsAt(session, options)).toISOString();
-
-  // ---- static pages -------------------------------------------------------
-  router.get('/', (req, res, next) => {
-    // Relative asset URLs need the trailing slash.
-    const pathOnly = req.originalUrl.split('?')[0];
-    if (!pathOnly.endsWith('/')) {
-      res.redirect(301, `${req.baseUrl}/`);
-      return;
-    }
-    next();
-  });
-  if (fs.existsSync(options.staticDir)) {
-    router.use(express.static(options.staticDir, { index: 'index.html', fallthrough: true, maxAge: 0 }));
-  }
+  registerPages(router, options.staticDir);
 
   // ---- JSON API -----------------------------------------------------------
   const api = express.Router();
@@ -260,306 +74,29 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
     next();
   });
   api.use(express.json({ limit: '64kb' }));
+  api.use(auth.refuseCrossSite);
 
-  // Cross-site requests never reach the API (belt and braces on top of SameSite=Strict + CSRF).
-  api.use((req, res, next) => {
-    const site = req.headers['sec-fetch-site'];
-    if (site === 'cross-site') {
-      sendError(res, 403, 'csrf_failed', 'cross-site request refused');
-      return;
-    }
-    next();
+  registerSignIn(api, {
+    trustProxy: config.trustProxy,
+    auth,
+    loginLimiter,
+    checkSecret: (attempt) => checkAdminSecret(config, store, attempt),
+    absoluteTtlMs: options.absoluteTtlMs,
   });
-
-  const stateChanging = (req: Request) => !['GET', 'HEAD', 'OPTIONS'].includes(req.method);
-
-  api.get(
-    '/session',
-    handle(async (req, res) => {
-      const session = await sessions.get(sessionIdOf(req));
-      if (!session) {
-        res.json({ signed_in: false });
-        return;
-      }
-      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: endsAtIso(session) });
-    }),
-  );
-
-  api.post(
-    '/login',
-    handle(async (req, res) => {
-      // JSON only: a cross-site HTML form cannot send application/json without a CORS preflight.
-      if (!req.is('application/json')) {
-        sendError(res, 415, 'unsupported_media_type', 'send JSON');
-        return;
-      }
-      // The same client address as the gateway and the request log (right-most untrusted X-Forwarded-For entry),
-      // so rotating client-written entries buys no fresh attempts.
-      const ip = clientIpOf(req, config.trustProxy);
-      const wait = await loginLimiter.retryAfterSeconds(ip);
-      if (wait > 0) {
-        res.setHeader('Retry-After', String(wait));
-        sendError(res, 429, 'too_many_attempts', `too many failed sign-ins; try again in ${wait} s`);
-        return;
-      }
-      const secret = typeof req.body?.secret === 'string' ? req.body.secret : '';
-      if (!secret || secret.length > 1024 || !(await checkAdminSecret(config, store, secret))) {
-        await loginLimiter.recordFailure(ip);
-        sendError(res, 401, 'invalid_secret', 'wrong admin secret');
-        return;
-      }
-      await loginLimiter.recordSuccess(ip);
-      // A fresh session id on every sign-in (no fixation); an older session from this browser ends.
-      const old = sessionIdOf(req);
-      if (old) {
-        const previous = await sessions.destroy(old);
-        if (previous) dropPlaygroundKeys(previous);
-      }
-      const { sessionId, session } = await sessions.create();
-      setSessionCookie(req, res, sessionId, options.absoluteTtlMs);
-      res.json({ signed_in: true, csrf_token: session.csrfToken, expires_at: endsAtIso(session) });
-    }),
-  );
 
   // Everything below needs a session; state-changing calls also need the CSRF header.
-  api.use((req, res, next) => {
-    const sessionId = sessionIdOf(req);
-    sessions.get(sessionId).then((session) => {
-      if (!session) {
-        sendError(res, 401, 'not_signed_in', 'sign in first');
-        return;
-      }
-      if (stateChanging(req)) {
-        const sent = req.headers[CSRF_HEADER];
-        if (typeof sent !== 'string' || !constantTimeEqual(sent, session.csrfToken)) {
-          sendError(res, 403, 'csrf_failed', 'missing or wrong CSRF token');
-          return;
-        }
-      }
-      res.locals.consoleSession = session;
-      res.locals.consoleSessionId = sessionId;
-      next();
-    }, next);
-  });
+  api.use(auth.requireSession);
 
-  const sessionOf = (res: Response): ConsoleSession => res.locals.consoleSession as ConsoleSession;
-
-  api.post(
-    '/logout',
-    handle(async (req, res) => {
-      const id = sessionIdOf(req);
-      if (id) {
-        const session = await sessions.destroy(id);
-        if (session) dropPlaygroundKeys(session);
-      }
-      setSessionCookie(req, res, '', 0);
-      res.json({ signed_in: false });
-    }),
-  );
-
-  api.get('/meta', (_req, res) => {
-    res.json({
-      scopes: CONSOLE_SCOPES,
-      default_scopes: DEFAULT_KEY_SCOPES,
-      plans: PLAN_OPTIONS,
-      playground_key_name: PLAYGROUND_KEY_NAME,
-    });
-  });
-
-  // -- workspaces
-  api.get(
-    '/workspaces',
-    handle(async (_req, res) => {
-      const now = new Date();
-      const workspaces = await store.listWorkspaces();
-      res.json({ workspaces: await Promise.all(workspaces.map((ws) => workspaceView(store, ws, now))) });
-    }),
-  );
-
-  const createWorkspaceFrom = async (body: Record<string, unknown>): Promise<Workspace> => {
-    const name = requireString(body.name, 'workspace name', 80);
-    if (await store.getWorkspaceByName(name)) throw new InputError(`a workspace named "${name}" already exists`);
-    const plan = parsePlan(body.plan);
-    const custom = {
-      requestsPerMinute: optionalPositiveInt(body.requests_per_minute, 'requests_per_minute'),
-      creditsPerMonth: optionalPositiveInt(body.credits_per_month, 'credits_per_month'),
-    };
-    return await store.createWorkspace(name, plan, plan === 'enterprise' ? custom : undefined);
-  };
-
-  api.post(
-    '/workspaces',
-    handle(async (req, res) => {
-      const ws = await createWorkspaceFrom(req.body ?? {});
-      res.status(201).json({ workspace: await workspaceView(store, ws, new Date()) });
-    }),
-  );
-
-  api.post(
-    '/workspaces/:id/plan',
-    handle(async (req, res) => {
-      const ws = await store.getWorkspace(String(req.params.id));
-      if (!ws) {
-        sendError(res, 404, 'not_found', 'no such workspace');
-        return;
-      }
-      const plan = parsePlan(req.body?.plan);
-      const custom = {
-        requestsPerMinute: optionalPositiveInt(req.body?.requests_per_minute, 'requests_per_minute'),
-        creditsPerMonth: optionalPositiveInt(req.body?.credits_per_month, 'credits_per_month'),
-      };
-      const updated = await store.setPlan(ws.id, plan, plan === 'enterprise' ? custom : undefined);
-      res.json({ workspace: await workspaceView(store, updated, new Date()) });
-    }),
-  );
-
-  api.get(
-    '/workspaces/:id/usage',
-    handle(async (req, res) => {
-      const ws = await store.getWorkspace(String(req.params.id));
-      if (!ws) {
-        sendError(res, 404, 'not_found', 'no such workspace');
-        return;
-      }
-      const days = Math.min(90, Math.max(1, Number(req.query.days) || 30));
-      res.json({
-        workspace: await workspaceView(store, ws, new Date()),
-        days: await store.requestsPerDay(ws.id, days),
-      });
-    }),
-  );
-
-  // -- request log
-  api.get(
-    '/requests',
-    handle(async (req, res) => {
-      const q = req.query as Record<string, unknown>;
-      const str = (v: unknown) => (typeof v === 'string' && v.trim() ? v.trim() : undefined);
-      const statusText = str(q.status);
-      let status: number | undefined;
-      if (statusText !== undefined) {
-        status = Number(statusText);
-        if (!Number.isInteger(status) || status < 100 || status > 599) throw new InputError('status must be an HTTP status code');
-      }
-      const limit = Math.min(200, Math.max(1, Number(q.limit) || 50));
-      const offset = optionalOffset(q.offset);
-      const workspaceId = str(q.workspace);
-      // One row more than asked tells the page whether a next page exists.
-      const rows = await store.queryRequests({
-        workspaceId,
-        tokenId: str(q.key),
-        status,
-        errorType: str(q.error_type),
-        endpoint: str(q.endpoint),
-        limit: limit + 1,
-        offset,
-      });
-      const tokens = new Map((await store.listTokens(workspaceId)).map((t) => [t.id, t]));
-      res.json({
-        requests: rows.slice(0, limit).map((e) => requestView(e, tokens)),
-        has_more: rows.length > limit,
-        limit,
-        offset,
-      });
-    }),
-  );
-
-  // -- API keys
-  api.get(
-    '/keys',
-    handle(async (req, res) => {
-      const workspaceId = typeof req.query.workspace === 'string' && req.query.workspace ? req.query.workspace : undefined;
-      const workspaces = new Map((await store.listWorkspaces()).map((w) => [w.id, w]));
-      const keys = (await store.listTokens(workspaceId))
-        .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
-        .map((t) => tokenView(t, workspaces));
-      res.json({ keys });
-    }),
-  );
-
-  api.post(
-    '/keys',
-    handle(async (req, res) => {
-      const body = (req.body ?? {}) as Record<string, unknown>;
-      const name = requireString(body.name, 'key name', 80);
-      const scopes = parseScopes(body.scopes);
-      const allowedIps = parseAllowedIps(body.allowed_ips);
-      const expiresAt = parseExpiry(body.expires_at);
-      let ws: Workspace | null;
-      if (body.workspace_id) {
-        ws = await store.getWorkspace(String(body.workspace_id));
-        if (!ws) throw new InputError('no such workspace');
-      } else if (body.new_workspace && typeof body.new_workspace === 'object') {
-        ws = await createWorkspaceFrom(body.new_workspace as Record<string, unknown>);
-      } else {
-        throw new InputError('pick a workspace or create a new one');
-      }
-      const { token, record } = await store.createToken({ workspaceId: ws.id, name, scopes, allowedIps, expiresAt });
-      const workspaces = new Map([[ws.id, ws]]);
-      res.status(201).json({ token, key: tokenView(record, workspaces) });
-    }),
-  );
-
-  api.post(
-    '/keys/:id/revoke',
-    handle(async (req, res) => {
-      const existing = await store.getToken(String(req.params.id));
-      if (!existing) {
-        sendError(res, 404, 'not_found', 'no such key');
-        return;
-      }
-      const revoked = (await store.revokeToken(existing.id)) ?? (await store.getToken(existing.id));
-      const workspaces = new Map((await store.listWorkspaces()).map((w) => [w.id, w]));
-      res.json({ key: revoked ? tokenView(revoked, workspaces) : null });
-    }),
-  );
-
-  // -- playground: a key per session and workspace whose clear token lives only in the session.
-  // It expires with the session and is revoked at sign-out.
-  api.post(
-    '/playground/key',
-    handle(async (req, res) => {
-      const session = sessionOf(res);
-      const ws = await store.getWorkspace(String(req.body?.workspace_id ?? ''));
-      if (!ws) throw new InputError('pick a workspace');
-      const held = session.playgroundKeys.get(ws.id);
-      if (held) {
-        const rec = await store.getToken(held.tokenId);
-        if (rec && tokenStatus(rec) === 'active') {
-          res.json({ token: held.token, key_id: rec.id, prefix: rec.prefix, expires_at: rec.expiresAt });
-          return;
-        }
-        await sessions.setPlaygroundKey(res.locals.consoleSessionId as string, ws.id, null);
-      }
-      const { token, record } = await store.createToken({
-        workspaceId: ws.id,
-        name: PLAYGROUND_KEY_NAME,
-        scopes: PLAYGROUND_SCOPES,
-        allowedIps: [],
-        expiresAt: new Date(session.expiresAt).toISOString(),
-      });
-      await sessions.setPlaygroundKey(res.locals.consoleSessionId as string, ws.id, { tokenId: record.id, token });
-      res.json({ token, key_id: record.id, prefix: record.prefix, expires_at: record.expiresAt });
-    }),
-  );
-
+  registerSignOut(api, auth);
+  registerMeta(api);
+  registerWorkspaceRoutes(api, store);
+  registerRequestLogRoutes(api, store);
+  registerKeyRoutes(api, store);
+  registerPlaygroundRoutes(api, { store, sessions: auth.store });
   for (const extra of deps.apiRouters ?? []) api.use(extra);
 
-  api.use((_req, res) => sendError(res, 404, 'not_found', 'no such console endpoint'));
-
-  // JSON errors for the API (bad JSON bodies land here too).
-  api.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const e = err as { status?: number; type?: string; message?: string };
-    if (e && (e.status === 400 || e.type === 'entity.parse.failed')) {
-      sendError(res, 400, 'bad_request', 'malformed JSON body');
-      return;
-    }
-    if (e && e.status === 413) {
-      sendError(res, 400, 'bad_request', 'body too large');
-      return;
-    }
-    if (!res.headersSent) res.status(500).json({ error: { type: 'internal_error', message: 'console error' } });
-  });
+  api.use(apiNotFound);
+  api.use(apiErrorHandler);
 
   return router;
 }

@@ -4,6 +4,8 @@
 // read by the split step), inverse is decimation in time on the conjugate (the split step writes bit-reversed, the
 // last pass writes the scaled samples). Split steps handle bins k and n/2-k together (they share their inputs and
 // twiddle). Tables are built once; forward/inverse allocate nothing.
+// Over 400 lines on purpose: one algorithm (the radix-4 passes, the split steps and the fused DTLN variants share
+// their tables and index scheme), so it is kept in one file rather than cut apart.
 
 type Samples = Float32Array | Float64Array;
 // Hot paths (DTLN, post-filter) always call with Float32Array signals and Float64Array spectra: keep it that way,

@@ -1,32 +1,18 @@
-// The model chains: 16 kHz chains as data (ChainSpec: DTLN passes and the post-filter in series), MODEL_CHAINS for
-// nsm-1..nsm-4, and createChain(), which wraps a 16 kHz chain in FullBandChain for nsm-2-hd and for full-band runs.
-// Each is a ChainProcessor: delayed, hop-quantised output; AlignedStream aligns it.
+// Builds the chains that models.ts describes: buildChain() turns a 16 kHz ChainSpec (DTLN passes, post-filter, gate
+// in series) into processors, createChain() a model's chain, in FullBandChain where it runs full band. Each is a
+// ChainProcessor: delayed, hop-quantised output; AlignedStream aligns it.
 import { DtlnCascade } from './cascade';
-import { DelayLine } from '../dsp/resample';
-import { DtlnGraphs, DTLN_LATENCY } from './dtln';
+import { DtlnGraphs } from './dtln';
 import { Dtln16Chain } from './dtln-chain';
 import { Stage1Chain } from './dtln-stage1';
 import { FullBandChain } from './fullband';
-import { GateOptions, ResidualGate } from '../dsp/gate';
-import { HighBandOptions } from '../dsp/highband';
-import { PostFilter, PostFilterOptions } from '../dsp/postfilter';
+import { ResidualGate } from '../dsp/gate';
+import { PostFilter } from '../dsp/postfilter';
+import { FULLBAND_HIGHBAND, MODELS, type ChainSpec } from './models';
 import { ChainProcessor } from './stream';
 import { ModelId } from './types';
 
 export { FullBandChain } from './fullband';
-
-
-/**
- * A 16 kHz chain as data: stages run one after the other, each on the previous one's output. `dtln` is one DTLN
- * pass (both stages unless `stage2: false`; `grids`: frame-grid offsets averaged in one batched run), `postFilter` the
- * residual-noise post-filter. The bench's quality harness builds experimental chains from the same description.
- */
-export type StageSpec =
-  | { dtln: { stage2?: boolean; grids?: number[] } }
-  | { stage1: { hop: number } }
-  | { postFilter: PostFilterOptions }
-  | { gate: GateOptions };
-export type ChainSpec = StageSpec[];
 
 /** Stages in series: each one's output is the next one's input; latencies add. */
 export class SerialChain implements ChainProcessor {
@@ -96,23 +82,6 @@ export function buildChain(spec: ChainSpec, channels: number, graphs: DtlnGraphs
   return stages.length === 1 ? stages[0] : new SerialChain(stages);
 }
 
-/** The per-bin high-band filter of every full-band chain: HighBandFilter's defaults, tuned on fullband/ (docs/engine.md). */
-export const FULLBAND_HIGHBAND: HighBandOptions = {};
-
-/**
- * Post-filters (docs/engine.md): the rise-limited noise tracker, lifted to the 1.5 s windowed minimum so that it is
- * not stuck near zero after digital silence or DTLN's leading zeros. nsm-4's stronger one was chosen on the tune half
- * of the real clips (paired difference, CI above zero).
- */
-export const NSM3_POSTFILTER: PostFilterOptions = { overSubtract: 4, floorDb: -15, noiseWindowS: 1.5, noiseMode: 'lift' };
-export const NSM4_POSTFILTER: PostFilterOptions = { overSubtract: 8, floorDb: -20, noiseWindowS: 1.5, noiseMode: 'lift' };
-
-/**
- * The residual gate of nsm-3 and nsm-4 (gate.ts): hops more than 20 dB below the speech peak are expanded 1:3, at
- * most 30 dB; opens 24 ms ahead, holds 48 ms, closes with 40 ms. Chosen on the tune half (docs/engine.md).
- */
-export const RESIDUAL_GATE: GateOptions = { depthDb: 20, ratio: 3, maxAttenDb: 30, lookaheadHops: 3, holdHops: 6, releaseMs: 40 };
-
 export interface ChainOptions {
   /**
    * 16 kHz models only: run at 48 kHz and return the band above 8 kHz too (FullBandChain around the model's chain),
@@ -121,31 +90,10 @@ export interface ChainOptions {
   fullBand?: boolean;
 }
 
-/**
- * The 16 kHz chain of each 16 kHz model (docs/engine.md says how each was chosen). Later DTLN passes run on the
- * previous pass's output and take out more of the residual noise; the post-filter takes the stationary rest down per
- * frequency bin, and the residual gate what is left between words. Measured on real recordings, none of these stages
- * lowers DNSMOS SIG.
- */
-export const MODEL_CHAINS: Record<Exclude<ModelId, 'nsm-2-hd'>, ChainSpec> = {
-  // DTLN stage 1 alone (magnitude mask) at half DTLN's frame rate (hop 256), Hann synthesis: the fastest (~0.4x).
-  'nsm-1': [{ stage1: { hop: 256 } }],
-  // The faithful DTLN.
-  'nsm-2': [{ dtln: {} }],
-  // DTLN, the post-filter, the residual gate: ~1.8x nsm-2's cost (the post-filter's STFT is most of the extra).
-  'nsm-3': [{ dtln: {} }, { postFilter: NSM3_POSTFILTER }, { gate: RESIDUAL_GATE }],
-  // DTLN three times (the first pass averaged over two frame grids), the stronger post-filter, the gate: ~4x (3.8-4.6 measured).
-  'nsm-4': [{ dtln: { grids: [0, 64] } }, { dtln: {} }, { dtln: {} }, { postFilter: NSM4_POSTFILTER }, { gate: RESIDUAL_GATE }],
-};
-
-/** nsm-2-hd's 16 kHz core: the best 16 kHz chain (nsm-4's); above 8 kHz the guided per-bin filter. */
-export const NSM2HD_CORE: ChainSpec = MODEL_CHAINS['nsm-4'];
-
+/** A model's chain as its spec (models.ts) describes it: the 16 kHz chain, in FullBandChain where it runs full band. */
 export function createChain(model: ModelId, channels: number, graphs: DtlnGraphs, opts: ChainOptions = {}): ChainProcessor {
-  if (model === 'nsm-2-hd') return new FullBandChain(buildChain(NSM2HD_CORE, channels, graphs), { highBand: FULLBAND_HIGHBAND });
-  const spec = MODEL_CHAINS[model];
+  const spec = MODELS[model];
   if (!spec) throw new Error(`unknown model ${String(model)}`);
-  const chain = buildChain(spec, channels, graphs);
-  return opts.fullBand ? new FullBandChain(chain, { highBand: FULLBAND_HIGHBAND }) : chain;
+  const chain = buildChain(spec.chain, channels, graphs);
+  return spec.fullBand === 'always' || opts.fullBand ? new FullBandChain(chain, { highBand: FULLBAND_HIGHBAND }) : chain;
 }
-

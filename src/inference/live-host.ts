@@ -7,7 +7,7 @@ import { LowFrequencyDither } from '../dsp/dither';
 import { decodeFrames } from '../dsp/pcm';
 import { RationalResampler } from '../dsp/rational-resampler';
 import { batchingGraphs, type BatchStats } from './batching';
-import { CHAINS } from './catalog';
+import { MODELS } from './models';
 import { createChain } from './chains';
 import type { DtlnGraphs } from './dtln';
 import type { LiveOpen, LiveItemResult } from './protocol';
@@ -142,7 +142,7 @@ export class LiveHost {
   }
 
   open(opts: LiveOpen): { latencySamples: number; chainRate: number } {
-    if (!CHAINS[opts.model]) throw new Error(`unknown model ${opts.model}`);
+    if (!MODELS[opts.model]) throw new Error(`unknown model ${opts.model}`);
     const s = new LiveStream(opts, this.graphs);
     this.streams.set(opts.streamId, s);
     return { latencySamples: s.latencySamples, chainRate: s.chainRate };

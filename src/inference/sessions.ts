@@ -5,10 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { DtlnGraphs } from './dtln';
-
-import { STAGE1_FILE, STAGE2_FILE } from './graph-files';
-
-export { STAGE1_FILE, STAGE2_FILE };
+import { STAGE1_FILE, STAGE2_FILE } from './models';
 
 export const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
   intraOpNumThreads: 1,

@@ -58,7 +58,7 @@ export interface StreamLoudness {
 /** What every stream has besides its push/end. */
 export interface StreamControl {
   readonly sampleRate: number;
-  /** What the stream does to each band up to sampleRate / 2 (catalog.ts streamLayout). */
+  /** What the stream does to each band up to sampleRate / 2 (models.ts streamLayout). */
   readonly bands: BandProcessing[];
   /** With measureLoudness, after end() resolved: the block powers of all input pushed and all output returned; else null. */
   loudness(): StreamLoudness | null;

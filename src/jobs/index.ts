@@ -3,7 +3,7 @@
 //   types.ts + store/       the job queue contract and its engines (SQLite jobs.db; PostgreSQL with DATABASE_URL)
 //   api.ts, routes.ts       the /v1/noise-suppressor/jobs endpoints behind the gateway's policies
 //   runner.ts               claims jobs, leases/heartbeats, retries, retention, refunds
-//   model-client.ts         runner → model service over HTTP (POST /internal/jobs/denoise)
+//   model-client.ts         runner → model service over HTTP (POST /internal/jobs/denoise), via upstream's replicas
 //   stream-endpoint.ts      that endpoint, mounted in the model service
 //   url-guard.ts, safe-http.ts   outbound requests to user URLs (inputs, webhooks) without reaching private networks
 //   webhooks.ts             signed deliveries with retries
@@ -16,6 +16,7 @@ import type { Logger } from '../logging';
 import type { Registry } from '../metrics';
 import { createJobMetrics } from './metrics';
 import type { GatewayStore } from '../store/types';
+import type { ModelServiceReplicas } from '../upstream/replicas';
 import { createJobsHandler } from './api';
 import { createJobsConsoleRouter } from './console-api';
 import { JobFiles } from './files';
@@ -32,10 +33,8 @@ export type { JobStore } from './types';
 export interface JobsDeps {
   config: Config;
   gateway: GatewayStore;
-  /** Model services the runner sends work to. */
-  modelServiceUrls: string[];
-  /** Headers for model-service calls (e.g. its bearer token). */
-  modelServiceHeaders?: Record<string, string>;
+  /** The model-service replicas the runner sends work to (the forwarder's: same balancer, breakers, health). */
+  modelServices: ModelServiceReplicas;
   /** Use this queue instead of opening the configured one (not closed by close()). */
   store?: JobStore;
   logger: Logger;
@@ -81,8 +80,7 @@ export async function createJobs(deps: JobsDeps): Promise<Jobs> {
       store,
       gateway,
       files,
-      modelServiceUrls: deps.modelServiceUrls,
-      modelServiceHeaders: deps.modelServiceHeaders,
+      modelServices: deps.modelServices,
       webhooks,
       log,
       metrics,

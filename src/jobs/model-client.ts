@@ -1,9 +1,16 @@
-// The runner's side of POST /internal/jobs/denoise (see stream-endpoint.ts for the format): streams the input file to
-// a model service, reports its progress lines, and writes the audio that follows the result line to a file.
+// The runner's side of POST /internal/jobs/denoise (see model-service/job-stream.ts for the format): streams the
+// input file to a model-service replica, reports its progress lines, and writes the audio that follows the result
+// line to a file. Replicas come from the set the forwarder uses (upstream/replicas.ts): one that is down, unhealthy
+// or whose breaker is open is skipped, and a replica that cannot take the job (unreachable before the input was
+// sent, busy, refusing our token) passes it to the next one.
+//
+// Breaker verdicts: a job stream lasts minutes, so its replica is judged when the answer's head arrives (a job
+// stream that starts is a success; 5xx, a wrong answer or no connection a failure), never held as a half-open
+// breaker's single trial for the whole job; a stream that breaks later fails the job's attempt, not the replica.
 import fs from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
 import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from '../model-service/job-stream';
+import type { Upstream } from '../upstream/balancer';
+import type { ModelServiceReplicas, ReplicaCall, Verdict } from '../upstream/replicas';
 import type { JobParams } from './types';
 
 /** The model service refused the input or the parameters (400/413/422): retrying cannot help. */
@@ -16,9 +23,13 @@ export class ModelServiceRejected extends Error {
   }
 }
 
-/** The model service already runs its share of job streams: try again later, it is not the job's fault. */
+/** No replica can take the job now (they run their share of job streams, or their breakers are open): not the job's fault. */
 export class ModelServiceBusy extends Error {
-  constructor(readonly retryAfterMs: number) {
+  constructor(
+    readonly retryAfterMs: number,
+    /** Why, for the runner's log. */
+    readonly why = 'the model service runs its share of job streams',
+  ) {
     super('model service busy');
   }
 }
@@ -27,14 +38,13 @@ export class ModelServiceBusy extends Error {
 export class ModelServiceFailed extends Error {}
 
 export interface StreamJobOptions {
-  baseUrl: string;
+  /** The model-service replicas (shared with the forwarder); their token goes with each request. */
+  replicas: ModelServiceReplicas;
   inputPath: string;
   outputPath: string;
   params: JobParams;
   /** Sent as X-Request-Id (the job id), so the model service's logs name the job. */
   requestId: string;
-  /** Extra headers for the model service (its bearer token when one is configured). */
-  headers?: Record<string, string>;
   signal: AbortSignal;
   /** Silence longer than this (no byte either way) fails the attempt; the service sends a line every 10 s. */
   idleTimeoutMs?: number;
@@ -54,72 +64,115 @@ interface Line {
   [key: string]: unknown;
 }
 
-export function streamJob(opts: StreamJobOptions): Promise<StreamJobResult> {
-  return new Promise<StreamJobResult>((resolve, reject) => {
-    const base = new URL(opts.baseUrl.replace(/\/+$/, '') + '/');
-    const url = new URL(JOB_STREAM_PATH.slice(1), base);
-    const p = opts.params;
-    url.searchParams.set('model', p.model);
-    url.searchParams.set('attenuation_limit_db', String(p.attenuation_limit_db));
-    url.searchParams.set('output_format', p.output_format);
-    url.searchParams.set('keep_input_sample_rate', String(p.keep_input_sample_rate));
-    if (p.loudness_lufs !== undefined && p.loudness_lufs !== null) url.searchParams.set('loudness_lufs', String(p.loudness_lufs));
-    let size: number;
-    try {
-      size = fs.statSync(opts.inputPath).size;
-    } catch (err) {
-      reject(
-        new ModelServiceFailed(
-          `the job's input is not in JOBS_DIR (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); gateways that share a queue must share JOBS_DIR`,
-        ),
-      );
-      return;
-    }
-    const client = url.protocol === 'https:' ? https : http;
+/** A replica that did not take the job; the next one may. */
+class NotTaken {
+  constructor(
+    readonly upstream: Upstream,
+    readonly error: ModelServiceBusy | ModelServiceFailed,
+  ) {}
+}
+
+function abortError(signal: AbortSignal): Error {
+  const reason = signal.reason;
+  return reason instanceof Error ? reason : Object.assign(new Error('aborted'), { name: 'AbortError' });
+}
+
+export async function streamJob(opts: StreamJobOptions): Promise<StreamJobResult> {
+  const p = opts.params;
+  const query = new URLSearchParams();
+  query.set('model', p.model);
+  query.set('attenuation_limit_db', String(p.attenuation_limit_db));
+  query.set('output_format', p.output_format);
+  query.set('keep_input_sample_rate', String(p.keep_input_sample_rate));
+  if (p.loudness_lufs !== undefined && p.loudness_lufs !== null) query.set('loudness_lufs', String(p.loudness_lufs));
+  let size: number;
+  try {
+    size = (await fs.promises.stat(opts.inputPath)).size;
+  } catch (err) {
+    throw new ModelServiceFailed(
+      `the job's input is not in JOBS_DIR (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); gateways that share a queue must share JOBS_DIR`,
+    );
+  }
+  const tried = new Set<Upstream>();
+  const notTaken: NotTaken[] = [];
+  for (;;) {
+    if (opts.signal.aborted) throw abortError(opts.signal);
+    const call = opts.replicas.acquire(tried);
+    if (!call) throw noneTook(notTaken, opts.replicas);
+    const outcome = await streamTo(call, opts, `${JOB_STREAM_PATH}?${query.toString()}`, size);
+    if (!(outcome instanceof NotTaken)) return outcome;
+    notTaken.push(outcome);
+  }
+}
+
+/** Why no replica took the job: busy somewhere (wait, not counted), every breaker open (the same), or failures. */
+function noneTook(notTaken: NotTaken[], replicas: ModelServiceReplicas): Error {
+  const busy = notTaken.map((n) => n.error).filter((e): e is ModelServiceBusy => e instanceof ModelServiceBusy);
+  if (busy.length > 0) return new ModelServiceBusy(Math.min(...busy.map((b) => b.retryAfterMs)));
+  if (notTaken.length === 0) {
+    return new ModelServiceBusy(Math.max(1000, replicas.breakerWaitMs()), 'every model-service circuit breaker is open');
+  }
+  if (notTaken.length === 1) return notTaken[0].error;
+  return new ModelServiceFailed(notTaken.map((n) => `${n.upstream.label}: ${n.error.message}`).join('; '));
+}
+
+/** One try on one replica: the job's result, a refusal to pass on (nothing was started), or an error. */
+function streamTo(call: ReplicaCall, opts: StreamJobOptions, path: string, size: number): Promise<StreamJobResult | NotTaken> {
+  return new Promise<StreamJobResult | NotTaken>((resolve, reject) => {
     let settled = false;
     let out: fs.WriteStream | null = null;
     const input = fs.createReadStream(opts.inputPath);
-    const done = (err: Error | null, result?: StreamJobResult): void => {
+    /** Ends the try; `verdict` is the replica's, unless the answer's head already gave one. */
+    const done = (err: Error | null, result?: StreamJobResult | NotTaken, verdict: Verdict = 'release'): void => {
       if (settled) return;
       settled = true;
+      call.judge(verdict);
+      call.end();
       opts.signal.removeEventListener('abort', onAbort);
       input.destroy();
-      if (err) {
+      if (err || result instanceof NotTaken) {
         req.destroy();
         if (out) {
           const o = out;
           o.destroy();
           fs.promises.rm(opts.outputPath, { force: true }).catch(() => undefined);
         }
-        reject(err);
-      } else {
-        resolve(result!);
       }
+      if (err) reject(err);
+      else resolve(result!);
     };
-    const onAbort = (): void => {
-      const reason = opts.signal.reason;
-      done(reason instanceof Error ? reason : Object.assign(new Error('aborted'), { name: 'AbortError' }));
-    };
-    if (opts.signal.aborted) return onAbort();
-    opts.signal.addEventListener('abort', onAbort, { once: true });
+    const notTaken = (error: ModelServiceBusy | ModelServiceFailed, verdict: Verdict): void =>
+      done(null, new NotTaken(call.upstream, error), verdict);
+    const onAbort = (): void => done(abortError(opts.signal));
 
-    const req = client.request(url, {
+    const headers: Record<string, string> = {};
+    if (opts.replicas.token) headers.authorization = `Bearer ${opts.replicas.token}`;
+    const req = call.request({
+      path,
       method: 'POST',
       headers: {
-        ...opts.headers,
+        ...headers,
         'content-type': 'application/octet-stream',
         'content-length': String(size),
         'x-request-id': opts.requestId,
         // The body (up to JOBS_MAX_UPLOAD_MB) is sent only once the model service said it will take it: a refusal
-        // (busy, wrong token, shutting down) costs nothing and the job is simply tried again later.
+        // (busy, wrong token, shutting down) costs nothing and the job goes to another replica or is tried later.
         expect: '100-continue',
       },
-      agent: false,
+      fresh: true, // one connection per job stream, never a kept-alive one that may have gone stale
     });
-    req.setTimeout(opts.idleTimeoutMs ?? 60_000, () => done(new ModelServiceFailed('the model service went silent')));
+    if (opts.signal.aborted) return onAbort();
+    opts.signal.addEventListener('abort', onAbort, { once: true });
+    req.setTimeout(opts.idleTimeoutMs ?? 60_000, () => done(new ModelServiceFailed('the model service went silent'), undefined, 'failure'));
     req.on('error', (err: NodeJS.ErrnoException) => {
       // After a response started (e.g. 503 busy sent before the body was read), the response decides.
-      if (!responded) done(new ModelServiceFailed(`model service unreachable (${err.code ?? err.message})`));
+      if (responded) return;
+      const code = err.code ?? err.message;
+      const failed = new ModelServiceFailed(`model service unreachable (${code})`);
+      if (sending) return done(failed, undefined, 'failure');
+      // Nothing of the input went out: another replica can take the job.
+      call.upstream.markUnhealthy(code);
+      notTaken(failed, 'failure');
     });
     input.on('error', (err) => done(new ModelServiceFailed(`cannot read the job input: ${err.message}`)));
     let sending = false;
@@ -153,13 +206,20 @@ export function streamJob(opts: StreamJobOptions): Promise<StreamJobResult> {
           } catch {
             // not JSON
           }
+          const answered = new ModelServiceFailed(`model service answered ${status}: ${detail}`);
           if (status === 503 && /^busy/.test(detail)) {
             const after = Number(res.headers['retry-after']);
-            done(new ModelServiceBusy(Number.isFinite(after) && after > 0 ? after * 1000 : 5000));
+            notTaken(new ModelServiceBusy(Number.isFinite(after) && after > 0 ? after * 1000 : 5000), 'release');
+          } else if (status === 503) {
+            notTaken(answered, 'release'); // starting or draining: not failing
+          } else if (status === 401 || status === 403) {
+            call.upstream.markUnhealthy(`refused the gateway's token (HTTP ${status})`);
+            notTaken(answered, 'failure');
           } else if (status === 400 || status === 413 || status === 422) {
-            done(new ModelServiceRejected(status, detail));
+            call.upstream.markHealthy();
+            done(new ModelServiceRejected(status, detail), undefined, 'success');
           } else {
-            done(new ModelServiceFailed(`model service answered ${status}: ${detail}`));
+            done(answered, undefined, 'failure');
           }
         };
         res.on('end', finish);
@@ -167,6 +227,9 @@ export function streamJob(opts: StreamJobOptions): Promise<StreamJobResult> {
         res.on('aborted', finish);
         return;
       }
+      // A job stream started: the replica works (see the header for why it is judged here).
+      call.judge('success');
+      call.upstream.markHealthy();
 
       // Lines until the result line; after it, exactly `bytes` bytes of audio.
       let pending: Buffer = Buffer.alloc(0);

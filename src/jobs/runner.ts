@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import type { Config } from '../config';
 import { safeBaseName } from '../model-service/names';
 import type { GatewayStore } from '../store/types';
+import type { ModelServiceReplicas } from '../upstream/replicas';
 import type { JobFiles } from './files';
 import type { JobMetrics } from './metrics';
 import { ModelServiceBusy, ModelServiceFailed, ModelServiceRejected, streamJob } from './model-client';
@@ -20,10 +21,8 @@ export interface RunnerDeps {
   store: JobStore;
   gateway: GatewayStore;
   files: JobFiles;
-  /** Model services to send work to (one is picked per attempt, round robin). */
-  modelServiceUrls: string[];
-  /** Headers for model-service calls (its bearer token, when configured). */
-  modelServiceHeaders?: Record<string, string>;
+  /** The model-service replicas, shared with the forwarder (balancer, breakers, health checks, token). */
+  modelServices: ModelServiceReplicas;
   webhooks: WebhookDispatcher | null;
   log: JobsLog;
   /** Outbound fetches of job URLs. */
@@ -70,7 +69,6 @@ export class JobRunner {
   private housekeepingTimer: NodeJS.Timeout | null = null;
   private housekeepingRun: Promise<void> | null = null;
   private lastRetentionSweep = 0;
-  private nextUpstream = 0;
   private readonly now: () => number;
 
   constructor(private readonly deps: RunnerDeps) {
@@ -160,14 +158,12 @@ export class JobRunner {
     const outputTmp = files.incomingFile(job.id, 'output');
     try {
       const inputPath = await this.ensureInput(job, abort.signal);
-      const baseUrl = this.deps.modelServiceUrls[this.nextUpstream++ % this.deps.modelServiceUrls.length];
       const out = await streamJob({
-        baseUrl,
+        replicas: this.deps.modelServices,
         inputPath,
         outputPath: outputTmp,
         params: job.params,
         requestId: job.id,
-        headers: this.deps.modelServiceHeaders,
         signal: abort.signal,
         onProgress: (doneS, totalS) => {
           if (totalS && totalS > 0) progress = Math.min(0.999, doneS / totalS);
@@ -248,7 +244,7 @@ export class JobRunner {
     if (err instanceof ModelServiceBusy) {
       await store.retryJob(job.id, this.owner, now + err.retryAfterMs, null, false, now);
       this.deps.metrics?.retried('busy');
-      log(`[jobs] ${job.id}: the model service runs its share of job streams; retrying in ${Math.round(err.retryAfterMs / 1000)} s`);
+      log(`[jobs] ${job.id}: ${err.why}; retrying in ${Math.round(err.retryAfterMs / 1000)} s`);
       return;
     }
     const permanent = classifyPermanent(err);

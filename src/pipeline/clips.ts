@@ -1,8 +1,8 @@
-// Whole-file PCM helpers for SMALL clips (fixtures, the sample clip, tests). The service path is pipeline.ts.
+// Whole-file PCM helpers for SMALL clips (fixtures, the sample clip, tests). The service path is denoise() (index.ts).
 import type { Config } from '../config';
 import { AudioInputError, AudioPipelineError } from '../audio/errors';
 import { spawnFfmpeg, StderrTail, waitForExit } from '../audio/ffmpeg';
-import { deinterleave, interleave } from './index';
+import { deinterleave, interleave } from '../dsp/interleave';
 
 /** Decodes a file's first audio stream to planar float32 at `sampleRate` with `channels` channels (soxr resampler). */
 export async function readPcm(

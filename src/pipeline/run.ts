@@ -1,0 +1,304 @@
+// One run of the file pipeline (PipelineRun): opens the source, the engine stream and the sink as plan.ts decides,
+// pumps chunks from one to the next (one ahead, memory bounded), runs loudness normalisation's second pass from the
+// spool, and on abort or failure stops children and frees the stream and files.
+import path from 'node:path';
+import { AudioAbortedError, AudioInputError } from '../audio/errors';
+import { truePeakCeiling } from '../audio/formats';
+import { checkDecodedDuration } from '../audio/limits';
+import { MemoryFile } from '../audio/memory-file';
+import { openSink, type AudioSink } from '../audio/sinks';
+import { openSource, type AudioSource, type SourceInput } from '../audio/sources';
+import { FloatSpool } from '../audio/spool';
+import { dbOf, LoudnessMeter, TruePeakInterpolator } from '../dsp/loudness';
+import { LoudnessNormalizer } from '../dsp/normalize';
+import type { DenoiseStream, PcmDenoiseStream, StreamControl } from '../inference/types';
+import { decodeRateFor, planRun } from './plan';
+import { measuredLoudness, type RunResult } from './stats';
+import type { DenoiseFileDeps, DenoiseFileOptions, DenoiseOutput, DenoiseTarget } from './types';
+
+/** Largest gain loudness normalisation applies (a near-silent file is not blown up into its noise floor). */
+export const MAX_NORMALIZATION_GAIN_DB = 30;
+
+/** Dry passes at most, to make up for the loudness the limiter removes. */
+const MAX_LIMITER_ROUNDS = 3;
+
+/** Headroom under the format's ceiling for what the limiter's peak estimate and the output resampler can miss. */
+const LIMITER_MARGIN_DB = 0.3;
+
+/** How chunks go from the source through the engine stream to the sink (PipelineRun.pump). */
+interface ChunkEdges<In, Out> {
+  read(maxFrames: number): Promise<In | null>;
+  frames(chunk: In): number;
+  push(chunk: In): Promise<Out>;
+  end(): Promise<Out>;
+  emit(out: Out): Promise<void>;
+}
+
+/** State of one denoiseFile call: source, engine stream, sink, abort wiring. */
+export class PipelineRun {
+  /** The output file, once there is one (null while the output is in memory). */
+  outputPath: string | null = null;
+  private source: AudioSource | null = null;
+  private sink: AudioSink | null = null;
+  private spool: FloatSpool | null = null;
+  private stream: StreamControl | null = null;
+  private aborted = false;
+  /** Set once the signal fires or a child dies early; every await in the loop is guarded by it. */
+  private failedWith: Error | null = null;
+  /** Rejecters of the guard() calls in flight. (Not Promise.race against one long-lived promise: every race would
+   * leave a reaction on it that keeps the chunk it resolved with alive, i.e. the whole file's audio.) */
+  private readonly waiting = new Set<(err: Error) => void>();
+  private readonly onAbort = (): void => {
+    this.aborted = true;
+    void this.teardown();
+    this.fail(new AudioAbortedError());
+  };
+
+  constructor(
+    private readonly deps: DenoiseFileDeps,
+    private readonly input: SourceInput,
+    private readonly target: DenoiseTarget,
+    private readonly opts: DenoiseFileOptions,
+  ) {
+    opts.signal?.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  private fail(err: Error): void {
+    if (this.failedWith) return;
+    this.failedWith = err;
+    for (const reject of this.waiting) reject(err);
+    this.waiting.clear();
+  }
+
+  private throwIfFailed(): void {
+    if (this.failedWith) throw this.failedWith;
+  }
+
+  /** Resolves like `p`, or rejects as soon as the run fails (abort, child death), whichever comes first. */
+  guard<T>(p: Promise<T>): Promise<T> {
+    if (this.failedWith) {
+      p.catch(() => undefined);
+      return Promise.reject(this.failedWith);
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.add(reject);
+      p.then(
+        (v) => {
+          this.waiting.delete(reject);
+          resolve(v);
+        },
+        (e: unknown) => {
+          this.waiting.delete(reject);
+          reject(e);
+        },
+      );
+    });
+  }
+
+  /**
+   * guard() for a promise that yields a resource (source with its ffmpeg child, engine stream, sink): if the run
+   * fails (abort) before it arrives, the resource is released when it does, instead of being left open.
+   */
+  private acquire<T>(p: Promise<T>, release: (v: T) => unknown): Promise<T> {
+    p.then(
+      (v) => {
+        if (this.failedWith) void Promise.resolve(release(v)).catch(() => undefined);
+      },
+      () => undefined,
+    );
+    return this.guard(p);
+  }
+
+  async execute(): Promise<RunResult & { output: DenoiseOutput }> {
+    const { config, engine } = this.deps;
+    const opts = this.opts;
+    const source = await this.acquire(
+      openSource(config, this.input, decodeRateFor(opts), { inProcessWav: opts.inProcessWav !== false, onFailure: (e) => this.fail(e) }),
+      (s) => s.abort(),
+    );
+    this.source = source;
+    this.throwIfFailed();
+    const plan = planRun(config, opts, source, engine, this.target);
+    const { modelRate, pcmInput, chunkFrames, loudnessTarget: target } = plan;
+    const sinkOptions = { ...plan.sink, onFailure: (e: Error) => this.fail(e) };
+    const stream: StreamControl = await this.acquire<StreamControl>(
+      pcmInput ? engine.openPcmStream!(plan.stream, pcmInput.format) : engine.openStream(plan.stream),
+      (st) => st.abort(),
+    );
+    this.stream = stream;
+    if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
+
+    const memory = plan.inMemory ? new MemoryFile() : null;
+    if (!memory) this.outputPath = path.resolve(await this.guard(this.target.path()));
+    const sink = await this.acquire(openSink(config, memory ?? this.outputPath!, sinkOptions), (k) => k.abort());
+    this.sink = sink;
+    if (target !== null) this.spool = await this.guard(FloatSpool.create(`${this.outputPath}.spool`, source.channels));
+    const spool = this.spool;
+    // Without a target the cleaned audio goes straight to the sink; with one it waits in the spool for pass 2 (and
+    // its true peak tells whether the gain will need the limiter).
+    const cleanPeak = spool ? new TruePeakInterpolator(modelRate, source.channels) : null;
+    let peakScratch = new Float64Array(0);
+    const emit = async (out: Float32Array[]): Promise<void> => {
+      if (out.length === 0 || out[0].length === 0) return;
+      if (cleanPeak) {
+        if (peakScratch.length < out[0].length) peakScratch = new Float64Array(out[0].length);
+        cleanPeak.process(out, peakScratch);
+      }
+      await this.guard(spool ? spool.write(out) : sink.write(out));
+    };
+
+    let framesIn: number;
+    if (pcmInput) {
+      const pcmStream = stream as PcmDenoiseStream;
+      const writePcm16 = sink.writePcm16?.bind(sink);
+      if (!writePcm16) throw new Error('the in-process WAV sink takes no PCM');
+      framesIn = await this.pump<Buffer, Uint8Array>(chunkFrames, modelRate, {
+        read: (n) => pcmInput.readBytes(n),
+        frames: (bytes) => bytes.length / pcmInput.frameBytes,
+        push: (bytes) => pcmStream.push(bytes),
+        end: () => pcmStream.end(),
+        emit: (bytes) => (bytes.length > 0 ? this.guard(writePcm16(bytes)) : Promise.resolve()),
+      });
+    } else {
+      const floatStream = stream as DenoiseStream;
+      framesIn = await this.pump<Float32Array[], Float32Array[]>(chunkFrames, modelRate, {
+        read: (n) => source.read(n),
+        frames: (planar) => planar[0].length,
+        push: (planar) => floatStream.push(planar),
+        end: () => floatStream.end(),
+        emit,
+      });
+    }
+
+    // Metered in the worker, next to the chain (measureLoudness): the input as pushed, the output as returned.
+    const measured = stream.loudness();
+    if (!measured) throw new Error('the inference engine returned no loudness measurements');
+    const loudness = measuredLoudness(measured, target);
+    if (spool && target !== null) {
+      // Pass 2: one gain for the whole file, limited to the format's true-peak ceiling, metered again.
+      const measured = loudness.output;
+      const ceilingDbtp = truePeakCeiling(opts.outputFormat) - LIMITER_MARGIN_DB;
+      const normalizerFor = (gainDb: number) =>
+        new LoudnessNormalizer({ sampleRate: modelRate, channels: source.channels, gainDb, ceilingDbtp });
+      loudness.gainDb = measured === null ? 0 : Math.min(MAX_NORMALIZATION_GAIN_DB, target - measured);
+      if (measured !== null && cleanPeak && cleanPeak.maximum() > 0 && dbOf(cleanPeak.maximum()) + loudness.gainDb > ceilingDbtp) {
+        // The limiter takes some loudness away: measure how much on dry runs (no encoding) and add it back, until
+        // within 0.1 LU of the target or after a few rounds (the limiter's loss grows with the gain).
+        for (let round = 0; round < MAX_LIMITER_ROUNDS; round++) {
+          const dry = normalizerFor(loudness.gainDb);
+          const dryMeter = new LoudnessMeter(modelRate, source.channels);
+          for await (const chunk of spool.read(chunkFrames)) {
+            this.throwIfFailed();
+            dryMeter.push(dry.push(chunk));
+          }
+          dryMeter.push(dry.flush());
+          const limited = dryMeter.integrated();
+          if (limited === null || Math.abs(target - limited) < 0.1) break;
+          const next = Math.min(MAX_NORMALIZATION_GAIN_DB, loudness.gainDb + (target - limited));
+          if (next === loudness.gainDb) break;
+          loudness.gainDb = next;
+        }
+      }
+      const normalizer = normalizerFor(loudness.gainDb);
+      const finalMeter = new LoudnessMeter(modelRate, source.channels);
+      const peak = new TruePeakInterpolator(modelRate, source.channels);
+      let peaks = new Float64Array(0);
+      const write = async (out: Float32Array[]): Promise<void> => {
+        if (out[0].length === 0) return;
+        finalMeter.push(out);
+        if (peaks.length < out[0].length) peaks = new Float64Array(out[0].length);
+        peak.process(out, peaks);
+        await this.guard(sink.write(out));
+      };
+      for await (const chunk of spool.read(chunkFrames)) {
+        this.throwIfFailed();
+        await write(normalizer.push(chunk));
+      }
+      await write(normalizer.flush());
+      loudness.output = finalMeter.integrated();
+      loudness.truePeak = peak.maximum() > 0 ? dbOf(peak.maximum()) : null;
+    }
+    await this.guard(sink.close());
+    this.sink = null;
+    const output: DenoiseOutput = memory ? { memory } : { path: this.outputPath! };
+    return { frames: framesIn, source, stream, outputRate: plan.outputRate, loudness, output };
+  }
+
+  /**
+   * Reads the source to its end through the engine stream into the sink (`edges` say how chunks cross: planar float,
+   * or PCM bytes); returns the frames read. One chunk ahead: the next chunk is pushed before the previous one's
+   * output is written, so the worker goes on with it meanwhile (the engine keeps a stream's requests in order).
+   */
+  private async pump<In, Out>(chunkFrames: number, modelRate: number, edges: ChunkEdges<In, Out>): Promise<number> {
+    const { config } = this.deps;
+    const source = this.source!;
+    const total = source.durationS;
+    let framesIn = 0;
+    let ahead: Promise<Out> | null = null;
+    for (;;) {
+      this.throwIfFailed();
+      const chunk = await this.guard(edges.read(chunkFrames));
+      if (chunk === null) break;
+      const n = edges.frames(chunk);
+      if (n === 0) continue;
+      framesIn += n;
+      checkDecodedDuration(config, framesIn / modelRate);
+      const out = this.guard(edges.push(chunk));
+      out.catch(() => undefined); // a failure is thrown where it is awaited, below or after the loop
+      if (ahead) await edges.emit(await ahead);
+      ahead = out;
+      this.opts.onProgress?.(framesIn / modelRate, total);
+    }
+    if (this.aborted) throw new AudioAbortedError();
+    await this.guard(source.finish());
+    if (framesIn === 0) throw new AudioInputError('could not decode: no audio samples in the file');
+
+    this.throwIfFailed(); // end() cannot be aborted once sent, so do not send it for a run that already failed
+    // Sent before the last chunk's answer is back, so the worker flushes right after it instead of waiting for this
+    // thread to see that answer first; the outputs are still written in order.
+    const tail = this.guard(edges.end());
+    tail.catch(() => undefined); // a failure is thrown where it is awaited, below
+    if (ahead) await edges.emit(await ahead);
+    const last = await tail;
+    this.stream = null; // flushed: nothing to abort any more
+    await edges.emit(last);
+    return framesIn;
+  }
+
+  /**
+   * Stops the children, frees the engine stream, closes files; safe to call repeatedly: a second call (the error
+   * path after an abort already began it) waits for the first, so the caller rejects only once the children are gone.
+   */
+  teardown(): Promise<void> {
+    this.tearingDown ??= this.stopEverything();
+    return this.tearingDown;
+  }
+
+  private tearingDown: Promise<void> | null = null;
+
+  private async stopEverything(): Promise<void> {
+    const source = this.source;
+    const sink = this.sink;
+    this.source = null;
+    this.sink = null;
+    const spool = this.spool;
+    this.spool = null;
+    await spool?.dispose();
+    if (this.stream) {
+      try {
+        this.stream.abort();
+      } catch {
+        /* engine already released it */
+      }
+      this.stream = null;
+    }
+    await Promise.all([source?.abort(), sink?.abort()]);
+  }
+
+  async dispose(): Promise<void> {
+    this.opts.signal?.removeEventListener('abort', this.onAbort);
+    const spool = this.spool;
+    this.spool = null;
+    await spool?.dispose();
+  }
+}

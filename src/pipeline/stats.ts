@@ -1,0 +1,108 @@
+// The stats of one file run (DenoiseStats, sent as X-NS-Stats and printed by the CLI): durations, rates, the bands
+// and what was done to each, the loudness metered on the way, the noise removed, and loudness normalisation's result.
+import { gatedLoudness, noiseRemovedDb } from '../dsp/loudness';
+import type { OutputFormat } from '../audio/formats';
+import type { AudioSource } from '../audio/sources';
+import { bandsUpTo } from '../inference/models';
+import type { BandProcessing, ModelId, StreamControl, StreamLoudness } from '../inference/types';
+import { modelRateFor } from './plan';
+import type { DenoiseFileOptions } from './types';
+
+export interface DenoiseStats {
+  duration_s: number;
+  processing_s: number;
+  rtf: number;
+  model: ModelId;
+  input_sample_rate: number;
+  output_sample_rate: number;
+  model_sample_rate: number;
+  channels: number;
+  input_codec: string;
+  output_format: OutputFormat;
+  attenuation_limit_db: number;
+  /** Rate the chain ran at: the model's rate, or 48000 when a 16 kHz model ran full band. */
+  processing_sample_rate: number;
+  /** What was done to each band of the output (up to half the lower of the input and output rates). */
+  bands: BandProcessing[];
+  /** Integrated loudness (BS.1770) of the input as the model hears it (at the model's rate); null for silence. */
+  input_loudness_lufs: number | null;
+  /** Integrated loudness of the output; null for silence. */
+  output_loudness_lufs: number | null;
+  /** Estimated noise attenuation: input/output energy over the input's quietest 400 ms blocks; null if none. */
+  noise_removed_db: number | null;
+  /** With loudness normalisation only: the target, the gain applied and the output's true peak. */
+  loudness_target_lufs?: number;
+  loudness_gain_db?: number;
+  output_true_peak_dbtp?: number | null;
+}
+
+/** The run's loudness: metered in the worker (input and output), then changed by normalisation's second pass. */
+export interface LoudnessResult {
+  input: number | null;
+  output: number | null;
+  noiseRemoved: number | null;
+  target: number | null;
+  gainDb: number;
+  truePeak: number | null;
+}
+
+/** The loudness of a stream's input and output from its block powers (BS.1770 gating), before any normalisation. */
+export function measuredLoudness(measured: StreamLoudness, target: number | null): LoudnessResult {
+  return {
+    input: gatedLoudness(measured.input),
+    output: gatedLoudness(measured.output),
+    noiseRemoved: noiseRemovedDb(measured.input, measured.output),
+    target,
+    gainDb: 0,
+    truePeak: null,
+  };
+}
+
+/** What a finished run reports. */
+export interface RunResult {
+  /** Frames read from the source (at the stream's rate). */
+  frames: number;
+  source: AudioSource;
+  stream: StreamControl;
+  outputRate: number;
+  loudness: LoudnessResult;
+}
+
+/** The stats of a finished run that took `processingS` seconds. */
+export function runStats(opts: DenoiseFileOptions, run: RunResult, processingS: number): DenoiseStats {
+  const { source, stream, loudness, outputRate } = run;
+  const durationS = run.frames / stream.sampleRate;
+  const stats: DenoiseStats = {
+    duration_s: round(durationS, 3),
+    processing_s: round(processingS, 3),
+    rtf: round(durationS > 0 ? processingS / durationS : 0, 4),
+    model: opts.model,
+    input_sample_rate: source.inputRate,
+    output_sample_rate: outputRate,
+    model_sample_rate: modelRateFor(opts.model),
+    channels: source.channels,
+    input_codec: source.codec,
+    output_format: opts.outputFormat,
+    attenuation_limit_db: opts.attenuationLimitDb,
+    processing_sample_rate: stream.sampleRate,
+    bands: bandsUpTo(stream.bands, Math.min(source.inputRate, outputRate) / 2),
+    input_loudness_lufs: roundOrNull(loudness.input, 2),
+    output_loudness_lufs: roundOrNull(loudness.output, 2),
+    noise_removed_db: roundOrNull(loudness.noiseRemoved, 1),
+  };
+  if (loudness.target !== null) {
+    stats.loudness_target_lufs = loudness.target;
+    stats.loudness_gain_db = round(loudness.gainDb, 2);
+    stats.output_true_peak_dbtp = loudness.truePeak === null ? null : round(loudness.truePeak, 2);
+  }
+  return stats;
+}
+
+function roundOrNull(x: number | null, digits: number): number | null {
+  return x === null || !Number.isFinite(x) ? null : round(x, digits);
+}
+
+function round(x: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
