@@ -1,8 +1,8 @@
 // Live-stream benchmark (`npm run bench -- --stream`): a real server (`node dist/src/server.js`, npm start's flags) on
 // loopback, and in this process N WebSocket streams sending 20 ms frames of a real noisy recording in real time (one
 // timer for all of them, phases spread over the 20 ms). For every output sample n it records the server-added
-// latency: the time from sending the frame that holds input sample n + D - 1 (D = the delay the server declared in
-// `ready`) to receiving sample n; so a server that answered at once adds ~0. An underrun is a 20 ms output frame
+// latency: the time from sending the frame that holds input sample n + D (D = the delay the server declared in
+// `ready`) to receiving sample n, 0 when that frame was not even sent yet; so a server that answered at once adds ~0. An underrun is a 20 ms output frame
 // whose added latency exceeds UNDERRUN_MS (a player with a 3-frame jitter buffer would have gone silent).
 // CPU per stream-second is the server process's CPU (all threads, /proc) over the window divided by the streams and
 // the window. RNNoise (@jitsi/rnnoise-wasm, 480-sample frames at 48 kHz) is timed in this process on the same frames
@@ -113,17 +113,16 @@ export async function runStreamLevel(
           const a = c.outSamples;
           c.outSamples += n;
           if (!measuring) return;
-          // Samples [a, a + n): sample s needs input up to s + delay - 1, sent in frame floor((s + delay - 1) / F).
+          // Samples [a, a + n): sample s counts from the frame holding input sample s + delay (the issue's definition);
+          // a frame not sent yet means the server added nothing (the declared delay covers the worst hop position).
           let s = a;
           while (s < a + n) {
-            const k = Math.floor((s + c.delay - 1) / frameSamples);
-            const end = Math.min(a + n, (k + 1) * frameSamples - c.delay + 1);
+            const k = Math.floor((s + c.delay) / frameSamples);
+            const end = Math.min(a + n, (k + 1) * frameSamples - c.delay);
             const sentAt = c.sendTimes[k];
-            if (sentAt !== undefined) {
-              const ms = now - sentAt;
-              hist.add(ms, end - s);
-              if (ms > UNDERRUN_MS && end - s >= frameSamples / 2) underruns++;
-            }
+            const ms = sentAt === undefined ? 0 : Math.max(0, now - sentAt);
+            hist.add(ms, end - s);
+            if (ms > UNDERRUN_MS && end - s >= frameSamples / 2) underruns++;
             s = end;
           }
           frames += n / frameSamples;

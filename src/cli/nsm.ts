@@ -19,6 +19,7 @@ import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
 import type { InferenceEngine } from '../inference/types';
 import { runJobsCli } from './jobs';
+import { runStreamCli } from './stream';
 
 /** `nsm jobs ...` (src/cli/jobs.ts), interruptible with Ctrl-C. */
 async function runJobsCommand(argv: string[]): Promise<number> {
@@ -58,6 +59,11 @@ export const SUBCOMMANDS: Record<string, Subcommand> = {
     usage: 'nsm jobs <command> ...',
     summary: 'long recordings as jobs on a server: submit, status, list, wait, download, cancel',
     run: (argv) => runJobsCommand(argv),
+  },
+  stream: {
+    usage: 'nsm stream IN -o OUT [--realtime]',
+    summary: 'denoise a file or stdin through a server\'s live stream (WebSocket), optionally in real time',
+    run: (argv) => runStreamCli(argv),
   },
 };
 
