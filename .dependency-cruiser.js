@@ -18,7 +18,7 @@ const LAYERS = [
   ['upstream'],
   ['gateway'],
   ['model-service'],
-  ['jobs'],
+  ['jobs', 'streaming'],
   ['console'],
   ['app.ts'],
   ['server.ts', 'model-service-main.ts', 'cli'],

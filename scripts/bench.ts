@@ -9,6 +9,9 @@
 //   npm run bench -- --skip-cli        no whole-CLI / afftdn / RNNoise rows (they take a few minutes)
 //   npm run bench -- --load            also the server load table (WORKERS=1 and N, concurrency 1/2/4/8) and 1 → N paired
 //   npm run bench -- --load-only       only the server load table
+//   npm run bench -- --stream          only the live-stream table (scripts/bench/stream.ts): server-added latency,
+//                                      underruns and CPU per stream at 25..300 streams, RNNoise side by side;
+//                                      --stream-models, --stream-levels, --stream-seconds, --with-files
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,6 +19,7 @@ import { loadConfig, PROJECT_ROOT, type Config } from '../src/config';
 import { decodeAudio, writeWav16 } from './lib/audio-io';
 import { evalDir } from './lib/metrics';
 import { LOAD_HEADER, runLoad, runScaling } from './bench/load';
+import { runStreamBench } from './bench/stream';
 import { runQuality } from './bench/quality';
 import { CLI_HEADER, listNoisy, peakRss, speed, wholeCli } from './bench/speed';
 
@@ -38,6 +42,26 @@ async function main(): Promise<void> {
   };
   if (args.includes('--quality')) {
     report.quality = await runQuality(args);
+    writeJson();
+    return;
+  }
+  if (args.includes('--stream')) {
+    // Live streams only (scripts/bench/stream.ts). --stream-models a,b  --stream-levels 50,100,150  --with-files
+    const opt = (name: string, dflt: string): string => {
+      const i = args.indexOf(name);
+      return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
+    };
+    const speech = dir ? path.join(dir, 'dns3-real', 'ms_realrec_english_headset_A1XUZFDVKP95VC_Water_Running__far_fileid_7.wav') : path.join(PROJECT_ROOT, 'fixtures', 'speech-noisy-16k-mono.wav');
+    report.stream = await runStreamBench({
+      models: opt('--stream-models', 'nsm-1,nsm-2,nsm-3,nsm-4').split(','),
+      levels: opt('--stream-levels', '25,50,100,150,200,300').split(',').map(Number),
+      seconds: Number(opt('--stream-seconds', '10')),
+      withFiles: args.includes('--with-files'),
+      workers: config.workers,
+      ffmpeg: config.ffmpegPath,
+      speechFile: speech,
+      log: (line) => console.log(line),
+    });
     writeJson();
     return;
   }

@@ -29,6 +29,7 @@ import type { GatewayStore } from './store/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
 import { ModelServiceReplicas } from './upstream/replicas';
 import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
+import { createStreaming, type Streaming } from './streaming';
 
 export interface AppOptions {
   /** Use this store instead of opening config.dataDir/gateway.db (it is not closed by close()). */
@@ -59,6 +60,10 @@ export interface AppHandle {
   forwarder: ModelServiceForwarder;
   /** Asynchronous jobs: queue, runner, webhooks (src/jobs). */
   jobs: Jobs;
+  /** Live streams over WebSocket (src/streaming); attachServer() routes the server's upgrades to them. */
+  streaming: Streaming;
+  /** Sends `server`'s WebSocket upgrade requests through the gateway (GET /v1/noise-suppressor/stream). */
+  attachServer(server: http.Server): void;
   logger: Logger;
   /** The Prometheus registry behind GET /metrics. */
   registry: Registry;
@@ -319,6 +324,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       res.send(data);
     });
   });
+  const streaming = createStreaming({ config, store, engine, logger });
   app.use('/console', createConsoleRouter({ config, store, state: sharedState.console, apiRouters: [jobs.consoleRouter] }));
   app.use(
     '/',
@@ -326,7 +332,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       config,
       store,
       forward: forwarder,
-      targets: { jobs: jobs.handler },
+      targets: { jobs: jobs.handler, stream: streaming.handler, 'stream-tickets': streaming.tickets },
       routes: configureJobRoutes(ROUTES, config),
       rateLimiter: sharedState.rateLimiter,
       logger,
@@ -346,6 +352,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     modelServiceUrl,
     forwarder,
     jobs,
+    streaming,
+    attachServer: (server) => streaming.attach(server, app),
     logger,
     registry,
     beginDrain() {

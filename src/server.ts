@@ -21,6 +21,7 @@ async function main(logger: Logger): Promise<void> {
   await ensureAdminSecret(config, handle.store, (line) => logger.warn(line));
 
   const server = http.createServer(handle.app);
+  handle.attachServer(server);
   // No whole-request clock: an upload may take as long as it needs while bytes keep coming. Stalled uploads are
   // cut by the forwarder (CLIENT_IDLE_TIMEOUT_MS / CLIENT_MIN_BYTES_PER_S → 408); headers still have 60 s.
   server.requestTimeout = 0;

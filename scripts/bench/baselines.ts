@@ -48,7 +48,7 @@ interface RnnoiseModule {
   _rnnoise_process_frame(state: number, out: number, input: number): number;
 }
 
-async function loadRnnoise(): Promise<RnnoiseModule> {
+export async function loadRnnoiseModule(): Promise<RnnoiseModule> {
   // An ES module (with the WebAssembly inlined): a real dynamic import, which TypeScript's CommonJS output would
   // otherwise turn into require().
   const importEsm = new Function('p', 'return import(p)') as (p: string) => Promise<{ default: () => RnnoiseModule }>;
@@ -59,7 +59,7 @@ async function loadRnnoise(): Promise<RnnoiseModule> {
 }
 
 async function rnnoiseMain(input: string, output: string): Promise<void> {
-  const rn = await loadRnnoise();
+  const rn = await loadRnnoiseModule();
   const reader = await WavReader.open(input);
   if (!reader) throw new Error(`${input}: not a WAV this reader handles`);
   const { channels, sampleRate } = reader.info;

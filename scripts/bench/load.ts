@@ -91,7 +91,7 @@ function multipart(fields: Record<string, string>, file: Buffer, filename: strin
   return { body: Buffer.concat(parts), type: `multipart/form-data; boundary=${boundary}` };
 }
 
-interface Server {
+export interface Server {
   child: ChildProcess;
   port: number;
   token: string;
@@ -106,7 +106,7 @@ export function startScriptFlags(): string[] {
   return words.slice(1).filter((w) => w.startsWith('--'));
 }
 
-async function startServer(workers: number, nodeArgs: string[] = []): Promise<Server> {
+export async function startServer(workers: number, nodeArgs: string[] = []): Promise<Server> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-load-'));
   const env = { ...process.env, DATA_DIR: dataDir, WORKERS: String(workers), LOG_REQUESTS: 'false', ADMIN_SECRET: 'bench-admin-secret' };
   const keys = spawn(process.execPath, [
@@ -136,7 +136,7 @@ async function startServer(workers: number, nodeArgs: string[] = []): Promise<Se
   return { child, port, token, dataDir };
 }
 
-async function stopServer(s: Server): Promise<void> {
+export async function stopServer(s: Server): Promise<void> {
   s.child.kill('SIGTERM');
   await new Promise((r) => (s.child.exitCode !== null ? r(null) : s.child.once('close', r)));
   fs.rmSync(s.dataDir, { recursive: true, force: true });

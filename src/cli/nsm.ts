@@ -22,6 +22,7 @@ import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpe
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { runJobsCli } from './jobs';
 import { progressReporter } from './progress';
+import { runStreamCli } from './stream';
 
 /** `nsm jobs ...` (src/cli/jobs.ts), interruptible with Ctrl-C. */
 async function runJobsCommand(argv: string[]): Promise<number> {
@@ -61,6 +62,11 @@ export const SUBCOMMANDS: Record<string, Subcommand> = {
     usage: 'nsm jobs <command> ...',
     summary: 'long recordings as jobs on a server: submit, status, list, wait, download, cancel',
     run: (argv) => runJobsCommand(argv),
+  },
+  stream: {
+    usage: 'nsm stream IN -o OUT [--realtime]',
+    summary: 'denoise a file or stdin through a server\'s live stream (WebSocket), optionally in real time',
+    run: (argv) => runStreamCli(argv),
   },
 };
 

@@ -177,6 +177,9 @@ export const VARIABLES = {
     meaning: 'a credit held by a call in flight is given back after this long unless its gateway renews it (it does while the call runs)',
   }),
 
+  STREAMS_ENTERPRISE_MAX: v(int(1, 1_000_000).default(1000), {
+    meaning: 'concurrent live streams per enterprise workspace (free 2, starter 10, scale 100: docs/streaming.md)',
+  }),
   MAX_AUDIO_SECONDS: v(decimal({ min: 0, above: true }).default(14_400), { default: '`14400` (4 h)', meaning: 'longest audio per file: `413 payload_too_large` beyond (from the header, and again while decoding)' }),
   MIN_SAMPLE_RATE: v(int(1, 1_000_000).default(8000), { meaning: 'lowest input sample rate accepted, Hz (`422` below)' }),
   MAX_SAMPLE_RATE: v(int(1, 1_000_000).default(384_000), { meaning: 'highest input sample rate accepted, Hz (`422` above)' }),

@@ -81,6 +81,8 @@ export interface Config {
   // --- Audio input limits (src/audio/limits.ts): checked from the header before any decoding, and again while
   // decoding (headers lie). Too long → 413 payload_too_large; rate or channels out of range → 422.
   /** Longest audio accepted per file, seconds (MAX_AUDIO_SECONDS, default 4 h). */
+  /** Concurrent live streams per enterprise workspace (other plans: src/streaming/index.ts STREAMS_PER_PLAN). */
+  streamsEnterpriseMax: number;
   maxAudioSeconds: number;
   /** Lowest and highest input sample rates accepted, Hz (MIN_SAMPLE_RATE 8000, MAX_SAMPLE_RATE 384000). */
   minSampleRate: number;
@@ -188,6 +190,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestLogRetentionDays: e.REQUEST_LOG_RETENTION_DAYS,
     unauthenticatedRequestsPerMinute: e.UNAUTHENTICATED_REQUESTS_PER_MINUTE,
     creditReservationTtlMs: e.CREDIT_RESERVATION_TTL_MS,
+    streamsEnterpriseMax: e.STREAMS_ENTERPRISE_MAX,
     maxAudioSeconds: e.MAX_AUDIO_SECONDS,
     minSampleRate: e.MIN_SAMPLE_RATE,
     maxSampleRate: e.MAX_SAMPLE_RATE,

@@ -45,6 +45,17 @@ export const ROUTES: EndpointSpec[] = [
     maxBodyBytes: 0,
     target: 'jobs',
   })),
+  // Live streams (src/streaming, docs/streaming.md): a WebSocket upgrade, billed per started minute by the handler.
+  { service: 'noise-suppressor', endpoint: 'stream', method: 'GET', scope: 'noise-suppressor:stream', credits: 0, maxBodyBytes: 0, target: 'stream' },
+  {
+    service: 'noise-suppressor',
+    endpoint: 'stream/tickets',
+    method: 'POST',
+    scope: 'noise-suppressor:stream',
+    credits: 0,
+    maxBodyBytes: 0,
+    target: 'stream-tickets',
+  },
   {
     service: 'noise-suppressor',
     endpoint: 'jobs/{id}/result',

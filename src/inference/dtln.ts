@@ -2,6 +2,7 @@
 // chunk's frames in one session.run, then (optionally) stage 2 in one session.run, and overlap-adds the blocks.
 // LSTM states and the framing / overlap-add buffers are carried between calls, so chunking does not change output.
 import * as ort from 'onnxruntime-node';
+import { fileRunFrames, yieldToLive } from './live-priority';
 import { borrowStft, returnStft, type StftBackend, type StftBuffers } from '../dsp/stft';
 
 export const BLOCK = 512;
@@ -20,6 +21,23 @@ const MAX_ROWS_PER_RUN = 1024;
 export interface DtlnGraphs {
   stage1: ort.InferenceSession;
   stage2: ort.InferenceSession;
+  /**
+   * Live streams (batching.ts): cores built on these graphs hand their chunks to this joiner, which runs the cores of
+   * every stream that pushed in the same turn of the event loop together (processJoint) on `joiner.graphs`.
+   */
+  joiner?: CoreJoiner;
+}
+
+/** Groups DtlnCore.process calls of many streams into processJoint calls (implemented in batching.ts). */
+export interface CoreJoiner {
+  readonly graphs: DtlnGraphs;
+  join(parts: JointPart[]): Promise<DtlnOutput[]>;
+}
+
+/** One core's share of a joint run: its chunk for each of its batch streams. */
+export interface JointPart {
+  core: DtlnCore;
+  inputs: Float32Array[];
 }
 
 export interface DtlnCoreOptions {
@@ -50,9 +68,11 @@ export class DtlnCore {
   private h2: Float32Array;
   private c2: Float32Array;
   private readonly synthWindow: Float32Array;
+  private readonly joiner: CoreJoiner | undefined;
 
   constructor(graphs: DtlnGraphs, opts: DtlnCoreOptions) {
-    this.graphs = graphs;
+    this.joiner = graphs.joiner;
+    this.graphs = graphs.joiner ? graphs.joiner.graphs : graphs;
     this.batch = opts.batch;
     this.useStage2 = opts.useStage2;
     this.stftKind = opts.stft ?? 'wasm';
@@ -70,6 +90,15 @@ export class DtlnCore {
   }
 
 
+  /** Parts whose cores have equal keys can run together in processJoint. */
+  joinKey(inputs: Float32Array[]): string {
+    return `${this.useStage2 ? 2 : 1}/${this.stftKind}/${this.inBuf[0].length}/${inputs[0]?.length ?? 0}`;
+  }
+
+  get rows(): number {
+    return this.batch;
+  }
+
   /** Push equal-length chunks (one per batch stream); returns the completed output hops. */
   async process(inputs: Float32Array[]): Promise<DtlnOutput> {
     return (await DtlnCore.processJoint([{ core: this, inputs }]))[0];
@@ -82,7 +111,16 @@ export class DtlnCore {
    * would give alone (the rows of a batch are computed independently: checked bit for bit in the tests). The cores
    * must agree on stage 2 and STFT back end, hold the same number of samples, and get chunks of the same length.
    */
-  static async processJoint(parts: Array<{ core: DtlnCore; inputs: Float32Array[] }>): Promise<DtlnOutput[]> {
+  static processJoint(parts: JointPart[]): Promise<DtlnOutput[]> {
+    const joiner = parts[0].core.joiner;
+    return joiner ? joiner.join(parts) : DtlnCore.runJoint(parts, true);
+  }
+
+  /**
+   * processJoint's work, run now (the joiner calls it for the parts of many live streams at once). File work
+   * (`yielding`) gives way to live ticks between its runs (live-priority.ts).
+   */
+  static async runJoint(parts: JointPart[], yielding = false): Promise<DtlnOutput[]> {
     const first = parts[0].core;
     const n = parts[0].inputs[0]?.length ?? 0;
     const held = first.inBuf[0].length;
@@ -100,12 +138,14 @@ export class DtlnCore {
     const frames = Math.floor((total - (BLOCK - HOP)) / HOP);
     const outs = parts.map(({ core }) => Array.from({ length: core.batch }, () => new Float32Array(frames * HOP)));
     // Runs of at most MAX_ROWS_PER_RUN frames over all streams (and MAX_FRAMES_PER_RUN per stream): bounded buffers.
-    const perRun = Math.max(1, Math.min(MAX_FRAMES_PER_RUN, Math.floor(MAX_ROWS_PER_RUN / rowsTotal)));
+    const maxFrames = yielding ? fileRunFrames(MAX_FRAMES_PER_RUN) : MAX_FRAMES_PER_RUN;
+    const perRun = Math.max(1, Math.min(maxFrames, Math.floor(MAX_ROWS_PER_RUN / rowsTotal)));
     if (frames > 0) {
       // The STFT buffers are borrowed for this call only: nothing in them is needed by the next one.
       const stft = borrowStft(first.stftKind);
       try {
         for (let f0 = 0; f0 < frames; f0 += perRun) {
+          if (yielding && f0 > 0) await yieldToLive();
           const t = Math.min(perRun, frames - f0);
           const bufs = stft.prepare(rowsTotal, t);
           const len = t * HOP + (BLOCK - HOP);

@@ -9,7 +9,18 @@ import { MODELS, streamLayout } from './models';
 import { MAX_IN_FLIGHT, PoolWorker } from './pool-worker';
 import type { ToWorker } from './protocol';
 import { StreamHandle, type StreamHost } from './stream-handle';
-import type { DenoiseOptions, DenoiseStream, InferenceEngine, PcmDenoiseStream, PoolState } from './types';
+import { LivePool } from './live';
+import type {
+  DenoiseOptions,
+  DenoiseStream,
+  InferenceEngine,
+  LiveOptions,
+  LiveSink,
+  LiveState,
+  LiveStream,
+  PcmDenoiseStream,
+  PoolState,
+} from './types';
 
 export { listModels, type ModelListEntry } from './model-list';
 
@@ -30,12 +41,26 @@ class Engine implements InferenceEngine, StreamHost {
   private closed = false;
   private reqCounter = 0;
   private streamCounter = 0;
+  private liveCounter = 0;
+  private readonly live: LivePool;
 
   constructor(
     private readonly config: Config,
     private readonly options: EngineOptions = {},
   ) {
     for (let i = 0; i < Math.max(1, config.workers); i++) this.workers.push(this.spawn());
+    // Live ids are their own series: the file queue's ranks (ARRIVAL_ORDER_MESSAGES) count file streams only.
+    this.live = new LivePool(() => this.workers, () => ++this.liveCounter, () => this.nextReqId());
+  }
+
+  /** A live stream (live.ts): chunks in as they come, output to `sink` in order, ahead of file work. */
+  openLive(opts: LiveOptions, sink: LiveSink): Promise<LiveStream> {
+    if (this.closed) return Promise.reject(new Error('inference engine closed'));
+    return this.live.open(opts, sink);
+  }
+
+  liveState(): LiveState {
+    return this.live.state();
   }
 
   nextReqId(): number {
@@ -98,11 +123,11 @@ class Engine implements InferenceEngine, StreamHost {
 
   private onWorkerExit(w: PoolWorker, code: number): void {
     const idx = this.workers.indexOf(w);
-    w.failAll(
-      new Error(
-        this.closed ? 'inference engine closed' : `inference worker crashed (exit code ${code}); this stream was lost, retry the request`,
-      ),
+    const lost = new Error(
+      this.closed ? 'inference engine closed' : `inference worker crashed (exit code ${code}); this stream was lost, retry the request`,
     );
+    w.failAll(lost);
+    this.live.workerGone(w, lost);
     if (this.closed || idx < 0) return;
     this.restarts++;
     this.workers[idx] = this.spawn();

@@ -2,6 +2,7 @@
 // MAX_IN_FLIGHT requests posted to it at a time (it runs them one at a time, in order), and the streams pinned to it.
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import type { LiveWorker } from './live';
 import type { FromWorker, ToWorker } from './protocol';
 
 const WORKER_SCRIPT = path.join(__dirname, 'worker.js');
@@ -31,8 +32,11 @@ export interface PinnedStream {
   fail(err: Error): void;
 }
 
-export class PoolWorker {
+export class PoolWorker implements LiveWorker {
   readonly worker: Worker;
+  /** Live streams pinned here (live.ts), and their requests awaiting an answer, by reqId. */
+  liveStreams = 0;
+  private readonly liveReplies = new Map<number, { resolve(msg: FromWorker): void; reject(err: Error): void }>();
   readonly ready: Promise<void>;
   readonly queue: Job[] = [];
   /** Posted and awaiting their reply, in posting order (the worker answers in that order). */
@@ -62,12 +66,16 @@ export class PoolWorker {
           reject(this.initError);
           this.failAll(this.initError);
           this.onRoom(); // streams waiting for a worker fail if none can take them any more
+        } else if (this.liveReplies.has(msg.reqId)) {
+          const waiter = this.liveReplies.get(msg.reqId)!;
+          this.liveReplies.delete(msg.reqId);
+          waiter.resolve(msg);
         } else {
           const i = this.inFlight.findIndex((j) => 'reqId' in j.msg && j.msg.reqId === msg.reqId);
           const job = i >= 0 ? this.inFlight.splice(i, 1)[0] : undefined;
           if (job) {
             if (msg.type === 'result') job.resolve(msg);
-            else job.reject(new Error(msg.message));
+            else job.reject(new Error(msg.type === 'error' ? msg.message : `unexpected answer ${msg.type}`));
           }
           this.onRoom();
           this.pump();
@@ -112,6 +120,24 @@ export class PoolWorker {
     this.pump();
   }
 
+  /** Live requests (live.ts) are posted at once, not queued behind file requests; resolves with the answer. */
+  postLive(msg: ToWorker, transfer: ArrayBuffer[]): Promise<FromWorker> {
+    if (this.dead) return Promise.reject(new Error('inference worker is gone'));
+    if (!('reqId' in msg)) {
+      this.worker.postMessage(msg, transfer);
+      return Promise.resolve({ type: 'ready' });
+    }
+    return new Promise<FromWorker>((resolve, reject) => {
+      this.liveReplies.set(msg.reqId, { resolve, reject });
+      try {
+        this.worker.postMessage(msg, transfer);
+      } catch (err) {
+        this.liveReplies.delete(msg.reqId);
+        reject(err as Error);
+      }
+    });
+  }
+
   private pump(): void {
     while (this.isReady && !this.dead && this.inFlight.length < MAX_IN_FLIGHT && this.queue.length > 0) {
       const job = this.queue.shift()!;
@@ -127,6 +153,8 @@ export class PoolWorker {
   }
 
   failAll(err: Error): void {
+    for (const waiter of this.liveReplies.values()) waiter.reject(err);
+    this.liveReplies.clear();
     const jobs = [...this.inFlight, ...this.queue];
     this.inFlight.length = 0;
     this.queue.length = 0;

@@ -94,8 +94,46 @@ export interface PoolState {
   restarts: number;
 }
 
+export type LiveEncoding = 'pcm_s16le' | 'pcm_f32le';
+
+export interface LiveOptions {
+  model: ModelId;
+  channels: number;
+  sampleRate: number;
+  encoding: LiveEncoding;
+  attenuationLimitDb: number;
+}
+
+/** Where a live stream's output goes, in order. */
+export interface LiveSink {
+  output(bytes: Uint8Array): void;
+  /** The stream failed (worker lost, bad input); nothing more comes. */
+  error(err: Error): void;
+}
+
+export interface LiveStream {
+  readonly id: number;
+  /** Samples at the stream's rate from input sample n to when output sample n can be computed (the model's delay). */
+  readonly latencySamples: number;
+  /** Interleaved PCM of whole frames; its output comes to the sink. */
+  push(bytes: Uint8Array): void;
+  /** Flushes; resolves after the last output went to the sink (total output = total input). */
+  end(): Promise<void>;
+  abort(): void;
+}
+
+/** Counters for metrics and the bench. */
+export interface LiveState {
+  streams: number;
+  ticks: number;
+  items: number;
+}
+
 export interface InferenceEngine {
   openStream(opts: DenoiseOptions): Promise<DenoiseStream>;
+  /** A live stream (live.ts): batched with the other live streams, ahead of file work. */
+  openLive?(opts: LiveOptions, sink: LiveSink): Promise<LiveStream>;
+  liveState?(): LiveState;
   /** A stream with PCM edges (PcmDenoiseStream); engines without it are used through openStream. */
   openPcmStream?(opts: DenoiseOptions, input: WavSampleFormat): Promise<PcmDenoiseStream>;
   state(): PoolState;

@@ -9,6 +9,8 @@ import { createChain } from './chains';
 import { DtlnGraphs } from './dtln';
 import { PcmEdges } from './pcm-edges';
 import { loadGraphs } from './sessions';
+import { LiveHost } from './live-host';
+import { setLiveStreams } from './live-priority';
 import { AlignedStream } from './stream';
 import { spansItsBuffer, type ToWorker, type FromWorker } from './protocol';
 
@@ -33,6 +35,7 @@ interface Hosted {
 
 const streams = new Map<number, Hosted>();
 let graphs: DtlnGraphs | null = null;
+let live: LiveHost | null = null;
 
 function send(msg: FromWorker, transfer: ArrayBuffer[] = []): void {
   port!.postMessage(msg, transfer);
@@ -103,6 +106,25 @@ async function handle(msg: ToWorker): Promise<void> {
   }
 }
 
+async function handleLive(msg: Extract<ToWorker, { type: 'live-open' | 'live-tick' | 'live-abort' }>): Promise<void> {
+  const host = live!;
+  try {
+    if (msg.type === 'live-open') {
+      const opened = host.open(msg.open);
+      send({ type: 'live-opened', reqId: msg.reqId, ...opened });
+    } else if (msg.type === 'live-abort') {
+      host.abort(msg.streamId);
+    } else {
+      const items = await host.tick(msg.items);
+      send({ type: 'live-result', reqId: msg.reqId, items }, items.map((i) => i.bytes.buffer as ArrayBuffer));
+    }
+  } catch (err) {
+    if ('reqId' in msg) send({ type: 'error', reqId: msg.reqId, message: (err as Error).message });
+  } finally {
+    setLiveStreams(host.size);
+  }
+}
+
 /**
  * Runs half a second of audio through the default chain before the worker reports ready, so that the first request
  * does not pay for ONNX Runtime's first-run allocations and the first JIT tier alone (servers; the CLI skips it).
@@ -132,9 +154,15 @@ async function main(): Promise<void> {
     return;
   }
   let previous: Promise<void> = Promise.resolve();
+  live = new LiveHost(graphs);
   port!.on('message', (msg: ToWorker) => {
     // Test hook: at once, even mid-request, as a native crash would.
     if (msg.type === 'crash') process.exit(70);
+    if (msg.type === 'live-open' || msg.type === 'live-tick' || msg.type === 'live-abort') {
+      // Not queued behind file requests: a live tick runs at the next turn, between a file request's runs.
+      void handleLive(msg);
+      return;
+    }
     previous = previous.then(() =>
       handle(msg).catch((err: Error) => {
         if ('reqId' in msg) send({ type: 'error', reqId: msg.reqId, message: err.message });

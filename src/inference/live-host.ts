@@ -1,0 +1,183 @@
+// Live streams, the worker's side: each stream is the model's aligned chain (AlignedStream) between PCM edges
+// (decoding the client's s16/f32 bytes, dithered 16-bit or float output) and, when the client's rate is not the
+// chain's, a resampler each way. All live streams of this worker share the graphs through batching.ts, so one tick
+// (the chunks every stream sent since the last) costs one session.run per graph per shape. Input reaches the chain in
+// whole frame hops only: then every stream's DTLN cores hold the same samples and can be joined.
+import { LowFrequencyDither } from '../dsp/dither';
+import { decodeFrames } from '../dsp/pcm';
+import { RationalResampler } from '../dsp/rational-resampler';
+import { batchingGraphs, type BatchStats } from './batching';
+import { MODELS } from './models';
+import { createChain } from './chains';
+import type { DtlnGraphs } from './dtln';
+import type { LiveOpen, LiveItemResult } from './protocol';
+import { AlignedStream } from './stream';
+
+/** The chain's frame hop at 16 kHz (nsm-1 runs stage 1 at half DTLN's frame rate). */
+function hopAt16k(model: string): number {
+  return model === 'nsm-1' ? 256 : 128;
+}
+
+export class LiveStream {
+  readonly chainRate: number;
+  /** Samples at the client's rate from input sample n to the moment output sample n can be computed. */
+  readonly latencySamples: number;
+  private readonly stream: AlignedStream;
+  private readonly quantum: number;
+  private readonly toChain: RationalResampler | null;
+  private readonly fromChain: RationalResampler | null;
+  private readonly dither: LowFrequencyDither | null;
+  /** Chain-rate samples waiting for a whole hop. */
+  private pending: Float32Array[];
+  /** Output samples (client rate) still to drop: the resamplers' delay. */
+  private toSkip: number;
+  private inSamples = 0;
+  private outSamples = 0;
+
+  constructor(opts: LiveOpen, graphs: DtlnGraphs) {
+    const fullBand = opts.model === 'nsm-2-hd' || opts.sampleRate > 16000;
+    const chain = createChain(opts.model, opts.channels, graphs, { fullBand });
+    this.chainRate = chain.sampleRate;
+    this.stream = new AlignedStream(chain, opts.attenuationLimitDb);
+    this.quantum = (hopAt16k(opts.model) * this.chainRate) / 16000;
+    const resample = opts.sampleRate !== this.chainRate;
+    this.toChain = resample ? new RationalResampler(opts.sampleRate, this.chainRate, opts.channels) : null;
+    this.fromChain = resample ? new RationalResampler(this.chainRate, opts.sampleRate, opts.channels) : null;
+    const resamplerDelay = resample
+      ? (this.toChain!.delay * opts.sampleRate) / this.chainRate + this.fromChain!.delay
+      : 0;
+    this.toSkip = Math.round(resamplerDelay);
+    const ratio = opts.sampleRate / this.chainRate;
+    this.latencySamples = Math.ceil((chain.latency + this.quantum) * ratio + this.toSkip);
+    this.dither = opts.encoding === 'pcm_s16le' ? new LowFrequencyDither(opts.sampleRate, opts.channels) : null;
+    this.pending = Array.from({ length: opts.channels }, () => new Float32Array(0));
+    this.format = opts.encoding === 'pcm_s16le' ? 's16' : 'f32';
+    this.channels = opts.channels;
+  }
+
+  private readonly format: 's16' | 'f32';
+  private readonly channels: number;
+
+  /** One chunk of interleaved PCM bytes (whole frames) in; the output it completes, in the same encoding. */
+  async push(bytes: Uint8Array): Promise<Uint8Array> {
+    const frame = (this.format === 's16' ? 2 : 4) * this.channels;
+    if (bytes.byteLength % frame !== 0) throw new Error(`${bytes.byteLength} bytes are not whole ${frame}-byte frames`);
+    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const planar = decodeFrames(buf, { format: this.format, channels: this.channels, blockAlign: frame });
+    this.inSamples += planar[0].length;
+    return this.encode(this.take(await this.run(planar)));
+  }
+
+  /** Flushes: the output of every input sample not yet answered (total output = total input). */
+  async end(): Promise<Uint8Array> {
+    const parts: Float32Array[][] = [];
+    // Silence (not counted as input) carries the last samples through the resamplers' delay; take() cuts the excess.
+    if (this.toChain) parts.push(await this.run(this.pending.map(() => new Float32Array(this.toSkip + 2 * this.quantum + 64))));
+    if (this.pending[0].length > 0) {
+      const rest = this.pending;
+      this.pending = rest.map(() => new Float32Array(0));
+      parts.push(this.fromChain ? this.fromChain.process(await this.stream.push(rest)) : await this.stream.push(rest));
+    }
+    const flushed = await this.stream.end();
+    parts.push(this.fromChain ? this.fromChain.process(flushed) : flushed);
+    const out = parts.reduce((acc, p) => acc.map((x, c) => join(x, p[c])));
+    return this.encode(this.take(out));
+  }
+
+  /** Client-rate samples through the resampler, the chain (whole hops) and back. */
+  private async run(planar: Float32Array[]): Promise<Float32Array[]> {
+    const atChain = this.toChain ? this.toChain.process(planar) : planar;
+    // Whole hops to the chain; the rest waits for the next chunk.
+    const joined = this.pending.map((p, c) => join(p, atChain[c]));
+    const usable = Math.floor(joined[0].length / this.quantum) * this.quantum;
+    this.pending = joined.map((x) => x.slice(usable));
+    if (usable === 0) return joined.map(() => new Float32Array(0));
+    const out = await this.stream.push(joined.map((x) => x.subarray(0, usable)));
+    return this.fromChain ? this.fromChain.process(out) : out;
+  }
+
+  /** Drops the resamplers' delay and never returns more than was sent in. */
+  private take(out: Float32Array[]): Float32Array[] {
+    let start = 0;
+    if (this.toSkip > 0) {
+      start = Math.min(this.toSkip, out[0].length);
+      this.toSkip -= start;
+    }
+    const room = this.inSamples - this.outSamples;
+    const len = Math.min(out[0].length - start, room);
+    const kept = out.map((x) => x.subarray(start, start + Math.max(0, len)));
+    this.outSamples += kept[0].length;
+    return kept;
+  }
+
+  private encode(planar: Float32Array[]): Uint8Array {
+    if (this.dither) return this.dither.toInt16(planar);
+    const frames = planar[0].length;
+    const out = new Float32Array(frames * this.channels);
+    for (let c = 0; c < this.channels; c++) for (let f = 0; f < frames; f++) out[f * this.channels + c] = planar[c][f];
+    return new Uint8Array(out.buffer);
+  }
+}
+
+function join(a: Float32Array, b: Float32Array): Float32Array {
+  if (a.length === 0) return b;
+  const r = new Float32Array(a.length + b.length);
+  r.set(a);
+  r.set(b, a.length);
+  return r;
+}
+
+/** The worker's live streams and the batching graphs they share. */
+export class LiveHost {
+  private readonly streams = new Map<number, LiveStream>();
+  private readonly graphs: DtlnGraphs;
+  readonly stats: BatchStats = { runs: 0, rows: 0 };
+
+  constructor(graphs: DtlnGraphs) {
+    this.graphs = batchingGraphs(graphs, this.stats);
+  }
+
+  get size(): number {
+    return this.streams.size;
+  }
+
+  open(opts: LiveOpen): { latencySamples: number; chainRate: number } {
+    if (!MODELS[opts.model]) throw new Error(`unknown model ${opts.model}`);
+    const s = new LiveStream(opts, this.graphs);
+    this.streams.set(opts.streamId, s);
+    return { latencySamples: s.latencySamples, chainRate: s.chainRate };
+  }
+
+  abort(streamId: number): boolean {
+    return this.streams.delete(streamId);
+  }
+
+  /** Runs one tick: every stream's chunk at once (their graph runs are merged), results in the items' order. */
+  async tick(items: Array<{ streamId: number; bytes: Uint8Array; end: boolean }>): Promise<LiveItemResult[]> {
+    return Promise.all(
+      items.map(async ({ streamId, bytes, end }): Promise<LiveItemResult> => {
+        const s = this.streams.get(streamId);
+        if (!s) return { streamId, bytes: new Uint8Array(0), error: `unknown live stream ${streamId}` };
+        try {
+          let out = bytes.byteLength > 0 ? await s.push(bytes) : new Uint8Array(0);
+          if (end) {
+            const tail = await s.end();
+            out = out.byteLength === 0 ? tail : concatBytes(out, tail);
+            this.streams.delete(streamId);
+          }
+          return { streamId, bytes: out, ended: end };
+        } catch (err) {
+          this.streams.delete(streamId);
+          return { streamId, bytes: new Uint8Array(0), error: (err as Error).message };
+        }
+      }),
+    );
+  }
+}
+
+function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const r = new Uint8Array(a.byteLength + b.byteLength);
+  r.set(a);
+  r.set(b, a.byteLength);
+  return r;
+}

@@ -1,0 +1,183 @@
+// Live streams, the engine's side: each stream is pinned to the worker with the fewest live streams when it opens.
+// Its chunks wait here until that worker's next tick; a worker has at most one tick in flight, and the next one takes
+// every chunk that arrived meanwhile, for all its live streams in one message. So ticks follow each other as fast as
+// the worker answers: small and immediate when few streams are open, larger (more streams per session.run) as load
+// rises. Ticks bypass the worker's queue of file requests (live-priority.ts).
+import type { FromWorker, LiveItem, LiveItemResult, ToWorker } from './protocol';
+import type { LiveOptions, LiveSink, LiveState, LiveStream } from './types';
+
+/** What the pool needs of a worker (engine.ts PoolWorker). */
+export interface LiveWorker {
+  readonly usable: boolean;
+  liveStreams: number;
+  /** Posts at once (not queued behind file requests); resolves with the worker's answer. */
+  postLive(msg: ToWorker, transfer: ArrayBuffer[]): Promise<FromWorker>;
+}
+
+interface Entry {
+  worker: LiveWorker;
+  sink: LiveSink;
+  chunks: Uint8Array[];
+  ending: boolean;
+  /** The tick carrying `end` has been posted. */
+  endSent: boolean;
+  onEnded?: () => void;
+  failed: boolean;
+}
+
+export class LivePool {
+  private readonly entries = new Map<number, Entry>();
+  private readonly ticking = new Set<LiveWorker>();
+  private readonly scheduled = new Set<LiveWorker>();
+  private ticks = 0;
+  private items = 0;
+
+  constructor(
+    private readonly workers: () => LiveWorker[],
+    private readonly nextId: () => number,
+    private readonly nextReqId: () => number,
+  ) {}
+
+  state(): LiveState {
+    return { streams: this.entries.size, ticks: this.ticks, items: this.items };
+  }
+
+  async open(opts: LiveOptions, sink: LiveSink): Promise<LiveStream> {
+    const usable = this.workers().filter((w) => w.usable);
+    if (usable.length === 0) throw new Error('no inference worker available');
+    const worker = usable.reduce((a, b) => (b.liveStreams < a.liveStreams ? b : a));
+    const id = this.nextId();
+    worker.liveStreams++;
+    let reply: FromWorker;
+    try {
+      reply = await worker.postLive({ type: 'live-open', reqId: this.nextReqId(), open: { streamId: id, ...opts } }, []);
+    } catch (err) {
+      worker.liveStreams--;
+      throw err;
+    }
+    if (reply.type !== 'live-opened') {
+      worker.liveStreams--;
+      throw new Error(reply.type === 'error' ? reply.message : `unexpected answer ${reply.type}`);
+    }
+    const entry: Entry = { worker, sink, chunks: [], ending: false, endSent: false, failed: false };
+    this.entries.set(id, entry);
+    return {
+      id,
+      latencySamples: reply.latencySamples,
+      push: (bytes) => {
+        if (entry.ending || entry.failed) return;
+        entry.chunks.push(bytes);
+        this.schedule(worker);
+      },
+      end: () =>
+        new Promise<void>((resolve) => {
+          if (entry.failed || !this.entries.has(id)) return resolve();
+          entry.ending = true;
+          entry.onEnded = resolve;
+          this.schedule(worker);
+        }),
+      abort: () => {
+        if (!this.entries.delete(id)) return;
+        worker.liveStreams--;
+        entry.onEnded?.();
+        worker.postLive({ type: 'live-abort', streamId: id }, []).catch(() => undefined);
+      },
+    };
+  }
+
+  /** A worker died: its live streams fail (their state was there). */
+  workerGone(worker: LiveWorker, err: Error): void {
+    for (const [id, e] of this.entries) {
+      if (e.worker !== worker) continue;
+      this.entries.delete(id);
+      this.fail(e, err);
+    }
+    this.ticking.delete(worker);
+    this.scheduled.delete(worker);
+  }
+
+  private fail(e: Entry, err: Error): void {
+    if (e.failed) return;
+    e.failed = true;
+    e.sink.error(err);
+    e.onEnded?.();
+  }
+
+  private schedule(worker: LiveWorker): void {
+    if (this.ticking.has(worker) || this.scheduled.has(worker)) return;
+    this.scheduled.add(worker);
+    // One turn of the event loop: chunks that arrived in the same I/O phase go in the same tick.
+    setImmediate(() => {
+      this.scheduled.delete(worker);
+      void this.tick(worker);
+    });
+  }
+
+  private async tick(worker: LiveWorker): Promise<void> {
+    const items: LiveItem[] = [];
+    const transfer: ArrayBuffer[] = [];
+    for (const [id, e] of this.entries) {
+      if (e.worker !== worker || e.endSent || (e.chunks.length === 0 && !e.ending)) continue;
+      if (e.ending) e.endSent = true;
+      const bytes = e.chunks.length === 1 ? e.chunks[0] : concatBytes(e.chunks);
+      e.chunks = [];
+      const owned = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : bytes.slice();
+      items.push({ streamId: id, bytes: owned, end: e.ending });
+      transfer.push(owned.buffer as ArrayBuffer);
+    }
+    if (items.length === 0) return;
+    this.ticking.add(worker);
+    this.ticks++;
+    this.items += items.length;
+    let results: LiveItemResult[] = [];
+    try {
+      const reply = await worker.postLive({ type: 'live-tick', reqId: this.nextReqId(), items }, transfer);
+      if (reply.type === 'live-result') results = reply.items;
+      else throw new Error(reply.type === 'error' ? reply.message : `unexpected answer ${reply.type}`);
+    } catch (err) {
+      for (const item of items) {
+        const e = this.entries.get(item.streamId);
+        if (e) {
+          this.entries.delete(item.streamId);
+          worker.liveStreams--;
+          this.fail(e, err as Error);
+        }
+      }
+    } finally {
+      this.ticking.delete(worker);
+    }
+    for (const r of results) {
+      const e = this.entries.get(r.streamId);
+      if (!e) continue; // aborted meanwhile
+      if (r.error) {
+        this.entries.delete(r.streamId);
+        worker.liveStreams--;
+        this.fail(e, new Error(r.error));
+        continue;
+      }
+      if (r.bytes.byteLength > 0) e.sink.output(r.bytes);
+      if (r.ended) {
+        this.entries.delete(r.streamId);
+        worker.liveStreams--;
+        e.onEnded?.();
+      }
+    }
+    // Chunks that came while this tick ran go next.
+    for (const e of this.entries.values()) {
+      if (e.worker === worker && !e.endSent && (e.chunks.length > 0 || e.ending)) {
+        this.schedule(worker);
+        break;
+      }
+    }
+  }
+}
+
+function concatBytes(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.byteLength;
+  }
+  return out;
+}

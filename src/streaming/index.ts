@@ -1,0 +1,186 @@
+// Real-time streaming (docs/streaming.md): GET /v1/noise-suppressor/stream upgraded to a WebSocket, through the same
+// gateway as every other call. The HTTP server's 'upgrade' requests are handed to the Express app as ordinary GETs
+// (attach), so request id, auth, IP list, scope, plan, rate limit and the request log apply unchanged; the gateway's
+// route target 'stream' then checks what is particular to streams (query, concurrent streams, the first credit)
+// and only then accepts the upgrade. Anything refused is an ordinary HTTP answer with the error envelope.
+import http from 'node:http';
+import type net from 'node:net';
+import type { Request, Response } from 'express';
+import { WebSocketServer } from 'ws';
+import type { Config } from '../config';
+import type { ForwardOutcome, GatewayContext } from '../gateway/types';
+import { limitsFor } from '../gateway/plans';
+import { sendGatewayError } from '../http/errors';
+import type { InferenceEngine } from '../inference/types';
+import type { Logger } from '../logging';
+import type { GatewayStore } from '../store/types';
+import { StreamCredits } from './credits';
+import { sendStreamRefusal, StreamRefusal } from './errors';
+import { parseStreamParams } from './params';
+import { StreamSession, type SessionLimits } from './session';
+import { TicketBook, TICKET_TTL_MS } from './tickets';
+
+/** Concurrent streams per workspace, by plan (docs/streaming.md); enterprise: STREAMS_ENTERPRISE_MAX. */
+export const STREAMS_PER_PLAN = { free: 2, starter: 10, scale: 100 } as const;
+const RETRY_AFTER_S = 5;
+
+/** What the upgrade hands the route target with the request. */
+interface Upgrade {
+  socket: net.Socket;
+  head: Buffer;
+}
+const UPGRADE = Symbol('upgrade');
+type UpgradeRequest = http.IncomingMessage & { [UPGRADE]?: Upgrade; streamTicketTokenId?: string };
+
+export interface StreamingDeps {
+  config: Config;
+  store: GatewayStore;
+  /** The in-process engine; null when the model service is remote (streams are then refused: docs/streaming.md). */
+  engine: InferenceEngine | null;
+  logger: Logger;
+  now?: () => number;
+}
+
+export interface Streaming {
+  /** Gateway route target 'stream': the upgrade itself. */
+  handler(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome>;
+  /** Gateway route target 'stream-tickets': POST /stream/tickets. */
+  tickets(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome>;
+  /** Sends the server's upgrade requests through `app` (the gateway). */
+  attach(server: http.Server, app: (req: http.IncomingMessage, res: http.ServerResponse) => void): void;
+  /** The key a ticket stands for (once), for the gateway's authentication. */
+  redeemTicket(ticket: string): string | null;
+  /** Streams open now. */
+  active(): number;
+  /** No new streams; open ones may finish until `graceMs`, then are closed with 1012. */
+  drain(graceMs: number): Promise<void>;
+}
+
+export function createStreaming(deps: StreamingDeps): Streaming {
+  const { config, store, engine, logger } = deps;
+  const now = deps.now ?? Date.now;
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  const tickets = new TicketBook(now);
+  const sessions = new Set<StreamSession>();
+  const perWorkspace = new Map<string, number>();
+  let draining = false;
+  const limits: SessionLimits = {
+    idleMs: config.clientIdleTimeoutMs,
+    maxBufferedBytes: 4 * 1024 * 1024,
+    maxAudioSeconds: config.maxAudioSeconds,
+  };
+
+  async function handler(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
+    const upgrade = (req as unknown as UpgradeRequest)[UPGRADE];
+    try {
+      if (!upgrade || String(req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
+        throw new StreamRefusal('upgrade_required', 'GET /stream is a WebSocket: send "Connection: Upgrade" and "Upgrade: websocket"');
+      }
+      const params = parseStreamParams(req.query as Record<string, unknown>, config.defaultAttenuationLimitDb);
+      if (draining) throw new StreamRefusal('upstream_unavailable', 'the server is restarting; reconnect shortly', RETRY_AFTER_S);
+      if (!engine?.openLive) {
+        throw new StreamRefusal('upstream_unavailable', 'live streams need the in-process model service (MODEL_SERVICE_URL unset)', RETRY_AFTER_S);
+      }
+      const workspace = ctx.workspaceId ? await store.getWorkspace(ctx.workspaceId) : null;
+      if (!workspace) throw new Error('stream without a workspace');
+      const maxStreams = workspace.plan === 'enterprise' ? config.streamsEnterpriseMax : STREAMS_PER_PLAN[workspace.plan];
+      const open = perWorkspace.get(workspace.id) ?? 0;
+      if (open >= maxStreams) {
+        throw new StreamRefusal('too_many_streams', `the ${workspace.plan} plan allows ${maxStreams} concurrent streams; ${open} are open`, RETRY_AFTER_S);
+      }
+      const credits = new StreamCredits(store, workspace.id, limitsFor(workspace).creditsPerMonth, config.creditReservationTtlMs, now, logger);
+      const first = await credits.hold();
+      if (!first.ok) {
+        await credits.settle(0);
+        if (first.exhausted) {
+          ctx.errorType = 'quota_exhausted';
+          sendGatewayError(res, 'quota_exhausted', `The workspace has used ${first.used} of its ${first.limit} credits this month; a stream needs 1 credit per started minute.`);
+          return { status: 402, ok: false };
+        }
+        ctx.errorType = 'rate_limited';
+        res.setHeader('Retry-After', '2');
+        sendGatewayError(res, 'rate_limited', `The workspace's remaining credits are held by calls in flight; retry in 2 s.`);
+        return { status: 429, ok: false };
+      }
+      perWorkspace.set(workspace.id, open + 1);
+      try {
+        return await run(req, res, ctx, upgrade, params, credits);
+      } finally {
+        const n = (perWorkspace.get(workspace.id) ?? 1) - 1;
+        if (n > 0) perWorkspace.set(workspace.id, n);
+        else perWorkspace.delete(workspace.id);
+      }
+    } catch (err) {
+      if (!(err instanceof StreamRefusal)) throw err;
+      const status = sendStreamRefusal(res, err);
+      return { status, ok: false };
+    }
+  }
+
+  async function run(
+    req: Request,
+    res: Response,
+    ctx: GatewayContext,
+    upgrade: Upgrade,
+    params: ReturnType<typeof parseStreamParams>,
+    credits: StreamCredits,
+  ): Promise<ForwardOutcome> {
+    // From here the socket is the WebSocket's: the synthetic response must never write to it.
+    res.detachSocket(upgrade.socket);
+    const ws = await new Promise<import('ws').WebSocket>((resolve) => {
+      wss.handleUpgrade(req, upgrade.socket, upgrade.head, (socket) => resolve(socket));
+    });
+    const session = new StreamSession(ws, params, ctx.requestId, engine!, credits, limits, logger);
+    sessions.add(session);
+    void session.start();
+    const result = await session.done;
+    sessions.delete(session);
+    ctx.logStatus = 101;
+    ctx.creditsCharged = result.creditsCharged;
+    ctx.bytesIn = result.bytesIn;
+    ctx.bytesOut = result.bytesOut;
+    if (result.errorType) {
+      ctx.errorType = result.errorType;
+      ctx.errorDetail = result.errorMessage;
+    }
+    // For the request observers (metrics): the model and the seconds of audio, as /denoise reports them.
+    res.setHeader('X-NS-Stats', JSON.stringify({ model: params.model, duration_s: Math.round(result.inputSeconds * 1000) / 1000 }));
+    // The gateway's end hooks (request log) run on the response's 'close'; this response never went out.
+    res.emit('close');
+    return { status: 101, ok: result.creditsCharged > 0 || !result.errorType };
+  }
+
+  async function ticketsHandler(_req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
+    const issued = tickets.issue(ctx.tokenId!);
+    res.status(201).json({ ticket: issued.ticket, expires_at: new Date(issued.expiresAt).toISOString(), ttl_s: TICKET_TTL_MS / 1000 });
+    return { status: 201, ok: true };
+  }
+
+  function attach(server: http.Server, app: (req: http.IncomingMessage, res: http.ServerResponse) => void): void {
+    server.on('upgrade', (req: UpgradeRequest, socket: net.Socket, head: Buffer) => {
+      socket.on('error', () => socket.destroy());
+      req[UPGRADE] = { socket, head };
+      // The gateway answers as it would a GET; a refusal goes out on this socket and the connection closes.
+      const res = new http.ServerResponse(req);
+      res.assignSocket(socket);
+      res.shouldKeepAlive = false;
+      res.on('finish', () => socket.end());
+      app(req, res);
+    });
+  }
+
+  return {
+    handler,
+    tickets: ticketsHandler,
+    attach,
+    redeemTicket: (ticket) => tickets.redeem(ticket),
+    active: () => sessions.size,
+    async drain(graceMs: number): Promise<void> {
+      draining = true;
+      const until = now() + graceMs;
+      while (sessions.size > 0 && now() < until) await new Promise((r) => setTimeout(r, 50));
+      await Promise.all([...sessions].map((s) => s.shutdown()));
+      wss.close();
+    },
+  };
+}

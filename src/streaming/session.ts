@@ -1,0 +1,258 @@
+// One live stream over an accepted WebSocket: `ready`, then binary PCM in and denoised PCM out in order, `end` →
+// flush → `done` with stats → close 1000. Faults close with a code the client can act on (errors.ts CLOSE): credits
+// exhausted 4402, client idle or too slow to read 4408, internal 1011, restarting 1012.
+import type WebSocket from 'ws';
+import type { InferenceEngine, LiveStream } from '../inference/types';
+import type { Logger } from '../logging';
+import type { StreamCredits } from './credits';
+import { CLOSE, StreamFault } from './errors';
+import { frameBytes, type StreamParams } from './params';
+
+export interface SessionLimits {
+  /** No audio for this long: 4408. */
+  idleMs: number;
+  /** Output the client has not read (bytes queued in the socket) beyond this: 4408. */
+  maxBufferedBytes: number;
+  /** Longest stream, in seconds of audio. */
+  maxAudioSeconds: number;
+}
+
+export interface SessionResult {
+  inputSeconds: number;
+  outputSeconds: number;
+  creditsCharged: number;
+  bytesIn: number;
+  bytesOut: number;
+  closeCode: number;
+  errorType?: string;
+  errorMessage?: string;
+}
+
+export class StreamSession {
+  private live: LiveStream | null = null;
+  private inFrames = 0;
+  private outFrames = 0;
+  private bytesIn = 0;
+  private bytesOut = 0;
+  private readonly frame: number;
+  private idleTimer: NodeJS.Timeout | null = null;
+  /** Chunks waiting for the next credit hold (audio never runs on credits not held). */
+  private waitingForCredit: Uint8Array[] | null = null;
+  private ending = false;
+  private over = false;
+  private resolveDone!: (r: SessionResult) => void;
+  readonly done: Promise<SessionResult>;
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly params: StreamParams,
+    private readonly requestId: string,
+    private readonly engine: InferenceEngine,
+    private readonly credits: StreamCredits,
+    private readonly limits: SessionLimits,
+    private readonly logger: Logger,
+  ) {
+    this.frame = frameBytes(params);
+    this.done = new Promise((resolve) => (this.resolveDone = resolve));
+  }
+
+  async start(): Promise<void> {
+    const ws = this.ws;
+    ws.on('message', (data, isBinary) => this.onMessage(data as Buffer, isBinary));
+    ws.on('close', () => void this.finish(CLOSE.normal, undefined, true));
+    ws.on('error', () => undefined); // 'close' follows
+    try {
+      if (!this.engine.openLive) throw new Error('this engine has no live streams');
+      this.live = await this.engine.openLive(
+        {
+          model: this.params.model,
+          channels: this.params.channels,
+          sampleRate: this.params.sampleRate,
+          encoding: this.params.encoding,
+          attenuationLimitDb: this.params.attenuationLimitDb,
+        },
+        {
+          output: (bytes) => this.send(bytes),
+          error: (err) => void this.fault(new StreamFault('internal_error', `denoising failed: ${err.message}`, CLOSE.internal)),
+        },
+      );
+    } catch (err) {
+      await this.fault(new StreamFault('internal_error', `could not start the stream: ${(err as Error).message}`, CLOSE.internal));
+      return;
+    }
+    if (this.over) {
+      this.live.abort();
+      return;
+    }
+    this.sendJson({
+      type: 'ready',
+      request_id: this.requestId,
+      model: this.params.model,
+      sample_rate: this.params.sampleRate,
+      encoding: this.params.encoding,
+      channels: this.params.channels,
+      latency_ms: Math.round(((this.live.latencySamples * 1000) / this.params.sampleRate) * 100) / 100,
+      latency_samples: this.live.latencySamples,
+    });
+    this.armIdle();
+  }
+
+  /** The server is going down: open streams are told and closed (1012) once the grace is over. */
+  shutdown(): Promise<void> {
+    return this.fault(new StreamFault('upstream_unavailable', 'the server is restarting; reconnect', CLOSE.restarting));
+  }
+
+  private onMessage(data: Buffer, isBinary: boolean): void {
+    if (this.over || this.ending) return;
+    if (!isBinary) return this.onText(data.toString('utf8'));
+    if (data.length % this.frame !== 0) {
+      void this.fault(new StreamFault('invalid_request', `a binary message must hold whole ${this.frame}-byte frames (got ${data.length} bytes)`, CLOSE.invalidData));
+      return;
+    }
+    this.armIdle();
+    this.bytesIn += data.length;
+    this.inFrames += data.length / this.frame;
+    if (this.inFrames / this.params.sampleRate > this.limits.maxAudioSeconds) {
+      void this.fault(new StreamFault('payload_too_large', `a stream may carry at most ${this.limits.maxAudioSeconds} s of audio`, CLOSE.normal));
+      return;
+    }
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    if (this.waitingForCredit) {
+      this.waitingForCredit.push(bytes);
+      return;
+    }
+    const wait = this.credits.cover(this.inFrames / this.params.sampleRate);
+    if (!wait) {
+      this.live?.push(bytes);
+      return;
+    }
+    this.waitingForCredit = [bytes];
+    wait.then(
+      (held) => {
+        const queued = this.waitingForCredit ?? [];
+        this.waitingForCredit = null;
+        if (!held.ok) {
+          const why = held.exhausted
+            ? `the workspace has used ${held.used} of its ${held.limit} credits this month`
+            : 'the workspace\'s remaining credits are held by calls in flight';
+          void this.fault(new StreamFault('quota_exhausted', `${why}; the stream stops here`, CLOSE.creditsExhausted));
+          return;
+        }
+        for (const b of queued) this.live?.push(b);
+        if (this.ending) void this.flush();
+      },
+      (err: Error) => void this.fault(new StreamFault('internal_error', `could not hold credits: ${err.message}`, CLOSE.internal)),
+    );
+  }
+
+  private onText(text: string): void {
+    let msg: { type?: unknown };
+    try {
+      msg = JSON.parse(text) as { type?: unknown };
+    } catch {
+      void this.fault(new StreamFault('invalid_request', 'a text message must be JSON, e.g. {"type":"end"}', CLOSE.invalidData));
+      return;
+    }
+    if (msg.type === 'end') {
+      this.ending = true;
+      if (!this.waitingForCredit) void this.flush();
+      return;
+    }
+    void this.fault(new StreamFault('invalid_request', `unknown message type ${JSON.stringify(msg.type)}; send binary PCM or {"type":"end"}`, CLOSE.invalidData));
+  }
+
+  private async flush(): Promise<void> {
+    if (this.over || !this.live) return;
+    this.clearIdle();
+    await this.live.end();
+    if (this.over) return;
+    const result = await this.settle(CLOSE.normal);
+    this.sendJson({
+      type: 'done',
+      stats: {
+        model: this.params.model,
+        sample_rate: this.params.sampleRate,
+        input_seconds: round3(result.inputSeconds),
+        output_seconds: round3(result.outputSeconds),
+        credits_charged: result.creditsCharged,
+        bytes_in: result.bytesIn,
+        bytes_out: result.bytesOut,
+      },
+    });
+    this.ws.close(CLOSE.normal, 'done');
+    this.resolveDone(result);
+  }
+
+  private send(bytes: Uint8Array): void {
+    if (this.over || this.ws.readyState !== this.ws.OPEN) return;
+    this.bytesOut += bytes.byteLength;
+    this.outFrames += bytes.byteLength / this.frame;
+    this.ws.send(bytes, { binary: true });
+    if (this.ws.bufferedAmount > this.limits.maxBufferedBytes) {
+      void this.fault(new StreamFault('request_timeout', 'the client is not reading the denoised audio fast enough', CLOSE.tooSlow));
+    }
+  }
+
+  private sendJson(value: unknown): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(value));
+  }
+
+  private armIdle(): void {
+    this.clearIdle();
+    this.idleTimer = setTimeout(() => {
+      void this.fault(new StreamFault('request_timeout', `no audio for ${this.limits.idleMs / 1000} s`, CLOSE.tooSlow));
+    }, this.limits.idleMs);
+    this.idleTimer.unref();
+  }
+
+  private clearIdle(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
+  }
+
+  private async fault(err: StreamFault): Promise<void> {
+    if (this.over) return;
+    this.sendJson({ type: 'error', error: { type: err.type, message: err.message, request_id: this.requestId } });
+    const result = await this.settle(err.code, err);
+    if (this.ws.readyState === this.ws.OPEN) this.ws.close(err.code, err.type.slice(0, 100));
+    this.resolveDone(result);
+  }
+
+  /** The client went away (or the socket broke): whatever was sent in is paid for, nothing more is sent. */
+  private async finish(code: number, err: StreamFault | undefined, closedByPeer: boolean): Promise<void> {
+    if (this.over) return;
+    const result = await this.settle(closedByPeer ? this.closeCodeOf() : code, err);
+    this.resolveDone(result);
+  }
+
+  private closeCodeOf(): number {
+    return this.ending ? CLOSE.normal : 1006;
+  }
+
+  private async settle(closeCode: number, err?: StreamFault): Promise<SessionResult> {
+    this.over = true;
+    this.clearIdle();
+    if (this.live && (err || this.ws.readyState !== this.ws.OPEN)) this.live.abort();
+    const inputSeconds = this.inFrames / this.params.sampleRate;
+    let creditsCharged = 0;
+    try {
+      creditsCharged = await this.credits.settle(inputSeconds);
+    } catch (e) {
+      this.logger.error({ err: e, request_id: this.requestId }, 'could not settle the credits of a stream');
+    }
+    return {
+      inputSeconds,
+      outputSeconds: this.outFrames / this.params.sampleRate,
+      creditsCharged,
+      bytesIn: this.bytesIn,
+      bytesOut: this.bytesOut,
+      closeCode,
+      errorType: err?.type,
+      errorMessage: err?.message,
+    };
+  }
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
