@@ -333,6 +333,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       store,
       forward: forwarder,
       targets: { jobs: jobs.handler, stream: streaming.handler, 'stream-tickets': streaming.tickets },
+      tickets: { redeem: (ticket) => streaming.redeemTicket(ticket) },
       routes: configureJobRoutes(ROUTES, config),
       rateLimiter: sharedState.rateLimiter,
       logger,

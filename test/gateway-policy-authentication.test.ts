@@ -111,3 +111,59 @@ test('the last use is written at most every 5 s per token, at the injected time'
   await run(bearer);
   expect((await db.store.getToken(key.record.id))?.lastUsedAt).toBe(new Date(first + TOUCH_INTERVAL_MS).toISOString());
 });
+
+describe('tickets (routes with ticketAuth: the WebSocket stream)', () => {
+  function ticketSetup() {
+    const clock = testClock();
+    const limiter = new SlidingWindowRateLimiter();
+    const refuse = unauthenticatedRefusal({ limiter, perMinute: 60, now: clock.now });
+    const { logger } = testLogger();
+    const issued = new Map<string, string>();
+    const tickets = {
+      redeem(ticket: string): string | null {
+        const id = issued.get(ticket) ?? null;
+        issued.delete(ticket);
+        return id;
+      },
+    };
+    const policy = authenticationPolicy({ store: db.store, limiter, refuse, now: clock.now, logger, tickets });
+    const run = async (path: string) => {
+      const ex = await exchange({ method: 'GET', path, headers: {}, now: clock.now });
+      await requestIdPolicy().run(ex.call);
+      const call = routed(ex.call);
+      return { ...ex, call, result: await policy.run(call) };
+    };
+    return { issued, run };
+  }
+
+  test('a ticket stands for its key once; a second use, an unknown ticket → 401 invalid_token', async () => {
+    const { issued, run } = ticketSetup();
+    const key = await newKey(db.store);
+    issued.set('tk_one', key.record.id);
+    const first = await run('/v1/noise-suppressor/stream?ticket=tk_one');
+    expect(first.result).not.toBe('handled');
+    expect(first.call.ctx.tokenId).toBe(key.record.id);
+    const again = await run('/v1/noise-suppressor/stream?ticket=tk_one');
+    expect(again.result).toBe('handled');
+    expect((await again.response).json.error).toMatchObject({ type: 'invalid_token' });
+  });
+
+  test('a ticket on a route without ticketAuth is not a credential: 401 missing_token', async () => {
+    const { issued, run } = ticketSetup();
+    const key = await newKey(db.store);
+    issued.set('tk_two', key.record.id);
+    const r = await run('/v1/noise-suppressor/models?ticket=tk_two');
+    expect(r.result).toBe('handled');
+    expect((await r.response).json.error).toMatchObject({ type: 'missing_token' });
+    expect(issued.has('tk_two')).toBe(true);
+  });
+
+  test('a ticket for a revoked key: 401 key_revoked', async () => {
+    const { issued, run } = ticketSetup();
+    const key = await newKey(db.store);
+    await db.store.revokeToken(key.record.id);
+    issued.set('tk_three', key.record.id);
+    const r = await run('/v1/noise-suppressor/stream?ticket=tk_three');
+    expect((await r.response).json.error).toMatchObject({ type: 'key_revoked' });
+  });
+});

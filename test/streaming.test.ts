@@ -165,6 +165,19 @@ describe('live streaming over WebSocket', () => {
     expect(plain.status).toBe(426);
   });
 
+  test('browsers: POST /stream/tickets, then the upgrade with ?ticket= and no headers; a ticket works once', async () => {
+    const res = await request(handle.app).post(`${API}/stream/tickets`).set('Authorization', `Bearer ${token}`);
+    expect(res.status).toBe(201);
+    expect(res.body.ticket).toMatch(/^tk_/);
+    expect(Date.parse(res.body.expires_at)).toBeGreaterThan(Date.now());
+    const run = await runStream(`${base}?ticket=${res.body.ticket}`, {}, input, [640]);
+    expect(run.errors).toEqual([]);
+    expect(run.audio.length).toBe(input.length);
+    const again = await refusal(`${base}?ticket=${res.body.ticket}`, {});
+    expect(again.status).toBe(401);
+    expect(again.body.error).toMatchObject({ type: 'invalid_token' });
+  }, 30_000);
+
   test('concurrent streams are limited per plan (free: 2): the third is refused with 429 and Retry-After', async () => {
     const free = await createToken(handle.store, ['*'], 'free');
     const open = (): Promise<WebSocket> =>

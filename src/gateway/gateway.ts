@@ -8,7 +8,7 @@ import { SlidingWindowRateLimiter, type RateLimiter } from '../shared-state/rate
 import type { GatewayStore } from '../store/types';
 import type { Call } from './call';
 import { Pipeline } from './pipeline';
-import { authenticationPolicy } from './policies/authentication';
+import { authenticationPolicy, type TicketRedeemer } from './policies/authentication';
 import { creditsPolicy } from './policies/credits';
 import { declaredBodySizePolicy } from './policies/declared-body-size';
 import { forwardPolicy } from './policies/forward';
@@ -42,6 +42,8 @@ export interface GatewayOptions {
   logger?: Logger;
   /** Told about every finished /v1 call after its request-log row is written (structured log line, metrics). */
   observers?: CallObserver[];
+  /** Single-use tickets standing for a key (`?ticket=` on routes with ticketAuth: browsers' WebSockets). */
+  tickets?: TicketRedeemer;
 }
 
 export function createGateway({
@@ -52,6 +54,7 @@ export function createGateway({
   routes = ROUTES,
   rateLimiter,
   now = Date.now,
+  tickets,
   logger = loggerFromConfig(config, 'gateway'),
   observers = [],
 }: GatewayOptions): express.Router {
@@ -62,7 +65,7 @@ export function createGateway({
     .use(requestIdPolicy())
     // Once the path is a /v1 path, every outcome (404s included) is a gateway call and is logged.
     .narrow(routePolicy({ routes, refuse }), { armsEndHooks: true })
-    .narrow(authenticationPolicy({ store, limiter, refuse, now, logger }))
+    .narrow(authenticationPolicy({ store, limiter, refuse, now, logger, tickets }))
     .use(ipAllowListPolicy())
     .use(scopePolicy())
     .use(planPolicy())

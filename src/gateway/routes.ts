@@ -46,7 +46,16 @@ export const ROUTES: EndpointSpec[] = [
     target: 'jobs',
   })),
   // Live streams (src/streaming, docs/streaming.md): a WebSocket upgrade, billed per started minute by the handler.
-  { service: 'noise-suppressor', endpoint: 'stream', method: 'GET', scope: 'noise-suppressor:stream', credits: 0, maxBodyBytes: 0, target: 'stream' },
+  {
+    service: 'noise-suppressor',
+    endpoint: 'stream',
+    method: 'GET',
+    scope: 'noise-suppressor:stream',
+    credits: 0,
+    maxBodyBytes: 0,
+    target: 'stream',
+    ticketAuth: true,
+  },
   {
     service: 'noise-suppressor',
     endpoint: 'stream/tickets',

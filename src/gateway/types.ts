@@ -19,6 +19,8 @@ export interface EndpointSpec {
   maxBodyBytes: number;
   /** Who answers an authorised call: a handler named in GatewayOptions.targets; omitted = the model service. */
   target?: string;
+  /** A single-use `?ticket=` may stand for the key (GatewayOptions.tickets): the WebSocket stream, for browsers. */
+  ticketAuth?: boolean;
 }
 
 /** What the gateway knows about a call once policies have run; kept in res.locals.gateway. */

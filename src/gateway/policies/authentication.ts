@@ -1,4 +1,5 @@
-// Policy 3 of 11, authentication: the token from `Authorization: Bearer …` or `X-API-Key: …` must be known, not
+// Policy 3 of 11, authentication: the token from `Authorization: Bearer …` or `X-API-Key: …` (or, on routes marked
+// ticketAuth, a single-use `?ticket=` standing for a key: browsers cannot set WebSocket headers) must be known, not
 // revoked and not expired, and its workspace must exist (401 missing_token / invalid_token / key_revoked /
 // key_expired, refused as unauthenticated requests). Narrows the call to an AuthenticatedCall carrying the token,
 // workspace and plan limits; sets the RateLimit-* headers from here on and records the token's last use. Runs after
@@ -31,25 +32,39 @@ function presentedToken(call: RoutedCall): string | null {
   return auth !== undefined || key !== undefined ? '' : null;
 }
 
+/** Redeems a ticket once: the id of the key it stands for, or null (unknown, used or expired). */
+export interface TicketRedeemer {
+  redeem(ticket: string): string | null;
+}
+
 export interface AuthenticationOptions {
-  store: Pick<GatewayStore, 'findTokenByHash' | 'getWorkspace' | 'touchToken'>;
+  store: Pick<GatewayStore, 'findTokenByHash' | 'getToken' | 'getWorkspace' | 'touchToken'>;
   /** Read (not counted) for the RateLimit-* headers. */
   limiter: Pick<RateLimiter, 'peek'>;
   refuse: RefuseUnauthenticated;
   now: () => number;
   logger: Logger;
+  tickets?: TicketRedeemer;
 }
 
-export function authenticationPolicy({ store, limiter, refuse, now, logger }: AuthenticationOptions): Gate<RoutedCall, AuthenticatedCall> {
+export function authenticationPolicy({ store, limiter, refuse, now, logger, tickets }: AuthenticationOptions): Gate<RoutedCall, AuthenticatedCall> {
   const lastTouched = new Map<string, number>();
   return {
     name: 'authentication',
     async run(call) {
       const token = presentedToken(call);
-      if (token === null) {
+      const ticket = call.route.ticketAuth && typeof call.req.query.ticket === 'string' ? call.req.query.ticket : null;
+      if (token === null && ticket === null) {
         return refuse(call, 'missing_token', 'Send the access token as "Authorization: Bearer <token>" or "X-API-Key: <token>".');
       }
-      const record = TOKEN_PATTERN.test(token) ? await store.findTokenByHash(hashToken(token)) : null;
+      let record;
+      if (token === null) {
+        const tokenId = tickets?.redeem(ticket!) ?? null;
+        if (tokenId === null) return refuse(call, 'invalid_token', 'The ticket is not recognised, was used already or expired (tickets last 60 s, once).');
+        record = await store.getToken(tokenId);
+      } else {
+        record = TOKEN_PATTERN.test(token) ? await store.findTokenByHash(hashToken(token)) : null;
+      }
       const workspace = record ? await store.getWorkspace(record.workspaceId) : null;
       if (!record || !workspace) return refuse(call, 'invalid_token', 'The access token is not recognised.');
       call.ctx.tokenId = record.id;
