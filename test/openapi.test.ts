@@ -315,6 +315,71 @@ describe('openapi.json', () => {
     });
   });
 
+  describe('the live stream (WebSocket upgrade) and its tickets', () => {
+    let config: Config;
+    let handle: AppHandle;
+    let server: http.Server;
+    let port: number;
+    let token: string;
+    const API = '/v1/noise-suppressor';
+    beforeAll(async () => {
+      config = testConfig();
+      handle = await createApp(config, { log: () => undefined });
+      token = await createToken(handle.store, ['*']);
+      server = http.createServer(handle.app);
+      handle.attachServer(server);
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      port = (server.address() as import('node:net').AddressInfo).port;
+    });
+    afterAll(async () => {
+      await closeQuietly(server);
+      await handle.close();
+      fs.rmSync(config.dataDir, { recursive: true, force: true });
+    });
+
+    /** An upgrade request: the 101 (socket then closed) or the refusal with its JSON body. */
+    function upgrade(query: string, headers: Record<string, string>): Promise<request.Response> {
+      return new Promise((resolve, reject) => {
+        const req = http.request({
+          host: '127.0.0.1', port, path: `${API}/stream${query}`,
+          headers: { Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
+        });
+        req.on('upgrade', (res, socket) => {
+          socket.destroy();
+          resolve({ status: 101, headers: res.headers, body: {} } as unknown as request.Response);
+        });
+        req.on('response', (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: JSON.parse(Buffer.concat(chunks).toString()) } as unknown as request.Response));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    }
+
+    test('POST /stream/tickets 201; GET /stream: 101 with X-Request-Id, and 400, 401, 426 before the upgrade', async () => {
+      const auth = { Authorization: `Bearer ${token}` };
+      const tickets = await request(handle.app).post(`${API}/stream/tickets`).set(auth);
+      expect(tickets.status).toBe(201);
+      at(`${API}/stream/tickets`, 'post')(tickets);
+      const check = at(`${API}/stream`, 'get');
+      const plain = await request(handle.app).get(`${API}/stream`).set(auth);
+      expect(plain.status).toBe(426);
+      check(plain);
+      const ok = await upgrade('', auth);
+      expect(ok.status).toBe(101);
+      expect(ok.headers['x-request-id']).toMatch(/\S/);
+      check(ok);
+      const bad = await upgrade('?sample_rate=5', auth);
+      expect(bad.status).toBe(400);
+      check(bad);
+      const noKey = await upgrade('', {});
+      expect(noKey.status).toBe(401);
+      check(noKey);
+    });
+  });
+
   describe('real responses when the model service is down, slow or failing', () => {
     const servers: http.Server[] = [];
     const apps: AppHandle[] = [];
@@ -416,7 +481,8 @@ describe('openapi.json', () => {
     for (const [path, ops] of Object.entries(api.paths) as Array<[string, Json]>) {
       for (const method of Object.keys(ops)) if (HTTP_METHODS.has(method)) operations.push(`${method} ${path}`);
     }
-    const succeeded = operations.filter((op) => [...exercised].some((e) => e.startsWith(op + ' 2')));
+    // Success is a 2xx, or 101 for the WebSocket upgrade.
+    const succeeded = operations.filter((op) => [...exercised].some((e) => e.startsWith(op + ' 2') || e === op + ' 101'));
     expect(succeeded).toEqual(operations);
     const statuses = new Set([...exercised].map((e) => e.split(' ').pop()));
     for (const s of ['400', '401', '402', '403', '404', '405', '408', '413', '422', '429', '500', '502', '503', '504']) expect([s, statuses.has(s)]).toEqual([s, true]);

@@ -30,7 +30,7 @@ interface Upgrade {
   head: Buffer;
 }
 const UPGRADE = Symbol('upgrade');
-type UpgradeRequest = http.IncomingMessage & { [UPGRADE]?: Upgrade; streamTicketTokenId?: string };
+type UpgradeRequest = http.IncomingMessage & { [UPGRADE]?: Upgrade; streamRequestId?: string };
 
 export interface StreamingDeps {
   config: Config;
@@ -60,6 +60,10 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   const { config, store, engine, logger } = deps;
   const now = deps.now ?? Date.now;
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  // The 101 carries the call's X-Request-Id like every other answer.
+  wss.on('headers', (headers: string[], req: UpgradeRequest) => {
+    if (req.streamRequestId) headers.push(`X-Request-Id: ${req.streamRequestId}`);
+  });
   const tickets = new TicketBook(now);
   const sessions = new Set<StreamSession>();
   const perWorkspace = new Map<string, number>();
@@ -127,6 +131,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   ): Promise<ForwardOutcome> {
     // From here the socket is the WebSocket's: the synthetic response must never write to it.
     res.detachSocket(upgrade.socket);
+    (req as unknown as UpgradeRequest).streamRequestId = ctx.requestId;
     const ws = await new Promise<import('ws').WebSocket>((resolve) => {
       wss.handleUpgrade(req, upgrade.socket, upgrade.head, (socket) => resolve(socket));
     });
