@@ -20,7 +20,7 @@ import { createRegistry, metricsHandler, type Registry } from './metrics';
 import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
 import { createModelServiceServer } from './model-service/guard';
 import { httpReady, probeHandlers, type ReadinessCheck } from './probes';
-import { requestScopesSettled, shutdownActiveScopes } from './model-service/uploads';
+import { requestScopesSettled, shutdownActiveScopes } from './model-service/request-scope';
 import { openSharedState, type SharedState } from './shared-state';
 import { assertWritableDir } from './startup/data-dir';
 import { openStore } from './store';

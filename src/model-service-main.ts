@@ -16,7 +16,7 @@ import { createRegistry, metricsHandler } from './metrics';
 import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
 import { createModelServiceServer } from './model-service/guard';
 import { errorBody, requestIdOf } from './model-service/http-error';
-import { activeRequestCount, requestScopesSettled, shutdownActiveScopes } from './model-service/uploads';
+import { activeRequestCount, requestScopesSettled, shutdownActiveScopes } from './model-service/request-scope';
 import { probeHandlers } from './probes';
 import { assertWritableDir, StartupError } from './startup/data-dir';
 

@@ -7,7 +7,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
-import { isAbandonedRequestDir, LEGACY_MAX_AGE_MS, REQUEST_DIR_OWNER, STALE_MS } from '../src/model-service/uploads';
+import { isAbandonedRequestDir, LEGACY_MAX_AGE_MS, REQUEST_DIR_OWNER, STALE_MS } from '../src/model-service/request-scope';
 import { eventually, fixture, multipartBody, rawRequest } from './service-helpers';
 import { freePort } from '../scripts/lib/free-port';
 

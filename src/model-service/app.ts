@@ -18,16 +18,8 @@ import { AdmissionGate, createGuard } from './guard';
 import { FileBase64, sendJsonWithFiles } from './json-files';
 import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from './names';
 import { assertModelInstalled, parseDenoiseParams, type DenoiseParams, type EndpointKind } from './params';
-import {
-  DEFAULT_UPLOAD_LIMITS,
-  receiveUpload,
-  STALE_MS,
-  uploadInput,
-  sweepStaleRequestDirs,
-  withRequestScope,
-  type RequestScope,
-  type UploadLimits,
-} from './uploads';
+import { STALE_MS, sweepStaleRequestDirs, withRequestScope, type RequestScope } from './request-scope';
+import { DEFAULT_UPLOAD_LIMITS, receiveUpload, uploadInput, type UploadLimits } from './uploads';
 
 export interface ModelServiceDeps {
   config: Config;

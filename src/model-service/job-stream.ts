@@ -24,7 +24,7 @@ import type { ModelServiceMetrics } from './metrics';
 import { continueIfExpected } from './guard';
 import { HttpError, sendDetail, sendHttpError, tooLarge } from './http-error';
 import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams } from './params';
-import { withRequestScope } from './uploads';
+import { withRequestScope } from './request-scope';
 
 export const JOB_STREAM_PATH = '/internal/jobs/denoise';
 export const JOB_STREAM_CONTENT_TYPE = 'application/x-ns-job-stream';
