@@ -4,9 +4,10 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { runKeysCli } from '../src/cli/keys';
-import type { Config } from '../src/config';
+import { PROJECT_ROOT, type Config } from '../src/config';
 import { openStore } from '../src/store';
 import { openJobStore } from '../src/jobs/queue/store';
 import type { JobRecord, JobStore } from '../src/jobs/types';
@@ -179,6 +180,12 @@ describe('deliveries verified by the standardwebhooks library', () => {
       expect(() => wh.verify(b.body, { ...b.headers, 'webhook-id': 'whd_other' })).toThrow(WebhookVerificationError);
       // The existing X-NS-Signature still verifies with the same secret string.
       expect(signatureValid(secret, b.headers['x-ns-signature'], b.body)).toBe(true);
+      // openapi.json documents every signing and delivery header that was sent.
+      const spec = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'openapi.json'), 'utf8'));
+      const documented = (spec.webhooks.jobFinished.post.parameters as { name: string }[]).map((p) => p.name.toLowerCase());
+      const sent = Object.keys(b.headers).filter((h) => h.startsWith('webhook-') || h.startsWith('x-ns-'));
+      expect(sent.sort()).toEqual(['webhook-id', 'webhook-signature', 'webhook-timestamp', 'x-ns-delivery', 'x-ns-event', 'x-ns-signature']);
+      expect(documented).toEqual(expect.arrayContaining(sent));
     } finally {
       await dispatcher.stop();
       await receiver.close();
