@@ -5,6 +5,7 @@
 import crypto from 'node:crypto';
 import { randomBase62 } from '../../store/tokens';
 import { postJson, type SafeHttpOptions } from './safe-http';
+import { standardWebhookHeaders } from './signing';
 import type { DeliveryFactory, DeliveryRecord, JobStore, JobsLog } from '../types';
 import { UrlNotAllowedError, parseUserUrl } from './url-guard';
 import { jobView } from '../views';
@@ -147,6 +148,7 @@ export class WebhookDispatcher {
         d.payload,
         {
           [SIGNATURE_HEADER]: signatureHeader(secret, d.payload, Math.floor(at / 1000)),
+          ...standardWebhookHeaders(secret, d.id, d.payload, Math.floor(at / 1000)),
           'X-NS-Event': d.event,
           'X-NS-Delivery': d.id,
         },
