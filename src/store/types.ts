@@ -6,6 +6,8 @@ export type PlanId = 'free' | 'starter' | 'scale' | 'enterprise';
 export interface PlanLimits {
   requestsPerMinute: number;
   creditsPerMonth: number;
+  /** Live streams open at once per workspace (GET /stream). */
+  concurrentStreams: number;
   /** Services the plan includes; '*' means all. */
   services: string[];
 }

@@ -20,8 +20,6 @@ import { parseStreamParams } from './params';
 import { StreamSession, type SessionLimits } from './session';
 import { TicketBook, TICKET_TTL_MS } from './tickets';
 
-/** Concurrent streams per workspace, by plan (docs/streaming.md); enterprise: STREAMS_ENTERPRISE_MAX. */
-export const STREAMS_PER_PLAN = { free: 2, starter: 10, scale: 100 } as const;
 const RETRY_AFTER_S = 5;
 
 /** What the upgrade hands the route target with the request. */
@@ -87,12 +85,13 @@ export function createStreaming(deps: StreamingDeps): Streaming {
       }
       const workspace = ctx.workspaceId ? await store.getWorkspace(ctx.workspaceId) : null;
       if (!workspace) throw new Error('stream without a workspace');
-      const maxStreams = workspace.plan === 'enterprise' ? config.streamsEnterpriseMax : STREAMS_PER_PLAN[workspace.plan];
+      const limits = limitsFor(workspace);
+      const maxStreams = workspace.plan === 'enterprise' ? config.streamsEnterpriseMax : limits.concurrentStreams;
       const open = perWorkspace.get(workspace.id) ?? 0;
       if (open >= maxStreams) {
         throw new StreamRefusal('too_many_streams', `the ${workspace.plan} plan allows ${maxStreams} concurrent streams; ${open} are open`, RETRY_AFTER_S);
       }
-      const credits = new StreamCredits(store, workspace.id, limitsFor(workspace).creditsPerMonth, config.creditReservationTtlMs, now, logger);
+      const credits = new StreamCredits(store, workspace.id, limits.creditsPerMonth, config.creditReservationTtlMs, now, logger);
       const first = await credits.hold();
       if (!first.ok) {
         await credits.settle(0);
