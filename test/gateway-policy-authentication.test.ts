@@ -88,7 +88,7 @@ test('a live key narrows the call to its token, workspace and plan limits, and s
   if (typeof result === 'string') throw new Error('not authenticated');
   expect(result.token.id).toBe(key.record.id);
   expect(result.workspace.id).toBe(key.workspace.id);
-  expect(result.limits).toEqual({ requestsPerMinute: 300, creditsPerMonth: 25_000, services: ['noise-suppressor'] });
+  expect(result.limits).toEqual({ requestsPerMinute: 300, creditsPerMonth: 25_000, concurrentStreams: 10, services: ['noise-suppressor'] });
   expect(call.ctx).toMatchObject({ tokenId: key.record.id, workspaceId: key.workspace.id, keyPrefix: key.record.prefix });
   // peek: the state without counting this call (the one counted hit leaves the window in 45 s).
   expect(call.res.getHeader('RateLimit-Limit')).toBe('300');
