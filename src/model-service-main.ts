@@ -78,13 +78,7 @@ async function main(logger: Logger): Promise<void> {
     });
     res.end(body);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.modelServicePort, config.modelServiceHost, () => resolve());
-  });
-  const url = `http://${config.modelServiceHost}:${config.modelServicePort}`;
-  logger.info({ event: 'listening', url }, `Model service listening on ${url} (starting the inference engine...)`);
-
+  // Signals are handled from before the server listens: whoever sees "listening on" can stop it cleanly at once.
   let stopping = false;
   const shutdown = (signal: string): void => {
     if (stopping) process.exit(1);
@@ -109,6 +103,13 @@ async function main(logger: Logger): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.modelServicePort, config.modelServiceHost, () => resolve());
+  });
+  const url = `http://${config.modelServiceHost}:${config.modelServicePort}`;
+  logger.info({ event: 'listening', url }, `Model service listening on ${url} (starting the inference engine...)`);
+
 
   const started = Date.now();
   const ready: InferenceEngine = await createInferenceEngine(config);

@@ -27,32 +27,7 @@ async function main(logger: Logger): Promise<void> {
   server.requestTimeout = 0;
   // Node's own refusals (malformed requests, oversized headers, header timeout) get the error envelope too.
   answerClientErrors(server, logger);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
-  const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
-  const port = (server.address() as AddressInfo).port; // PORT=0 picks a free one
-  const base = `http://${shownHost}:${port}`;
-  logger.info(
-    {
-      event: 'started',
-      url: base,
-      bound_to: `${config.host}:${port}`,
-      api: `${base}/v1/noise-suppressor/{denoise,denoise/batch,models,sample,health,jobs}`,
-      console: `${base}/console/`,
-      probes: `${base}/healthz, ${base}/readyz`,
-      metrics: `${base}/metrics${config.metricsToken ? ' (METRICS_TOKEN required)' : ''}`,
-      model_service: config.modelServiceUrl ? handle.modelServiceUrl : `in-process at ${handle.modelServiceUrl}`,
-      store: describeStore(config),
-      shared_state: handle.sharedState.description,
-      workers: handle.engine ? handle.engine.state().size : null,
-      data_dir: config.dataDir,
-      startup_ms: Date.now() - started,
-    },
-    `Noise suppression gateway listening on ${base}`,
-  );
-
+  // Signals are handled from before the server listens: whoever sees "listening on" can stop it cleanly at once.
   let stopping = false;
   const shutdown = (signal: string): void => {
     if (stopping) {
@@ -86,6 +61,32 @@ async function main(logger: Logger): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const shownHost = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
+  const port = (server.address() as AddressInfo).port; // PORT=0 picks a free one
+  const base = `http://${shownHost}:${port}`;
+  logger.info(
+    {
+      event: 'started',
+      url: base,
+      bound_to: `${config.host}:${port}`,
+      api: `${base}/v1/noise-suppressor/{denoise,denoise/batch,models,sample,health,jobs}`,
+      console: `${base}/console/`,
+      probes: `${base}/healthz, ${base}/readyz`,
+      metrics: `${base}/metrics${config.metricsToken ? ' (METRICS_TOKEN required)' : ''}`,
+      model_service: config.modelServiceUrl ? handle.modelServiceUrl : `in-process at ${handle.modelServiceUrl}`,
+      store: describeStore(config),
+      shared_state: handle.sharedState.description,
+      workers: handle.engine ? handle.engine.state().size : null,
+      data_dir: config.dataDir,
+      startup_ms: Date.now() - started,
+    },
+    `Noise suppression gateway listening on ${base}`,
+  );
+
 }
 
 if (require.main === module) {

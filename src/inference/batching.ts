@@ -34,9 +34,47 @@ export interface BatchStats {
   rows: number;
 }
 
-class BatchingSession {
-  private pending = new Map<string, Pending[]>();
+/**
+ * Calls made in one turn of the event loop, grouped by key and handed over at the next macrotask in runs of at most
+ * MAX_BATCH_ROWS rows (a call's rows stay together). Every live stream of a tick reaches its next call within the same
+ * microtask drain (the chains await nothing else), so by the next macrotask all of them are waiting here.
+ */
+class TurnBatcher<T extends { rows: number }> {
+  private pending = new Map<string, T[]>();
   private scheduled = false;
+
+  constructor(private readonly runPart: (part: T[], rows: number) => Promise<void>) {}
+
+  add(key: string, item: T): void {
+    const list = this.pending.get(key) ?? [];
+    list.push(item);
+    this.pending.set(key, list);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => void this.flush());
+    }
+  }
+
+  private async flush(): Promise<void> {
+    this.scheduled = false;
+    const groups = [...this.pending.values()];
+    this.pending.clear();
+    for (const group of groups) {
+      for (let i = 0; i < group.length; ) {
+        const part: T[] = [];
+        let rows = 0;
+        while (i < group.length && (part.length === 0 || rows + group[i].rows <= MAX_BATCH_ROWS)) {
+          rows += group[i].rows;
+          part.push(group[i++]);
+        }
+        await this.runPart(part, rows);
+      }
+    }
+  }
+}
+
+class BatchingSession {
+  private readonly batcher = new TurnBatcher<Pending>((part, rows) => this.runPart(part, rows));
 
   constructor(
     private readonly session: ort.InferenceSession,
@@ -48,35 +86,9 @@ class BatchingSession {
     if (!data) return Promise.reject(new Error('batching: no batch-axis input'));
     const dims = data[1].dims;
     // Calls can share a run when everything but the batch size agrees.
-    const key = dims.slice(1).join('x');
     return new Promise<Results>((resolve, reject) => {
-      const list = this.pending.get(key) ?? [];
-      list.push({ feeds, rows: dims[0], resolve, reject });
-      this.pending.set(key, list);
-      if (!this.scheduled) {
-        this.scheduled = true;
-        // Every stream of a tick reaches its next run() within the same microtask drain (the chains await nothing
-        // else), so by the next macrotask all of them are waiting here.
-        setImmediate(() => void this.flush());
-      }
+      this.batcher.add(dims.slice(1).join('x'), { feeds, rows: dims[0], resolve, reject });
     });
-  }
-
-  private async flush(): Promise<void> {
-    this.scheduled = false;
-    const groups = [...this.pending.values()];
-    this.pending.clear();
-    for (const group of groups) {
-      for (let i = 0; i < group.length; ) {
-        const part: Pending[] = [];
-        let rows = 0;
-        while (i < group.length && (part.length === 0 || rows + group[i].rows <= MAX_BATCH_ROWS)) {
-          rows += group[i].rows;
-          part.push(group[i++]);
-        }
-        await this.runPart(part, rows);
-      }
-    }
   }
 
   private async runPart(part: Pending[], rows: number): Promise<void> {
@@ -169,8 +181,7 @@ interface PendingJoint {
  * still pays per stream (buffer set-up, state copies, splitting results). A call's parts stay together.
  */
 class Joiner implements CoreJoiner {
-  private pending = new Map<string, PendingJoint[]>();
-  private scheduled = false;
+  private readonly batcher = new TurnBatcher<PendingJoint>((calls, rows) => this.runCalls(calls, rows));
 
   constructor(
     readonly graphs: DtlnGraphs,
@@ -179,42 +190,23 @@ class Joiner implements CoreJoiner {
 
   join(parts: JointPart[]): Promise<DtlnOutput[]> {
     return new Promise<DtlnOutput[]>((resolve, reject) => {
-      const key = parts[0].core.joinKey(parts[0].inputs);
-      const list = this.pending.get(key) ?? [];
-      list.push({ parts, rows: parts.reduce((n, p) => n + p.core.rows, 0), resolve, reject });
-      this.pending.set(key, list);
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => void this.flush());
-      }
+      const rows = parts.reduce((n, p) => n + p.core.rows, 0);
+      this.batcher.add(parts[0].core.joinKey(parts[0].inputs), { parts, rows, resolve, reject });
     });
   }
 
-  private async flush(): Promise<void> {
-    this.scheduled = false;
-    const groups = [...this.pending.values()];
-    this.pending.clear();
-    for (const group of groups) {
-      for (let i = 0; i < group.length; ) {
-        const calls: PendingJoint[] = [];
-        let rows = 0;
-        while (i < group.length && (calls.length === 0 || rows + group[i].rows <= MAX_BATCH_ROWS)) {
-          rows += group[i].rows;
-          calls.push(group[i++]);
-        }
-        try {
-          const outs = await DtlnCore.runJoint(calls.flatMap((c) => c.parts));
-          this.stats.runs++;
-          this.stats.rows += rows;
-          let k = 0;
-          for (const c of calls) {
-            c.resolve(outs.slice(k, k + c.parts.length));
-            k += c.parts.length;
-          }
-        } catch (err) {
-          for (const c of calls) c.reject(err as Error);
-        }
+  private async runCalls(calls: PendingJoint[], rows: number): Promise<void> {
+    try {
+      const outs = await DtlnCore.runJoint(calls.flatMap((c) => c.parts));
+      this.stats.runs++;
+      this.stats.rows += rows;
+      let k = 0;
+      for (const c of calls) {
+        c.resolve(outs.slice(k, k + c.parts.length));
+        k += c.parts.length;
       }
+    } catch (err) {
+      for (const c of calls) c.reject(err as Error);
     }
   }
 }
