@@ -1,6 +1,6 @@
 // The console's single page: sign-in, API keys, workspaces (usage chart + request log) and the
-// playground. Talks to /console/api/* with the session cookie and the CSRF header; the
-// playground calls the public API /v1/noise-suppressor/* directly with X-API-Key.
+// playground (the Jobs and Live pages are in jobs.js and live.js). Talks to /console/api/* with the session cookie
+// and the CSRF header; the playground calls the public API /v1/noise-suppressor/* directly with X-API-Key.
 // All data goes into the page through textContent, never innerHTML.
 'use strict';
 (function () {
@@ -82,6 +82,7 @@
     state.playground.models = null;
     state.playground.workspaceId = null;
     clearTokenOnce();
+    window.NSLivePage.leave();
     show($('#nav'), false);
     show($('#signout'), false);
     for (const p of document.querySelectorAll('.page')) show(p, false);
@@ -118,10 +119,14 @@
   });
 
   // ---------------------------------------------------------------- routing
-  const PAGES = ['keys', 'workspaces', 'playground', 'jobs'];
+  const PAGES = ['keys', 'workspaces', 'playground', 'jobs', 'live'];
   // The Jobs page lives in jobs.js; it gets the helpers it shares with this file.
   const loadJobsPage = () => window.NSJobsPage.load({
     api, el, show, fmtTime, confirmDialog, refreshWorkspaces, labelCells, workspaces: () => state.workspaces,
+  });
+  // The Live page (live.js) streams the microphone with the playground's key.
+  const loadLivePage = () => window.NSLivePage.load({
+    api, el, show, fmtTime, refreshWorkspaces, fillWorkspaceSelect, fetchModels, fillModelSelect, workspaces: () => state.workspaces,
   });
   function route() {
     if (!state.csrf) return;
@@ -129,9 +134,11 @@
     state.page = page;
     // A new key's clear token is shown once: leaving the page forgets it.
     clearTokenOnce();
+    // A live stream runs only while its page is shown.
+    if (page !== 'live') window.NSLivePage.leave();
     for (const p of PAGES) show($(`#page-${p}`), p === page);
     for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.page === page);
-    const load = { keys: loadKeysPage, workspaces: loadWorkspacesPage, playground: loadPlayground, jobs: loadJobsPage }[page];
+    const load = { keys: loadKeysPage, workspaces: loadWorkspacesPage, playground: loadPlayground, jobs: loadJobsPage, live: loadLivePage }[page];
     load().catch((e) => console.error(e));
   }
   window.addEventListener('hashchange', route);
@@ -551,21 +558,31 @@
     updateRunButton();
   }
 
-  async function loadModels() {
-    const res = await fetch(`${BASE}/v1/noise-suppressor/models`, { headers: { 'X-API-Key': pg.token } });
+  /** GET /v1/noise-suppressor/models with a key: { models, default }. */
+  async function fetchModels(token) {
+    const res = await fetch(`${BASE}/v1/noise-suppressor/models`, { headers: { 'X-API-Key': token } });
     const data = await res.json().catch(() => null);
     if (!res.ok) {
       const err = (data && data.error) || {};
       throw new Error(`GET /models: ${res.status} ${err.type || ''} ${err.message || ''}`.trim());
     }
-    pg.models = data.models;
-    const sel = $('#pg-model');
+    return data;
+  }
+
+  /** The models as options (those not installed shown but disabled); keeps the choice when it is still there. */
+  function fillModelSelect(sel, data) {
     const keep = sel.value;
     sel.textContent = '';
     for (const m of data.models) {
       sel.append(el('option', { value: m.id, disabled: !m.available, text: `${m.id} — ${m.label} (${m.sample_rate / 1000} kHz)${m.available ? '' : ' — not installed'}` }));
     }
     sel.value = keep && data.models.some((m) => m.id === keep && m.available) ? keep : data.default;
+  }
+
+  async function loadModels() {
+    const data = await fetchModels(pg.token);
+    pg.models = data.models;
+    fillModelSelect($('#pg-model'), data);
   }
 
   $('#pg-workspace').addEventListener('change', () => selectPlaygroundWorkspace($('#pg-workspace').value));

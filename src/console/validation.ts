@@ -13,6 +13,7 @@ export const CONSOLE_SCOPES: Array<{ scope: string; allows: string }> = [
   { scope: 'noise-suppressor:sample', allows: 'GET /sample' },
   { scope: 'noise-suppressor:health', allows: 'GET /health' },
   { scope: 'noise-suppressor:jobs', allows: 'Asynchronous jobs: POST/GET /jobs, GET/DELETE /jobs/{id}, GET /jobs/{id}/result' },
+  { scope: 'noise-suppressor:stream', allows: 'Live streams: GET /stream (WebSocket), POST /stream/tickets' },
 ];
 
 export const PLAN_IDS: PlanId[] = ['free', 'starter', 'scale', 'enterprise'];

@@ -1,5 +1,6 @@
-// The playground's key: one per session and workspace, scoped to denoise and models. Its clear token lives only in
-// the session (shared state); it expires with the session and is revoked when the session ends (../session.ts).
+// The playground's key: one per session and workspace, scoped to denoise, models and live streams (the Live page asks
+// POST /stream/tickets with it). Its clear token lives only in the session (shared state); it expires with the session
+// and is revoked when the session ends (../session.ts).
 import type express from 'express';
 import type { SessionStore } from '../../shared-state/sessions';
 import type { GatewayStore } from '../../store/types';
@@ -10,7 +11,7 @@ import { tokenStatus } from './shapes';
 
 /** Name given to the per-session keys the playground uses. */
 export const PLAYGROUND_KEY_NAME = 'console playground';
-export const PLAYGROUND_SCOPES = ['noise-suppressor:denoise', 'noise-suppressor:models'];
+export const PLAYGROUND_SCOPES = ['noise-suppressor:denoise', 'noise-suppressor:models', 'noise-suppressor:stream'];
 
 export function registerPlaygroundRoutes(api: express.Router, deps: { store: GatewayStore; sessions: SessionStore }): void {
   const { store, sessions } = deps;
@@ -23,10 +24,13 @@ export function registerPlaygroundRoutes(api: express.Router, deps: { store: Gat
       const held = session.playgroundKeys.get(ws.id);
       if (held) {
         const rec = await store.getToken(held.tokenId);
-        if (rec && tokenStatus(rec) === 'active') {
+        // A key made before the playground's scopes grew (a session kept in Redis across an upgrade) is replaced.
+        const scoped = rec !== null && PLAYGROUND_SCOPES.every((sc) => rec.scopes.includes(sc));
+        if (rec && scoped && tokenStatus(rec) === 'active') {
           res.json({ token: held.token, key_id: rec.id, prefix: rec.prefix, expires_at: rec.expiresAt });
           return;
         }
+        if (rec && !scoped && tokenStatus(rec) === 'active') await store.revokeToken(rec.id);
         await sessions.setPlaygroundKey(sessionId, ws.id, null);
       }
       const { token, record } = await store.createToken({
