@@ -80,3 +80,35 @@ describe('live streams in the engine', () => {
     expect(Buffer.compare(await good, await fileOutput(engine, 'nsm-2', pcm))).toBe(0);
   }, 30_000);
 });
+
+describe('the delay a live stream declares', () => {
+  // LiveStream (the worker's side) driven directly on this thread: 20 ms frames in, the output each one completes.
+  // The lag (input in minus output out) never exceeds latency_samples, and stays within a frame and a hop of it, so
+  // `ready`'s latency_ms is the delay a client really sees, not a bound far above it.
+  const cases: Array<[ModelId, number]> = [
+    ['nsm-1', 16000], ['nsm-2', 16000], ['nsm-3', 16000], ['nsm-4', 16000],
+    ['nsm-2', 8000], ['nsm-2', 44100], ['nsm-2', 48000], ['nsm-2-hd', 48000], ['nsm-2-hd', 16000],
+  ];
+  let graphs: import('../src/inference/dtln').DtlnGraphs;
+  beforeAll(async () => {
+    const { loadGraphs } = await import('../src/inference/sessions');
+    graphs = await loadGraphs(loadConfig().modelsDir);
+  });
+
+  test.each(cases)('%s at %i Hz', async (model, rate) => {
+    const { LiveStream } = await import('../src/inference/live-host');
+    const s = new LiveStream({ streamId: 1, model, channels: 1, sampleRate: rate, encoding: 'pcm_f32le', attenuationLimitDb: 0 }, graphs);
+    const frame = Math.round(rate / 50);
+    let sent = 0;
+    let got = 0;
+    let maxLag = 0;
+    for (let i = 0; i < 60; i++) {
+      got += (await s.push(new Uint8Array(frame * 4))).byteLength / 4;
+      sent += frame;
+      if (i >= 20) maxLag = Math.max(maxLag, sent - got);
+    }
+    expect(maxLag).toBeLessThanOrEqual(s.latencySamples);
+    const hop = (model === 'nsm-1' ? 256 : 128) * Math.max(1, rate / 16000);
+    expect(maxLag).toBeGreaterThan(s.latencySamples - frame - hop);
+  }, 30_000);
+});

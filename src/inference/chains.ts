@@ -60,7 +60,7 @@ export class PerChannelStage implements ChainProcessor {
 }
 
 /** Builds a 16 kHz chain from its description. Consecutive DTLN passes (both stages) run as one DtlnCascade. */
-export function buildChain(spec: ChainSpec, channels: number, graphs: DtlnGraphs): ChainProcessor {
+export function buildChain(spec: ChainSpec, channels: number, graphs: DtlnGraphs, cascadeBlockFrames?: number): ChainProcessor {
   const stages: ChainProcessor[] = [];
   for (let i = 0; i < spec.length; i++) {
     const st = spec[i];
@@ -73,7 +73,7 @@ export function buildChain(spec: ChainSpec, channels: number, graphs: DtlnGraphs
       }
       i += grids.length - 1;
       const passes = grids.map((offsets) => new Dtln16Chain(graphs, channels, true, offsets));
-      stages.push(passes.length === 1 ? passes[0] : new DtlnCascade(passes));
+      stages.push(passes.length === 1 ? passes[0] : new DtlnCascade(passes, cascadeBlockFrames));
     } else if ('dtln' in st) stages.push(new Dtln16Chain(graphs, channels, false, st.dtln.grids ?? [0]));
     else if ('gate' in st) stages.push(new PerChannelStage(channels, () => new ResidualGate(st.gate)));
     else if ('stage1' in st) stages.push(new Stage1Chain(graphs, channels, st.stage1.hop));
@@ -88,12 +88,17 @@ export interface ChainOptions {
    * for inputs above 16 kHz whose rate is kept. nsm-2-hd is always full band.
    */
   fullBand?: boolean;
+  /**
+   * Frames per block between a cascade's passes (cascade.ts). Files use the default (fewer runs); live streams pass
+   * their hop so that a pass does not hold back half a second of audio. The output is the same either way.
+   */
+  cascadeBlockFrames?: number;
 }
 
 /** A model's chain as its spec (models.ts) describes it: the 16 kHz chain, in FullBandChain where it runs full band. */
 export function createChain(model: ModelId, channels: number, graphs: DtlnGraphs, opts: ChainOptions = {}): ChainProcessor {
   const spec = MODELS[model];
   if (!spec) throw new Error(`unknown model ${String(model)}`);
-  const chain = buildChain(spec.chain, channels, graphs);
+  const chain = buildChain(spec.chain, channels, graphs, opts.cascadeBlockFrames);
   return spec.fullBand === 'always' || opts.fullBand ? new FullBandChain(chain, { highBand: FULLBAND_HIGHBAND }) : chain;
 }

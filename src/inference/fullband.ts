@@ -90,6 +90,7 @@ export interface FullBandOptions {
 export class FullBandChain implements ChainProcessor {
   readonly sampleRate = 48000;
   readonly latency: number;
+  readonly holdback: number;
   readonly channels: number;
   private readonly down: Decimator3[];
   private readonly upWet: Interpolator3[];
@@ -129,6 +130,9 @@ export class FullBandChain implements ChainProcessor {
     const filterLatency = this.highFilters ? this.highFilters[0].latency : 0;
     this.lowDelay = mk(() => new DelayLine(filterLatency));
     this.latency = bandLatency + filterLatency;
+    // The band-gain probe frames the low band in BLOCK windows: a hop's gain (and so its output) comes BLOCK - HOP
+    // samples at 16 kHz after the hop itself.
+    this.holdback = 3 * (BLOCK - HOP);
   }
 
   /**

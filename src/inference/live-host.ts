@@ -36,7 +36,8 @@ export class LiveStream {
 
   constructor(opts: LiveOpen, graphs: DtlnGraphs) {
     const fullBand = opts.model === 'nsm-2-hd' || opts.sampleRate > 16000;
-    const chain = createChain(opts.model, opts.channels, graphs, { fullBand });
+    // Cascade passes hand over one hop at a time: a live stream cannot wait for half-second blocks.
+    const chain = createChain(opts.model, opts.channels, graphs, { fullBand, cascadeBlockFrames: 1 });
     this.chainRate = chain.sampleRate;
     this.stream = new AlignedStream(chain, opts.attenuationLimitDb);
     this.quantum = (hopAt16k(opts.model) * this.chainRate) / 16000;
@@ -48,7 +49,7 @@ export class LiveStream {
       : 0;
     this.toSkip = Math.round(resamplerDelay);
     const ratio = opts.sampleRate / this.chainRate;
-    this.latencySamples = Math.ceil((chain.latency + this.quantum) * ratio + this.toSkip);
+    this.latencySamples = Math.ceil((chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
     this.dither = opts.encoding === 'pcm_s16le' ? new LowFrequencyDither(opts.sampleRate, opts.channels) : null;
     this.pending = Array.from({ length: opts.channels }, () => new Float32Array(0));
     this.format = opts.encoding === 'pcm_s16le' ? 's16' : 'f32';

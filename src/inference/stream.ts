@@ -8,6 +8,11 @@ export interface ChainProcessor {
   readonly channels: number;
   /** Output stream index i corresponds to input index i - latency. */
   readonly latency: number;
+  /**
+   * Input samples beyond `latency` the chain holds before it emits (fed in whole hops): output sample n is out once
+   * input sample n + latency + holdback is in. 0 when absent. Live streams declare it in their delay.
+   */
+  readonly holdback?: number;
   /** Equal-length planar chunks in; equal-length planar chunks out (any length, possibly 0). */
   process(planar: Float32Array[]): Promise<Float32Array[]>;
 }
