@@ -106,9 +106,9 @@ export function startScriptFlags(): string[] {
   return words.slice(1).filter((w) => w.startsWith('--'));
 }
 
-export async function startServer(workers: number, nodeArgs: string[] = []): Promise<Server> {
+export async function startServer(workers: number, nodeArgs: string[] = [], extraEnv: NodeJS.ProcessEnv = {}): Promise<Server> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-load-'));
-  const env = { ...process.env, DATA_DIR: dataDir, WORKERS: String(workers), LOG_REQUESTS: 'false', ADMIN_SECRET: 'bench-admin-secret' };
+  const env = { ...process.env, DATA_DIR: dataDir, WORKERS: String(workers), LOG_REQUESTS: 'false', ADMIN_SECRET: 'bench-admin-secret', ...extraEnv };
   const keys = spawn(process.execPath, [
     path.join(PROJECT_ROOT, 'dist/src/cli/keys.js'), 'create', '--workspace', 'bench', '--plan', 'enterprise',
     '--rpm', '1000000', '--credits', '100000000',
