@@ -89,7 +89,7 @@ describe('server process', () => {
     const config = testConfig();
     // util-linux `script` runs the server on a pseudo-terminal, so its stdout is a TTY as in a shell.
     const command = [process.execPath, path.join(PROJECT_ROOT, 'dist/src/server.js')].map((a) => `'${a}'`).join(' ');
-    const child: ChildProcess = spawn('script', ['-qefc', command, '/dev/null'], {
+    const child: ChildProcess = spawn('/usr/bin/script', ['-qefc', command, '/dev/null'], {
       env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', ADMIN_SECRET: '', LOG_FORMAT: 'json' },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
