@@ -36,7 +36,8 @@ RUN npm run build && npm run models
 FROM toolchain AS deps
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm rebuild
 # Keep only this platform's ONNX Runtime binaries (the package ships darwin, win32 and linux for two CPUs each), and
-# of better-sqlite3 only its compiled module (a build from source leaves the SQLite sources and object files).
+# of better-sqlite3 only its compiled module (a build from source leaves the SQLite sources and object files); npm 9
+# also leaves the scope folders of the dev packages it skipped, empty.
 ARG TARGETARCH=amd64
 RUN set -eu; \
     case "$TARGETARCH" in amd64) ort=x64 ;; arm64) ort=arm64 ;; *) echo "unsupported TARGETARCH $TARGETARCH" >&2; exit 1 ;; esac; \
@@ -47,7 +48,8 @@ RUN set -eu; \
     sq=node_modules/better-sqlite3; \
     find "$sq/build" -mindepth 1 ! -path "$sq/build/Release" ! -path "$sq/build/Release/better_sqlite3.node" -delete; \
     rm -rf "$sq/deps" "$sq/src"; \
-    test -f "$sq/build/Release/better_sqlite3.node"
+    test -f "$sq/build/Release/better_sqlite3.node"; \
+    find node_modules -mindepth 1 -maxdepth 1 -type d -empty -delete
 
 # ---- runtime ----------------------------------------------------------------------------------------------------
 FROM ${RUNTIME_IMAGE}
