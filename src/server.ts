@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { createApp, RESTART_RETRY_AFTER_S, until, type AppHandle } from './app';
 import { ConfigError, loadConfig } from './config';
 import { answerClientErrors } from './http/client-errors';
-import { ensureAdminSecret } from './console';
+import { adminSecretFile, ensureAdminSecret } from './console';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
 import { describeStore } from './store';
@@ -17,8 +17,11 @@ async function main(logger: Logger): Promise<void> {
   const config = loadConfig();
   const started = Date.now();
   const handle: AppHandle = await createApp(config, { logger, processMetrics: true });
-  // The generated console secret is shown once: at "warn" so it survives LOG_LEVEL=warn.
-  await ensureAdminSecret(config, handle.store, (line) => logger.warn(line));
+  // A generated console secret goes to a file in DATA_DIR; the log says where, at "warn" so it survives
+  // LOG_LEVEL=warn. Someone watching an interactive terminal also sees it once on a plain line of its own.
+  const secretFile = adminSecretFile(config);
+  const generated = await ensureAdminSecret(config, handle.store, (line) => logger.warn({ event: 'admin_secret_generated', file: secretFile }, line));
+  if (generated && process.stdout.isTTY) process.stdout.write(`\nConsole admin secret (shown once, also in ${secretFile}):\n\n  ${generated}\n\n`);
 
   const server = http.createServer(handle.app);
   handle.attachServer(server);

@@ -122,11 +122,11 @@ export const VARIABLES = {
   PORT: v(int(0, 65535).default(8080), { meaning: 'port of the public server (API, console, probes, metrics); 0 picks a free one' }),
   HOST: v(text('an interface address or host name').default('0.0.0.0'), { meaning: 'interface the public server binds' }),
   DATA_DIR: v(text('a directory').optional(), { default: '`./data` (in the clone)', meaning: '`gateway.db` (SQLite, WAL), `jobs.db` and `jobs/` (job queue and files), temporary files' }),
-  WORKERS: v(int(1, 256).optional(), { default: 'number of cores', meaning: 'inference worker threads (also the batch concurrency)' }),
+  WORKERS: v(int(1, 256).optional(), { default: "the container's CPU limit (cgroup quota, `--cpus`) rounded down, else the cores", meaning: 'inference worker threads (also the batch concurrency)' }),
   MODELS_DIR: v(text('a directory').optional(), { default: '`./models` (in the clone)', meaning: 'ONNX graphs, `manifest.json`, `sample.wav`' }),
   FFMPEG_PATH: v(text('a path to an ffmpeg binary').optional(), { default: 'the binary in `@ffmpeg-installer/ffmpeg`', meaning: 'ffmpeg to use' }),
   TMP_DIR: v(text('a directory').optional(), { default: '`DATA_DIR/tmp`', meaning: 'uploads and outputs while a request runs (always removed)' }),
-  ADMIN_SECRET: v(text().optional(), { default: 'generated on first start, printed once, stored hashed', meaning: 'console sign-in', quote: 'never' }),
+  ADMIN_SECRET: v(text().optional(), { default: 'generated on first start into `DATA_DIR/admin-secret` (mode 0600), stored hashed', meaning: 'console sign-in', quote: 'never' }),
   DEFAULT_ATTENUATION_LIMIT_DB: v(decimal({ min: 0, max: 100 }).default(0), { meaning: '`attenuation_limit_db` when a request omits it' }),
 
   MODEL_SERVICE_URL: v(httpUrlList().optional(), { default: 'unset (in-process)', meaning: 'forward to a separate model service, or a comma-separated list of replicas' }),

@@ -1,11 +1,12 @@
 // The one place that reads the environment. Everything else receives a Config.
-import os from 'node:os';
 import path from 'node:path';
+import { defaultWorkers } from './cpu-quota';
 import { parseEnvironment, type Environment, type LogLevel } from './env';
 import type { TrustProxySetting } from './trust-proxy';
 
 export { ConfigError, LOG_LEVELS, type LogLevel } from './env';
 export { redactUrl } from './redact';
+export { cgroupCpuLimit, defaultWorkers, type CgroupPaths } from './cpu-quota';
 
 export interface Config {
   /** HTTP port of the public server (gateway + console). */
@@ -155,7 +156,8 @@ export const PROJECT_ROOT = (() => {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parseEnvironment(env);
   const dataDir = path.resolve(e.DATA_DIR ?? path.join(PROJECT_ROOT, 'data'));
-  const workers = e.WORKERS ?? (os.availableParallelism ? os.availableParallelism() : os.cpus().length);
+  // Unset: the container's CPU quota (cgroup), not the host's cores (cpu-quota.ts).
+  const workers = e.WORKERS ?? defaultWorkers();
   return {
     port: e.PORT,
     host: e.HOST,

@@ -2,6 +2,8 @@
 // limiter are shared state (src/shared-state/sessions.ts): memory or Redis, chosen by configuration. Nothing here is
 // persisted in the store except the admin secret's hash.
 import crypto from 'node:crypto';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Config } from '../config';
 import { ADMIN_SECRET_SETTING } from '../store/settings';
@@ -43,10 +45,29 @@ export function constantTimeEqual(a: string, b: string): boolean {
   return crypto.timingSafeEqual(ha, hb) && a.length === b.length;
 }
 
+/** Where a generated admin secret is written: DATA_DIR/admin-secret, readable by the service's user only. */
+export function adminSecretFile(config: Pick<Config, 'dataDir'>): string {
+  return path.join(config.dataDir, 'admin-secret');
+}
+
+/** Writes the file whole or not at all (a temporary name, then a rename), created with mode 0600. */
+async function writeSecretFile(file: string, secret: string): Promise<void> {
+  await fsp.mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${crypto.randomBytes(6).toString('hex')}.tmp`;
+  try {
+    await fsp.writeFile(tmp, `${secret}\n`, { mode: 0o600, flag: 'wx' });
+    await fsp.rename(tmp, file);
+  } catch (err) {
+    await fsp.rm(tmp, { force: true });
+    throw err;
+  }
+}
+
 /**
  * Makes sure the console has an admin secret. With ADMIN_SECRET set nothing is stored.
- * Otherwise, on the very first start, a random secret is generated, only its hash is kept in
- * the store settings, and the clear secret is printed once through `log`.
+ * Otherwise, on the very first start, a random secret is generated and written to `adminSecretFile(config)` (mode
+ * 0600), only its hash is kept in the store settings, and `log` gets one line saying where the file is. The secret
+ * itself never goes to the log: log lines are kept (docker logs, journald, shippers) where a file can be deleted.
  * Returns the generated secret (first start only) or null.
  */
 export async function ensureAdminSecret(
@@ -57,11 +78,13 @@ export async function ensureAdminSecret(
   if (config.adminSecret) return null;
   if (await store.getSetting(ADMIN_SECRET_SETTING)) return null;
   const secret = crypto.randomBytes(24).toString('base64url');
+  const file = adminSecretFile(config);
+  // The file first: if storing the hash fails, the next start generates a new secret and overwrites it.
+  await writeSecretFile(file, secret);
   await store.setSetting(ADMIN_SECRET_SETTING, await hashAdminSecret(secret));
   log(
-    `[console] No ADMIN_SECRET set: generated a console admin secret (shown once, only its hash is stored):\n` +
-      `[console]   ${secret}\n` +
-      `[console] Sign in at /console. Set ADMIN_SECRET to choose your own.`,
+    `[console] No ADMIN_SECRET set: generated a console admin secret and wrote it to ${file} (mode 0600; only its ` +
+      `hash is stored). Sign in at /console with it, then delete the file. Set ADMIN_SECRET to choose your own.`,
   );
   return secret;
 }

@@ -18,7 +18,7 @@ import { apiErrorHandler, apiNotFound, requestIds } from './respond';
 import { consoleSessions } from './session';
 import { registerPages, securityHeaders } from './views';
 
-export { ensureAdminSecret } from './auth';
+export { adminSecretFile, ensureAdminSecret } from './auth';
 export { ADMIN_SECRET_SETTING } from '../store/settings';
 export { CSRF_HEADER, SESSION_COOKIE } from './session';
 export { PLAYGROUND_KEY_NAME, PLAYGROUND_SCOPES } from './api/playground';

@@ -6,7 +6,7 @@ import path from 'node:path';
 import express from 'express';
 import request from 'supertest';
 import { loadConfig, type Config } from '../../src/config';
-import { ADMIN_SECRET_SETTING, createConsoleRouter, ensureAdminSecret, PLAYGROUND_KEY_NAME } from '../../src/console';
+import { ADMIN_SECRET_SETTING, adminSecretFile, createConsoleRouter, ensureAdminSecret, PLAYGROUND_KEY_NAME } from '../../src/console';
 import { openSqliteStore } from '../../src/store/sqlite-store';
 import type { GatewayStore } from '../../src/store/types';
 
@@ -47,13 +47,20 @@ async function signIn(h: Harness, secret = SECRET): Promise<{ cookie: string; cs
 }
 
 describe('console admin secret', () => {
-  test('generated on first start when ADMIN_SECRET is unset: only a hash is stored, printed once, and it signs in', async () => {
+  test('generated on first start when ADMIN_SECRET is unset: written to a 0600 file, the log names the file, only a hash is stored, and it signs in', async () => {
     const h = makeHarness({});
     try {
       const lines: string[] = [];
       const secret = await ensureAdminSecret(h.config, h.store, (l) => lines.push(l));
       expect(secret).toMatch(/^[A-Za-z0-9_-]{32}$/);
-      expect(lines.join('\n')).toContain(secret!);
+      const file = path.join(h.config.dataDir, 'admin-secret');
+      expect(adminSecretFile(h.config)).toBe(file);
+      expect(fs.readFileSync(file, 'utf8')).toBe(`${secret}\n`);
+      expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain(file);
+      expect(lines[0]).not.toContain(secret!);
+      expect(lines[0]).not.toContain('\n');
       const stored = await h.store.getSetting(ADMIN_SECRET_SETTING)!;
       expect(stored).toMatch(/^scrypt\$/);
       expect(stored).not.toContain(secret!);
