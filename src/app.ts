@@ -325,7 +325,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     });
   });
   // Streams run on the in-process engine, else on one of the replicas.
-  const streaming = createStreaming({ config, store, engine, replicas: engine ? null : replicas, logger });
+  const streaming = createStreaming({ config, store, engine, replicas: engine ? null : replicas, registry, logger });
   app.use('/console', createConsoleRouter({ config, store, state: sharedState.console, apiRouters: [jobs.consoleRouter] }));
   app.use(
     '/',

@@ -15,6 +15,8 @@ export class StreamClient {
   readonly errors: Array<Record<string, any>> = [];
   done: Record<string, any> | null = null;
   closeCode: number | null = null;
+  /** Binary messages received. */
+  messages = 0;
   private readonly chunks: Buffer[] = [];
   private bytes = 0;
 
@@ -27,6 +29,7 @@ export class StreamClient {
           const b = Buffer.from(data as Buffer);
           this.chunks.push(b);
           this.bytes += b.length;
+          this.messages++;
           return;
         }
         const msg = JSON.parse(String(data)) as Record<string, any>;

@@ -15,12 +15,14 @@ import { limitsFor } from '../gateway/plans';
 import { sendGatewayError } from '../http/errors';
 import type { InferenceEngine } from '../inference/types';
 import type { Logger } from '../logging';
+import type { Registry } from '../metrics';
 import type { GatewayStore } from '../store/types';
 import type { ModelServiceReplicas } from '../upstream/replicas';
 import { CLIENT_GONE_STATUS } from '../upstream/refusals';
 import { NoReplicaForStream, StreamRequestRejected } from '../upstream/stream-socket';
 import { StreamCredits } from './credits';
 import { sendStreamRefusal, StreamRefusal } from './errors';
+import { createStreamMetrics, type StreamMetrics } from './metrics';
 import { parseStreamParams, type StreamParams } from './params';
 import { openRelay } from './relay';
 import { StreamSession, type LiveSource, type SessionLimits } from './session';
@@ -51,6 +53,8 @@ export interface StreamingDeps {
   engine: InferenceEngine | null;
   /** The model-service replicas (MODEL_SERVICE_URL), for streams when there is no in-process engine. */
   replicas?: ModelServiceReplicas | null;
+  /** Stream metrics go here (GET /metrics). */
+  registry?: Registry;
   logger: Logger;
   now?: () => number;
 }
@@ -87,6 +91,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     maxAudioSeconds: config.maxAudioSeconds,
     maxInsideBytes: 1024 * 1024,
   };
+  const metrics: StreamMetrics | null = deps.registry ? createStreamMetrics(deps.registry, { active: () => sessions.size }) : null;
 
   async function handler(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
     const upgrade = (req as unknown as UpgradeRequest)[UPGRADE];
@@ -191,7 +196,8 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     const ws = await new Promise<import('ws').WebSocket>((resolve) => {
       wss.handleUpgrade(req, socket, head, (accepted) => resolve(accepted));
     });
-    const session = new StreamSession(ws, params, ctx.requestId, denoiser.source, credits, limits, logger);
+    const meterFor = metrics ? (latency: number) => metrics.meter(params.model, params.sampleRate, latency) : undefined;
+    const session = new StreamSession(ws, params, ctx.requestId, denoiser.source, credits, limits, logger, meterFor);
     sessions.add(session);
     void session.start();
     // Accepted while the drain was closing the others: closed the same way.

@@ -8,6 +8,7 @@ import type { LiveSink, LiveStream } from '../inference/types';
 import type { Logger } from '../logging';
 import type { StreamCredits } from './credits';
 import { CLOSE, StreamFault } from './errors';
+import type { StreamMeter } from './metrics';
 import { frameBytes, type StreamParams } from './params';
 
 /** Opens the denoising side of a stream, its output going to `sink`. */
@@ -49,6 +50,7 @@ export class StreamSession {
   private over = false;
   /** The client's socket is not being read (maxInsideBytes). */
   private paused = false;
+  private meter: StreamMeter | null = null;
   private resolveDone!: (r: SessionResult) => void;
   readonly done: Promise<SessionResult>;
 
@@ -60,6 +62,7 @@ export class StreamSession {
     private readonly credits: StreamCredits,
     private readonly limits: SessionLimits,
     private readonly logger: Logger,
+    private readonly meterFor?: (latencySamples: number) => StreamMeter,
   ) {
     this.frame = frameBytes(params);
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
@@ -85,6 +88,7 @@ export class StreamSession {
       this.live.abort();
       return;
     }
+    this.meter = this.meterFor?.(this.live.latencySamples) ?? null;
     this.sendJson({
       type: 'ready',
       request_id: this.requestId,
@@ -113,6 +117,7 @@ export class StreamSession {
     this.armIdle();
     this.bytesIn += data.length;
     this.inFrames += data.length / this.frame;
+    this.meter?.input(data.length / this.frame);
     this.flow();
     if (this.inFrames / this.params.sampleRate > this.limits.maxAudioSeconds) {
       void this.fault(new StreamFault('payload_too_large', `a stream may carry at most ${this.limits.maxAudioSeconds} s of audio`, CLOSE.normal));
@@ -190,6 +195,7 @@ export class StreamSession {
     this.bytesOut += bytes.byteLength;
     this.outFrames += bytes.byteLength / this.frame;
     this.ws.send(bytes, { binary: true });
+    this.meter?.output(this.outFrames);
     this.flow();
     if (this.ws.bufferedAmount > this.limits.maxBufferedBytes) {
       void this.fault(new StreamFault('request_timeout', 'the client is not reading the denoised audio fast enough', CLOSE.tooSlow));
