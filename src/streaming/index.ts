@@ -31,6 +31,8 @@ import { TicketBook, TICKET_TTL_MS } from './tickets';
 /** Concurrent streams per workspace, by plan (docs/streaming.md); enterprise: STREAMS_ENTERPRISE_MAX. */
 export const STREAMS_PER_PLAN = { free: 2, starter: 10, scale: 100 } as const;
 const RETRY_AFTER_S = 5;
+/** After the drain closed the streams left: how long their clients get to answer the close handshake. */
+const DRAIN_FLUSH_MS = 2_000;
 
 /** What the upgrade hands the route target with the request. */
 interface Upgrade {
@@ -55,6 +57,8 @@ export interface StreamingDeps {
   replicas?: ModelServiceReplicas | null;
   /** Stream metrics go here (GET /metrics). */
   registry?: Registry;
+  /** True while the app drains (/readyz failing, shutdown): new streams are refused with 503. */
+  draining?: () => boolean;
   logger: Logger;
   now?: () => number;
 }
@@ -70,8 +74,8 @@ export interface Streaming {
   redeemTicket(ticket: string): string | null;
   /** Streams open now. */
   active(): number;
-  /** No new streams; open ones may finish until `graceMs`, then are closed with 1012. */
-  drain(graceMs: number): Promise<void>;
+  /** No new streams; open ones may finish until `graceMs`, then are closed with 1012. Resolves with how many were. */
+  drain(graceMs: number): Promise<number>;
 }
 
 export function createStreaming(deps: StreamingDeps): Streaming {
@@ -100,7 +104,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
         throw new StreamRefusal('upgrade_required', 'GET /stream is a WebSocket: send "Connection: Upgrade" and "Upgrade: websocket"');
       }
       const params = parseStreamParams(req.query as Record<string, unknown>, config.defaultAttenuationLimitDb);
-      if (draining) throw new StreamRefusal('upstream_unavailable', 'the server is restarting; reconnect shortly', RETRY_AFTER_S);
+      if (draining || deps.draining?.()) throw new StreamRefusal('upstream_unavailable', 'the server is restarting; reconnect shortly', RETRY_AFTER_S);
       if (!engine?.openLive && !replicas) throw new StreamRefusal('upstream_unavailable', 'no model service can run live streams', RETRY_AFTER_S);
       const workspace = ctx.workspaceId ? await store.getWorkspace(ctx.workspaceId) : null;
       if (!workspace) throw new Error('stream without a workspace');
@@ -244,13 +248,19 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     attach,
     redeemTicket: (ticket) => tickets.redeem(ticket),
     active: () => sessions.size,
-    async drain(graceMs: number): Promise<void> {
+    async drain(graceMs: number): Promise<number> {
       draining = true;
       const until = now() + graceMs;
       while (sessions.size > 0 && now() < until) await new Promise((r) => setTimeout(r, 50));
       closing = true;
-      await Promise.all([...sessions].map((s) => s.shutdown()));
+      const left = [...sessions];
+      await Promise.all(left.map((s) => s.shutdown()));
+      // Clients get a moment to answer the close handshake; a socket still open after it is dropped.
+      const flushUntil = now() + DRAIN_FLUSH_MS;
+      while (wss.clients.size > 0 && now() < flushUntil) await new Promise((r) => setTimeout(r, 50));
+      for (const ws of wss.clients) ws.terminate();
       wss.close();
+      return left.length;
     },
   };
 }
