@@ -33,9 +33,9 @@ describe('live streams relayed to model-service replicas', () => {
   const servers: http.Server[] = [];
   const input = wavData(fs.readFileSync(fixture('speech-noisy-16k-mono.wav')));
 
-  async function startReplica(port: number): Promise<Replica> {
+  async function startReplica(port: number, env: Record<string, string> = {}): Promise<Replica & { output: () => string }> {
     const child = spawn(process.execPath, [MAIN], {
-      env: { PATH: process.env.PATH, DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', MODEL_SERVICE_TOKEN: TOKEN, MODEL_SERVICE_PORT: String(port) },
+      env: { PATH: process.env.PATH, DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', MODEL_SERVICE_TOKEN: TOKEN, MODEL_SERVICE_PORT: String(port), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -43,7 +43,7 @@ describe('live streams relayed to model-service replicas', () => {
     child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
     await eventually(() => /Model service ready/.test(out) || child.exitCode !== null, 30_000);
     if (child.exitCode !== null) throw new Error(`replica did not start:\n${out}`);
-    return { port, url: `http://127.0.0.1:${port}`, child };
+    return { port, url: `http://127.0.0.1:${port}`, child, output: () => out };
   }
 
   async function kill9(r: Replica): Promise<void> {
@@ -161,6 +161,40 @@ describe('live streams relayed to model-service replicas', () => {
     replicas[0] = await startReplica(replicas[0].port);
     await eventually(() => a.healthy, 20_000);
   }, 90_000);
+
+  test('a replica stopped with SIGTERM: its open stream gets 1012 at the end of its grace, new streams go to the other', async () => {
+    const stopping = await startReplica(await freePort(), { SHUTDOWN_GRACE_MS: '1000' });
+    replicas.push(stopping); // killed at the end if the test fails
+    const g = await gateway([stopping.url, replicas[1].url]);
+    const [s, other] = g.handle.forwarder.replicas;
+    const { auth } = await workspaceToken();
+    const clients = [new StreamClient(g.ws, auth), new StreamClient(g.ws, auth)];
+    await Promise.all(clients.map((c) => c.ready));
+    expect([s.inFlight, other.inFlight]).toEqual([1, 1]);
+    for (const c of clients) c.send(input.subarray(0, 16000), 640);
+    await eventually(() => clients.every((c) => c.received > 0), 20_000);
+
+    const signalled = Date.now();
+    const exited = new Promise((r) => stopping.child.once('exit', r));
+    stopping.child.kill('SIGTERM');
+    await eventually(() => /"event":"shutdown"/.test(stopping.output()), 10_000);
+    const late = new StreamClient(g.ws, auth);
+    await late.ready;
+    expect(other.inFlight).toBe(2);
+
+    await eventually(() => clients.some((c) => c.closeCode !== null), 20_000);
+    const cut = clients.find((c) => c.closeCode !== null)!;
+    expect(cut.closeCode).toBe(1012);
+    expect(Date.now() - signalled).toBeGreaterThanOrEqual(900);
+    expect(cut.errors[0]).toMatchObject({ error: { type: 'upstream_unavailable' } });
+    await exited;
+    expect(stopping.child.exitCode).toBe(0);
+    for (const c of [clients.find((x) => x !== cut)!, late]) {
+      c.send(input.subarray(0, 16000), 640);
+      c.end();
+      expect((await c.closed).code).toBe(1000);
+    }
+  }, 60_000);
 
   test('no replica can take the stream: refused before the upgrade with the envelope, nothing charged', async () => {
     const g = await gateway([`http://127.0.0.1:${await freePort()}`]);
