@@ -324,7 +324,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       res.send(data);
     });
   });
-  const streaming = createStreaming({ config, store, engine, logger });
+  // Streams run on the in-process engine, else on one of the replicas; /readyz draining refuses new ones.
+  const streaming = createStreaming({ config, store, engine, replicas: engine ? null : replicas, registry, draining: () => draining, logger });
   app.use('/console', createConsoleRouter({ config, store, state: sharedState.console, apiRouters: [jobs.consoleRouter] }));
   app.use(
     '/',

@@ -40,21 +40,25 @@ async function main(logger: Logger): Promise<void> {
     stopping = true;
     const began = Date.now();
     // /readyz fails from now on so balancers stop sending; requests still arriving on open connections get 503 +
-    // Retry-After; in-flight calls get SHUTDOWN_GRACE_MS to finish, and what cannot finish gets 503 + Retry-After.
+    // Retry-After (stream upgrades too); in-flight calls and open live streams get SHUTDOWN_GRACE_MS to finish; what
+    // cannot finish gets 503 + Retry-After, and streams still open get an error message and close 1012.
     handle.beginShutdown();
     logger.info(
-      { event: 'shutdown', signal, grace_ms: config.shutdownGraceMs },
-      `${signal}: no longer accepting connections, finishing in-flight requests`,
+      { event: 'shutdown', signal, grace_ms: config.shutdownGraceMs, streams: handle.streaming.active() },
+      `${signal}: no longer accepting connections, finishing in-flight requests and streams`,
     );
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     exitWhenStopped(logger, signal, began, (async () => {
+      const streamsDrained = handle.streaming.drain(config.shutdownGraceMs);
       await until(() => handle.inFlight() === 0, config.shutdownGraceMs);
       const cut = handle.abortInFlight(RESTART_RETRY_AFTER_S);
       if (cut > 0) {
         logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RESTART_RETRY_AFTER_S}`);
       }
       await until(() => handle.inFlight() === 0, FLUSH_MS);
+      const streamsLeft = await streamsDrained;
+      if (streamsLeft > 0) logger.warn({ event: 'shutdown_cut', streams: streamsLeft }, `grace over: ${streamsLeft} stream(s) closed with 1012`);
       const forced = setTimeout(() => server.closeAllConnections(), FLUSH_MS);
       server.closeIdleConnections();
       await closed;

@@ -1,4 +1,4 @@
-// The model service's own HTTP app: /denoise, /denoise/batch, /models, /sample, /health.
+// The model service's own HTTP app: /denoise, /denoise/batch, /models, /sample, /health; /internal/* for the gateway.
 // It knows nothing about tokens or credits (the gateway in front does); its errors are {"detail": "..."}.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -9,6 +9,7 @@ import { PROJECT_ROOT, type Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoise, denoiseFile, type DenoiseStats } from '../pipeline';
 import { createJobStreamRouter } from './job-stream';
+import { createLiveStreamEndpoint } from './live-stream';
 import type { ModelServiceMetrics } from './metrics';
 import { FORMATS, type OutputFormat } from '../audio/formats';
 import type { MemoryFile } from '../audio/memory-file';
@@ -291,8 +292,10 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
     });
   });
 
-  // The job runner's streaming endpoint (src/model-service/job-stream.ts).
+  // The gateway's internal endpoints: job streams (job-stream.ts), live streams over WebSocket (live-stream.ts).
   app.use(createJobStreamRouter({ config, engine, log, metrics: deps.metrics }));
+  const live = createLiveStreamEndpoint({ config, engine, log });
+  app.use(live.router);
 
   app.use((req: Request, res: Response) => {
     sendDetail(res, 404, `no such endpoint: ${req.method} ${req.path}`);
@@ -310,6 +313,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
     swept,
     startDraining() {
       draining = true;
+      live.startDraining(config.shutdownGraceMs); // open live streams: the grace, then 1012
       // Shutting down: the periodic sweep of dead processes' directories stops with the service.
       clearInterval(sweeper);
     },

@@ -7,11 +7,13 @@
 //   4. `Expect: 100-continue`: only a request that passed 1–3 is told to send its body. The gateway always asks,
 //      so a refused request has sent nothing and can be retried on another replica. Under /internal/ the endpoint
 //      sends it after its own admission (the job stream's share of the engine).
-// createModelServiceServer wires the HTTP server so that 100-continue requests come through this guard.
+// createModelServiceServer wires the HTTP server so that 100-continue requests and WebSocket upgrades (live streams)
+// come through this guard.
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { sendDetail } from './http-error';
+import { routeUpgrades } from './upgrades';
 
 export interface AdmissionState {
   /** Units admitted now (a /denoise is 1, a batch is `workers`). */
@@ -130,11 +132,13 @@ export function continueIfExpected(req: Request): void {
 
 /**
  * The model service's HTTP server: requests with `Expect: 100-continue` reach the app (and so the guard, which
- * decides between 100 Continue and a final answer) instead of Node answering 100 on its own.
+ * decides between 100 Continue and a final answer) instead of Node answering 100 on its own; so do upgrades.
  */
 export function createModelServiceServer(handler: http.RequestListener): http.Server {
   const server = http.createServer(handler);
   server.on('checkContinue', (req, res) => handler(req, res));
+  // GET /internal/stream (live-stream.ts): the upgrade is answered by the same handler, guard first.
+  routeUpgrades(server, handler);
   // The gateway bounds upload and processing time; no second clock here.
   server.requestTimeout = 0;
   return server;

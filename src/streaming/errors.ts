@@ -5,6 +5,7 @@ import { requestIdOf } from '../http/errors';
 
 export const STREAM_ERRORS = {
   invalid_request: 400,
+  model_not_installed: 422,
   upgrade_required: 426,
   too_many_streams: 429,
   upstream_unavailable: 503,

@@ -3,6 +3,8 @@
 // (attach), so request id, auth, IP list, scope, plan, rate limit and the request log apply unchanged; the gateway's
 // route target 'stream' then checks what is particular to streams (query, concurrent streams, the first credit)
 // and only then accepts the upgrade. Anything refused is an ordinary HTTP answer with the error envelope.
+// The denoising runs on the in-process engine, or (MODEL_SERVICE_URL) on one model-service replica picked before the
+// upgrade, where the stream stays for its life (relay.ts); billing, limits and the request log stay here either way.
 import http from 'node:http';
 import type net from 'node:net';
 import type { Request, Response } from 'express';
@@ -13,14 +15,22 @@ import { limitsFor } from '../gateway/plans';
 import { sendGatewayError } from '../http/errors';
 import type { InferenceEngine } from '../inference/types';
 import type { Logger } from '../logging';
+import type { Registry } from '../metrics';
 import type { GatewayStore } from '../store/types';
+import type { ModelServiceReplicas } from '../upstream/replicas';
+import { CLIENT_GONE_STATUS } from '../upstream/refusals';
+import { NoReplicaForStream, StreamRequestRejected } from '../upstream/stream-socket';
 import { StreamCredits } from './credits';
 import { sendStreamRefusal, StreamRefusal } from './errors';
-import { parseStreamParams } from './params';
-import { StreamSession, type SessionLimits } from './session';
+import { createStreamMetrics, type StreamMetrics } from './metrics';
+import { parseStreamParams, type StreamParams } from './params';
+import { openRelay } from './relay';
+import { StreamSession, type LiveSource, type SessionLimits } from './session';
 import { TicketBook, TICKET_TTL_MS } from './tickets';
 
 const RETRY_AFTER_S = 5;
+/** After the drain closed the streams left: how long their clients get to answer the close handshake. */
+const DRAIN_FLUSH_MS = 2_000;
 
 /** What the upgrade hands the route target with the request. */
 interface Upgrade {
@@ -28,13 +38,25 @@ interface Upgrade {
   head: Buffer;
 }
 const UPGRADE = Symbol('upgrade');
+/** Where a stream is denoised, chosen before the upgrade. */
+interface Denoiser {
+  source: LiveSource;
+  /** The upgrade did not happen: let a stream opened ahead go. */
+  drop(): void;
+}
 type UpgradeRequest = http.IncomingMessage & { [UPGRADE]?: Upgrade; streamRequestId?: string };
 
 export interface StreamingDeps {
   config: Config;
   store: GatewayStore;
-  /** The in-process engine; null when the model service is remote (streams are then refused: docs/streaming.md). */
+  /** The in-process engine; null when the model service is remote (then `replicas` denoise the streams). */
   engine: InferenceEngine | null;
+  /** The model-service replicas (MODEL_SERVICE_URL), for streams when there is no in-process engine. */
+  replicas?: ModelServiceReplicas | null;
+  /** Stream metrics go here (GET /metrics). */
+  registry?: Registry;
+  /** True while the app drains (/readyz failing, shutdown): new streams are refused with 503. */
+  draining?: () => boolean;
   logger: Logger;
   now?: () => number;
 }
@@ -50,12 +72,13 @@ export interface Streaming {
   redeemTicket(ticket: string): string | null;
   /** Streams open now. */
   active(): number;
-  /** No new streams; open ones may finish until `graceMs`, then are closed with 1012. */
-  drain(graceMs: number): Promise<void>;
+  /** No new streams; open ones may finish until `graceMs`, then are closed with 1012. Resolves with how many were. */
+  drain(graceMs: number): Promise<number>;
 }
 
 export function createStreaming(deps: StreamingDeps): Streaming {
   const { config, store, engine, logger } = deps;
+  const replicas = deps.replicas ?? null;
   const now = deps.now ?? Date.now;
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
   // The 101 carries the call's X-Request-Id like every other answer.
@@ -66,11 +89,15 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   const sessions = new Set<StreamSession>();
   const perWorkspace = new Map<string, number>();
   let draining = false;
+  /** The drain's grace is over: streams still open are being closed. */
+  let closing = false;
   const limits: SessionLimits = {
     idleMs: config.clientIdleTimeoutMs,
     maxBufferedBytes: 4 * 1024 * 1024,
     maxAudioSeconds: config.maxAudioSeconds,
+    maxInsideBytes: 1024 * 1024,
   };
+  const metrics: StreamMetrics | null = deps.registry ? createStreamMetrics(deps.registry, { active: () => sessions.size }) : null;
 
   async function handler(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
     const upgrade = (req as unknown as UpgradeRequest)[UPGRADE];
@@ -79,10 +106,8 @@ export function createStreaming(deps: StreamingDeps): Streaming {
         throw new StreamRefusal('upgrade_required', 'GET /stream is a WebSocket: send "Connection: Upgrade" and "Upgrade: websocket"');
       }
       const params = parseStreamParams(req.query as Record<string, unknown>, config.defaultAttenuationLimitDb);
-      if (draining) throw new StreamRefusal('upstream_unavailable', 'the server is restarting; reconnect shortly', RETRY_AFTER_S);
-      if (!engine?.openLive) {
-        throw new StreamRefusal('upstream_unavailable', 'live streams need the in-process model service (MODEL_SERVICE_URL unset)', RETRY_AFTER_S);
-      }
+      if (draining || deps.draining?.()) throw new StreamRefusal('upstream_unavailable', 'the server is restarting; reconnect shortly', RETRY_AFTER_S);
+      if (!engine?.openLive && !replicas) throw new StreamRefusal('upstream_unavailable', 'no model service can run live streams', RETRY_AFTER_S);
       const workspace = ctx.workspaceId ? await store.getWorkspace(ctx.workspaceId) : null;
       if (!workspace) throw new Error('stream without a workspace');
       const limits = limitsFor(workspace);
@@ -107,7 +132,12 @@ export function createStreaming(deps: StreamingDeps): Streaming {
       }
       perWorkspace.set(workspace.id, open + 1);
       try {
-        return await run(req, res, ctx, upgrade, params, credits);
+        const denoiser = await denoiserFor(params, ctx, res);
+        if (!denoiser) {
+          await credits.settle(0);
+          return { status: res.statusCode, ok: false };
+        }
+        return await run(req, res, ctx, upgrade, params, credits, denoiser);
       } finally {
         const n = (perWorkspace.get(workspace.id) ?? 1) - 1;
         if (n > 0) perWorkspace.set(workspace.id, n);
@@ -120,23 +150,66 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     }
   }
 
+  /**
+   * The denoising side: the in-process engine, or a stream opened on a replica now, before the upgrade (`drop` lets
+   * it go if the upgrade does not happen). null when no replica could take it (the refusal was sent).
+   */
+  async function denoiserFor(params: StreamParams, ctx: GatewayContext, res: Response): Promise<Denoiser | null> {
+    if (engine?.openLive) {
+      const open = engine.openLive.bind(engine);
+      const { model, channels, sampleRate, encoding, attenuationLimitDb } = params;
+      return { source: (sink) => open({ model, channels, sampleRate, encoding, attenuationLimitDb }, sink), drop: () => undefined };
+    }
+    try {
+      const relay = await openRelay(replicas!, params, { requestId: ctx.requestId, connectTimeoutMs: config.upstreamConnectTimeoutMs });
+      return { source: (sink) => Promise.resolve(relay.bind(sink)), drop: () => relay.abort() };
+    } catch (err) {
+      if (err instanceof StreamRequestRejected) {
+        // The replicas' verdict on the settings (400), or the model is not installed there (422).
+        sendStreamRefusal(res, new StreamRefusal(err.status === 422 ? 'model_not_installed' : 'invalid_request', err.detail));
+        return null;
+      }
+      if (!(err instanceof NoReplicaForStream)) throw err;
+      const f = err.failure;
+      ctx.errorType = f.type;
+      ctx.errorDetail = f.message;
+      if (f.retryAfter) res.setHeader('Retry-After', f.retryAfter);
+      sendGatewayError(res, f.type, f.message, f.status);
+      return null;
+    }
+  }
+
   async function run(
     req: Request,
     res: Response,
     ctx: GatewayContext,
     upgrade: Upgrade,
-    params: ReturnType<typeof parseStreamParams>,
+    params: StreamParams,
     credits: StreamCredits,
+    denoiser: Denoiser,
   ): Promise<ForwardOutcome> {
+    const { socket, head } = upgrade;
+    if (!socket.readable || !socket.writable) {
+      // The client left while the stream was being set up (ws would drop the socket without calling back).
+      socket.destroy();
+      denoiser.drop();
+      await credits.settle(0);
+      ctx.logStatus = CLIENT_GONE_STATUS;
+      res.emit('close');
+      return { status: CLIENT_GONE_STATUS, ok: false };
+    }
     // From here the socket is the WebSocket's: the synthetic response must never write to it.
-    res.detachSocket(upgrade.socket);
+    res.detachSocket(socket);
     (req as unknown as UpgradeRequest).streamRequestId = ctx.requestId;
     const ws = await new Promise<import('ws').WebSocket>((resolve) => {
-      wss.handleUpgrade(req, upgrade.socket, upgrade.head, (socket) => resolve(socket));
+      wss.handleUpgrade(req, socket, head, (accepted) => resolve(accepted));
     });
-    const session = new StreamSession(ws, params, ctx.requestId, engine!, credits, limits, logger);
+    const meterFor = metrics ? (latency: number) => metrics.meter(params.model, params.sampleRate, latency) : undefined;
+    const session = new StreamSession(ws, params, ctx.requestId, denoiser.source, credits, limits, logger, meterFor);
     sessions.add(session);
     void session.start();
+    // Accepted while the drain was closing the others: closed the same way.
+    if (closing) void session.shutdown();
     const result = await session.done;
     sessions.delete(session);
     ctx.logStatus = 101;
@@ -179,12 +252,19 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     attach,
     redeemTicket: (ticket) => tickets.redeem(ticket),
     active: () => sessions.size,
-    async drain(graceMs: number): Promise<void> {
+    async drain(graceMs: number): Promise<number> {
       draining = true;
       const until = now() + graceMs;
       while (sessions.size > 0 && now() < until) await new Promise((r) => setTimeout(r, 50));
-      await Promise.all([...sessions].map((s) => s.shutdown()));
+      closing = true;
+      const left = [...sessions];
+      await Promise.all(left.map((s) => s.shutdown()));
+      // Clients get a moment to answer the close handshake; a socket still open after it is dropped.
+      const flushUntil = now() + DRAIN_FLUSH_MS;
+      while (wss.clients.size > 0 && now() < flushUntil) await new Promise((r) => setTimeout(r, 50));
+      for (const ws of wss.clients) ws.terminate();
       wss.close();
+      return left.length;
     },
   };
 }

@@ -1,12 +1,18 @@
 // One live stream over an accepted WebSocket: `ready`, then binary PCM in and denoised PCM out in order, `end` →
 // flush → `done` with stats → close 1000. Faults close with a code the client can act on (errors.ts CLOSE): credits
-// exhausted 4402, client idle or too slow to read 4408, internal 1011, restarting 1012.
+// exhausted 4402, client idle or too slow to read 4408, internal 1011, restarting 1012. The denoising is the in-process
+// engine's or a model-service replica's (relay.ts): either way a LiveSource. While more than maxInsideBytes of the
+// stream are inside (received, not yet sent back), the client's socket is not read: TCP pushes back on the client.
 import type WebSocket from 'ws';
-import type { InferenceEngine, LiveStream } from '../inference/types';
+import type { LiveSink, LiveStream } from '../inference/types';
 import type { Logger } from '../logging';
 import type { StreamCredits } from './credits';
 import { CLOSE, StreamFault } from './errors';
+import type { StreamMeter } from './metrics';
 import { frameBytes, type StreamParams } from './params';
+
+/** Opens the denoising side of a stream, its output going to `sink`. */
+export type LiveSource = (sink: LiveSink) => Promise<LiveStream>;
 
 export interface SessionLimits {
   /** No audio for this long: 4408. */
@@ -15,6 +21,8 @@ export interface SessionLimits {
   maxBufferedBytes: number;
   /** Longest stream, in seconds of audio. */
   maxAudioSeconds: number;
+  /** Bytes received and not yet sent back above which the client is not read (a quarter of it resumes). */
+  maxInsideBytes: number;
 }
 
 export interface SessionResult {
@@ -40,6 +48,9 @@ export class StreamSession {
   private waitingForCredit: Uint8Array[] | null = null;
   private ending = false;
   private over = false;
+  /** The client's socket is not being read (maxInsideBytes). */
+  private paused = false;
+  private meter: StreamMeter | null = null;
   private resolveDone!: (r: SessionResult) => void;
   readonly done: Promise<SessionResult>;
 
@@ -47,10 +58,11 @@ export class StreamSession {
     private readonly ws: WebSocket,
     private readonly params: StreamParams,
     private readonly requestId: string,
-    private readonly engine: InferenceEngine,
+    private readonly source: LiveSource,
     private readonly credits: StreamCredits,
     private readonly limits: SessionLimits,
     private readonly logger: Logger,
+    private readonly meterFor?: (latencySamples: number) => StreamMeter,
   ) {
     this.frame = frameBytes(params);
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
@@ -62,20 +74,12 @@ export class StreamSession {
     ws.on('close', () => void this.finish(CLOSE.normal, undefined, true));
     ws.on('error', () => undefined); // 'close' follows
     try {
-      if (!this.engine.openLive) throw new Error('this engine has no live streams');
-      this.live = await this.engine.openLive(
-        {
-          model: this.params.model,
-          channels: this.params.channels,
-          sampleRate: this.params.sampleRate,
-          encoding: this.params.encoding,
-          attenuationLimitDb: this.params.attenuationLimitDb,
-        },
-        {
-          output: (bytes) => this.send(bytes),
-          error: (err) => void this.fault(new StreamFault('internal_error', `denoising failed: ${err.message}`, CLOSE.internal)),
-        },
-      );
+      this.live = await this.source({
+        output: (bytes) => this.send(bytes),
+        // A relayed stream says what went wrong on its replica (restarting: 1012); anything else is internal.
+        error: (err) =>
+          void this.fault(err instanceof StreamFault ? err : new StreamFault('internal_error', `denoising failed: ${err.message}`, CLOSE.internal)),
+      });
     } catch (err) {
       await this.fault(new StreamFault('internal_error', `could not start the stream: ${(err as Error).message}`, CLOSE.internal));
       return;
@@ -84,6 +88,7 @@ export class StreamSession {
       this.live.abort();
       return;
     }
+    this.meter = this.meterFor?.(this.live.latencySamples) ?? null;
     this.sendJson({
       type: 'ready',
       request_id: this.requestId,
@@ -112,6 +117,8 @@ export class StreamSession {
     this.armIdle();
     this.bytesIn += data.length;
     this.inFrames += data.length / this.frame;
+    this.meter?.input(data.length / this.frame);
+    this.flow();
     if (this.inFrames / this.params.sampleRate > this.limits.maxAudioSeconds) {
       void this.fault(new StreamFault('payload_too_large', `a stream may carry at most ${this.limits.maxAudioSeconds} s of audio`, CLOSE.normal));
       return;
@@ -188,6 +195,8 @@ export class StreamSession {
     this.bytesOut += bytes.byteLength;
     this.outFrames += bytes.byteLength / this.frame;
     this.ws.send(bytes, { binary: true });
+    this.meter?.output(this.outFrames);
+    this.flow();
     if (this.ws.bufferedAmount > this.limits.maxBufferedBytes) {
       void this.fault(new StreamFault('request_timeout', 'the client is not reading the denoised audio fast enough', CLOSE.tooSlow));
     }
@@ -195,6 +204,22 @@ export class StreamSession {
 
   private sendJson(value: unknown): void {
     if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(value));
+  }
+
+  /** Stops reading the client while too much of the stream is inside; reads again once most of it went out. */
+  private flow(): void {
+    if (this.over) return;
+    const inside = this.bytesIn - this.bytesOut;
+    if (!this.paused && inside > this.limits.maxInsideBytes) {
+      this.paused = true;
+      this.ws.pause();
+      // Not reading is not the client's silence.
+      this.clearIdle();
+    } else if (this.paused && inside < this.limits.maxInsideBytes / 4) {
+      this.paused = false;
+      this.ws.resume();
+      if (!this.ending) this.armIdle();
+    }
   }
 
   private armIdle(): void {
@@ -232,6 +257,8 @@ export class StreamSession {
   private async settle(closeCode: number, err?: StreamFault): Promise<SessionResult> {
     this.over = true;
     this.clearIdle();
+    // The close handshake needs the client's socket read again.
+    if (this.paused) this.ws.resume();
     if (this.live && (err || this.ws.readyState !== this.ws.OPEN)) this.live.abort();
     const inputSeconds = this.inFrames / this.params.sampleRate;
     let creditsCharged = 0;

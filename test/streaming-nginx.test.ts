@@ -1,0 +1,140 @@
+// Live streams through the load balancer of docker-compose.scale.yml: Debian's nginx runs deploy/nginx/nginx.conf
+// (only the gateways' addresses, the listen port and the pid file replaced) in front of two real
+// `node dist/src/server.js` gateways. The WebSocket upgrade passes through, audio flows both ways, and a browser's
+// ticket (held by the gateway that issued it) is redeemed through nginx every time, since tickets and streams go to
+// the gateway of the client's address. Skipped, saying so, where no nginx binary is installed (apt-get install nginx-light).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { PROJECT_ROOT, type Config } from '../src/config';
+import { openSqliteStore } from '../src/store/sqlite-store';
+import type { GatewayStore } from '../src/store/types';
+import { eventually, fixture, rawRequest, testConfig } from './service-helpers';
+import { STREAM_PATH, StreamClient, wavData } from './streaming-helpers';
+import { freePort } from '../scripts/lib/free-port';
+
+const SERVER = path.join(PROJECT_ROOT, 'dist/src/server.js');
+const CONF = path.join(PROJECT_ROOT, 'deploy/nginx/nginx.conf');
+
+function nginxBinary(): string | null {
+  for (const candidate of ['/usr/sbin/nginx', 'nginx']) {
+    if (spawnSync(candidate, ['-v'], { encoding: 'utf8' }).status === 0) return candidate;
+  }
+  return null;
+}
+
+const NGINX = nginxBinary();
+const describeWithNginx = NGINX ? describe : describe.skip;
+if (!NGINX) process.stderr.write('streaming-nginx.test: no nginx binary (apt-get install nginx-light); skipped\n');
+
+/** The deploy config with local addresses; every replaced line must exist, so a changed config fails here. */
+function localConfig(gatewayPorts: number[], port: number, dir: string): string {
+  let text = fs.readFileSync(CONF, 'utf8');
+  const replace = (from: string, to: string): void => {
+    if (!text.includes(from)) throw new Error(`deploy/nginx/nginx.conf no longer has "${from}"`);
+    text = text.split(from).join(to);
+  };
+  replace('gateway-1:8080', `127.0.0.1:${gatewayPorts[0]}`);
+  replace('gateway-2:8080', `127.0.0.1:${gatewayPorts[1]}`);
+  replace('listen 8080;', `listen 127.0.0.1:${port};`);
+  replace('pid /tmp/nginx.pid;', `pid ${path.join(dir, 'nginx.pid')};`);
+  return text;
+}
+
+describeWithNginx('live streams through nginx (deploy/nginx/nginx.conf)', () => {
+  let config: Config;
+  let store: GatewayStore;
+  let dir: string;
+  const children: ChildProcess[] = [];
+  let base: string;
+  let token: string;
+
+  async function startGateway(port: number): Promise<void> {
+    const child = spawn(process.execPath, [SERVER], {
+      env: {
+        PATH: process.env.PATH,
+        DATA_DIR: config.dataDir,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        WORKERS: '1',
+        TRUST_PROXY: '1',
+        ADMIN_SECRET: 'stream-nginx-test-admin-secret',
+        LOG_REQUESTS: 'false',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    await eventually(() => /listening on/.test(out) || child.exitCode !== null, 30_000);
+    if (child.exitCode !== null) throw new Error(`gateway did not start:\n${out}`);
+  }
+
+  beforeAll(async () => {
+    config = testConfig();
+    store = openSqliteStore(config);
+    const ws = await store.createWorkspace('acme', 'scale');
+    token = (await store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null })).token;
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nginx-test-'));
+    const gatewayPorts = [await freePort(), await freePort()];
+    // One after the other: the first one creates the database's schema.
+    for (const p of gatewayPorts) await startGateway(p);
+    const port = await freePort();
+    fs.writeFileSync(path.join(dir, 'nginx.conf'), localConfig(gatewayPorts, port, dir));
+    // nginx opens /dev/stdout and /dev/stderr (its logs): those must be a file here, not Node's socket pairs.
+    const logPath = path.join(dir, 'nginx.log');
+    const log = fs.openSync(logPath, 'a');
+    const args = ['-p', dir, '-c', path.join(dir, 'nginx.conf')];
+    const check = spawnSync(NGINX!, ['-t', ...args], { stdio: ['ignore', log, log] });
+    if (check.status !== 0) throw new Error(`nginx -t failed:\n${fs.readFileSync(logPath, 'utf8')}`);
+    const nginx = spawn(NGINX!, [...args, '-g', 'daemon off;'], { stdio: ['ignore', log, log] });
+    children.push(nginx);
+    fs.closeSync(log);
+    base = `127.0.0.1:${port}`;
+    await eventually(async () => {
+      if (nginx.exitCode !== null) throw new Error(`nginx exited:\n${fs.readFileSync(logPath, 'utf8')}`);
+      return rawRequest(`http://${base}/healthz`, {}).then(
+        (r) => r.status === 200,
+        () => false,
+      );
+    }, 20_000);
+  }, 90_000);
+
+  afterAll(async () => {
+    for (const c of children.reverse()) {
+      if (c.exitCode !== null || c.signalCode !== null) continue;
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      await exited;
+    }
+    await store.close();
+    fs.rmSync(config.dataDir, { recursive: true, force: true });
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('the upgrade passes through and the audio comes back whole', async () => {
+    const input = wavData(fs.readFileSync(fixture('speech-noisy-16k-mono.wav')));
+    const stream = new StreamClient(`ws://${base}${STREAM_PATH}?model=nsm-2`, { Authorization: `Bearer ${token}` });
+    expect(await stream.ready).toMatchObject({ type: 'ready', model: 'nsm-2' });
+    stream.send(input, 640);
+    stream.end();
+    expect((await stream.closed).code).toBe(1000);
+    expect(stream.errors).toEqual([]);
+    expect(stream.audio.length).toBe(input.length);
+  }, 30_000);
+
+  test("a browser's ticket, issued through nginx, is redeemed through nginx every time", async () => {
+    for (let i = 0; i < 6; i++) {
+      const issued = await rawRequest(`http://${base}${STREAM_PATH}/tickets`, { method: 'POST', headers: { Authorization: `Bearer ${token}` } });
+      expect(issued.status).toBe(201);
+      const { ticket } = JSON.parse(issued.body.toString()) as { ticket: string };
+      const stream = new StreamClient(`ws://${base}${STREAM_PATH}?ticket=${ticket}`, {});
+      await stream.ready;
+      stream.send(Buffer.alloc(3200));
+      stream.end();
+      expect((await stream.closed).code).toBe(1000);
+    }
+  }, 60_000);
+});
