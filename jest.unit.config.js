@@ -8,6 +8,8 @@ const UNIT_TESTS = [
   'bench-stats',
   'console-auth',
   'app-closer',
+  'cpu-quota',
+  'image',
   'gateway-policy-*',
   'inference-batching',
   'inference-models',

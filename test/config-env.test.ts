@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadConfig, PROJECT_ROOT } from '../src/config';
+import { defaultWorkers } from '../src/config/cpu-quota';
 
 const refusal = (env: NodeJS.ProcessEnv): string => {
   try {
@@ -54,7 +55,7 @@ test('defaults are unchanged; empty means unset; integers may carry spaces; REDI
     port: 8080,
     host: '0.0.0.0',
     dataDir: path.join(PROJECT_ROOT, 'data'),
-    workers: os.availableParallelism(),
+    workers: defaultWorkers(),
     modelsDir: path.join(PROJECT_ROOT, 'models'),
     modelServiceUrl: null,
     modelServicePort: 8081,
@@ -94,7 +95,7 @@ test('defaults are unchanged; empty means unset; integers may carry spaces; REDI
     maxUploadBytes: 2048 * 1024 * 1024,
     retentionMs: 24 * 3600_000,
     allowPrivateUrls: false,
-    concurrency: Math.max(1, Math.floor(os.availableParallelism() / 2)),
+    concurrency: Math.max(1, Math.floor(defaultWorkers() / 2)),
     runner: true,
     leaseMs: 30_000,
     maxActivePerWorkspace: 20,

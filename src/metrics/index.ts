@@ -1,8 +1,8 @@
 // Prometheus metrics (prom-client, the maintained Prometheus client for Node). One registry per process:
 //
 //   gateway (npm start)             ns_http_*, ns_upstream_*, ns_credits_*, ns_rate_limited_total
-//                                   (gateway/observers/metrics.ts) + the model-service metrics when the model service
-//                                   runs in-process
+//                                   (gateway/observers/metrics.ts), ns_stream* (streaming/metrics.ts) + the
+//                                   model-service metrics when the model service runs in-process
 //   model service (its own process) ns_audio_seconds_total, ns_processing_seconds_total, ns_rtf, ns_files_total,
 //                                   ns_engine_* (model-service/metrics.ts) on its own GET /metrics
 //
