@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { loadConfig, PROJECT_ROOT, type Config } from '../src/config';
+import { pcm16WavHeader } from '../src/audio/wav';
 import type { GatewayStore } from '../src/store/types';
 
 export const FIXTURES = path.join(PROJECT_ROOT, 'fixtures');
@@ -167,19 +168,6 @@ export function noiseWav(seconds: number, rate = 16000, channels = 1): Buffer {
     x = (x * 1103515245 + 12345) & 0x7fffffff;
     data.writeInt16LE(((x >> 8) % 6000) - 3000, i * 2);
   }
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0, 'ascii');
-  header.writeUInt32LE(36 + data.length, 4);
-  header.write('WAVE', 8, 'ascii');
-  header.write('fmt ', 12, 'ascii');
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(channels, 22);
-  header.writeUInt32LE(rate, 24);
-  header.writeUInt32LE(rate * channels * 2, 28);
-  header.writeUInt16LE(channels * 2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36, 'ascii');
-  header.writeUInt32LE(data.length, 40);
+  const header = pcm16WavHeader(data.length, rate, channels);
   return Buffer.concat([header, data]);
 }

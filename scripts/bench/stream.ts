@@ -12,6 +12,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
+import { pcm16WavHeader } from '../../src/audio/wav';
 import { startServer, stopServer, type Server } from './load';
 
 export const UNDERRUN_MS = 60;
@@ -297,18 +298,5 @@ export async function runStreamBench(o: StreamBenchOptions): Promise<unknown> {
 
 function tenSecondWav(pcm16k: Buffer): Buffer {
   const data = pcm16k.subarray(0, Math.min(pcm16k.length, 10 * 16000 * 2));
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0);
-  h.writeUInt32LE(36 + data.length, 4);
-  h.write('WAVEfmt ', 8);
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(1, 22);
-  h.writeUInt32LE(16000, 24);
-  h.writeUInt32LE(32000, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36);
-  h.writeUInt32LE(data.length, 40);
-  return Buffer.concat([h, data]);
+  return Buffer.concat([pcm16WavHeader(data.length, 16000, 1), data]);
 }

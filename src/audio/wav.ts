@@ -252,3 +252,21 @@ export class WavWriter {
     return h;
   }
 }
+
+/** The canonical 44-byte header of a 16-bit PCM WAV holding `dataBytes` of samples (streams written whole, tests). */
+export function pcm16WavHeader(dataBytes: number, sampleRate: number, channels: number): Buffer {
+  const h = Buffer.alloc(44);
+  h.write('RIFF', 0, 'ascii');
+  h.writeUInt32LE(36 + dataBytes, 4);
+  h.write('WAVEfmt ', 8, 'ascii');
+  h.writeUInt32LE(16, 16);
+  h.writeUInt16LE(1, 20);
+  h.writeUInt16LE(channels, 22);
+  h.writeUInt32LE(sampleRate, 24);
+  h.writeUInt32LE(sampleRate * channels * 2, 28);
+  h.writeUInt16LE(channels * 2, 32);
+  h.writeUInt16LE(16, 34);
+  h.write('data', 36, 'ascii');
+  h.writeUInt32LE(dataBytes, 40);
+  return h;
+}

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
+import { pcm16WavHeader } from '../audio/wav';
 import { loadConfig } from '../config';
 
 const USAGE = `nsm stream — denoise a file or standard input through a server's live stream (WebSocket)
@@ -221,7 +222,7 @@ async function stream(o: ReturnType<typeof checked>, io: Io): Promise<Result> {
     const w = sink as fs.WriteStream;
     await new Promise<void>((r) => w.end(r));
     const fd = fs.openSync(o.output + '.partial', 'r+');
-    fs.writeSync(fd, wavHeader(outBytes, o.rate, o.channels), 0, 44, 0);
+    fs.writeSync(fd, pcm16WavHeader(outBytes, o.rate, o.channels), 0, 44, 0);
     fs.closeSync(fd);
     fs.renameSync(o.output + '.partial', o.output);
   }
@@ -267,22 +268,6 @@ function pcmQueue(out: NodeJS.ReadableStream): { next(): Promise<Buffer | null> 
   };
 }
 
-function wavHeader(dataBytes: number, rate: number, channels: number): Buffer {
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0);
-  h.writeUInt32LE(36 + dataBytes, 4);
-  h.write('WAVEfmt ', 8);
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(channels, 22);
-  h.writeUInt32LE(rate, 24);
-  h.writeUInt32LE(rate * channels * 2, 28);
-  h.writeUInt16LE(channels * 2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36);
-  h.writeUInt32LE(dataBytes, 40);
-  return h;
-}
 
 function pct(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
