@@ -1,11 +1,14 @@
 // The BS.1770 meter (src/dsp/loudness.ts) against ffmpeg's ebur128 filter, EBU Tech 3341-style reference signals,
-// the true-peak limiter (src/dsp/normalize.ts), and the noise-removed estimate on real denoising.
+// the true-peak limiter (src/dsp/normalize.ts), the loudness target's gain decisions (src/pipeline/loudness.ts), and
+// the noise-removed estimate on real denoising.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
 import { dbOf, gatedLoudness, LoudnessMeter, noiseRemovedDb, TruePeakInterpolator } from '../src/dsp/loudness';
 import { LoudnessNormalizer } from '../src/dsp/normalize';
+import { FloatSpool } from '../src/audio/spool';
+import { chooseGain, linearGainFor, MAX_LIMITER_COST_LU, modelInputGainDb, scaledBlocks } from '../src/pipeline/loudness';
 import { readPcm, writePcm } from '../src/pipeline/clips';
 import { denoiseFile } from '../src/pipeline';
 import { createInferenceEngine } from '../src/inference/engine';
@@ -157,6 +160,59 @@ describe('normaliser: gain and true-peak limiter', () => {
     let worst = 0;
     for (let i = 1; i < joined[0].length; i++) worst = Math.max(worst, Math.abs(joined[0][i] - joined[0][i - 1]));
     expect(worst).toBeLessThan(1.2);
+  });
+});
+
+describe("a loudness target's gain decisions", () => {
+  test('an input under -35 LUFS is lifted to -25 LUFS, less where its true peak would pass -1 dBTP; others are not', () => {
+    expect(modelInputGainDb(-34.9, -15)).toBe(0);
+    expect(modelInputGainDb(-20, -1)).toBe(0);
+    expect(modelInputGainDb(null, -80)).toBe(0);
+    expect(modelInputGainDb(-42.5, -22.8)).toBeCloseTo(17.5, 9);
+    expect(modelInputGainDb(-50, -12)).toBeCloseTo(11, 9); // a click at -12 dBTP stops the lift at -1 dBTP
+    expect(modelInputGainDb(-50, 0.5)).toBe(0);
+  });
+
+  test('the limiter-free gain accounts for blocks the gain lifts over the -70 LUFS gate (checked by metering the gained audio)', () => {
+    // A loud part, a short part 13 LU under it (outside the relative gate), and a long one at -75 LUFS (outside the
+    // absolute gate). Gained by ~38 dB the long part passes the absolute gate and pulls the relative gate down, so
+    // the 13 LU part counts too.
+    const rate = 16000;
+    const parts = [sine(rate, 2, 1000, -54), sine(rate, 1, 1000, -67), sine(rate, 20, 1000, -75)];
+    const x = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
+    let o = 0;
+    for (const p of parts) (x.set(p, o), (o += p.length));
+    const { meter } = measure([x], rate);
+    const measured = meter.integrated()!;
+    const naive = -16 - measured;
+    const gained = (g: number) => measure([x.map((v) => v * Math.pow(10, g / 20))], rate).meter.integrated()!;
+    expect(Math.abs(gained(naive) + 16)).toBeGreaterThan(0.5); // target − loudness alone misses
+    const gain = linearGainFor(meter.blockPowers(), -16, measured);
+    expect(Math.abs(gained(gain) + 16)).toBeLessThan(0.02);
+    expect(gatedLoudness(scaledBlocks(meter.blockPowers(), gain))!).toBeCloseTo(gained(gain), 6);
+  });
+
+  test(`the limiter's budget: -5 LUFS on speech stops ${MAX_LIMITER_COST_LU} LU above the limiter-free gain, not reached; -16 is reached`, async () => {
+    const rate = 16000;
+    const planar = await readPcm(config, fixture('speech-noisy-16k-mono.wav'), rate, 1);
+    const spool = await FloatSpool.create(path.join(tmp, 'budget.spool'), 1);
+    try {
+      await spool.write(planar);
+      const { meter, peak } = measure(planar, rate);
+      const measured = meter.integrated()!;
+      const plan = { spool, sampleRate: rate, channels: 1, chunkFrames: 4000, measured, blocks: meter.blockPowers(), peak, ceilingDbtp: -1.7, check: () => undefined };
+      const loud = await chooseGain({ ...plan, target: -5 });
+      const over = loud.gainDb - linearGainFor(plan.blocks, -5, measured);
+      expect(loud.reached).toBe(false);
+      expect(over).toBeLessThanOrEqual(MAX_LIMITER_COST_LU + 1e-9);
+      expect(over).toBeGreaterThan(MAX_LIMITER_COST_LU - 0.5); // it went as far as the budget allows
+      expect(loud.expected!).toBeLessThan(-5.5);
+      const podcast = await chooseGain({ ...plan, target: -16 });
+      expect(podcast.reached).toBe(true);
+      expect(Math.abs(podcast.expected! + 16)).toBeLessThan(0.05);
+    } finally {
+      await spool.dispose();
+    }
   });
 });
 

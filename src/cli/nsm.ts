@@ -332,6 +332,11 @@ export async function runDenoise(argv: string[]): Promise<number> {
           fs.renameSync(partial, target);
         }
         if (!args.quiet) process.stderr.write(summaryLine(job, stats) + '\n');
+        if (stats.loudness_target_reached === false) {
+          const got = stats.output_loudness_lufs; // null: silence; else the limiter's budget ran out (pipeline/loudness.ts)
+          const why = got === null ? 'the output is silent (nothing above -70 LUFS to measure)' : `delivered ${got.toFixed(1)} LUFS, as loud as the limiter allows without crushing the speech`;
+          process.stderr.write(`nsm: warning: ${shown(job.input, 'stdin')}: loudness target ${stats.loudness_target_lufs} LUFS not reached: ${why}\n`);
+        }
         if (args.json) process.stdout.write(`${JSON.stringify({ input: job.input, output: job.output, ...stats })}\n`);
         return { ok: true, stats };
       } catch (err) {

@@ -18,8 +18,10 @@
 //
 // Loudness (loudness.ts): the input and the cleaned audio are metered on the way (BS.1770 at the model's rate) for
 // the stats, by the engine's worker thread (measureLoudness), which takes that work off the server's main thread.
-// With a loudness target the cleaned audio first goes to a spool file (spool.ts) while it is metered, then is
-// replayed through a gain and a true-peak limiter (normalize.ts) into the sink: two passes, memory still bounded.
+// With a loudness target the decoded input first goes to a spool file (spool.ts) while it is metered, and one quieter
+// than the models' training range is lifted before the model (./loudness.ts); the cleaned audio goes to a second spool
+// while it is metered, then is replayed through a gain and a true-peak limiter (normalize.ts) into the sink, and the
+// delivered file is measured again (normalize-pass.ts): several passes, memory still bounded.
 //
 // Limits (limits.ts) are checked from the header before any decoding, and the duration again while decoding.
 // Non-finite samples (NaN, ±Inf) are silence: float WAVs are cleaned as they are read, other decoders' output here.
@@ -40,7 +42,6 @@ export { deinterleave, interleave, silenceNonFinite } from '../dsp/interleave';
 export type { OutputFormat } from '../audio/formats';
 export type { InMemoryInput, SourceInput } from '../audio/sources';
 export { DEFAULT_CHUNK_SECONDS, MAX_CHUNK_SAMPLES, modelRateFor } from './plan';
-export { MAX_NORMALIZATION_GAIN_DB } from './run';
 export type { DenoiseStats } from './stats';
 export type { DenoiseFileDeps, DenoiseFileOptions, DenoiseOutput, DenoiseTarget } from './types';
 

@@ -1,6 +1,7 @@
 // One run of the file pipeline (PipelineRun): opens the source, the engine stream and the sink as plan.ts decides,
-// pumps chunks from one to the next (one ahead, memory bounded), runs loudness normalisation's second pass from the
-// spool, and on abort or failure stops children and frees the stream and files.
+// pumps chunks from one to the next (one ahead, memory bounded); with a loudness target reads the input whole first
+// (pass 0: a quiet one is lifted for the model) and normalises from the spool after (normalize-pass.ts); on abort or
+// failure stops children and frees the stream and files.
 import path from 'node:path';
 import { AudioAbortedError, AudioInputError } from '../audio/errors';
 import { truePeakCeiling } from '../audio/formats';
@@ -9,21 +10,13 @@ import { MemoryFile } from '../audio/memory-file';
 import { openSink, type AudioSink } from '../audio/sinks';
 import { openSource, type AudioSource, type SourceInput } from '../audio/sources';
 import { FloatSpool } from '../audio/spool';
-import { dbOf, LoudnessMeter, TruePeakInterpolator } from '../dsp/loudness';
-import { LoudnessNormalizer } from '../dsp/normalize';
+import { dbOf, gatedLoudness, LoudnessMeter, TruePeakInterpolator } from '../dsp/loudness';
 import type { DenoiseStream, PcmDenoiseStream, StreamControl } from '../inference/types';
+import { modelInputGainDb } from './loudness';
+import { MEASURE_RATE, normalizeInto, type PassIo } from './normalize-pass';
 import { decodeRateFor, planRun } from './plan';
 import { measuredLoudness, type RunResult } from './stats';
 import type { DenoiseFileDeps, DenoiseFileOptions, DenoiseOutput, DenoiseTarget } from './types';
-
-/** Largest gain loudness normalisation applies (a near-silent file is not blown up into its noise floor). */
-export const MAX_NORMALIZATION_GAIN_DB = 30;
-
-/** Dry passes at most, to make up for the loudness the limiter removes. */
-const MAX_LIMITER_ROUNDS = 3;
-
-/** Headroom under the format's ceiling for what the limiter's peak estimate and the output resampler can miss. */
-const LIMITER_MARGIN_DB = 0.3;
 
 /** How chunks go from the source through the engine stream to the sink (PipelineRun.pump). */
 interface ChunkEdges<In, Out> {
@@ -32,6 +25,15 @@ interface ChunkEdges<In, Out> {
   push(chunk: In): Promise<Out>;
   end(): Promise<Out>;
   emit(out: Out): Promise<void>;
+  /** After read() returned null: waits for the reader to finish cleanly (default: the source's finish()). */
+  finish?(): Promise<void>;
+}
+
+/** The input of a run with a loudness target, spooled by pass 0: read back with the lift for the model applied. */
+interface LiftedInput {
+  /** The gain applied (dB; 0 for an input within the models' level range). */
+  gainDb: number;
+  read(): Promise<Float32Array[] | null>;
 }
 
 /** State of one denoiseFile call: source, engine stream, sink, abort wiring. */
@@ -40,7 +42,10 @@ export class PipelineRun {
   outputPath: string | null = null;
   private source: AudioSource | null = null;
   private sink: AudioSink | null = null;
+  /** The decoder that measures the output after pass 2. */
+  private measuring: AudioSource | null = null;
   private spool: FloatSpool | null = null;
+  private inputSpool: FloatSpool | null = null;
   private stream: StreamControl | null = null;
   private aborted = false;
   /** Set once the signal fires or a child dies early; every await in the loop is guarded by it. */
@@ -121,6 +126,9 @@ export class PipelineRun {
     const plan = planRun(config, opts, source, engine, this.target);
     const { modelRate, pcmInput, chunkFrames, loudnessTarget: target } = plan;
     const sinkOptions = { ...plan.sink, onFailure: (e: Error) => this.fail(e) };
+    // With a loudness target the input is read whole first (pass 0), so that a quiet one can be lifted into the
+    // models' level range before the engine stream is even opened.
+    const lifted = target !== null ? await this.liftInput(chunkFrames, modelRate) : null;
     const stream: StreamControl = await this.acquire<StreamControl>(
       pcmInput ? engine.openPcmStream!(plan.stream, pcmInput.format) : engine.openStream(plan.stream),
       (st) => st.abort(),
@@ -129,13 +137,17 @@ export class PipelineRun {
     if (stream.sampleRate !== modelRate) throw new Error(`engine runs ${opts.model} at ${stream.sampleRate} Hz, expected ${modelRate}`);
 
     const memory = plan.inMemory ? new MemoryFile() : null;
-    if (!memory) this.outputPath = path.resolve(await this.guard(this.target.path()));
-    const sink = await this.acquire(openSink(config, memory ?? this.outputPath!, sinkOptions), (k) => k.abort());
-    this.sink = sink;
+    if (!memory) this.outputPath ??= path.resolve(await this.guard(this.target.path()));
+    const openOutput = async (): Promise<AudioSink> => {
+      const sink = await this.acquire(openSink(config, memory ?? this.outputPath!, sinkOptions), (k) => k.abort());
+      this.sink = sink;
+      return sink;
+    };
+    // Without a target the cleaned audio goes straight to the sink; with one it waits in the spool for pass 2, which
+    // opens the sink (its true peak tells whether the gain will need the limiter).
+    const sink = target === null ? await openOutput() : null;
     if (target !== null) this.spool = await this.guard(FloatSpool.create(`${this.outputPath}.spool`, source.channels));
     const spool = this.spool;
-    // Without a target the cleaned audio goes straight to the sink; with one it waits in the spool for pass 2 (and
-    // its true peak tells whether the gain will need the limiter).
     const cleanPeak = spool ? new TruePeakInterpolator(modelRate, source.channels) : null;
     let peakScratch = new Float64Array(0);
     const emit = async (out: Float32Array[]): Promise<void> => {
@@ -144,11 +156,11 @@ export class PipelineRun {
         if (peakScratch.length < out[0].length) peakScratch = new Float64Array(out[0].length);
         cleanPeak.process(out, peakScratch);
       }
-      await this.guard(spool ? spool.write(out) : sink.write(out));
+      await this.guard(spool ? spool.write(out) : sink!.write(out));
     };
 
     let framesIn: number;
-    if (pcmInput) {
+    if (pcmInput && sink) {
       const pcmStream = stream as PcmDenoiseStream;
       const writePcm16 = sink.writePcm16?.bind(sink);
       if (!writePcm16) throw new Error('the in-process WAV sink takes no PCM');
@@ -162,64 +174,43 @@ export class PipelineRun {
     } else {
       const floatStream = stream as DenoiseStream;
       framesIn = await this.pump<Float32Array[], Float32Array[]>(chunkFrames, modelRate, {
-        read: (n) => source.read(n),
+        read: (n) => (lifted ? lifted.read() : source.read(n)),
         frames: (planar) => planar[0].length,
         push: (planar) => floatStream.push(planar),
         end: () => floatStream.end(),
         emit,
+        finish: lifted ? () => Promise.resolve() : undefined,
       });
     }
+    await this.inputSpool?.dispose(); // read through: free its disk before pass 2
+    this.inputSpool = null;
 
     // Metered in the worker, next to the chain (measureLoudness): the input as pushed, the output as returned.
     const measured = stream.loudness();
     if (!measured) throw new Error('the inference engine returned no loudness measurements');
-    const loudness = measuredLoudness(measured, target);
+    const loudness = measuredLoudness(measured, target, lifted?.gainDb ?? 0);
     if (spool && target !== null) {
-      // Pass 2: one gain for the whole file, limited to the format's true-peak ceiling, metered again.
-      const measured = loudness.output;
-      const ceilingDbtp = truePeakCeiling(opts.outputFormat) - LIMITER_MARGIN_DB;
-      const normalizerFor = (gainDb: number) =>
-        new LoudnessNormalizer({ sampleRate: modelRate, channels: source.channels, gainDb, ceilingDbtp });
-      loudness.gainDb = measured === null ? 0 : Math.min(MAX_NORMALIZATION_GAIN_DB, target - measured);
-      if (measured !== null && cleanPeak && cleanPeak.maximum() > 0 && dbOf(cleanPeak.maximum()) + loudness.gainDb > ceilingDbtp) {
-        // The limiter takes some loudness away: measure how much on dry runs (no encoding) and add it back, until
-        // within 0.1 LU of the target or after a few rounds (the limiter's loss grows with the gain).
-        for (let round = 0; round < MAX_LIMITER_ROUNDS; round++) {
-          const dry = normalizerFor(loudness.gainDb);
-          const dryMeter = new LoudnessMeter(modelRate, source.channels);
-          for await (const chunk of spool.read(chunkFrames)) {
-            this.throwIfFailed();
-            dryMeter.push(dry.push(chunk));
-          }
-          dryMeter.push(dry.flush());
-          const limited = dryMeter.integrated();
-          if (limited === null || Math.abs(target - limited) < 0.1) break;
-          const next = Math.min(MAX_NORMALIZATION_GAIN_DB, loudness.gainDb + (target - limited));
-          if (next === loudness.gainDb) break;
-          loudness.gainDb = next;
-        }
-      }
-      const normalizer = normalizerFor(loudness.gainDb);
-      const finalMeter = new LoudnessMeter(modelRate, source.channels);
-      const peak = new TruePeakInterpolator(modelRate, source.channels);
-      let peaks = new Float64Array(0);
-      const write = async (out: Float32Array[]): Promise<void> => {
-        if (out[0].length === 0) return;
-        finalMeter.push(out);
-        if (peaks.length < out[0].length) peaks = new Float64Array(out[0].length);
-        peak.process(out, peaks);
-        await this.guard(sink.write(out));
-      };
-      for await (const chunk of spool.read(chunkFrames)) {
-        this.throwIfFailed();
-        await write(normalizer.push(chunk));
-      }
-      await write(normalizer.flush());
-      loudness.output = finalMeter.integrated();
-      loudness.truePeak = peak.maximum() > 0 ? dbOf(peak.maximum()) : null;
+      // Pass 2 (normalize-pass.ts): one gain for the whole file, limited to the format's true-peak ceiling.
+      const pass = await normalizeInto(
+        {
+          spool,
+          sampleRate: modelRate,
+          channels: source.channels,
+          chunkFrames,
+          target,
+          measured: gatedLoudness(measured.output),
+          blocks: measured.output,
+          peak: cleanPeak ? cleanPeak.maximum() : 0,
+          check: () => this.throwIfFailed(),
+        },
+        truePeakCeiling(opts.outputFormat),
+        this.passIo(openOutput),
+      );
+      Object.assign(loudness, { gainDb: pass.gainDb, output: pass.output, truePeak: pass.truePeak, reached: pass.reached });
+    } else {
+      await this.guard(sink!.close());
+      this.sink = null;
     }
-    await this.guard(sink.close());
-    this.sink = null;
     const output: DenoiseOutput = memory ? { memory } : { path: this.outputPath! };
     return { frames: framesIn, source, stream, outputRate: plan.outputRate, loudness, output };
   }
@@ -250,7 +241,7 @@ export class PipelineRun {
       this.opts.onProgress?.(framesIn / modelRate, total);
     }
     if (this.aborted) throw new AudioAbortedError();
-    await this.guard(source.finish());
+    await this.guard(edges.finish ? edges.finish() : source.finish());
     if (framesIn === 0) throw new AudioInputError('could not decode: no audio samples in the file');
 
     this.throwIfFailed(); // end() cannot be aborted once sent, so do not send it for a run that already failed
@@ -263,6 +254,81 @@ export class PipelineRun {
     this.stream = null; // flushed: nothing to abort any more
     await edges.emit(last);
     return framesIn;
+  }
+
+  /** How pass 2 reaches the output: (re)opening the sink, and decoding the finished file to measure it. */
+  private passIo(openOutput: () => Promise<AudioSink>): PassIo {
+    return {
+      openSink: async () => {
+        const sink = await openOutput();
+        return {
+          write: (out) => this.guard(sink.write(out)),
+          close: async () => {
+            await this.guard(sink.close());
+            this.sink = null;
+          },
+        };
+      },
+      readOutput: async () => {
+        const check = await this.acquire(
+          openSource(this.deps.config, this.outputPath!, MEASURE_RATE, { inProcessWav: true, onFailure: (e) => this.fail(e) }),
+          (s) => s.abort(),
+        );
+        this.measuring = check;
+        return {
+          channels: check.channels,
+          read: () => this.guard(check.read(MEASURE_RATE)),
+          finish: async () => {
+            await this.guard(check.finish());
+            this.measuring = null;
+          },
+        };
+      },
+    };
+  }
+
+  /**
+   * Pass 0 of a run with a loudness target: reads the whole input into a spool file while metering its loudness and
+   * true peak, and decides the lift for the model (loudness.ts, modelInputGainDb). Progress is reported by the pump
+   * that replays it.
+   */
+  private async liftInput(chunkFrames: number, modelRate: number): Promise<LiftedInput> {
+    const source = this.source!;
+    this.outputPath = path.resolve(await this.guard(this.target.path()));
+    const spool = await this.guard(FloatSpool.create(`${this.outputPath}.input.spool`, source.channels));
+    this.inputSpool = spool;
+    const meter = new LoudnessMeter(modelRate, source.channels);
+    const peak = new TruePeakInterpolator(modelRate, source.channels);
+    let scratch = new Float64Array(0);
+    let frames = 0;
+    for (;;) {
+      this.throwIfFailed();
+      const chunk = await this.guard(source.read(chunkFrames));
+      if (chunk === null) break;
+      const n = chunk[0].length;
+      if (n === 0) continue;
+      frames += n;
+      checkDecodedDuration(this.deps.config, frames / modelRate);
+      meter.push(chunk);
+      if (scratch.length < n) scratch = new Float64Array(n);
+      peak.process(chunk, scratch);
+      await this.guard(spool.write(chunk));
+    }
+    if (this.aborted) throw new AudioAbortedError();
+    await this.guard(source.finish());
+    if (frames === 0) throw new AudioInputError('could not decode: no audio samples in the file');
+    const gainDb = modelInputGainDb(meter.integrated(), peak.maximum() > 0 ? dbOf(peak.maximum()) : -Infinity);
+    const gain = Math.pow(10, gainDb / 20);
+    const chunks = spool.read(chunkFrames);
+    return {
+      gainDb,
+      read: async () => {
+        const next = await chunks.next();
+        if (next.done) return null;
+        if (gain !== 1) for (const ch of next.value) for (let i = 0; i < ch.length; i++) ch[i] *= gain;
+        return next.value;
+      },
+    };
   }
 
   /**
@@ -279,11 +345,14 @@ export class PipelineRun {
   private async stopEverything(): Promise<void> {
     const source = this.source;
     const sink = this.sink;
+    const check = this.measuring;
     this.source = null;
     this.sink = null;
-    const spool = this.spool;
+    this.measuring = null;
+    const spools = [this.spool, this.inputSpool];
     this.spool = null;
-    await spool?.dispose();
+    this.inputSpool = null;
+    await Promise.all(spools.map((s) => s?.dispose()));
     if (this.stream) {
       try {
         this.stream.abort();
@@ -292,13 +361,14 @@ export class PipelineRun {
       }
       this.stream = null;
     }
-    await Promise.all([source?.abort(), sink?.abort()]);
+    await Promise.all([source?.abort(), sink?.abort(), check?.abort()]);
   }
 
   async dispose(): Promise<void> {
     this.opts.signal?.removeEventListener('abort', this.onAbort);
-    const spool = this.spool;
+    const spools = [this.spool, this.inputSpool];
     this.spool = null;
-    await spool?.dispose();
+    this.inputSpool = null;
+    await Promise.all(spools.map((s) => s?.dispose()));
   }
 }

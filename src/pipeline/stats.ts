@@ -2,6 +2,7 @@
 // and what was done to each, the loudness metered on the way, the noise removed, and loudness normalisation's result.
 import { gatedLoudness, noiseRemovedDb } from '../dsp/loudness';
 import type { OutputFormat } from '../audio/formats';
+import { scaledBlocks } from './loudness';
 import type { AudioSource } from '../audio/sources';
 import { bandsUpTo } from '../inference/models';
 import type { BandProcessing, ModelId, StreamControl, StreamLoudness } from '../inference/types';
@@ -30,10 +31,17 @@ export interface DenoiseStats {
   output_loudness_lufs: number | null;
   /** Estimated noise attenuation: input/output energy over the input's quietest 400 ms blocks; null if none. */
   noise_removed_db: number | null;
-  /** With loudness normalisation only: the target, the gain applied and the output's true peak. */
+  /**
+   * With loudness normalisation only: the target; the whole gain applied before the limiter, and the part of it
+   * applied to the input before the model (a quiet input lifted into the models' level range); the output's true
+   * peak; whether the output is within 0.5 LU of the target (false: silence, or a limiter that would have had to take
+   * more than 6 LU away; pipeline/loudness.ts).
+   */
   loudness_target_lufs?: number;
   loudness_gain_db?: number;
+  loudness_input_gain_db?: number;
   output_true_peak_dbtp?: number | null;
+  loudness_target_reached?: boolean;
 }
 
 /** The run's loudness: metered in the worker (input and output), then changed by normalisation's second pass. */
@@ -42,19 +50,32 @@ export interface LoudnessResult {
   output: number | null;
   noiseRemoved: number | null;
   target: number | null;
+  /** Gain applied after the model, before the limiter (dB). */
   gainDb: number;
+  /** Gain applied to the input before the model (dB). */
+  inputGainDb: number;
   truePeak: number | null;
+  /** With a target: whether the output is within REACHED_TOLERANCE_LU of it; null without one. */
+  reached: boolean | null;
 }
 
-/** The loudness of a stream's input and output from its block powers (BS.1770 gating), before any normalisation. */
-export function measuredLoudness(measured: StreamLoudness, target: number | null): LoudnessResult {
+/**
+ * The loudness of a stream's input and output from its block powers (BS.1770 gating), before any normalisation. The
+ * stream metered the input after a lift of `inputGainDb` (pass 0 of a loudness target): the blocks are scaled back, so
+ * the figures are the file's own.
+ */
+export function measuredLoudness(measured: StreamLoudness, target: number | null, inputGainDb = 0): LoudnessResult {
+  const input = inputGainDb === 0 ? measured.input : scaledBlocks(measured.input, -inputGainDb);
+  const output = inputGainDb === 0 ? measured.output : scaledBlocks(measured.output, -inputGainDb);
   return {
-    input: gatedLoudness(measured.input),
-    output: gatedLoudness(measured.output),
-    noiseRemoved: noiseRemovedDb(measured.input, measured.output),
+    input: gatedLoudness(input),
+    output: gatedLoudness(output),
+    noiseRemoved: noiseRemovedDb(input, output),
     target,
     gainDb: 0,
+    inputGainDb,
     truePeak: null,
+    reached: null,
   };
 }
 
@@ -92,8 +113,10 @@ export function runStats(opts: DenoiseFileOptions, run: RunResult, processingS: 
   };
   if (loudness.target !== null) {
     stats.loudness_target_lufs = loudness.target;
-    stats.loudness_gain_db = round(loudness.gainDb, 2);
+    stats.loudness_gain_db = round(loudness.inputGainDb + loudness.gainDb, 2);
+    stats.loudness_input_gain_db = round(loudness.inputGainDb, 2);
     stats.output_true_peak_dbtp = loudness.truePeak === null ? null : round(loudness.truePeak, 2);
+    stats.loudness_target_reached = loudness.reached === true;
   }
   return stats;
 }
