@@ -1,0 +1,331 @@
+// `nsm denoise`: files (or stdin) through the local engine, no server (the subcommand table is in nsm.ts).
+//
+//   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
+//                     [--keep-rate|--model-rate] [--force] [--json] [--quiet]
+//
+// It shares the service's pipeline (ffmpeg decode, ONNX engine, ffmpeg encode). Outputs are written to a temporary
+// name beside the target and renamed when complete, so an interrupted or failed run never leaves half a file and
+// never replaces an existing one unless --force says so.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { Config } from '../config';
+import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
+import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../pipeline';
+import { LOUDNESS_RANGE } from '../dsp/normalize';
+import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
+import { createInferenceEngine } from '../inference/engine';
+import type { InferenceEngine } from '../inference/types';
+import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
+import { CONFIG_EXIT, configOrExplain } from './environment';
+import { progressReporter } from './progress';
+
+export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
+
+/** Output file extensions and the format each one means (the output's extension picks the format). */
+export const OUTPUT_EXTENSIONS: Record<string, OutputFormat> = Object.fromEntries(
+  OUTPUT_FORMATS.map((f) => [FORMATS[f].extension, f]),
+) as Record<string, OutputFormat>;
+export { OUTPUT_FORMATS };
+
+export const DENOISE_HELP = `nsm denoise — remove background noise from speech recordings
+
+Usage:
+  nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
+                    [--keep-rate | --model-rate] [--force] [--json] [--quiet]
+
+  IN may be several files (nsm denoise *.mp3) or - for standard input.
+
+Options:
+  -o, --output OUT          output file, or - for standard output (one input only). Its extension picks the
+                            format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}
+  -d, --out-dir DIR         write each output into DIR (default: next to its input)
+                            Default name: <input name>_denoised.<format>; for stdin input, standard output.
+  -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav);
+                            mp3 64, opus 32, m4a (AAC) 64 kb/s per channel
+  -l, --loudness LUFS       normalise the cleaned audio to this integrated loudness (EBU R128, ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max};
+                            e.g. -16 podcasts, -23 broadcast), true peak at most -1 dBTP (-2 for lossy formats)
+  -m, --model M             ${MODEL_IDS.join(', ')} (default ${DEFAULT_MODEL})
+  -a, --attenuation-limit L maximum noise reduction in dB, 0-100; 0 = remove as much as possible
+                            (default: DEFAULT_ATTENUATION_LIMIT_DB, else 0)
+      --keep-rate           write at the input file's sample rate (default)
+      --model-rate          write at the model's native rate (16000 Hz, 48000 Hz for nsm-2-hd)
+      --force               replace output files that already exist (default: refuse, change nothing)
+      --json                one JSON line of stats per file on stdout (not with -o -)
+  -q, --quiet               no progress or summary lines on stderr
+
+Inputs: anything ffmpeg decodes (WAV, FLAC, OGG/Vorbis, Opus, MP3, M4A/AAC, WebM), any rate, any channel count.
+Several files are processed concurrently (WORKERS at a time); a file that fails does not stop the others.
+Exit codes: 0 all ok, 1 internal failure, 2 usage error (nothing written), 3 an input was unreadable or
+unsupported, 130 interrupted.
+Environment: MODELS_DIR, FFMPEG_PATH, WORKERS, DEFAULT_ATTENUATION_LIMIT_DB.
+`;
+
+/** Kept for callers of the old single-command help. */
+export { UsageError };
+
+export interface DenoiseJob {
+  /** A path, or '-' for standard input. */
+  input: string;
+  /** A path, or '-' for standard output. */
+  output: string;
+}
+
+export interface DenoiseArgs {
+  jobs: DenoiseJob[];
+  model: ModelId;
+  attenuationLimitDb: number;
+  format: OutputFormat;
+  loudnessLufs: number | null;
+  keepInputSampleRate: boolean;
+  force: boolean;
+  json: boolean;
+  quiet: boolean;
+}
+
+function formatOfPath(file: string): OutputFormat | null {
+  const ext = path.extname(file).slice(1).toLowerCase();
+  return ext ? (OUTPUT_EXTENSIONS[ext] ?? null) : null;
+}
+
+/** The options of `nsm denoise` (node:util parseArgs, through args.ts). */
+const DENOISE_OPTIONS: Record<string, OptionSpec> = {
+  output: { type: 'string', short: 'o' },
+  'out-dir': { type: 'string', short: 'd' },
+  model: { type: 'string', short: 'm' },
+  'attenuation-limit': { type: 'string', short: 'a', aliases: ['attenuation-limit-db'] },
+  format: { type: 'string', short: 'f' },
+  loudness: { type: 'string', short: 'l', aliases: ['loudness-lufs'] },
+  'keep-rate': { type: 'boolean' },
+  'model-rate': { type: 'boolean' },
+  force: { type: 'boolean' },
+  json: { type: 'boolean' },
+  quiet: { type: 'boolean', short: 'q' },
+  help: { type: 'boolean', short: 'h' },
+};
+
+/** Parses `denoise ...` arguments (after the subcommand). Checks everything that can be checked before any work. */
+export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: number): DenoiseArgs {
+  const line = parseCommandLine(argv, DENOISE_OPTIONS);
+  const inputs = line.positionals;
+  const output = stringOf(line, 'output');
+  const outDir = stringOf(line, 'out-dir');
+  let model: ModelId = DEFAULT_MODEL;
+  const m = stringOf(line, 'model');
+  if (m !== undefined) {
+    if (!(MODEL_IDS as readonly string[]).includes(m)) throw new UsageError(`unknown model "${m}" (expected one of ${MODEL_IDS.join(', ')})`);
+    model = m as ModelId;
+  }
+  let limit = defaultAttenuationLimitDb;
+  const rawLimit = stringOf(line, 'attenuation-limit');
+  if (rawLimit !== undefined) {
+    limit = Number(rawLimit);
+    if (!Number.isFinite(limit) || limit < 0 || limit > 100) throw new UsageError(`--attenuation-limit must be a number from 0 to 100, got "${rawLimit}"`);
+  }
+  let format: OutputFormat | undefined;
+  const f = stringOf(line, 'format')?.toLowerCase();
+  if (f !== undefined) {
+    if (!(OUTPUT_FORMATS as string[]).includes(f)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, got "${f}"`);
+    format = f as OutputFormat;
+  }
+  let loudness: number | null = null;
+  const rawLoudness = stringOf(line, 'loudness');
+  if (rawLoudness !== undefined) {
+    loudness = Number(rawLoudness);
+    if (!Number.isFinite(loudness) || loudness < LOUDNESS_RANGE.min || loudness > LOUDNESS_RANGE.max) {
+      throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${rawLoudness}"`);
+    }
+  }
+  if (flag(line, 'keep-rate') && flag(line, 'model-rate')) throw new UsageError('--keep-rate and --model-rate exclude each other');
+  const keep = !flag(line, 'model-rate');
+  const force = flag(line, 'force');
+  const json = flag(line, 'json');
+  const quiet = flag(line, 'quiet');
+  if (inputs.length === 0) throw new UsageError('missing input file (or - for standard input)');
+  if (inputs.filter((i) => i === '-').length > 1) throw new UsageError('standard input (-) can be read only once');
+  if (output !== undefined && outDir !== undefined) throw new UsageError('use either -o OUT or -d DIR, not both');
+  if (output !== undefined && inputs.length > 1) {
+    throw new UsageError(`-o names one output but ${inputs.length} inputs were given; use -d DIR for several`);
+  }
+
+  // The format: --format, else the output's extension, else wav; an extension that disagrees is a mistake.
+  if (output !== undefined && output !== '-') {
+    const fromExt = formatOfPath(output);
+    if (!fromExt) {
+      const ext = path.extname(output) || '(none)';
+      throw new UsageError(
+        `cannot tell the output format from the extension ${ext} of ${output}; use ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')} or --format`,
+      );
+    }
+    if (format && format !== fromExt) throw new UsageError(`--format ${format} does not match the output name ${output}`);
+    format = fromExt;
+  }
+  const fmt: OutputFormat = format ?? 'wav';
+
+  const jobs: DenoiseJob[] = inputs.map((input) => {
+    if (output !== undefined) return { input, output };
+    if (input === '-') return { input, output: '-' };
+    const parsed = path.parse(input);
+    return { input, output: path.join(outDir ?? parsed.dir, `${parsed.name}_denoised.${fmt}`) };
+  });
+  const seen = new Map<string, string>();
+  for (const job of jobs) {
+    if (job.output === '-') continue;
+    const key = path.resolve(job.output);
+    if (job.input !== '-' && key === path.resolve(job.input)) throw new UsageError(`output would overwrite the input ${job.input}`);
+    const other = seen.get(key);
+    if (other !== undefined) throw new UsageError(`${other} and ${job.input} would both be written to ${job.output}`);
+    seen.set(key, job.input);
+  }
+  if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
+  return { jobs, model, attenuationLimitDb: limit, format: fmt, loudnessLufs: loudness, keepInputSampleRate: keep, force, json, quiet };
+}
+
+const shown = (p: string, stdio: 'stdin' | 'stdout'): string => (p === '-' ? stdio : p);
+
+/** One line per file on stderr: where it went and what it became. */
+export function summaryLine(job: DenoiseJob, stats: DenoiseStats): string {
+  const ch = stats.channels === 1 ? 'mono' : stats.channels === 2 ? 'stereo' : `${stats.channels} ch`;
+  const lufs = (v: number | null) => (v === null ? 'silent' : `${v.toFixed(1)} LUFS`);
+  const loudness = stats.loudness_target_lufs !== undefined
+    ? `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)} (target ${stats.loudness_target_lufs}, peak ${stats.output_true_peak_dbtp === null || stats.output_true_peak_dbtp === undefined ? '–' : stats.output_true_peak_dbtp.toFixed(1) + ' dBTP'})`
+    : `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)}`;
+  const noise = stats.noise_removed_db === null ? '' : `, noise −${stats.noise_removed_db.toFixed(1)} dB`;
+  return `wrote ${shown(job.output, 'stdout')} (from ${shown(job.input, 'stdin')}): ${stats.duration_s.toFixed(2)} s ${ch} ` +
+    `${stats.output_sample_rate} Hz ${stats.output_format}, ${stats.model}, ${stats.processing_s.toFixed(2)} s (rtf ${stats.rtf.toFixed(3)})` +
+    loudness + noise;
+}
+
+/** Reads standard input into a file (ffmpeg probes and decodes files; a pipe cannot be probed twice). */
+async function spoolStdin(dir: string): Promise<string> {
+  const file = path.join(dir, 'stdin');
+  await pipeline(process.stdin, fs.createWriteStream(file));
+  return file;
+}
+
+/** A temporary name beside `target`, so the final rename stays on one file system. */
+function partialName(target: string): string {
+  return path.join(path.dirname(target), `.${path.basename(target)}.partial-${process.pid}`);
+}
+
+type Outcome = { ok: true; stats: DenoiseStats } | { ok: false; code: number; message: string };
+
+export async function runDenoise(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(DENOISE_HELP);
+    return EXIT.ok;
+  }
+  const loaded = configOrExplain((line) => process.stderr.write(line + '\n'));
+  if (!loaded) return CONFIG_EXIT;
+  const config: Config = loaded;
+  let args: DenoiseArgs;
+  try {
+    args = parseDenoiseArgs(argv, config.defaultAttenuationLimitDb);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(usageLine('nsm', err.message, 'nsm denoise --help') + '\n');
+    return EXIT.usage;
+  }
+  if (args.jobs.some((j) => j.output === '-') && process.stdout.isTTY) {
+    process.stderr.write('nsm: refusing to write audio to a terminal; redirect standard output or use -o FILE\n');
+    return EXIT.usage;
+  }
+
+  // Everything that can be known before any work: missing inputs and outputs that exist stop the run here.
+  const problems: string[] = [];
+  for (const job of args.jobs) {
+    if (job.input !== '-' && !fs.existsSync(job.input)) problems.push(`input not found: ${job.input}`);
+    if (job.output !== '-') {
+      if (!args.force && fs.existsSync(job.output)) problems.push(`${job.output} exists; pass --force to replace it`);
+      else if (!fs.existsSync(path.dirname(path.resolve(job.output)))) problems.push(`no such directory for ${job.output}`);
+    }
+  }
+  if (problems.length > 0) {
+    for (const p of problems) process.stderr.write(`nsm: ${p}\n`);
+    process.stderr.write('nsm: nothing was written\n');
+    return problems.some((p) => p.startsWith('input not found')) ? EXIT.badInput : EXIT.usage;
+  }
+
+  const controller = new AbortController();
+  const onSignal = (): void => controller.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-'));
+  const single = args.jobs.length === 1;
+  const concurrency = Math.max(1, Math.min(args.jobs.length, config.workers));
+  let engine: InferenceEngine | null = null;
+  const outcomes: Outcome[] = new Array(args.jobs.length);
+  try {
+    // One file is one stream: a single worker starts fastest. Several files run `concurrency` at a time.
+    engine = await createInferenceEngine({ ...config, workers: concurrency }, { warmUp: false });
+    const run = async (job: DenoiseJob, index: number): Promise<Outcome> => {
+      const progress = single && !args.quiet ? progressReporter(process.stderr) : null;
+      const input = job.input === '-' ? await spoolStdin(scratch) : job.input;
+      const target = job.output === '-' ? path.join(scratch, `stdout-${index}.${args.format}`) : path.resolve(job.output);
+      const partial = job.output === '-' ? target : partialName(target);
+      try {
+        const stats = await denoiseFile({ config, engine: engine! }, input, partial, {
+          model: args.model,
+          attenuationLimitDb: args.attenuationLimitDb,
+          outputFormat: args.format,
+          loudnessLufs: args.loudnessLufs,
+          keepInputSampleRate: args.keepInputSampleRate,
+          signal: controller.signal,
+          onProgress: progress ? (d, t) => progress.update(d, t) : undefined,
+        });
+        progress?.finish();
+        if (job.output === '-') {
+          await pipeline(fs.createReadStream(target), process.stdout, { end: false });
+        } else {
+          if (!args.force && fs.existsSync(target)) throw new Error(`${job.output} appeared while processing; not replaced`);
+          fs.renameSync(partial, target);
+        }
+        if (!args.quiet) process.stderr.write(summaryLine(job, stats) + '\n');
+        if (stats.loudness_target_reached === false) {
+          const got = stats.output_loudness_lufs; // null: silence; else the limiter's budget ran out (pipeline/loudness.ts)
+          const why = got === null ? 'the output is silent (nothing above -70 LUFS to measure)' : `delivered ${got.toFixed(1)} LUFS, as loud as the limiter allows without crushing the speech`;
+          process.stderr.write(`nsm: warning: ${shown(job.input, 'stdin')}: loudness target ${stats.loudness_target_lufs} LUFS not reached: ${why}\n`);
+        }
+        if (args.json) process.stdout.write(`${JSON.stringify({ input: job.input, output: job.output, ...stats })}\n`);
+        return { ok: true, stats };
+      } catch (err) {
+        progress?.finish();
+        fs.rmSync(partial, { force: true });
+        if (err instanceof AudioAbortedError) return { ok: false, code: EXIT.interrupted, message: 'interrupted' };
+        if (err instanceof AudioInputError) return { ok: false, code: EXIT.badInput, message: `${shown(job.input, 'stdin')}: ${err.message}` };
+        return { ok: false, code: EXIT.failure, message: `${shown(job.input, 'stdin')}: failed: ${(err as Error).message}` };
+      }
+    };
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < args.jobs.length && !controller.signal.aborted) {
+          const i = next++;
+          outcomes[i] = await run(args.jobs[i], i);
+          const o = outcomes[i];
+          if (!o.ok && o.code !== EXIT.interrupted) process.stderr.write(`nsm: ${o.message}\n`);
+        }
+      }),
+    );
+  } catch (err) {
+    process.stderr.write(`nsm: failed: ${(err as Error).message}\n`);
+    return EXIT.failure;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await engine?.close().catch(() => undefined);
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+
+  if (controller.signal.aborted) {
+    process.stderr.write('nsm: interrupted\n');
+    return EXIT.interrupted;
+  }
+  const failed = outcomes.filter((o): o is Extract<Outcome, { ok: false }> => !!o && !o.ok);
+  if (!single && !args.quiet) {
+    process.stderr.write(`nsm: ${args.jobs.length - failed.length} of ${args.jobs.length} files denoised\n`);
+  }
+  if (failed.length === 0) return EXIT.ok;
+  return failed.some((o) => o.code === EXIT.failure) ? EXIT.failure : EXIT.badInput;
+}
