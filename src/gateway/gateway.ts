@@ -357,7 +357,8 @@ export function createGateway({
           await endReservation(call, false);
           throw err;
         }
-        await endReservation(call, outcome.ok);
+        // A batch whose every file failed delivered nothing: 200 with its manifest, but not charged.
+        await endReservation(call, outcome.ok && !batchDeliveredNothing(call.res));
         if (call.ctx.upstreamMs === undefined && outcome.upstreamMs !== undefined) call.ctx.upstreamMs = outcome.upstreamMs;
         return 'handled';
       },
@@ -514,6 +515,17 @@ export const gatewayNotFoundHandler: RequestHandler = (req, res) => {
 
 function requestLabel(req: Request): string {
   return `${req.method} ${req.originalUrl.split('?')[0]}`;
+}
+
+/** True when the answer is a batch summary (X-NS-Batch) with no file succeeded. */
+function batchDeliveredNothing(res: Response): boolean {
+  const raw = res.getHeader('x-ns-batch');
+  if (typeof raw !== 'string') return false;
+  try {
+    return (JSON.parse(raw) as { succeeded?: unknown }).succeeded === 0;
+  } catch {
+    return false;
+  }
 }
 
 /** Model and audio seconds from the model service's X-NS-Stats (/denoise) or X-NS-Batch (/denoise/batch) header. */
