@@ -2,7 +2,8 @@
 // new one (e.g. `migrate`) is a new entry, not a new branch.
 //
 //   backup FILE   online backup of DATA_DIR/gateway.db through SQLite's backup API: consistent and safe while the
-//                 server runs (WAL); written to FILE.partial, integrity-checked, then renamed to FILE.
+//                 server runs (WAL); written to .FILE.partial-<host>-<pid> beside FILE, integrity-checked, then
+//                 renamed to FILE. Partial copies of backups that were killed (-9) are removed by the next backup.
 //   restore FILE  replaces DATA_DIR/gateway.db with a verified backup; refuses while any process (a running
 //                 gateway, the keys CLI) has the database open. The database it replaces is kept beside it.
 //   migrate       applies the numbered schema migrations of the configured store (SQLite, or PostgreSQL with
@@ -12,7 +13,9 @@
 // With PostgreSQL (DATABASE_URL) the database is the PostgreSQL server's: backup runs pg_dump when it is on the
 // PATH, restore explains pg_restore; nothing here copies files for it.
 import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { loadConfig, type Config } from '../config';
@@ -114,6 +117,39 @@ export function databaseInUse(file: string): boolean {
   }
 }
 
+/** Which host wrote a partial backup (pids are only comparable on one host). */
+const HOST_TAG = crypto.createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
+const PARTIAL = /^\..+\.partial-([0-9a-f]{8})-(\d+)(?:-journal|-wal|-shm)?$/;
+
+function processRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes what killed backups left in `dir`: partial copies (and SQLite's journal of them) written on this host by
+ * a process that is gone, and the FILE.partial* names of earlier versions for this FILE. Another backup still
+ * running beside this one keeps its files.
+ */
+function sweepKilledBackups(dir: string, file: string): void {
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return;
+  }
+  const legacy = new Set(['', '-journal', '-wal', '-shm'].map((suffix) => `${path.basename(file)}.partial${suffix}`));
+  for (const name of names) {
+    const m = PARTIAL.exec(name);
+    const dead = m !== null && m[1] === HOST_TAG && Number(m[2]) !== process.pid && !processRunning(Number(m[2]));
+    if (dead || legacy.has(name)) fs.rmSync(path.join(dir, name), { force: true });
+  }
+}
+
 function stamp(): string {
   return new Date().toISOString().replace(/[:]/g, '-').replace(/\.\d+Z$/, 'Z');
 }
@@ -144,8 +180,18 @@ export const COMMANDS: Record<string, DbCommand> = {
       if (!fs.existsSync(source)) throw new CommandError(`no database at ${source} (DATA_DIR=${config.dataDir})`);
       if (fs.existsSync(file) && !force) throw new CommandError(`${file} exists; pass --force to replace it`);
       if (path.resolve(file) === path.resolve(source)) throw new CommandError('FILE is the live database itself');
-      const partial = `${file}.partial`;
-      fs.rmSync(partial, { force: true });
+      // A backup killed with -9 cannot tidy up after itself; the next one does (its copy and SQLite's journal of it).
+      sweepKilledBackups(path.dirname(path.resolve(file)), file);
+      const partial = path.join(path.dirname(path.resolve(file)), `.${path.basename(file)}.partial-${HOST_TAG}-${process.pid}`);
+      const leftovers = [partial, ...['-journal', '-wal', '-shm'].map((suffix) => partial + suffix)];
+      // A backup stopped by a signal, or failing, removes its own.
+      const tidy = (): void => leftovers.forEach((f) => fs.rmSync(f, { force: true }));
+      tidy();
+      const onSignal = (signal: NodeJS.Signals): void => {
+        tidy();
+        process.kill(process.pid, signal);
+      };
+      for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, onSignal);
       // A read-write connection (it writes nothing): as the last one to close it tidies the -wal/-shm files away.
       const db = new Database(source, { fileMustExist: true });
       const started = Date.now();
@@ -153,10 +199,11 @@ export const COMMANDS: Record<string, DbCommand> = {
         // Copies in steps, letting the server write between them; restarts by itself if pages change meanwhile.
         await db.backup(partial);
       } catch (err) {
-        fs.rmSync(partial, { force: true });
+        db.close();
+        tidy();
         throw new CommandError(`backup failed: ${(err as Error).message}`);
       } finally {
-        db.close();
+        if (db.open) db.close();
       }
       let info;
       try {
@@ -166,8 +213,10 @@ export const COMMANDS: Record<string, DbCommand> = {
         copy.close();
         info = inspectDatabase(partial);
       } catch (err) {
-        fs.rmSync(partial, { force: true });
+        tidy();
         throw err;
+      } finally {
+        for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.off(signal, onSignal);
       }
       fs.renameSync(partial, file);
       io.out(
