@@ -92,6 +92,34 @@ describe.each(jobStoreEngines())('JobStore contract: $name', (engine) => {
     expect((await store.claimJob('r1', 30_000, T0 + 5000))!.id).toBe('job_a1');
   });
 
+  test('claim kinds: a URL not fetched yet takes a fetch claim, everything else a ready claim; who is waiting', async () => {
+    const url = { source: 'url' as const, url: 'https://x.test/a.wav', filename: 'a.wav', bytes: null };
+    await store.createJob(newJob('job_url', 'ws_u', T0, { input: url }), 10);
+    await store.createJob(newJob('job_up', 'ws_p', T0 + 1), 10);
+    expect(await store.waitingWorkspaces(T0 + 5, 'fetch')).toEqual(['ws_u']);
+    expect(await store.waitingWorkspaces(T0 + 5, 'ready')).toEqual(['ws_p']);
+    expect((await store.waitingWorkspaces(T0 + 5, 'any')).sort()).toEqual(['ws_p', 'ws_u']);
+    expect((await store.claimJob('r', 30_000, T0 + 10, 'ready'))!.id).toBe('job_up');
+    expect(await store.claimJob('r', 30_000, T0 + 10, 'ready')).toBeNull();
+    const fetching = await store.claimJob('r', 30_000, T0 + 11, 'fetch');
+    expect(fetching!.id).toBe('job_url');
+    // Fetched: back in the queue with its size, now a ready job.
+    expect(await store.setInputBytes('job_url', 'r', 1234)).toBe(true);
+    expect(await store.retryJob('job_url', 'r', T0 + 12, null, false, T0 + 12)).toBe(true);
+    expect(await store.claimJob('r', 30_000, T0 + 13, 'fetch')).toBeNull();
+    expect(await store.claimJob('r', 30_000, T0 + 13, 'ready')).toMatchObject({ id: 'job_url', attempts: 1, input: { bytes: 1234 } });
+  });
+
+  test('delivery claims skip receivers at their bound', async () => {
+    const base = { workspaceId: 'ws', jobId: 'job_1', event: 'job.succeeded' as const, payload: '{}', giveUpAt: T0 + 1000 };
+    await store.enqueueDelivery({ ...base, id: 'whd_slow1', url: 'https://slow.test:8443/h', createdAt: T0 });
+    await store.enqueueDelivery({ ...base, id: 'whd_slow2', url: 'https://slow.test:8443/other', createdAt: T0 + 1 });
+    await store.enqueueDelivery({ ...base, id: 'whd_fast', url: 'https://fast.test/h', createdAt: T0 + 2 });
+    const [first] = await store.claimDeliveries('d', 5000, T0 + 10, 1, ['https://slow.test:8443/']);
+    expect(first.id).toBe('whd_fast');
+    expect((await store.claimDeliveries('d', 5000, T0 + 10, 10, [])).map((d) => d.id)).toEqual(['whd_slow1', 'whd_slow2']);
+  });
+
   test('leases fence stale runners: renew, finish and retry only for the owner of a running job', async () => {
     await store.createJob(newJob('job_1', 'ws'), 10);
     await store.claimJob('r1', 1000, T0);

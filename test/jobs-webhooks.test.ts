@@ -1,5 +1,6 @@
 // Webhook deliveries with a real job store and a real receiver on loopback, on a controlled clock: signature format,
-// retries with exponential backoff, giving up after 24 h, refusing private receivers by default.
+// retries with exponential backoff, giving up after 24 h, refusing private receivers by default; a slow receiver
+// (issue 27, item 2) delays only its own deliveries.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,6 +15,7 @@ import {
   WebhookDispatcher,
 } from '../src/jobs/outbound/webhooks';
 import { signatureValid, startReceiver, until } from './jobs-helpers';
+import { closeQuietly, eventually, listen } from './service-helpers';
 
 const T0 = Date.parse('2026-11-22T12:00:00Z');
 
@@ -184,6 +186,66 @@ describe('WebhookDispatcher', () => {
     } finally {
       await d.stop();
       await receiver.close();
+    }
+  });
+
+  test('a slow receiver delays only itself: per-destination bound, attempt deadline, others delivered at once', async () => {
+    const PER_DESTINATION = 2; // attempts in flight per receiver (docs/jobs.md)
+    // Answers the headers, then one byte every 100 ms for ever: never idle, never done.
+    let open = 0;
+    let most = 0;
+    let seen = 0;
+    const drips = new Set<NodeJS.Timeout>();
+    const slow = await listen((req, res) => {
+      seen++;
+      most = Math.max(most, ++open);
+      req.resume();
+      res.writeHead(200, { 'Content-Type': 'text/plain' });
+      const drip = setInterval(() => res.write('.'), 100);
+      drips.add(drip);
+      res.on('close', () => {
+        open--;
+        clearInterval(drip);
+        drips.delete(drip);
+      });
+    });
+    const fast = await startReceiver();
+    const d = new WebhookDispatcher({
+      store,
+      http: { allowPrivate: true, connectTimeoutMs: 2000, idleTimeoutMs: 2000, deadlineMs: 1500 },
+      owner: 'test-dispatcher',
+      log: (l) => logs.push(l),
+      pollMs: 20,
+      now: () => clock,
+    });
+    try {
+      for (let i = 0; i < 5; i++) await store.enqueueDelivery(deliveryFor(finishedJob(`job_slow${i}`, `${slow.url}/hook`))!);
+      d.start();
+      await eventually(() => open === PER_DESTINATION, 5000);
+      // Another workspace's job finishes while the slow receiver holds its attempts.
+      await store.enqueueDelivery(deliveryFor({ ...finishedJob('job_fast', fast.url), workspaceId: 'ws_other' })!);
+      d.wake();
+      await eventually(() => fast.received.length === 1, 3000);
+      expect(open).toBe(PER_DESTINATION);
+      const [row] = await store.listDeliveries({ jobId: 'job_fast', limit: 1 });
+      expect(row.status).toBe('delivered');
+      // Each slow attempt ends at its deadline (a failed attempt, retried later), though bytes kept coming.
+      await until(async () => {
+        const rows = await Promise.all([0, 1, 2, 3, 4].map((i) => store.listDeliveries({ jobId: `job_slow${i}`, limit: 1 })));
+        return rows.every(([r]) => r.attempts === 1) ? true : undefined;
+      }, 15_000, 50);
+      const slowRows = await Promise.all([0, 1, 2, 3, 4].map(async (i) => (await store.listDeliveries({ jobId: `job_slow${i}`, limit: 1 }))[0]));
+      for (const r of slowRows) {
+        expect(r.status).toBe('pending');
+        expect(r.lastError).toMatch(/did not complete within 1500 ms/);
+      }
+      expect(most).toBe(PER_DESTINATION);
+      expect(seen).toBe(5);
+    } finally {
+      await d.stop();
+      for (const drip of drips) clearInterval(drip);
+      await closeQuietly(slow.server);
+      await fast.close();
     }
   });
 });

@@ -38,7 +38,8 @@ export class Tally {
     if (opts.tenant && opts.costs !== false) {
       const key = opts.tenant.workspaceId;
       const entry = this.owed.get(key) ?? { store: opts.tenant.store, n: 0 };
-      if (reply.status >= 200 && reply.status < 300 && reply.complete) entry.n++;
+      // A batch in which every file failed is answered 200 but not charged (issue 27, item 10).
+      if (reply.status >= 200 && reply.status < 300 && reply.complete && !batchDeliveredNothing(reply)) entry.n++;
       this.owed.set(key, entry);
     }
   }
@@ -55,6 +56,17 @@ export class Tally {
       if (used !== n) mismatches.push(`${ws}: charged ${used}, 2xx ${n}`);
     }
     return { charged, owed, mismatches };
+  }
+}
+
+/** The answer is a batch summary (X-NS-Batch) with no file succeeded. */
+export function batchDeliveredNothing(reply: Reply): boolean {
+  const raw = reply.headers['x-ns-batch'];
+  if (typeof raw !== 'string') return false;
+  try {
+    return (JSON.parse(raw) as { succeeded?: unknown }).succeeded === 0;
+  } catch {
+    return false;
   }
 }
 
@@ -99,12 +111,20 @@ export class Ctx {
     return { workspaceId: ws.id, token, store };
   }
 
-  /** A call through a gateway as `tenant`, recorded in the tally. */
-  async api(gw: Proc, tenant: Tenant | null, path: string, opts: CallOptions & { label?: string; expect5xx?: boolean; expectNoReply?: boolean } = {}): Promise<Reply> {
+  /**
+   * A call through a gateway as `tenant`, recorded in the tally. `costs`: whether a 2xx is owed a credit (default:
+   * POSTs); jobs scenarios pass false and check their workspace's credits themselves (a failed job is refunded).
+   */
+  async api(
+    gw: Proc,
+    tenant: Tenant | null,
+    path: string,
+    opts: CallOptions & { label?: string; expect5xx?: boolean; expectNoReply?: boolean; costs?: boolean } = {},
+  ): Promise<Reply> {
     const headers: Record<string, string | number | string[]> = { ...(opts.headers ?? {}) };
     if (tenant) headers.Authorization = `Bearer ${tenant.token}`;
     const reply = await call(`${gw.url}${path}`, { ...opts, headers });
-    const costs = (opts.method ?? 'GET') === 'POST';
+    const costs = opts.costs ?? (opts.method ?? 'GET') === 'POST';
     this.tally.record(opts.label ?? path, reply, { tenant: tenant ?? undefined, costs, expect5xx: opts.expect5xx, expectNoReply: opts.expectNoReply });
     return reply;
   }

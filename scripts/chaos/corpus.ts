@@ -165,6 +165,30 @@ function zipOf(name: string, content: Buffer): Buffer {
   return Buffer.concat([local, nameBuf, content, central, nameBuf, end]);
 }
 
+export interface EncodedFormat {
+  name: string;
+  ext: string;
+  contentType: string;
+  data: Buffer;
+}
+
+/** The 3 s speech fixture in every format of FORMATS this ffmpeg can encode (the soak sends them too). */
+export async function encodeFixture(ffmpegPath: string, dir: string): Promise<EncodedFormat[]> {
+  fs.mkdirSync(dir, { recursive: true });
+  const encoded = await pool(FORMATS, 2, async ([name, ext, args]): Promise<EncodedFormat | null> => {
+    const out = path.join(dir, `base-${name}.${ext}`);
+    try {
+      await ffmpeg(ffmpegPath, ['-i', BASE, ...args, out]);
+      return { name, ext, contentType: CONTENT_TYPES[ext] ?? 'application/octet-stream', data: fs.readFileSync(out) };
+    } catch {
+      return null; // this ffmpeg lacks the encoder: the format is left out
+    } finally {
+      fs.rmSync(out, { force: true });
+    }
+  });
+  return encoded.filter((f): f is EncodedFormat => f !== null);
+}
+
 export interface CorpusOptions {
   dir: string;
   ffmpegPath: string;
@@ -190,20 +214,8 @@ export async function buildCorpus(opts: CorpusOptions): Promise<CorpusItem[]> {
   };
 
   // 1. Every format, encoded from the fixture by ffmpeg.
-  type Encoded = { name: string; ext: string; data: Buffer };
-  const encoded = await pool(FORMATS, 2, async ([name, ext, args]): Promise<Encoded | null> => {
-    const out = path.join(dir, `base-${name}.${ext}`);
-    try {
-      await ffmpeg(ffmpegPath, ['-i', BASE, ...args, out]);
-      return { name, ext, data: fs.readFileSync(out) };
-    } catch {
-      return null; // this ffmpeg lacks the encoder: the format is left out
-    } finally {
-      fs.rmSync(out, { force: true });
-    }
-  });
-  const formats = encoded.filter((f): f is Encoded => f !== null);
-  for (const f of formats) add('valid', f.name, f.data, `speech.${f.ext}`, CONTENT_TYPES[f.ext] ?? 'application/octet-stream', true);
+  const formats = await encodeFixture(ffmpegPath, dir);
+  for (const f of formats) add('valid', f.name, f.data, `speech.${f.ext}`, f.contentType, true);
 
   // 2. Truncated at many points: headers cut, mid-frame, almost complete.
   for (const f of formats) {

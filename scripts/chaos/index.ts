@@ -2,7 +2,7 @@
 // gateways and model services on loopback ports with temporary data directories, sends the corpus through /denoise
 // and /denoise/batch, runs the concurrency and fault scenarios (credit race, rate-limit burst, kill -9 and SIGSTOP of
 // model services, slow clients, admission, SIGTERM under load, …), and prints a table. Everything it starts it stops;
-// everything it writes it removes.
+// everything it writes it removes. Phase 4 and the rows marked 27.x are issue 27's (scripts/chaos/round3.ts).
 //   npm run chaos                       the whole suite (a few minutes on 2 cores)
 //   npm run chaos -- --json out.json    also write the figures as JSON
 //   npm run chaos -- --seed 7 --keep    another corpus; keep the temp directory for inspection
@@ -18,6 +18,7 @@ import { Ctx } from './context';
 import { call, sleep } from './http';
 import { allProcs, startGateway, startModelService, stop, type Proc } from './procs';
 import * as S from './scenarios';
+import * as R3 from './round3';
 
 interface Args {
   json: string | null;
@@ -28,7 +29,7 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: null, seed: 1, keep: false, budgetMs: 15 * 60_000, phases: new Set([1, 2, 3]) };
+  const args: Args = { json: null, seed: 1, keep: false, budgetMs: 15 * 60_000, phases: new Set([1, 2, 3, 4]) };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--json') args.json = argv[++i] ?? 'chaos.json';
@@ -37,7 +38,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === '--budget-s') args.budgetMs = Number(argv[++i]) * 1000;
     else if (a === '--phases') args.phases = new Set((argv[++i] ?? '').split(',').map(Number));
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('npm run chaos [-- --json FILE] [--seed N] [--keep] [--budget-s S] [--phases 1,2,3]\n');
+      process.stdout.write('npm run chaos [-- --json FILE] [--seed N] [--keep] [--budget-s S] [--phases 1,2,3,4]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -79,7 +80,13 @@ async function main(): Promise<void> {
   const config = loadConfig({ DATA_DIR: root });
   const token = crypto.randomBytes(24).toString('base64url');
   const adminSecret = crypto.randomBytes(18).toString('base64url');
-  const dirs = { replicas: path.join(root, 'replicas'), single: path.join(root, 'single'), inproc: path.join(root, 'inproc') };
+  const dirs = {
+    replicas: path.join(root, 'replicas'),
+    single: path.join(root, 'single'),
+    inproc: path.join(root, 'inproc'),
+    round3: path.join(root, 'round3'),
+    floor: path.join(root, 'floor'),
+  };
   for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
   const tmpBefore = new Set(fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith('mat-debug-')));
 
@@ -188,6 +195,10 @@ async function main(): Promise<void> {
       log('  kill -9 and SIGSTOP of a replica ...');
       m1 = await S.killReplica(ctx, g1, [m1, m2], dirs.replicas, wav, () => startModelService('ms-1', msEnv(dirs.replicas), m1.port));
       await S.stopReplica(ctx, g1, m2, dirs.replicas, wav);
+      log('  issue 27 rows on the default policy (request ids, 429 headers, all-failed batch) ...');
+      await R3.requestIdsOutsideV1(ctx, g1);
+      await R3.tooManyJobsHeaders(ctx, g1, dirs.replicas, wav);
+      await R3.allFailedBatch(ctx, g1, dirs.replicas);
       await window;
       for (const p of [g1, m1, m2]) if (rss[p.name]) rss[p.name].end = p.rssKb();
       const stops = await Promise.all([stop(g1), stop(m1), stop(m2)]);
@@ -210,6 +221,28 @@ async function main(): Promise<void> {
       log('phase 3: SIGTERM under load (in-process model service)');
       const g3 = await startGateway('gw-inproc', gatewayEnv(dirs.inproc, { MODEL_SERVICE_TOKEN: '', SHUTDOWN_GRACE_MS: '2000', MODEL_QUEUE_PER_WORKER: '8' }));
       await S.sigtermUnderLoad(ctx, g3, dirs.inproc, wav, longWav);
+    }
+
+    // -- phase 4: issue 27, one tenant against the others (in-process model service, one job slot) ----------------
+    if (args.phases.has(4)) {
+      log('phase 4: issue 27 (slow senders and receivers, stalled uploads, header-less audio, kill -9 leftovers)');
+      const env4 = gatewayEnv(dirs.round3, { MODEL_SERVICE_TOKEN: '', JOBS_CONCURRENCY: '1', JOBS_ALLOW_PRIVATE_URLS: 'true', MAX_AUDIO_SECONDS: '1800' });
+      const g4 = await startGateway('gw-round3', env4);
+      const g4b = await R3.runPhase4(ctx, g4, dirs.round3, {
+        wav,
+        clientIdleMs: Number(env4.CLIENT_IDLE_TIMEOUT_MS),
+        ffmpegPath: config.ffmpegPath,
+        scratch: path.join(root, 'headerless'),
+        longSeconds: 7200,
+        restart: () => startGateway('gw-round3-restarted', env4, g4.port),
+      });
+      log('  IPv6 spellings; concurrent uploads against the disk floor (a gateway without runner) ...');
+      const floorBytes = (Math.floor(R3.freeBytes(root) / (1024 * 1024)) - 150) * 1024 * 1024;
+      const g5 = await startGateway('gw-floor', gatewayEnv(dirs.floor, { MODEL_SERVICE_TOKEN: '', JOBS_RUNNER: 'false', JOBS_MIN_FREE_DISK_MB: String(floorBytes / (1024 * 1024)) }));
+      await R3.ipv6Spellings(ctx, g5, dirs.floor, wav);
+      await R3.diskFloor(ctx, g5, dirs.floor, floorBytes);
+      const stops4 = await Promise.all([stop(g4b), stop(g5)]);
+      ctx.add({ item: 'stop', title: 'phase 4 processes stop on SIGTERM', pass: stops4.every((c) => c === 0), detail: `exit codes ${stops4.join('/')}` });
     }
 
     await S.keysEpipe(ctx, dirs.replicas);

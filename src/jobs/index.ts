@@ -4,7 +4,7 @@
 //   queue/          the job store engines, the runner, the job files (queue/index.ts)
 //   outbound/       URL guard, safe HTTP, webhooks (outbound/index.ts)
 //   types.ts        the queue contract (JobStore) and the job's shapes; views.ts: the job as API, webhooks and CLI
-//                   show it; metrics.ts; failed-write.ts
+//                   show it; metrics.ts; failed-write.ts; disk-budget.ts: the free-disk floor every write takes from
 //   queue/model-client.ts runner → model service over HTTP (POST /internal/jobs/denoise, served by
 //                   src/model-service/job-stream.ts), through upstream's replicas (balancer, breakers, health)
 import crypto from 'node:crypto';
@@ -20,11 +20,20 @@ import { JobFiles, JobRunner, openJobStore } from './queue';
 import type { ModelServiceReplicas } from '../upstream/replicas';
 import type { JobStore, JobsLog } from './types';
 import { WebhookDispatcher } from './outbound';
+import { DiskBudget } from './disk-budget';
 
 export { createJobStreamRouter } from '../model-service/job-stream';
 export { configureJobRoutes } from './api';
 export { openJobStore } from './queue';
 export type { JobStore } from './types';
+
+/**
+ * Job URLs: connect 10 s; silent at most 30 s; at least 32 KiB/s over each 30 s window; the whole download within
+ * 15 min (2 GB at 2.3 MB/s). A peer trickling bytes fails the job with url_fetch_failed instead of holding a slot.
+ */
+export const URL_FETCH_LIMITS = { connectTimeoutMs: 10_000, idleTimeoutMs: 30_000, minBytesPerSecond: 32 * 1024, deadlineMs: 15 * 60_000 };
+/** Webhook attempts: connect 10 s; silent at most 10 s; the whole attempt, answer included, within 15 s. */
+export const WEBHOOK_LIMITS = { connectTimeoutMs: 10_000, idleTimeoutMs: 10_000, deadlineMs: 15_000 };
 
 export interface JobsDeps {
   config: Config;
@@ -59,6 +68,10 @@ export async function createJobs(deps: JobsDeps): Promise<Jobs> {
   const store = deps.store ?? (await openJobStore(config));
   const files = new JobFiles(config.jobs.dir);
   await files.ensure();
+  // Partial uploads, downloads and outputs of a predecessor killed with -9 go now, not after the hour-long sweep.
+  const abandoned = await files.sweepAbandonedIncoming();
+  if (abandoned) log(`[jobs] removed ${abandoned} partial file(s) left in ${files.incoming} by a process that is gone`);
+  const space = new DiskBudget(() => files.freeBytes(), config.jobs.minFreeDiskBytes);
   const outbound = { allowPrivate: config.jobs.allowPrivateUrls };
   let webhooks: WebhookDispatcher | null = null;
   let runner: JobRunner | null = null;
@@ -66,7 +79,7 @@ export async function createJobs(deps: JobsDeps): Promise<Jobs> {
   if (config.jobs.runner) {
     webhooks = new WebhookDispatcher({
       store,
-      http: { ...outbound, connectTimeoutMs: 10_000, idleTimeoutMs: 10_000 },
+      http: { ...outbound, ...WEBHOOK_LIMITS },
       owner: `webhooks_${crypto.randomBytes(6).toString('hex')}`,
       log,
       metrics,
@@ -80,12 +93,13 @@ export async function createJobs(deps: JobsDeps): Promise<Jobs> {
       webhooks,
       log,
       metrics,
-      fetch: { ...outbound, connectTimeoutMs: 10_000, idleTimeoutMs: 30_000 },
+      fetch: { ...outbound, ...URL_FETCH_LIMITS },
+      space,
     });
     webhooks.start();
     runner.start();
   }
-  const handler = createJobsHandler({ config, store, gateway, files, runner, log, metrics });
+  const handler = createJobsHandler({ config, store, gateway, files, space, runner, log, metrics });
   const consoleRouter = createJobsConsoleRouter({ config, store, gateway, files, runner, log, metrics });
   let closed = false;
   return {

@@ -7,7 +7,7 @@ export interface JobMetrics {
   created(): void;
   finished(status: 'succeeded' | 'failed' | 'canceled'): void;
   /** A run that ended without an outcome: transient failure, model service busy, or a runner lost (lease expired). */
-  retried(reason: 'transient' | 'busy' | 'lost' | 'shutdown'): void;
+  retried(reason: 'transient' | 'busy' | 'lost' | 'shutdown' | 'fair_share' | 'disk'): void;
   webhook(result: 'delivered' | 'retry' | 'failed'): void;
 }
 
@@ -21,7 +21,7 @@ export function createJobMetrics(registry: Registry, sources: { running: () => n
   });
   const retried = new client.Counter({
     name: 'ns_job_retries_total',
-    help: 'Job runs put back in the queue, by reason (transient failure, model service busy, runner lost, shutdown).',
+    help: 'Job runs put back in the queue, by reason (transient failure, model service busy, runner lost, shutdown, fair share, disk floor).',
     labelNames: ['reason'] as const,
     registers: [registry],
   });

@@ -147,6 +147,12 @@ export interface DeliveryAttempt {
   nextAttemptAt: number | null;
 }
 
+/**
+ * Which queued jobs a claim takes: 'fetch' those whose input is a URL not fetched yet (a download slot), 'ready' the
+ * others (a processing slot); 'any' both.
+ */
+export type ClaimKind = 'any' | 'ready' | 'fetch';
+
 /** Builds the webhook delivery for a job that just finished (inside the same transaction), or null. */
 export type DeliveryFactory = (job: JobRecord) => NewDelivery | null;
 
@@ -159,10 +165,13 @@ export interface JobStore {
   countActive(workspaceId: string): Promise<number>;
 
   /**
-   * Claims one due queued job for `owner` (status running, lease until now + leaseMs, attempts + 1). Among due jobs it
-   * takes one of a workspace with the fewest running jobs, then the oldest: one busy workspace cannot starve others.
+   * Claims one due queued job of `kind` (default 'any') for `owner` (status running, lease until now + leaseMs,
+   * attempts + 1). Among due jobs it takes one of a workspace with the fewest running jobs of that kind, then the
+   * oldest: one busy workspace cannot starve others.
    */
-  claimJob(owner: string, leaseMs: number, now: number): Promise<JobRecord | null>;
+  claimJob(owner: string, leaseMs: number, now: number, kind?: ClaimKind): Promise<JobRecord | null>;
+  /** Workspaces that have due queued jobs of `kind` (at most 100): who is waiting for a slot. */
+  waitingWorkspaces(now: number, kind: ClaimKind): Promise<string[]>;
   /** Extends the lease (and records progress). False when the job is no longer this owner's running job. */
   renewLease(id: string, owner: string, leaseMs: number, now: number, progress?: number): Promise<boolean>;
   /** Sets the input's stored size (a fetched URL). */
@@ -201,8 +210,11 @@ export interface JobStore {
 
   // webhook deliveries
   enqueueDelivery(delivery: NewDelivery): Promise<void>;
-  /** Leases up to `limit` due pending deliveries to `owner`. */
-  claimDeliveries(owner: string, leaseMs: number, now: number, limit: number): Promise<DeliveryRecord[]>;
+  /**
+   * Leases up to `limit` due pending deliveries to `owner`, oldest due first, skipping those whose URL starts with one
+   * of `skipPrefixes` (destinations already at their bound of attempts in flight).
+   */
+  claimDeliveries(owner: string, leaseMs: number, now: number, limit: number, skipPrefixes?: readonly string[]): Promise<DeliveryRecord[]>;
   /** Records one attempt: delivered, retried later, or failed for good. */
   recordDeliveryAttempt(id: string, owner: string, attempt: DeliveryAttempt): Promise<void>;
   listDeliveries(query: { workspaceId?: string; jobId?: string; limit: number }): Promise<DeliveryRecord[]>;

@@ -7,7 +7,7 @@ import type { Request, Response } from 'express';
 import type { Config } from '../config';
 import { copyResponseHeaders, upstreamPath, upstreamRequestHeaders } from './headers';
 import { CLIENT_GONE_STATUS, CLIENT_STALLED_STATUS, convertedAnswer, errorBodyOf, failures, isConvertedStatus, isRefusalStatus } from './refusals';
-import { MAX_ERROR_BODY, readSmall, refusalBeforeBody, verdictOfAnswer, type GatewayFailure, type Refusal } from './refusals';
+import { deliveredWork, MAX_ERROR_BODY, readSmall, refusalBeforeBody, verdictOfAnswer, type GatewayFailure, type Refusal } from './refusals';
 import type { ReplicaCall } from './replicas';
 import type { ForwardCall, ForwardOutcome } from './types';
 import { IdleTimer, ProgressWatch } from './watchdogs';
@@ -370,7 +370,7 @@ export class Attempt {
       if (!answer.complete) this.failMidBody('upstream_unavailable', 502);
     });
     answer.on('error', () => this.failMidBody('upstream_unavailable', 502));
-    res.once('finish', () => this.done(status, status >= 200 && status < 300));
+    res.once('finish', () => this.done(status, deliveredWork(status, answer.headers)));
   }
 
   /** The status line (2xx) is already out: the client sees a cut connection, the log the real outcome. */

@@ -194,3 +194,19 @@ export function noReplicaFailure(refusals: readonly Refusal[], replicaCount: num
   }
   return { type: 'upstream_unavailable', message: `The model service is unreachable (${refusals.map(summary).join('; ')}).`, status: 502 };
 }
+
+/**
+ * Whether an answer means the model service did the work, so the call is paid for: a 2xx, except a batch in which
+ * every file failed (X-NS-Batch `succeeded: 0`): it answers 200 with its manifest (v1's promise), but delivered no
+ * audio, and rejected input costs nothing.
+ */
+export function deliveredWork(status: number, headers: http.IncomingHttpHeaders): boolean {
+  if (status < 200 || status >= 300) return false;
+  const batch = headers['x-ns-batch'];
+  if (typeof batch !== 'string') return true;
+  try {
+    return (JSON.parse(batch) as { succeeded?: unknown }).succeeded !== 0;
+  } catch {
+    return true;
+  }
+}

@@ -6,19 +6,22 @@
 //   DELETE /v1/noise-suppressor/jobs/{id}          cancel a queued/running job, or delete a finished job's result
 //   GET    /v1/noise-suppressor/jobs/{id}/result   the cleaned audio (Range, ETag, Last-Modified)
 // A job is visible only to its workspace: any other id is 404 job_not_found.
+// An upload (upload.ts) is held to the client clock of /denoise (→ 408 request_timeout) and to the free-disk floor,
+// chunk by chunk (→ 507 insufficient_storage); both refunded by the gateway (only a 202 keeps the credit).
 import fs from 'node:fs';
 import type { Request, Response } from 'express';
-import multer from 'multer';
 import type { Config } from '../../config';
 import type { ForwardOutcome, Forwarder, GatewayContext } from '../../gateway/types';
 import { cleanInputName, contentDisposition } from '../../model-service/names';
 import type { GatewayStore } from '../../store/types';
 import { randomBase62 } from '../../store/tokens';
-import { JobApiError, sendJobError } from './errors';
-import { removeFailedWrite } from '../failed-write';
+import { JobApiError, sendJobError, UploadStalledError } from './errors';
+import { sendGatewayError } from '../../http/errors';
+import type { DiskBudget } from '../disk-budget';
 import type { JobFiles } from '../queue/files';
 import type { JobMetrics } from '../metrics';
 import { parseJobForm } from './params';
+import { uploadReceiver } from './upload';
 import { cancelJob } from './cancel';
 import { fileNameFromUrl } from '../outbound/safe-http';
 import { isJobStatus, type JobRecord, type JobStore, type JobsLog } from '../types';
@@ -31,6 +34,8 @@ export interface JobsApiDeps {
   store: JobStore;
   gateway: GatewayStore;
   files: JobFiles;
+  /** The free-disk floor every upload writes under (shared with the runner's URL downloads). */
+  space: DiskBudget;
   /** Wakes this process's runner when a job is created; stops its work when one is canceled. */
   runner?: { wake(): void; stopLocal(id: string): void } | null;
   log: JobsLog;
@@ -40,60 +45,9 @@ export interface JobsApiDeps {
 const MAX_LIST = 100;
 const DEFAULT_LIST = 20;
 
-/** multer storage writing the one `file` part to a given path, counting bytes; removes it on failure. */
-class SingleFileStorage implements multer.StorageEngine {
-  constructor(private readonly dest: string) {}
-
-  _handleFile(_req: Request, file: Express.Multer.File, cb: (error?: unknown, info?: Partial<Express.Multer.File>) => void): void {
-    const out = fs.createWriteStream(this.dest);
-    let size = 0;
-    let failed = false;
-    const fail = (err: unknown): void => {
-      if (failed) return;
-      failed = true;
-      file.stream.unpipe(out);
-      file.stream.resume();
-      void removeFailedWrite(out, this.dest).then(
-        () => cb(err),
-        () => cb(err),
-      );
-    };
-    file.stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-    });
-    file.stream.on('error', fail);
-    out.on('error', fail);
-    out.on('finish', () => {
-      if (!failed) cb(null, { path: this.dest, size });
-    });
-    file.stream.pipe(out);
-  }
-
-  _removeFile(_req: Request, file: Express.Multer.File, cb: (error: Error | null) => void): void {
-    fs.rm(file.path, { force: true }, () => cb(null));
-  }
-}
-
-function uploadError(config: Config, err: unknown): JobApiError {
-  if (err instanceof JobApiError) return err;
-  if (err instanceof multer.MulterError) {
-    switch (err.code) {
-      case 'LIMIT_FILE_SIZE':
-        return new JobApiError('payload_too_large', `the file is larger than ${config.jobs.maxUploadBytes} bytes (JOBS_MAX_UPLOAD_MB)`);
-      case 'LIMIT_UNEXPECTED_FILE':
-        return new JobApiError(
-          'invalid_request',
-          err.field === 'file' ? 'send one "file" per job' : `unexpected file field "${err.field ?? ''}"; send the audio as "file"`,
-        );
-      default:
-        return new JobApiError('invalid_request', `malformed form data: ${err.message}`);
-    }
-  }
-  return new JobApiError('invalid_request', `malformed multipart/form-data body: ${err instanceof Error ? err.message : String(err)}`);
-}
-
 export function createJobsHandler(deps: JobsApiDeps): Forwarder {
-  const { config, store, files } = deps;
+  const { config, store, files, space } = deps;
+  const receive = uploadReceiver(config);
   const guard = { allowPrivate: config.jobs.allowPrivateUrls };
 
   async function owned(ctx: GatewayContext): Promise<JobRecord> {
@@ -101,38 +55,6 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     const job = id ? await store.getJob(id) : null;
     if (!job || job.workspaceId !== ctx.workspaceId) throw new JobApiError('job_not_found', `No job "${id}" in this workspace.`);
     return job;
-  }
-
-  /** Streams the multipart body: the file to `dest`, text fields to req.body. Resolves with the file, if any. */
-  function receive(req: Request, res: Response, dest: string): Promise<Express.Multer.File | undefined> {
-    const upload = multer({
-      storage: new SingleFileStorage(dest),
-      defParamCharset: 'utf8',
-      preservePath: true,
-      limits: { fileSize: config.jobs.maxUploadBytes, files: 1, fields: 20, parts: 24, fieldSize: 64 * 1024 },
-      fileFilter: (fileReq, file, cb) => {
-        try {
-          if (file.fieldname !== 'file') {
-            throw new JobApiError('invalid_request', `unexpected file field "${file.fieldname}"; send the audio as "file"`);
-          }
-          const form = parseJobForm(config, fileReq.body as Record<string, unknown>);
-          if (form.url) throw new JobApiError('invalid_request', 'send either a file or a url, not both');
-          cb(null, true);
-        } catch (err) {
-          cb(err as Error);
-        }
-      },
-    }).single('file');
-    return new Promise((resolve, reject) => {
-      // A client that goes away mid-upload: busboy may never report it, the closed response does.
-      const onClose = (): void => reject(new JobApiError('invalid_request', 'the client closed the connection during the upload'));
-      res.once('close', onClose);
-      upload(req, res, (err?: unknown) => {
-        res.off('close', onClose);
-        if (err) reject(uploadError(config, err));
-        else resolve(req.file);
-      });
-    });
   }
 
   async function submit(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
@@ -146,11 +68,11 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     if (active >= max) {
       throw new JobApiError('too_many_jobs', `This workspace already has ${active} queued or running jobs (at most ${max}); wait for some to finish.`);
     }
+    // The declared size is reserved now (refused at once when it does not fit beside the uploads in progress); a
+    // chunked upload takes its bytes as they come. Either way writing stops at the floor.
     const declared = Number(req.headers['content-length']);
-    const free = await files.freeBytes();
-    if (free - (Number.isFinite(declared) ? declared : 0) < config.jobs.minFreeDiskBytes) {
-      throw new JobApiError('insufficient_storage', 'The server is short of disk space for new jobs; retry later.');
-    }
+    const claim = await space.open(Number.isFinite(declared) ? declared : undefined);
+    if (!claim) throw new JobApiError('insufficient_storage', 'The server is short of disk space for new jobs; retry later.');
 
     await files.ensure();
     const id = 'job_' + randomBase62(24);
@@ -162,7 +84,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
       ctx.bytesIn += chunk.length;
     });
     try {
-      const file = await receive(req, res, tmp);
+      const file = await receive(req, res, tmp, claim);
       const form = parseJobForm(config, req.body as Record<string, unknown>);
       if (!file && !form.url) {
         throw new JobApiError('invalid_request', 'missing input: send the audio as the multipart file field "file", or its address in "url"');
@@ -212,6 +134,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
       res.json(jobView(outcome.job));
       return { status: 202, ok: true };
     } finally {
+      claim.release();
       await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
       if (!created) await fs.promises.rm(inputPath, { force: true }).catch(() => undefined);
       if (settled && !created && ctx.creditsCharged > 0) {
@@ -351,6 +274,13 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
       }
     } catch (err) {
       if (err instanceof JobApiError) return { status: sendJobError(res, err.type, err.message), ok: false };
+      if (err instanceof UploadStalledError) {
+        // The rest of the upload is not waited for: the connection closes after the answer.
+        ctx.errorType = 'request_timeout';
+        res.setHeader('Connection', 'close');
+        sendGatewayError(res, 'request_timeout', err.message);
+        return { status: 408, ok: false };
+      }
       throw err;
     }
   };

@@ -4,7 +4,7 @@
 import type { GatewayStore } from '../../store/types';
 import type { JobFiles } from '../queue/files';
 import type { JobMetrics } from '../metrics';
-import { settleRefund } from '../queue/runner';
+import { settleRefund } from '../queue/housekeeping';
 import type { JobRecord, JobStore, JobsLog } from '../types';
 
 export interface CancelDeps {

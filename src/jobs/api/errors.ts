@@ -1,4 +1,5 @@
 // Errors of the jobs endpoints: the gateway's envelope {"error": {"type", "message", "request_id"}} with the job types.
+// Every 429 carries Retry-After (a client that honours it never needs to guess).
 import type { Response } from 'express';
 import { requestIdOf } from '../../http/errors';
 
@@ -17,6 +18,12 @@ export const JOB_ERRORS = {
 
 export type JobErrorType = keyof typeof JOB_ERRORS;
 
+/**
+ * Retry-After of `429 too_many_jobs`: a job slot frees when one of the workspace's jobs ends, which the server cannot
+ * predict; a few seconds keeps a polite client from hammering and is short next to a job's run.
+ */
+export const TOO_MANY_JOBS_RETRY_AFTER_S = 5;
+
 /** A refusal with its envelope type; thrown inside the handlers and sent by sendJobError. */
 export class JobApiError extends Error {
   constructor(
@@ -30,6 +37,9 @@ export class JobApiError extends Error {
   }
 }
 
+/** The upload stalled (the gateway's 408 request_timeout, as /denoise answers it). */
+export class UploadStalledError extends Error {}
+
 export function sendJobError(res: Response, type: JobErrorType, message: string): number {
   const status = JOB_ERRORS[type];
   res.locals.errorType = type;
@@ -41,6 +51,7 @@ export function sendJobError(res: Response, type: JobErrorType, message: string)
     res.destroy();
     return status;
   }
+  if (status === 429) res.setHeader('Retry-After', String(TOO_MANY_JOBS_RETRY_AFTER_S));
   res.status(status).json({ error: { type, message, request_id: requestIdOf(res) } });
   return status;
 }

@@ -1,5 +1,6 @@
-// Outbound HTTP to user-chosen URLs (job inputs, webhooks) through the address guard: connect and idle timeouts,
-// a byte limit, and redirects followed by hand so each hop is checked again.
+// Outbound HTTP to user-chosen URLs (job inputs, webhooks) through the address guard: connect and idle timeouts, a
+// total deadline and a minimum transfer rate (a peer that trickles bytes is not idle, but must not hold us for
+// ever), a byte limit, and redirects followed by hand so each hop is checked again.
 import type dns from 'node:dns';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -8,12 +9,18 @@ import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { assertLiteralHostAllowed, guardedLookup, parseUserUrl, UrlNotAllowedError, type GuardOptions } from './url-guard';
 import { removeFailedWrite } from '../failed-write';
+import { ProgressWatch } from '../../upstream/watchdogs';
+import { InsufficientStorageError, type SpaceClaim } from '../disk-budget';
 
 export interface SafeHttpOptions extends GuardOptions {
   /** Time to resolve the host and open the connection (TLS included). */
   connectTimeoutMs: number;
   /** Longest silence while waiting for response headers or body bytes. */
   idleTimeoutMs: number;
+  /** The whole exchange (connect, redirects, headers, body) must be over within this; none when omitted. */
+  deadlineMs?: number;
+  /** Downloads: at least this many bytes per second, averaged over each idleTimeoutMs window; none when omitted. */
+  minBytesPerSecond?: number;
   signal?: AbortSignal;
 }
 
@@ -117,6 +124,46 @@ async function getFollowing(url: URL, opts: SafeHttpOptions, field: string): Pro
   }
 }
 
+/** 1500 → "1500 ms", 900000 → "900 s". */
+function duration(ms: number): string {
+  return ms < 10_000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`;
+}
+
+/**
+ * Runs `fn` with a signal that also fires at the deadline; an abort by the deadline (or by `fn`'s own `stop`) rejects
+ * with that reason, a FetchFailedError, rather than a bare AbortError. The caller's own abort stays an AbortError.
+ */
+async function bounded<T>(
+  opts: SafeHttpOptions,
+  what: string,
+  fn: (opts: SafeHttpOptions, stop: (why: FetchFailedError) => void) => Promise<T>,
+): Promise<T> {
+  const ctl = new AbortController();
+  const stop = (why: FetchFailedError): void => {
+    if (!ctl.signal.aborted) ctl.abort(why);
+  };
+  const outer = opts.signal;
+  const onOuter = (): void => {
+    if (!ctl.signal.aborted) ctl.abort(outer!.reason);
+  };
+  if (outer?.aborted) onOuter();
+  else outer?.addEventListener('abort', onOuter, { once: true });
+  const timer =
+    opts.deadlineMs !== undefined
+      ? setTimeout(() => stop(new FetchFailedError(`${what} did not complete within ${duration(opts.deadlineMs!)}`)), opts.deadlineMs)
+      : null;
+  try {
+    return await fn({ ...opts, signal: ctl.signal }, stop);
+  } catch (err) {
+    const reason: unknown = ctl.signal.reason;
+    if (ctl.signal.aborted && reason instanceof FetchFailedError) throw reason;
+    throw err;
+  } finally {
+    if (timer) clearTimeout(timer);
+    outer?.removeEventListener('abort', onOuter);
+  }
+}
+
 /** The URL's last path segment, for naming the result (talk.mp3 → talk_denoised.wav). */
 export function fileNameFromUrl(url: URL): string {
   const raw = url.pathname.split('/').filter(Boolean).pop() ?? '';
@@ -130,8 +177,10 @@ export function fileNameFromUrl(url: URL): string {
 }
 
 /**
- * Downloads `url` to `dest` (streamed to disk, never buffered), at most `maxBytes`. Refuses non-2xx answers,
- * oversize bodies (declared or counted) and silent peers. Removes `dest` on failure.
+ * Downloads `url` to `dest` (streamed to disk, never buffered), at most `maxBytes`, within the deadline and the
+ * minimum rate of `opts`. Refuses non-2xx answers, oversize bodies (declared or counted) and silent or trickling
+ * peers. With `space`, every chunk is taken from the disk budget before it is written (InsufficientStorageError when
+ * the floor would be crossed). Removes `dest` on failure.
  */
 export async function downloadToFile(
   url: URL,
@@ -139,44 +188,68 @@ export async function downloadToFile(
   maxBytes: number,
   opts: SafeHttpOptions,
   field = 'url',
+  space?: (declared: number | undefined) => Promise<SpaceClaim | null>,
 ): Promise<{ bytes: number; finalUrl: URL; contentType: string | null }> {
-  const { res, url: finalUrl } = await getFollowing(url, opts, field);
-  const status = res.statusCode ?? 0;
-  if (status < 200 || status > 299) {
-    res.resume();
-    throw new FetchFailedError(`${finalUrl.host} answered HTTP ${status} for ${finalUrl.pathname}`);
-  }
-  const declared = Number(res.headers['content-length']);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    res.destroy();
-    throw new FetchTooLargeError(`the file at the URL is ${declared} bytes; the limit is ${maxBytes}`);
-  }
-  let bytes = 0;
-  const counter = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      bytes += chunk.length;
-      if (bytes > maxBytes) return cb(new FetchTooLargeError(`the file at the URL is larger than ${maxBytes} bytes`));
-      cb(null, chunk);
-    },
+  return bounded(opts, `the download from ${url.host}`, async (inner, stop) => {
+    const { res, url: finalUrl } = await getFollowing(url, inner, field);
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status > 299) {
+      res.resume();
+      throw new FetchFailedError(`${finalUrl.host} answered HTTP ${status} for ${finalUrl.pathname}`);
+    }
+    const declared = Number(res.headers['content-length']);
+    if (Number.isFinite(declared) && declared > maxBytes) {
+      res.destroy();
+      throw new FetchTooLargeError(`the file at the URL is ${declared} bytes; the limit is ${maxBytes}`);
+    }
+    const claim = space ? await space(Number.isFinite(declared) ? declared : undefined) : null;
+    if (space && !claim) {
+      res.destroy();
+      throw new InsufficientStorageError('not enough free disk to fetch the input');
+    }
+    const windowMs = inner.idleTimeoutMs;
+    const minBytes = inner.minBytesPerSecond ? Math.max(1, Math.floor((inner.minBytesPerSecond * windowMs) / 1000)) : 0;
+    const watch = minBytes
+      ? new ProgressWatch(windowMs, minBytes, () =>
+          stop(new FetchFailedError(`${finalUrl.host} sent less than ${minBytes} bytes in ${duration(windowMs)} (slower than ${inner.minBytesPerSecond} bytes/s)`)),
+        )
+      : null;
+    let bytes = 0;
+    const counter = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        bytes += chunk.length;
+        watch?.progress(chunk.length);
+        if (bytes > maxBytes) return cb(new FetchTooLargeError(`the file at the URL is larger than ${maxBytes} bytes`));
+        if (!claim) return cb(null, chunk);
+        claim.take(chunk.length).then(
+          (ok) => (ok ? cb(null, chunk) : cb(new InsufficientStorageError('the disk reached its free-space floor during the download'))),
+          (err: unknown) => cb(err as Error),
+        );
+      },
+    });
+    const file = fs.createWriteStream(dest);
+    watch?.arm();
+    try {
+      await pipeline(res, counter, file, { signal: inner.signal });
+    } catch (err) {
+      await removeFailedWrite(file, dest);
+      if (err instanceof FetchFailedError || err instanceof InsufficientStorageError || (err as Error).name === 'AbortError') throw err;
+      throw new FetchFailedError(`download from ${finalUrl.host} broke off: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    } finally {
+      watch?.disarm();
+      claim?.release();
+    }
+    if (bytes === 0) {
+      await fs.promises.rm(dest, { force: true });
+      throw new FetchFailedError(`${finalUrl.host} returned an empty body`);
+    }
+    return { bytes, finalUrl, contentType: (res.headers['content-type'] as string | undefined) ?? null };
   });
-  const file = fs.createWriteStream(dest);
-  try {
-    await pipeline(res, counter, file, { signal: opts.signal });
-  } catch (err) {
-    await removeFailedWrite(file, dest);
-    if (err instanceof FetchFailedError || (err as Error).name === 'AbortError') throw err;
-    throw new FetchFailedError(`download from ${finalUrl.host} broke off: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  if (bytes === 0) {
-    await fs.promises.rm(dest, { force: true });
-    throw new FetchFailedError(`${finalUrl.host} returned an empty body`);
-  }
-  return { bytes, finalUrl, contentType: (res.headers['content-type'] as string | undefined) ?? null };
 }
 
 /**
  * POSTs a JSON body (a webhook). Redirects are not followed (a 3xx is a failed attempt). Resolves with the status
- * and the first bytes of the answer, for the delivery log.
+ * and the first bytes of the answer, for the delivery log; the whole attempt, answer included, within the deadline.
  */
 export async function postJson(
   url: URL,
@@ -184,21 +257,33 @@ export async function postJson(
   headers: Record<string, string>,
   opts: SafeHttpOptions,
 ): Promise<{ status: number; snippet: string }> {
-  const res = await requestOnce(
-    { method: 'POST', url, headers: { 'content-type': 'application/json', ...headers }, body: Buffer.from(body, 'utf8') },
-    opts,
-  );
-  const chunks: Buffer[] = [];
-  let size = 0;
-  await new Promise<void>((resolve) => {
-    res.on('data', (c: Buffer) => {
-      if (size < 512) chunks.push(c);
-      size += c.length;
-      if (size > 64 * 1024) res.destroy(); // the receiver's answer is not read further
+  return bounded(opts, `the request to ${url.host}`, async (inner) => {
+    const res = await requestOnce(
+      { method: 'POST', url, headers: { 'content-type': 'application/json', ...headers }, body: Buffer.from(body, 'utf8') },
+      inner,
+    );
+    const chunks: Buffer[] = [];
+    let size = 0;
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => {
+        res.destroy();
+        reject(inner.signal!.reason);
+      };
+      if (inner.signal?.aborted) return onAbort();
+      inner.signal?.addEventListener('abort', onAbort, { once: true });
+      const done = (): void => {
+        inner.signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      res.on('data', (c: Buffer) => {
+        if (size < 512) chunks.push(c);
+        size += c.length;
+        if (size > 64 * 1024) res.destroy(); // the receiver's answer is not read further
+      });
+      res.on('end', done);
+      res.on('close', done);
+      res.on('error', done);
     });
-    res.on('end', resolve);
-    res.on('close', resolve);
-    res.on('error', () => resolve());
+    return { status: res.statusCode ?? 0, snippet: Buffer.concat(chunks).toString('utf8').slice(0, 200) };
   });
-  return { status: res.statusCode ?? 0, snippet: Buffer.concat(chunks).toString('utf8').slice(0, 200) };
 }

@@ -2,6 +2,8 @@
 // workspace's secret (X-NS-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">), retried with
 // exponential backoff for 24 h. Deliveries are rows in the job store, so they survive restarts and any runner
 // process can send them; each attempt is leased so two processes never send the same attempt.
+// Attempts run side by side (at most MAX_IN_FLIGHT), at most PER_DESTINATION at once per receiver (scheme, host,
+// port), each within a total deadline: a slow receiver delays its own deliveries, never another's.
 import crypto from 'node:crypto';
 import { randomBase62 } from '../../store/tokens';
 import { postJson, type SafeHttpOptions } from './safe-http';
@@ -87,12 +89,36 @@ export interface DispatcherDeps {
   now?: () => number;
 }
 
-/** Sends due deliveries: a few at a time, each attempt leased in the store. */
+/** Attempts in flight per process. */
+export const MAX_IN_FLIGHT = 16;
+/** Attempts in flight per receiver (scheme://host:port). */
+export const PER_DESTINATION = 2;
+/** How long a claimed attempt stays leased to this process (well over an attempt's deadline). */
+const LEASE_MS = 60_000;
+
+/** A delivery's receiver, as the prefix its URL starts with: `https://host:port/`. */
+export function destinationOf(url: string): string {
+  try {
+    return new URL(url).origin + '/';
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * Sends due deliveries as slots free up: each attempt leased in the store, at most MAX_IN_FLIGHT at once and
+ * PER_DESTINATION per receiver; receivers at their bound are skipped when claiming, so their backlog never blocks
+ * the others'.
+ */
 export class WebhookDispatcher {
   private timer: NodeJS.Timeout | null = null;
-  private running = false;
+  private filling = false;
+  /** Another fill was asked for while one ran. */
+  private again = false;
   private stopped = false;
   private readonly inFlight = new Set<Promise<void>>();
+  /** Attempts in flight per destination. */
+  private readonly perDestination = new Map<string, number>();
   private readonly now: () => number;
 
   constructor(private readonly deps: DispatcherDeps) {
@@ -103,35 +129,62 @@ export class WebhookDispatcher {
     this.schedule(0);
   }
 
-  /** Look for due deliveries now (a job just finished). */
+  /** Look for due deliveries now (a job just finished, or an attempt freed a slot). */
   wake(): void {
-    if (!this.stopped && !this.running) this.schedule(0);
+    if (this.stopped) return;
+    if (this.filling) this.again = true;
+    else this.schedule(0);
+  }
+
+  /** Attempts in flight now (tests, diagnostics). */
+  inFlightCount(): number {
+    return this.inFlight.size;
   }
 
   private schedule(ms: number): void {
     if (this.stopped) return;
     if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.tick(), ms);
+    this.timer = setTimeout(() => void this.fill(), ms);
     this.timer.unref();
   }
 
-  private async tick(): Promise<void> {
-    if (this.stopped || this.running) return;
-    this.running = true;
+  /** Claims due deliveries one by one while slots are free, starting each attempt at once. */
+  private async fill(): Promise<void> {
+    if (this.stopped || this.filling) return;
+    this.filling = true;
     try {
-      const due = await this.deps.store.claimDeliveries(this.deps.owner, 60_000, this.now(), 8);
-      await Promise.all(due.map((d) => this.track(this.attempt(d))));
+      do {
+        this.again = false;
+        while (!this.stopped && this.inFlight.size < MAX_IN_FLIGHT) {
+          const busy = [...this.perDestination].filter(([, n]) => n >= PER_DESTINATION).map(([dest]) => dest);
+          const [d] = await this.deps.store.claimDeliveries(this.deps.owner, LEASE_MS, this.now(), 1, busy);
+          if (!d) break;
+          this.launch(d);
+        }
+      } while (this.again && !this.stopped);
     } catch (err) {
       this.deps.log(`[jobs] webhook dispatch failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
     } finally {
-      this.running = false;
+      this.filling = false;
       this.schedule(this.deps.pollMs ?? 2000);
     }
   }
 
-  private track(p: Promise<void>): Promise<void> {
+  private launch(d: DeliveryRecord): void {
+    const dest = destinationOf(d.url);
+    this.perDestination.set(dest, (this.perDestination.get(dest) ?? 0) + 1);
+    const p: Promise<void> = this.attempt(d)
+      .catch((err: unknown) => {
+        this.deps.log(`[jobs] webhook ${d.id} attempt could not be recorded: ${err instanceof Error ? err.message : String(err)}`, 'error');
+      })
+      .finally(() => {
+        const left = (this.perDestination.get(dest) ?? 1) - 1;
+        if (left > 0) this.perDestination.set(dest, left);
+        else this.perDestination.delete(dest);
+        this.inFlight.delete(p);
+        this.wake();
+      });
     this.inFlight.add(p);
-    return p.finally(() => this.inFlight.delete(p));
   }
 
   private async attempt(d: DeliveryRecord): Promise<void> {
@@ -180,6 +233,7 @@ export class WebhookDispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    while (this.filling) await new Promise((r) => setTimeout(r, 10));
     await Promise.all([...this.inFlight]);
   }
 }

@@ -1,9 +1,43 @@
 // Where job files live: JOBS_DIR (default DATA_DIR/jobs)/{inputs,results,incoming}. Not TMP_DIR (swept by the model
 // service); one file system, so a finished upload or result is renamed into place, never copied. Gateways that share
 // a queue (PostgreSQL) share this folder: any runner may run a job another gateway received, and any gateway may
-// serve its result.
+// serve its result. Files in incoming/ carry their writer (host, pid, instance), so a process starting after a
+// kill -9 removes what its dead predecessor left there at once, and never a live neighbour's.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+
+const HOST_TAG = crypto.createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
+const INSTANCE = crypto.randomBytes(4).toString('hex');
+/** This process as the writer of incoming files: `<host>-<pid>-<instance>`. */
+export const INCOMING_OWNER = `${HOST_TAG}-${process.pid}-${INSTANCE}`;
+const OWNED = /^[^.]+\.(?:upload|download|output)\.([0-9a-f]{8})-(\d+)-([0-9a-f]{8})$/;
+
+function processRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but belongs to someone else.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Whether an incoming file was left by a process that is gone: written on this host by a pid that no longer runs,
+ * or by an earlier life of our own pid (a restarted container is pid 1 again). Files of other hosts, and names
+ * without a writer, are left to the age-based orphan sweep.
+ */
+export function isAbandonedIncoming(name: string): boolean {
+  const m = OWNED.exec(name);
+  if (!m) return false;
+  const [, host, pidText, instance] = m;
+  if (host !== HOST_TAG) return false;
+  const pid = Number(pidText);
+  if (pid === process.pid) return instance !== INSTANCE;
+  return !processRunning(pid);
+}
 
 export class JobFiles {
   readonly root: string;
@@ -31,9 +65,9 @@ export class JobFiles {
     return path.join(this.results, path.basename(file));
   }
 
-  /** Partial upload, download or model-service output of a job (`kind` keeps them apart). */
+  /** Partial upload, download or model-service output of a job (`kind` keeps them apart), tagged with its writer. */
   incomingFile(id: string, kind: 'upload' | 'download' | 'output'): string {
-    return path.join(this.incoming, `${id}.${kind}`);
+    return path.join(this.incoming, `${id}.${kind}.${INCOMING_OWNER}`);
   }
 
   /** Bytes free for an unprivileged writer on DATA_DIR's file system. */
@@ -43,11 +77,25 @@ export class JobFiles {
     return Number(s.bavail) * Number(s.bsize);
   }
 
-  /** Removes every file of a job (input, partial files, the result). */
+  /** Removes every file of a job (input, partial files of any writer, the result). */
   async removeAll(id: string, resultFile: string | null): Promise<void> {
-    const paths = [this.input(id), this.incomingFile(id, 'upload'), this.incomingFile(id, 'download'), this.incomingFile(id, 'output')];
+    const paths = [this.input(id)];
+    const partials = await fs.promises.readdir(this.incoming).catch(() => [] as string[]);
+    for (const name of partials) if (name.startsWith(`${id}.`)) paths.push(path.join(this.incoming, name));
     if (resultFile) paths.push(this.result(resultFile));
     await Promise.all(paths.map((p) => fs.promises.rm(p, { force: true }).catch(() => undefined)));
+  }
+
+  /** Removes incoming files of dead writers (see isAbandonedIncoming); at start and with every orphan sweep. */
+  async sweepAbandonedIncoming(): Promise<number> {
+    let removed = 0;
+    const names = await fs.promises.readdir(this.incoming).catch(() => [] as string[]);
+    for (const name of names) {
+      if (!isAbandonedIncoming(name)) continue;
+      await fs.promises.rm(path.join(this.incoming, name), { force: true }).catch(() => undefined);
+      removed++;
+    }
+    return removed;
   }
 
   /**

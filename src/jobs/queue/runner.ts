@@ -1,7 +1,13 @@
-// The job runner: claims queued jobs from the store (at most JOBS_CONCURRENCY at once per process), fetches URL
-// inputs, streams each job through a model service over HTTP, keeps its lease alive while it works, and records the
-// outcome. A housekeeping pass re-queues jobs whose runner died (expired lease), settles refunds, and deletes expired
-// jobs with their files.
+// The job runner: claims queued jobs from the store and streams each through a model service over HTTP, keeps its
+// lease alive while it works, and records the outcome. Two kinds of slots, so a slow URL never holds up processing:
+//   fetch slots (FETCH_SLOTS): a job whose input is a URL is first claimed to download it (total deadline, minimum
+//     rate, the disk floor), then goes back to the queue with its input on disk;
+//   processing slots (JOBS_CONCURRENCY): jobs whose input is on disk, streamed through the model service.
+// Fair share: claims go to the workspace with the fewest running jobs of the kind; when every slot of a kind is
+// taken and another workspace waits, a workspace holding more than its share (slots ÷ workspaces, rounded up) gives
+// back its most recently started job (re-queued at once, not counted as an attempt).
+// A housekeeping pass (housekeeping.ts) re-queues jobs whose runner died (expired lease), settles refunds, and
+// deletes expired jobs with their files; lease.ts keeps each job's lease alive.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { Config } from '../../config';
@@ -9,12 +15,15 @@ import { safeBaseName } from '../../model-service/names';
 import type { GatewayStore } from '../../store/types';
 import type { ModelServiceReplicas } from '../../upstream/replicas';
 import type { JobFiles } from './files';
+import { InsufficientStorageError, type DiskBudget } from '../disk-budget';
 import type { JobMetrics } from '../metrics';
-import { ModelServiceBusy, ModelServiceFailed, ModelServiceRejected, streamJob } from './model-client';
+import { ModelServiceBusy, ModelServiceRejected, streamJob } from './model-client';
 import { downloadToFile, FetchFailedError, type SafeHttpOptions } from '../outbound/safe-http';
-import type { JobError, JobRecord, JobStore, JobsLog } from '../types';
+import type { ClaimKind, JobError, JobRecord, JobStore, JobsLog } from '../types';
 import { UrlNotAllowedError, parseUserUrl } from '../outbound/url-guard';
-import { deliveryFor, DELIVERY_HISTORY_MS, type WebhookDispatcher } from '../outbound/webhooks';
+import { deliveryFor, type WebhookDispatcher } from '../outbound/webhooks';
+import { housekeepPass, HOUSEKEEPING_MS, RETENTION_SWEEP_MS, settleRefund } from './housekeeping';
+import { keepLease, StopSignal } from './lease';
 
 export interface RunnerDeps {
   config: Config;
@@ -27,24 +36,27 @@ export interface RunnerDeps {
   log: JobsLog;
   /** Outbound fetches of job URLs. */
   fetch: Omit<SafeHttpOptions, 'signal'>;
+  /** The free-disk floor URL downloads write under (shared with the uploads). */
+  space: DiskBudget;
+  /** URL downloads at once (default FETCH_SLOTS); they take no processing slot. */
+  fetchSlots?: number;
   metrics?: JobMetrics;
   /** Poll interval for new jobs (a job created by this process wakes the runner at once). */
   pollMs?: number;
   now?: () => number;
 }
 
-/** Why a running job's work was stopped. */
-type StopReason = 'shutdown' | 'canceled' | 'lease_lost';
+/** Which slots a job holds: downloading its URL input, or being processed. */
+type Pool = 'fetch' | 'process';
 
-class StopSignal extends Error {
-  constructor(readonly reason: StopReason) {
-    super(`job stopped: ${reason}`);
-    this.name = 'AbortError';
-  }
-}
+/** URL downloads one runner makes at once (they wait on the network, not the CPU). */
+export const FETCH_SLOTS = 4;
 
 interface Running {
   job: JobRecord;
+  pool: Pool;
+  /** When this runner started it (the most recent gives way first). */
+  startedAt: number;
   abort: AbortController;
   done: Promise<void>;
 }
@@ -54,10 +66,6 @@ function retryBackoffMs(attempts: number): number {
   return Math.min(10 * 60_000, 10_000 * 4 ** Math.max(0, attempts - 1));
 }
 
-const HOUSEKEEPING_MS = 5_000;
-const RETENTION_SWEEP_MS = 60_000;
-/** Files no job refers to are removed once untouched this long (uploads in progress keep theirs fresh). */
-const ORPHAN_AGE_MS = 60 * 60_000;
 
 export class JobRunner {
   /** Identifies this process's claims (leases) in the store. */
@@ -66,6 +74,8 @@ export class JobRunner {
   private stopped = false;
   private timer: NodeJS.Timeout | null = null;
   private looping = false;
+  /** A wake came while a pass was running. */
+  private again = false;
   private housekeepingTimer: NodeJS.Timeout | null = null;
   private housekeepingRun: Promise<void> | null = null;
   private lastRetentionSweep = 0;
@@ -80,9 +90,13 @@ export class JobRunner {
     this.wake();
   }
 
-  /** Look for queued jobs now. */
+  /** Look for queued jobs now (once more right after the pass in progress, if one is). */
   wake(): void {
     if (this.stopped) return;
+    if (this.looping) {
+      this.again = true;
+      return;
+    }
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => void this.loop(), 0);
     this.timer.unref();
@@ -98,66 +112,100 @@ export class JobRunner {
     this.running.get(id)?.abort.abort(new StopSignal('canceled'));
   }
 
+  private slots(pool: Pool): number {
+    return pool === 'process' ? this.deps.config.jobs.concurrency : (this.deps.fetchSlots ?? FETCH_SLOTS);
+  }
+
+  private inPool(pool: Pool): Running[] {
+    return [...this.running.values()].filter((r) => r.pool === pool);
+  }
+
   private async loop(): Promise<void> {
     if (this.looping || this.stopped) return;
     this.looping = true;
+    const { store, config } = this.deps;
     try {
-      while (!this.stopped && this.running.size < this.deps.config.jobs.concurrency) {
-        const job = await this.deps.store.claimJob(this.owner, this.deps.config.jobs.leaseMs, this.now());
-        if (!job) break;
-        this.launch(job);
+      for (let claimed = true; claimed && !this.stopped; ) {
+        claimed = false;
+        for (const pool of ['process', 'fetch'] as const) {
+          if (this.stopped || this.inPool(pool).length >= this.slots(pool)) continue;
+          const kind: ClaimKind = pool === 'process' ? 'ready' : 'fetch';
+          const job = await store.claimJob(this.owner, config.jobs.leaseMs, this.now(), kind);
+          if (job) {
+            this.launch(job, pool);
+            claimed = true;
+          }
+        }
       }
+      for (const pool of ['process', 'fetch'] as const) if (!this.stopped) await this.enforceShare(pool);
     } catch (err) {
       this.deps.log(`[jobs] claiming failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
     } finally {
       this.looping = false;
       if (!this.stopped) {
         if (this.timer) clearTimeout(this.timer);
-        this.timer = setTimeout(() => void this.loop(), this.deps.pollMs ?? 1000);
+        this.timer = setTimeout(() => void this.loop(), this.again ? 0 : (this.deps.pollMs ?? 1000));
+        this.again = false;
         this.timer.unref();
       }
     }
   }
 
-  private launch(job: JobRecord): void {
+  /**
+   * Every slot of `pool` taken while another workspace waits: a workspace above its share (slots ÷ workspaces that
+   * run or wait, rounded up) gives back its most recently started job, whose slot the claim order then hands to
+   * the waiting workspace. One job per pass.
+   */
+  private async enforceShare(pool: Pool): Promise<void> {
+    const slots = this.slots(pool);
+    const mine = this.inPool(pool).filter((r) => !r.abort.signal.aborted);
+    if (mine.length < slots) return;
+    const held = new Map<string, Running[]>();
+    for (const r of mine) held.set(r.job.workspaceId, [...(held.get(r.job.workspaceId) ?? []), r]);
+    const waiting = (await this.deps.store.waitingWorkspaces(this.now(), pool === 'process' ? 'ready' : 'fetch')).filter((w) => !held.has(w));
+    if (waiting.length === 0) return;
+    const share = Math.ceil(slots / (held.size + waiting.length));
+    const [, over] = [...held].sort((a, b) => b[1].length - a[1].length)[0];
+    if (over.length <= share) return;
+    const newest = over.reduce((a, b) => (b.startedAt > a.startedAt ? b : a));
+    this.deps.log(`[jobs] ${newest.job.id} gives its ${pool === 'process' ? 'processing' : 'download'} slot to a waiting workspace (its workspace holds ${over.length} of ${slots}; share ${share})`);
+    newest.abort.abort(new StopSignal('yield'));
+  }
+
+  private launch(job: JobRecord, pool: Pool): void {
     const abort = new AbortController();
-    const entry: Running = { job, abort, done: Promise.resolve() };
-    entry.done = this.run(job, abort).finally(() => {
+    const entry: Running = { job, pool, startedAt: this.now(), abort, done: Promise.resolve() };
+    entry.done = (pool === 'fetch' ? this.fetch(job, abort) : this.run(job, abort)).finally(() => {
       this.running.delete(job.id);
       this.wake();
     });
     this.running.set(job.id, entry);
   }
 
+  /** A fetch slot: downloads the job's URL input, then puts the job back in the queue for a processing slot. */
+  private async fetch(job: JobRecord, abort: AbortController): Promise<void> {
+    const { store } = this.deps;
+    const lease = keepLease(this.deps, this.owner, job, abort, this.now);
+    try {
+      const { bytes } = await this.ensureInput(job, abort.signal);
+      await store.setInputBytes(job.id, this.owner, bytes);
+      // Not an attempt: the run that processes it will be.
+      await store.retryJob(job.id, this.owner, this.now(), null, false, this.now());
+      this.deps.log(`[jobs] ${job.id}: input fetched (${bytes} bytes); queued for processing`);
+    } catch (err) {
+      await this.handleFailure(job, err, abort.signal);
+    } finally {
+      lease.stop();
+    }
+  }
+
+  /** A processing slot: streams the job through a model service and records the outcome. */
   private async run(job: JobRecord, abort: AbortController): Promise<void> {
     const { config, store, files, log } = this.deps;
-    const leaseMs = config.jobs.leaseMs;
-    let progress = 0;
-    let lastWrite = 0;
-    let writing = false;
-    // Lease renewal doubles as the progress write (at most once a second) and as the cancel check: a job canceled
-    // or reclaimed meanwhile no longer matches this owner, and its work stops.
-    const renew = async (): Promise<void> => {
-      if (writing || abort.signal.aborted) return;
-      writing = true;
-      lastWrite = this.now();
-      try {
-        const held = await store.renewLease(job.id, this.owner, leaseMs, this.now(), progress);
-        if (!held && !abort.signal.aborted) {
-          const current = await store.getJob(job.id);
-          abort.abort(new StopSignal(current?.status === 'canceled' ? 'canceled' : 'lease_lost'));
-        }
-      } catch (err) {
-        log(`[jobs] lease renewal of ${job.id} failed: ${err instanceof Error ? err.message : String(err)}`, 'warn');
-      } finally {
-        writing = false;
-      }
-    };
-    const heartbeat = setInterval(() => void renew(), Math.max(200, Math.floor(leaseMs / 3)));
-    heartbeat.unref();
+    const lease = keepLease(this.deps, this.owner, job, abort, this.now);
     const outputTmp = files.incomingFile(job.id, 'output');
     try {
-      const inputPath = await this.ensureInput(job, abort.signal);
+      const { path: inputPath } = await this.ensureInput(job, abort.signal);
       const out = await streamJob({
         replicas: this.deps.modelServices,
         inputPath,
@@ -166,8 +214,7 @@ export class JobRunner {
         requestId: job.id,
         signal: abort.signal,
         onProgress: (doneS, totalS) => {
-          if (totalS && totalS > 0) progress = Math.min(0.999, doneS / totalS);
-          if (this.now() - lastWrite >= 1000) void renew();
+          if (totalS && totalS > 0) lease.progress(Math.min(0.999, doneS / totalS));
         },
       });
       const ext = job.params.output_format;
@@ -199,46 +246,54 @@ export class JobRunner {
       await fs.promises.rm(outputTmp, { force: true }).catch(() => undefined);
       await this.handleFailure(job, err, abort.signal);
     } finally {
-      clearInterval(heartbeat);
+      lease.stop();
     }
   }
 
-  /** The job's input on local disk: the upload, or the URL fetched now (once per job; kept for retries). */
-  private async ensureInput(job: JobRecord, signal: AbortSignal): Promise<string> {
-    const { files, config, store } = this.deps;
+  /**
+   * The job's input on local disk: the upload, or the URL fetched now (once per job: a fetch slot does it, and the
+   * file is kept for retries; a processing slot fetches only if the file went missing).
+   */
+  private async ensureInput(job: JobRecord, signal: AbortSignal): Promise<{ path: string; bytes: number }> {
+    const { files, config } = this.deps;
     const inputPath = files.input(job.id);
-    if (job.input.source === 'upload') return inputPath;
+    if (job.input.source === 'upload') return { path: inputPath, bytes: job.input.bytes ?? 0 };
     try {
-      await fs.promises.access(inputPath);
-      return inputPath;
+      return { path: inputPath, bytes: (await fs.promises.stat(inputPath)).size };
     } catch {
       // not fetched yet
     }
-    const free = await files.freeBytes();
-    if (free < config.jobs.minFreeDiskBytes) {
-      throw new ModelServiceFailed(`not enough free disk to fetch the input (${Math.round(free / 1048576)} MB free)`);
-    }
     const tmp = files.incomingFile(job.id, 'download');
     const url = parseUserUrl(job.input.url ?? '', 'url');
-    const { bytes } = await downloadToFile(url, tmp, config.jobs.maxUploadBytes, { ...this.deps.fetch, signal });
+    const { bytes } = await downloadToFile(url, tmp, config.jobs.maxUploadBytes, { ...this.deps.fetch, signal }, 'url', (declared) =>
+      this.deps.space.open(declared),
+    );
     await fs.promises.rename(tmp, inputPath);
-    await store.setInputBytes(job.id, this.owner, bytes);
-    return inputPath;
+    return { path: inputPath, bytes };
   }
 
   private async handleFailure(job: JobRecord, err: unknown, signal: AbortSignal): Promise<void> {
     const { config, store, log } = this.deps;
     const now = this.now();
     const reason = signal.aborted ? (signal.reason instanceof StopSignal ? signal.reason.reason : 'shutdown') : null;
-    if (reason === 'shutdown') {
+    if (reason === 'shutdown' || reason === 'yield') {
       // Not the job's fault: back to the queue at once, this run not counted.
       await store.retryJob(job.id, this.owner, now, null, false, now).catch(() => undefined);
-      this.deps.metrics?.retried('shutdown');
-      log(`[jobs] ${job.id} released for another run (shutdown)`);
+      this.deps.metrics?.retried(reason === 'yield' ? 'fair_share' : 'shutdown');
+      log(`[jobs] ${job.id} released for another run (${reason === 'yield' ? 'fair share' : 'shutdown'})`);
+      if (reason === 'yield') this.wake();
       return;
     }
     if (reason === 'canceled' || reason === 'lease_lost') {
       log(`[jobs] ${job.id} stopped (${reason})`);
+      return;
+    }
+    if (err instanceof InsufficientStorageError) {
+      // The disk floor: not the job's fault, and not for ever; try again in a while (not counted).
+      const runAfter = now + 60_000;
+      await store.retryJob(job.id, this.owner, runAfter, { type: 'insufficient_storage', message: err.message }, false, now);
+      this.deps.metrics?.retried('disk');
+      log(`[jobs] ${job.id}: ${err.message}; retrying in 60 s`, 'warn');
       return;
     }
     if (err instanceof ModelServiceBusy) {
@@ -290,36 +345,11 @@ export class JobRunner {
   }
 
   private async housekeepOnce(forceRetention: boolean): Promise<void> {
-    const { config, store, files, log } = this.deps;
-    try {
-      const now = this.now();
-      const { requeued, failed } = await store.reclaimExpired(now, config.jobs.maxAttempts, now + config.jobs.retentionMs, deliveryFor);
-      requeued.forEach(() => this.deps.metrics?.retried('lost'));
-      failed.forEach(() => this.deps.metrics?.finished('failed'));
-      if (requeued.length) log(`[jobs] re-queued ${requeued.length} job(s) whose runner stopped: ${requeued.join(', ')}`);
-      if (failed.length) {
-        log(`[jobs] failed ${failed.length} job(s) after ${config.jobs.maxAttempts} lost runs: ${failed.join(', ')}`, 'warn');
-        for (const id of failed) await files.removeAll(id, null);
-        this.deps.webhooks?.wake();
-      }
-      if (requeued.length) this.wake();
-      for (const job of await store.pendingRefunds(50)) await settleRefund(store, this.deps.gateway, job, log);
-      if (forceRetention || now - this.lastRetentionSweep >= RETENTION_SWEEP_MS) {
-        this.lastRetentionSweep = now;
-        let deleted = 0;
-        for (const job of await store.expiredJobs(now, 200)) {
-          await files.removeAll(job.id, job.result?.file ?? null);
-          await store.deleteJob(job.id);
-          deleted++;
-        }
-        if (deleted) log(`[jobs] deleted ${deleted} expired job(s) and their files`);
-        await store.purgeDeliveries(now - DELIVERY_HISTORY_MS);
-        const orphans = await files.sweepOrphans(await store.knownJobIds(), ORPHAN_AGE_MS, now);
-        if (orphans) log(`[jobs] removed ${orphans} file(s) no job refers to`);
-      }
-    } catch (err) {
-      log(`[jobs] housekeeping failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
-    }
+    const now = this.now();
+    const retention = forceRetention || now - this.lastRetentionSweep >= RETENTION_SWEEP_MS;
+    if (retention) this.lastRetentionSweep = now;
+    const { requeued } = await housekeepPass(this.deps, now, retention);
+    if (requeued) this.wake();
   }
 
   /**
@@ -358,20 +388,4 @@ function errorMessage(err: unknown): string {
 /** `talk.mp3` → `talk_denoised.wav` (same rules as /denoise's Content-Disposition name). */
 export function resultName(inputName: string, ext: string): string {
   return `${safeBaseName(inputName)}_denoised.${ext}`;
-}
-
-/**
- * Gives a failed or canceled job's credits back, once: the pending → done transition is claimed first, so two
- * processes cannot both refund; the refund goes to the month the credits were charged in.
- */
-export async function settleRefund(store: JobStore, gateway: GatewayStore, job: JobRecord, log: JobsLog): Promise<void> {
-  if (job.refund !== 'pending' || job.credits <= 0) return;
-  if (!(await store.setRefund(job.id, 'pending', 'done'))) return;
-  try {
-    await gateway.refundCredits(job.workspaceId, job.credits, new Date(job.chargedAt ?? job.createdAt));
-  } catch (err) {
-    // Pending again: the next housekeeping pass retries.
-    await store.setRefund(job.id, 'done', 'pending').catch(() => undefined);
-    log(`[jobs] refund of ${job.credits} credit(s) for ${job.id} failed: ${err instanceof Error ? err.message : String(err)}`, 'error');
-  }
 }

@@ -5,7 +5,7 @@
 //   JSON          bound as text on both; read back as text (SQLite) or already parsed (jsonb)
 //   row locks     PostgreSQL locks the rows it reads in a transaction (FOR UPDATE, SKIP LOCKED for claims) and the
 //                 per-workspace job cap under an advisory lock; SQLite's BEGIN IMMEDIATE holds the whole file instead
-//   JSON update   json_set / jsonb_set
+//   JSON update   json_set / jsonb_set; JSON fields read in SQL: json_extract / ->>
 // Upserts (ON CONFLICT … DO UPDATE/NOTHING), RETURNING and row values are the same on both. The store binds the
 // caller's clock for every time it writes, so there is no now() to translate; there are no boolean columns.
 
@@ -42,6 +42,8 @@ export interface Dialect {
   workspaceLock: string | null;
   /** Sets input.bytes to @bytes. */
   setInputBytes: string;
+  /** True for a row (of table alias `t`) whose input is a URL not fetched yet. */
+  needsFetch(t: string): string;
 }
 
 export const SQLITE: Dialect = {
@@ -53,6 +55,7 @@ export const SQLITE: Dialect = {
   skipLocked: () => '',
   workspaceLock: null,
   setInputBytes: `json_set(input, '$.bytes', @bytes)`,
+  needsFetch: (t) => `(json_extract(${t}.input, '$.source') = 'url' AND json_extract(${t}.input, '$.bytes') IS NULL)`,
 };
 
 export const POSTGRES: Dialect = {
@@ -64,6 +67,7 @@ export const POSTGRES: Dialect = {
   skipLocked: (table) => `FOR UPDATE${table ? ` OF ${table}` : ''} SKIP LOCKED`,
   workspaceLock: 'SELECT pg_advisory_xact_lock(hashtextextended(@key, 0))',
   setInputBytes: `jsonb_set(input, '{bytes}', to_jsonb(@bytes::bigint))`,
+  needsFetch: (t) => `(${t}.input->>'source' = 'url' AND ${t}.input->>'bytes' IS NULL)`,
 };
 
 /** A nullable time as bound / read. */

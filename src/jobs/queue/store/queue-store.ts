@@ -3,7 +3,7 @@
 // lease (WHERE lease_owner = @owner), so processes sharing the queue never step on each other: on PostgreSQL claims
 // skip rows other runners hold (SKIP LOCKED) and the per-workspace cap is checked under an advisory lock; on SQLite
 // a transaction holds the file's write lock.
-import type { DeliveryAttempt, DeliveryFactory, JobListQuery, JobOutcome, JobStore, NewDelivery, NewJob } from '../../types';
+import type { ClaimKind, DeliveryAttempt, DeliveryFactory, JobListQuery, JobOutcome, JobStore, NewDelivery, NewJob } from '../../types';
 import { timeOrNull, type Sql, type SqlDatabase } from './dialect';
 import { toDelivery, toJob } from './rows';
 
@@ -28,6 +28,10 @@ export function createQueueStore(db: SqlDatabase): JobStore {
     const [row] = await sql.all(`SELECT * FROM jobs WHERE id = @id ${lock}`, { id });
     return row ? toJob(d, row) : null;
   };
+
+  /** The SQL condition of a claim kind on table alias `t`. */
+  const ofKind = (kind: ClaimKind, t: string): string =>
+    kind === 'fetch' ? d.needsFetch(t) : kind === 'ready' ? `NOT ${d.needsFetch(t)}` : 'TRUE';
 
   let closed = false;
   const store: JobStore = {
@@ -80,15 +84,15 @@ export function createQueueStore(db: SqlDatabase): JobStore {
     async countActive(workspaceId) {
       return Number((await db.all(COUNT_ACTIVE, { workspaceId }))[0].n);
     },
-    async claimJob(owner, leaseMs, now) {
-      // The due job of the workspace with the fewest running jobs, then the oldest; rows other runners are
-      // claiming right now are skipped, not waited for.
+    async claimJob(owner, leaseMs, now, kind: ClaimKind = 'any') {
+      // The due job of the workspace with the fewest running jobs of the same kind (downloads and processing are
+      // separate slots), then the oldest; rows other runners are claiming right now are skipped, not waited for.
       const [row] = await db.all(
         `WITH running AS (
-           SELECT workspace_id, COUNT(*) AS n FROM jobs WHERE status = 'running' GROUP BY workspace_id
+           SELECT workspace_id, COUNT(*) AS n FROM jobs WHERE status = 'running' AND ${ofKind(kind, 'jobs')} GROUP BY workspace_id
          ), next AS (
            SELECT j.id FROM jobs j LEFT JOIN running r ON r.workspace_id = j.workspace_id
-           WHERE j.status = 'queued' AND j.run_after <= @now
+           WHERE j.status = 'queued' AND j.run_after <= @now AND ${ofKind(kind, 'j')}
            ORDER BY COALESCE(r.n, 0), j.created_at, j.id
            LIMIT 1
            ${d.skipLocked('j')}
@@ -100,6 +104,13 @@ export function createQueueStore(db: SqlDatabase): JobStore {
         { owner, lease: d.time(now + leaseMs), now: d.time(now) },
       );
       return row ? toJob(d, row) : null;
+    },
+    async waitingWorkspaces(now, kind) {
+      const rows = await db.all(
+        `SELECT DISTINCT j.workspace_id FROM jobs j WHERE j.status = 'queued' AND j.run_after <= @now AND ${ofKind(kind, 'j')} LIMIT 100`,
+        { now: d.time(now) },
+      );
+      return rows.map((r) => r.workspace_id as string);
     },
     async renewLease(id, owner, leaseMs, now, progress) {
       const changed = await db.run(
@@ -266,16 +277,21 @@ export function createQueueStore(db: SqlDatabase): JobStore {
     async enqueueDelivery(delivery) {
       await insertDelivery(db, delivery);
     },
-    async claimDeliveries(owner, leaseMs, now, limit) {
+    async claimDeliveries(owner, leaseMs, now, limit, skipPrefixes = []) {
+      const skip: Record<string, string> = {};
+      skipPrefixes.forEach((p, i) => (skip[`skip${i}`] = p));
+      const skipSql = Object.keys(skip)
+        .map((k) => ` AND substr(url, 1, length(@${k})) <> @${k}`)
+        .join('');
       const rows = await db.all(
         `UPDATE webhook_deliveries SET lease_owner = @owner, lease_expires_at = @lease
          WHERE id IN (
            SELECT id FROM webhook_deliveries
-           WHERE status = 'pending' AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at < @now)
+           WHERE status = 'pending' AND next_attempt_at <= @now AND (lease_expires_at IS NULL OR lease_expires_at < @now)${skipSql}
            ORDER BY next_attempt_at LIMIT @limit
            ${d.skipLocked()})
          RETURNING *`,
-        { owner, lease: d.time(now + leaseMs), now: d.time(now), limit },
+        { owner, lease: d.time(now + leaseMs), now: d.time(now), limit, ...skip },
       );
       return rows.map((r) => toDelivery(d, r)).sort((a, b) => a.nextAttemptAt - b.nextAttemptAt);
     },
