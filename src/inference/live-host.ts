@@ -3,6 +3,7 @@
 // chain's, a resampler each way. All live streams of this worker share the graphs through batching.ts, so one tick
 // (the chunks every stream sent since the last) costs one session.run per graph per shape. Input reaches the chain in
 // whole frame hops only: then every stream's DTLN cores hold the same samples and can be joined.
+import { concat } from '../dsp/concat';
 import { LowFrequencyDither } from '../dsp/dither';
 import { decodeFrames } from '../dsp/pcm';
 import { RationalResampler } from '../dsp/rational-resampler';
@@ -81,7 +82,7 @@ export class LiveStream {
     }
     const flushed = await this.stream.end();
     parts.push(this.fromChain ? this.fromChain.process(flushed) : flushed);
-    const out = parts.reduce((acc, p) => acc.map((x, c) => join(x, p[c])));
+    const out = parts.reduce((acc, p) => acc.map((x, c) => concat(x, p[c])));
     return this.encode(this.take(out));
   }
 
@@ -89,7 +90,7 @@ export class LiveStream {
   private async run(planar: Float32Array[]): Promise<Float32Array[]> {
     const atChain = this.toChain ? this.toChain.process(planar) : planar;
     // Whole hops to the chain; the rest waits for the next chunk.
-    const joined = this.pending.map((p, c) => join(p, atChain[c]));
+    const joined = this.pending.map((p, c) => concat(p, atChain[c]));
     const usable = Math.floor(joined[0].length / this.quantum) * this.quantum;
     this.pending = joined.map((x) => x.slice(usable));
     if (usable === 0) return joined.map(() => new Float32Array(0));
@@ -120,13 +121,6 @@ export class LiveStream {
   }
 }
 
-function join(a: Float32Array, b: Float32Array): Float32Array {
-  if (a.length === 0) return b;
-  const r = new Float32Array(a.length + b.length);
-  r.set(a);
-  r.set(b, a.length);
-  return r;
-}
 
 /** The worker's live streams and the batching graphs they share. */
 export class LiveHost {
@@ -176,6 +170,7 @@ export class LiveHost {
   }
 }
 
+/** Joined bytes in a fresh ArrayBuffer of their own (it is transferred to the main thread whole). */
 function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
   const r = new Uint8Array(a.byteLength + b.byteLength);
   r.set(a);
