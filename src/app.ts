@@ -105,6 +105,8 @@ export async function startModelServiceServer(
   metrics?: ModelServiceMetrics,
 ): Promise<{ server: http.Server; url: string; app: ModelServiceApp }> {
   const app = createModelServiceApp({ config, engine, log, metrics, token });
+  // What a killed process left in TMP_DIR is gone before this one serves (and before a quick stop could exit first).
+  await app.swept;
   const server = createModelServiceServer(app);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -114,11 +114,15 @@ async function main(logger: Logger): Promise<void> {
   const started = Date.now();
   const ready: InferenceEngine = await createInferenceEngine(config);
   engine = ready;
-  app = createModelServiceApp({ config, engine: ready, log: (line) => logger.error(line), metrics, token });
+  const created = createModelServiceApp({ config, engine: ready, log: (line) => logger.error(line), metrics, token });
+  // Request directories a killed process left are removed before this one serves: a stop right after "ready" must
+  // not exit with the sweep half done.
+  const swept = await created.swept;
+  app = created;
   if (stopping) app.startDraining();
   logger.info(
-    { event: 'started', workers: ready.state().size, slots: app.admission.capacity, startup_ms: Date.now() - started },
-    `Model service ready (${ready.state().size} workers, ${app.admission.capacity} request slots)`,
+    { event: 'started', workers: ready.state().size, slots: app.admission.capacity, startup_ms: Date.now() - started, swept_dirs: swept },
+    `Model service ready (${ready.state().size} workers, ${app.admission.capacity} request slots${swept ? `; removed ${swept} request dir(s) of dead processes` : ''})`,
   );
 }
 

@@ -422,11 +422,21 @@ export async function tooManyJobsHeaders(ctx: Ctx, gw: Proc, dataDir: string, wa
   );
   const limited = replies.filter((r) => r.status === 429);
   const bare = limited.filter((r) => !(Number(r.headers['retry-after']) >= 1));
+  const accepted = replies.filter((r) => r.status === 202);
+  // A job that ended while the others were still uploading frees its slot, so more than 20 may be accepted: at most
+  // 20 plus those that ended by the last answer.
+  let ended = 0;
+  for (const r of accepted) {
+    const id = (JSON.parse(r.body.toString()) as { id: string }).id;
+    const job = await ctx.api(gw, t, `${JOBS}/${id}`, { label: 'poll job', costs: false });
+    const status = job.status === 200 ? (JSON.parse(job.body.toString()) as { status: string }).status : '';
+    if (!['queued', 'running'].includes(status)) ended++;
+  }
   ctx.add({
     item: '27.9',
     title: '30 simultaneous job submissions (at most 20 active per workspace)',
-    pass: limited.length >= 10 && bare.length === 0,
-    detail: `${replies.filter((r) => r.status === 202).length} × 202, ${limited.length} × 429 (${[...new Set(limited.map(errorType))].join(', ')}), ${bare.length} without Retry-After (target 0)`,
+    pass: limited.length >= 1 && accepted.length + limited.length === 30 && accepted.length <= 20 + ended && bare.length === 0,
+    detail: `${accepted.length} × 202 (${ended} of them ended by the last answer; target at most 20 + those), ${limited.length} × 429 (${[...new Set(limited.map(errorType))].join(', ')}), ${bare.length} without Retry-After (target 0)`,
   });
 }
 
@@ -489,14 +499,25 @@ export async function killLeftovers(ctx: Ctx, gw: Proc, dataDir: string, restart
   const cli = path.join(__dirname, '../../src/cli/db.js');
   const backups = path.join(dataDir, 'backups');
   fs.mkdirSync(backups, { recursive: true });
-  const leftovers = (): string[] => fs.readdirSync(backups).filter((n) => n.includes('partial'));
+  // What a killed backup leaves: its temporary folder (.nsm-backup-HOST-PID-…, with the copy and its journal inside),
+  // or FILE.partial and FILE.partial-journal from versions before the folder.
+  const leftovers = (): string[] => fs.readdirSync(backups).filter((n) => n.includes('partial') || n.startsWith('.nsm-backup-'));
+  const inside = (n: string): string[] => {
+    try {
+      return fs.statSync(path.join(backups, n)).isDirectory() ? fs.readdirSync(path.join(backups, n)) : [n];
+    } catch {
+      return [];
+    }
+  };
+  const midCopy = (): boolean => leftovers().some((n) => inside(n).some((f) => f.endsWith('-journal')));
   const child = spawn(process.execPath, [cli, 'backup', path.join(backups, 'gateway-1.db')], { env: { ...process.env, DATA_DIR: dataDir }, stdio: 'ignore' });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const end = Date.now() + 30_000;
-  while (!leftovers().some((n) => n.endsWith('-journal')) && child.exitCode === null && Date.now() < end) await new Promise((r) => setImmediate(r));
+  while (!midCopy() && child.exitCode === null && Date.now() < end) await new Promise((r) => setImmediate(r));
   child.kill('SIGKILL');
   await exited;
   const killedLeft = leftovers();
+  const killedDesc = killedLeft.map((n) => (n.startsWith('.nsm-backup-') ? `.nsm-backup-HOST-PID-…/{${inside(n).join(', ')}}` : n.replace(/-[0-9a-f]{8}-\d+/, '-…')));
   const second = await new Promise<number>((resolve) =>
     execFile(process.execPath, [cli, 'backup', path.join(backups, 'gateway-2.db')], { env: { ...process.env, DATA_DIR: dataDir } }, (err) => resolve(err ? 1 : 0)),
   );
@@ -507,7 +528,7 @@ export async function killLeftovers(ctx: Ctx, gw: Proc, dataDir: string, restart
     pass: before.length > 0 && afterKill > 0 && afterRestart === 0 && killedLeft.length > 0 && second === 0 && finalLeft.length === 0,
     detail:
       `partial uploads: ${before.length} at the kill → ${afterKill} after it → ${afterRestart} once the gateway started again (target 0, at start); ` +
-      `killed backup left ${killedLeft.length} file(s) (${killedLeft.map((n) => n.replace(/-[0-9a-f]{8}-\d+/, '-…')).join(', ')}) → ${finalLeft.length} after the next backup (exit ${second}; target 0)`,
+      `killed backup left ${killedLeft.length} file(s) (${killedDesc.join(', ')}) → ${finalLeft.length} after the next backup (exit ${second}; target 0)`,
   });
   return restarted;
 }

@@ -290,9 +290,11 @@ export async function loginUnderLoad(ctx: Ctx, gw: Proc, t: Tenant): Promise<voi
   ).finally(() => {
     done = true;
   });
-  await sleep(300);
+  // Probes start with the sign-ins and at least one round runs (on a fast machine all 500 are refused in < 300 ms).
+  await sleep(10);
   const during: number[] = [];
-  while (!done && during.length < 200) during.push(...(await probe(5)));
+  do during.push(...(await probe(5)));
+  while (!done && during.length < 200);
   const statuses = await logins;
   const p50 = percentile(during, 50);
   const refused = statuses.filter((s) => s === 401 || s === 429).length;
