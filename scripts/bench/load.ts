@@ -119,7 +119,10 @@ export async function startServer(workers: number, nodeArgs: string[] = [], extr
   const token = out.trim().split('\n').pop() ?? '';
   if (code !== 0 || !token.startsWith('mw_')) throw new Error(`could not create a bench key: ${out}`);
   const port = await freePort();
-  const serverArgs = [...startScriptFlags(), ...nodeArgs, path.join(PROJECT_ROOT, 'dist/src/server.js')];
+  // BENCH_SERVER_NODE_ARGS: extra node flags for the server only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to see
+  // where its time goes (NODE_OPTIONS refuses --cpu-prof, and would profile the bench's clients as well).
+  const extra = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const serverArgs = [...startScriptFlags(), ...nodeArgs, ...extra, path.join(PROJECT_ROOT, 'dist/src/server.js')];
   const child = spawn(process.execPath, serverArgs, {
     env: { ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -127,6 +130,12 @@ export async function startServer(workers: number, nodeArgs: string[] = [], extr
   let log = '';
   child.stdout!.on('data', (d: Buffer) => (log += d));
   child.stderr!.on('data', (d: Buffer) => (log += d));
+  // BENCH_SERVER_LOG=FILE: the server's output also goes there (with --trace-gc in BENCH_SERVER_NODE_ARGS, its pauses).
+  if (process.env.BENCH_SERVER_LOG) {
+    const out = fs.createWriteStream(process.env.BENCH_SERVER_LOG);
+    child.stdout!.pipe(out);
+    child.stderr!.pipe(out);
+  }
   const started = Date.now();
   while (!/listening on/.test(log)) {
     if (child.exitCode !== null) throw new Error(`server exited: ${log}`);

@@ -89,7 +89,7 @@ export class FfmpegSource {
 
   /** `scan`: the input's packet scan, started beside this decoder (null where a WAV header already told the length). */
   static async open(config: Config, inputPath: string, modelRate: number, limits: AudioLimits, scan: DurationScan | null): Promise<FfmpegSource> {
-    const child = spawnFfmpeg(config.ffmpegPath, [
+    const child = spawnFfmpeg(config, [
       '-nostats',
       ...untrustedInputArgs(),
       '-i', inputPath,

@@ -1,4 +1,5 @@
 // Small helpers around spawning the ffmpeg binary directly (no ffprobe ships with @ffmpeg-installer).
+import os from 'node:os';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { AudioPipelineError } from './errors';
 
@@ -37,8 +38,22 @@ export function untrustedInputArgs(): string[] {
   return ['-format_whitelist', INPUT_DEMUXERS.join(','), '-protocol_whitelist', 'file'];
 }
 
-export function spawnFfmpeg(ffmpegPath: string, args: string[]): ChildProcess {
+/** Which ffmpeg, and the niceness to run it at (FILE_WORK_NICE: file work yields the CPU to live streams). */
+export interface FfmpegTool {
+  ffmpegPath: string;
+  fileWorkNice?: number;
+}
+
+export function spawnFfmpeg(tool: string | FfmpegTool, args: string[]): ChildProcess {
+  const { ffmpegPath, fileWorkNice = 0 } = typeof tool === 'string' ? { ffmpegPath: tool } : tool;
   const child = spawn(ffmpegPath, ['-hide_banner', '-nostdin', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  if (fileWorkNice > 0 && child.pid !== undefined) {
+    try {
+      os.setPriority(child.pid, fileWorkNice);
+    } catch {
+      // Already gone, or not permitted: it runs at the server's priority.
+    }
+  }
   return child;
 }
 

@@ -51,7 +51,7 @@ export async function probeAudio(config: Config, inputPath: string): Promise<Aud
 
   // Absolute path: ffmpeg would read a relative name like "concat:a|b" or "http:x" as a protocol URL.
   inputPath = path.resolve(inputPath);
-  const child = spawnFfmpeg(config.ffmpegPath, [
+  const child = spawnFfmpeg(config, [
     ...untrustedInputArgs(),
     '-i', inputPath,
     '-map', '0:a:0', '-vn', '-sn', '-dn',

@@ -116,7 +116,7 @@ class FfmpegSink implements AudioSink {
 
   constructor(config: Config, outputPath: string, opts: SinkOptions) {
     this.dither = FORMATS[opts.format].lossy ? null : new LowFrequencyDither(opts.modelRate, opts.channels);
-    this.child = spawnFfmpeg(config.ffmpegPath, [
+    this.child = spawnFfmpeg(config, [
       '-loglevel', 'error',
       '-f', 'f32le', '-ar', String(opts.modelRate), '-ac', String(opts.channels), '-i', 'pipe:0',
       ...(opts.outputRate !== opts.modelRate ? ['-af', `aresample=${opts.outputRate}:resampler=soxr`] : []),

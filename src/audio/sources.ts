@@ -196,7 +196,7 @@ class ResampledWavSource implements AudioSource {
   /** Spawned on the first read, once the caller has accepted the input. */
   private start(): PipeFrames {
     const C = this.channels;
-    const child = (this.child = spawnFfmpeg(this.config.ffmpegPath, [
+    const child = (this.child = spawnFfmpeg(this.config, [
       '-loglevel', 'error',
       '-f', 'f32le', '-ar', String(this.inputRate), '-ac', String(C), '-i', 'pipe:0',
       '-af', `aresample=${this.rate}:resampler=soxr`, '-ar', String(this.rate),

@@ -123,6 +123,8 @@ export const VARIABLES = {
   HOST: v(text('an interface address or host name').default('0.0.0.0'), { meaning: 'interface the public server binds' }),
   DATA_DIR: v(text('a directory').optional(), { default: '`./data` (in the clone)', meaning: '`gateway.db` (SQLite, WAL), `jobs.db` and `jobs/` (job queue and files), temporary files' }),
   WORKERS: v(int(1, 256).optional(), { default: "the container's CPU limit (cgroup quota, `--cpus`) rounded down, else the cores", meaning: 'inference worker threads (also the batch concurrency)' }),
+  LIVE_WORKERS: v(int(1, 64).default(1), { meaning: 'worker threads for live streams, apart from the file workers (started with the first stream; each takes up to a core)' }),
+  FILE_WORK_NICE: v(int(0, 19).default(10), { meaning: 'niceness of the file workers and their ffmpeg processes (Linux): when the CPU is short, live streams and the HTTP thread run first; 0 turns it off' }),
   MODELS_DIR: v(text('a directory').optional(), { default: '`./models` (in the clone)', meaning: 'ONNX graphs, `manifest.json`, `sample.wav`' }),
   FFMPEG_PATH: v(text('a path to an ffmpeg binary').optional(), { default: 'the binary in `@ffmpeg-installer/ffmpeg`', meaning: 'ffmpeg to use' }),
   TMP_DIR: v(text('a directory').optional(), { default: '`DATA_DIR/tmp`', meaning: 'uploads and outputs while a request runs (always removed)' }),

@@ -15,8 +15,12 @@ export interface Config {
   host: string;
   /** Where gateway.db and other state live. */
   dataDir: string;
-  /** Inference worker threads in the pool. */
+  /** Inference worker threads in the pool (file work). */
   workers: number;
+  /** Worker threads for live streams (LIVE_WORKERS), started with the first stream. */
+  liveWorkers: number;
+  /** Niceness of the file workers and their ffmpeg processes (FILE_WORK_NICE; 0: as the server). */
+  fileWorkNice: number;
   /** ffmpeg binary: FFMPEG_PATH, else the one shipped in @ffmpeg-installer/ffmpeg. */
   ffmpegPath: string;
   /** Directory holding the generated ONNX graphs and manifest.json. */
@@ -163,6 +167,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: e.HOST,
     dataDir,
     workers,
+    liveWorkers: e.LIVE_WORKERS,
+    fileWorkNice: e.FILE_WORK_NICE,
     ffmpegPath: e.FFMPEG_PATH ?? defaultFfmpeg(),
     modelsDir: path.resolve(e.MODELS_DIR ?? path.join(PROJECT_ROOT, 'models')),
     modelServiceUrl: e.MODEL_SERVICE_URL?.trim() || null,

@@ -5,7 +5,6 @@
 // overlap-add buffers are carried between calls, so chunking does not change the output. JS FFT (fft.ts): with half
 // the frames, the STFT is a small share of the cost.
 import * as ort from 'onnxruntime-node';
-import { fileRunFrames, yieldToLive } from './live-priority';
 import { BINS, BLOCK, LAYERS, UNITS, type DtlnGraphs } from './dtln';
 import { RealFFT } from '../dsp/fft';
 import { concat } from '../dsp/concat';
@@ -47,12 +46,8 @@ export class Stage1Chain implements ChainProcessor {
     const sig = planar.map((x, b) => concat(this.inBuf[b], x));
     const frames = Math.max(0, Math.floor((sig[0].length - tailLen) / hop));
     const out = Array.from({ length: B }, () => new Float32Array(frames * hop));
-    // File work (no joiner: not a live stream) gives way to live ticks between its runs (live-priority.ts).
-    const file = !this.graphs.joiner;
-    const perRun = file ? fileRunFrames(MAX_FRAMES_PER_RUN) : MAX_FRAMES_PER_RUN;
-    for (let f0 = 0; f0 < frames; f0 += perRun) {
-      if (file && f0 > 0) await yieldToLive();
-      const t = Math.min(perRun, frames - f0);
+    for (let f0 = 0; f0 < frames; f0 += MAX_FRAMES_PER_RUN) {
+      const t = Math.min(MAX_FRAMES_PER_RUN, frames - f0);
       const rows = B * t;
       const re = new Float64Array(rows * BINS);
       const im = new Float64Array(rows * BINS);

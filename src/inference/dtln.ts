@@ -2,7 +2,6 @@
 // chunk's frames in one session.run, then (optionally) stage 2 in one session.run, and overlap-adds the blocks.
 // LSTM states and the framing / overlap-add buffers are carried between calls, so chunking does not change output.
 import * as ort from 'onnxruntime-node';
-import { fileRunFrames, yieldToLive } from './live-priority';
 import { borrowStft, returnStft, type StftBackend, type StftBuffers } from '../dsp/stft';
 
 export const BLOCK = 512;
@@ -113,14 +112,11 @@ export class DtlnCore {
    */
   static processJoint(parts: JointPart[]): Promise<DtlnOutput[]> {
     const joiner = parts[0].core.joiner;
-    return joiner ? joiner.join(parts) : DtlnCore.runJoint(parts, true);
+    return joiner ? joiner.join(parts) : DtlnCore.runJoint(parts);
   }
 
-  /**
-   * processJoint's work, run now (the joiner calls it for the parts of many live streams at once). File work
-   * (`yielding`) gives way to live ticks between its runs (live-priority.ts).
-   */
-  static async runJoint(parts: JointPart[], yielding = false): Promise<DtlnOutput[]> {
+  /** processJoint's work, run now (the joiner calls it for the parts of many streams at once). */
+  static async runJoint(parts: JointPart[]): Promise<DtlnOutput[]> {
     const first = parts[0].core;
     const n = parts[0].inputs[0]?.length ?? 0;
     const held = first.inBuf[0].length;
@@ -138,14 +134,12 @@ export class DtlnCore {
     const frames = Math.floor((total - (BLOCK - HOP)) / HOP);
     const outs = parts.map(({ core }) => Array.from({ length: core.batch }, () => new Float32Array(frames * HOP)));
     // Runs of at most MAX_ROWS_PER_RUN frames over all streams (and MAX_FRAMES_PER_RUN per stream): bounded buffers.
-    const maxFrames = yielding ? fileRunFrames(MAX_FRAMES_PER_RUN) : MAX_FRAMES_PER_RUN;
-    const perRun = Math.max(1, Math.min(maxFrames, Math.floor(MAX_ROWS_PER_RUN / rowsTotal)));
+    const perRun = Math.max(1, Math.min(MAX_FRAMES_PER_RUN, Math.floor(MAX_ROWS_PER_RUN / rowsTotal)));
     if (frames > 0) {
       // The STFT buffers are borrowed for this call only: nothing in them is needed by the next one.
       const stft = borrowStft(first.stftKind);
       try {
         for (let f0 = 0; f0 < frames; f0 += perRun) {
-          if (yielding && f0 > 0) await yieldToLive();
           const t = Math.min(perRun, frames - f0);
           const bufs = stft.prepare(rowsTotal, t);
           const len = t * HOP + (BLOCK - HOP);

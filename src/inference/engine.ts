@@ -34,7 +34,11 @@ export { listModels, type ModelListEntry } from './model-list';
 const CLOSE_DRAIN_MS = 10_000;
 
 class Engine implements InferenceEngine, StreamHost {
+  /** File workers: requests of uploads, batches and jobs. */
   private readonly workers: PoolWorker[] = [];
+  /** Live workers (LIVE_WORKERS), spawned at the first live stream: live ticks never wait behind a file's runs. */
+  private readonly liveWorkers: PoolWorker[] = [];
+  private liveStarting: Promise<void> | null = null;
   /** Streams waiting for a worker (BINDING), oldest first. */
   private readonly unbound: StreamHandle[] = [];
   private restarts = 0;
@@ -50,13 +54,33 @@ class Engine implements InferenceEngine, StreamHost {
   ) {
     for (let i = 0; i < Math.max(1, config.workers); i++) this.workers.push(this.spawn());
     // Live ids are their own series: the file queue's ranks (ARRIVAL_ORDER_MESSAGES) count file streams only.
-    this.live = new LivePool(() => this.workers, () => ++this.liveCounter, () => this.nextReqId());
+    this.live = new LivePool(() => this.liveWorkers, () => ++this.liveCounter, () => this.nextReqId());
   }
 
-  /** A live stream (live.ts): chunks in as they come, output to `sink` in order, ahead of file work. */
-  openLive(opts: LiveOptions, sink: LiveSink): Promise<LiveStream> {
-    if (this.closed) return Promise.reject(new Error('inference engine closed'));
+  /**
+   * A live stream (live.ts): chunks in as they come, output to `sink` in order. It runs on a live worker, at the
+   * server's priority, while the file workers run niced (FILE_WORK_NICE): when the CPU is short the OS runs live
+   * ticks first, and a tick never waits for a file's session.run to end.
+   */
+  async openLive(opts: LiveOptions, sink: LiveSink): Promise<LiveStream> {
+    if (this.closed) throw new Error('inference engine closed');
+    await this.startLiveWorkers();
     return this.live.open(opts, sink);
+  }
+
+  private startLiveWorkers(): Promise<void> {
+    if (!this.liveStarting) {
+      for (let i = 0; i < Math.max(1, this.config.liveWorkers); i++) this.liveWorkers.push(this.spawn(true));
+      // Ready when one is (a live worker that failed to start is replaced like any other).
+      this.liveStarting = Promise.any(this.liveWorkers.map((w) => w.ready)).then(
+        () => undefined,
+        (err: AggregateError) => {
+          this.liveStarting = null;
+          throw err.errors[0] as Error;
+        },
+      );
+    }
+    return this.liveStarting;
   }
 
   liveState(): LiveState {
@@ -76,12 +100,13 @@ class Engine implements InferenceEngine, StreamHost {
     await Promise.all(this.workers.map((w) => w.ready));
   }
 
-  private spawn(): PoolWorker {
+  private spawn(live = false): PoolWorker {
     return new PoolWorker(
       this.config.modelsDir,
       this.options.warmUp ?? true,
       (w, code) => this.onWorkerExit(w, code),
       () => this.dispatch(),
+      live ? 0 : this.config.fileWorkNice,
     );
   }
 
@@ -122,15 +147,18 @@ class Engine implements InferenceEngine, StreamHost {
   }
 
   private onWorkerExit(w: PoolWorker, code: number): void {
-    const idx = this.workers.indexOf(w);
     const lost = new Error(
       this.closed ? 'inference engine closed' : `inference worker crashed (exit code ${code}); this stream was lost, retry the request`,
     );
     w.failAll(lost);
     this.live.workerGone(w, lost);
-    if (this.closed || idx < 0) return;
-    this.restarts++;
-    this.workers[idx] = this.spawn();
+    if (this.closed) return;
+    for (const [list, live] of [[this.workers, false], [this.liveWorkers, true]] as const) {
+      const idx = list.indexOf(w);
+      if (idx < 0) continue;
+      this.restarts++;
+      list[idx] = this.spawn(live);
+    }
   }
 
   openStream(opts: DenoiseOptions): Promise<DenoiseStream> {
@@ -206,10 +234,12 @@ class Engine implements InferenceEngine, StreamHost {
       for (const j of queued) j.reject(closing);
     }
     const until = Date.now() + CLOSE_DRAIN_MS;
-    while (this.workers.some((w) => !w.dead && w.inFlight.length > 0) && Date.now() < until) {
+    while ([...this.workers, ...this.liveWorkers].some((w) => !w.dead && w.busy) && Date.now() < until) {
       await new Promise((r) => setTimeout(r, 10));
     }
-    await Promise.all(this.workers.map((w) => w.worker.terminate()));
+    // A live worker still loading its graphs is let finish first (terminating it inside ONNX Runtime would abort).
+    await Promise.allSettled(this.liveWorkers.map((w) => w.ready));
+    await Promise.all([...this.workers, ...this.liveWorkers].map((w) => w.worker.terminate()));
   }
 }
 

@@ -11,7 +11,7 @@ import { batchingGraphs, type BatchStats } from './batching';
 import { MODELS } from './models';
 import { createChain } from './chains';
 import type { DtlnGraphs } from './dtln';
-import type { LiveOpen, LiveItemResult } from './protocol';
+import type { LiveOpen, LiveItem } from './protocol';
 import { AlignedStream } from './stream';
 
 /** The chain's frame hop at 16 kHz (nsm-1 runs stage 1 at half DTLN's frame rate). */
@@ -148,32 +148,24 @@ export class LiveHost {
   }
 
   /** Runs one tick: every stream's chunk at once (their graph runs are merged), results in the items' order. */
-  async tick(items: Array<{ streamId: number; bytes: Uint8Array; end: boolean }>): Promise<LiveItemResult[]> {
+  async tick(items: LiveItem[]): Promise<LiveItem[]> {
     return Promise.all(
-      items.map(async ({ streamId, bytes, end }): Promise<LiveItemResult> => {
+      items.map(async ({ streamId, bytes, end }): Promise<LiveItem> => {
         const s = this.streams.get(streamId);
-        if (!s) return { streamId, bytes: new Uint8Array(0), error: `unknown live stream ${streamId}` };
+        if (!s) return { streamId, bytes: new Uint8Array(0), end: false, error: `unknown live stream ${streamId}` };
         try {
           let out = bytes.byteLength > 0 ? await s.push(bytes) : new Uint8Array(0);
           if (end) {
             const tail = await s.end();
-            out = out.byteLength === 0 ? tail : concatBytes(out, tail);
+            out = out.byteLength === 0 ? tail : Buffer.concat([out, tail]); // packLive copies it anyway
             this.streams.delete(streamId);
           }
-          return { streamId, bytes: out, ended: end };
+          return { streamId, bytes: out, end };
         } catch (err) {
           this.streams.delete(streamId);
-          return { streamId, bytes: new Uint8Array(0), error: (err as Error).message };
+          return { streamId, bytes: new Uint8Array(0), end: false, error: (err as Error).message };
         }
       }),
     );
   }
-}
-
-/** Joined bytes in a fresh ArrayBuffer of their own (it is transferred to the main thread whole). */
-function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const r = new Uint8Array(a.byteLength + b.byteLength);
-  r.set(a);
-  r.set(b, a.byteLength);
-  return r;
 }

@@ -52,8 +52,10 @@ export class PoolWorker implements LiveWorker {
     private readonly onExit: (w: PoolWorker, code: number) => void,
     /** Called when the worker may have room for a waiting stream (it got ready, or answered a request). */
     private readonly onRoom: () => void,
+    /** The thread's niceness (file workers: config.fileWorkNice; live workers 0). */
+    nice = 0,
   ) {
-    this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir, warmUp } });
+    this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir, warmUp, nice } });
     this.ready = new Promise<void>((resolve, reject) => {
       this.worker.on('message', (msg: FromWorker) => {
         if (msg.type === 'ready') {
@@ -94,6 +96,11 @@ export class PoolWorker implements LiveWorker {
   /** Ready and alive: can take streams now. */
   get usable(): boolean {
     return this.isReady && !this.dead;
+  }
+
+  /** Requests posted and not answered yet, file or live (close() waits for them before terminating). */
+  get busy(): boolean {
+    return this.inFlight.length > 0 || this.liveReplies.size > 0;
   }
 
   /** Why it could not start (it never will take streams), or null. */

@@ -3,6 +3,7 @@
 // streams on a worker never run concurrently and replies come back in order. Per-sample work around the chain that
 // would otherwise fall on the server's main thread runs here too: loudness metering, and for PCM streams the decoding
 // of the input bytes and the dither and 16-bit rounding of the output.
+import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { LoudnessMeter } from '../dsp/loudness';
 import { createChain } from './chains';
@@ -10,13 +11,14 @@ import { DtlnGraphs } from './dtln';
 import { PcmEdges } from './pcm-edges';
 import { loadGraphs } from './sessions';
 import { LiveHost } from './live-host';
-import { setLiveStreams } from './live-priority';
 import { AlignedStream } from './stream';
-import { spansItsBuffer, type ToWorker, type FromWorker } from './protocol';
+import { packLive, packedTransfer, spansItsBuffer, unpackLive, type ToWorker, type FromWorker } from './protocol';
 
 interface WorkerInit {
   modelsDir: string;
   warmUp: boolean;
+  /** Niceness of this thread (file workers): set before the graphs load, so ONNX Runtime's own threads inherit it. */
+  nice: number;
 }
 
 const port = parentPort;
@@ -115,13 +117,11 @@ async function handleLive(msg: Extract<ToWorker, { type: 'live-open' | 'live-tic
     } else if (msg.type === 'live-abort') {
       host.abort(msg.streamId);
     } else {
-      const items = await host.tick(msg.items);
-      send({ type: 'live-result', reqId: msg.reqId, items }, items.map((i) => i.bytes.buffer as ArrayBuffer));
+      const packed = packLive(await host.tick(unpackLive(msg.packed)));
+      send({ type: 'live-result', reqId: msg.reqId, packed }, packedTransfer(packed));
     }
   } catch (err) {
     if ('reqId' in msg) send({ type: 'error', reqId: msg.reqId, message: (err as Error).message });
-  } finally {
-    setLiveStreams(host.size);
   }
 }
 
@@ -147,6 +147,14 @@ async function warmUp(g: DtlnGraphs): Promise<void> {
 async function main(): Promise<void> {
   try {
     const init = workerData as WorkerInit;
+    // On Linux the niceness is a thread's own: setpriority(PRIO_PROCESS, 0) from here changes this worker only.
+    if (init.nice > 0) {
+      try {
+        os.setPriority(0, init.nice);
+      } catch {
+        // Not permitted (a seccomp profile, another OS): the worker runs at the server's priority.
+      }
+    }
     graphs = await loadGraphs(init.modelsDir);
     if (init.warmUp) await warmUp(graphs);
   } catch (err) {
@@ -159,7 +167,7 @@ async function main(): Promise<void> {
     // Test hook: at once, even mid-request, as a native crash would.
     if (msg.type === 'crash') process.exit(70);
     if (msg.type === 'live-open' || msg.type === 'live-tick' || msg.type === 'live-abort') {
-      // Not queued behind file requests: a live tick runs at the next turn, between a file request's runs.
+      // A live worker gets no file requests (engine.ts); handled on arrival all the same.
       void handleLive(msg);
       return;
     }

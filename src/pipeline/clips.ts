@@ -11,7 +11,7 @@ export async function readPcm(
   sampleRate: number,
   channels: number,
 ): Promise<Float32Array[]> {
-  const child = spawnFfmpeg(config.ffmpegPath, [
+  const child = spawnFfmpeg(config, [
     '-loglevel', 'error', '-i', inputPath, '-map', '0:a:0',
     '-af', `aresample=${sampleRate}:resampler=soxr`, '-ar', String(sampleRate), '-ac', String(channels),
     '-c:a', 'pcm_f32le', '-f', 'f32le', 'pipe:1',
@@ -37,7 +37,7 @@ export async function writePcm(
   outputPath: string,
   codecArgs: string[],
 ): Promise<void> {
-  const child = spawnFfmpeg(config.ffmpegPath, [
+  const child = spawnFfmpeg(config, [
     '-loglevel', 'error', '-f', 'f32le', '-ar', String(sampleRate), '-ac', String(planar.length), '-i', 'pipe:0',
     '-fflags', '+bitexact', '-flags', '+bitexact', '-map_metadata', '-1',
     ...codecArgs, '-y', outputPath,

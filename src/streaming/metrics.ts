@@ -33,11 +33,19 @@ export function createStreamMetrics(registry: Registry, sources: { active: () =>
       this.set(sources.active());
     },
   });
-  const frames = new client.Counter({
+  // Counted in plain numbers and handed to prom-client at scrape time: a labelled inc() per message cost the main
+  // thread ~2 % of its time at 300 streams (profile).
+  const count = { in: 0, out: 0 };
+  new client.Counter({
     name: 'ns_stream_frames_total',
     help: 'Binary WebSocket messages of live streams: "in" from clients, "out" (denoised) to them.',
     labelNames: ['direction'] as const,
     registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ direction: 'in' }, count.in);
+      this.inc({ direction: 'out' }, count.out);
+    },
   });
   const latency = new client.Histogram({
     name: 'ns_stream_added_latency_seconds',
@@ -52,10 +60,6 @@ export function createStreamMetrics(registry: Registry, sources: { active: () =>
     labelNames: ['model'] as const,
     registers: [registry],
   });
-  const framesIn = frames.labels({ direction: 'in' });
-  const framesOut = frames.labels({ direction: 'out' });
-  frames.inc({ direction: 'in' }, 0);
-  frames.inc({ direction: 'out' }, 0);
 
   return {
     meter(model, sampleRate, latencySamples) {
@@ -72,7 +76,7 @@ export function createStreamMetrics(registry: Registry, sources: { active: () =>
       let firstEnd = 0;
       return {
         input(samples) {
-          framesIn.inc();
+          count.in++;
           const t = now();
           received += samples;
           if (firstAt < 0) {
@@ -85,7 +89,7 @@ export function createStreamMetrics(registry: Registry, sources: { active: () =>
           refs.push(Math.max(t, firstAt + ((received - firstEnd) * 1000) / sampleRate));
         },
         output(total) {
-          framesOut.inc();
+          count.out++;
           sent = total;
           if (head === targets.length || targets[head] > total) return;
           const t = now();
