@@ -24,6 +24,7 @@ const UNIT_TESTS = [
   'launch-flags',
   'server-binaries',
   'store',
+  'streaming-leases',
 ];
 
 module.exports = {

@@ -327,7 +327,18 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     });
   });
   // Streams run on the in-process engine, else on one of the replicas; /readyz draining refuses new ones.
-  const streaming = createStreaming({ config, store, engine, replicas: engine ? null : replicas, registry, draining: () => draining, logger });
+  const streaming = createStreaming({
+    config,
+    store,
+    engine,
+    replicas: engine ? null : replicas,
+    tickets: sharedState.streamTickets,
+    slots: sharedState.streamSlots,
+    registry,
+    draining: () => draining,
+    logger,
+  });
+  closer.defer(() => streaming.close());
   app.use('/console', createConsoleRouter({ config, store, state: sharedState.console, apiRouters: [jobs.consoleRouter] }));
   app.use(
     '/',

@@ -1,12 +1,15 @@
 // ONE contract suite for the short-lived shared state, run against process memory and a real Redis server (from
 // Debian's package, in a temporary directory): the sliding-window rate limiter, console sessions (with sealed
-// playground keys) and the console sign-in limiter. Also: two Redis clients (two "replicas") hitting one key at
-// once never admit more than the limit.
+// playground keys), the console sign-in limiter, live-stream tickets and concurrent-stream slots. Also: two Redis
+// clients (two "replicas") hitting one key at once never admit more than the limit, never redeem one ticket twice and
+// never hold more than a workspace's stream slots.
 import { MemoryLoginLimiter, MemorySessionStore, type ConsoleSession, type LoginLimiter, type SessionStore } from '../src/shared-state/sessions';
 import { addressKey, RATE_WINDOW_MS, SlidingWindowRateLimiter, type RateLimiter } from '../src/shared-state/rate-limit';
 import { openRedis, type RedisConnection } from '../src/shared-state/redis/client';
 import { RedisLoginLimiter, RedisSessionStore, Sealer } from '../src/shared-state/redis/console-state';
 import { RedisRateLimiter } from '../src/shared-state/redis/rate-limiter';
+import { RedisStreamSlots, RedisStreamTickets } from '../src/shared-state/redis/streams';
+import { MemoryStreamSlots, MemoryStreamTickets, type StreamSlots, type StreamStateOptions, type StreamTickets } from '../src/shared-state/streams';
 import { startRedis, type RedisServer, serverBinaries } from './real-servers';
 import { eventually } from './service-helpers';
 
@@ -38,6 +41,8 @@ interface Engines {
   twoReplicas(): Promise<[RateLimiter, RateLimiter]>;
   sessions(opts: { idleTtlMs: number; absoluteTtlMs: number }): Promise<[SessionStore, SessionStore]>;
   login(opts: { maxFailures: number; windowMs: number }): Promise<[LoginLimiter, LoginLimiter]>;
+  /** Two replicas' stream tickets and slots on one shared state (memory: the same instances). */
+  streams(opts: StreamStateOptions): Promise<{ tickets: [StreamTickets, StreamTickets]; slots: [StreamSlots, StreamSlots] }>;
 }
 
 const sealer = async () => new Sealer('admin-secret:test');
@@ -58,6 +63,11 @@ const engines: Engines[] = [
       const l = new MemoryLoginLimiter(opts);
       return [l, l];
     },
+    streams: async (opts) => {
+      const t = new MemoryStreamTickets(opts);
+      const s = new MemoryStreamSlots(opts);
+      return { tickets: [t, t], slots: [s, s] };
+    },
   },
   {
     name: 'redis',
@@ -73,6 +83,11 @@ const engines: Engines[] = [
     login: async (opts) => {
       const prefix = `login${++prefixCounter}:`;
       return [new RedisLoginLimiter(await redis(prefix), opts), new RedisLoginLimiter(await redis(prefix), opts)];
+    },
+    streams: async (opts) => {
+      const prefix = `streams${++prefixCounter}:`;
+      const [a, b] = [await redis(prefix), await redis(prefix)];
+      return { tickets: [new RedisStreamTickets(a, opts), new RedisStreamTickets(b, opts)], slots: [new RedisStreamSlots(a, opts), new RedisStreamSlots(b, opts)] };
     },
   },
 ];
@@ -228,6 +243,106 @@ describe.each(engines)('LoginLimiter contract: $name', (engine) => {
     await a.recordFailure('203.0.113.3', now);
     await a.recordFailure('203.0.113.3', now);
     expect(await a.retryAfterSeconds('203.0.113.3', now)).toBe(0); // 2 after the success, not 4
+  });
+});
+
+describe.each(engines)('StreamTickets contract: $name', (engine) => {
+  test('issued on one replica, redeemed once on either; unknown and malformed tickets are nothing', async () => {
+    const clock = { t: Date.now() };
+    const { tickets: [a, b] } = await engine.streams({ now: () => clock.t });
+    const issued = await a.issue('key_1');
+    expect(issued.ticket).toMatch(/^tk_[A-Za-z0-9_-]{32}$/);
+    expect(issued.expiresAt).toBe(clock.t + 60_000);
+    const other = await b.issue('key_2');
+    expect(other.ticket).not.toBe(issued.ticket);
+    expect(await b.redeem(issued.ticket)).toBe('key_1');
+    expect(await b.redeem(issued.ticket)).toBeNull();
+    expect(await a.redeem(issued.ticket)).toBeNull();
+    expect(await a.redeem('tk_' + 'A'.repeat(32))).toBeNull(); // well formed, never issued
+    expect(await a.redeem(other.ticket.slice(0, -1))).toBeNull(); // malformed
+    expect(await a.redeem(other.ticket + 'x')).toBeNull();
+    expect(await a.redeem(other.ticket)).toBe('key_2');
+  });
+
+  test('a ticket expires after its time to live', async () => {
+    const clock = { t: Date.now() };
+    const { tickets: [a, b] } = await engine.streams({ now: () => clock.t, ticketTtlMs: 1_000 });
+    const late = await a.issue('key_late');
+    const early = await a.issue('key_early');
+    const issuedAt = Date.now(); // Redis stored both before this
+    expect(late.expiresAt).toBe(clock.t + 1_000);
+    clock.t += 999;
+    expect(await b.redeem(early.ticket)).toBe('key_early');
+    clock.t += 1;
+    // Memory decides on the injected clock. Redis expires the key on its own clock, which a test cannot move: there
+    // the ticket's end is waited for (polled).
+    if (engine.name === 'redis') await eventually(() => Date.now() > issuedAt + 1_000);
+    expect(await b.redeem(late.ticket)).toBeNull();
+  });
+
+  test('one ticket redeemed by both replicas at once: exactly one of them gets the key', async () => {
+    const { tickets: [a, b] } = await engine.streams({});
+    const issued = await Promise.all(Array.from({ length: 20 }, (_, i) => a.issue(`key_${i}`)));
+    for (const [i, { ticket }] of issued.entries()) {
+      const got = await Promise.all(Array.from({ length: 6 }, (_, j) => (j % 2 ? a : b).redeem(ticket)));
+      expect(got.filter((g) => g !== null)).toEqual([`key_${i}`]);
+    }
+  });
+});
+
+describe.each(engines)('StreamSlots contract: $name', (engine) => {
+  test('at most max leases per workspace, on either replica; release frees a slot; workspaces are independent', async () => {
+    const { slots: [a, b] } = await engine.streams({});
+    const one = await a.acquire('ws_1', 2);
+    expect(one).toEqual({ lease: { workspaceId: 'ws_1', id: expect.any(String) }, open: 1 });
+    const two = await b.acquire('ws_1', 2);
+    expect(two.open).toBe(2);
+    expect(two.lease!.id).not.toBe(one.lease!.id);
+    expect(await a.acquire('ws_1', 2)).toEqual({ lease: null, open: 2 });
+    expect(await b.acquire('ws_1', 2)).toEqual({ lease: null, open: 2 });
+    expect((await a.acquire('ws_2', 2)).lease).not.toBeNull();
+    await b.release(one.lease!);
+    await a.release(one.lease!); // a second release changes nothing
+    const three = await a.acquire('ws_1', 2);
+    expect(three.open).toBe(2);
+    expect(await b.acquire('ws_1', 2)).toEqual({ lease: null, open: 2 });
+    // A lowered limit (plan changed) refuses until enough streams end; a raised one admits at once.
+    expect(await a.acquire('ws_1', 1)).toEqual({ lease: null, open: 2 });
+    expect((await a.acquire('ws_1', 3)).open).toBe(3);
+  });
+
+  test('20 acquires at once from two replicas with max 5: exactly 5 leases', async () => {
+    const { slots: [a, b] } = await engine.streams({});
+    const grants = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).acquire('ws_race', 5)));
+    const won = grants.filter((g) => g.lease !== null);
+    expect(won).toHaveLength(5);
+    expect(new Set(won.map((g) => g.lease!.id)).size).toBe(5);
+    expect(grants.filter((g) => g.lease === null).every((g) => g.open === 5)).toBe(true);
+    await Promise.all(won.slice(0, 2).map((g) => a.release(g.lease!)));
+    const again = await Promise.all(Array.from({ length: 6 }, (_, i) => (i % 2 ? a : b).acquire('ws_race', 5)));
+    expect(again.filter((g) => g.lease !== null)).toHaveLength(2);
+  });
+
+  test('leases not renewed lapse (a dead gateway does not block the workspace); renewed ones stay', async () => {
+    const clock = { t: Date.now() };
+    const { slots: [a, b] } = await engine.streams({ now: () => clock.t, leaseTtlMs: 90_000 });
+    const kept = (await a.acquire('ws_1', 2)).lease!;
+    const dead = (await a.acquire('ws_1', 2)).lease!; // its gateway dies: nobody renews it
+    expect((await b.acquire('ws_1', 2)).lease).toBeNull();
+    for (let i = 0; i < 3; i++) {
+      clock.t += 30_000;
+      await a.renew([kept]);
+    }
+    // 90 s on: `dead` lapsed, `kept` was renewed at t0 + 90 s.
+    expect((await b.acquire('ws_1', 3)).open).toBe(2);
+    expect(await b.acquire('ws_1', 2)).toEqual({ lease: null, open: 2 });
+    // Renewing a lapsed lease does not bring it back.
+    await a.renew([dead, kept]);
+    clock.t += 89_999;
+    expect(await b.acquire('ws_1', 2)).toEqual({ lease: null, open: 2 });
+    clock.t += 1;
+    // Now the lease b took at t0 + 90 s lapsed too, and `kept` (renewed at t0 + 90 s) as well.
+    expect((await b.acquire('ws_1', 1)).open).toBe(1);
   });
 });
 

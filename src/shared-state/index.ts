@@ -1,7 +1,8 @@
 // Where the short-lived, per-request state lives — rate-limit windows (per token and per unauthenticated address),
-// console sessions and sign-in failures: in process memory by default (the single box, nothing else to run), in
-// Redis when REDIS_URL is set, so that any gateway replica can serve any request. Both engines implement the same
-// contracts (RateLimiter in src/shared-state/rate-limit.ts; SessionStore and LoginLimiter in src/console/auth.ts).
+// console sessions, sign-in failures, live-stream tickets and concurrent-stream slots: in process memory by default
+// (the single box, nothing else to run), in Redis when REDIS_URL is set, so that any gateway replica can serve any
+// request. Both engines implement the same contracts (RateLimiter in rate-limit.ts; SessionStore and LoginLimiter in
+// sessions.ts; StreamTickets and StreamSlots in streams.ts).
 import { redactUrl, type Config } from '../config';
 import { memoryConsoleState, type ConsoleStateEngines } from './sessions';
 import { ADMIN_SECRET_SETTING } from '../store/settings';
@@ -9,6 +10,8 @@ import { SlidingWindowRateLimiter, type RateLimiter } from './rate-limit';
 import { openRedis } from './redis/client';
 import { redisConsoleState } from './redis/console-state';
 import { RedisRateLimiter } from './redis/rate-limiter';
+import { RedisStreamSlots, RedisStreamTickets } from './redis/streams';
+import { MemoryStreamSlots, MemoryStreamTickets, type StreamSlots, type StreamTickets } from './streams';
 import type { GatewayStore } from '../store/types';
 
 export interface SharedState {
@@ -16,6 +19,10 @@ export interface SharedState {
   description: string;
   rateLimiter: RateLimiter;
   console: ConsoleStateEngines;
+  /** Browser tickets for the live-stream upgrade (docs/streaming.md). */
+  streamTickets: StreamTickets;
+  /** Each workspace's concurrent live streams. */
+  streamSlots: StreamSlots;
   /** Resolves when the engine answers (the readiness probe); memory always does. */
   ready(): Promise<void>;
   close(): Promise<void>;
@@ -31,6 +38,8 @@ export async function openSharedState(
       description: 'memory',
       rateLimiter: new SlidingWindowRateLimiter(),
       console: memoryConsoleState,
+      streamTickets: new MemoryStreamTickets(),
+      streamSlots: new MemoryStreamSlots(),
       ready: async () => undefined,
       close: async () => undefined,
     };
@@ -47,6 +56,8 @@ export async function openSharedState(
     description: `Redis ${redactUrl(config.redisUrl)}`,
     rateLimiter: new RedisRateLimiter(redis),
     console: redisConsoleState(redis, sealSecret),
+    streamTickets: new RedisStreamTickets(redis),
+    streamSlots: new RedisStreamSlots(redis),
     ready: async () => {
       if ((await redis.client.ping()) !== 'PONG') throw new Error('Redis did not answer PING');
     },

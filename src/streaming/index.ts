@@ -3,6 +3,7 @@
 // (attach), so request id, auth, IP list, scope, plan, rate limit and the request log apply unchanged; the gateway's
 // route target 'stream' then checks what is particular to streams (query, concurrent streams, the first credit)
 // and only then accepts the upgrade. Anything refused is an ordinary HTTP answer with the error envelope.
+// Browser tickets and each workspace's stream slots are in the shared state (Redis with several gateways).
 // The denoising runs on the in-process engine, or (MODEL_SERVICE_URL) on one model-service replica picked before the
 // upgrade, where the stream stays for its life (relay.ts); billing, limits and the request log stay here either way.
 import http from 'node:http';
@@ -16,17 +17,18 @@ import { sendGatewayError } from '../http/errors';
 import type { InferenceEngine } from '../inference/types';
 import type { Logger } from '../logging';
 import type { Registry } from '../metrics';
+import { TICKET_TTL_MS, type StreamSlots, type StreamTickets } from '../shared-state/streams';
 import type { GatewayStore } from '../store/types';
 import type { ModelServiceReplicas } from '../upstream/replicas';
 import { CLIENT_GONE_STATUS } from '../upstream/refusals';
 import { NoReplicaForStream, StreamRequestRejected } from '../upstream/stream-socket';
 import { StreamCredits } from './credits';
 import { sendStreamRefusal, StreamRefusal } from './errors';
+import { createLeaseKeeper } from './leases';
 import { createStreamMetrics, type StreamMetrics } from './metrics';
 import { parseStreamParams, type StreamParams } from './params';
 import { openRelay } from './relay';
 import { StreamSession, type LiveSource, type SessionLimits } from './session';
-import { TicketBook, TICKET_TTL_MS } from './tickets';
 
 const RETRY_AFTER_S = 5;
 /** After the drain closed the streams left: how long their clients get to answer the close handshake. */
@@ -55,6 +57,10 @@ export interface StreamingDeps {
   replicas?: ModelServiceReplicas | null;
   /** Stream metrics go here (GET /metrics). */
   registry?: Registry;
+  /** Browser tickets (SharedState.streamTickets): issued here, redeemed by the gateway's authentication. */
+  tickets: StreamTickets;
+  /** Concurrent streams per workspace (SharedState.streamSlots), counted across gateways. */
+  slots: StreamSlots;
   /** True while the app drains (/readyz failing, shutdown): new streams are refused with 503. */
   draining?: () => boolean;
   logger: Logger;
@@ -69,11 +75,13 @@ export interface Streaming {
   /** Sends the server's upgrade requests through `app` (the gateway). */
   attach(server: http.Server, app: (req: http.IncomingMessage, res: http.ServerResponse) => void): void;
   /** The key a ticket stands for (once), for the gateway's authentication. */
-  redeemTicket(ticket: string): string | null;
+  redeemTicket(ticket: string): Promise<string | null>;
   /** Streams open now. */
   active(): number;
   /** No new streams; open ones may finish until `graceMs`, then are closed with 1012. Resolves with how many were. */
   drain(graceMs: number): Promise<number>;
+  /** Stops renewing slot leases (the app closes). */
+  close(): void;
 }
 
 export function createStreaming(deps: StreamingDeps): Streaming {
@@ -85,9 +93,8 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   wss.on('headers', (headers: string[], req: UpgradeRequest) => {
     if (req.streamRequestId) headers.push(`X-Request-Id: ${req.streamRequestId}`);
   });
-  const tickets = new TicketBook(now);
   const sessions = new Set<StreamSession>();
-  const perWorkspace = new Map<string, number>();
+  const leases = createLeaseKeeper(deps.slots, logger);
   let draining = false;
   /** The drain's grace is over: streams still open are being closed. */
   let closing = false;
@@ -112,26 +119,26 @@ export function createStreaming(deps: StreamingDeps): Streaming {
       if (!workspace) throw new Error('stream without a workspace');
       const limits = limitsFor(workspace);
       const maxStreams = workspace.plan === 'enterprise' ? config.streamsEnterpriseMax : limits.concurrentStreams;
-      const open = perWorkspace.get(workspace.id) ?? 0;
-      if (open >= maxStreams) {
-        throw new StreamRefusal('too_many_streams', `the ${workspace.plan} plan allows ${maxStreams} concurrent streams; ${open} are open`, RETRY_AFTER_S);
+      // The slot is taken first, atomically across gateways; every way out below gives it back.
+      const grant = await leases.acquire(workspace.id, maxStreams);
+      if (!grant.lease) {
+        throw new StreamRefusal('too_many_streams', `the ${workspace.plan} plan allows ${maxStreams} concurrent streams; ${grant.open} are open`, RETRY_AFTER_S);
       }
-      const credits = new StreamCredits(store, workspace.id, limits.creditsPerMonth, config.creditReservationTtlMs, now, logger);
-      const first = await credits.hold();
-      if (!first.ok) {
-        await credits.settle(0);
-        if (first.exhausted) {
-          ctx.errorType = 'quota_exhausted';
-          sendGatewayError(res, 'quota_exhausted', `The workspace has used ${first.used} of its ${first.limit} credits this month; a stream needs 1 credit per started minute.`);
-          return { status: 402, ok: false };
-        }
-        ctx.errorType = 'rate_limited';
-        res.setHeader('Retry-After', '2');
-        sendGatewayError(res, 'rate_limited', `The workspace's remaining credits are held by calls in flight; retry in 2 s.`);
-        return { status: 429, ok: false };
-      }
-      perWorkspace.set(workspace.id, open + 1);
       try {
+        const credits = new StreamCredits(store, workspace.id, limits.creditsPerMonth, config.creditReservationTtlMs, now, logger);
+        const first = await credits.hold();
+        if (!first.ok) {
+          await credits.settle(0);
+          if (first.exhausted) {
+            ctx.errorType = 'quota_exhausted';
+            sendGatewayError(res, 'quota_exhausted', `The workspace has used ${first.used} of its ${first.limit} credits this month; a stream needs 1 credit per started minute.`);
+            return { status: 402, ok: false };
+          }
+          ctx.errorType = 'rate_limited';
+          res.setHeader('Retry-After', '2');
+          sendGatewayError(res, 'rate_limited', `The workspace's remaining credits are held by calls in flight; retry in 2 s.`);
+          return { status: 429, ok: false };
+        }
         const denoiser = await denoiserFor(params, ctx, res);
         if (!denoiser) {
           await credits.settle(0);
@@ -139,9 +146,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
         }
         return await run(req, res, ctx, upgrade, params, credits, denoiser);
       } finally {
-        const n = (perWorkspace.get(workspace.id) ?? 1) - 1;
-        if (n > 0) perWorkspace.set(workspace.id, n);
-        else perWorkspace.delete(workspace.id);
+        await leases.release(grant.lease);
       }
     } catch (err) {
       if (!(err instanceof StreamRefusal)) throw err;
@@ -228,7 +233,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   }
 
   async function ticketsHandler(_req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
-    const issued = tickets.issue(ctx.tokenId!);
+    const issued = await deps.tickets.issue(ctx.tokenId!);
     res.status(201).json({ ticket: issued.ticket, expires_at: new Date(issued.expiresAt).toISOString(), ttl_s: TICKET_TTL_MS / 1000 });
     return { status: 201, ok: true };
   }
@@ -250,7 +255,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     handler,
     tickets: ticketsHandler,
     attach,
-    redeemTicket: (ticket) => tickets.redeem(ticket),
+    redeemTicket: (ticket) => deps.tickets.redeem(ticket),
     active: () => sessions.size,
     async drain(graceMs: number): Promise<number> {
       draining = true;
@@ -264,7 +269,9 @@ export function createStreaming(deps: StreamingDeps): Streaming {
       while (wss.clients.size > 0 && now() < flushUntil) await new Promise((r) => setTimeout(r, 50));
       for (const ws of wss.clients) ws.terminate();
       wss.close();
+      leases.stop();
       return left.length;
     },
+    close: () => leases.stop(),
   };
 }

@@ -32,9 +32,9 @@ function presentedToken(call: RoutedCall): string | null {
   return auth !== undefined || key !== undefined ? '' : null;
 }
 
-/** Redeems a ticket once: the id of the key it stands for, or null (unknown, used or expired). */
+/** Redeems a ticket once: the id of the key it stands for, or null (unknown, used or expired). Shared state: async. */
 export interface TicketRedeemer {
-  redeem(ticket: string): string | null;
+  redeem(ticket: string): Promise<string | null> | string | null;
 }
 
 export interface AuthenticationOptions {
@@ -59,7 +59,7 @@ export function authenticationPolicy({ store, limiter, refuse, now, logger, tick
       }
       let record;
       if (token === null) {
-        const tokenId = tickets?.redeem(ticket!) ?? null;
+        const tokenId = (await tickets?.redeem(ticket!)) ?? null;
         if (tokenId === null) return refuse(call, 'invalid_token', 'The ticket is not recognised, was used already or expired (tickets last 60 s, once).');
         record = await store.getToken(tokenId);
       } else {
