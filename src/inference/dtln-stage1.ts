@@ -5,7 +5,7 @@
 // overlap-add buffers are carried between calls, so chunking does not change the output. JS FFT (fft.ts): with half
 // the frames, the STFT is a small share of the cost.
 import * as ort from 'onnxruntime-node';
-import { BINS, BLOCK, LAYERS, UNITS, type DtlnGraphs } from './dtln';
+import { BINS, BLOCK, LAYERS, UNITS, joinLstmStates, splitLstmStates, type DtlnGraphs } from './dtln';
 import { RealFFT } from '../dsp/fft';
 import { concat } from '../dsp/concat';
 import { ChainProcessor } from './stream';
@@ -40,42 +40,73 @@ export class Stage1Chain implements ChainProcessor {
   }
 
   async process(planar: Float32Array[]): Promise<Float32Array[]> {
-    const B = this.channels;
-    const hop = this.hop;
+    const joiner = this.graphs.joiner;
+    if (!joiner) return (await Stage1Chain.runJoint([{ chain: this, planar }]))[0];
+    // A live stream: run with the other live streams' chains that push in this turn (batching.ts).
+    const key = `s1/${this.hop}/${this.inBuf[0].length}/${planar[0]?.length ?? 0}`;
+    return (await joiner.join(key, [{ chain: this, planar }], this.channels, (all) => Stage1Chain.runJoint(all, joiner.graphs)))[0];
+  }
+
+  /**
+   * process() for several chains at once: their channels are rows of one batch, so the graph runs once per run of
+   * frames for all of them; each chain keeps its own states and buffers, and every row's output is what the chain
+   * would give alone. The chains must have the same hop, hold the same samples and get chunks of the same length.
+   */
+  static async runJoint(parts: Stage1Part[], graphs: DtlnGraphs = parts[0].chain.graphs): Promise<Float32Array[][]> {
+    const first = parts[0].chain;
+    const hop = first.hop;
     const tailLen = BLOCK - hop;
-    const sig = planar.map((x, b) => concat(this.inBuf[b], x));
-    const frames = Math.max(0, Math.floor((sig[0].length - tailLen) / hop));
-    const out = Array.from({ length: B }, () => new Float32Array(frames * hop));
+    const sigs = parts.map(({ chain, planar }) => planar.map((x, b) => concat(chain.inBuf[b], x)));
+    const frames = Math.max(0, Math.floor((sigs[0][0].length - tailLen) / hop));
+    let rows = 0;
+    for (const [k, { chain, planar }] of parts.entries()) {
+      if (chain.hop !== hop || planar.length !== chain.channels || sigs[k][0].length !== sigs[0][0].length) {
+        throw new Error('stage-1 chains run together must have the same hop, channels as given and samples');
+      }
+      rows += chain.channels;
+    }
+    const outs = parts.map(({ chain }) => Array.from({ length: chain.channels }, () => new Float32Array(frames * hop)));
     for (let f0 = 0; f0 < frames; f0 += MAX_FRAMES_PER_RUN) {
       const t = Math.min(MAX_FRAMES_PER_RUN, frames - f0);
-      const rows = B * t;
-      const re = new Float64Array(rows * BINS);
-      const im = new Float64Array(rows * BINS);
-      const mag = new Float32Array(rows * BINS);
-      for (let b = 0; b < B; b++) {
-        for (let i = 0; i < t; i++) this.fft.forwardMag(sig[b], (f0 + i) * hop, re, im, mag, (b * t + i) * BINS);
+      const re = new Float64Array(rows * t * BINS);
+      const im = new Float64Array(rows * t * BINS);
+      const mag = new Float32Array(rows * t * BINS);
+      let row = 0;
+      for (const [k, { chain }] of parts.entries()) {
+        for (let b = 0; b < chain.channels; b++, row++) {
+          for (let i = 0; i < t; i++) first.fft.forwardMag(sigs[k][b], (f0 + i) * hop, re, im, mag, (row * t + i) * BINS);
+        }
       }
-      const r = await this.graphs.stage1.run({
-        mag: new ort.Tensor('float32', mag, [B, t, BINS]),
-        h0: new ort.Tensor('float32', this.h, [LAYERS, B, UNITS]),
-        c0: new ort.Tensor('float32', this.c, [LAYERS, B, UNITS]),
+      const batches = parts.map((p) => p.chain.channels);
+      const r = await graphs.stage1.run({
+        mag: new ort.Tensor('float32', mag, [rows, t, BINS]),
+        h0: new ort.Tensor('float32', joinLstmStates(parts.map((p) => p.chain.h), batches, rows), [LAYERS, rows, UNITS]),
+        c0: new ort.Tensor('float32', joinLstmStates(parts.map((p) => p.chain.c), batches, rows), [LAYERS, rows, UNITS]),
       });
       const mask = r.mask.data as Float32Array;
-      this.h = r.hN.data as Float32Array;
-      this.c = r.cN.data as Float32Array;
+      const h = splitLstmStates(r.hN.data as Float32Array, batches, rows);
+      const c = splitLstmStates(r.cN.data as Float32Array, batches, rows);
       const accLen = t * hop + tailLen;
-      for (let b = 0; b < B; b++) {
-        const acc = new Float32Array(accLen);
-        acc.set(this.olaTail[b]);
-        for (let i = 0; i < t; i++) {
-          const row = (b * t + i) * BINS;
-          this.fft.inverseMaskedOverlapAdd(re, im, mask, row, acc, i * hop, this.window);
+      row = 0;
+      for (const [k, { chain }] of parts.entries()) {
+        chain.h = h[k];
+        chain.c = c[k];
+        for (let b = 0; b < chain.channels; b++, row++) {
+          const acc = new Float32Array(accLen);
+          acc.set(chain.olaTail[b]);
+          for (let i = 0; i < t; i++) first.fft.inverseMaskedOverlapAdd(re, im, mask, (row * t + i) * BINS, acc, i * hop, chain.window);
+          outs[k][b].set(acc.subarray(0, t * hop), f0 * hop);
+          chain.olaTail[b].set(acc.subarray(t * hop, accLen));
         }
-        out[b].set(acc.subarray(0, t * hop), f0 * hop);
-        this.olaTail[b].set(acc.subarray(t * hop, accLen));
       }
     }
-    this.inBuf = sig.map((s) => s.slice(frames * hop));
-    return out;
+    for (const [k, { chain }] of parts.entries()) chain.inBuf = sigs[k].map((x) => x.slice(frames * hop));
+    return outs;
   }
+}
+
+/** One chain's share of a joint run: its chunk, one array per channel. */
+interface Stage1Part {
+  chain: Stage1Chain;
+  planar: Float32Array[];
 }

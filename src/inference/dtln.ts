@@ -21,16 +21,21 @@ export interface DtlnGraphs {
   stage1: ort.InferenceSession;
   stage2: ort.InferenceSession;
   /**
-   * Live streams (batching.ts): cores built on these graphs hand their chunks to this joiner, which runs the cores of
-   * every stream that pushed in the same turn of the event loop together (processJoint) on `joiner.graphs`.
+   * Live streams (batching.ts): cores and stage-1 chains built on these graphs hand their chunks to this joiner, which
+   * runs those of every stream that pushed in the same turn of the event loop together, on `joiner.graphs`.
    */
   joiner?: CoreJoiner;
 }
 
-/** Groups DtlnCore.process calls of many streams into processJoint calls (implemented in batching.ts). */
+/** Groups the calls of many streams made in one turn into joint runs (implemented in batching.ts). */
 export interface CoreJoiner {
+  /** The sessions themselves (the joint runs call them directly). */
   readonly graphs: DtlnGraphs;
-  join(parts: JointPart[]): Promise<DtlnOutput[]>;
+  /**
+   * `parts` (of `rows` batch rows) are run by `run` together with the parts of the other calls of the same `key` made
+   * in this turn; resolves with the results of this call's parts, in order. Calls of one key share one `run`.
+   */
+  join<P, R>(key: string, parts: P[], rows: number, run: (all: P[]) => Promise<R[]>): Promise<R[]>;
 }
 
 /** One core's share of a joint run: its chunk for each of its batch streams. */
@@ -112,7 +117,9 @@ export class DtlnCore {
    */
   static processJoint(parts: JointPart[]): Promise<DtlnOutput[]> {
     const joiner = parts[0].core.joiner;
-    return joiner ? joiner.join(parts) : DtlnCore.runJoint(parts);
+    if (!joiner) return DtlnCore.runJoint(parts);
+    const rows = parts.reduce((n, p) => n + p.core.rows, 0);
+    return joiner.join(parts[0].core.joinKey(parts[0].inputs), parts, rows, (all) => DtlnCore.runJoint(all));
   }
 
   /** processJoint's work, run now (the joiner calls it for the parts of many streams at once). */
@@ -165,32 +172,12 @@ export class DtlnCore {
 
   /** The cores' states ([LAYERS, batch, UNITS] each) as one [LAYERS, rows, UNITS] state (as is for a single core). */
   private static joinStates(cores: DtlnCore[], rows: number, pick: (c: DtlnCore) => Float32Array): Float32Array {
-    if (cores.length === 1) return pick(cores[0]);
-    const joined = new Float32Array(LAYERS * rows * UNITS);
-    for (let l = 0; l < LAYERS; l++) {
-      let row = 0;
-      for (const core of cores) {
-        const b = core.batch;
-        joined.set(pick(core).subarray(l * b * UNITS, (l + 1) * b * UNITS), (l * rows + row) * UNITS);
-        row += b;
-      }
-    }
-    return joined;
+    return joinLstmStates(cores.map(pick), cores.map((c) => c.batch), rows);
   }
 
   /** joinStates' inverse: each core's rows of a [LAYERS, rows, UNITS] state. */
   private static splitStates(cores: DtlnCore[], rows: number, joined: Float32Array): Float32Array[] {
-    if (cores.length === 1) return [joined];
-    let row = 0;
-    return cores.map((core) => {
-      const b = core.batch;
-      const own = new Float32Array(LAYERS * b * UNITS);
-      for (let l = 0; l < LAYERS; l++) {
-        own.set(joined.subarray((l * rows + row) * UNITS, (l * rows + row + b) * UNITS), l * b * UNITS);
-      }
-      row += b;
-      return own;
-    });
+    return splitLstmStates(joined, cores.map((c) => c.batch), rows);
   }
 
   /** One run of t frames for all the cores' rows: stage 1, the masked inverse, stage 2, overlap-add into `outs`. */
@@ -251,6 +238,35 @@ export class DtlnCore {
       }
     });
   }
+}
+
+/** LSTM states ([LAYERS, batch_i, UNITS] each) as one [LAYERS, rows, UNITS] state (as is when there is one). */
+export function joinLstmStates(states: Float32Array[], batches: number[], rows: number): Float32Array {
+  if (states.length === 1) return states[0];
+  const joined = new Float32Array(LAYERS * rows * UNITS);
+  for (let l = 0; l < LAYERS; l++) {
+    let row = 0;
+    states.forEach((state, i) => {
+      const b = batches[i];
+      joined.set(state.subarray(l * b * UNITS, (l + 1) * b * UNITS), (l * rows + row) * UNITS);
+      row += b;
+    });
+  }
+  return joined;
+}
+
+/** joinLstmStates' inverse: each part's rows of a [LAYERS, rows, UNITS] state. */
+export function splitLstmStates(joined: Float32Array, batches: number[], rows: number): Float32Array[] {
+  if (batches.length === 1) return [joined];
+  let row = 0;
+  return batches.map((b) => {
+    const own = new Float32Array(LAYERS * b * UNITS);
+    for (let l = 0; l < LAYERS; l++) {
+      own.set(joined.subarray((l * rows + row) * UNITS, (l * rows + row + b) * UNITS), l * b * UNITS);
+    }
+    row += b;
+    return own;
+  });
 }
 
 /** dst[0 .. len) = (a followed by b)[from .. from + len). */
