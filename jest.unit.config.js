@@ -5,6 +5,7 @@ const base = require('./jest.config.js');
 
 const UNIT_TESTS = [
   'audio-dither',
+  'upstream-watchdogs',
   'bench-stats',
   'console-auth',
   'app-closer',

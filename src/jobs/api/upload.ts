@@ -114,22 +114,20 @@ export function uploadReceiver(config: Config): (req: Request, res: Response, de
         cleanup();
         reject(new UploadStalledError(`The upload stalled: less than ${clientMinBytes} bytes arrived in ${config.clientIdleTimeoutMs} ms. Nothing was charged.`));
       });
-      const onData = (chunk: Buffer): void => watch.progress(chunk.length);
+      let unfollow = (): void => undefined;
       // A client that goes away mid-upload: busboy may never report it, the closed response does.
       const onClose = (): void => {
         cleanup();
         reject(new JobApiError('invalid_request', 'the client closed the connection during the upload'));
       };
       const cleanup = (): void => {
-        watch.disarm();
-        req.off('data', onData);
+        unfollow();
         res.off('close', onClose);
       };
       res.once('close', onClose);
-      if (!req.complete) {
-        req.on('data', onData);
-        watch.arm();
-      }
+      // The clock stops while the upload is held back by this side (the file write behind it is full: a disk stall),
+      // as the forwarder's does: only a client that sends too slowly is answered 408.
+      if (!req.complete) unfollow = watch.follow(req);
       upload(req, res, (err?: unknown) => {
         cleanup();
         if (err) reject(err instanceof InsufficientStorageError ? new JobApiError('insufficient_storage', err.message) : uploadError(config, err));
