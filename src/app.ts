@@ -339,7 +339,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     logger,
   });
   closer.defer(() => streaming.close());
-  app.use('/console', createConsoleRouter({ config, store, state: sharedState.console, apiRouters: [jobs.consoleRouter] }));
+  const consoleClosed = new AbortController();
+  closer.defer(() => consoleClosed.abort());
+  app.use('/console', createConsoleRouter({ config, store, state: sharedState.console, apiRouters: [jobs.consoleRouter], signal: consoleClosed.signal }));
   app.use(
     '/',
     createGateway({

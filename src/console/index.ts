@@ -45,6 +45,8 @@ export interface ConsoleDeps {
   options?: Partial<ConsoleOptions>;
   /** Where sessions and sign-in failures live: process memory by default, Redis when REDIS_URL is set (src/shared-state/redis). */
   state?: ConsoleStateEngines;
+  /** Aborted when the app closes (stops the session sweep). */
+  signal?: AbortSignal;
 }
 
 export function createConsoleRouter(deps: ConsoleDeps): express.Router {
@@ -62,6 +64,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
     sessions: engines.sessions(options),
     options,
     revokeToken: (tokenId) => store.revokeToken(tokenId),
+    signal: deps.signal,
   });
 
   registerPages(router, options.staticDir);

@@ -44,6 +44,8 @@ export interface ConsoleSessionDeps {
   options: SessionOptions;
   /** Revokes one playground key; used when its session ends. */
   revokeToken(tokenId: string): Promise<unknown>;
+  /** Aborted when the app closes: the periodic sweep stops (the session engine it calls is closing too). */
+  signal?: AbortSignal;
 }
 
 /** What the console's routes use of the sign-in state. */
@@ -90,6 +92,7 @@ export function consoleSessions(deps: ConsoleSessionDeps): ConsoleSessions {
     sessions.sweep().catch((err: unknown) => console.error('[console] session sweep failed:', (err as Error).message));
   }, Math.max(1000, Math.min(options.idleTtlMs, 60_000)));
   sweeper.unref();
+  deps.signal?.addEventListener('abort', () => clearInterval(sweeper), { once: true });
 
   return {
     store: sessions,
