@@ -13,7 +13,7 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { sendDetail } from './http-error';
-import { routeUpgrades } from './upgrades';
+import { routeUpgrades } from '../http/upgrades';
 
 export interface AdmissionState {
   /** Units admitted now (a /denoise is 1, a batch is `workers`). */

@@ -16,7 +16,7 @@ import type { Config } from '../config';
 import { MODEL_IDS, type InferenceEngine, type LiveEncoding, type LiveOptions, type LiveSink, type LiveStream, type ModelId } from '../inference/types';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { assertModelInstalled } from './params';
-import { pendingUpgrade } from './upgrades';
+import { pendingUpgrade } from '../http/upgrades';
 
 export const LIVE_STREAM_PATH = '/internal/stream';
 /** Pause reading a stream's socket above this many bytes inside; resume below LIVE_LOW_WATER. */

@@ -7,13 +7,13 @@
 // The denoising runs on the in-process engine, or (MODEL_SERVICE_URL) on one model-service replica picked before the
 // upgrade, where the stream stays for its life (relay.ts); billing, limits and the request log stay here either way.
 import http from 'node:http';
-import type net from 'node:net';
 import type { Request, Response } from 'express';
 import { WebSocketServer } from 'ws';
 import type { Config } from '../config';
 import type { ForwardOutcome, GatewayContext } from '../gateway/types';
 import { limitsFor } from '../gateway/plans';
 import { sendGatewayError } from '../http/errors';
+import { pendingUpgrade, routeUpgrades, type PendingUpgrade } from '../http/upgrades';
 import type { InferenceEngine } from '../inference/types';
 import type { Logger } from '../logging';
 import type { Registry } from '../metrics';
@@ -34,19 +34,13 @@ const RETRY_AFTER_S = 5;
 /** After the drain closed the streams left: how long their clients get to answer the close handshake. */
 const DRAIN_FLUSH_MS = 2_000;
 
-/** What the upgrade hands the route target with the request. */
-interface Upgrade {
-  socket: net.Socket;
-  head: Buffer;
-}
-const UPGRADE = Symbol('upgrade');
 /** Where a stream is denoised, chosen before the upgrade. */
 interface Denoiser {
   source: LiveSource;
   /** The upgrade did not happen: let a stream opened ahead go. */
   drop(): void;
 }
-type UpgradeRequest = http.IncomingMessage & { [UPGRADE]?: Upgrade; streamRequestId?: string };
+type UpgradeRequest = http.IncomingMessage & { streamRequestId?: string };
 
 export interface StreamingDeps {
   config: Config;
@@ -107,7 +101,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   const metrics: StreamMetrics | null = deps.registry ? createStreamMetrics(deps.registry, { active: () => sessions.size }) : null;
 
   async function handler(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
-    const upgrade = (req as unknown as UpgradeRequest)[UPGRADE];
+    const upgrade = pendingUpgrade(req);
     try {
       if (!upgrade || String(req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
         throw new StreamRefusal('upgrade_required', 'GET /stream is a WebSocket: send "Connection: Upgrade" and "Upgrade: websocket"');
@@ -188,7 +182,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     req: Request,
     res: Response,
     ctx: GatewayContext,
-    upgrade: Upgrade,
+    upgrade: PendingUpgrade,
     params: StreamParams,
     credits: StreamCredits,
     denoiser: Denoiser,
@@ -239,17 +233,10 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   }
 
   function attach(server: http.Server, app: (req: http.IncomingMessage, res: http.ServerResponse) => void): void {
-    server.on('upgrade', (req: UpgradeRequest, socket: net.Socket, head: Buffer) => {
-      socket.on('error', () => socket.destroy());
-      req[UPGRADE] = { socket, head };
-      // The gateway answers as it would a GET; a refusal goes out on this socket and the connection closes.
-      const res = new http.ServerResponse(req);
-      res.assignSocket(socket);
-      res.shouldKeepAlive = false;
-      res.on('finish', () => socket.end());
-      app(req, res);
-    });
+    // The gateway answers as it would a GET; a refusal goes out on the upgrade's socket and the connection closes.
+    routeUpgrades(server, app);
   }
+
 
   return {
     handler,

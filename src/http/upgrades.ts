@@ -1,10 +1,10 @@
-// WebSocket upgrades on the model service's HTTP server go through the same request handler as ordinary requests,
-// so the guard (token, draining) applies to them unchanged: the upgrade's socket rides on the request, a synthetic
-// response writes any refusal onto that socket, and the endpoint that accepts (live-stream.ts) takes the socket over.
+// WebSocket upgrades go through the same request handler as ordinary requests, so whatever checks a server's requests
+// (the gateway's policies, the model service's guard) applies to them unchanged: the upgrade's socket rides on the
+// request, a synthetic response writes any refusal onto that socket, and the endpoint that accepts takes it over.
 import http from 'node:http';
 import type net from 'node:net';
 
-const UPGRADE = Symbol('model-service-upgrade');
+const UPGRADE = Symbol('upgrade');
 
 /** The raw connection of an upgrade request, until an endpoint accepts it. */
 export interface PendingUpgrade {
