@@ -13,6 +13,7 @@ import type { Config } from '../config';
 import { openJobStore } from '../jobs/queue/store';
 import { openSqliteStore } from '../store/sqlite-store';
 import { databaseFiles } from './databases';
+import { processAlive } from '../startup/process-alive';
 
 /** The command cannot be carried out (exit 1), with the reason for the operator. */
 export class CommandError extends Error {}
@@ -136,14 +137,6 @@ const FOREIGN_LEFTOVER_AGE_MS = 3600_000;
 /** Folders of backups still running in this process: the signal handler of `db` removes them before exiting. */
 export const backupsInProgress = new Set<string>();
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 function newestMtime(dir: string): number {
   let newest = fs.statSync(dir).mtimeMs;

@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { Response } from 'express';
 import type { Config } from '../config';
 import { sendDetail } from './http-error';
+import { processAlive } from '../startup/process-alive';
 
 /** Where one request keeps its uploads and outputs; the whole directory is removed when the request is over. */
 export interface RequestScope {
@@ -158,15 +159,6 @@ async function runRequestScope(
   }
 }
 
-function processRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** Whether a request directory (by name and mtime) can be removed by this process: see the naming rules above. */
 export function isAbandonedRequestDir(name: string, mtimeMs: number, now = Date.now()): boolean {
@@ -177,7 +169,7 @@ export function isAbandonedRequestDir(name: string, mtimeMs: number, now = Date.
   const pid = Number(pidText);
   if (host === HOST_TAG) {
     if (instance === INSTANCE) return false; // ours
-    if (pid === process.pid || !processRunning(pid)) return true; // an earlier life of this pid, or a dead process
+    if (pid === process.pid || !processAlive(pid)) return true; // an earlier life of this pid, or a dead process
   }
   return now - mtimeMs > STALE_MS;
 }

@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { processAlive } from '../../startup/process-alive';
 
 const HOST_TAG = crypto.createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
 const INSTANCE = crypto.randomBytes(4).toString('hex');
@@ -14,15 +15,6 @@ const INSTANCE = crypto.randomBytes(4).toString('hex');
 export const INCOMING_OWNER = `${HOST_TAG}-${process.pid}-${INSTANCE}`;
 const OWNED = /^[^.]+\.(?:upload|download|output)\.([0-9a-f]{8})-(\d+)-([0-9a-f]{8})$/;
 
-function processRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * Whether an incoming file was left by a process that is gone: written on this host by a pid that no longer runs,
@@ -36,7 +28,7 @@ export function isAbandonedIncoming(name: string): boolean {
   if (host !== HOST_TAG) return false;
   const pid = Number(pidText);
   if (pid === process.pid) return instance !== INSTANCE;
-  return !processRunning(pid);
+  return !processAlive(pid);
 }
 
 export class JobFiles {
