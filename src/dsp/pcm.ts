@@ -8,9 +8,24 @@ export const SAMPLE_BYTES: Record<WavSampleFormat, number> = { u8: 1, s16: 2, s2
 
 /** Converts whole interleaved frames of `bytes` to planar float32 (non-finite float samples become 0). */
 export function decodeFrames(bytes: Buffer, info: { format: WavSampleFormat; channels: number; blockAlign: number }): Float32Array[] {
+  const frames = Math.floor(bytes.length / info.blockAlign);
+  const planar = Array.from({ length: info.channels }, () => new Float32Array(frames));
+  decodeFramesInto(bytes, info, planar, 0);
+  return planar;
+}
+
+/**
+ * decodeFrames into existing arrays, from index `off` of each (they must have room): a live stream decodes every
+ * 20 ms chunk straight into the buffer that gathers whole hops, with no array per chunk. Returns the frames written.
+ */
+export function decodeFramesInto(
+  bytes: Buffer,
+  info: { format: WavSampleFormat; channels: number; blockAlign: number },
+  planar: Float32Array[],
+  off: number,
+): number {
   const C = info.channels;
   const frames = Math.floor(bytes.length / info.blockAlign);
-  const planar = Array.from({ length: C }, () => new Float32Array(frames));
   const n = frames * C;
   // Typed views need an aligned start: copy when the bytes do not have one (the reader's own buffers always do).
   const view = <T>(Ctor: { new (b: ArrayBufferLike, o: number, l: number): T; BYTES_PER_ELEMENT: number }): T => {
@@ -20,15 +35,15 @@ export function decodeFrames(bytes: Buffer, info: { format: WavSampleFormat; cha
   };
   switch (info.format) {
     case 'u8':
-      for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k++) planar[c][f] = (bytes[k] - 128) / 128;
+      for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k++) planar[c][off + f] = (bytes[k] - 128) / 128;
       break;
     case 's16': {
       const v = view(Int16Array);
       if (C === 1) {
         const out = planar[0];
-        for (let i = 0; i < frames; i++) out[i] = v[i] / 32768;
+        for (let i = 0; i < frames; i++) out[off + i] = v[i] / 32768;
       } else {
-        for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k++) planar[c][f] = v[k] / 32768;
+        for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k++) planar[c][off + f] = v[k] / 32768;
       }
       break;
     }
@@ -36,13 +51,13 @@ export function decodeFrames(bytes: Buffer, info: { format: WavSampleFormat; cha
       for (let f = 0, k = 0; f < frames; f++) {
         for (let c = 0; c < C; c++, k += 3) {
           // Little-endian 24-bit, sign from the top byte (<< 8 >> 8 sign-extends).
-          planar[c][f] = (((bytes[k] | (bytes[k + 1] << 8) | (bytes[k + 2] << 16)) << 8) >> 8) / 8388608;
+          planar[c][off + f] = (((bytes[k] | (bytes[k + 1] << 8) | (bytes[k + 2] << 16)) << 8) >> 8) / 8388608;
         }
       }
       break;
     case 's32': {
       const v = view(Int32Array);
-      for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k++) planar[c][f] = v[k] / 2147483648;
+      for (let f = 0, k = 0; f < frames; f++) for (let c = 0; c < C; c++, k++) planar[c][off + f] = v[k] / 2147483648;
       break;
     }
     case 'f32': {
@@ -50,7 +65,7 @@ export function decodeFrames(bytes: Buffer, info: { format: WavSampleFormat; cha
       for (let f = 0, k = 0; f < frames; f++) {
         for (let c = 0; c < C; c++, k++) {
           const x = v[k];
-          planar[c][f] = x - x === 0 ? x : 0;
+          planar[c][off + f] = x - x === 0 ? x : 0;
         }
       }
       break;
@@ -60,13 +75,13 @@ export function decodeFrames(bytes: Buffer, info: { format: WavSampleFormat; cha
       for (let f = 0, k = 0; f < frames; f++) {
         for (let c = 0; c < C; c++, k++) {
           const x = v[k];
-          planar[c][f] = x - x === 0 ? x : 0;
+          planar[c][off + f] = x - x === 0 ? x : 0;
         }
       }
       break;
     }
   }
-  return planar;
+  return frames;
 }
 
 /** 1.5 * 2^52: adding and subtracting it rounds a double below 2^51 to an integer, ties to even (lrint's rule). */

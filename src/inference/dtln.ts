@@ -175,9 +175,9 @@ export class DtlnCore {
     return joinLstmStates(cores.map(pick), cores.map((c) => c.batch), rows);
   }
 
-  /** joinStates' inverse: each core's rows of a [LAYERS, rows, UNITS] state. */
-  private static splitStates(cores: DtlnCore[], rows: number, joined: Float32Array): Float32Array[] {
-    return splitLstmStates(joined, cores.map((c) => c.batch), rows);
+  /** joinStates' inverse: each core's rows of a [LAYERS, rows, UNITS] state, written into `pick`'s arrays. */
+  private static splitStates(cores: DtlnCore[], rows: number, joined: Float32Array, pick: (c: DtlnCore) => Float32Array): Float32Array[] {
+    return splitLstmStates(joined, cores.map((c) => c.batch), rows, cores.map(pick));
   }
 
   /** One run of t frames for all the cores' rows: stage 1, the masked inverse, stage 2, overlap-add into `outs`. */
@@ -199,8 +199,8 @@ export class DtlnCore {
       c0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.c1), [LAYERS, rows, UNITS]),
     });
     bufs.mask.set(r1.mask.data as Float32Array);
-    const h1 = DtlnCore.splitStates(cores, rows, r1.hN.data as Float32Array);
-    const c1 = DtlnCore.splitStates(cores, rows, r1.cN.data as Float32Array);
+    const h1 = DtlnCore.splitStates(cores, rows, r1.hN.data as Float32Array, (c) => c.h1);
+    const c1 = DtlnCore.splitStates(cores, rows, r1.cN.data as Float32Array, (c) => c.c1);
     cores.forEach((core, i) => {
       core.h1 = h1[i];
       core.c1 = c1[i];
@@ -214,8 +214,8 @@ export class DtlnCore {
       });
       // Stage 2's output blocks take the masked blocks' place (the inputs are no longer needed).
       bufs.blocks.set(r2.out.data as Float32Array);
-      const h2 = DtlnCore.splitStates(cores, rows, r2.hN.data as Float32Array);
-      const c2 = DtlnCore.splitStates(cores, rows, r2.cN.data as Float32Array);
+      const h2 = DtlnCore.splitStates(cores, rows, r2.hN.data as Float32Array, (c) => c.h2);
+      const c2 = DtlnCore.splitStates(cores, rows, r2.cN.data as Float32Array, (c) => c.c2);
       cores.forEach((core, i) => {
         core.h2 = h2[i];
         core.c2 = c2[i];
@@ -255,18 +255,21 @@ export function joinLstmStates(states: Float32Array[], batches: number[], rows: 
   return joined;
 }
 
-/** joinLstmStates' inverse: each part's rows of a [LAYERS, rows, UNITS] state. */
-export function splitLstmStates(joined: Float32Array, batches: number[], rows: number): Float32Array[] {
+/**
+ * joinLstmStates' inverse, written into each part's own state array (`into`, [LAYERS, batch_i, UNITS] each): no
+ * allocation per stream per run (a live tick splits hundreds). With one part, the joined state is that part's.
+ */
+export function splitLstmStates(joined: Float32Array, batches: number[], rows: number, into: Float32Array[]): Float32Array[] {
   if (batches.length === 1) return [joined];
   let row = 0;
-  return batches.map((b) => {
-    const own = new Float32Array(LAYERS * b * UNITS);
+  batches.forEach((b, i) => {
+    const own = into[i];
     for (let l = 0; l < LAYERS; l++) {
       own.set(joined.subarray((l * rows + row) * UNITS, (l * rows + row + b) * UNITS), l * b * UNITS);
     }
     row += b;
-    return own;
   });
+  return into;
 }
 
 /** dst[0 .. len) = (a followed by b)[from .. from + len). */

@@ -5,7 +5,7 @@
 // whole frame hops only: then every stream's DTLN cores hold the same samples and can be joined.
 import { concat } from '../dsp/concat';
 import { LowFrequencyDither } from '../dsp/dither';
-import { decodeFrames } from '../dsp/pcm';
+import { decodeFrames, decodeFramesInto } from '../dsp/pcm';
 import { RationalResampler } from '../dsp/rational-resampler';
 import { batchingGraphs, type BatchStats } from './batching';
 import { MODELS } from './models';
@@ -28,8 +28,12 @@ export class LiveStream {
   private readonly toChain: RationalResampler | null;
   private readonly fromChain: RationalResampler | null;
   private readonly dither: LowFrequencyDither | null;
-  /** Chain-rate samples waiting for a whole hop. */
-  private pending: Float32Array[];
+  /**
+   * Chain-rate samples waiting for a whole hop: the first pendLen of each channel's buffer, grown as needed and reused
+   * (chunks are decoded straight into it when no resampler is in the way).
+   */
+  private pend: Float32Array[];
+  private pendLen = 0;
   /** Output samples (client rate) still to drop: the resamplers' delay. */
   private toSkip: number;
   private inSamples = 0;
@@ -52,7 +56,7 @@ export class LiveStream {
     const ratio = opts.sampleRate / this.chainRate;
     this.latencySamples = Math.ceil((chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
     this.dither = opts.encoding === 'pcm_s16le' ? new LowFrequencyDither(opts.sampleRate, opts.channels) : null;
-    this.pending = Array.from({ length: opts.channels }, () => new Float32Array(0));
+    this.pend = Array.from({ length: opts.channels }, () => new Float32Array(2 * this.quantum));
     this.format = opts.encoding === 'pcm_s16le' ? 's16' : 'f32';
     this.channels = opts.channels;
   }
@@ -65,19 +69,24 @@ export class LiveStream {
     const frame = (this.format === 's16' ? 2 : 4) * this.channels;
     if (bytes.byteLength % frame !== 0) throw new Error(`${bytes.byteLength} bytes are not whole ${frame}-byte frames`);
     const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const planar = decodeFrames(buf, { format: this.format, channels: this.channels, blockAlign: frame });
-    this.inSamples += planar[0].length;
-    return this.encode(this.take(await this.run(planar)));
+    const info = { format: this.format, channels: this.channels, blockAlign: frame };
+    const frames = bytes.byteLength / frame;
+    this.inSamples += frames;
+    if (this.toChain) return this.encode(this.take(await this.run(decodeFrames(buf, info))));
+    this.reserve(frames);
+    decodeFramesInto(buf, info, this.pend, this.pendLen);
+    this.pendLen += frames;
+    return this.encode(this.take(await this.runPending()));
   }
 
   /** Flushes: the output of every input sample not yet answered (total output = total input). */
   async end(): Promise<Uint8Array> {
     const parts: Float32Array[][] = [];
     // Silence (not counted as input) carries the last samples through the resamplers' delay; take() cuts the excess.
-    if (this.toChain) parts.push(await this.run(this.pending.map(() => new Float32Array(this.toSkip + 2 * this.quantum + 64))));
-    if (this.pending[0].length > 0) {
-      const rest = this.pending;
-      this.pending = rest.map(() => new Float32Array(0));
+    if (this.toChain) parts.push(await this.run(this.pend.map(() => new Float32Array(this.toSkip + 2 * this.quantum + 64))));
+    if (this.pendLen > 0) {
+      const rest = this.pend.map((x) => x.slice(0, this.pendLen));
+      this.pendLen = 0;
       parts.push(this.fromChain ? this.fromChain.process(await this.stream.push(rest)) : await this.stream.push(rest));
     }
     const flushed = await this.stream.end();
@@ -89,13 +98,33 @@ export class LiveStream {
   /** Client-rate samples through the resampler, the chain (whole hops) and back. */
   private async run(planar: Float32Array[]): Promise<Float32Array[]> {
     const atChain = this.toChain ? this.toChain.process(planar) : planar;
-    // Whole hops to the chain; the rest waits for the next chunk.
-    const joined = this.pending.map((p, c) => concat(p, atChain[c]));
-    const usable = Math.floor(joined[0].length / this.quantum) * this.quantum;
-    this.pending = joined.map((x) => x.slice(usable));
-    if (usable === 0) return joined.map(() => new Float32Array(0));
-    const out = await this.stream.push(joined.map((x) => x.subarray(0, usable)));
+    this.reserve(atChain[0].length);
+    for (let c = 0; c < this.channels; c++) this.pend[c].set(atChain[c], this.pendLen);
+    this.pendLen += atChain[0].length;
+    return this.runPending();
+  }
+
+  /** The whole hops of what waits, through the chain (and back to the client's rate); the rest waits for more. */
+  private async runPending(): Promise<Float32Array[]> {
+    const usable = Math.floor(this.pendLen / this.quantum) * this.quantum;
+    if (usable === 0) return this.pend.map(() => new Float32Array(0));
+    // A copy: chains may keep their input (the dry signal of an attenuation limit), and the buffer is reused.
+    const hops = this.pend.map((x) => x.slice(0, usable));
+    for (const x of this.pend) x.copyWithin(0, usable, this.pendLen);
+    this.pendLen -= usable;
+    const out = await this.stream.push(hops);
     return this.fromChain ? this.fromChain.process(out) : out;
+  }
+
+  /** Room for `more` samples after what waits. */
+  private reserve(more: number): void {
+    const need = this.pendLen + more;
+    if (this.pend[0].length >= need) return;
+    this.pend = this.pend.map((old) => {
+      const grown = new Float32Array(Math.max(need, 2 * old.length));
+      grown.set(old.subarray(0, this.pendLen));
+      return grown;
+    });
   }
 
   /** Drops the resamplers' delay and never returns more than was sent in. */
