@@ -21,6 +21,8 @@ export interface Config {
   liveWorkers: number;
   /** Niceness of the file workers and their ffmpeg processes (FILE_WORK_NICE; 0: as the server). */
   fileWorkNice: number;
+  /** File workers under Linux's SCHED_IDLE policy too (FILE_WORK_IDLE): CPU time only when nothing else wants it. */
+  fileWorkIdle: boolean;
   /** ffmpeg binary: FFMPEG_PATH, else the one shipped in @ffmpeg-installer/ffmpeg. */
   ffmpegPath: string;
   /** Directory holding the generated ONNX graphs and manifest.json. */
@@ -169,6 +171,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workers,
     liveWorkers: e.LIVE_WORKERS,
     fileWorkNice: e.FILE_WORK_NICE,
+    fileWorkIdle: e.FILE_WORK_IDLE,
     ffmpegPath: e.FFMPEG_PATH ?? defaultFfmpeg(),
     modelsDir: path.resolve(e.MODELS_DIR ?? path.join(PROJECT_ROOT, 'models')),
     modelServiceUrl: e.MODEL_SERVICE_URL?.trim() || null,

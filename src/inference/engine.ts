@@ -10,6 +10,7 @@ import { MAX_IN_FLIGHT, PoolWorker } from './pool-worker';
 import type { ToWorker } from './protocol';
 import { StreamHandle, type StreamHost } from './stream-handle';
 import { LivePool } from './live';
+import type { ThreadPriority } from './thread-priority';
 import type {
   DenoiseOptions,
   DenoiseStream,
@@ -87,6 +88,13 @@ class Engine implements InferenceEngine, StreamHost {
     return this.live.state();
   }
 
+  workerPriorities(): { live: boolean; priority: ThreadPriority | null }[] {
+    return [
+      ...this.workers.map((w) => ({ live: false, priority: w.priority })),
+      ...this.liveWorkers.map((w) => ({ live: true, priority: w.priority })),
+    ];
+  }
+
   nextReqId(): number {
     return ++this.reqCounter;
   }
@@ -106,7 +114,7 @@ class Engine implements InferenceEngine, StreamHost {
       this.options.warmUp ?? true,
       (w, code) => this.onWorkerExit(w, code),
       () => this.dispatch(),
-      live ? 0 : this.config.fileWorkNice,
+      live ? { nice: 0, idle: false } : { nice: this.config.fileWorkNice, idle: this.config.fileWorkIdle },
     );
   }
 

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { LiveWorker } from './live';
 import type { FromWorker, ToWorker } from './protocol';
+import type { ThreadPriority } from './thread-priority';
 
 const WORKER_SCRIPT = path.join(__dirname, 'worker.js');
 /**
@@ -43,6 +44,8 @@ export class PoolWorker implements LiveWorker {
   readonly inFlight: Job[] = [];
   readonly streams = new Map<number, PinnedStream>();
   dead = false;
+  /** The thread's kernel id and the priority it got (known once ready). */
+  priority: ThreadPriority | null = null;
   private isReady = false;
   private initError: Error | null = null;
 
@@ -52,14 +55,15 @@ export class PoolWorker implements LiveWorker {
     private readonly onExit: (w: PoolWorker, code: number) => void,
     /** Called when the worker may have room for a waiting stream (it got ready, or answered a request). */
     private readonly onRoom: () => void,
-    /** The thread's niceness (file workers: config.fileWorkNice; live workers 0). */
-    nice = 0,
+    /** The thread's priority (file workers: FILE_WORK_NICE, FILE_WORK_IDLE; live workers as the server). */
+    lower: { nice: number; idle: boolean } = { nice: 0, idle: false },
   ) {
-    this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir, warmUp, nice } });
+    this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir, warmUp, ...lower } });
     this.ready = new Promise<void>((resolve, reject) => {
       this.worker.on('message', (msg: FromWorker) => {
         if (msg.type === 'ready') {
           this.isReady = true;
+          this.priority = msg.priority ?? null;
           resolve();
           this.onRoom();
           this.pump();

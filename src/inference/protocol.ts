@@ -1,4 +1,5 @@
 // Messages between the pool (main thread) and an inference worker.
+import type { ThreadPriority } from './thread-priority';
 import type { WavSampleFormat } from '../dsp/pcm';
 import type { LiveEncoding, ModelId, StreamLoudness } from './types';
 
@@ -104,7 +105,7 @@ export function spansItsBuffer(view: ArrayBufferView): boolean {
 }
 
 export type FromWorker =
-  | { type: 'ready' }
+  | { type: 'ready'; priority?: ThreadPriority }
   | { type: 'init-error'; message: string }
   | { type: 'result'; reqId: number; planar: Float32Array[]; pcm?: Uint8Array; loudness?: StreamLoudness }
   | { type: 'error'; reqId: number; message: string }

@@ -1,6 +1,7 @@
 // Contract between the audio pipeline and the inference engine.
 // Audio crosses it as float32 samples in [-1, 1] at the stream's rate, planar (one array per channel); a
 // PcmDenoiseStream takes and returns interleaved PCM bytes instead, converted on the engine's side.
+import type { ThreadPriority } from './thread-priority';
 import type { WavSampleFormat } from '../dsp/pcm';
 
 /** How one frequency band of the output was processed (reported in X-NS-Stats `bands`). */
@@ -134,6 +135,8 @@ export interface InferenceEngine {
   /** A live stream (live.ts): batched with the other live streams, ahead of file work. */
   openLive?(opts: LiveOptions, sink: LiveSink): Promise<LiveStream>;
   liveState?(): LiveState;
+  /** Each worker thread's kernel id and priority (file workers lowered: FILE_WORK_NICE, FILE_WORK_IDLE). */
+  workerPriorities?(): { live: boolean; priority: ThreadPriority | null }[];
   /** A stream with PCM edges (PcmDenoiseStream); engines without it are used through openStream. */
   openPcmStream?(opts: DenoiseOptions, input: WavSampleFormat): Promise<PcmDenoiseStream>;
   state(): PoolState;

@@ -3,7 +3,6 @@
 // streams on a worker never run concurrently and replies come back in order. Per-sample work around the chain that
 // would otherwise fall on the server's main thread runs here too: loudness metering, and for PCM streams the decoding
 // of the input bytes and the dither and 16-bit rounding of the output.
-import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { LoudnessMeter } from '../dsp/loudness';
 import { createChain } from './chains';
@@ -12,13 +11,18 @@ import { PcmEdges } from './pcm-edges';
 import { loadGraphs } from './sessions';
 import { LiveHost } from './live-host';
 import { AlignedStream } from './stream';
+import { lowerThisThread, threadId, type ThreadPriority } from './thread-priority';
 import { packLive, packedTransfer, spansItsBuffer, unpackLive, type ToWorker, type FromWorker } from './protocol';
 
 interface WorkerInit {
   modelsDir: string;
   warmUp: boolean;
-  /** Niceness of this thread (file workers): set before the graphs load, so ONNX Runtime's own threads inherit it. */
+  /**
+   * Priority of this thread (file workers: FILE_WORK_NICE, FILE_WORK_IDLE; live workers as the server): set before the
+   * graphs load, so ONNX Runtime's own threads inherit it.
+   */
   nice: number;
+  idle: boolean;
 }
 
 const port = parentPort;
@@ -37,6 +41,7 @@ interface Hosted {
 
 const streams = new Map<number, Hosted>();
 let graphs: DtlnGraphs | null = null;
+let priority: ThreadPriority = { tid: threadId(), nice: 0, idle: false };
 let live: LiveHost | null = null;
 
 function send(msg: FromWorker, transfer: ArrayBuffer[] = []): void {
@@ -147,14 +152,7 @@ async function warmUp(g: DtlnGraphs): Promise<void> {
 async function main(): Promise<void> {
   try {
     const init = workerData as WorkerInit;
-    // On Linux the niceness is a thread's own: setpriority(PRIO_PROCESS, 0) from here changes this worker only.
-    if (init.nice > 0) {
-      try {
-        os.setPriority(0, init.nice);
-      } catch {
-        // Not permitted (a seccomp profile, another OS): the worker runs at the server's priority.
-      }
-    }
+    if (init.nice > 0 || init.idle) priority = await lowerThisThread(init.nice, init.idle);
     graphs = await loadGraphs(init.modelsDir);
     if (init.warmUp) await warmUp(graphs);
   } catch (err) {
@@ -177,7 +175,7 @@ async function main(): Promise<void> {
       }),
     );
   });
-  send({ type: 'ready' });
+  send({ type: 'ready', priority });
 }
 
 void main();
