@@ -19,6 +19,7 @@ const UNIT_TESTS = [
   'inference-engine',
   'inference-fft-pairs',
   'inference-gate',
+  'inference-live-pool',
   'jobs-keys-cli',
   'jobs-openapi',
   'jobs-routes',

@@ -19,6 +19,8 @@ export interface Config {
   workers: number;
   /** Worker threads for live streams (LIVE_WORKERS), started with the first stream. */
   liveWorkers: number;
+  /** Least time between a live worker's tick starts (LIVE_TICK_MS). */
+  liveTickMs: number;
   /** Niceness of the file workers and their ffmpeg processes (FILE_WORK_NICE; 0: as the server). */
   fileWorkNice: number;
   /** File workers under Linux's SCHED_IDLE policy too (FILE_WORK_IDLE): CPU time only when nothing else wants it. */
@@ -170,6 +172,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir,
     workers,
     liveWorkers: e.LIVE_WORKERS,
+    liveTickMs: e.LIVE_TICK_MS,
     fileWorkNice: e.FILE_WORK_NICE,
     fileWorkIdle: e.FILE_WORK_IDLE,
     ffmpegPath: e.FFMPEG_PATH ?? defaultFfmpeg(),

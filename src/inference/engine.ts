@@ -55,7 +55,7 @@ class Engine implements InferenceEngine, StreamHost {
   ) {
     for (let i = 0; i < Math.max(1, config.workers); i++) this.workers.push(this.spawn());
     // Live ids are their own series: the file queue's ranks (ARRIVAL_ORDER_MESSAGES) count file streams only.
-    this.live = new LivePool(() => this.liveWorkers, () => ++this.liveCounter, () => this.nextReqId());
+    this.live = new LivePool(() => this.liveWorkers, () => ++this.liveCounter, () => this.nextReqId(), config.liveTickMs);
   }
 
   /**
