@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { pcm16WavHeader } from '../../src/audio/wav';
 import { startServer, stopServer, type Server } from './load';
@@ -34,6 +35,8 @@ export interface StreamLevel {
   streamsPerCore: number;
   /** /denoise calls completed by the file clients meanwhile (with --with-files). */
   fileCalls: number;
+  /** This (client) process's event-loop delay p99 in the window, ms: how much of the latency may be the client's. */
+  clientLoopP99: number;
   errors: string[];
   holds: boolean;
 }
@@ -158,12 +161,15 @@ export async function runStreamLevel(
   await new Promise((r) => setTimeout(r, 2000)); // warm-up
   measuring = true;
   fileCalls = 0;
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
   const cpu0 = cpuMsOf(server.child.pid!);
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, opts.seconds * 1000));
   const cpu1 = cpuMsOf(server.child.pid!);
   const window = (performance.now() - t0) / 1000;
   measuring = false;
+  loop.disable();
   stop = true;
   await Promise.all(fileClients);
   await Promise.all(
@@ -189,6 +195,7 @@ export async function runStreamLevel(
     cpuMsPerStreamSecond: Math.round(cpuPerStreamSecond * 100) / 100,
     streamsPerCore: Math.floor(1000 / cpuPerStreamSecond),
     fileCalls,
+    clientLoopP99: Math.round(loop.percentile(99) / 1e5) / 10,
     errors: [...new Set(errors)].slice(0, 5),
     holds: false,
   };
@@ -272,13 +279,13 @@ export async function runStreamBench(o: StreamBenchOptions): Promise<unknown> {
   const rows: StreamLevel[] = [];
   try {
     o.log(`Live streams: ${os.cpus().length} cores, WORKERS=${o.workers}, 20 ms frames of ${path.basename(o.speechFile)} at 16 kHz s16 in real time, ${o.seconds} s per level${o.withFiles ? ', 4 clients posting 10 s files to /denoise meanwhile' : ''}.`);
-    o.log('model     streams  p50 ms  p90 ms  p99 ms  max ms  underruns  CPU ms/stream-s  streams/core  files  holds');
+    o.log('model     streams  p50 ms  p90 ms  p99 ms  max ms  underruns  CPU ms/stream-s  streams/core  files  client loop p99 ms  holds');
     for (const model of o.models) {
       for (const n of o.levels) {
         const r = await runStreamLevel(server, { model, streams: n, seconds: o.seconds, rate: 16000, pcm, withFiles: fileWav });
         rows.push(r);
         o.log(
-          `${model.padEnd(9)} ${String(n).padStart(7)} ${r.p50.toFixed(2).padStart(7)} ${r.p90.toFixed(2).padStart(7)} ${r.p99.toFixed(2).padStart(7)} ${String(r.max).padStart(7)} ${String(r.underruns).padStart(10)} ${r.cpuMsPerStreamSecond.toFixed(2).padStart(16)} ${String(r.streamsPerCore).padStart(13)} ${String(r.fileCalls).padStart(6)}  ${r.holds ? 'yes' : 'no'}${r.errors.length ? '  ' + r.errors.join('; ') : ''}`,
+          `${model.padEnd(9)} ${String(n).padStart(7)} ${r.p50.toFixed(2).padStart(7)} ${r.p90.toFixed(2).padStart(7)} ${r.p99.toFixed(2).padStart(7)} ${String(r.max).padStart(7)} ${String(r.underruns).padStart(10)} ${r.cpuMsPerStreamSecond.toFixed(2).padStart(16)} ${String(r.streamsPerCore).padStart(13)} ${String(r.fileCalls).padStart(6)} ${r.clientLoopP99.toFixed(1).padStart(19)}  ${r.holds ? 'yes' : 'no'}${r.errors.length ? '  ' + r.errors.join('; ') : ''}`,
         );
         if (!r.holds && r.p99 > 200) break; // past saturation: larger counts only take longer
       }
