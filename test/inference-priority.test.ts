@@ -1,6 +1,9 @@
-// File workers yield the CPU to live streams: with FILE_WORK_NICE and FILE_WORK_IDLE their threads run niced and under
-// SCHED_IDLE, as the kernel reports them (/proc/PID/task/TID/stat); the live worker runs at the server's priority.
+// File work yields the CPU to live streams: with FILE_WORK_NICE and FILE_WORK_IDLE the file workers' threads and the
+// ffmpeg children run niced and under SCHED_IDLE, as the kernel reports them (/proc/PID/task/TID/stat); the live
+// worker runs at the server's priority.
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';
 import { loadConfig } from '../src/config';
 import { createInferenceEngine } from '../src/inference/engine';
 import { readThreadPriority } from '../src/inference/thread-priority';
@@ -54,6 +57,28 @@ async function openLiveStream(engine: InferenceEngine): Promise<void> {
       }
     } finally {
       await engine.close();
+    }
+  });
+});
+
+(linux ? describe : describe.skip)('ffmpeg children of file work', () => {
+  test.each([
+    { idle: true, nice: 10 },
+    { idle: false, nice: 7 },
+    { idle: false, nice: 0 },
+  ])('nice $nice, SCHED_IDLE $idle: as asked, and the process is ffmpeg itself (chrt execs it: same pid)', async ({ idle, nice }) => {
+    const { ffmpegPath } = loadConfig();
+    const child = spawnFfmpeg({ ffmpegPath, fileWorkNice: nice, fileWorkIdle: idle }, [
+      '-re', '-f', 'lavfi', '-i', 'anullsrc=r=16000:cl=mono', '-t', '30', '-f', 'null', '-', // real time: still running when looked at
+    ]);
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      const kernel = readThreadPriority(child.pid!, child.pid!);
+      expect(kernel).toEqual({ nice, policy: idle && hasChrt ? SCHED_IDLE : SCHED_OTHER });
+      expect(fs.readFileSync(`/proc/${child.pid}/comm`, 'utf8').trim()).toBe('ffmpeg');
+    } finally {
+      child.kill('SIGTERM');
+      await waitForExit(child).catch(() => undefined);
     }
   });
 });

@@ -1,4 +1,5 @@
 // Small helpers around spawning the ffmpeg binary directly (no ffprobe ships with @ffmpeg-installer).
+import fs from 'node:fs';
 import os from 'node:os';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { AudioPipelineError } from './errors';
@@ -38,15 +39,27 @@ export function untrustedInputArgs(): string[] {
   return ['-format_whitelist', INPUT_DEMUXERS.join(','), '-protocol_whitelist', 'file'];
 }
 
-/** Which ffmpeg, and the niceness to run it at (FILE_WORK_NICE: file work yields the CPU to live streams). */
+/**
+ * Which ffmpeg, and the priority to run it at (FILE_WORK_NICE, FILE_WORK_IDLE: file work yields the CPU to live
+ * streams, as the file workers do: inference/thread-priority.ts).
+ */
 export interface FfmpegTool {
   ffmpegPath: string;
   fileWorkNice?: number;
+  fileWorkIdle?: boolean;
 }
 
+/** util-linux's chrt (Debian: always there), which starts ffmpeg under SCHED_IDLE; null where it is missing. */
+const CHRT = process.platform === 'linux' ? (['/usr/bin/chrt', '/bin/chrt'].find((p) => fs.existsSync(p)) ?? null) : null;
+
 export function spawnFfmpeg(tool: string | FfmpegTool, args: string[]): ChildProcess {
-  const { ffmpegPath, fileWorkNice = 0 } = typeof tool === 'string' ? { ffmpegPath: tool } : tool;
-  const child = spawn(ffmpegPath, ['-hide_banner', '-nostdin', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const { ffmpegPath, fileWorkNice = 0, fileWorkIdle = false } = typeof tool === 'string' ? { ffmpegPath: tool } : tool;
+  const argv = ['-hide_banner', '-nostdin', ...args];
+  // chrt sets the policy and then execs ffmpeg in the same process (same pid: signals and exit codes are ffmpeg's).
+  const child =
+    fileWorkIdle && CHRT
+      ? spawn(CHRT, ['--idle', '0', ffmpegPath, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] })
+      : spawn(ffmpegPath, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
   if (fileWorkNice > 0 && child.pid !== undefined) {
     try {
       os.setPriority(child.pid, fileWorkNice);

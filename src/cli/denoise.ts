@@ -218,7 +218,9 @@ export async function runDenoise(argv: string[]): Promise<number> {
   }
   const loaded = configOrExplain((line) => process.stderr.write(line + '\n'));
   if (!loaded) return CONFIG_EXIT;
-  const config: Config = loaded;
+  // The server lowers its file work (FILE_WORK_NICE, FILE_WORK_IDLE) so that live streams come first; a CLI run has
+  // no live streams to yield to, and under SCHED_IDLE it would crawl on a busy desktop.
+  const config: Config = { ...loaded, fileWorkNice: 0, fileWorkIdle: false };
   let args: DenoiseArgs;
   try {
     args = parseDenoiseArgs(argv, config.defaultAttenuationLimitDb);

@@ -125,7 +125,7 @@ export const VARIABLES = {
   WORKERS: v(int(1, 256).optional(), { default: "the container's CPU limit (cgroup quota, `--cpus`) rounded down, else the cores", meaning: 'inference worker threads (also the batch concurrency)' }),
   LIVE_WORKERS: v(int(1, 64).default(1), { meaning: 'worker threads for live streams, apart from the file workers (started with the first stream; each takes up to a core)' }),
   LIVE_TICK_MS: v(decimal({ min: 0, max: 20 }).default(2), { meaning: 'least time between the starts of two ticks of a live worker (one tick runs every stream\'s waiting audio together): larger batches cost less CPU per stream, at up to this much added latency; 0: as soon as the previous tick is done' }),
-  FILE_WORK_IDLE: v(bool().default(true), { meaning: 'file workers also run under Linux\'s SCHED_IDLE policy (set with util-linux `chrt`): they only get CPU time that live streams and the HTTP thread leave; `false`: niceness only' }),
+  FILE_WORK_IDLE: v(bool().default(true), { meaning: 'file workers and their ffmpeg processes also run under Linux\'s SCHED_IDLE policy (set with util-linux `chrt`): they only get CPU time that live streams and the HTTP thread leave; `false`: niceness only' }),
   FILE_WORK_NICE: v(int(0, 19).default(10), { meaning: 'niceness of the file workers and their ffmpeg processes (Linux): when the CPU is short, live streams and the HTTP thread run first; 0 turns it off' }),
   MODELS_DIR: v(text('a directory').optional(), { default: '`./models` (in the clone)', meaning: 'ONNX graphs, `manifest.json`, `sample.wav`' }),
   FFMPEG_PATH: v(text('a path to an ffmpeg binary').optional(), { default: 'the binary in `@ffmpeg-installer/ffmpeg`', meaning: 'ffmpeg to use' }),
