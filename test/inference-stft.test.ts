@@ -6,7 +6,7 @@ import { loadConfig } from '../src/config';
 import { RealFFT } from '../src/dsp/fft';
 import { DtlnCore, type DtlnGraphs } from '../src/inference/dtln';
 import { loadGraphs } from '../src/inference/sessions';
-import { createStft, STFT_BINS, STFT_BLOCK, STFT_HOP, WASM_FILE, wasmStftProblem } from '../src/dsp/stft';
+import { createStft, STFT_BINS, STFT_BLOCK, WASM_FILE, wasmStftProblem } from '../src/dsp/stft';
 import { seededRandom, speechSourcePath } from '../src/audio/synthetic-noise';
 import { decodeAudio } from '../scripts/lib/audio-io';
 
@@ -38,17 +38,21 @@ describe('STFT back ends', () => {
     expect(createStft('js').kind).toBe('js');
   });
 
-  it.each([1, 2, 7, 64, 125])('WebAssembly STFT, masked inverse and overlap-add equal RealFFT and the JS loops bit for bit (%i frames, 3 streams)', (t) => {
+  // Hop 128 is DTLN's; 256 is nsm-1's stage 1 (dtln-stage1.ts), whose frames overlap by half.
+  it.each([
+    [1, 128], [2, 128], [7, 128], [64, 128], [125, 128],
+    [1, 256], [2, 256], [7, 256], [64, 256],
+  ])('WebAssembly STFT, masked inverse and overlap-add equal RealFFT and the JS loops bit for bit (%i frames every %i samples, 3 streams)', (t, hop) => {
     const B = 3;
     const wasm = createStft('wasm');
     const js = createStft('js');
     const fft = new RealFFT(STFT_BLOCK);
-    const w = wasm.prepare(B, t);
-    const j = js.prepare(B, t);
-    const len = t * STFT_HOP + STFT_BLOCK - STFT_HOP;
-    const r = seededRandom(t);
+    const w = wasm.prepare(B, t, hop);
+    const j = js.prepare(B, t, hop);
+    const len = t * hop + STFT_BLOCK - hop;
+    const r = seededRandom(t + hop);
     for (let b = 0; b < B; b++) {
-      const x = signal(len, 10 * t + b);
+      const x = signal(len, 10 * t + b + hop);
       w.sig[b].set(x);
       j.sig[b].set(x);
       wasm.stft(b);
@@ -58,7 +62,7 @@ describe('STFT back ends', () => {
       const im = new Float64Array(STFT_BINS);
       const mag = new Float32Array(STFT_BINS);
       for (let i = 0; i < t; i++) {
-        fft.forwardMag(x, i * STFT_HOP, re, im, mag, 0);
+        fft.forwardMag(x, i * hop, re, im, mag, 0);
         const row = (b * t + i) * STFT_BINS;
         expect(firstDifference(w.re.subarray(row, row + STFT_BINS), re)).toBe(-1);
         expect(firstDifference(w.im.subarray(row, row + STFT_BINS), im)).toBe(-1);

@@ -15,7 +15,6 @@ import { writeFftTables } from './fft-pairs';
 export const STFT_BLOCK = 512;
 export const STFT_HOP = 128;
 export const STFT_BINS = STFT_BLOCK / 2 + 1;
-const TAIL = STFT_BLOCK - STFT_HOP;
 
 export interface StftBuffers {
   /** Float64 spectra, rows of STFT_BINS (the stage-1 input spectra; the masked inverse leaves them as they are). */
@@ -27,21 +26,24 @@ export interface StftBuffers {
   mask: Float32Array;
   /** 512-sample blocks: the masked inverse writes them (stage 2's input); overlapAdd reads them. */
   blocks: Float32Array;
-  /** Per stream: the signal of this run's frames, t*STFT_HOP + 384 samples. */
+  /** Per stream: the signal of this run's frames, t*hop + 512 - hop samples. */
   sig: Float32Array[];
-  /** Per stream: overlap-add accumulator, t*STFT_HOP + 384 samples. */
+  /** Per stream: overlap-add accumulator, t*hop + 512 - hop samples. */
   acc: Float32Array[];
 }
 
 export interface StftBackend {
   readonly kind: 'wasm' | 'js';
-  /** Buffers for B streams x t frames (valid until the next call of prepare). */
-  prepare(streams: number, frames: number): StftBuffers;
+  /**
+   * Buffers for B streams x t frames every `hop` samples (STFT_HOP, DTLN's; nsm-1's stage 1 runs at 256), valid until
+   * the next call of prepare. A stream's signal and accumulator buffers hold t*hop + 512 - hop samples.
+   */
+  prepare(streams: number, frames: number, hop?: number): StftBuffers;
   /** Spectra and magnitudes of stream b's t frames from its signal buffer, into rows b*t .. b*t+t-1. */
   stft(b: number): void;
   /** Masked inverse of every row into blocks. */
   istftMasked(): void;
-  /** acc[b][i*128 + s] += blocks[(b*t + i)*512 + s] (times window[s] with a window). */
+  /** acc[b][i*hop + s] += blocks[(b*t + i)*512 + s] (times window[s] with a window). */
   overlapAdd(b: number, window: Float32Array | null): void;
 }
 
@@ -53,10 +55,11 @@ class JsStft implements StftBackend {
   private sigCap = 0;
   private streams = 0;
   private frames = 0;
+  private hop = STFT_HOP;
 
-  prepare(streams: number, frames: number): StftBuffers {
+  prepare(streams: number, frames: number, hop = STFT_HOP): StftBuffers {
     const rows = streams * frames;
-    const sigLen = frames * STFT_HOP + TAIL;
+    const sigLen = frames * hop + STFT_BLOCK - hop;
     if (!this.bufs || rows > this.rowsCap || streams !== this.bufs.sig.length || sigLen > this.sigCap) {
       this.rowsCap = Math.max(rows, this.rowsCap);
       this.sigCap = Math.max(sigLen, this.sigCap);
@@ -72,6 +75,7 @@ class JsStft implements StftBackend {
     }
     this.streams = streams;
     this.frames = frames;
+    this.hop = hop;
     return this.bufs;
   }
 
@@ -79,7 +83,7 @@ class JsStft implements StftBackend {
     const { re, im, mag, sig } = this.bufs!;
     const t = this.frames;
     const x = sig[b];
-    for (let i = 0; i < t; i++) this.fft.forwardMag(x, i * STFT_HOP, re, im, mag, (b * t + i) * STFT_BINS);
+    for (let i = 0; i < t; i++) this.fft.forwardMag(x, i * this.hop, re, im, mag, (b * t + i) * STFT_BINS);
   }
 
   istftMasked(): void {
@@ -94,7 +98,7 @@ class JsStft implements StftBackend {
     const a = acc[b];
     for (let i = 0; i < t; i++) {
       const src = (b * t + i) * STFT_BLOCK;
-      const dst = i * STFT_HOP;
+      const dst = i * this.hop;
       if (window) for (let s = 0; s < STFT_BLOCK; s++) a[dst + s] += blocks[src + s] * window[s];
       else for (let s = 0; s < STFT_BLOCK; s++) a[dst + s] += blocks[src + s];
     }
@@ -102,10 +106,10 @@ class JsStft implements StftBackend {
 }
 
 interface DspExports {
-  stftMag(sig: number, frames: number, re: number, im: number, mag: number): void;
+  stftMag(sig: number, frames: number, hop: number, re: number, im: number, mag: number): void;
   istftMasked(re: number, im: number, gain: number, frames: number, out: number): void;
-  overlapAdd(blocks: number, frames: number, acc: number): void;
-  overlapAddWindowed(blocks: number, frames: number, acc: number, window: number): void;
+  overlapAdd(blocks: number, frames: number, hop: number, acc: number): void;
+  overlapAddWindowed(blocks: number, frames: number, hop: number, acc: number, window: number): void;
 }
 
 // Table layout of wasm/dtln-dsp.ts (bytes).
@@ -147,6 +151,7 @@ class WasmStft implements StftBackend {
   private ptr = { re: 0, im: 0, mag: 0, mask: 0, blocks: 0, sig: [] as number[], acc: [] as number[], win: 0 };
   private streams = 0;
   private frames = 0;
+  private hop = STFT_HOP;
   private layoutKey = '';
   private windowSet: Float32Array | null = null;
 
@@ -157,15 +162,16 @@ class WasmStft implements StftBackend {
     writeTables(this.memory.buffer);
   }
 
-  prepare(streams: number, frames: number): StftBuffers {
+  prepare(streams: number, frames: number, hop = STFT_HOP): StftBuffers {
     this.streams = streams;
     this.frames = frames;
+    this.hop = hop;
     // The layout is exact for this shape (streams x frames) and reused while the shape stays the same (a stream's
     // runs are all full-size but its last); the module's memory only grows, as WebAssembly memory cannot shrink.
     const rows = streams * frames;
-    const key = `${streams}:${frames}`;
+    const key = `${streams}:${frames}:${hop}`;
     if (this.bufs && key === this.layoutKey) return this.bufs;
-    const sigLen = frames * STFT_HOP + TAIL;
+    const sigLen = frames * hop + STFT_BLOCK - hop;
     const specBytes = rows * STFT_BINS * 8;
     const rowBytes32 = rows * STFT_BINS * 4;
     const align = (x: number): number => (x + 15) & ~15;
@@ -208,7 +214,7 @@ class WasmStft implements StftBackend {
     const t = this.frames;
     const r = b * t;
     const p = this.ptr;
-    this.k.stftMag(p.sig[b], t, p.re + r * STFT_BINS * 8, p.im + r * STFT_BINS * 8, p.mag + r * STFT_BINS * 4);
+    this.k.stftMag(p.sig[b], t, this.hop, p.re + r * STFT_BINS * 8, p.im + r * STFT_BINS * 8, p.mag + r * STFT_BINS * 4);
   }
 
   istftMasked(): void {
@@ -221,14 +227,14 @@ class WasmStft implements StftBackend {
     const p = this.ptr;
     const blocks = p.blocks + b * t * STFT_BLOCK * 4;
     if (!window) {
-      this.k.overlapAdd(blocks, t, p.acc[b]);
+      this.k.overlapAdd(blocks, t, this.hop, p.acc[b]);
       return;
     }
     if (this.windowSet !== window) {
       new Float32Array(this.memory.buffer, p.win, STFT_BLOCK).set(window);
       this.windowSet = window;
     }
-    this.k.overlapAddWindowed(blocks, t, p.acc[b], p.win);
+    this.k.overlapAddWindowed(blocks, t, this.hop, p.acc[b], p.win);
   }
 }
 

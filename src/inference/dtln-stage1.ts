@@ -2,11 +2,11 @@
 // every `hop` samples (256: half the frames of DTLN's 128, so half the LSTM steps and FFTs), the mask applied to the
 // complex spectrum, inverse FFT, periodic Hann synthesis scaled to sum to 1 at that hop, overlap-add. The stage-1
 // graph runs over all the chunk's frames of all streams in one session.run; LSTM states and the framing and
-// overlap-add buffers are carried between calls, so chunking does not change the output. JS FFT (fft.ts): with half
-// the frames, the STFT is a small share of the cost.
+// overlap-add buffers are carried between calls, so chunking does not change the output. The STFT is dsp/stft.ts's back end
+// (WebAssembly SIMD, bit-identical to RealFFT): in a live worker at 300 streams the JS FFT was a quarter of its time.
 import * as ort from 'onnxruntime-node';
 import { BINS, BLOCK, LAYERS, UNITS, joinLstmStates, splitLstmStates, type DtlnGraphs } from './dtln';
-import { RealFFT } from '../dsp/fft';
+import { borrowStft, returnStft } from '../dsp/stft';
 import { ChainProcessor } from './stream';
 
 /** Frames per stream per session.run: bounds the buffers whatever the chunk length. */
@@ -15,7 +15,6 @@ const MAX_FRAMES_PER_RUN = 512;
 export class Stage1Chain implements ChainProcessor {
   readonly sampleRate = 16000;
   readonly latency: number;
-  private readonly fft = new RealFFT(BLOCK);
   private readonly window = new Float32Array(BLOCK);
   /**
    * Per channel: unframed input (the first inLen samples), starting with the last BLOCK - hop samples of the previous
@@ -81,40 +80,47 @@ export class Stage1Chain implements ChainProcessor {
         return v;
       }),
     );
-    const acc = scratch(frames > 0 ? Math.min(MAX_FRAMES_PER_RUN, frames) * hop + tailLen : 0);
-    for (let f0 = 0; f0 < frames; f0 += MAX_FRAMES_PER_RUN) {
-      const t = Math.min(MAX_FRAMES_PER_RUN, frames - f0);
-      const spectra = takeSpectra(rows * t * BINS);
-      const { re, im, mag } = spectra;
-      let row = 0;
-      for (const [k, { chain }] of parts.entries()) {
-        for (let b = 0; b < chain.channels; b++, row++) {
-          for (let i = 0; i < t; i++) first.fft.forwardMag(sigs[k][b], (f0 + i) * hop, re, im, mag, (row * t + i) * BINS);
+    // The STFT back end (WebAssembly SIMD where it loads, bit-identical to RealFFT), lent for this call: its buffers
+    // hold each row's frames, spectra, masked blocks and overlap-add accumulator.
+    const stft = borrowStft();
+    try {
+      for (let f0 = 0; f0 < frames; f0 += MAX_FRAMES_PER_RUN) {
+        const t = Math.min(MAX_FRAMES_PER_RUN, frames - f0);
+        const bufs = stft.prepare(rows, t, hop);
+        const sigLen = t * hop + tailLen;
+        let row = 0;
+        for (const [k, { chain }] of parts.entries()) {
+          for (let b = 0; b < chain.channels; b++, row++) {
+            bufs.sig[row].set(sigs[k][b].subarray(f0 * hop, f0 * hop + sigLen));
+            stft.stft(row);
+          }
+        }
+        const batches = parts.map((p) => p.chain.channels);
+        const r = await graphs.stage1.run({
+          mag: new ort.Tensor('float32', bufs.mag.subarray(0, rows * t * BINS), [rows, t, BINS]),
+          h0: new ort.Tensor('float32', joinLstmStates(parts.map((p) => p.chain.h), batches, rows), [LAYERS, rows, UNITS]),
+          c0: new ort.Tensor('float32', joinLstmStates(parts.map((p) => p.chain.c), batches, rows), [LAYERS, rows, UNITS]),
+        });
+        bufs.mask.set(r.mask.data as Float32Array);
+        stft.istftMasked();
+        const h = splitLstmStates(r.hN.data as Float32Array, batches, rows, parts.map((p) => p.chain.h));
+        const c = splitLstmStates(r.cN.data as Float32Array, batches, rows, parts.map((p) => p.chain.c));
+        row = 0;
+        for (const [k, { chain }] of parts.entries()) {
+          chain.h = h[k];
+          chain.c = c[k];
+          for (let b = 0; b < chain.channels; b++, row++) {
+            const acc = bufs.acc[row];
+            acc.set(chain.olaTail[b]);
+            acc.fill(0, tailLen, sigLen);
+            stft.overlapAdd(row, chain.window);
+            outs[k][b].set(acc.subarray(0, t * hop), f0 * hop);
+            chain.olaTail[b].set(acc.subarray(t * hop, sigLen));
+          }
         }
       }
-      const batches = parts.map((p) => p.chain.channels);
-      const r = await graphs.stage1.run({
-        mag: new ort.Tensor('float32', mag, [rows, t, BINS]),
-        h0: new ort.Tensor('float32', joinLstmStates(parts.map((p) => p.chain.h), batches, rows), [LAYERS, rows, UNITS]),
-        c0: new ort.Tensor('float32', joinLstmStates(parts.map((p) => p.chain.c), batches, rows), [LAYERS, rows, UNITS]),
-      });
-      const mask = r.mask.data as Float32Array;
-      const h = splitLstmStates(r.hN.data as Float32Array, batches, rows, parts.map((p) => p.chain.h));
-      const c = splitLstmStates(r.cN.data as Float32Array, batches, rows, parts.map((p) => p.chain.c));
-      const accLen = t * hop + tailLen;
-      row = 0;
-      for (const [k, { chain }] of parts.entries()) {
-        chain.h = h[k];
-        chain.c = c[k];
-        for (let b = 0; b < chain.channels; b++, row++) {
-          acc.set(chain.olaTail[b]);
-          acc.fill(0, tailLen, accLen);
-          for (let i = 0; i < t; i++) first.fft.inverseMaskedOverlapAdd(re, im, mask, (row * t + i) * BINS, acc, i * hop, chain.window);
-          outs[k][b].set(acc.subarray(0, t * hop), f0 * hop);
-          chain.olaTail[b].set(acc.subarray(t * hop, accLen));
-        }
-      }
-      releaseSpectra(spectra);
+    } finally {
+      returnStft(stft);
     }
     for (const { chain } of parts) chain.consume(frames * hop, len);
     return outs;
@@ -139,38 +145,6 @@ export class Stage1Chain implements ChainProcessor {
     for (const x of this.inBuf) x.copyWithin(0, used, len);
     this.inLen = len - used;
   }
-}
-
-/**
- * The spectra of a run (every row's frames: re, im for the inverse, mag for the graph), reused from run to run: a live
- * worker makes hundreds of runs a second, and fresh arrays cost more than the FFTs (zeroing, then GC). Taken for the
- * length of one run (it spans an await: runs of different groups may overlap), then given back.
- */
-interface Spectra {
-  re: Float64Array;
-  im: Float64Array;
-  mag: Float32Array;
-}
-const spareSpectra: Spectra[] = [];
-function takeSpectra(n: number): Spectra {
-  const s = spareSpectra.pop();
-  if (s && s.re.length >= n) return { re: s.re.subarray(0, n), im: s.im.subarray(0, n), mag: s.mag.subarray(0, n) };
-  return { re: new Float64Array(n), im: new Float64Array(n), mag: new Float32Array(n) };
-}
-function releaseSpectra(s: Spectra): void {
-  // The whole arrays again (subarray's buffer), biggest kept: a few at most (one per run in flight).
-  const whole = (x: Float64Array): Float64Array => new Float64Array(x.buffer);
-  if (spareSpectra.length < 4) spareSpectra.push({ re: whole(s.re), im: whole(s.im), mag: new Float32Array(s.mag.buffer) });
-}
-
-/**
- * The overlap-add accumulator, shared by every chain of this thread: only used between awaits (a joint run's
- * synchronous part), so concurrent runs cannot interleave on it.
- */
-let accScratch = new Float32Array(0);
-function scratch(n: number): Float32Array {
-  if (accScratch.length < n) accScratch = new Float32Array(n);
-  return accScratch.subarray(0, n);
 }
 
 /** One chain's share of a joint run: its chunk, one array per channel. */

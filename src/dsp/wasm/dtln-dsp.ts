@@ -25,7 +25,6 @@ const BINS: usize = 257;
 const ROW64: usize = BINS * 8;
 const ROW32: usize = BINS * 4;
 const BLOCK_BYTES: usize = 512 * 4;
-const HOP_BYTES: usize = 128 * 4;
 
 // Offsets (in doubles) of each radix-4 pass's twiddles in TW, as RealFFT.twOffset(h).
 const TW_H4: usize = 6;
@@ -206,19 +205,20 @@ function inverseMaskedPair(
 }
 
 /**
- * STFT of `frames` frames (hop 128, 512 samples, float32 signal at `sig`) into spectra rows `re`/`im` (float64) and
+ * STFT of `frames` frames (every `hop` samples: 128 for DTLN, 256 for nsm-1's stage 1; 512 samples, float32 signal at `sig`) into spectra rows `re`/`im` (float64) and
  * magnitude rows `mag` (float32): RealFFT.forwardMag per frame.
  */
-export function stftMag(sig: usize, frames: i32, re: usize, im: usize, mag: usize): void {
+export function stftMag(sig: usize, frames: i32, hop: i32, re: usize, im: usize, mag: usize): void {
   const n = <usize>frames;
+  const hopBytes = <usize>hop * 4;
   let f: usize = 0;
   for (; f + 1 < n; f += 2) {
     const g = f + 1;
-    forwardMagPair(sig + f * HOP_BYTES, sig + g * HOP_BYTES, re + f * ROW64, im + f * ROW64, mag + f * ROW32, re + g * ROW64, im + g * ROW64, mag + g * ROW32);
+    forwardMagPair(sig + f * hopBytes, sig + g * hopBytes, re + f * ROW64, im + f * ROW64, mag + f * ROW32, re + g * ROW64, im + g * ROW64, mag + g * ROW32);
   }
   if (f < n) {
     // An odd last frame: both lanes compute it (they store the same values).
-    forwardMagPair(sig + f * HOP_BYTES, sig + f * HOP_BYTES, re + f * ROW64, im + f * ROW64, mag + f * ROW32, re + f * ROW64, im + f * ROW64, mag + f * ROW32);
+    forwardMagPair(sig + f * hopBytes, sig + f * hopBytes, re + f * ROW64, im + f * ROW64, mag + f * ROW32, re + f * ROW64, im + f * ROW64, mag + f * ROW32);
   }
 }
 
@@ -236,15 +236,16 @@ export function istftMasked(re: usize, im: usize, gain: usize, frames: i32, out:
 }
 
 /**
- * Overlap-add of `frames` 512-sample blocks at hop 128 into the float32 accumulator `acc` (frame order, sample by
- * sample: acc[i*128 + s] += blocks[i*512 + s]). A float32 sum equals the float64 sum rounded to float32, so this is
+ * Overlap-add of `frames` 512-sample blocks every `hop` samples into the float32 accumulator `acc` (frame order,
+ * sample by sample: acc[i*hop + s] += blocks[i*512 + s]). A float32 sum equals the float64 sum rounded to float32, so this is
  * what the JS loop computes.
  */
-export function overlapAdd(blocks: usize, frames: i32, acc: usize): void {
+export function overlapAdd(blocks: usize, frames: i32, hop: i32, acc: usize): void {
   const n = <usize>frames;
+  const hopBytes = <usize>hop * 4;
   for (let f: usize = 0; f < n; f++) {
     const src = blocks + f * BLOCK_BYTES;
-    const dst = acc + f * HOP_BYTES;
+    const dst = acc + f * hopBytes;
     for (let s: usize = 0; s < BLOCK_BYTES; s += 16) {
       v128.store(dst + s, f32x4.add(v128.load(dst + s), v128.load(src + s)));
     }
@@ -255,11 +256,12 @@ export function overlapAdd(blocks: usize, frames: i32, acc: usize): void {
  * Windowed overlap-add: acc[i*128 + s] += blocks[i*512 + s] * window[s], in float64 (the float32 product is exact
  * there) and rounded once to float32, as the JS loop does.
  */
-export function overlapAddWindowed(blocks: usize, frames: i32, acc: usize, window: usize): void {
+export function overlapAddWindowed(blocks: usize, frames: i32, hop: i32, acc: usize, window: usize): void {
   const n = <usize>frames;
+  const hopBytes = <usize>hop * 4;
   for (let f: usize = 0; f < n; f++) {
     const src = blocks + f * BLOCK_BYTES;
-    const dst = acc + f * HOP_BYTES;
+    const dst = acc + f * hopBytes;
     for (let s: usize = 0; s < BLOCK_BYTES; s += 8) {
       const x = f64x2.promote_low_f32x4(v128.load64_zero(src + s));
       const w = f64x2.promote_low_f32x4(v128.load64_zero(window + s));
