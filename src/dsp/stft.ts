@@ -1,12 +1,13 @@
-// DTLN's STFT work (512-point frames at hop 128): magnitudes for stage 1, the masked inverse for stage 2, overlap-add.
+// DTLN's STFT work (512-point frames every `hop` samples: 128 for DTLN, 256 for nsm-1's stage 1): magnitudes for
+// stage 1, the masked inverse for stage 2, overlap-add.
 // Two interchangeable back ends with bit-identical results:
 //   WasmStft  WebAssembly SIMD (wasm/dtln-dsp.ts, compiled by `npm run build` to dist/.../wasm/dtln-dsp.wasm), two
-//             frames per SIMD lane pair; each DtlnCore owns one instance and its memory, so the buffers ORT reads
-//             (magnitudes, blocks) are views on that memory and nothing is copied out;
+//             frames per SIMD lane pair; each DtlnCore or stage-1 run borrows one instance and its memory, so the
+//             buffers ORT reads (magnitudes, blocks) are views on that memory and nothing is copied out;
 //   JsStft    RealFFT (fft.ts) over JS typed arrays: the fallback where the .wasm file is missing or the runtime has no
 //             WebAssembly SIMD, and the reference the tests hold the WebAssembly code to.
 // Layout per run of B streams x t frames: rows r = b*t + i (257 bins for spectra, magnitudes and masks; 512 samples
-// for blocks); per stream a signal buffer of t*128 + 384 samples and an overlap-add accumulator of the same length.
+// for blocks); per stream a signal buffer of t*hop + 512 - hop samples and an overlap-add accumulator as long.
 import fs from 'node:fs';
 import path from 'node:path';
 import { RealFFT } from './fft';
