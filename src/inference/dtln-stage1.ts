@@ -2,8 +2,9 @@
 // every `hop` samples (256: half the frames of DTLN's 128, so half the LSTM steps and FFTs), the mask applied to the
 // complex spectrum, inverse FFT, periodic Hann synthesis scaled to sum to 1 at that hop, overlap-add. The stage-1
 // graph runs over all the chunk's frames of all streams in one session.run; LSTM states and the framing and
-// overlap-add buffers are carried between calls, so chunking does not change the output. The STFT is dsp/stft.ts's back end
-// (WebAssembly SIMD, bit-identical to RealFFT): in a live worker at 300 streams the JS FFT was a quarter of its time.
+// overlap-add buffers are carried between calls, so chunking does not change the output. The STFT is dsp/stft.ts's
+// back end (WebAssembly SIMD, bit-identical to RealFFT): in a live worker at 300 streams the JS FFT was a quarter of
+// its time.
 import * as ort from 'onnxruntime-node';
 import { BINS, BLOCK, LAYERS, UNITS, joinLstmStates, splitLstmStates, type DtlnGraphs } from './dtln';
 import { borrowStft, returnStft } from '../dsp/stft';
