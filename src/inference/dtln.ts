@@ -1,5 +1,6 @@
-// Streaming DTLN core at 16 kHz: frames pushed audio into 512-sample blocks at hop 128, runs stage 1 over all the
-// chunk's frames in one session.run, then (optionally) stage 2 in one session.run, and overlap-adds the blocks.
+// Streaming DTLN core at 16 kHz: frames pushed audio into 512-sample blocks at hop 128 (nsm-1's stage 1 alone: 256),
+// runs stage 1 over all the chunk's frames in one session.run, then (optionally) stage 2 in one session.run, and
+// overlap-adds the blocks.
 // LSTM states and the framing / overlap-add buffers are carried between calls, so chunking does not change output.
 import * as ort from 'onnxruntime-node';
 import { borrowStft, returnStft, type StftBackend, type StftBuffers } from '../dsp/stft';
@@ -49,12 +50,17 @@ export interface DtlnCoreOptions {
   batch: number;
   /** false: stage 1 only, the masked spectrum resynthesised with a Hann/OLA (nsm-1). */
   useStage2: boolean;
+  /**
+   * Frame hop (default HOP, DTLN's as trained). Stage 1 alone may run coarser (nsm-1: 256, half the frames, so half
+   * the LSTM steps and FFTs); it must divide BLOCK and be at most BLOCK / 2.
+   */
+  hop?: number;
   /** STFT back end: 'wasm' (default; the JS one where the WebAssembly module cannot be loaded) or 'js' (RealFFT). */
   stft?: 'wasm' | 'js';
 }
 
 export interface DtlnOutput {
-  /** One array per batch stream, HOP samples per completed frame. */
+  /** One array per batch stream, `hop` samples per completed frame. */
   out: Float32Array[];
 }
 
@@ -63,9 +69,14 @@ export class DtlnCore {
   private readonly stftKind: 'wasm' | 'js';
   private readonly graphs: DtlnGraphs;
   private readonly useStage2: boolean;
-  /** Per stream: unframed input; always starts with the last BLOCK-HOP samples of the previous frame. */
-  private inBuf: Float32Array[];
-  /** Per stream: overlap-add tail (partial sums of the next BLOCK-HOP output samples). */
+  readonly hop: number;
+  /**
+   * Per stream: unframed input, the first inLen samples (always the last BLOCK - hop samples of the previous frame
+   * and less than a hop more: never BLOCK or more, so the buffers are allocated once).
+   */
+  private readonly inBuf: Float32Array[];
+  private inLen: number;
+  /** Per stream: overlap-add tail (partial sums of the next BLOCK - hop output samples). */
   private readonly olaTail: Float32Array[];
   private h1: Float32Array;
   private c1: Float32Array;
@@ -80,23 +91,28 @@ export class DtlnCore {
     this.batch = opts.batch;
     this.useStage2 = opts.useStage2;
     this.stftKind = opts.stft ?? 'wasm';
+    const hop = (this.hop = opts.hop ?? HOP);
+    if (BLOCK % hop !== 0 || hop > BLOCK / 2) throw new Error(`the frame hop must divide ${BLOCK} and be at most ${BLOCK / 2}`);
+    if (hop !== HOP && opts.useStage2) throw new Error(`stage 2 runs at hop ${HOP} only`);
     const b = this.batch;
-    this.inBuf = Array.from({ length: b }, () => new Float32Array(BLOCK - HOP));
-    this.olaTail = Array.from({ length: b }, () => new Float32Array(BLOCK - HOP));
+    this.inBuf = Array.from({ length: b }, () => new Float32Array(BLOCK));
+    this.inLen = BLOCK - hop;
+    this.olaTail = Array.from({ length: b }, () => new Float32Array(BLOCK - hop));
     const stateLen = LAYERS * b * UNITS;
     this.h1 = new Float32Array(stateLen);
     this.c1 = new Float32Array(stateLen);
     this.h2 = new Float32Array(stateLen);
     this.c2 = new Float32Array(stateLen);
-    // Periodic Hann / 2 sums to exactly 1 at hop BLOCK/4: unity-gain resynthesis for the stage-1-only chain.
+    // Periodic Hann sums to BLOCK / (2 hop) at this hop: scaled so that the stage-1-only resynthesis has unit gain
+    // (hop 128: Hann / 2; the scalings are powers of two, so exact).
     this.synthWindow = new Float32Array(BLOCK);
-    for (let i = 0; i < BLOCK; i++) this.synthWindow[i] = 0.25 * (1 - Math.cos((2 * Math.PI * i) / BLOCK));
+    for (let i = 0; i < BLOCK; i++) this.synthWindow[i] = ((0.5 * (1 - Math.cos((2 * Math.PI * i) / BLOCK))) * 2 * hop) / BLOCK;
   }
 
 
   /** Parts whose cores have equal keys can run together in processJoint. */
   joinKey(inputs: Float32Array[]): string {
-    return `${this.useStage2 ? 2 : 1}/${this.stftKind}/${this.inBuf[0].length}/${inputs[0]?.length ?? 0}`;
+    return `${this.useStage2 ? 2 : 1}/${this.stftKind}/${this.hop}/${this.inLen}/${inputs[0]?.length ?? 0}`;
   }
 
   get rows(): number {
@@ -126,20 +142,29 @@ export class DtlnCore {
   static async runJoint(parts: JointPart[]): Promise<DtlnOutput[]> {
     const first = parts[0].core;
     const n = parts[0].inputs[0]?.length ?? 0;
-    const held = first.inBuf[0].length;
+    const hop = first.hop;
+    const held = first.inLen;
     let rowsTotal = 0;
     for (const { core, inputs } of parts) {
       if (inputs.length !== core.batch) throw new Error(`expected ${core.batch} streams, got ${inputs.length}`);
       for (const x of inputs) if (x.length !== n) throw new Error('all streams of a chunk must have the same length');
-      if (core.useStage2 !== first.useStage2 || core.stftKind !== first.stftKind || core.inBuf[0].length !== held) {
-        throw new Error('cores run together must have the same stages, STFT back end and buffered samples');
+      if (core.useStage2 !== first.useStage2 || core.stftKind !== first.stftKind || core.hop !== hop || core.inLen !== held) {
+        throw new Error('cores run together must have the same stages, STFT back end, hop and buffered samples');
       }
       rowsTotal += core.batch;
     }
-    // Stream b's signal is inBuf[b] followed by inputs[b]; frame i covers [i*HOP, i*HOP + BLOCK) of it.
+    // Stream b's signal is inBuf[b][0 .. held) followed by inputs[b]; frame i covers [i*hop, i*hop + BLOCK) of it.
     const total = held + n;
-    const frames = Math.floor((total - (BLOCK - HOP)) / HOP);
-    const outs = parts.map(({ core }) => Array.from({ length: core.batch }, () => new Float32Array(frames * HOP)));
+    const frames = Math.floor((total - (BLOCK - hop)) / hop);
+    // One output array for the call, each stream's output a view of it (a live tick joins hundreds of streams).
+    const all = new Float32Array(rowsTotal * frames * hop);
+    let o = 0;
+    const outs = parts.map(({ core }) =>
+      Array.from({ length: core.batch }, () => {
+        o += frames * hop;
+        return all.subarray(o - frames * hop, o);
+      }),
+    );
     // Runs of at most MAX_ROWS_PER_RUN frames over all streams (and MAX_FRAMES_PER_RUN per stream): bounded buffers.
     const perRun = Math.max(1, Math.min(MAX_FRAMES_PER_RUN, Math.floor(MAX_ROWS_PER_RUN / rowsTotal)));
     if (frames > 0) {
@@ -148,11 +173,11 @@ export class DtlnCore {
       try {
         for (let f0 = 0; f0 < frames; f0 += perRun) {
           const t = Math.min(perRun, frames - f0);
-          const bufs = stft.prepare(rowsTotal, t);
-          const len = t * HOP + (BLOCK - HOP);
+          const bufs = stft.prepare(rowsTotal, t, hop);
+          const len = t * hop + (BLOCK - hop);
           let row = 0;
           for (const { core, inputs } of parts) {
-            for (let b = 0; b < core.batch; b++) copyJoined(core.inBuf[b], inputs[b], f0 * HOP, len, bufs.sig[row++]);
+            for (let b = 0; b < core.batch; b++) copyJoined(core.inBuf[b].subarray(0, held), inputs[b], f0 * hop, len, bufs.sig[row++]);
           }
           await DtlnCore.runFrames(parts.map((p) => p.core), rowsTotal, stft, bufs, f0, t, outs);
         }
@@ -160,12 +185,20 @@ export class DtlnCore {
         returnStft(stft);
       }
     }
+    // What is left (less than BLOCK samples) moves to the front of the same buffers.
+    const from = frames * hop;
     for (const { core, inputs } of parts) {
       for (let b = 0; b < core.batch; b++) {
-        const keep = new Float32Array(total - frames * HOP);
-        copyJoined(core.inBuf[b], inputs[b], frames * HOP, keep.length, keep);
-        core.inBuf[b] = keep;
+        const buf = core.inBuf[b];
+        let kept = 0;
+        if (from < held) {
+          buf.copyWithin(0, from, held);
+          kept = held - from;
+        }
+        const start = Math.max(0, from - held);
+        buf.set(inputs[b].subarray(start, start + (total - from - kept)), kept);
       }
+      core.inLen = total - from;
     }
     return outs.map((out) => ({ out }));
   }
@@ -222,8 +255,9 @@ export class DtlnCore {
       });
     }
     // Stage 2 output is overlap-added as is (as trained); the stage-1-only chain gets the Hann synthesis window.
-    const tailLen = BLOCK - HOP;
-    const accLen = t * HOP + tailLen;
+    const hop = first.hop;
+    const tailLen = BLOCK - hop;
+    const accLen = t * hop + tailLen;
     let row = 0;
     cores.forEach((core, i) => {
       const w = first.useStage2 ? null : core.synthWindow;
@@ -233,15 +267,15 @@ export class DtlnCore {
         acc.set(tail);
         acc.fill(0, tailLen, accLen);
         stft.overlapAdd(row, w);
-        outs[i][b].set(acc.subarray(0, t * HOP), f0 * HOP);
-        tail.set(acc.subarray(t * HOP, accLen));
+        outs[i][b].set(acc.subarray(0, t * hop), f0 * hop);
+        tail.set(acc.subarray(t * hop, accLen));
       }
     });
   }
 }
 
 /** LSTM states ([LAYERS, batch_i, UNITS] each) as one [LAYERS, rows, UNITS] state (as is when there is one). */
-export function joinLstmStates(states: Float32Array[], batches: number[], rows: number): Float32Array {
+function joinLstmStates(states: Float32Array[], batches: number[], rows: number): Float32Array {
   if (states.length === 1) return states[0];
   const joined = new Float32Array(LAYERS * rows * UNITS);
   for (let l = 0; l < LAYERS; l++) {
@@ -259,7 +293,7 @@ export function joinLstmStates(states: Float32Array[], batches: number[], rows: 
  * joinLstmStates' inverse, written into each part's own state array (`into`, [LAYERS, batch_i, UNITS] each): no
  * allocation per stream per run (a live tick splits hundreds). With one part, the joined state is that part's.
  */
-export function splitLstmStates(joined: Float32Array, batches: number[], rows: number, into: Float32Array[]): Float32Array[] {
+function splitLstmStates(joined: Float32Array, batches: number[], rows: number, into: Float32Array[]): Float32Array[] {
   if (batches.length === 1) return [joined];
   let row = 0;
   batches.forEach((b, i) => {
