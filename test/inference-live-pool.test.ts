@@ -8,14 +8,12 @@ function echoWorker(starts: number[]): LiveWorker {
   return {
     usable: true,
     liveStreams: 0,
-    async postLive(msg: ToWorker): Promise<FromWorker> {
+    async postLive(msg: Extract<ToWorker, { type: 'live-open' | 'live-tick' }>): Promise<FromWorker> {
       if (msg.type === 'live-open') return { type: 'live-opened', reqId: msg.reqId, latencySamples: 0, chainRate: 16000 };
-      if (msg.type === 'live-tick') {
-        starts.push(performance.now());
-        return { type: 'live-result', reqId: msg.reqId, packed: packLive(unpackLive(msg.packed)) };
-      }
-      return { type: 'ready' };
+      starts.push(performance.now());
+      return { type: 'live-result', reqId: msg.reqId, packed: packLive(unpackLive(msg.packed)) };
     },
+    abortLive: () => undefined,
   };
 }
 

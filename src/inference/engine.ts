@@ -60,8 +60,8 @@ class Engine implements InferenceEngine, StreamHost {
 
   /**
    * A live stream (live.ts): chunks in as they come, output to `sink` in order. It runs on a live worker, at the
-   * server's priority, while the file workers run niced (FILE_WORK_NICE): when the CPU is short the OS runs live
-   * ticks first, and a tick never waits for a file's session.run to end.
+   * server's priority, while the file workers run lowered (FILE_WORK_IDLE, FILE_WORK_NICE): when the CPU is short the
+   * OS runs live ticks first, and a tick never waits for a file's session.run to end.
    */
   async openLive(opts: LiveOptions, sink: LiveSink): Promise<LiveStream> {
     if (this.closed) throw new Error('inference engine closed');

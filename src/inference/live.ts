@@ -12,7 +12,9 @@ export interface LiveWorker {
   readonly usable: boolean;
   liveStreams: number;
   /** Posts at once (not queued behind file requests); resolves with the worker's answer. */
-  postLive(msg: ToWorker, transfer: ArrayBuffer[]): Promise<FromWorker>;
+  postLive(msg: Extract<ToWorker, { type: 'live-open' | 'live-tick' }>, transfer: ArrayBuffer[]): Promise<FromWorker>;
+  /** Drops a live stream in the worker (no answer). */
+  abortLive(streamId: number): void;
 }
 
 interface Entry {
@@ -88,7 +90,7 @@ export class LivePool {
         if (!this.entries.delete(id)) return;
         worker.liveStreams--;
         entry.onEnded?.();
-        worker.postLive({ type: 'live-abort', streamId: id }, []).catch(() => undefined);
+        worker.abortLive(id);
       },
     };
   }

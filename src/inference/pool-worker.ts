@@ -63,7 +63,7 @@ export class PoolWorker implements LiveWorker {
       this.worker.on('message', (msg: FromWorker) => {
         if (msg.type === 'ready') {
           this.isReady = true;
-          this.priority = msg.priority ?? null;
+          this.priority = msg.priority;
           resolve();
           this.onRoom();
           this.pump();
@@ -132,12 +132,8 @@ export class PoolWorker implements LiveWorker {
   }
 
   /** Live requests (live.ts) are posted at once, not queued behind file requests; resolves with the answer. */
-  postLive(msg: ToWorker, transfer: ArrayBuffer[]): Promise<FromWorker> {
+  postLive(msg: Extract<ToWorker, { type: 'live-open' | 'live-tick' }>, transfer: ArrayBuffer[]): Promise<FromWorker> {
     if (this.dead) return Promise.reject(new Error('inference worker is gone'));
-    if (!('reqId' in msg)) {
-      this.worker.postMessage(msg, transfer);
-      return Promise.resolve({ type: 'ready' });
-    }
     return new Promise<FromWorker>((resolve, reject) => {
       this.liveReplies.set(msg.reqId, { resolve, reject });
       try {
@@ -147,6 +143,15 @@ export class PoolWorker implements LiveWorker {
         reject(err as Error);
       }
     });
+  }
+
+  abortLive(streamId: number): void {
+    if (this.dead) return;
+    try {
+      this.worker.postMessage({ type: 'live-abort', streamId } satisfies ToWorker);
+    } catch {
+      // The worker is going: its streams go with it.
+    }
   }
 
   private pump(): void {

@@ -105,7 +105,7 @@ export function spansItsBuffer(view: ArrayBufferView): boolean {
 }
 
 export type FromWorker =
-  | { type: 'ready'; priority?: ThreadPriority }
+  | { type: 'ready'; priority: ThreadPriority }
   | { type: 'init-error'; message: string }
   | { type: 'result'; reqId: number; planar: Float32Array[]; pcm?: Uint8Array; loudness?: StreamLoudness }
   | { type: 'error'; reqId: number; message: string }
