@@ -72,7 +72,7 @@ export class LiveStream {
     const info = { format: this.format, channels: this.channels, blockAlign: frame };
     const frames = bytes.byteLength / frame;
     this.inSamples += frames;
-    if (this.toChain) return this.encode(this.take(await this.run(decodeFrames(buf, info))));
+    if (this.toChain) return this.encode(this.take(await this.runResampled(this.toChain, decodeFrames(buf, info))));
     this.reserve(frames);
     decodeFramesInto(buf, info, this.pend, this.pendLen);
     this.pendLen += frames;
@@ -83,7 +83,7 @@ export class LiveStream {
   async end(): Promise<Uint8Array> {
     const parts: Float32Array[][] = [];
     // Silence (not counted as input) carries the last samples through the resamplers' delay; take() cuts the excess.
-    if (this.toChain) parts.push(await this.run(this.pend.map(() => new Float32Array(this.toSkip + 2 * this.quantum + 64))));
+    if (this.toChain) parts.push(await this.runResampled(this.toChain, this.pend.map(() => new Float32Array(this.toSkip + 2 * this.quantum + 64))));
     if (this.pendLen > 0) {
       const rest = this.pend.map((x) => x.slice(0, this.pendLen));
       this.pendLen = 0;
@@ -95,9 +95,9 @@ export class LiveStream {
     return this.encode(this.take(out));
   }
 
-  /** Client-rate samples through the resampler, the chain (whole hops) and back. */
-  private async run(planar: Float32Array[]): Promise<Float32Array[]> {
-    const atChain = this.toChain ? this.toChain.process(planar) : planar;
+  /** Client-rate samples through the resampler to the chain's rate, then as runPending. */
+  private async runResampled(toChain: RationalResampler, planar: Float32Array[]): Promise<Float32Array[]> {
+    const atChain = toChain.process(planar);
     this.reserve(atChain[0].length);
     for (let c = 0; c < this.channels; c++) this.pend[c].set(atChain[c], this.pendLen);
     this.pendLen += atChain[0].length;

@@ -116,20 +116,16 @@ export class LivePool {
   private schedule(worker: LiveWorker): void {
     if (this.ticking.has(worker) || this.scheduled.has(worker)) return;
     this.scheduled.add(worker);
-    const wait = (this.lastStart.get(worker) ?? -Infinity) + this.minTickMs - performance.now();
-    if (wait > 0) {
-      setTimeout(() => {
-        this.scheduled.delete(worker);
-        void this.tick(worker);
-      }, wait);
-      return;
-    }
-    // Else one turn of the event loop: chunks that arrived in the same I/O phase go in the same tick. (A 5 ms floor held
-    // fewer streams on an earlier, slower live path: 200 nsm-1 went from 0 to 15 underruns; 2 ms is the measured knee.)
-    setImmediate(() => {
+    const fire = (): void => {
       this.scheduled.delete(worker);
       void this.tick(worker);
-    });
+    };
+    // At least minTickMs after the previous tick's start; else one turn of the event loop: chunks that arrived in the
+    // same I/O phase go in the same tick. (A 5 ms floor held fewer streams on an earlier, slower live path: 200 nsm-1
+    // went from 0 to 15 underruns; 2 ms is the measured knee.)
+    const wait = (this.lastStart.get(worker) ?? -Infinity) + this.minTickMs - performance.now();
+    if (wait > 0) setTimeout(fire, wait);
+    else setImmediate(fire);
   }
 
   private async tick(worker: LiveWorker): Promise<void> {
