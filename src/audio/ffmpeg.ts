@@ -1,7 +1,7 @@
 // Small helpers around spawning the ffmpeg binary directly (no ffprobe ships with @ffmpeg-installer).
-import fs from 'node:fs';
 import os from 'node:os';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { CHRT_PATH } from '../config/system-tools';
 import { AudioPipelineError } from './errors';
 
 /** Keeps only the last `limit` characters of a child's stderr so a chatty ffmpeg cannot grow memory. */
@@ -49,16 +49,13 @@ export interface FfmpegTool {
   fileWorkIdle?: boolean;
 }
 
-/** util-linux's chrt (Debian: always there), which starts ffmpeg under SCHED_IDLE; null where it is missing. */
-const CHRT = process.platform === 'linux' ? (['/usr/bin/chrt', '/bin/chrt'].find((p) => fs.existsSync(p)) ?? null) : null;
-
 export function spawnFfmpeg(tool: string | FfmpegTool, args: string[]): ChildProcess {
   const { ffmpegPath, fileWorkNice = 0, fileWorkIdle = false } = typeof tool === 'string' ? { ffmpegPath: tool } : tool;
   const argv = ['-hide_banner', '-nostdin', ...args];
   // chrt sets the policy and then execs ffmpeg in the same process (same pid: signals and exit codes are ffmpeg's).
   const child =
-    fileWorkIdle && CHRT
-      ? spawn(CHRT, ['--idle', '0', ffmpegPath, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] })
+    fileWorkIdle && CHRT_PATH
+      ? spawn(CHRT_PATH, ['--idle', '0', ffmpegPath, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] })
       : spawn(ffmpegPath, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
   if (fileWorkNice > 0 && child.pid !== undefined) {
     try {

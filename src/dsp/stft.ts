@@ -2,7 +2,7 @@
 // stage 1, the masked inverse for stage 2, overlap-add.
 // Two interchangeable back ends with bit-identical results:
 //   WasmStft  WebAssembly SIMD (wasm/dtln-dsp.ts, compiled by `npm run build` to dist/.../wasm/dtln-dsp.wasm), two
-//             frames per SIMD lane pair; each DtlnCore or stage-1 run borrows one instance and its memory, so the
+//             frames per SIMD lane pair; each DtlnCore run borrows one instance and its memory, so the
 //             buffers ORT reads (magnitudes, blocks) are views on that memory and nothing is copied out;
 //   JsStft    RealFFT (fft.ts) over JS typed arrays: the fallback where the .wasm file is missing or the runtime has no
 //             WebAssembly SIMD, and the reference the tests hold the WebAssembly code to.

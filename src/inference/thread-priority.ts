@@ -2,11 +2,13 @@
 // (FILE_WORK_IDLE), under which the thread only gets CPU time that no normal thread of the box wants. Niceness alone
 // still gives a busy file worker a share whenever it competes (weights ~1:9 at nice 10), and a live tick that has to
 // wait behind it is late; with SCHED_IDLE a waking live worker or HTTP thread takes the core at once.
-// Node has no call for a thread's policy, so util-linux's chrt sets it on this thread's id (a lowering: no privilege).
+// Node has no call for a thread's policy, so util-linux's chrt (config/system-tools.ts) sets it on this thread's id (a
+// lowering: no privilege).
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { CHRT_PATH } from '../config/system-tools';
 
 /** This thread's kernel id (Linux), or null. */
 export function threadId(): number | null {
@@ -41,9 +43,10 @@ export async function lowerThisThread(nice: number, idle: boolean): Promise<Thre
     }
   }
   let idleNow = false;
-  if (idle && tid !== null) {
+  if (idle && tid !== null && CHRT_PATH) {
+    const chrt = CHRT_PATH;
     idleNow = await new Promise<boolean>((resolve) =>
-      execFile('chrt', ['--idle', '-p', '0', String(tid)], { timeout: 5000 }, (err) => resolve(!err)),
+      execFile(chrt, ['--idle', '-p', '0', String(tid)], { timeout: 5000 }, (err) => resolve(!err)),
     );
   }
   return { tid, nice: niceNow, idle: idleNow };
