@@ -231,18 +231,17 @@ export class StreamSession {
   private armIdle(): void {
     this.lastAudioAt = performance.now();
     if (this.idleTimer) return;
+    const sleep = (ms: number): void => {
+      this.idleTimer = setTimeout(check, ms);
+      this.idleTimer.unref();
+    };
     const check = (): void => {
       const quiet = performance.now() - this.lastAudioAt;
-      if (quiet < this.limits.idleMs) {
-        this.idleTimer = setTimeout(check, Math.max(1, this.limits.idleMs - quiet));
-        this.idleTimer.unref();
-        return;
-      }
+      if (quiet < this.limits.idleMs) return sleep(Math.max(1, this.limits.idleMs - quiet));
       this.idleTimer = null;
       void this.fault(new StreamFault('request_timeout', `no audio for ${this.limits.idleMs / 1000} s`, CLOSE.tooSlow));
     };
-    this.idleTimer = setTimeout(check, this.limits.idleMs);
-    this.idleTimer.unref();
+    sleep(this.limits.idleMs);
   }
 
   private clearIdle(): void {
