@@ -20,6 +20,7 @@ const LAYERS = [
   ['model-service'],
   ['jobs', 'streaming'],
   ['console'],
+  ['file-process'],
   ['app.ts'],
   ['server.ts', 'model-service-main.ts', 'cli'],
 ];

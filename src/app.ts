@@ -30,6 +30,7 @@ import { createModelServiceForwarder, type ModelServiceForwarder } from './upstr
 import { ModelServiceReplicas } from './upstream/replicas';
 import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
 import { createStreaming, type Streaming } from './streaming';
+import type { FileProcess } from './file-process';
 
 export interface AppOptions {
   /** Use this store instead of opening config.dataDir/gateway.db (it is not closed by close()). */
@@ -46,6 +47,11 @@ export interface AppOptions {
   log?: (line: string) => void;
   /** Add prom-client's process metrics (CPU, memory, event loop, GC) to /metrics; npm start turns them on. */
   processMetrics?: boolean;
+  /**
+   * File work runs in this child process (src/file-process, FILE_WORK_PROCESS; npm start on a single box), reached
+   * like a remote model service; live streams stay here on an engine without file workers. close() stops it.
+   */
+  fileProcess?: FileProcess;
 }
 
 export interface AppHandle {
@@ -179,13 +185,20 @@ export class Closer {
   }
 }
 
+/**
+ * Unwritable folders stop the start with one clear sentence (not a SQLite error on the first call). npm start checks
+ * them before it starts the file-work process, whose own check would otherwise speak first.
+ */
+export function assertDataDirs(config: Config, ownStore = true): void {
+  if (ownStore) assertWritableDir(config.dataDir, 'DATA_DIR', ['gateway.db', 'gateway.db-wal', 'gateway.db-shm']);
+  if (!config.modelServiceUrl) assertWritableDir(config.tmpDir, 'TMP_DIR');
+}
+
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
   const logger = opts.logger ?? (opts.log ? loggerToCallback(opts.log, 'gateway', config.logLevel) : loggerFromConfig(config, 'gateway'));
   const log = (line: string): void => logger.error(line);
   const registry = createRegistry({ service: 'gateway', processMetrics: opts.processMetrics });
-  // Unwritable folders stop the start here with one clear sentence (not a SQLite error on the first call).
-  if (!opts.store) assertWritableDir(config.dataDir, 'DATA_DIR', ['gateway.db', 'gateway.db-wal', 'gateway.db-shm']);
-  if (!config.modelServiceUrl) assertWritableDir(config.tmpDir, 'TMP_DIR');
+  assertDataDirs(config, !opts.store);
   // Everything opened below is closed through this one stack, newest first (close(), or a later step failing).
   const closer = new Closer();
   const store = opts.store ?? (await openStore(config));
@@ -196,7 +209,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const maintenance = startStoreMaintenance(store, config, { log });
   closer.defer(() => maintenance.stop());
   // The model service: remote (MODEL_SERVICE_URL), or an engine and its model service in this process.
+  const fileProcess = config.modelServiceUrl ? null : (opts.fileProcess ?? null);
+  if (opts.fileProcess) closer.defer(() => opts.fileProcess!.close());
   const model = await closer.open(async () => {
+    if (fileProcess) {
+      const liveEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config, { liveOnly: true }));
+      if (!opts.engine) closer.defer(() => liveEngine.close());
+      return { url: fileProcess.url, token: fileProcess.token, engine: liveEngine, app: null };
+    }
     if (config.modelServiceUrl) {
       if (!config.modelServiceToken) {
         throw new Error('MODEL_SERVICE_URL is set but MODEL_SERVICE_TOKEN is not: set it to the secret the model service(s) were started with');
@@ -252,7 +272,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     { name: 'store', check: async () => void (await store.getSetting('probe.readyz')) },
     // Rate limits and console sessions (Redis with REDIS_URL; memory always answers).
     { name: 'shared_state', check: () => sharedState.ready() },
-    localEngine
+    localEngine && !fileProcess
       ? {
           name: 'engine',
           check: async () => {
@@ -311,7 +331,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // Probes and metrics: outside /v1, no API token (METRICS_TOKEN guards /metrics when set).
   app.get('/healthz', (req, res) => probes.healthz(req, res));
   app.get('/readyz', (req, res) => probes.readyz(req, res));
-  const serveMetrics = metricsHandler(registry, config.metricsToken);
+  // The file-work process's metrics (audio seconds, RTF, its engine and process) join this /metrics.
+  const serveMetrics = metricsHandler(registry, config.metricsToken, fileProcess ? () => fileProcess.metrics() : undefined);
   app.get('/metrics', (req, res) => serveMetrics(req, res));
 
   app.get('/openapi.json', (_req, res) => {

@@ -5,6 +5,7 @@
 // model-service endpoints it serves, without a token: GET /healthz, GET /readyz (200 once the engine is ready) and
 // GET /metrics (audio seconds, RTF and engine state of this process; METRICS_TOKEN guards it when set).
 import type http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import { closeServer, until, waitForIdle } from './app';
 import { ConfigError, loadConfig } from './config';
@@ -15,6 +16,7 @@ import { createModelServiceMetrics } from './model-service/metrics';
 import { createRegistry, metricsHandler } from './metrics';
 import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
 import { createModelServiceServer } from './model-service/guard';
+import type { FromFileProcess, ToFileProcess } from './file-process/protocol';
 import { errorBody, requestIdOf } from './model-service/http-error';
 import { activeRequestCount, requestScopesSettled, shutdownActiveScopes } from './model-service/request-scope';
 import { probeHandlers } from './probes';
@@ -102,13 +104,35 @@ async function main(logger: Logger): Promise<void> {
     })());
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  // Under `npm start` (an IPC parent) a terminal's Ctrl-C is the parent's to handle: it stops this process last.
+  process.on('SIGINT', () => {
+    if (!process.send) shutdown('SIGINT');
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.modelServicePort, config.modelServiceHost, () => resolve());
   });
-  const url = `http://${config.modelServiceHost}:${config.modelServicePort}`;
-  logger.info({ event: 'listening', url }, `Model service listening on ${url} (starting the inference engine...)`);
+  // MODEL_SERVICE_PORT=0 picks a free port: the URL names the one bound.
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${config.modelServiceHost}:${port}`;
+  // Started by `npm start` as its file-work process (src/file-process): the parent learns the URL and readiness over
+  // the IPC channel, gets this process's metrics for its own /metrics, and its exit (even a SIGKILL) stops this one.
+  // Its log then has one "listening on" line, the server's own (scripts wait for it).
+  const parent = process.send ? (msg: FromFileProcess) => process.send?.(msg) : null;
+  logger[parent ? 'debug' : 'info']({ event: 'listening', url }, `Model service listening on ${url} (starting the inference engine...)`);
+  if (parent) {
+    parent({ type: 'listening', url });
+    process.on('disconnect', () => {
+      if (!stopping) shutdown('parent gone');
+    });
+    process.on('message', (msg: ToFileProcess) => {
+      if (msg?.type !== 'metrics') return;
+      registry.getMetricsAsJSON().then(
+        (metrics) => parent({ type: 'metrics', id: msg.id, metrics }),
+        (err: unknown) => parent({ type: 'metrics', id: msg.id, error: err instanceof Error ? err.message : String(err) }),
+      );
+    });
+  }
 
 
   const started = Date.now();
@@ -120,10 +144,13 @@ async function main(logger: Logger): Promise<void> {
   const swept = await created.swept;
   app = created;
   if (stopping) app.startDraining();
-  logger.info(
-    { event: 'started', workers: ready.state().size, slots: app.admission.capacity, startup_ms: Date.now() - started, swept_dirs: swept },
-    `Model service ready (${ready.state().size} workers, ${app.admission.capacity} request slots${swept ? `; removed ${swept} request dir(s) of dead processes` : ''})`,
+  const facts = { workers: ready.state().size, slots: app.admission.capacity, startup_ms: Date.now() - started, swept_dirs: swept };
+  // Under a parent, the server's own "started" line carries these.
+  logger[parent ? 'debug' : 'info'](
+    { event: 'started', ...facts },
+    `Model service ready (${facts.workers} workers, ${facts.slots} request slots${swept ? `; removed ${swept} request dir(s) of dead processes` : ''})`,
   );
+  parent?.({ type: 'ready', ...facts });
 }
 
 if (require.main === module) {

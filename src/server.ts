@@ -2,12 +2,13 @@
 // Logs are pino JSON lines on stdout (LOG_FORMAT=pretty for humans): start-up, one line per API call, shutdown.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createApp, RESTART_RETRY_AFTER_S, until, type AppHandle } from './app';
+import { assertDataDirs, createApp, RESTART_RETRY_AFTER_S, until, type AppHandle } from './app';
 import { ConfigError, loadConfig } from './config';
 import { answerClientErrors } from './http/client-errors';
 import { adminSecretFile, ensureAdminSecret } from './console';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
+import { startFileProcess } from './file-process';
 import { describeStore } from './store';
 
 /** After the shutdown grace: how long the 503 answers get to reach their clients before connections are closed. */
@@ -16,7 +17,16 @@ const FLUSH_MS = 5_000;
 async function main(logger: Logger): Promise<void> {
   const config = loadConfig();
   const started = Date.now();
-  const handle: AppHandle = await createApp(config, { logger, processMetrics: true });
+  // Single box: file work in a child process of its own (FILE_WORK_PROCESS), started first; createApp owns it after.
+  assertDataDirs(config);
+  const fileProcess = config.fileWorkProcess && !config.modelServiceUrl ? await startFileProcess({ config, env: process.env, logger }) : undefined;
+  let handle: AppHandle;
+  try {
+    handle = await createApp(config, { logger, processMetrics: true, fileProcess });
+  } catch (err) {
+    await fileProcess?.close();
+    throw err;
+  }
   // A generated console secret goes to a file in DATA_DIR; the log says where, at "warn" so it survives
   // LOG_LEVEL=warn. Someone watching an interactive terminal also sees it once on a plain line of its own.
   const secretFile = adminSecretFile(config);
@@ -84,10 +94,15 @@ async function main(logger: Logger): Promise<void> {
       console: `${base}/console/`,
       probes: `${base}/healthz, ${base}/readyz`,
       metrics: `${base}/metrics${config.metricsToken ? ' (METRICS_TOKEN required)' : ''}`,
-      model_service: config.modelServiceUrl ? handle.modelServiceUrl : `in-process at ${handle.modelServiceUrl}`,
+      model_service: config.modelServiceUrl
+        ? handle.modelServiceUrl
+        : fileProcess
+          ? `file-work process (pid ${fileProcess.pid()}) at ${handle.modelServiceUrl}`
+          : `in-process at ${handle.modelServiceUrl}`,
       store: describeStore(config),
       shared_state: handle.sharedState.description,
-      workers: handle.engine ? handle.engine.state().size : null,
+      workers: fileProcess ? fileProcess.facts().workers : handle.engine ? handle.engine.state().size : null,
+      ...(fileProcess ? { file_process: { pid: fileProcess.pid(), ...fileProcess.facts() } } : {}),
       data_dir: config.dataDir,
       startup_ms: Date.now() - started,
     },

@@ -70,9 +70,12 @@ describe('server process', () => {
       expect(output).toMatch(/SIGTERM/);
       expect(output).toMatch(/shut down cleanly/);
 
-      // Every line is one JSON object: start-up, the generated secret, the API call, shutdown.
-      const lines = output.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-      for (const l of lines) expect(l).toMatchObject({ service: 'gateway', level: expect.any(String), time: expect.any(String), msg: expect.any(String) });
+      // Every line is one JSON object: start-up, the generated secret, the API call, shutdown; the file-work process
+      // (FILE_WORK_PROCESS) adds its own shutdown lines, as service "model-service".
+      const all = output.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      for (const l of all) expect(l).toMatchObject({ service: expect.stringMatching(/^(gateway|model-service)$/), level: expect.any(String), time: expect.any(String), msg: expect.any(String) });
+      expect(all.filter((l) => l.service === 'model-service').map((l) => l.event)).toEqual(['shutdown', 'stopped']);
+      const lines = all.filter((l) => l.service === 'gateway');
       expect(lines.find((l) => l.event === 'started')).toMatchObject({ url: `http://127.0.0.1:${port}`, workers: 1, level: 'info' });
       const call = lines.find((l) => l.request_id === res.headers['x-request-id']);
       expect(call).toMatchObject({ method: 'POST', endpoint: 'denoise', status: 200, model: 'nsm-4', audio_s: expect.any(Number) });

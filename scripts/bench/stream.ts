@@ -4,7 +4,7 @@
 // latency: the time from sending the frame that holds input sample n + D (D = the delay the server declared in
 // `ready`) to receiving sample n, 0 when that frame was not even sent yet; so a server that answered at once adds ~0. An underrun is a 20 ms output frame
 // whose added latency exceeds UNDERRUN_MS (a player with a 3-frame jitter buffer would have gone silent).
-// CPU per stream-second is the server process's CPU (all threads, /proc) over the window divided by the streams and
+// CPU per stream-second is the server's CPU (all threads and child processes, /proc) over the window divided by the streams and
 // the window. RNNoise (@jitsi/rnnoise-wasm, 480-sample frames at 48 kHz) is timed in this process on the same frames
 // for the side-by-side "streams per core". Optionally 4 clients post 10 s files to /denoise meanwhile.
 import fs from 'node:fs';
@@ -63,11 +63,27 @@ class Histogram {
   }
 }
 
+/** CPU ms of a process and its child processes: those running (npm start's file-work process) and those it reaped. */
 function cpuMsOf(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return 0; // ended meanwhile
+  }
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
-  return (ticks * 1000) / 100; // CLK_TCK is 100 on Linux
+  const ticks = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]); // utime stime cutime cstime
+  let children = 0;
+  for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
+    let list = '';
+    try {
+      list = fs.readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const child of list.split(' ').filter(Boolean)) children += cpuMsOf(Number(child));
+  }
+  return (ticks * 1000) / 100 + children; // CLK_TCK is 100 on Linux
 }
 
 interface Client {

@@ -21,6 +21,8 @@ export interface Config {
   liveWorkers: number;
   /** Least time between a live worker's tick starts (LIVE_TICK_MS). */
   liveTickMs: number;
+  /** npm start runs file work in a child process (FILE_WORK_PROCESS, src/file-process); live streams stay in its own. */
+  fileWorkProcess: boolean;
   /** Niceness of the file workers and their ffmpeg processes (FILE_WORK_NICE; 0: as the server). */
   fileWorkNice: number;
   /** File workers under Linux's SCHED_IDLE policy too (FILE_WORK_IDLE): CPU time only when nothing else wants it. */
@@ -173,6 +175,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workers,
     liveWorkers: e.LIVE_WORKERS,
     liveTickMs: e.LIVE_TICK_MS,
+    fileWorkProcess: e.FILE_WORK_PROCESS,
     fileWorkNice: e.FILE_WORK_NICE,
     fileWorkIdle: e.FILE_WORK_IDLE,
     ffmpegPath: e.FFMPEG_PATH ?? defaultFfmpeg(),

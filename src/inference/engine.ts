@@ -53,7 +53,8 @@ class Engine implements InferenceEngine, StreamHost {
     private readonly config: Config,
     private readonly options: EngineOptions = {},
   ) {
-    for (let i = 0; i < Math.max(1, config.workers); i++) this.workers.push(this.spawn());
+    const fileWorkers = options.liveOnly ? 0 : Math.max(1, config.workers);
+    for (let i = 0; i < fileWorkers; i++) this.workers.push(this.spawn());
     // Live ids are their own series: the file queue's ranks (ARRIVAL_ORDER_MESSAGES) count file streams only.
     this.live = new LivePool(() => this.liveWorkers, () => ++this.liveCounter, () => this.nextReqId(), config.liveTickMs);
   }
@@ -190,6 +191,7 @@ class Engine implements InferenceEngine, StreamHost {
     if (!Object.hasOwn(MODELS, opts.model)) throw new Error(`unknown model "${opts.model}"`);
     if (!Number.isInteger(opts.channels) || opts.channels < 1) throw new Error(`invalid channel count ${opts.channels}`);
     if (!(opts.attenuationLimitDb >= 0)) throw new Error(`invalid attenuation limit ${opts.attenuationLimitDb}`);
+    if (this.options.liveOnly) throw new Error('this engine runs live streams only (file work runs in the file-work process)');
     if (this.workers.every((w) => w.dead)) throw new Error('no inference worker available');
     const id = ++this.streamCounter;
     const layout = streamLayout(opts.model, !!opts.fullBand);
@@ -254,6 +256,11 @@ class Engine implements InferenceEngine, StreamHost {
 export interface EngineOptions {
   /** Each worker runs half a second of audio before it reports ready (default true; the CLI, one file, skips it). */
   warmUp?: boolean;
+  /**
+   * No file workers: only live streams run here (openStream refuses). `npm start` uses it when the file work runs in
+   * a child process of its own (FILE_WORK_PROCESS, src/file-process).
+   */
+  liveOnly?: boolean;
 }
 
 /** Starts the pool and resolves once every worker has loaded the graphs (rejects if they cannot be loaded). */

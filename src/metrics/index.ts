@@ -2,7 +2,8 @@
 //
 //   gateway (npm start)             ns_http_*, ns_upstream_*, ns_credits_*, ns_rate_limited_total
 //                                   (gateway/observers/metrics.ts), ns_stream* (streaming/metrics.ts) + the
-//                                   model-service metrics when the model service runs in-process
+//                                   model-service metrics when the model service runs in-process, or those of
+//                                   the file-work process (src/file-process), merged in at each scrape
 //   model service (its own process) ns_audio_seconds_total, ns_processing_seconds_total, ns_rtf, ns_files_total,
 //                                   ns_engine_* (model-service/metrics.ts) on its own GET /metrics
 //
@@ -50,7 +51,21 @@ function sendError(res: ServerResponse, status: number, type: string, message: s
  * (401 otherwise); without one the endpoint is open (bind to a private network or set METRICS_TOKEN). Every answer
  * carries an X-Request-Id; errors are the envelope {"error": {"type", "message", "request_id"}}.
  */
-export function metricsHandler(registry: Registry, token: string | null) {
+/** Another process's registry as getMetricsAsJSON() gives it. */
+export type MetricsJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
+
+/**
+ * This registry's metrics plus `others` (another process's, read as JSON) in one exposition. Families both have are
+ * merged: their series differ by the `service` label, so prom-client's aggregation only has to put them side by side
+ * ("sum" over series of one; its per-family aggregators would drop some, e.g. the start time).
+ */
+async function mergedText(registry: Registry, others: MetricsJson): Promise<string> {
+  const own = await registry.getMetricsAsJSON();
+  const asSeries = (list: MetricsJson) => list.map((m) => ({ ...m, aggregator: 'sum' as const }));
+  return client.AggregatorRegistry.aggregate([asSeries(own), asSeries(others)]).metrics();
+}
+
+export function metricsHandler(registry: Registry, token: string | null, others?: () => Promise<MetricsJson>) {
   return (req: IncomingMessage, res: ServerResponse): void => {
     ensureRequestId(res);
     if (token) {
@@ -63,7 +78,7 @@ export function metricsHandler(registry: Registry, token: string | null) {
         return;
       }
     }
-    registry.metrics().then(
+    (others ? others().then((o) => mergedText(registry, o)) : registry.metrics()).then(
       (text) => {
         res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Cache-Control': 'no-store' });
         res.end(req.method === 'HEAD' ? undefined : text);

@@ -1,0 +1,192 @@
+// The file-work process (FILE_WORK_PROCESS, single box): `npm start` runs the model service's file work (uploads,
+// batches, jobs) in a child process of its own, `node dist/src/model-service-main.js`, under SCHED_IDLE (util-linux
+// chrt) or else niced, while live streams stay in the server's process. The file calls' decoding, multipart parsing
+// and worker traffic then never share an event loop with the streams' WebSocket messages, and the kernel gives that
+// process only CPU time the live path leaves. The gateway reaches it over loopback HTTP as any model service.
+// This module starts it, restarts it on the same port if it dies, and stops it last at shutdown.
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import type { Config } from '../config';
+import { CHRT_PATH } from '../config/system-tools';
+import type { Logger } from '../logging';
+import type { FromFileProcess, MetricsJson, ToFileProcess } from './protocol';
+
+export type { MetricsJson } from './protocol';
+
+/** `node dist/src/model-service-main.js`, next to this folder in dist/. */
+const MODEL_SERVICE_MAIN = path.join(__dirname, '..', 'model-service-main.js');
+/** A child that stays up this long counts as healthy again: the next restart waits only the first delay. */
+const HEALTHY_MS = 60_000;
+const RESTART_DELAYS_MS = [500, 1_000, 2_000, 5_000, 10_000];
+/** How long /metrics waits for the child's part before answering without it. */
+const METRICS_WAIT_MS = 2_000;
+
+export interface FileProcess {
+  /** Loopback URL of its model service, and the secret it wants (fresh per start of the server). */
+  readonly url: string;
+  readonly token: string;
+  /** What it reported when it became ready (the last start): file workers, request slots, start-up time. */
+  facts(): FileProcessFacts;
+  /** Its pid while it runs, else null. */
+  pid(): number | null;
+  /** Its engine is loaded and it answers. */
+  ready(): boolean;
+  /** Times it was restarted after dying. */
+  restarts(): number;
+  /** Its metrics registry (JSON), for the server's /metrics; empty when it does not answer in time. */
+  metrics(): Promise<MetricsJson>;
+  /** SIGTERM, then SIGKILL after `graceMs`; no restart after this. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export type FileProcessFacts = Omit<Extract<FromFileProcess, { type: 'ready' }>, 'type'>;
+
+export interface FileProcessOptions {
+  config: Config;
+  /** The environment the child's config is read from (the server's own). */
+  env: NodeJS.ProcessEnv;
+  logger: Logger;
+  /** Node flags for the child (default: this process's, as `npm start` set them). */
+  execArgv?: string[];
+}
+
+/** Starts the child and resolves once its engine is ready (rejects if it exits first). */
+export async function startFileProcess(opts: FileProcessOptions): Promise<FileProcess> {
+  const { config, logger } = opts;
+  const token = crypto.randomBytes(32).toString('base64url');
+  const execArgv = opts.execArgv ?? process.execArgv;
+  const idle = config.fileWorkIdle && CHRT_PATH !== null;
+  let child: ChildProcess | null = null;
+  let port = 0;
+  let url = '';
+  let isReady = false;
+  let facts: FileProcessFacts = { workers: 0, slots: 0, startup_ms: 0, swept_dirs: 0 };
+  let closing = false;
+  let restarts = 0;
+  let startedAt = 0;
+  let failures = 0;
+  let restartTimer: NodeJS.Timeout | null = null;
+  let metricsId = 0;
+  const pendingMetrics = new Map<number, (m: MetricsJson) => void>();
+
+  const launch = (): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const env: NodeJS.ProcessEnv = {
+        ...opts.env,
+        MODEL_SERVICE_TOKEN: token,
+        MODEL_SERVICE_HOST: '127.0.0.1',
+        // A restart binds the port the first one got: the gateway's replica URL stays valid.
+        MODEL_SERVICE_PORT: String(port),
+      };
+      delete env.MODEL_SERVICE_URL;
+      const nodeArgs = [...execArgv, MODEL_SERVICE_MAIN];
+      // chrt execs node (same pid); the IPC channel's descriptor survives the exec. Not detached: with the kernel's
+      // autogroups (sched_autogroup_enabled), a new session is a scheduling group of its own that competes with the
+      // server's at full weight, SCHED_IDLE inside it or not; measured, live latency p99 went 20 → 120 ms at 300
+      // nsm-1 streams. In the same session a terminal's Ctrl-C reaches it too: it ignores SIGINT and is stopped by
+      // the server (SIGTERM, last at shutdown) or by the server's exit (IPC disconnect).
+      const c = idle
+        ? spawn(CHRT_PATH!, ['--idle', '0', process.execPath, ...nodeArgs], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+        : spawn(process.execPath, nodeArgs, { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      child = c;
+      if (!idle && config.fileWorkNice > 0 && c.pid) {
+        try {
+          // The main thread; its workers set their own niceness (FILE_WORK_NICE) when they start.
+          os.setPriority(c.pid, config.fileWorkNice);
+        } catch {
+          // not permitted: it runs at the server's priority
+        }
+      }
+      let settled = false;
+      c.on('message', (msg: FromFileProcess) => {
+        if (msg.type === 'listening') {
+          url = msg.url;
+          port = Number(new URL(msg.url).port);
+        } else if (msg.type === 'ready') {
+          const { type: _type, ...rest } = msg;
+          facts = rest;
+          isReady = true;
+          startedAt = Date.now();
+          if (!settled) {
+            settled = true;
+            resolve();
+          }
+        } else if (msg.type === 'metrics') {
+          pendingMetrics.get(msg.id)?.(msg.metrics ?? []);
+          pendingMetrics.delete(msg.id);
+        }
+      });
+      c.on('error', (err) => {
+        if (!settled) {
+          settled = true;
+          reject(err);
+        }
+      });
+      c.on('exit', (code, signal) => {
+        isReady = false;
+        if (child === c) child = null;
+        for (const done of pendingMetrics.values()) done([]);
+        pendingMetrics.clear();
+        if (!settled) {
+          settled = true;
+          reject(new Error(`the file-work process exited before it was ready (${signal ?? `exit code ${code}`}); its log is above`));
+          return;
+        }
+        if (closing) return;
+        failures = Date.now() - startedAt > HEALTHY_MS ? 1 : failures + 1;
+        const delay = RESTART_DELAYS_MS[Math.min(failures, RESTART_DELAYS_MS.length) - 1];
+        logger.error(
+          { event: 'file_process_exited', pid: c.pid, code, signal, restart_in_ms: delay },
+          `the file-work process (pid ${c.pid}) exited (${signal ?? `exit code ${code}`}); file calls answer upstream_unavailable until it is back (restart in ${delay} ms)`,
+        );
+        restartTimer = setTimeout(() => {
+          restartTimer = null;
+          if (closing) return;
+          restarts++;
+          launch().then(
+            () => logger.warn({ event: 'file_process_restarted', pid: child?.pid, url }, `the file-work process is back (pid ${child?.pid})`),
+            (err: unknown) => logger.error({ event: 'file_process_restart_failed', err }, `the file-work process did not come back: ${String(err)}`),
+          );
+        }, delay);
+      });
+    });
+
+  await launch();
+  return {
+    url,
+    token,
+    facts: () => facts,
+    pid: () => child?.pid ?? null,
+    ready: () => isReady,
+    restarts: () => restarts,
+    metrics() {
+      const c = child;
+      if (!c || !c.connected) return Promise.resolve([]);
+      const id = ++metricsId;
+      return new Promise<MetricsJson>((resolve) => {
+        const timer = setTimeout(() => {
+          pendingMetrics.delete(id);
+          resolve([]);
+        }, METRICS_WAIT_MS);
+        pendingMetrics.set(id, (m) => {
+          clearTimeout(timer);
+          resolve(m);
+        });
+        c.send({ type: 'metrics', id } satisfies ToFileProcess);
+      });
+    },
+    async close(graceMs = 15_000) {
+      closing = true;
+      if (restartTimer) clearTimeout(restartTimer);
+      const c = child;
+      if (!c || c.exitCode !== null || c.signalCode !== null) return;
+      const exited = new Promise<void>((r) => c.once('exit', () => r()));
+      c.kill('SIGTERM');
+      const force = setTimeout(() => c.kill('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(force);
+    },
+  };
+}
