@@ -134,9 +134,9 @@ export const VARIABLES = {
   ADMIN_SECRET: v(text().optional(), { default: 'generated on first start into `DATA_DIR/admin-secret` (mode 0600), stored hashed', meaning: 'console sign-in', quote: 'never' }),
   DEFAULT_ATTENUATION_LIMIT_DB: v(decimal({ min: 0, max: 100 }).default(0), { meaning: '`attenuation_limit_db` when a request omits it' }),
 
-  MODEL_SERVICE_URL: v(httpUrlList().optional(), { default: 'unset (in-process)', meaning: 'forward to a separate model service, or a comma-separated list of replicas' }),
+  MODEL_SERVICE_URL: v(httpUrlList().optional(), { default: 'unset (npm start runs its own: FILE_WORK_PROCESS)', meaning: 'forward to a separate model service, or a comma-separated list of replicas' }),
   MODEL_SERVICE_TOKEN: v(text().optional(), {
-    default: 'unset (in-process: random per start)',
+    default: 'unset (npm start\'s own: random per start)',
     meaning: 'secret the gateway presents to the model service; required by `npm run model-service` (16 characters or more) and with `MODEL_SERVICE_URL`',
     quote: 'never',
   }),
