@@ -216,14 +216,14 @@ async function main(): Promise<void> {
       ctx.add({ item: 'stop', title: 'phase 2 processes stop on SIGTERM', pass: stops2.every((c) => c === 0), detail: `exit codes ${stops2.join('/')}` });
     }
 
-    // -- phase 3: SIGTERM of a gateway with its in-process model service -----------------------------------------
+    // -- phase 3: SIGTERM of a gateway with its own model service (the file-work process) ---------------------------
     if (args.phases.has(3)) {
-      log('phase 3: SIGTERM under load (in-process model service)');
+      log('phase 3: SIGTERM under load (its own model service, the file-work process)');
       const g3 = await startGateway('gw-inproc', gatewayEnv(dirs.inproc, { MODEL_SERVICE_TOKEN: '', SHUTDOWN_GRACE_MS: '2000', MODEL_QUEUE_PER_WORKER: '8' }));
       await S.sigtermUnderLoad(ctx, g3, dirs.inproc, wav, longWav);
     }
 
-    // -- phase 4: issue 27, one tenant against the others (in-process model service, one job slot) ----------------
+    // -- phase 4: issue 27, one tenant against the others (npm start's own model service, one job slot) -------------
     if (args.phases.has(4)) {
       log('phase 4: issue 27 (slow senders and receivers, stalled uploads, header-less audio, kill -9 leftovers)');
       const env4 = gatewayEnv(dirs.round3, { MODEL_SERVICE_TOKEN: '', JOBS_CONCURRENCY: '1', JOBS_ALLOW_PRIVATE_URLS: 'true', MAX_AUDIO_SECONDS: '1800' });

@@ -721,7 +721,7 @@ export async function midBody(ctx: Ctx, gw: Proc, ms: Proc, dataDir: string, msE
   return restarted;
 }
 
-/** Item 17: SIGTERM of a gateway (in-process model service) with jobs and uploads in flight. */
+/** Item 17: SIGTERM of a gateway (its own model service, the file-work process) with jobs and uploads in flight. */
 export async function sigtermUnderLoad(ctx: Ctx, gw: Proc, dataDir: string, wav: Buffer, longWav: Buffer): Promise<void> {
   const t = await ctx.tenant(dataDir, 'enterprise', { credits: 100_000, rpm: 100_000 });
   const long = multipart([{ name: 'model', value: 'nsm-4' }, { name: 'file', filename: 'long.wav', data: longWav }]);
