@@ -3,8 +3,8 @@
 // back to back by 6 clients for 30 s), then driven for N minutes at RATE_FACTOR of it (Poisson arrivals) with a mix:
 // /denoise of every input format, batches, jobs with webhooks to a loopback receiver (some cancelled), live streams,
 // a few hostile files (junk, empty, truncated) and slow senders. Every window it prints requests by status,
-// unexpected 5xx, p50/p99, RSS and open descriptors of the server (medians of samples every 10 s), its ffmpeg
-// children at that moment, the temp dirs' size, and credits charged against the work that succeeded. Targets
+// unexpected 5xx, p50/p99, RSS and open descriptors of the server's node processes (with its file-work process;
+// medians of samples every 10 s), the ffmpeg processes below it at that moment, the temp dirs' size, and credits charged against the work that succeeded. Targets
 // (issue 27): 0 unexpected 5xx, credits exact, RSS and descriptors flat after warm-up (last window within 10 % of the
 // second), temp dirs back to empty. Loopback only; bounded by N.
 import fs from 'node:fs';
@@ -177,13 +177,51 @@ function stream(server: Server, w: Window): Promise<void> {
   });
 }
 
-function procStats(pid: number): { rssMb: number; fds: number } {
+/** A process's descendants (children of every thread, recursively) with their command names. */
+function descendants(pid: number): Array<{ pid: number; comm: string }> {
+  const out: Array<{ pid: number; comm: string }> = [];
+  let tasks: string[] = [];
   try {
-    const rss = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-    return { rssMb: Math.round(rss / 1024), fds: fs.readdirSync(`/proc/${pid}/fd`).length };
+    tasks = fs.readdirSync(`/proc/${pid}/task`);
   } catch {
-    return { rssMb: 0, fds: 0 };
+    return out;
   }
+  for (const task of tasks) {
+    let list = '';
+    try {
+      list = fs.readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const child of list.split(' ').filter(Boolean).map(Number)) {
+      let comm = '';
+      try {
+        comm = fs.readFileSync(`/proc/${child}/comm`, 'utf8').trim();
+      } catch {
+        continue; // ended meanwhile
+      }
+      out.push({ pid: child, comm }, ...descendants(child));
+    }
+  }
+  return out;
+}
+
+/**
+ * RSS and open descriptors of the server's node processes: the server and, under npm start's default
+ * (FILE_WORK_PROCESS), its file-work process; ffmpeg children are counted apart.
+ */
+function procStats(pid: number): { rssMb: number; fds: number } {
+  let rss = 0;
+  let fds = 0;
+  for (const p of [pid, ...descendants(pid).filter((d) => d.comm === 'node').map((d) => d.pid)]) {
+    try {
+      rss += Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0);
+      fds += fs.readdirSync(`/proc/${p}/fd`).length;
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return { rssMb: Math.round(rss / 1024), fds };
 }
 
 function dirBytes(dir: string): number {
@@ -330,13 +368,7 @@ async function report(index: number, w: Window, server: Server, dataDir: string,
   if (samples.length === 0) samples.push(procStats(server.child.pid!));
   const median = (xs: number[]): number => pct([...xs].sort((a, b) => a - b), 50);
   const main = { rssMb: median(samples.map((x) => x.rssMb)), fds: median(samples.map((x) => x.fds)) };
-  const { execFileSync } = require('node:child_process') as typeof import('node:child_process');
-  let ffmpeg = 0;
-  try {
-    ffmpeg = execFileSync('pgrep', ['-P', String(server.child.pid)]).toString().trim().split('\n').filter(Boolean).length;
-  } catch {
-    // none
-  }
+  const ffmpeg = descendants(server.child.pid!).filter((d) => d.comm === 'ffmpeg').length;
   const tmp = dirBytes(path.join(dataDir, 'tmp')) + dirBytes(path.join(dataDir, 'jobs', 'incoming'));
   let charged = NaN;
   try {

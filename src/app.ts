@@ -59,7 +59,7 @@ export interface AppHandle {
   store: GatewayStore;
   /** Rate limits, console sessions and sign-in limits: memory, or Redis when REDIS_URL is set. */
   sharedState: SharedState;
-  /** The in-process engine; null when the model service is remote (config.modelServiceUrl). */
+  /** The in-process engine (live streams only with a file-work process); null when the model service is remote. */
   engine: InferenceEngine | null;
   /** Where the gateway forwards to. */
   modelServiceUrl: string;
@@ -208,7 +208,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // Request-log retention and the reclaiming of credit holds left by a gateway that died mid-call.
   const maintenance = startStoreMaintenance(store, config, { log });
   closer.defer(() => maintenance.stop());
-  // The model service: remote (MODEL_SERVICE_URL), or an engine and its model service in this process.
+  // The model service: remote (MODEL_SERVICE_URL), npm start's file-work process (live streams then on a live-only
+  // engine here), or an engine and its model service in this process.
   const fileProcess = config.modelServiceUrl ? null : (opts.fileProcess ?? null);
   if (opts.fileProcess) closer.defer(() => opts.fileProcess!.close());
   const model = await closer.open(async () => {

@@ -1,4 +1,5 @@
-// `npm start`: the public server (gateway + console) with the model service in-process or at MODEL_SERVICE_URL.
+// `npm start`: the public server (gateway + console, live streams) with the model service as its child process
+// (FILE_WORK_PROCESS, src/file-process), in-process, or at MODEL_SERVICE_URL.
 // Logs are pino JSON lines on stdout (LOG_FORMAT=pretty for humans): start-up, one line per API call, shutdown.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
