@@ -17,6 +17,7 @@ import { openSqliteStore } from '../src/store/sqlite-store';
 import { hashToken } from '../src/store/tokens';
 import { startServer, stopServer, type Server } from './bench/load';
 import { freePort } from './lib/free-port';
+import { descendants } from './lib/proc';
 
 const API = '/v1/noise-suppressor';
 const FIX = path.join(PROJECT_ROOT, 'fixtures');
@@ -175,35 +176,6 @@ function stream(server: Server, w: Window): Promise<void> {
     });
     ws.on('error', () => undefined);
   });
-}
-
-/** A process's descendants (children of every thread, recursively) with their command names. */
-function descendants(pid: number): Array<{ pid: number; comm: string }> {
-  const out: Array<{ pid: number; comm: string }> = [];
-  let tasks: string[] = [];
-  try {
-    tasks = fs.readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return out;
-  }
-  for (const task of tasks) {
-    let list = '';
-    try {
-      list = fs.readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8');
-    } catch {
-      continue;
-    }
-    for (const child of list.split(' ').filter(Boolean).map(Number)) {
-      let comm = '';
-      try {
-        comm = fs.readFileSync(`/proc/${child}/comm`, 'utf8').trim();
-      } catch {
-        continue; // ended meanwhile
-      }
-      out.push({ pid: child, comm }, ...descendants(child));
-    }
-  }
-  return out;
 }
 
 /**

@@ -7,13 +7,13 @@
 // CPU per stream-second is the server's CPU (all threads and child processes, /proc) over the window divided by the streams and
 // the window. RNNoise (@jitsi/rnnoise-wasm, 480-sample frames at 48 kHz) is timed in this process on the same frames
 // for the side-by-side "streams per core". Optionally 4 clients post 10 s files to /denoise meanwhile.
-import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { pcm16WavHeader } from '../../src/audio/wav';
+import { treeCpuMs } from '../lib/proc';
 import { startServer, stopServer, type Server } from './load';
 
 export const UNDERRUN_MS = 60;
@@ -61,29 +61,6 @@ class Histogram {
     }
     return NaN;
   }
-}
-
-/** CPU ms of a process and its child processes: those running (npm start's file-work process) and those it reaped. */
-function cpuMsOf(pid: number): number {
-  let stat: string;
-  try {
-    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return 0; // ended meanwhile
-  }
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]); // utime stime cutime cstime
-  let children = 0;
-  for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
-    let list = '';
-    try {
-      list = fs.readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8');
-    } catch {
-      continue;
-    }
-    for (const child of list.split(' ').filter(Boolean)) children += cpuMsOf(Number(child));
-  }
-  return (ticks * 1000) / 100 + children; // CLK_TCK is 100 on Linux
 }
 
 interface Client {
@@ -179,10 +156,10 @@ export async function runStreamLevel(
   fileCalls = 0;
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
-  const cpu0 = cpuMsOf(server.child.pid!);
+  const cpu0 = treeCpuMs(server.child.pid!);
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, opts.seconds * 1000));
-  const cpu1 = cpuMsOf(server.child.pid!);
+  const cpu1 = treeCpuMs(server.child.pid!);
   const window = (performance.now() - t0) / 1000;
   measuring = false;
   loop.disable();
