@@ -1,7 +1,7 @@
 // Small helpers around spawning the ffmpeg binary directly (no ffprobe ships with @ffmpeg-installer).
 import os from 'node:os';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { CHRT_PATH } from '../config/system-tools';
+import { idleCommandLine } from '../config/system-tools';
 import { AudioPipelineError } from './errors';
 
 /** Keeps only the last `limit` characters of a child's stderr so a chatty ffmpeg cannot grow memory. */
@@ -52,11 +52,7 @@ export interface FfmpegTool {
 export function spawnFfmpeg(tool: string | FfmpegTool, args: string[]): ChildProcess {
   const { ffmpegPath, fileWorkNice = 0, fileWorkIdle = false } = typeof tool === 'string' ? { ffmpegPath: tool } : tool;
   const argv = ['-hide_banner', '-nostdin', ...args];
-  // chrt sets the policy and then execs ffmpeg in the same process (same pid: signals and exit codes are ffmpeg's).
-  const child =
-    fileWorkIdle && CHRT_PATH
-      ? spawn(CHRT_PATH, ['--idle', '0', ffmpegPath, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] })
-      : spawn(ffmpegPath, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(...idleCommandLine(fileWorkIdle, ffmpegPath, argv), { stdio: ['pipe', 'pipe', 'pipe'] });
   if (fileWorkNice > 0 && child.pid !== undefined) {
     try {
       os.setPriority(child.pid, fileWorkNice);

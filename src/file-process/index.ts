@@ -9,7 +9,7 @@ import crypto from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import type { Config } from '../config';
-import { CHRT_PATH } from '../config/system-tools';
+import { CHRT_PATH, idleCommandLine } from '../config/system-tools';
 import type { Logger } from '../logging';
 import type { FromFileProcess, MetricsJson, ToFileProcess } from './protocol';
 
@@ -84,12 +84,10 @@ export async function startFileProcess(opts: FileProcessOptions): Promise<FilePr
       const nodeArgs = [...execArgv, MODEL_SERVICE_MAIN];
       // chrt execs node (same pid); the IPC channel's descriptor survives the exec. Not detached: with the kernel's
       // autogroups (sched_autogroup_enabled), a new session is a scheduling group of its own that competes with the
-      // server's at full weight, SCHED_IDLE inside it or not; measured, live latency p99 went 20 → 120 ms at 300
-      // nsm-1 streams. In the same session a terminal's Ctrl-C reaches it too: it ignores SIGINT and is stopped by
+      // server's at full weight, SCHED_IDLE inside it or not; measured, live latency p99 went from ~20 to 101–189 ms
+      // at 300 nsm-1 streams. In the same session a terminal's Ctrl-C reaches it too: it ignores SIGINT and is stopped by
       // the server (SIGTERM, last at shutdown) or by the server's exit (IPC disconnect).
-      const c = idle
-        ? spawn(CHRT_PATH!, ['--idle', '0', process.execPath, ...nodeArgs], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-        : spawn(process.execPath, nodeArgs, { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const c = spawn(...idleCommandLine(idle, process.execPath, nodeArgs), { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       child = c;
       if (!idle && config.fileWorkNice > 0 && c.pid) {
         try {
