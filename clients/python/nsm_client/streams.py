@@ -185,8 +185,18 @@ class LiveStream:
         self._carry = data[whole:]
 
     async def _send_binary(self, b: bytes) -> None:
-        await self._ws.send(b)
+        await self._ws_send(b)
         self.bytes_sent += len(b)
+
+    async def _ws_send(self, data: Any) -> None:
+        """Sends; when the server has closed meanwhile, raises how the stream ended (its error message, its close)."""
+        websockets = _import_websockets()
+        try:
+            await self._ws.send(data)
+        except websockets.exceptions.ConnectionClosed:
+            await self._reader
+            self._done.result()  # raises the stream's error
+            raise StreamError("stream_finished", "the stream has already ended")
 
     async def _wait_deadline(self) -> None:
         # Frame i leaves at start + i × frame; after a pause of the writer (more than 10 frames behind) the clock
@@ -201,14 +211,14 @@ class LiveStream:
 
     async def send_json(self, message: Dict[str, Any]) -> None:
         """Sends a JSON text message as it is (for control messages added to the protocol later)."""
-        await self._ws.send(json.dumps(message))
+        await self._ws_send(json.dumps(message))
 
     async def end(self) -> Dict[str, Any]:
         """Sends what is left, then ``{"type":"end"}``; returns ``done`` once the output is complete."""
         if not self._ended:
             self._ended = True
             await self._send(b"", last=True)
-            await self._ws.send(json.dumps({"type": "end"}))
+            await self._ws_send(json.dumps({"type": "end"}))
         done = await self._done
         await self._reader
         return done
