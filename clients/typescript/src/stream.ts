@@ -249,7 +249,7 @@ export class LiveStream extends Emitter {
     await this.ready;
     if (this.finished) throw new StreamError({ type: 'stream_finished', message: 'the stream has already ended', request_id: this.info?.request_id });
     const unit = this.sampleFrameBytes();
-    let data = concat(this.carry, bytes);
+    const data = concat(this.carry, bytes);
     if (last && data.length % unit !== 0) {
       throw new NsmError({ type: 'invalid_request', message: `the audio ends in a partial sample frame (${data.length % unit} of ${unit} bytes)` });
     }
@@ -270,7 +270,6 @@ export class LiveStream extends Emitter {
       await this.drain();
     }
     this.carry = data.slice(whole);
-    data = new Uint8Array(0);
   }
 
   private sendBinary(b: Uint8Array): void {
