@@ -108,6 +108,7 @@ test('a real 429 too_many_jobs on POST /jobs (charged) is retried after Retry-Af
   const jobsToken = await server.token();
   const r = await driver('ts-retry.mjs', { MODE: 'jobs', TOKEN: jobsToken, STALL_URL: stall.url });
   expectOk(r);
+  if (r.report.retries.length === 0) throw new Error(`no retry:\n${r.stdout}\n${r.stderr}`);
   expect(r.report.retries.length).toBeGreaterThanOrEqual(1);
   expect(r.report.retries[0]).toMatchObject({ method: 'POST', status: 429, type: 'too_many_jobs', retryAfter: 5 });
   expect(r.report.retries[0].delayMs).toBeGreaterThanOrEqual(5000);

@@ -37,6 +37,8 @@ if MODE == "jobs":
 
     client = NsmClient(BASE, TOKEN, on_retry=cancel_first)
     state["first"] = client.jobs.submit(url=os.environ["STALL_URL"])["id"]
+    before = client.jobs.get(state["first"])
+    report["firstBefore"] = {"status": before["status"], "error": before["error"]}
     second = caught(lambda: client.jobs.submit(FIXTURE, model="nsm-1"))
     report["second"] = {"status": second["ok"]["status"]} if "ok" in second else second
     report["first"] = client.jobs.get(state["first"])["status"]

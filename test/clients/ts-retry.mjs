@@ -41,6 +41,8 @@ if (MODE === 'rate') {
   });
   const first = await client.jobs.submit({ url: process.env.STALL_URL });
   firstId = first.id;
+  const before = await client.jobs.get(first.id);
+  report.firstBefore = { status: before.status, error: before.error };
   const second = await caught(() => client.jobs.submit(FIXTURE, { model: 'nsm-1' }));
   report.second = second.ok ? { status: second.ok.status, id: second.ok.id } : second;
   report.first = (await client.jobs.get(first.id)).status;
