@@ -42,6 +42,12 @@ const PREREQUISITES = [
     for: 'the Redis rate-limit/session and scale-out tests (a real server in a temporary directory)',
     check: () => findRedisServer() !== null,
   },
+  {
+    // Debian's python3 (it comes with the package) importing the optional dependency of the Python client's streams.
+    deb: 'python3-websockets',
+    for: 'the Python client tests (test/clients-python.test.ts: its live streams)',
+    check: () => executable('/usr/bin/python3') && spawnSync('/usr/bin/python3', ['-c', 'import websockets'], { stdio: 'ignore' }).status === 0,
+  },
 ];
 
 function missing(list) {
