@@ -36,6 +36,7 @@ import type { SourceInput } from '../audio/sources';
 import { PipelineRun } from './run';
 import { runStats, type DenoiseStats } from './stats';
 import type { DenoiseFileDeps, DenoiseFileOptions, DenoiseOutput, DenoiseTarget } from './types';
+import { segmentList } from '../vad/options';
 
 export { AudioAbortedError, AudioInputError, AudioPipelineError, AudioTooLongError } from '../audio/errors';
 export { deinterleave, interleave, silenceNonFinite } from '../dsp/interleave';
@@ -71,6 +72,7 @@ export async function denoise(
   try {
     const result = await run.execute();
     const processingS = Number(process.hrtime.bigint() - started) / 1e9;
+    if (result.speech) opts.onSpeechSegments?.(segmentList(result.speech.segments));
     return { stats: runStats(opts, result, processingS), output: result.output };
   } catch (err) {
     await run.teardown();

@@ -4,7 +4,7 @@
 // shortened as it goes (trim.ts). Without trimming the output passes unchanged.
 import type * as ort from 'onnxruntime-node';
 import { Decimator3, RESAMPLE_DELAY_48K } from '../dsp/resample';
-import { SpeechDetector, type FrameSpan } from './detector';
+import { SpeechDetector } from './detector';
 import { TRIM_FADE_S, type SpeechReport, type SpeechRequest } from './options';
 import { VadStream } from './silero';
 import { VAD_FRAME, VAD_FRAME_S, VAD_RATE } from './silero-graph';
@@ -93,10 +93,6 @@ export class SpeechTrack {
         this.openStart = -1;
       }
     }
-    if (this.trimmer) for (const s of spans) this.applySpan(s);
-  }
-
-  private applySpan(s: FrameSpan): void {
-    this.trimmer!.label(Math.min(this.at(s.to), Number.MAX_SAFE_INTEGER), s.speech);
+    if (this.trimmer) for (const s of spans) this.trimmer.label(this.at(s.to), s.speech);
   }
 }

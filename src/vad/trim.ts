@@ -41,7 +41,7 @@ export class SilenceTrimmer {
 
   pushAudio(planar: Float32Array[]): void {
     if (planar[0].length === 0) return;
-    this.pending.push(planar);
+    this.pending.push(planar.map((ch) => ch.slice())); // held across calls: the chain may reuse its arrays
     this.audioEnd += planar[0].length;
     this.run();
   }
