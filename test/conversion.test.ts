@@ -1,6 +1,7 @@
 // Proves the TFLite → ONNX conversion: an independent op-by-op float64 evaluation of the TFLite graphs,
 // stepped frame by frame with its state fed back, must match the ONNX sequence graphs run over all
 // frames at once, on real speech (the LibriSpeech utterance shipped in @vonage/noise-suppression).
+import { VAD_FILE } from '../src/vad/silero-graph';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -106,9 +107,9 @@ test('the TFLite reader rejects files that are not TFLite flatbuffers', async ()
   expect(() => parseTflite(new Uint8Array(64))).toThrow(/not a TFLite/);
 });
 
-test('manifest lists both graphs with their sha256 and all five models', async () => {
+test('manifest lists the graphs (both DTLN stages, the VAD) with their sha256 and all five models', async () => {
   const manifest = JSON.parse(fs.readFileSync(path.join(outDir, 'manifest.json'), 'utf8'));
-  expect(manifest.graphs.map((g: { file: string }) => g.file)).toEqual([STAGE1_FILE, STAGE2_FILE]);
+  expect(manifest.graphs.map((g: { file: string }) => g.file)).toEqual([STAGE1_FILE, STAGE2_FILE, VAD_FILE]);
   for (const g of manifest.graphs) expect(g.sha256).toMatch(/^[0-9a-f]{64}$/);
   expect(manifest.models.map((m: { id: string }) => m.id)).toEqual(['nsm-1', 'nsm-2', 'nsm-3', 'nsm-4', 'nsm-2-hd']);
   for (const m of manifest.models) {
