@@ -1,7 +1,6 @@
 // Proves the TFLite → ONNX conversion: an independent op-by-op float64 evaluation of the TFLite graphs,
 // stepped frame by frame with its state fed back, must match the ONNX sequence graphs run over all
 // frames at once, on real speech (the LibriSpeech utterance shipped in @vonage/noise-suppression).
-import { VAD_FILE } from '../src/vad/silero-graph';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -9,6 +8,7 @@ import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { spawnSync } from 'node:child_process';
 import { loadConfig } from '../src/config';
+import { VAD_FILE } from '../src/vad/silero-graph';
 import { convertAll, loadTflite, STAGE1_FILE, STAGE2_FILE, tflitePaths } from '../scripts/convert-models';
 import { NdArray, runTflite } from '../scripts/tflite/interpreter';
 import { parseTflite, type TfliteGraph } from '../scripts/tflite/reader';
