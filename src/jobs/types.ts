@@ -22,6 +22,13 @@ export interface JobParams {
   keep_input_sample_rate: boolean;
   /** Integrated loudness target (LUFS) of the result; null (or absent on jobs stored before it existed): none. */
   loudness_lufs?: number | null;
+  /** Speech detection (docs/speech.md), present only on jobs that asked for it, as resolved (speech-params.ts). */
+  speech_segments?: boolean;
+  trim_silence?: boolean;
+  trim_silence_max_pause_s?: number;
+  vad_threshold?: number;
+  vad_min_speech_ms?: number;
+  vad_hangover_ms?: number;
 }
 
 export interface JobInput {
@@ -47,6 +54,8 @@ export interface JobResultFile {
   contentType: string;
   /** Suggested download name, e.g. talk_denoised.wav. */
   filename: string;
+  /** With speech_segments=true: where the speech is (seconds of the input). */
+  speechSegments?: Array<{ start_s: number; end_s: number }>;
 }
 
 export type RefundState = 'none' | 'pending' | 'done';

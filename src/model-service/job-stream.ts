@@ -6,6 +6,7 @@
 // Answer (200, Content-Type application/x-ns-job-stream): newline-terminated JSON lines, then possibly binary:
 //   {"type":"progress","done_s":12.0,"total_s":1200.0}        at least every 10 s while working
 //   {"type":"result","stats":{...},"bytes":N,"content_type":"audio/wav"}  followed by exactly N bytes of audio, end
+//     (with speech_segments=true the result line also has "speech_segments":[{"start_s":..,"end_s":..},...])
 //   {"type":"error","status":422,"detail":"could not decode: ..."}         end
 // Errors found before the work starts are ordinary {"detail"} answers: 400 bad parameters, 413 too large,
 // 422 model not installed, 503 {"detail":"busy"} + Retry-After when this service already runs its share of job
@@ -23,7 +24,7 @@ import { FORMATS } from '../audio/formats';
 import type { ModelServiceMetrics } from './metrics';
 import { continueIfExpected } from './guard';
 import { HttpError, sendDetail, sendHttpError, tooLarge } from './http-error';
-import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams } from './params';
+import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams, speechOf, type SpeechSegment } from './params';
 import { withRequestScope } from './request-scope';
 
 export const JOB_STREAM_PATH = '/internal/jobs/denoise';
@@ -77,7 +78,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
           if (q[name] !== undefined) fields[name] = q[name];
         }
         const params = parseDenoiseParams(config, 'single', fields);
-        assertModelInstalled(config, params.model);
+        assertModelInstalled(config, params.model, params.speech);
         const declared = Number(req.headers['content-length']);
         const max = config.jobs.maxUploadBytes;
         if (Number.isFinite(declared) && declared > max) throw tooLarge(`the input is larger than ${max} bytes`);
@@ -113,6 +114,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
         }, 1000);
         const ext = params.outputFormat;
         const outPath = path.join(await scope.dir(), `output.${ext}`);
+        let segments: SpeechSegment[] | undefined;
         try {
           const stats = await denoiseFile({ config, engine }, inputPath, outPath, {
             model: params.model,
@@ -120,6 +122,8 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
             outputFormat: params.outputFormat,
             keepInputSampleRate: params.keepInputSampleRate,
             loudnessLufs: params.loudnessLufs,
+            speech: params.speech,
+            onSpeechSegments: (s) => (segments = s),
             signal: scope.signal,
             // 1 s chunks (not the file pipeline's 8 s): a synchronous call that shares this job's worker waits for
             // at most one second of the job's audio, whatever the model.
@@ -134,7 +138,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
           await fsp.rm(inputPath, { force: true });
           const { size } = await fsp.stat(outPath);
           clearInterval(keepalive);
-          line({ type: 'result', stats, bytes: size, content_type: FORMATS[ext].contentType });
+          line({ type: 'result', stats, ...speechOf(segments), bytes: size, content_type: FORMATS[ext].contentType });
           await pipeline(fs.createReadStream(outPath), res, { signal: scope.signal });
         } catch (err) {
           clearInterval(keepalive);

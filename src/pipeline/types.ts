@@ -4,6 +4,7 @@ import type { Config } from '../config';
 import type { OutputFormat } from '../audio/formats';
 import type { MemoryFile } from '../audio/memory-file';
 import type { InferenceEngine, ModelId } from '../inference/types';
+import type { SpeechRequest, SpeechSegment } from '../vad/options';
 
 export interface DenoiseFileDeps {
   config: Config;
@@ -28,6 +29,10 @@ export interface DenoiseFileOptions {
   inProcessWav?: boolean;
   /** Integrated loudness (LUFS) to normalise the cleaned audio to; null/undefined: no normalisation. */
   loudnessLufs?: number | null;
+  /** Speech detection on the cleaned audio (speech_segments, trim_silence); null/undefined: none, output as before. */
+  speech?: SpeechRequest | null;
+  /** With `speech`: called once, after the run, with the speech segments (seconds of the input). */
+  onSpeechSegments?(segments: SpeechSegment[]): void;
 }
 
 /** Where denoise() puts the output. */

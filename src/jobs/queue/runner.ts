@@ -226,7 +226,10 @@ export class JobRunner {
         this.owner,
         {
           status: 'succeeded',
-          result: { file: resultFile, bytes: out.bytes, contentType: out.contentType, filename: resultName(job.input.filename, ext) },
+          result: {
+            file: resultFile, bytes: out.bytes, contentType: out.contentType, filename: resultName(job.input.filename, ext),
+            ...(out.speechSegments ? { speechSegments: out.speechSegments } : {}),
+          },
           stats: out.stats,
           expiresAt: finishedAt + config.jobs.retentionMs,
         },
