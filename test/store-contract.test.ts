@@ -177,6 +177,25 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect(text.includes(hashToken(a.token))).toBe(true);
   });
 
+  test('reissueToken: a new secret for the same key row; the old secret stops working, the row is not revoked', async () => {
+    const ws = await store.createWorkspace('reissue', 'free');
+    const first = await store.createToken({ workspaceId: ws.id, name: 'console playground', scopes: ['noise-suppressor:denoise'], allowedIps: [], expiresAt: '2031-01-01T00:00:00Z' });
+    await store.revokeToken(first.record.id);
+    await expect(store.reissueToken(first.record.id, { scopes: [], expiresAt: null })).rejects.toThrow(/scope/);
+    const again = (await store.reissueToken(first.record.id, { scopes: ['noise-suppressor:denoise', 'noise-suppressor:stream'], expiresAt: '2032-02-02T00:00:00Z' }))!;
+    expect(again.token).toMatch(TOKEN_PATTERN);
+    expect(again.token).not.toBe(first.token);
+    expect(again.record).toMatchObject({
+      id: first.record.id, name: 'console playground', workspaceId: ws.id, prefix: again.token.slice(0, 12),
+      scopes: ['noise-suppressor:denoise', 'noise-suppressor:stream'], expiresAt: '2032-02-02T00:00:00.000Z', revokedAt: null,
+      createdAt: first.record.createdAt,
+    });
+    expect(await store.findTokenByHash(hashToken(first.token))).toBeNull();
+    expect((await store.findTokenByHash(hashToken(again.token)))!.id).toBe(first.record.id);
+    expect((await store.listTokens(ws.id)).map((t) => t.id)).toEqual([first.record.id]);
+    expect(await store.reissueToken('key_none', { scopes: ['*'], expiresAt: null })).toBeNull();
+  });
+
   test('credits: conditional charge per UTC month, refunds, never over the limit', async () => {
     const ws = await store.createWorkspace('acme', 'free');
     const may = new Date('2030-05-31T23:59:59Z');

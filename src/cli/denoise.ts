@@ -43,7 +43,7 @@ Usage:
 Options:
   -o, --output OUT          output file, or - for standard output (one input only). Its extension picks the
                             format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}
-  -d, --out-dir DIR         write each output into DIR (default: next to its input)
+  -d, --out-dir DIR         write each output into DIR, created if missing (default: next to its input)
                             Default name: <input name>_denoised.<format>; for stdin input, standard output.
   -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav);
                             mp3 64, opus 32, m4a (AAC) 64 kb/s per channel
@@ -81,6 +81,8 @@ export interface DenoiseJob {
 
 export interface DenoiseArgs {
   jobs: DenoiseJob[];
+  /** -d DIR as given (created when missing), or null. */
+  outDir: string | null;
   model: ModelId;
   attenuationLimitDb: number;
   format: OutputFormat;
@@ -192,7 +194,7 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     seen.set(key, job.input);
   }
   if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
-  return { jobs, model, attenuationLimitDb: limit, format: fmt, loudnessLufs: loudness, keepInputSampleRate: keep, speech, force, json, quiet };
+  return { jobs, outDir: outDir ?? null, model, attenuationLimitDb: limit, format: fmt, loudnessLufs: loudness, keepInputSampleRate: keep, speech, force, json, quiet };
 }
 
 function speechArgs(line: ReturnType<typeof parseCommandLine>): SpeechRequest | null {
@@ -262,12 +264,23 @@ export async function runDenoise(argv: string[]): Promise<number> {
   }
 
   // Everything that can be known before any work: missing inputs and outputs that exist stop the run here.
+  // -d DIR is created when missing (`nsm denoise *.mp3 -d cleaned/`), but only once nothing else stands in the way.
   const problems: string[] = [];
+  const outDirMissing = args.outDir !== null && !fs.existsSync(args.outDir);
+  const outDirNotDir = args.outDir !== null && !outDirMissing && !fs.statSync(args.outDir).isDirectory();
+  if (outDirNotDir) problems.push(`${args.outDir} is not a directory`);
   for (const job of args.jobs) {
     if (job.input !== '-' && !fs.existsSync(job.input)) problems.push(`input not found: ${job.input}`);
-    if (job.output !== '-') {
+    if (job.output !== '-' && !outDirMissing && !outDirNotDir) {
       if (!args.force && fs.existsSync(job.output)) problems.push(`${job.output} exists; pass --force to replace it`);
       else if (!fs.existsSync(path.dirname(path.resolve(job.output)))) problems.push(`no such directory for ${job.output}`);
+    }
+  }
+  if (problems.length === 0 && outDirMissing) {
+    try {
+      fs.mkdirSync(args.outDir!, { recursive: true });
+    } catch (err) {
+      problems.push(`cannot create ${args.outDir}: ${(err as Error).message}`);
     }
   }
   if (problems.length > 0) {

@@ -9,7 +9,7 @@ import { newWebhookSecret } from '../jobs/outbound/webhooks';
 import { openStore } from '../store';
 import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
-import { parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
+import { dataDirFromArgs, parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { watchForNewDatabase } from './databases';
 
@@ -40,6 +40,11 @@ Commands:
       The workspace's webhook signing secret (created on first use); --rotate replaces it.
   --help
       This text.
+
+Options of every command:
+  --data-dir DIR
+      The server's data folder (its DATA_DIR), which holds gateway.db; overrides DATA_DIR. Give the keys CLI the
+      folder the server uses: keys made in another folder's database answer 401.
 
 Environment: DATA_DIR (default ./data) holds gateway.db; with DATABASE_URL (postgres://…) the keys live in PostgreSQL.`;
 
@@ -359,11 +364,24 @@ export function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream = process.std
   });
 }
 
+/** The process's command line: `--data-dir DIR` (anywhere) stands for DATA_DIR, then the configuration is loaded. */
+export async function keysMain(argv: string[], env: NodeJS.ProcessEnv = process.env, io: KeysCliIo = consoleIo): Promise<number> {
+  let line: { argv: string[]; env: NodeJS.ProcessEnv };
+  try {
+    line = dataDirFromArgs(argv, env);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    io.err(usageLine('keys', err.message, 'keys --help'));
+    return USAGE_EXIT;
+  }
+  const config = configOrExplain(io.err, line.env);
+  if (!config) return CONFIG_EXIT;
+  return runKeysCli(line.argv, config, io);
+}
+
 if (require.main === module) {
   exitQuietlyOnClosedPipe(process.stdout);
-  const config = configOrExplain((line) => process.stderr.write(line + '\n'));
-  if (!config) process.exit(CONFIG_EXIT);
-  void runKeysCli(process.argv.slice(2), config).then((code) => {
+  void keysMain(process.argv.slice(2)).then((code) => {
     process.exitCode = code;
   });
 }

@@ -203,6 +203,16 @@ export async function openPostgresStore(config: PostgresOptions): Promise<Gatewa
     async touchToken(id, when) {
       await pool.query('UPDATE tokens SET last_used_at = $2 WHERE id = $1', [id, new Date(when)]);
     },
+    async reissueToken(id, input) {
+      checkNewToken(input.scopes, input.expiresAt);
+      const token = generateToken();
+      const row = await one<TokenRow>(
+        `UPDATE tokens SET token_hash = $2, prefix = $3, scopes = $4::jsonb, expires_at = $5, revoked_at = NULL
+         WHERE id = $1 RETURNING *`,
+        [id, hashToken(token), displayPrefix(token), JSON.stringify(input.scopes), input.expiresAt === null ? null : new Date(input.expiresAt)],
+      );
+      return row ? { token, record: toToken(row) } : null;
+    },
 
     async chargeCredits(workspaceId, amount, limit, when) {
       const period = creditPeriod(when);

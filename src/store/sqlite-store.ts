@@ -67,6 +67,9 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     listTokensOf: db.prepare('SELECT * FROM tokens WHERE workspace_id = ? ORDER BY created_at, rowid'),
     revoke: db.prepare('UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
     touch: db.prepare('UPDATE tokens SET last_used_at = ? WHERE id = ?'),
+    reissue: db.prepare(
+      'UPDATE tokens SET token_hash = @token_hash, prefix = @prefix, scopes = @scopes, expires_at = @expires_at, revoked_at = NULL WHERE id = @id',
+    ),
     // One conditional UPSERT: inserts or adds only while the sum stays within the limit,
     // so concurrent chargers (threads or processes) can never overspend.
     charge: db.prepare(
@@ -263,6 +266,18 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     },
     async touchToken(id, when) {
       stmt.touch.run(when, id);
+    },
+    async reissueToken(id, input) {
+      checkNewToken(input.scopes, input.expiresAt);
+      const token = generateToken();
+      const changed = stmt.reissue.run({
+        id,
+        token_hash: hashToken(token),
+        prefix: displayPrefix(token),
+        scopes: JSON.stringify(input.scopes),
+        expires_at: input.expiresAt === null ? null : new Date(input.expiresAt).toISOString(),
+      }).changes;
+      return changed === 0 ? null : { token, record: toToken(stmt.tokenById.get(id) as TokenRow) };
     },
 
     async chargeCredits(workspaceId, amount, limit, when): Promise<CreditCharge> {

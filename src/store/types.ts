@@ -167,6 +167,12 @@ export interface GatewayStore {
   pruneRequests(before: string, maxRows: number): Promise<number>;
   /** Schema versions applied, in order (numbered migrations recorded in schema_migrations). */
   schemaVersions(): Promise<number[]>;
+  /**
+   * A new secret for an existing key (the console playground's one key per workspace): a new token and display
+   * prefix, the given scopes and expiry, not revoked. The old secret stops working at once; the id, name and the
+   * request log's history stay. The clear token is returned once, as by createToken; null when no such id.
+   */
+  reissueToken(id: string, input: { scopes: string[]; expiresAt: string | null }): Promise<{ token: string; record: TokenRecord } | null>;
 }
 
 /** 'YYYY-MM' of a date in UTC: the credit period. */
