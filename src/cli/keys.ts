@@ -31,7 +31,8 @@ Commands:
   list [--workspace W]
       Lists keys (display prefix only; tokens are never stored).
   revoke <key-id|prefix>
-      Revokes a key; calls with it get 401 key_revoked.
+      Revokes a key; calls with it get 401 key_revoked. Names it by its id, the start of its id or of its token (at
+      least 4 characters after key_ or mw_live_; a start naming several keys is refused), or the whole token.
   plan --workspace W --plan P [--rpm N] [--credits N]
       Changes a workspace's plan (--rpm/--credits set enterprise custom limits).
   usage [--workspace W]

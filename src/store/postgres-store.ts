@@ -11,6 +11,7 @@ import {
   checkNewToken,
   checkPlan,
   fillDays,
+  findKeyTarget,
   newReservationId,
   newTokenId,
   newWorkspaceId,
@@ -187,16 +188,11 @@ export async function openPostgresStore(config: PostgresOptions): Promise<Gatewa
       return rows.map(toToken);
     },
     async revokeToken(idOrPrefix) {
-      let row = await one<TokenRow>('SELECT * FROM tokens WHERE id = $1', [idOrPrefix]);
-      if (!row) {
-        const matches = await q<TokenRow>('SELECT * FROM tokens WHERE prefix = $1', [idOrPrefix]);
-        if (matches.length > 1) throw new Error(`prefix ${idOrPrefix} matches ${matches.length} keys; revoke by id instead`);
-        row = matches[0] ?? null;
-      }
-      if (!row) return null;
+      const target = await findKeyTarget(idOrPrefix, { byId: store.getToken, byHash: store.findTokenByHash, all: () => store.listTokens() });
+      if (!target) return null;
       const updated = await one<TokenRow>(
         'UPDATE tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *',
-        [row.id, new Date()],
+        [target.id, new Date()],
       );
       return toToken(updated!);
     },

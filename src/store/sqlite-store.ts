@@ -9,6 +9,7 @@ import {
   checkNewToken,
   checkPlan,
   fillDays,
+  findKeyTarget,
   newReservationId,
   newTokenId,
   newWorkspaceId,
@@ -62,7 +63,6 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     ),
     tokenByHash: db.prepare('SELECT * FROM tokens WHERE token_hash = ?'),
     tokenById: db.prepare('SELECT * FROM tokens WHERE id = ?'),
-    tokensByPrefix: db.prepare('SELECT * FROM tokens WHERE prefix = ?'),
     listTokens: db.prepare('SELECT * FROM tokens ORDER BY created_at, rowid'),
     listTokensOf: db.prepare('SELECT * FROM tokens WHERE workspace_id = ? ORDER BY created_at, rowid'),
     revoke: db.prepare('UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
@@ -249,17 +249,10 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       return rows.map(toToken);
     },
     async revokeToken(idOrPrefix) {
-      let row = stmt.tokenById.get(idOrPrefix) as TokenRow | undefined;
-      if (!row) {
-        const matches = stmt.tokensByPrefix.all(idOrPrefix) as TokenRow[];
-        if (matches.length > 1) {
-          throw new Error(`prefix ${idOrPrefix} matches ${matches.length} keys; revoke by id instead`);
-        }
-        row = matches[0];
-      }
-      if (!row) return null;
-      stmt.revoke.run(new Date().toISOString(), row.id);
-      return toToken(stmt.tokenById.get(row.id) as TokenRow);
+      const target = await findKeyTarget(idOrPrefix, { byId: store.getToken, byHash: store.findTokenByHash, all: () => store.listTokens() });
+      if (!target) return null;
+      stmt.revoke.run(new Date().toISOString(), target.id);
+      return toToken(stmt.tokenById.get(target.id) as TokenRow);
     },
     async touchToken(id, when) {
       stmt.touch.run(when, id);
