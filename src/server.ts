@@ -9,6 +9,7 @@ import { answerClientErrors } from './http/client-errors';
 import { adminSecretFile, ensureAdminSecret } from './console';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
+import { usePrivateUmask } from './startup/private-files';
 import { startFileProcess } from './file-process';
 import { describeStore } from './store';
 
@@ -16,6 +17,8 @@ import { describeStore } from './store';
 const FLUSH_MS = 5_000;
 
 async function main(logger: Logger): Promise<void> {
+  // Databases, uploads, job files and the file-work process's temp files: this user's only (0600 / 0700).
+  usePrivateUmask();
   const config = loadConfig();
   const started = Date.now();
   // Single box: file work in a child process of its own (FILE_WORK_PROCESS), started first; createApp owns it after.

@@ -9,6 +9,7 @@ import { newWebhookSecret } from '../jobs/outbound/webhooks';
 import { openStore } from '../store';
 import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
+import { usePrivateUmask } from '../startup/private-files';
 import { parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { watchForNewDatabase } from './databases';
@@ -362,6 +363,7 @@ export function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream = process.std
 
 if (require.main === module) {
   exitQuietlyOnClosedPipe(process.stdout);
+  usePrivateUmask(); // a gateway.db it creates is this user's only
   const config = configOrExplain((line) => process.stderr.write(line + '\n'));
   if (!config) process.exit(CONFIG_EXIT);
   void runKeysCli(process.argv.slice(2), config).then((code) => {

@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { PRIVATE_DIR_MODE } from '../../startup/private-files';
 import { processAlive } from '../../startup/process-alive';
 
 const HOST_TAG = crypto.createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
@@ -46,7 +47,7 @@ export class JobFiles {
   }
 
   async ensure(): Promise<void> {
-    for (const dir of [this.inputs, this.results, this.incoming]) await fs.promises.mkdir(dir, { recursive: true });
+    for (const dir of [this.inputs, this.results, this.incoming]) await fs.promises.mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   }
 
   input(id: string): string {
