@@ -320,7 +320,7 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect((await store.queryRequests({ tokenId: 't2' }))[0]).toEqual({
       requestId: 'r3', clientRequestId: null, time: new Date(now).toISOString(), tokenId: 't2', workspaceId: ws.id, method: 'POST',
       service: 'noise-suppressor', endpoint: 'denoise', status: 200, errorType: null, creditsCharged: 1, bytesIn: 5_000_000_000,
-      bytesOut: 10, upstreamMs: 12.5, totalMs: 5, clientIp: '127.0.0.1', errorMessage: null,
+      bytesOut: 10, upstreamMs: 12.5, totalMs: 5, clientIp: '127.0.0.1', errorMessage: null, calls: 1,
     });
     expect(await store.queryRequests({ errorType: 'invalid_token' })).toHaveLength(1);
     expect((await store.queryRequests({ workspaceId: ws.id, limit: 1, offset: 1 })).map((r) => r.requestId)).toEqual(['r2']);
@@ -367,6 +367,25 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     await keep.stop();
     expect(await store.countRequests({})).toBe(2);
     expect(lines).toEqual([]);
+  });
+
+  test('request log: entries with one aggregate key share a row that counts them, also written at once by many (issue 35, item 7)', async () => {
+    const ws = await store.createWorkspace('acme', 'free');
+    const t = new Date().toISOString();
+    const refusal = (i: number) => logEntry({ requestId: `r${i}`, workspaceId: ws.id, tokenId: 'k1', status: 429, errorType: 'rate_limited', bytesIn: 5, time: t, aggregateKey: `k1 429 ${t.slice(0, 16)}` });
+    await store.logRequest(refusal(0));
+    await Promise.all(Array.from({ length: 40 }, (_, i) => store.logRequest(refusal(i + 1))));
+    await store.logRequest(logEntry({ requestId: 'other', workspaceId: ws.id, tokenId: 'k1', status: 429, errorType: 'rate_limited', time: t, aggregateKey: 'another minute' }));
+    await store.logRequest(logEntry({ requestId: 'ok', workspaceId: ws.id, tokenId: 'k1', status: 200, time: t }));
+    await store.logRequest(logEntry({ requestId: 'ok2', workspaceId: ws.id, tokenId: 'k1', status: 200, time: t, aggregateKey: null }));
+    const rows = await store.queryRequests({ workspaceId: ws.id });
+    expect(rows.map((r) => [r.requestId, r.calls]).sort()).toEqual([['ok', 1], ['ok2', 1], ['other', 1], ['r0', 41]]);
+    expect(rows.find((r) => r.requestId === 'r0')).toMatchObject({ bytesIn: 205, status: 429, errorType: 'rate_limited' });
+    expect(await store.countRequests({ workspaceId: ws.id })).toBe(44);
+    expect(await store.countRequests({ workspaceId: ws.id, status: 429 })).toBe(42);
+    expect(await store.countRequests({ workspaceId: 'ws_none' })).toBe(0);
+    const days = await store.requestsPerDay(ws.id, 2);
+    expect(days[1]).toMatchObject({ day: t.slice(0, 10), count: 44, errors: 42 });
   });
 
   test('request log: the reason of a failed call in words (error_message)', async () => {

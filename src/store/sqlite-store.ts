@@ -8,16 +8,14 @@ import {
   checkCustomLimit,
   checkNewToken,
   checkPlan,
-  fillDays,
   findKeyTarget,
   newReservationId,
   newTokenId,
   newWorkspaceId,
-  pageOf,
-  seriesStart,
 } from './common';
 import { SQLITE_PLAN } from './migrations';
-import { toLogEntry, toToken, toWorkspace, whereClause, type LogRow, type TokenRow, type WorkspaceRow } from './sqlite-rows';
+import { sqliteRequestLog } from './sqlite-request-log';
+import { toToken, toWorkspace, type TokenRow, type WorkspaceRow } from './sqlite-rows';
 import { creditPeriod, type CreditCharge, type CreditReservation, type GatewayStore, type NewToken, type Workspace } from './types';
 import { displayPrefix, generateToken, hashToken } from './tokens';
 
@@ -95,20 +93,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     ),
     deleteExpiredOf: db.prepare('DELETE FROM credit_reservations WHERE workspace_id = ? AND expires_at <= ?'),
     expiredWorkspaces: db.prepare('SELECT DISTINCT workspace_id FROM credit_reservations WHERE expires_at <= ?'),
-    insertLog: db.prepare(
-      `INSERT INTO request_log (request_id, client_request_id, time, token_id, workspace_id, method, service, endpoint,
-         status, error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
-       VALUES (@requestId, @clientRequestId, @time, @tokenId, @workspaceId, @method, @service, @endpoint,
-         @status, @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp, @errorMessage)`,
-    ),
-    prune: db.prepare(
-      'DELETE FROM request_log WHERE id IN (SELECT id FROM request_log WHERE time < ? ORDER BY time LIMIT ?)',
-    ),
     versions: db.prepare('SELECT version FROM schema_migrations ORDER BY version'),
-    perDay: db.prepare(
-      `SELECT substr(time, 1, 10) AS day, COUNT(*) AS count, SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors
-       FROM request_log WHERE workspace_id = ? AND time >= ? GROUP BY day`,
-    ),
     getSetting: db.prepare('SELECT value FROM settings WHERE key = ?'),
     setSetting: db.prepare(
       'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
@@ -302,30 +287,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       return row?.reserved ?? 0;
     },
 
-    async logRequest(entry) {
-      stmt.insertLog.run({ ...entry, clientRequestId: entry.clientRequestId ?? null, errorMessage: entry.errorMessage ?? null });
-    },
-    async queryRequests(filter) {
-      const { sql, params } = whereClause(filter);
-      const { limit, offset } = pageOf(filter);
-      const rows = db
-        .prepare(`SELECT * FROM request_log ${sql} ORDER BY time DESC, id DESC LIMIT ? OFFSET ?`)
-        .all(...params, limit, offset) as LogRow[];
-      return rows.map(toLogEntry);
-    },
-    async countRequests(filter) {
-      const { sql, params } = whereClause(filter);
-      const row = db.prepare(`SELECT COUNT(*) AS n FROM request_log ${sql}`).get(...params) as { n: number };
-      return row.n;
-    },
-    async pruneRequests(before, maxRows) {
-      return stmt.prune.run(before, Math.max(1, Math.trunc(maxRows))).changes;
-    },
-    async requestsPerDay(workspaceId, days) {
-      const { start, n } = seriesStart(days);
-      const rows = stmt.perDay.all(workspaceId, start.toISOString()) as Array<{ day: string; count: number; errors: number }>;
-      return fillDays(start, n, rows);
-    },
+    ...sqliteRequestLog(db),
     async schemaVersions() {
       return (stmt.versions.all() as Array<{ version: number }>).map((r) => r.version);
     },

@@ -68,6 +68,14 @@ export interface RequestLogEntry {
   clientIp: string;
   /** Why the call failed in words: the gateway's error message, or the model service's `detail` for its 4xx. */
   errorMessage?: string | null;
+  /** Calls this row stands for (read back; 1 unless the row aggregates refusals, see aggregateKey). */
+  calls?: number;
+  /**
+   * Written only. Entries with the same key share one row: the first one's id, time, IP and message stay, `calls`
+   * counts them and their bytes add up. The gateway gives one to refusals of a key (docs/gateway.md, request log):
+   * token, status, error type, endpoint and minute. Null or absent: a row of its own.
+   */
+  aggregateKey?: string | null;
 }
 
 export interface RequestLogFilter {
@@ -150,6 +158,7 @@ export interface GatewayStore {
   // request log
   logRequest(entry: RequestLogEntry): Promise<void>;
   queryRequests(filter: RequestLogFilter): Promise<RequestLogEntry[]>;
+  /** Requests (and those with a status >= 400) per UTC day, aggregated rows counted by their `calls`. */
   requestsPerDay(workspaceId: string, days: number): Promise<Array<{ day: string; count: number; errors: number }>>;
 
   // console admin secret (hash), generated on first start when ADMIN_SECRET is unset
@@ -161,7 +170,7 @@ export interface GatewayStore {
   // extensions (added by the gateway owner; existing members above are unchanged)
   /** Services this workspace may not call even though its plan includes them (→ 403 plan_forbids_service). */
   setExcludedServices(workspaceId: string, services: string[]): Promise<Workspace>;
-  /** Number of logged requests matching the filter (ignores limit/offset). */
+  /** Number of logged requests matching the filter (ignores limit/offset): the sum of the rows' `calls`. */
   countRequests(filter: RequestLogFilter): Promise<number>;
   /** Deletes at most `maxRows` request-log rows older than `before` (ISO); returns how many were deleted. */
   pruneRequests(before: string, maxRows: number): Promise<number>;

@@ -94,4 +94,13 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       ALTER TABLE request_log ADD COLUMN client_request_id text;
     `,
   },
+  {
+    version: 4,
+    name: 'request_log: refusals aggregated per key, status, error, endpoint and minute (calls, aggregate_key)',
+    sql: `
+      ALTER TABLE request_log ADD COLUMN calls integer NOT NULL DEFAULT 1 CHECK (calls >= 1);
+      ALTER TABLE request_log ADD COLUMN aggregate_key text;
+      CREATE UNIQUE INDEX request_log_aggregate ON request_log(aggregate_key);
+    `,
+  },
 ];

@@ -91,4 +91,13 @@ export const SQLITE_MIGRATIONS: Migration[] = [
       ALTER TABLE request_log ADD COLUMN client_request_id TEXT;
     `,
   },
+  {
+    version: 4,
+    name: 'request_log: refusals aggregated per key, status, error, endpoint and minute (calls, aggregate_key)',
+    sql: `
+      ALTER TABLE request_log ADD COLUMN calls INTEGER NOT NULL DEFAULT 1 CHECK (calls >= 1);
+      ALTER TABLE request_log ADD COLUMN aggregate_key TEXT;
+      CREATE UNIQUE INDEX request_log_aggregate ON request_log(aggregate_key);
+    `,
+  },
 ];
