@@ -388,6 +388,43 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect(days[1]).toMatchObject({ day: t.slice(0, 10), count: 44, errors: 42 });
   });
 
+  test('credits across the job queue: a pending charge settles with its hold, goes when confirmed; refunds given once per key (issue 35, item 12)', async () => {
+    const ws = await store.createWorkspace('acme', 'enterprise', { creditsPerMonth: 100 });
+    const when = new Date();
+    const period = when.toISOString().slice(0, 7);
+    const hold = async () => (await store.reserveCredits(ws.id, 2, 100, when, 60_000)).reservation!;
+    await store.settleReservation(await hold(), { key: 'job_a', owner: 'aaaaaaaa-1-bbbbbbbb' });
+    await store.settleReservation(await hold(), { key: 'job_b', owner: 'aaaaaaaa-2-bbbbbbbb' });
+    await store.settleReservation(await hold()); // an ordinary call: no pending charge
+    expect(await store.creditsUsed(ws.id, when)).toBe(6);
+    const pending = await store.pendingCharges(10);
+    expect(pending.map((p) => [p.key, p.owner, p.workspaceId, p.period, p.amount])).toEqual([
+      ['job_a', 'aaaaaaaa-1-bbbbbbbb', ws.id, period, 2],
+      ['job_b', 'aaaaaaaa-2-bbbbbbbb', ws.id, period, 2],
+    ]);
+    expect(Math.abs(pending[0].createdAt - Date.now())).toBeLessThan(60_000);
+
+    await store.confirmCharge('job_a');
+    await store.confirmCharge('job_none');
+    expect((await store.pendingCharges(10)).map((p) => p.key)).toEqual(['job_b']);
+    expect(await store.creditsUsed(ws.id, when)).toBe(6);
+
+    // A refund ends a pending charge of its key too; given at once by many, it is applied once.
+    const refunds = await Promise.all(Array.from({ length: 8 }, () => store.refundOnce('job_b', ws.id, 2, period)));
+    expect(refunds.filter(Boolean)).toHaveLength(1);
+    expect(await store.creditsUsed(ws.id, when)).toBe(4);
+    expect(await store.pendingCharges(10)).toEqual([]);
+    expect(await store.refundOnce('job_b', ws.id, 2, period)).toBe(false);
+    expect(await store.refundOnce('job_a', ws.id, 2, period)).toBe(true);
+    expect(await store.creditsUsed(ws.id, when)).toBe(2);
+    expect(await store.refundOnce('job_zero', ws.id, 0, period)).toBe(false);
+
+    expect(await store.pruneRefunds(new Date(Date.now() - 60_000))).toBe(0);
+    expect(await store.pruneRefunds(new Date(Date.now() + 1_000))).toBe(2);
+    expect(await store.refundOnce('job_a', ws.id, 1, period)).toBe(true); // forgotten: given again
+    expect(await store.creditsUsed(ws.id, when)).toBe(1);
+  });
+
   test('request log: the reason of a failed call in words (error_message)', async () => {
     await store.logRequest(logEntry({ requestId: 'failed', status: 422, errorType: null, errorMessage: 'could not decode the uploaded file' }));
     await store.logRequest(logEntry({ requestId: 'fine' }));

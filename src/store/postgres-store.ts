@@ -16,6 +16,7 @@ import {
   newWorkspaceId,
 } from './common';
 import { POSTGRES_PLAN } from './migrations';
+import { postgresCreditOutbox } from './postgres-credit-outbox';
 import { postgresRequestLog } from './postgres-request-log';
 import { toToken, toWorkspace, type TokenRow, type WorkspaceRow } from './postgres-rows';
 import { creditPeriod, type GatewayStore, type Workspace } from './types';
@@ -264,16 +265,21 @@ export async function openPostgresStore(config: PostgresOptions): Promise<Gatewa
       const r = await pool.query('UPDATE credit_reservations SET expires_at = $2 WHERE id = $1', [reservation.id, expiresAt]);
       return r.rowCount === 1;
     },
-    async settleReservation(r) {
+    async settleReservation(r, pending) {
       // Deleting the reservation row is what makes it end once; a reclaimed one (gone already) is still charged,
-      // since the call delivered.
+      // since the call delivered. A pending charge (a job's, created next) is written by the same statement.
       await pool.query(
-        `WITH gone AS (DELETE FROM credit_reservations WHERE id = $1 RETURNING amount)
+        `WITH gone AS (DELETE FROM credit_reservations WHERE id = $1 RETURNING amount),
+         pend AS (
+           INSERT INTO credit_pending (key, workspace_id, period, amount, owner, created_at)
+           SELECT $5, $2, $3, $4, $6, $7 WHERE $5::text IS NOT NULL
+           ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, created_at = EXCLUDED.created_at
+         )
          INSERT INTO credit_usage AS c (workspace_id, period, used, reserved) VALUES ($2, $3, $4, 0)
          ON CONFLICT (workspace_id, period) DO UPDATE SET
            used = c.used + EXCLUDED.used,
            reserved = GREATEST(c.reserved - COALESCE((SELECT amount FROM gone), 0), 0)`,
-        [r.id, r.workspaceId, r.period, r.amount],
+        [r.id, r.workspaceId, r.period, r.amount, pending?.key ?? null, pending?.owner ?? null, Date.now()],
       );
     },
     async releaseReservation(r) {
@@ -292,6 +298,7 @@ export async function openPostgresStore(config: PostgresOptions): Promise<Gatewa
     },
 
     ...postgresRequestLog(pool),
+    ...postgresCreditOutbox(pool),
 
     async getSetting(key) {
       const row = await one<{ value: string }>('SELECT value FROM settings WHERE key = $1', [key]);

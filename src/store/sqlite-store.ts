@@ -14,9 +14,10 @@ import {
   newWorkspaceId,
 } from './common';
 import { SQLITE_PLAN } from './migrations';
+import { pendingChargeWriter, sqliteCreditOutbox } from './sqlite-credit-outbox';
 import { sqliteRequestLog } from './sqlite-request-log';
 import { toToken, toWorkspace, type TokenRow, type WorkspaceRow } from './sqlite-rows';
-import { creditPeriod, type CreditCharge, type CreditReservation, type GatewayStore, type NewToken, type Workspace } from './types';
+import { creditPeriod, type CreditCharge, type CreditReservation, type GatewayStore, type NewToken, type PendingCharge, type Workspace } from './types';
 import { displayPrefix, generateToken, hashToken } from './tokens';
 
 export { PLAN_IDS, isPlanId } from './common';
@@ -136,7 +137,8 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
   );
 
   /** Ends a reservation: `settle` moves its credits to used; otherwise they are given back. */
-  const endReservationTx = db.transaction((r: CreditReservation, settle: boolean) => {
+  const writePending = pendingChargeWriter(db);
+  const endReservationTx = db.transaction((r: CreditReservation, settle: boolean, pending?: PendingCharge) => {
     const row = stmt.reservationById.get(r.id) as { workspace_id: string; period: string; amount: number } | undefined;
     if (row) {
       stmt.deleteReservation.run(r.id);
@@ -144,6 +146,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     }
     // Reclaimed already (its gateway stalled past the expiry) yet delivered: the work was done, so it is charged.
     if (settle) stmt.addUsed.run(r.workspaceId, r.period, r.amount);
+    if (settle && pending) writePending(pending, r.workspaceId, r.period, r.amount);
   });
 
   const reclaimAllTx = db.transaction((nowMs: number) => {
@@ -273,8 +276,8 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     async renewReservation(reservation, expiresAt) {
       return stmt.renewReservation.run(expiresAt.getTime(), reservation.id).changes === 1;
     },
-    async settleReservation(reservation) {
-      endReservationTx.immediate(reservation, true);
+    async settleReservation(reservation, pending) {
+      endReservationTx.immediate(reservation, true, pending);
     },
     async releaseReservation(reservation) {
       endReservationTx.immediate(reservation, false);
@@ -288,6 +291,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     },
 
     ...sqliteRequestLog(db),
+    ...sqliteCreditOutbox(db),
     async schemaVersions() {
       return (stmt.versions.all() as Array<{ version: number }>).map((r) => r.version);
     },

@@ -116,6 +116,27 @@ export interface CreditReserveResult {
 }
 
 /**
+ * A job's credit settled before its job exists (POST /jobs: gateway.db and the job queue are two databases), kept
+ * until the job is created (confirmCharge) or the credit given back (refundOnce). A gateway killed between the two
+ * writes leaves it behind, and the job runners' housekeeping replays it.
+ */
+export interface PendingCharge {
+  /** The job's id. */
+  key: string;
+  /** Who settled it, `<host>-<pid>-<instance>`: a replay leaves those of live processes alone. */
+  owner: string;
+}
+
+export interface PendingChargeRecord extends PendingCharge {
+  workspaceId: string;
+  /** 'YYYY-MM' of the credit. */
+  period: string;
+  amount: number;
+  /** Epoch ms. */
+  createdAt: number;
+}
+
+/**
  * The contract every engine implements (SQLite embedded by default; PostgreSQL when configured). Every member is
  * asynchronous so that a networked engine fits the same interface; the SQLite engine answers synchronously inside.
  */
@@ -146,8 +167,11 @@ export interface GatewayStore {
   reserveCredits(workspaceId: string, amount: number, limit: number, when: Date, ttlMs: number): Promise<CreditReserveResult>;
   /** Pushes the expiry of a reservation still in flight; false when it was already reclaimed or ended. */
   renewReservation(reservation: CreditReservation, expiresAt: Date): Promise<boolean>;
-  /** The call delivered: its credits become used (also when the reservation had already been reclaimed). */
-  settleReservation(reservation: CreditReservation): Promise<void>;
+  /**
+   * The call delivered: its credits become used (also when the reservation had already been reclaimed). With
+   * `pending`, a pending charge is recorded in the same transaction (the job it pays for is created next).
+   */
+  settleReservation(reservation: CreditReservation, pending?: PendingCharge): Promise<void>;
   /** The call did not deliver: its credits are given back (no-op when already reclaimed). */
   releaseReservation(reservation: CreditReservation): Promise<void>;
   /** Gives back every reservation whose expiry is at or before `now`; returns how many. */
@@ -176,6 +200,19 @@ export interface GatewayStore {
   pruneRequests(before: string, maxRows: number): Promise<number>;
   /** Schema versions applied, in order (numbered migrations recorded in schema_migrations). */
   schemaVersions(): Promise<number[]>;
+
+  // credits across the job queue (issue 35, item 12): idempotent, so a replay after a crash is exact
+  /** The job of a pending charge exists: the pending charge goes (no-op when there is none). */
+  confirmCharge(key: string): Promise<void>;
+  /** Pending charges, oldest first. */
+  pendingCharges(limit: number): Promise<PendingChargeRecord[]>;
+  /**
+   * Gives `amount` credits back to `period` once per `key` (a job id), and ends a pending charge of that key, in one
+   * transaction. True when given back now; false when that key was refunded before (nothing changes then).
+   */
+  refundOnce(key: string, workspaceId: string, amount: number, period: string): Promise<boolean>;
+  /** Forgets refunds given before `before` (their jobs are long gone); returns how many. */
+  pruneRefunds(before: Date): Promise<number>;
 }
 
 /** 'YYYY-MM' of a date in UTC: the credit period. */

@@ -100,4 +100,26 @@ export const SQLITE_MIGRATIONS: Migration[] = [
       CREATE UNIQUE INDEX request_log_aggregate ON request_log(aggregate_key);
     `,
   },
+  {
+    version: 5,
+    name: 'credits across the job queue: charges waiting for their job, refunds applied once',
+    sql: `
+      CREATE TABLE credit_pending (
+        key TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        period TEXT NOT NULL,
+        amount INTEGER NOT NULL CHECK (amount > 0),
+        owner TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      );
+      CREATE TABLE credit_refunds (
+        key TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL,
+        period TEXT NOT NULL,
+        amount INTEGER NOT NULL,
+        refunded_at INTEGER NOT NULL
+      );
+      CREATE INDEX credit_refunds_time ON credit_refunds(refunded_at);
+    `,
+  },
 ];
