@@ -22,13 +22,14 @@ export interface RequestLogOptions {
 const AGGREGATED_STATUSES = new Set([402, 403, 429]);
 
 /**
- * The row a call adds to, for a key's refusals: one row per key, status, error type, endpoint and UTC minute, whose
- * `calls` counts them (a key looping into 429 adds one row a minute, not thousands). Null: a row of its own (every
- * call that was served or failed otherwise, and every call without a key: the unauthenticated limit covers those).
+ * The row a call adds to, for a key's refusals: one row per key, client address, status, error type, endpoint and UTC
+ * minute, whose `calls` counts them (a key looping into 429 adds one row a minute, not thousands; a key refused from
+ * many addresses still shows each). Null: a row of its own (every call that was served or failed otherwise, and
+ * every call without a key: the unauthenticated limit covers those).
  */
 export function aggregateKeyOf(e: RequestLogEntry): string | null {
   if (!e.tokenId || !AGGREGATED_STATUSES.has(e.status) || e.creditsCharged !== 0 || e.upstreamMs !== null) return null;
-  return [e.tokenId, e.status, e.errorType ?? '', e.method, e.service ?? '', e.endpoint ?? '', e.time.slice(0, 16)].join(' ');
+  return [e.tokenId, e.clientIp, e.status, e.errorType ?? '', e.method, e.service ?? '', e.endpoint ?? '', e.time.slice(0, 16)].join(' ');
 }
 
 /** The request-log row of a finished call. */
