@@ -23,7 +23,6 @@ import { httpReady, probeHandlers, type ReadinessCheck } from './probes';
 import { requestScopesSettled, shutdownActiveScopes } from './model-service/request-scope';
 import { openSharedState, type SharedState } from './shared-state';
 import { assertWritableDir } from './startup/data-dir';
-import { tightenDataDirs } from './startup/private-files';
 import { openStore } from './store';
 import { startStoreMaintenance } from './store/maintenance';
 import type { GatewayStore } from './store/types';
@@ -193,7 +192,6 @@ export class Closer {
 export function assertDataDirs(config: Config, ownStore = true): void {
   if (ownStore) assertWritableDir(config.dataDir, 'DATA_DIR', ['gateway.db', 'gateway.db-wal', 'gateway.db-shm']);
   if (!config.modelServiceUrl) assertWritableDir(config.tmpDir, 'TMP_DIR');
-  tightenDataDirs({ dataDir: config.dataDir, tmpDir: config.tmpDir, jobsDir: config.jobs.dir });
 }
 
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<AppHandle> {
