@@ -9,7 +9,6 @@
 // breaker's single trial for the whole job; a stream that breaks later fails the job's attempt, not the replica.
 import fs from 'node:fs';
 import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from '../../model-service/job-stream';
-import { PRIVATE_FILE_MODE } from '../../startup/private-files';
 import type { Upstream } from '../../upstream/balancer';
 import type { ModelServiceReplicas, ReplicaCall, Verdict } from '../../upstream/replicas';
 import type { JobParams } from '../types';
@@ -254,7 +253,7 @@ function streamTo(call: ReplicaCall, opts: StreamJobOptions, path: string, size:
         } else if (msg.type === 'result') {
           expect = Number(msg.bytes);
           result = { stats: msg.stats as Record<string, unknown>, bytes: expect, contentType: String(msg.content_type ?? 'application/octet-stream') };
-          out = fs.createWriteStream(opts.outputPath, { mode: PRIVATE_FILE_MODE });
+          out = fs.createWriteStream(opts.outputPath);
           out.on('error', (err) => done(new ModelServiceFailed(`cannot write the result: ${err.message}`)));
           out.on('drain', () => res.resume());
         }
