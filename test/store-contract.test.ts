@@ -177,21 +177,6 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect(text.includes(hashToken(a.token))).toBe(true);
   });
 
-  test('revoke by a start of the token longer than the stored prefix (16 characters), the whole token or a start of the id; too short refused', async () => {
-    const ws = await store.createWorkspace('acme', 'free');
-    const mk = (name: string) => store.createToken({ workspaceId: ws.id, name, scopes: ['*'], allowedIps: [], expiresAt: null });
-    const [a, b, c, d] = [await mk('a'), await mk('b'), await mk('c'), await mk('d')];
-    expect((await store.revokeToken(a.token.slice(0, 16)))!.id).toBe(a.record.id); // issue 35, item 13
-    expect((await store.revokeToken(b.token))!.id).toBe(b.record.id);
-    expect((await store.revokeToken(c.record.id.slice(0, 10)))!.id).toBe(c.record.id);
-    expect((await store.revokeToken(d.token.slice(0, 12)))!.id).toBe(d.record.id);
-    for (const t of [a, b, c, d]) expect((await store.getToken(t.record.id))!.revokedAt).not.toBeNull();
-    await expect(store.revokeToken('mw_live_A')).rejects.toThrow(/too short: give at least 4 characters after mw_live_/);
-    await expect(store.revokeToken('key_')).rejects.toThrow(/too short/);
-    expect(await store.revokeToken(`mw_live_${'z'.repeat(32)}`)).toBeNull(); // a whole token no key has
-    expect(await store.revokeToken('nothing-like-a-key')).toBeNull();
-  });
-
   test('credits: conditional charge per UTC month, refunds, never over the limit', async () => {
     const ws = await store.createWorkspace('acme', 'free');
     const may = new Date('2030-05-31T23:59:59Z');
@@ -430,6 +415,21 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     await store.logRequest(logEntry({ requestId: 'fine' }));
     expect((await store.queryRequests({ status: 422 }))[0]).toMatchObject({ requestId: 'failed', errorMessage: 'could not decode the uploaded file' });
     expect((await store.queryRequests({ status: 200 }))[0].errorMessage).toBeNull();
+  });
+
+  test('revoke by a start of the token longer than the stored prefix (16 characters), the whole token or a start of the id; too short refused', async () => {
+    const ws = await store.createWorkspace('acme', 'free');
+    const mk = (name: string) => store.createToken({ workspaceId: ws.id, name, scopes: ['*'], allowedIps: [], expiresAt: null });
+    const [a, b, c, d] = [await mk('a'), await mk('b'), await mk('c'), await mk('d')];
+    expect((await store.revokeToken(a.token.slice(0, 16)))!.id).toBe(a.record.id); // issue 35, item 13
+    expect((await store.revokeToken(b.token))!.id).toBe(b.record.id);
+    expect((await store.revokeToken(c.record.id.slice(0, 10)))!.id).toBe(c.record.id);
+    expect((await store.revokeToken(d.token.slice(0, 12)))!.id).toBe(d.record.id);
+    for (const t of [a, b, c, d]) expect((await store.getToken(t.record.id))!.revokedAt).not.toBeNull();
+    await expect(store.revokeToken('mw_live_A')).rejects.toThrow(/too short: give at least 4 characters after mw_live_/);
+    await expect(store.revokeToken('key_')).rejects.toThrow(/too short/);
+    expect(await store.revokeToken(`mw_live_${'z'.repeat(32)}`)).toBeNull(); // a whole token no key has
+    expect(await store.revokeToken('nothing-like-a-key')).toBeNull();
   });
 
   test('settings', async () => {

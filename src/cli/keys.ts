@@ -7,12 +7,15 @@ import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
 import { openJobStore } from '../jobs/queue/store';
 import { newWebhookSecret } from '../jobs/outbound/webhooks';
 import { openStore } from '../store';
+import { usePrivateUmask } from '../startup/private-files';
 import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
-import { usePrivateUmask } from '../startup/private-files';
 import { parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { watchForNewDatabase } from './databases';
+
+// Run as a command: a gateway.db it creates is this user's only (0600, and SQLite's -wal/-shm with it).
+if (require.main === module) usePrivateUmask();
 
 /** The keys CLI needs DATA_DIR, and DATABASE_URL when the store is PostgreSQL. */
 export type KeysConfig = Pick<Config, 'dataDir'> & Partial<Pick<Config, 'databaseUrl' | 'databasePoolSize'>>;
@@ -363,7 +366,6 @@ export function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream = process.std
 
 if (require.main === module) {
   exitQuietlyOnClosedPipe(process.stdout);
-  usePrivateUmask(); // a gateway.db it creates is this user's only
   const config = configOrExplain((line) => process.stderr.write(line + '\n'));
   if (!config) process.exit(CONFIG_EXIT);
   void runKeysCli(process.argv.slice(2), config).then((code) => {

@@ -179,6 +179,19 @@ export interface GatewayStore {
   /** Credits of the month of `when` held by reservations not yet settled, released or reclaimed. */
   creditsHeld(workspaceId: string, when: Date): Promise<number>;
 
+  // credits across the job queue (issue 35, item 12): idempotent, so a replay after a crash is exact
+  /** The job of a pending charge exists: the pending charge goes (no-op when there is none). */
+  confirmCharge(key: string): Promise<void>;
+  /** Pending charges, oldest first. */
+  pendingCharges(limit: number): Promise<PendingChargeRecord[]>;
+  /**
+   * Gives `amount` credits back to `period` once per `key` (a job id), and ends a pending charge of that key, in one
+   * transaction. True when given back now; false when that key was refunded before (nothing changes then).
+   */
+  refundOnce(key: string, workspaceId: string, amount: number, period: string): Promise<boolean>;
+  /** Forgets refunds given before `before` (their jobs are long gone); returns how many. */
+  pruneRefunds(before: Date): Promise<number>;
+
   // request log
   logRequest(entry: RequestLogEntry): Promise<void>;
   queryRequests(filter: RequestLogFilter): Promise<RequestLogEntry[]>;
@@ -200,19 +213,6 @@ export interface GatewayStore {
   pruneRequests(before: string, maxRows: number): Promise<number>;
   /** Schema versions applied, in order (numbered migrations recorded in schema_migrations). */
   schemaVersions(): Promise<number[]>;
-
-  // credits across the job queue (issue 35, item 12): idempotent, so a replay after a crash is exact
-  /** The job of a pending charge exists: the pending charge goes (no-op when there is none). */
-  confirmCharge(key: string): Promise<void>;
-  /** Pending charges, oldest first. */
-  pendingCharges(limit: number): Promise<PendingChargeRecord[]>;
-  /**
-   * Gives `amount` credits back to `period` once per `key` (a job id), and ends a pending charge of that key, in one
-   * transaction. True when given back now; false when that key was refunded before (nothing changes then).
-   */
-  refundOnce(key: string, workspaceId: string, amount: number, period: string): Promise<boolean>;
-  /** Forgets refunds given before `before` (their jobs are long gone); returns how many. */
-  pruneRefunds(before: Date): Promise<number>;
 }
 
 /** 'YYYY-MM' of a date in UTC: the credit period. */
