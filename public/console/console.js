@@ -455,7 +455,8 @@
         el('td', { class: 'nolabel', text: fmtTime(r.time) }),
         el('td', { class: 'mono nolabel wide request-id', text: r.request_id }),
         el('td', { class: 'mono nolabel', text: `${r.method} ${r.endpoint || '—'}` }),
-        el('td', { class: 'nolabel' }, el('span', { class: ok ? 'status-ok' : 'status-err', text: String(r.status) })),
+        // A key's refusals of one minute share a row: "429 ×120".
+        el('td', { class: 'nolabel' }, el('span', { class: ok ? 'status-ok' : 'status-err', text: r.calls > 1 ? `${r.status} ×${r.calls}` : String(r.status), title: r.calls > 1 ? `${r.calls} calls in this minute, the first one's id` : undefined })),
         el('td', { class: 'error-cell nolabel wide' },
           r.error_type ? el('span', { class: 'mono', text: r.error_type }) : null,
           // The reason in words: the model service's detail for its 400/422, else the gateway's or the jobs API's message.

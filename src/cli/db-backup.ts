@@ -13,6 +13,7 @@ import type { Config } from '../config';
 import { openJobStore } from '../jobs/queue/store';
 import { openSqliteStore } from '../store/sqlite-store';
 import { databaseFiles } from './databases';
+import { PRIVATE_FILE_MODE } from '../startup/private-files';
 import { processAlive } from '../startup/process-alive';
 
 /** The command cannot be carried out (exit 1), with the reason for the operator. */
@@ -232,6 +233,8 @@ export async function backupSqlite(config: Pick<Config, 'dataDir'>, file: string
       c.pragma('journal_mode = DELETE');
       c.close();
     }
+    // This user's only, whatever the umask (the copies hold key hashes and webhook secrets); the folder is mkdtemp's 0700.
+    for (const copy of withJobs ? [copies.gateway, copies.jobs] : [copies.gateway]) fs.chmodSync(copy, PRIVATE_FILE_MODE);
     const gatewayInfo = inspectDatabase(copies.gateway);
     const jobsInfo = withJobs ? inspectJobsDatabase(copies.jobs) : null;
     const ms = Date.now() - started;

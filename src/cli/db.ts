@@ -18,6 +18,7 @@ import path from 'node:path';
 import type { Config } from '../config';
 import { describeStore, migrateStore } from '../store';
 import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
+import { usePrivateUmask } from '../startup/private-files';
 import { gatewayDbPath } from '../store/sqlite-store';
 import { dataDirFromArgs, flag, parseCommandLine, usageLine, UsageError, type OptionSpec } from './args';
 import { watchForNewDatabase } from './databases';
@@ -221,6 +222,7 @@ export async function runDbCli(argvGiven: string[], io: DbCliIo, envGiven: NodeJ
 }
 
 if (require.main === module) {
+  usePrivateUmask(); // backups and databases it writes are this user's only
   // Ctrl-C or a kill during a backup: remove its temporary folder, so nothing half-written stays beside FILE.
   const stop = (): void => {
     for (const dir of backupsInProgress) fs.rmSync(dir, { recursive: true, force: true });

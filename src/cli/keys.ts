@@ -7,11 +7,15 @@ import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
 import { openJobStore } from '../jobs/queue/store';
 import { newWebhookSecret } from '../jobs/outbound/webhooks';
 import { openStore } from '../store';
+import { usePrivateUmask } from '../startup/private-files';
 import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
 import { dataDirFromArgs, parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { watchForNewDatabase } from './databases';
+
+// Run as a command: a gateway.db it creates is this user's only (0600, and SQLite's -wal/-shm with it).
+if (require.main === module) usePrivateUmask();
 
 /** The keys CLI needs DATA_DIR, and DATABASE_URL when the store is PostgreSQL. */
 export type KeysConfig = Pick<Config, 'dataDir'> & Partial<Pick<Config, 'databaseUrl' | 'databasePoolSize'>>;
@@ -31,7 +35,8 @@ Commands:
   list [--workspace W]
       Lists keys (display prefix only; tokens are never stored).
   revoke <key-id|prefix>
-      Revokes a key; calls with it get 401 key_revoked.
+      Revokes a key; calls with it get 401 key_revoked. Names it by its id, the start of its id or of its token (at
+      least 4 characters after key_ or mw_live_; a start naming several keys is refused), or the whole token.
   plan --workspace W --plan P [--rpm N] [--credits N]
       Changes a workspace's plan (--rpm/--credits set enterprise custom limits).
   usage [--workspace W]

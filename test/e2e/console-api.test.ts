@@ -156,6 +156,13 @@ describe('console sessions and CSRF', () => {
     await request(h.app).post('/console/api/login').type('form').send({ secret: SECRET }).expect(415);
   });
 
+  test('a JSON body above 64 KB is 413 payload_too_large, sign-in included (issue 35, item 13)', async () => {
+    const big = await request(h.app).post('/console/api/login').send({ secret: 'x'.repeat(70 * 1024) }).expect(413);
+    expect(big.body.error).toMatchObject({ type: 'payload_too_large', request_id: big.headers['x-request-id'] });
+    const bad = await request(h.app).post('/console/api/login').set('Content-Type', 'application/json').send('{"secret":').expect(400);
+    expect(bad.body.error.type).toBe('bad_request');
+  });
+
   test('sign-out ends the session server-side and revokes its playground keys', async () => {
     const { cookie, csrf } = await signIn(h);
     const ws = await h.store.createWorkspace('pg', 'free');

@@ -320,7 +320,7 @@ export class JobRunner {
       this.deps.metrics?.finished('failed');
       log(`[jobs] ${job.id} failed: ${error.type}: ${error.message}`, 'warn');
       await this.deps.files.removeAll(job.id, null);
-      await settleRefund(store, this.deps.gateway, finished, log);
+      await settleRefund(store, this.deps.gateway, finished, log, config.jobs);
       this.deps.webhooks?.wake();
     }
   }
