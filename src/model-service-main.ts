@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import { closeServer, until, waitForIdle } from './app';
 import { ConfigError, loadConfig } from './config';
+import { closeEveryConnection } from './http/upgrades';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
@@ -96,7 +97,7 @@ async function main(logger: Logger): Promise<void> {
       const cut = shutdownActiveScopes(RETRY_AFTER_S);
       if (cut > 0) logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RETRY_AFTER_S}`);
       await requestScopesSettled(10_000);
-      server.closeAllConnections();
+      closeEveryConnection(server); // the live streams' sockets too
       await closed;
       if (!engine) return;
       await waitForIdle(engine, 10_000);
