@@ -29,6 +29,11 @@ async function denoise(base: string, token: string, wav: Buffer, model: string):
   return wavData(r.body);
 }
 
+/** The stream's close code, or 'still open' after `ms`. */
+function closedWithin(c: StreamClient, ms: number): Promise<number | string> {
+  return Promise.race([c.closed.then((x) => x.code), new Promise<string>((r) => setTimeout(() => r('still open'), ms).unref())]);
+}
+
 describe('live streams at the edges', () => {
   let config: Config;
   let handle: AppHandle;
@@ -81,13 +86,14 @@ describe('live streams at the edges', () => {
     await c.ready;
     c.send(input, 32_000);
     expect((await c.closed).code).toBe(4402);
+    // Exactly the minute held (before: what was still in the pipeline was thrown away)...
+    expect(c.audio.length).toBe(60 * 16000 * 2);
     expect(c.errors[0]).toMatchObject({ type: 'error', error: { type: 'quota_exhausted' } });
     expect(c.errors[0].error.message).toMatch(/used up its 1 credits/);
     expect(c.errors[0].error.message).not.toMatch(/in flight/);
-    // Exactly the minute held, and what /denoise gives for that minute.
+    // ...and what /denoise gives for that minute.
     const minute = noiseWav(60); // the same samples as the first minute of `wav`
     expect(Buffer.compare(wavData(minute), input.subarray(0, 60 * 16000 * 2))).toBe(0);
-    expect(c.audio.length).toBe(60 * 16000 * 2);
     expect(Buffer.compare(c.audio, await denoise(base, other.token, minute, 'nsm-1'))).toBe(0);
     expect(await handle.store.creditsUsed(oneCredit.workspaceId, new Date())).toBe(1);
     expect(await handle.store.creditsHeld(oneCredit.workspaceId, new Date())).toBe(0);
@@ -102,11 +108,11 @@ describe('live streams at the edges', () => {
       await new Promise((r) => setTimeout(r, 300));
       expect(c.closeCode).toBeNull();
       await handle.store.revokeToken(key.id);
-      const revokedAt = Date.now();
-      expect((await c.closed).code).toBe(4401);
-      expect(Date.now() - revokedAt).toBeLessThan(2000);
+      // A renewal period is 333 ms here: closed well within 2 s.
+      expect(await closedWithin(c, 2000)).toBe(4401);
     } finally {
       clearInterval(ticker);
+      c.ws.terminate();
     }
     expect(c.errors[0]).toMatchObject({ error: { type: 'key_revoked' } });
     expect(c.received).toBeGreaterThan(0);
@@ -119,9 +125,10 @@ describe('live streams at the edges', () => {
     await c.ready;
     const ticker = setInterval(() => c.ws.readyState === c.ws.OPEN && c.ws.send(Buffer.alloc(640)), 20);
     try {
-      expect((await c.closed).code).toBe(4401);
+      expect(await closedWithin(c, 3000)).toBe(4401);
     } finally {
       clearInterval(ticker);
+      c.ws.terminate();
     }
     expect(c.errors[0]).toMatchObject({ error: { type: 'key_expired' } });
   }, 30_000);
