@@ -9,7 +9,6 @@ import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import { closeServer, until, waitForIdle } from './app';
 import { ConfigError, loadConfig } from './config';
-import { closeEveryConnection } from './http/upgrades';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
@@ -97,7 +96,8 @@ async function main(logger: Logger): Promise<void> {
       const cut = shutdownActiveScopes(RETRY_AFTER_S);
       if (cut > 0) logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RETRY_AFTER_S}`);
       await requestScopesSettled(10_000);
-      closeEveryConnection(server); // the live streams' sockets too
+      // Not the live streams' sockets: their 1012 close handshake is under way (closeServer drops them at the latest).
+      server.closeAllConnections();
       await closed;
       if (!engine) return;
       await waitForIdle(engine, 10_000);
