@@ -1,11 +1,12 @@
 // One live stream over an accepted WebSocket: `ready`, then binary PCM in and denoised PCM out in order, `end` →
-// flush → `done` with stats → close 1000. Faults close with a code the client can act on (errors.ts CLOSE): credits
-// exhausted 4402, client idle or too slow to read 4408, internal 1011, restarting 1012. The denoising is the in-process
-// engine's or a model-service replica's (relay.ts): either way a LiveSource. While more than maxInsideBytes of the
-// stream are inside (received, not yet sent back), the client's socket is not read: TCP pushes back on the client.
-// Audio and `end` that come before the denoising side is up wait in `early` (bounded by the same rule: at most
-// maxInsideBytes plus one message) and go in first. No client message can throw out of the handlers: anything
-// unexpected ends that stream (1011) and nothing else. Every renewal period the key is checked again (access.ts).
+// flush → `done` with stats → close 1000. Faults close with a code the client can act on (errors.ts CLOSE): key
+// refused 4401/4403, credits used up 4402, client idle or too slow 4408, internal 1011, restarting 1012. The
+// denoising is the in-process engine's or a model-service replica's (relay.ts): either way a LiveSource. While more
+// than maxInsideBytes of the stream are inside (received, not yet sent back), the client's socket is not read: TCP
+// pushes back on the client. Audio and `end` that come before the denoising side is up wait in `early` (bounded by
+// the same rule: at most maxInsideBytes plus one message) and go in first. No client message can throw out of the
+// handlers: anything unexpected ends that stream (1011) and nothing else. The key is checked again every renewal
+// period (access.ts).
 import type WebSocket from 'ws';
 import type { LiveSink, LiveStream } from '../inference/types';
 import type { Logger } from '../logging';
@@ -261,15 +262,13 @@ export class StreamSession {
     if (fault) await this.fault(fault);
   }
 
-  /** Runs a step whose failure must not reach the process: it is logged, and the stream ends if it has not. */
+  /** Runs a step whose failure must not reach the process: it is logged, and the stream ends (settled) if it has not. */
   private stop(step: Promise<void>): void {
-    step.catch((err: unknown) => {
+    step.catch(async (err: unknown) => {
       this.logger.error({ err, request_id: this.requestId }, 'a live stream failed');
-      if (!this.over) {
-        this.over = true;
-        this.ws.terminate();
-      }
-      this.resolveDone({ ...this.resultNow(CLOSE.internal), errorType: 'internal_error', errorMessage: String(err) });
+      this.ws.terminate();
+      const fault = new StreamFault('internal_error', `the stream failed: ${String(err)}`, CLOSE.internal);
+      this.resolveDone(await this.settle(CLOSE.internal, fault).catch(() => this.resultOf(CLOSE.internal, 0, fault)));
     });
   }
 
@@ -365,11 +364,8 @@ export class StreamSession {
   /** The client went away (or the socket broke, or the WebSocket layer closed it): what was accepted is paid for. */
   private async finish(): Promise<void> {
     if (this.over) return;
-    const err = this.protocolError
-      ? new StreamFault('invalid_request', `the WebSocket layer closed the stream: ${this.protocolError.message}`, 1002)
-      : undefined;
-    const result = await this.settle(this.ending ? CLOSE.normal : 1006, err);
-    this.resolveDone(result);
+    const why = this.protocolError && `the WebSocket layer closed the stream: ${this.protocolError.message}`;
+    this.resolveDone(await this.settle(this.ending ? CLOSE.normal : 1006, why ? new StreamFault('invalid_request', why, 1002) : undefined));
   }
 
   private async settle(closeCode: number, err?: StreamFault): Promise<SessionResult> {
@@ -386,18 +382,14 @@ export class StreamSession {
     } catch (e) {
       this.logger.error({ err: e, request_id: this.requestId }, 'could not settle the credits of a stream');
     }
-    return { ...this.resultNow(closeCode), creditsCharged, errorType: err?.type, errorMessage: err?.message };
+    return this.resultOf(closeCode, creditsCharged, err);
   }
 
-  private resultNow(closeCode: number): SessionResult {
-    return {
-      inputSeconds: this.acceptedFrames / this.params.sampleRate,
-      outputSeconds: this.outFrames / this.params.sampleRate,
-      creditsCharged: 0,
-      bytesIn: this.bytesIn,
-      bytesOut: this.bytesOut,
-      closeCode,
-    };
+  private resultOf(closeCode: number, creditsCharged: number, err?: StreamFault): SessionResult {
+    const rate = this.params.sampleRate;
+    const { bytesIn, bytesOut } = this;
+    const inputSeconds = this.acceptedFrames / rate;
+    return { inputSeconds, outputSeconds: this.outFrames / rate, creditsCharged, bytesIn, bytesOut, closeCode, errorType: err?.type, errorMessage: err?.message };
   }
 }
 
