@@ -5,10 +5,12 @@
 // envelope, X-Request-Id), ordinary calls go through at once after it, a bodiless upgrade request (curl --http2 on
 // http://) is served as plain HTTP, and SIGTERM exits after the grace with every socket closed.
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import { loadConfig } from '../src/config';
+import { routeUpgrades } from '../src/http/upgrades';
 import { openSqliteStore } from '../src/store/sqlite-store';
-import { fixture, multipartBody, rawRequest, testConfig } from './service-helpers';
+import { closeQuietly, eventually, fixture, multipartBody, rawRequest, testConfig } from './service-helpers';
 import { startServerProcess, type ServerProcess } from './streaming-process-helpers';
 
 const GRACE_MS = 1500;
@@ -108,4 +110,28 @@ describe('upgrade requests on routes other than the stream', () => {
     holder.resume();
     await holderClosed;
   }, 60_000);
+});
+
+test('a pending upgrade whose client leaves: its response closes at once, so whatever the handler held is freed', async () => {
+  // A handler that holds the request (as a slow forwarded call would) and notes when its response closes.
+  let closedAt = 0;
+  const server = http.createServer();
+  routeUpgrades(server, (_req, res) => res.on('close', () => (closedAt = Date.now())));
+  const accepted = new Set<net.Socket>();
+  server.on('connection', (c: net.Socket) => accepted.add(c));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+    await new Promise<void>((r) => socket.once('connect', () => r()));
+    socket.write('GET /v1/noise-suppressor/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(closedAt).toBe(0);
+    const leftAt = Date.now();
+    socket.end(); // the client is gone (FIN)
+    await eventually(() => closedAt > 0, 2000);
+    expect(closedAt - leftAt).toBeLessThan(1000);
+  } finally {
+    for (const c of accepted) c.destroy();
+    await closeQuietly(server);
+  }
 });

@@ -183,10 +183,8 @@ export class StreamSession {
       return;
     }
     this.waitingForCredit = [bytes];
-    wait.then(
-      (held) => this.afterHold(held),
-      (err: Error) => this.stop(this.fault(new StreamFault('internal_error', `could not hold credits: ${err.message}`, CLOSE.internal))),
-    );
+    const failed = (err: Error): Promise<void> => this.fault(new StreamFault('internal_error', `could not hold credits: ${err.message}`, CLOSE.internal));
+    this.stop(wait.then((held) => this.afterHold(held)).catch(failed));
   }
 
   /** Audio the credits cover, to the denoising side (or to `early` until it is up). */
