@@ -43,7 +43,7 @@ describe('live streams at the edges', () => {
 
   beforeAll(async () => {
     // Renewals (and so the key's re-checks) every 333 ms.
-    config = testConfig({ creditReservationTtlMs: 1000, clientIdleTimeoutMs: 5000 });
+    config = testConfig({ creditReservationTtlMs: 1000, clientIdleTimeoutMs: 5000, workers: 1 });
     handle = await createApp(config);
     const served = await serveApp(handle);
     server = served.server;
