@@ -99,6 +99,7 @@ async function main(logger: Logger): Promise<void> {
       const cut = shutdownActiveScopes(RETRY_AFTER_S);
       if (cut > 0) logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RETRY_AFTER_S}`);
       await requestScopesSettled(10_000);
+      // Not the live streams' sockets: their 1012 close handshake is under way (closeServer drops them at the latest).
       server.closeAllConnections();
       await closed;
       if (!engine) return;

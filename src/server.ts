@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { assertDataDirs, createApp, RESTART_RETRY_AFTER_S, until, type AppHandle } from './app';
 import { ConfigError, loadConfig } from './config';
 import { answerClientErrors } from './http/client-errors';
+import { closeEveryConnection } from './http/upgrades';
 import { adminSecretFile, ensureAdminSecret } from './console';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
@@ -75,7 +76,8 @@ async function main(logger: Logger): Promise<void> {
       await until(() => handle.inFlight() === 0, FLUSH_MS);
       const streamsLeft = await streamsDrained;
       if (streamsLeft > 0) logger.warn({ event: 'shutdown_cut', streams: streamsLeft }, `grace over: ${streamsLeft} stream(s) closed with 1012`);
-      const forced = setTimeout(() => server.closeAllConnections(), FLUSH_MS);
+      // Sockets taken through 'upgrade' included: Node's closeAllConnections() does not see them.
+      const forced = setTimeout(() => closeEveryConnection(server), FLUSH_MS);
       server.closeIdleConnections();
       await closed;
       clearTimeout(forced);

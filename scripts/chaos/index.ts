@@ -7,6 +7,7 @@
 //   npm run chaos                       the whole suite (a few minutes on 2 cores)
 //   npm run chaos -- --json out.json    also write the figures as JSON
 //   npm run chaos -- --seed 7 --keep    another corpus; keep the temp directory for inspection
+//   npm run chaos -- --phases 6         only the live-stream rows (scripts/chaos/streams.ts)
 // Exit status: 0 when every target was met, 1 otherwise.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -21,6 +22,7 @@ import { allProcs, startGateway, startModelService, stop, type Proc } from './pr
 import * as S from './scenarios';
 import * as R3 from './round3';
 import { runRestartsPhase } from './restarts';
+import { runStreamRows } from './streams';
 
 interface Args {
   json: string | null;
@@ -31,7 +33,7 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: null, seed: 1, keep: false, budgetMs: 15 * 60_000, phases: new Set([1, 2, 3, 4, 5]) };
+  const args: Args = { json: null, seed: 1, keep: false, budgetMs: 15 * 60_000, phases: new Set([1, 2, 3, 4, 5, 6]) };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--json') args.json = argv[++i] ?? 'chaos.json';
@@ -40,7 +42,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === '--budget-s') args.budgetMs = Number(argv[++i]) * 1000;
     else if (a === '--phases') args.phases = new Set((argv[++i] ?? '').split(',').map(Number));
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('npm run chaos [-- --json FILE] [--seed N] [--keep] [--budget-s S] [--phases 1,2,3,4,5]\n');
+      process.stdout.write('npm run chaos [-- --json FILE] [--seed N] [--keep] [--budget-s S] [--phases 1,2,3,4,5,6]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -89,6 +91,7 @@ async function main(): Promise<void> {
     round3: path.join(root, 'round3'),
     floor: path.join(root, 'floor'),
     restarts: path.join(root, 'restarts'),
+    streams: path.join(root, 'streams'),
   };
   for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
   const tmpBefore = new Set(fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith('mat-debug-')));
@@ -253,6 +256,12 @@ async function main(): Promise<void> {
       log('phase 5: issue 35 (file-work restarts, job credits across kill -9, refusal rows, file modes)');
       const env5 = gatewayEnv(dirs.restarts, { MODEL_SERVICE_TOKEN: '', UPSTREAM_HEALTH_INTERVAL_MS: '200', BREAKER_COOLDOWN_MS: '500' });
       await runRestartsPhase(ctx, { dir: dirs.restarts, env: env5, adminSecret, wav, scratch: path.join(root, 'backups') });
+    }
+
+    // -- phase 6: live streams (issue 35) ----------------------------------------------------------------------------
+    if (args.phases.has(6)) {
+      log('phase 6: live streams (protocol abuse, credits, revocation, slow readers, kill -9 of the file-work process, SIGTERM)');
+      await runStreamRows(ctx, gatewayEnv(dirs.streams, { MODEL_SERVICE_TOKEN: '' }), dirs.streams);
     }
 
     if (args.phases.has(1)) await S.keysEpipe(ctx, dirs.replicas); // on phase 1's store
