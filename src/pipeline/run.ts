@@ -233,7 +233,7 @@ export class PipelineRun {
       const n = edges.frames(chunk);
       if (n === 0) continue;
       framesIn += n;
-      checkDecodedDuration(config, framesIn / modelRate);
+      checkDecodedDuration(config, framesIn / modelRate, { sampleRate: source.inputRate, channels: source.channels });
       const out = this.guard(edges.push(chunk));
       out.catch(() => undefined); // a failure is thrown where it is awaited, below or after the loop
       if (ahead) await edges.emit(await ahead);
@@ -308,7 +308,7 @@ export class PipelineRun {
       const n = chunk[0].length;
       if (n === 0) continue;
       frames += n;
-      checkDecodedDuration(this.deps.config, frames / modelRate);
+      checkDecodedDuration(this.deps.config, frames / modelRate, { sampleRate: source.inputRate, channels: source.channels });
       meter.push(chunk);
       if (scratch.length < n) scratch = new Float64Array(n);
       peak.process(chunk, scratch);
