@@ -14,6 +14,7 @@ import { dbOf, gatedLoudness, LoudnessMeter, TruePeakInterpolator } from '../dsp
 import type { DenoiseStream, PcmDenoiseStream, StreamControl } from '../inference/types';
 import { modelInputGainDb } from './loudness';
 import { MEASURE_RATE, normalizeInto, type PassIo } from './normalize-pass';
+import { RunDiskUse } from './disk-use';
 import { decodeRateFor, planRun } from './plan';
 import { measuredLoudness, type RunResult } from './stats';
 import type { DenoiseFileDeps, DenoiseFileOptions, DenoiseOutput, DenoiseTarget } from './types';
@@ -47,6 +48,8 @@ export class PipelineRun {
   private spool: FloatSpool | null = null;
   private inputSpool: FloatSpool | null = null;
   private stream: StreamControl | null = null;
+  /** The disk the output and spools take (null: unchecked, or an output kept in memory). */
+  private disk: RunDiskUse | null = null;
   private aborted = false;
   /** Set once the signal fires or a child dies early; every await in the loop is guarded by it. */
   private failedWith: Error | null = null;
@@ -126,6 +129,11 @@ export class PipelineRun {
     const plan = planRun(config, opts, source, engine, this.target);
     const { modelRate, pcmInput, chunkFrames, loudnessTarget: target } = plan;
     const sinkOptions = { ...plan.sink, onFailure: (e: Error) => this.fail(e) };
+    if (opts.disk && !plan.inMemory) {
+      const shape = { format: opts.outputFormat, channels: source.channels, modelRate, outputRate: plan.outputRate, spools: target !== null };
+      // Reserved before anything is decoded when the probe gave the length; taken chunk by chunk (pump, liftInput).
+      this.disk = await this.guard(RunDiskUse.start(opts.disk, shape, source.durationS));
+    }
     // With a loudness target the input is read whole first (pass 0), so that a quiet one can be lifted into the
     // models' level range before the engine stream is even opened.
     const lifted = target !== null ? await this.liftInput(chunkFrames, modelRate) : null;
@@ -234,6 +242,7 @@ export class PipelineRun {
       if (n === 0) continue;
       framesIn += n;
       checkDecodedDuration(config, framesIn / modelRate, { sampleRate: source.inputRate, channels: source.channels });
+      if (this.disk) await this.guard(this.disk.cover(framesIn));
       const out = this.guard(edges.push(chunk));
       out.catch(() => undefined); // a failure is thrown where it is awaited, below or after the loop
       if (ahead) await edges.emit(await ahead);
@@ -309,6 +318,7 @@ export class PipelineRun {
       if (n === 0) continue;
       frames += n;
       checkDecodedDuration(this.deps.config, frames / modelRate, { sampleRate: source.inputRate, channels: source.channels });
+      if (this.disk) await this.guard(this.disk.cover(frames));
       meter.push(chunk);
       if (scratch.length < n) scratch = new Float64Array(n);
       peak.process(chunk, scratch);
@@ -366,6 +376,7 @@ export class PipelineRun {
 
   async dispose(): Promise<void> {
     this.opts.signal?.removeEventListener('abort', this.onAbort);
+    this.disk?.release();
     const spools = [this.spool, this.inputSpool];
     this.spool = null;
     this.inputSpool = null;

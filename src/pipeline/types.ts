@@ -4,6 +4,7 @@ import type { Config } from '../config';
 import type { OutputFormat } from '../audio/formats';
 import type { MemoryFile } from '../audio/memory-file';
 import type { InferenceEngine, ModelId } from '../inference/types';
+import type { DiskBudget } from '../storage/disk-budget';
 
 export interface DenoiseFileDeps {
   config: Config;
@@ -28,6 +29,8 @@ export interface DenoiseFileOptions {
   inProcessWav?: boolean;
   /** Integrated loudness (LUFS) to normalise the cleaned audio to; null/undefined: no normalisation. */
   loudnessLufs?: number | null;
+  /** The free-disk floor's budget the output and spools take their bytes from (disk-use.ts); none: unchecked. */
+  disk?: Pick<DiskBudget, 'open'>;
 }
 
 /** Where denoise() puts the output. */

@@ -17,7 +17,7 @@ import type { GatewayStore } from '../../store/types';
 import { randomBase62 } from '../../store/tokens';
 import { JobApiError, sendJobError, UploadStalledError } from './errors';
 import { sendGatewayError } from '../../http/errors';
-import type { DiskBudget } from '../disk-budget';
+import type { DiskBudget } from '../../storage/disk-budget';
 import type { JobFiles } from '../queue/files';
 import type { JobMetrics } from '../metrics';
 import { parseJobForm } from './params';

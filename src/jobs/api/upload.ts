@@ -7,7 +7,7 @@ import type { Request, Response } from 'express';
 import multer from 'multer';
 import type { Config } from '../../config';
 import { ProgressWatch } from '../../upstream/watchdogs';
-import { InsufficientStorageError, type SpaceClaim } from '../disk-budget';
+import { InsufficientStorageError, type SpaceClaim } from '../../storage/disk-budget';
 import { removeFailedWrite } from '../failed-write';
 import { JobApiError, UploadStalledError } from './errors';
 import { parseJobForm } from './params';

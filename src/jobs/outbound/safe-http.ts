@@ -10,7 +10,7 @@ import { Transform } from 'node:stream';
 import { assertLiteralHostAllowed, guardedLookup, parseUserUrl, UrlNotAllowedError, type GuardOptions } from './url-guard';
 import { removeFailedWrite } from '../failed-write';
 import { ProgressWatch } from '../../upstream/watchdogs';
-import { InsufficientStorageError, type SpaceClaim } from '../disk-budget';
+import { InsufficientStorageError, type SpaceClaim } from '../../storage/disk-budget';
 
 export interface SafeHttpOptions extends GuardOptions {
   /** Time to resolve the host and open the connection (TLS included). */

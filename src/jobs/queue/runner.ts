@@ -15,7 +15,7 @@ import { safeBaseName } from '../../model-service/names';
 import type { GatewayStore } from '../../store/types';
 import type { ModelServiceReplicas } from '../../upstream/replicas';
 import type { JobFiles } from './files';
-import { InsufficientStorageError, type DiskBudget } from '../disk-budget';
+import { InsufficientStorageError, type DiskBudget } from '../../storage/disk-budget';
 import type { JobMetrics } from '../metrics';
 import { ModelServiceBusy, ModelServiceRejected, streamJob } from './model-client';
 import { downloadToFile, FetchFailedError, type SafeHttpOptions } from '../outbound/safe-http';
