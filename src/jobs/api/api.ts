@@ -25,7 +25,7 @@ import { uploadReceiver } from './upload';
 import { cancelJob } from './cancel';
 import { fileNameFromUrl } from '../outbound/safe-http';
 import { isJobStatus, type JobRecord, type JobStore, type JobsLog } from '../types';
-import { assertPublicHost, UrlNotAllowedError } from '../outbound/url-guard';
+import { assertPublicHost, UrlNotAllowedError, UrlUnresolvableError } from '../outbound/url-guard';
 import { newWebhookSecret } from '../outbound/webhooks';
 import { decodeCursor, encodeCursor, jobPath, jobView } from '../views';
 
@@ -95,6 +95,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
         if (form.webhookUrl) await assertPublicHost(form.webhookUrl, guard, 'webhook_url');
       } catch (err) {
         if (err instanceof UrlNotAllowedError) throw new JobApiError('url_not_allowed', err.message);
+        if (err instanceof UrlUnresolvableError) throw new JobApiError('url_fetch_failed', `${err.message}; nothing was charged`);
         throw err;
       }
       if (file) {
