@@ -13,7 +13,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config';
 import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../pipeline';
-import { LOUDNESS_RANGE } from '../dsp/normalize';
+import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
 import type { InferenceEngine } from '../inference/types';
@@ -44,8 +44,9 @@ Options:
                             Default name: <input name>_denoised.<format>; for stdin input, standard output.
   -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav);
                             mp3 64, opus 32, m4a (AAC) 64 kb/s per channel
-  -l, --loudness LUFS       normalise the cleaned audio to this integrated loudness (EBU R128, ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max};
-                            e.g. -16 podcasts, -23 broadcast), true peak at most -1 dBTP (-2 for lossy formats)
+  -l, --loudness L          normalise the cleaned audio to this integrated loudness (EBU R128, ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}
+                            LUFS), true peak at most -1 dBTP (-2 for lossy formats); or podcast (-16), broadcast (-23),
+                            keep (the input's speech loudness: cleaned speech otherwise comes out a few LU quieter)
   -m, --model M             ${MODEL_IDS.join(', ')} (default ${DEFAULT_MODEL})
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100; 0 = remove as much as possible
                             (default: DEFAULT_ATTENUATION_LIMIT_DB, else 0)
@@ -77,7 +78,7 @@ export interface DenoiseArgs {
   model: ModelId;
   attenuationLimitDb: number;
   format: OutputFormat;
-  loudnessLufs: number | null;
+  loudnessLufs: number | 'keep' | null;
   keepInputSampleRate: boolean;
   force: boolean;
   json: boolean;
@@ -129,14 +130,7 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     if (!(OUTPUT_FORMATS as string[]).includes(f)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, got "${f}"`);
     format = f as OutputFormat;
   }
-  let loudness: number | null = null;
-  const rawLoudness = stringOf(line, 'loudness');
-  if (rawLoudness !== undefined) {
-    loudness = Number(rawLoudness);
-    if (!Number.isFinite(loudness) || loudness < LOUDNESS_RANGE.min || loudness > LOUDNESS_RANGE.max) {
-      throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${rawLoudness}"`);
-    }
-  }
+  const loudness = loudnessOption(stringOf(line, 'loudness'));
   if (flag(line, 'keep-rate') && flag(line, 'model-rate')) throw new UsageError('--keep-rate and --model-rate exclude each other');
   const keep = !flag(line, 'model-rate');
   const force = flag(line, 'force');
@@ -330,4 +324,16 @@ export async function runDenoise(argv: string[]): Promise<number> {
   }
   if (failed.length === 0) return EXIT.ok;
   return failed.some((o) => o.code === EXIT.failure) ? EXIT.failure : EXIT.badInput;
+}
+
+/** --loudness: LUFS, or a preset of the API's `loudness` field (podcast -16, broadcast -23, keep). */
+export function loudnessOption(raw: string | undefined): number | 'keep' | null {
+  if (raw === undefined) return null;
+  const preset = LOUDNESS_PRESETS[raw.toLowerCase() as keyof typeof LOUDNESS_PRESETS];
+  if (Object.hasOwn(LOUDNESS_PRESETS, raw.toLowerCase())) return preset;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || n < LOUDNESS_RANGE.min || n > LOUDNESS_RANGE.max) {
+    throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), podcast, broadcast or keep, got "${raw}"`);
+  }
+  return n;
 }

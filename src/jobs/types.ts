@@ -22,6 +22,8 @@ export interface JobParams {
   keep_input_sample_rate: boolean;
   /** Integrated loudness target (LUFS) of the result; null (or absent on jobs stored before it existed): none. */
   loudness_lufs?: number | null;
+  /** 'keep': the result is normalised to the input's speech loudness (`loudness=keep`); absent otherwise. */
+  loudness?: 'keep';
 }
 
 export interface JobInput {

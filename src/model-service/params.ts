@@ -3,7 +3,7 @@ import type { Config } from '../config';
 import { MODEL_IDS, type ModelId } from '../inference/types';
 import { isModelId, loadCatalog } from './catalog';
 import { isOutputFormat, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
-import { LOUDNESS_RANGE } from '../dsp/normalize';
+import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { badRequest, unprocessable } from './http-error';
 
 export type { OutputFormat };
@@ -14,20 +14,20 @@ export interface DenoiseParams {
   model: ModelId;
   attenuationLimitDb: number;
   outputFormat: OutputFormat;
-  /** Normalise to this integrated loudness (LUFS); null: no normalisation. */
-  loudnessLufs: number | null;
+  /** Normalise to this integrated loudness (LUFS), or to the input's speech loudness ('keep'); null: no normalisation. */
+  loudnessLufs: number | 'keep' | null;
   keepInputSampleRate: boolean;
   response: string; // 'audio' | 'json' for /denoise, 'zip' | 'json' for /denoise/batch
 }
 
 export type EndpointKind = 'single' | 'batch';
 
-export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response', 'loudness_lufs'];
+export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response', 'loudness_lufs', 'loudness'];
 const RESPONSES: Record<EndpointKind, string[]> = { single: ['audio', 'json'], batch: ['zip', 'json'] };
 export const FILE_FIELD: Record<EndpointKind, string> = { single: 'file', batch: 'files' };
 
 /** The /denoise fields a job takes (everything but `response`); job-stream.ts reads the same for a job's input. */
-export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs'];
+export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'loudness'];
 
 const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 
@@ -89,7 +89,7 @@ export function parseDenoiseParams(
   const outputFormat: OutputFormat = formatRaw ?? 'wav';
 
   const loudnessRaw = single(fields, 'loudness_lufs');
-  let loudnessLufs: number | null = null;
+  let loudnessLufs: number | 'keep' | null = null;
   if (loudnessRaw !== undefined) {
     const n = NUMBER.test(loudnessRaw) ? Number(loudnessRaw) : NaN;
     if (!(n >= LOUDNESS_RANGE.min && n <= LOUDNESS_RANGE.max)) {
@@ -98,6 +98,15 @@ export function parseDenoiseParams(
       );
     }
     loudnessLufs = n;
+  }
+
+  const presetRaw = single(fields, 'loudness')?.toLowerCase();
+  if (presetRaw !== undefined) {
+    if (!Object.hasOwn(LOUDNESS_PRESETS, presetRaw)) {
+      throw badRequest(`loudness must be "podcast" (-16 LUFS), "broadcast" (-23 LUFS) or "keep" (the input's speech loudness), got "${single(fields, 'loudness')}"`);
+    }
+    if (loudnessRaw !== undefined) throw badRequest('send loudness or loudness_lufs, not both');
+    loudnessLufs = LOUDNESS_PRESETS[presetRaw as keyof typeof LOUDNESS_PRESETS];
   }
 
   const keepRaw = single(fields, 'keep_input_sample_rate')?.toLowerCase();

@@ -12,7 +12,7 @@ import { openSource, type AudioSource, type SourceInput } from '../audio/sources
 import { FloatSpool } from '../audio/spool';
 import { dbOf, gatedLoudness, LoudnessMeter, TruePeakInterpolator } from '../dsp/loudness';
 import type { DenoiseStream, PcmDenoiseStream, StreamControl } from '../inference/types';
-import { modelInputGainDb } from './loudness';
+import { keepTarget, modelInputGainDb, scaledBlocks } from './loudness';
 import { MEASURE_RATE, normalizeInto, type PassIo } from './normalize-pass';
 import { RunDiskUse } from './disk-use';
 import { decodeRateFor, planRun } from './plan';
@@ -196,7 +196,10 @@ export class PipelineRun {
     // Metered in the worker, next to the chain (measureLoudness): the input as pushed, the output as returned.
     const measured = stream.loudness();
     if (!measured) throw new Error('the inference engine returned no loudness measurements');
-    const loudness = measuredLoudness(measured, target, lifted?.gainDb ?? 0);
+    const lift = lifted?.gainDb ?? 0;
+    // 'keep': the input's speech loudness, in the file's own terms (the meters saw the input after the lift).
+    const resolved = target === 'keep' ? keepTarget(scaledBlocks(measured.input, -lift), scaledBlocks(measured.output, -lift)) : target;
+    const loudness = measuredLoudness(measured, resolved, lift);
     if (spool && target !== null) {
       // Pass 2 (normalize-pass.ts): one gain for the whole file, limited to the format's true-peak ceiling.
       const pass = await normalizeInto(
@@ -205,7 +208,8 @@ export class PipelineRun {
           sampleRate: modelRate,
           channels: source.channels,
           chunkFrames,
-          target,
+          // (null: 'keep' of silence, which gets no gain whatever the target: chooseGain.)
+          target: resolved ?? 0,
           measured: gatedLoudness(measured.output),
           blocks: measured.output,
           peak: cleanPeak ? cleanPeak.maximum() : 0,

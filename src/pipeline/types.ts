@@ -27,8 +27,11 @@ export interface DenoiseFileOptions {
   chunkSeconds?: number;
   /** false: always decode and encode with ffmpeg, even where the in-process WAV path applies (tests, benchmark). */
   inProcessWav?: boolean;
-  /** Integrated loudness (LUFS) to normalise the cleaned audio to; null/undefined: no normalisation. */
-  loudnessLufs?: number | null;
+  /**
+   * Integrated loudness (LUFS) to normalise the cleaned audio to, or 'keep': the input's speech loudness (measured on
+   * the way, loudness.ts keepTarget); null/undefined: no normalisation.
+   */
+  loudnessLufs?: number | 'keep' | null;
   /** The free-disk floor's budget the output and spools take their bytes from (disk-use.ts); none: unchecked. */
   disk?: Pick<DiskBudget, 'open'>;
 }

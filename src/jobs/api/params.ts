@@ -7,7 +7,7 @@ import { JobApiError } from './errors';
 import type { JobParams } from '../types';
 import { parseUserUrl, UrlNotAllowedError } from '../outbound/url-guard';
 
-export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'url', 'webhook_url'];
+export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'loudness', 'url', 'webhook_url'];
 
 export interface JobForm {
   params: JobParams;
@@ -61,7 +61,8 @@ export function parseJobForm(config: Config, body: Record<string, unknown> | und
       attenuation_limit_db: parsed.attenuationLimitDb,
       output_format: parsed.outputFormat,
       keep_input_sample_rate: parsed.keepInputSampleRate,
-      loudness_lufs: parsed.loudnessLufs,
+      loudness_lufs: typeof parsed.loudnessLufs === 'number' ? parsed.loudnessLufs : null,
+      ...(parsed.loudnessLufs === 'keep' ? { loudness: 'keep' as const } : {}),
     },
     url,
     webhookUrl,

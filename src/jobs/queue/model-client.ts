@@ -85,6 +85,7 @@ export async function streamJob(opts: StreamJobOptions): Promise<StreamJobResult
   query.set('output_format', p.output_format);
   query.set('keep_input_sample_rate', String(p.keep_input_sample_rate));
   if (p.loudness_lufs !== undefined && p.loudness_lufs !== null) query.set('loudness_lufs', String(p.loudness_lufs));
+  if (p.loudness === 'keep') query.set('loudness', 'keep');
   let size: number;
   try {
     size = (await fs.promises.stat(opts.inputPath)).size;
