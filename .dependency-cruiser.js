@@ -13,7 +13,7 @@ const LAYERS = [
   ['shared-state'],
   ['audio'],
   ['inference'],
-  ['pipeline'],
+  ['pipeline', 'video'],
   ['http', 'metrics', 'probes'],
   ['upstream'],
   ['gateway'],

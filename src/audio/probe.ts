@@ -35,6 +35,10 @@ export interface MediaProbe {
   durationS: number | null;
   streams: ProbedStream[];
   chapters: number;
+  /** MP4/MOV: the `ftyp` major brand ("isom", "mp42", "qt  "...); null for other containers. */
+  brand: string | null;
+  /** Start of the first chapter (seconds); null without chapters. */
+  firstChapterS: number | null;
 }
 
 export interface AudioProbe {
@@ -146,7 +150,7 @@ export async function audioOf(probe: MediaProbe, inputPath: string): Promise<Aud
 /** The parts of ffprobe's JSON read here (every value may be missing). */
 interface FfprobeJson {
   error?: { code?: number; string?: string };
-  format?: { format_name?: string; duration?: string; start_time?: string };
+  format?: { format_name?: string; duration?: string; start_time?: string; tags?: { major_brand?: string } };
   streams?: Array<{
     index?: number;
     codec_type?: string;
@@ -157,7 +161,7 @@ interface FfprobeJson {
     duration?: string;
     disposition?: { attached_pic?: number };
   }>;
-  chapters?: unknown[];
+  chapters?: Array<{ start_time?: string }>;
 }
 
 const STREAM_TYPES: readonly StreamType[] = ['audio', 'video', 'subtitle', 'data', 'attachment'];
@@ -187,6 +191,8 @@ export function parseProbe(json: FfprobeJson): MediaProbe {
     durationS: duration !== null && duration >= 0 ? duration : null,
     streams,
     chapters: Array.isArray(json.chapters) ? json.chapters.length : 0,
+    brand: typeof json.format?.tags?.major_brand === 'string' ? json.format.tags.major_brand : null,
+    firstChapterS: Array.isArray(json.chapters) && json.chapters.length > 0 ? seconds(json.chapters[0].start_time) : null,
   };
 }
 

@@ -13,6 +13,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config';
 import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../pipeline';
+import { denoiseVideo, planVideo, VIDEO_EXTENSIONS, VideoRequestError, type VideoContainer } from '../video';
 import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
@@ -39,7 +40,9 @@ Usage:
 
 Options:
   -o, --output OUT          output file, or - for standard output (one input only). Its extension picks the
-                            format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}
+                            format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}; for a video input
+                            .mp4, .mov, .mkv or .webm: the same video (copied, not re-encoded) with its audio
+                            cleaned (AAC in MP4/MOV, Opus in MKV/WebM), subtitles and chapters kept
   -d, --out-dir DIR         write each output into DIR (default: next to its input)
                             Default name: <input name>_denoised.<format>; for stdin input, standard output.
   -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav);
@@ -78,6 +81,8 @@ export interface DenoiseArgs {
   model: ModelId;
   attenuationLimitDb: number;
   format: OutputFormat;
+  /** -o OUT.mp4/.mov/.mkv/.webm: the input's video back with its audio cleaned (src/video). */
+  video: VideoContainer | null;
   loudnessLufs: number | 'keep' | null;
   keepInputSampleRate: boolean;
   force: boolean;
@@ -144,12 +149,14 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
   }
 
   // The format: --format, else the output's extension, else wav; an extension that disagrees is a mistake.
-  if (output !== undefined && output !== '-') {
+  const video = output === undefined ? null : (VIDEO_EXTENSIONS.find((e) => path.extname(output).toLowerCase() === `.${e}`) ?? null);
+  if (video && format) throw new UsageError(`--format does not apply to a video output (${output}): its audio is ${video === 'mp4' || video === 'mov' ? 'AAC' : 'Opus'}`);
+  if (output !== undefined && output !== '-' && !video) {
     const fromExt = formatOfPath(output);
     if (!fromExt) {
       const ext = path.extname(output) || '(none)';
       throw new UsageError(
-        `cannot tell the output format from the extension ${ext} of ${output}; use ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')} or --format`,
+        `cannot tell the output format from the extension ${ext} of ${output}; use ${[...Object.keys(OUTPUT_EXTENSIONS), ...VIDEO_EXTENSIONS].map((e) => '.' + e).join(', ')} or --format`,
       );
     }
     if (format && format !== fromExt) throw new UsageError(`--format ${format} does not match the output name ${output}`);
@@ -173,7 +180,7 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     seen.set(key, job.input);
   }
   if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
-  return { jobs, model, attenuationLimitDb: limit, format: fmt, loudnessLufs: loudness, keepInputSampleRate: keep, force, json, quiet };
+  return { jobs, model, attenuationLimitDb: limit, format: fmt, video, loudnessLufs: loudness, keepInputSampleRate: keep, force, json, quiet };
 }
 
 const shown = (p: string, stdio: 'stdin' | 'stdout'): string => (p === '-' ? stdio : p);
@@ -261,15 +268,18 @@ export async function runDenoise(argv: string[]): Promise<number> {
       const target = job.output === '-' ? path.join(scratch, `stdout-${index}.${args.format}`) : path.resolve(job.output);
       const partial = job.output === '-' ? target : partialName(target);
       try {
-        const stats = await denoiseFile({ config, engine: engine! }, input, partial, {
+        const options = {
           model: args.model,
           attenuationLimitDb: args.attenuationLimitDb,
           outputFormat: args.format,
           loudnessLufs: args.loudnessLufs,
           keepInputSampleRate: args.keepInputSampleRate,
           signal: controller.signal,
-          onProgress: progress ? (d, t) => progress.update(d, t) : undefined,
-        });
+          onProgress: progress ? (d: number, t: number | null) => progress.update(d, t) : undefined,
+        };
+        const stats = args.video
+          ? ((await videoOut({ config, engine: engine! }, input, partial, job.output, args.video, options)) as unknown as DenoiseStats)
+          : await denoiseFile({ config, engine: engine! }, input, partial, options);
         progress?.finish();
         if (job.output === '-') {
           await pipeline(fs.createReadStream(target), process.stdout, { end: false });
@@ -289,7 +299,7 @@ export async function runDenoise(argv: string[]): Promise<number> {
         progress?.finish();
         fs.rmSync(partial, { force: true });
         if (err instanceof AudioAbortedError) return { ok: false, code: EXIT.interrupted, message: 'interrupted' };
-        if (err instanceof AudioInputError) return { ok: false, code: EXIT.badInput, message: `${shown(job.input, 'stdin')}: ${err.message}` };
+        if (err instanceof AudioInputError || err instanceof VideoRequestError) return { ok: false, code: EXIT.badInput, message: `${shown(job.input, 'stdin')}: ${err.message}` };
         return { ok: false, code: EXIT.failure, message: `${shown(job.input, 'stdin')}: failed: ${(err as Error).message}` };
       }
     };
@@ -336,4 +346,21 @@ export function loudnessOption(raw: string | undefined): number | 'keep' | null 
     throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), podcast, broadcast or keep, got "${raw}"`);
   }
   return n;
+}
+
+/** -o OUT.mp4 (.mov, .mkv, .webm): the input's container, which OUT's extension must name (MP4 and MOV, or MKV and WebM). */
+async function videoOut(
+  deps: Parameters<typeof planVideo>[0],
+  input: string,
+  partial: string,
+  output: string,
+  wanted: VideoContainer,
+  options: Parameters<typeof denoiseVideo>[4],
+) {
+  const plan = await planVideo(deps, input, output);
+  const family = (c: VideoContainer): string => (c === 'mp4' || c === 'mov' ? 'MP4/MOV' : 'Matroska/WebM');
+  if (family(plan.container) !== family(wanted)) {
+    throw new VideoRequestError(`the input is ${family(plan.container)}: name the output .${plan.container} (the video is copied, not converted)`);
+  }
+  return denoiseVideo(deps, input, partial, { ...plan, container: wanted }, options);
 }

@@ -18,7 +18,8 @@ export function isJobStatus(value: string): value is JobStatus {
 export interface JobParams {
   model: string;
   attenuation_limit_db: number;
-  output_format: OutputFormat;
+  /** An audio format, or 'video': the input's container back with its audio cleaned. */
+  output_format: OutputFormat | 'video';
   keep_input_sample_rate: boolean;
   /** Integrated loudness target (LUFS) of the result; null (or absent on jobs stored before it existed): none. */
   loudness_lufs?: number | null;

@@ -18,6 +18,8 @@ import { FileBase64, sendJsonWithFiles } from './json-files';
 import { cleanInputName, headerJson, OutputNamer, safeBaseName } from './names';
 import { RequestDiskFloor, DISK_RETRY_AFTER_S } from './disk-floor';
 import { sendBytes, sendFile, sendZip } from './downloads';
+import { answerVideo } from './video-answer';
+import { VideoRequestError } from '../video';
 import { InsufficientStorageError } from '../storage/disk-budget';
 import { assertModelInstalled, parseDenoiseParams, type DenoiseParams, type EndpointKind } from './params';
 import { STALE_MS, sweepStaleRequestDirs, withRequestScope, type RequestScope } from './request-scope';
@@ -103,6 +105,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
     if (err instanceof HttpError) return sendHttpError(res, err);
     if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, err.status === 413 ? 'payload_too_large' : 'invalid_audio');
     if (err instanceof AudioAbortedError) return; // the client is gone
+    if (err instanceof VideoRequestError) return sendDetail(res, 400, err.message, 'invalid_request');
     if (err instanceof InsufficientStorageError) {
       if (!res.headersSent) res.setHeader('Retry-After', String(DISK_RETRY_AFTER_S));
       return sendDetail(res, 503, err.message, 'unavailable');
@@ -148,6 +151,11 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
         await diskFloor.check(req);
         const { files, params } = await receive('single', scope, req, res);
         const upload = files[0];
+        if (params.video) {
+          const video = { config, engine, disk: diskFloor.budget, metrics: deps.metrics };
+          await answerVideo(video, scope, upload, params.response, pipelineOptions(params, scope.signal), res);
+          return;
+        }
         const ext = params.outputFormat;
         const { stats, output } = await denoise(
           { config, engine },

@@ -14,6 +14,8 @@ export interface DenoiseParams {
   model: ModelId;
   attenuationLimitDb: number;
   outputFormat: OutputFormat;
+  /** `output_format=video`: the input's container back with the audio cleaned (src/video); outputFormat is unused. */
+  video: boolean;
   /** Normalise to this integrated loudness (LUFS), or to the input's speech loudness ('keep'); null: no normalisation. */
   loudnessLufs: number | 'keep' | null;
   keepInputSampleRate: boolean;
@@ -81,12 +83,14 @@ export function parseDenoiseParams(
   }
 
   const formatRaw = single(fields, 'output_format')?.toLowerCase();
-  if (formatRaw !== undefined && !isOutputFormat(formatRaw)) {
+  const video = formatRaw === 'video';
+  if (video && kind === 'batch') throw badRequest('output_format=video is for /denoise and jobs, not batches: send each video alone');
+  if (formatRaw !== undefined && !video && !isOutputFormat(formatRaw)) {
     throw badRequest(
-      `output_format must be one of ${OUTPUT_FORMATS.map((f) => `"${f}"`).join(', ')}, got "${single(fields, 'output_format')}"`,
+      `output_format must be one of ${[...OUTPUT_FORMATS, 'video'].map((f) => `"${f}"`).join(', ')}, got "${single(fields, 'output_format')}"`,
     );
   }
-  const outputFormat: OutputFormat = formatRaw ?? 'wav';
+  const outputFormat: OutputFormat = video ? 'wav' : ((formatRaw as OutputFormat | undefined) ?? 'wav');
 
   const loudnessRaw = single(fields, 'loudness_lufs');
   let loudnessLufs: number | 'keep' | null = null;
@@ -128,7 +132,7 @@ export function parseDenoiseParams(
   }
   const response = responseRaw ?? allowed[0];
 
-  return { model, attenuationLimitDb, outputFormat, loudnessLufs, keepInputSampleRate, response };
+  return { model, attenuationLimitDb, outputFormat, video, loudnessLufs, keepInputSampleRate, response };
 }
 
 /** A known model id whose graph files are missing cannot run here: the request is fine, the server lacks it. */

@@ -59,7 +59,7 @@ export function parseJobForm(config: Config, body: Record<string, unknown> | und
     params: {
       model: parsed.model,
       attenuation_limit_db: parsed.attenuationLimitDb,
-      output_format: parsed.outputFormat,
+      output_format: parsed.video ? 'video' : parsed.outputFormat,
       keep_input_sample_rate: parsed.keepInputSampleRate,
       loudness_lufs: typeof parsed.loudnessLufs === 'number' ? parsed.loudnessLufs : null,
       ...(parsed.loudnessLufs === 'keep' ? { loudness: 'keep' as const } : {}),
