@@ -96,6 +96,24 @@ describe('the 208 KB bomb', () => {
     expect(childProcesses().filter((c) => c.comm === 'ffmpeg' || c.comm === 'ffprobe')).toEqual([]);
   });
 
+  test('a file whose probe and packets lie is stopped while decoding', async () => {
+    // 20 s of FLAC whose timestamps were scaled by 0.1 on the way into Matroska: ffprobe and the packet scan say 2 s,
+    // the decoder gives all 20 s.
+    const long = path.join(tmp, 'long.flac');
+    const liar = path.join(tmp, 'liar.mkv');
+    await ffmpeg(['-f', 'lavfi', '-i', 'sine=f=300:r=48000:d=20', '-c:a', 'flac', '-y', long]);
+    await ffmpeg(['-itsscale', '0.1', '-i', long, '-c', 'copy', '-y', liar]);
+    const capped = { ...config, maxDecodedSamples: 5 * 48000 };
+    const out = path.join(tmp, 'liar-out.wav');
+    let progressed = 0;
+    const err = await denoiseFile({ config: capped, engine }, liar, out, { ...base, onProgress: (d) => (progressed = d) }).catch((e) => e);
+    expect(err).toBeInstanceOf(AudioTooLongError);
+    expect(err.message).toMatch(/^audio too large: it decodes to more than 240000 samples over all channels/);
+    // Stopped at the first chunk past the cap (8 s chunks), not at the end of the 20 s.
+    expect(progressed).toBeLessThanOrEqual(8);
+    expect(fs.existsSync(out)).toBe(false);
+  });
+
   test('a lower MAX_DECODED_SAMPLES refuses a real clip the default accepts', async () => {
     const clip = path.join(tmp, 'tone.flac');
     await ffmpeg(['-f', 'lavfi', '-i', 'sine=f=440:r=48000:d=2', '-ac', '2', '-c:a', 'flac', '-y', clip]);
