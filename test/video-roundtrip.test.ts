@@ -150,6 +150,14 @@ describe('over HTTP and as a job', () => {
     const out = path.join(tmp, 'job-out.mkv');
     fs.writeFileSync(out, result.body as Buffer);
     await expectSameVideo(files.mkv, out);
+    // An audio-only job asking for video fails with the reason (refunded like every failed job).
+    const audio = await request(handle.app).post(`${API}/jobs`).set(auth()).field('output_format', 'video').attach('file', SPEECH);
+    const failed = await until(async () => {
+      const job = (await request(handle.app).get(`${API}/jobs/${audio.body.id}`).set(auth())).body as JobView;
+      return job.status === 'succeeded' || job.status === 'failed' ? job : undefined;
+    }, 60_000);
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toMatchObject({ type: 'invalid_request', message: expect.stringMatching(/needs an input with a video stream/) });
   });
 });
 
