@@ -87,7 +87,7 @@ export function parseDenoiseParams(
   if (video && kind === 'batch') throw badRequest('output_format=video is for /denoise and jobs, not batches: send each video alone');
   if (formatRaw !== undefined && !video && !isOutputFormat(formatRaw)) {
     throw badRequest(
-      `output_format must be one of ${[...OUTPUT_FORMATS, 'video'].map((f) => `"${f}"`).join(', ')}, got "${single(fields, 'output_format')}"`,
+      `output_format must be one of ${[...OUTPUT_FORMATS, ...(kind === 'single' ? ['video'] : [])].map((f) => `"${f}"`).join(', ')}, got "${single(fields, 'output_format')}"`,
     );
   }
   const outputFormat: OutputFormat = video ? 'wav' : ((formatRaw as OutputFormat | undefined) ?? 'wav');
