@@ -311,7 +311,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
   });
 
   // The gateway's internal endpoints: job streams (job-stream.ts), live streams over WebSocket (live-stream.ts).
-  app.use(createJobStreamRouter({ config, engine, log, metrics: deps.metrics }));
+  app.use(createJobStreamRouter({ config, engine, log, metrics: deps.metrics, disk: diskFloor.budget }));
   const live = createLiveStreamEndpoint({ config, engine, log });
   app.use(live.router);
 

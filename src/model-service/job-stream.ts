@@ -25,6 +25,7 @@ import { continueIfExpected } from './guard';
 import { HttpError, sendDetail, sendHttpError, tooLarge } from './http-error';
 import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams } from './params';
 import { withRequestScope } from './request-scope';
+import { InsufficientStorageError, type DiskBudget } from '../storage/disk-budget';
 import { CONTAINERS, denoiseVideo, planVideo, VideoRequestError } from '../video';
 
 export const JOB_STREAM_PATH = '/internal/jobs/denoise';
@@ -41,6 +42,8 @@ export interface JobStreamDeps {
   log?: (line: string) => void;
   /** Audio seconds and RTF of job streams count in the model service's /metrics like /denoise's. */
   metrics?: ModelServiceMetrics;
+  /** TMP_DIR's free-disk floor (disk-floor.ts): a job's output and spools take their bytes from it too. */
+  disk?: Pick<DiskBudget, 'open'>;
 }
 
 export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
@@ -124,6 +127,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
             outputFormat: params.outputFormat,
             keepInputSampleRate: params.keepInputSampleRate,
             loudnessLufs: params.loudnessLufs,
+            disk: deps.disk,
             signal: scope.signal,
             // 1 s chunks (not the file pipeline's 8 s): a synchronous call that shares this job's worker waits for
             // at most one second of the job's audio, whatever the model.
@@ -145,7 +149,11 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
         } catch (err) {
           clearInterval(keepalive);
           if (err instanceof AudioAbortedError || scope.signal.aborted) throw err;
-          const status = err instanceof HttpError ? err.status : err instanceof AudioInputError || err instanceof VideoRequestError ? err.status : 500;
+          const status =
+            err instanceof HttpError ? err.status
+            : err instanceof AudioInputError || err instanceof VideoRequestError ? err.status
+            : err instanceof InsufficientStorageError ? 503 // the runner tries again later
+            : 500;
           const detail = err instanceof HttpError ? err.detail : err instanceof Error ? err.message : String(err);
           if (status === 500) log(`[model-service] job stream failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
           line({ type: 'error', status, detail });
