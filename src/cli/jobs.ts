@@ -29,7 +29,8 @@ Usage:
 Submit options:
   -m, --model M             ${MODEL_IDS.join(', ')} (server default nsm-2)
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100
-  -f, --format F            output format: ${OUTPUT_FORMATS.join(', ')} (default wav)
+  -f, --format F            output format: ${OUTPUT_FORMATS.join(', ')} (default wav); video: a video input
+                            back in its container (MP4/MOV/MKV/WebM) with its sound cleaned
   -l, --loudness L          normalise the result to this integrated loudness (${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}, e.g. -16),
                             or podcast, broadcast, keep (the input's speech loudness)
       --keep-rate | --model-rate
@@ -231,7 +232,7 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         }
         const format = stringOf(opts, 'format')?.toLowerCase();
         if (format !== undefined) {
-          if (!isOutputFormat(format)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}`);
+          if (!isOutputFormat(format) && format !== 'video') throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, video`);
           fields.push(['output_format', format]);
         }
         const loudness = loudnessOption(stringOf(opts, 'loudness'));
