@@ -11,7 +11,7 @@ import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';
 import { freeBytesOf } from '../src/storage/disk-budget';
 import { bytesPerFrame } from '../src/pipeline/disk-use';
 import { makeTmpDir } from './audio-helpers';
-import { createToken, eventually, fixture, testConfig, tmpEntries } from './service-helpers';
+import { createToken, eventually, fixture, noiseWav, testConfig, tmpEntries } from './service-helpers';
 
 jest.setTimeout(120_000);
 const MB = 1024 * 1024;
@@ -61,7 +61,9 @@ describe('TMP_MIN_FREE_DISK_MB', () => {
   test('already below the floor: 503 upstream_unavailable + Retry-After before the upload is read, refunded', async () => {
     await startWithRoom(-1024 * MB);
     const before = await handle.store.creditsUsed(workspaceId, new Date());
-    const res = await denoise(fixture('speech-noisy-44k1-stereo.flac'));
+    // A small upload: the answer comes before the body is read, and the connection is closed after it (a large body
+    // still being written would meet a closed socket, EPIPE, before the client reads the answer).
+    const res = await request(handle.app).post('/v1/noise-suppressor/denoise').set('Authorization', `Bearer ${token}`).attach('file', noiseWav(0.5), 'small.wav');
     expect(res.status).toBe(503);
     expect(res.body.error.type).toBe('upstream_unavailable');
     expect(res.body.error.message).toMatch(/short of disk space/);
