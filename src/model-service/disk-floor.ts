@@ -14,7 +14,10 @@ export class RequestDiskFloor {
   readonly budget: DiskBudget;
 
   constructor(config: Pick<Config, 'tmpDir' | 'tmpMinFreeDiskBytes'>, statFree = () => freeBytesOf(config.tmpDir)) {
-    this.budget = new DiskBudget(statFree, config.tmpMinFreeDiskBytes);
+    // A file system statfs cannot read is not a reason to refuse calls: the floor is then not enforced (writes that
+    // fail still fail the call, as before the floor existed).
+    const free = async (): Promise<number> => statFree().catch(() => Number.POSITIVE_INFINITY);
+    this.budget = new DiskBudget(free, config.tmpMinFreeDiskBytes);
   }
 
   /**
