@@ -12,6 +12,7 @@ const LAYERS = [
   ['store'],
   ['shared-state'],
   ['audio'],
+  ['vad'],
   ['inference'],
   ['pipeline', 'video'],
   ['http', 'metrics', 'probes'],

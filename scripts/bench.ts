@@ -12,6 +12,7 @@
 //   npm run bench -- --stream          only the live-stream table (scripts/bench/stream.ts): server-added latency,
 //                                      underruns and CPU per stream at 25..300 streams, RNNoise side by side;
 //                                      --stream-models, --stream-levels, --stream-seconds, --with-files
+//   npm run bench -- --vad             only voice activity (scripts/bench/vad.ts): F1 against clean references, cost
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,6 +22,7 @@ import { evalDir } from './lib/metrics';
 import { LOAD_HEADER, runLoad, runScaling } from './bench/load';
 import { runStreamBench } from './bench/stream';
 import { runQuality } from './bench/quality';
+import { runVadBench } from './bench/vad';
 import { CLI_HEADER, listNoisy, peakRss, speed, wholeCli } from './bench/speed';
 
 const f = (v: number, d = 3) => v.toFixed(d);
@@ -42,6 +44,11 @@ async function main(): Promise<void> {
   };
   if (args.includes('--quality')) {
     report.quality = await runQuality(args);
+    writeJson();
+    return;
+  }
+  if (args.includes('--vad')) {
+    report.vad = await runVadBench();
     writeJson();
     return;
   }

@@ -9,6 +9,7 @@ import { answerClientErrors } from './http/client-errors';
 import { adminSecretFile, ensureAdminSecret } from './console';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
+import { tightenDataDirs, usePrivateUmask } from './startup/private-files';
 import { startFileProcess } from './file-process';
 import { describeStore } from './store';
 
@@ -16,10 +17,14 @@ import { describeStore } from './store';
 const FLUSH_MS = 5_000;
 
 async function main(logger: Logger): Promise<void> {
+  // Databases, uploads, job files and the file-work process's temp files: this user's only (0600 / 0700).
+  usePrivateUmask();
   const config = loadConfig();
   const started = Date.now();
   // Single box: file work in a child process of its own (FILE_WORK_PROCESS), started first; createApp owns it after.
   assertDataDirs(config);
+  // What an older version left group- or world-readable in DATA_DIR (and JOBS_DIR, TMP_DIR) is this user's only from now.
+  tightenDataDirs({ dataDir: config.dataDir, tmpDir: config.tmpDir, jobsDir: config.jobs.dir });
   const fileProcess = config.fileWorkProcess && !config.modelServiceUrl ? await startFileProcess({ config, env: process.env, logger }) : undefined;
   let handle: AppHandle;
   try {

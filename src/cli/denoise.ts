@@ -1,7 +1,8 @@
 // `nsm denoise`: files (or stdin) through the local engine, no server (the subcommand table is in nsm.ts).
 //
 //   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
-//                     [--keep-rate|--model-rate] [--force] [--json] [--quiet]
+//                     [--keep-rate|--model-rate] [--speech-segments] [--trim-silence [--max-pause S]] [--force]
+//                     [--json] [--quiet]
 //
 // It shares the service's pipeline (ffmpeg decode, ONNX engine, ffmpeg encode). Outputs are written to a temporary
 // name beside the target and renamed when complete, so an interrupted or failed run never leaves half a file and
@@ -12,7 +13,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config';
 import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
-import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../pipeline';
+import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseFileOptions, type DenoiseStats } from '../pipeline';
 import { denoiseVideo, planVideo, VIDEO_EXTENSIONS, VideoRequestError, type VideoContainer } from '../video';
 import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
@@ -21,6 +22,7 @@ import type { InferenceEngine } from '../inference/types';
 import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { progressReporter } from './progress';
+import { TRIM_DEFAULT_MAX_PAUSE_S, TRIM_MAX_PAUSE_BOUNDS, VAD_DEFAULTS, type SpeechRequest, type SpeechSegment } from '../vad/options';
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
 
@@ -34,7 +36,8 @@ export const DENOISE_HELP = `nsm denoise — remove background noise from speech
 
 Usage:
   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
-                    [--keep-rate | --model-rate] [--force] [--json] [--quiet]
+                    [--keep-rate | --model-rate] [--speech-segments] [--trim-silence [--max-pause S]]
+                    [--force] [--json] [--quiet]
 
   IN may be several files (nsm denoise *.mp3) or - for standard input.
 
@@ -43,7 +46,7 @@ Options:
                             format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}; for a video input
                             .mp4, .mov, .mkv or .webm: the same video (copied, not re-encoded) with its audio
                             cleaned (AAC in MP4/MOV, Opus in MKV/WebM), subtitles and chapters kept
-  -d, --out-dir DIR         write each output into DIR (default: next to its input)
+  -d, --out-dir DIR         write each output into DIR, created if missing (default: next to its input)
                             Default name: <input name>_denoised.<format>; for stdin input, standard output.
   -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav);
                             mp3 64, opus 32, m4a (AAC) 64 kb/s per channel
@@ -55,6 +58,10 @@ Options:
                             (default: DEFAULT_ATTENUATION_LIMIT_DB, else 0)
       --keep-rate           write at the input file's sample rate (default)
       --model-rate          write at the model's native rate (16000 Hz, 48000 Hz for nsm-2-hd)
+      --speech-segments     find where speech is in the cleaned audio (Silero VAD): the segments (seconds of
+                            the input) in the --json line, else listed on stderr
+      --trim-silence        shorten every pause longer than --max-pause to it (crossfaded cuts)
+      --max-pause S         the longest pause kept with --trim-silence, ${TRIM_MAX_PAUSE_BOUNDS.min}-${TRIM_MAX_PAUSE_BOUNDS.max} s (default ${TRIM_DEFAULT_MAX_PAUSE_S})
       --force               replace output files that already exist (default: refuse, change nothing)
       --json                one JSON line of stats per file on stdout (not with -o -)
   -q, --quiet               no progress or summary lines on stderr
@@ -78,6 +85,8 @@ export interface DenoiseJob {
 
 export interface DenoiseArgs {
   jobs: DenoiseJob[];
+  /** -d DIR as given (created when missing), or null. */
+  outDir: string | null;
   model: ModelId;
   attenuationLimitDb: number;
   format: OutputFormat;
@@ -85,6 +94,8 @@ export interface DenoiseArgs {
   video: VideoContainer | null;
   loudnessLufs: number | 'keep' | null;
   keepInputSampleRate: boolean;
+  /** --speech-segments / --trim-silence (the VAD's defaults: docs/speech.md); null: neither. */
+  speech: SpeechRequest | null;
   force: boolean;
   json: boolean;
   quiet: boolean;
@@ -105,6 +116,9 @@ const DENOISE_OPTIONS: Record<string, OptionSpec> = {
   loudness: { type: 'string', short: 'l', aliases: ['loudness-lufs'] },
   'keep-rate': { type: 'boolean' },
   'model-rate': { type: 'boolean' },
+  'speech-segments': { type: 'boolean' },
+  'trim-silence': { type: 'boolean' },
+  'max-pause': { type: 'string' },
   force: { type: 'boolean' },
   json: { type: 'boolean' },
   quiet: { type: 'boolean', short: 'q' },
@@ -138,6 +152,7 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
   const loudness = loudnessOption(stringOf(line, 'loudness'));
   if (flag(line, 'keep-rate') && flag(line, 'model-rate')) throw new UsageError('--keep-rate and --model-rate exclude each other');
   const keep = !flag(line, 'model-rate');
+  const speech = speechArgs(line);
   const force = flag(line, 'force');
   const json = flag(line, 'json');
   const quiet = flag(line, 'quiet');
@@ -180,7 +195,20 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     seen.set(key, job.input);
   }
   if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
-  return { jobs, model, attenuationLimitDb: limit, format: fmt, video, loudnessLufs: loudness, keepInputSampleRate: keep, force, json, quiet };
+  if (video && speech?.trimMaxPauseS != null) throw new UsageError('--trim-silence does not apply to a video output: the video keeps its length');
+  return { jobs, outDir: outDir ?? null, model, attenuationLimitDb: limit, format: fmt, video, loudnessLufs: loudness, keepInputSampleRate: keep, speech, force, json, quiet };
+}
+
+function speechArgs(line: ReturnType<typeof parseCommandLine>): SpeechRequest | null {
+  const rawPause = stringOf(line, 'max-pause');
+  const trim = flag(line, 'trim-silence');
+  if (rawPause !== undefined && !trim) throw new UsageError('--max-pause applies only with --trim-silence');
+  const pause = rawPause === undefined ? TRIM_DEFAULT_MAX_PAUSE_S : Number(rawPause);
+  if (!(pause >= TRIM_MAX_PAUSE_BOUNDS.min && pause <= TRIM_MAX_PAUSE_BOUNDS.max)) {
+    throw new UsageError(`--max-pause must be a number from ${TRIM_MAX_PAUSE_BOUNDS.min} to ${TRIM_MAX_PAUSE_BOUNDS.max} (seconds), got "${rawPause}"`);
+  }
+  const segments = flag(line, 'speech-segments');
+  return segments || trim ? { segments, trimMaxPauseS: trim ? pause : null, vad: { ...VAD_DEFAULTS } } : null;
 }
 
 const shown = (p: string, stdio: 'stdin' | 'stdout'): string => (p === '-' ? stdio : p);
@@ -193,9 +221,11 @@ export function summaryLine(job: DenoiseJob, stats: DenoiseStats): string {
     ? `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)} (target ${stats.loudness_target_lufs}, peak ${stats.output_true_peak_dbtp === null || stats.output_true_peak_dbtp === undefined ? '–' : stats.output_true_peak_dbtp.toFixed(1) + ' dBTP'})`
     : `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)}`;
   const noise = stats.noise_removed_db === null ? '' : `, noise −${stats.noise_removed_db.toFixed(1)} dB`;
+  const speech = stats.speech_s === undefined ? '' : `, speech ${stats.speech_s.toFixed(2)} s in ${stats.speech_segment_count} segment${stats.speech_segment_count === 1 ? '' : 's'}`;
+  const trim = stats.silence_removed_s === undefined ? '' : `, pauses trimmed by ${stats.silence_removed_s.toFixed(2)} s to ${stats.output_duration_s?.toFixed(2)} s`;
   return `wrote ${shown(job.output, 'stdout')} (from ${shown(job.input, 'stdin')}): ${stats.duration_s.toFixed(2)} s ${ch} ` +
     `${stats.output_sample_rate} Hz ${stats.output_format}, ${stats.model}, ${stats.processing_s.toFixed(2)} s (rtf ${stats.rtf.toFixed(3)})` +
-    loudness + noise;
+    loudness + noise + speech + trim;
 }
 
 /** Reads standard input into a file (ffmpeg probes and decodes files; a pipe cannot be probed twice). */
@@ -236,12 +266,23 @@ export async function runDenoise(argv: string[]): Promise<number> {
   }
 
   // Everything that can be known before any work: missing inputs and outputs that exist stop the run here.
+  // -d DIR is created when missing (`nsm denoise *.mp3 -d cleaned/`), but only once nothing else stands in the way.
   const problems: string[] = [];
+  const outDirMissing = args.outDir !== null && !fs.existsSync(args.outDir);
+  const outDirNotDir = args.outDir !== null && !outDirMissing && !fs.statSync(args.outDir).isDirectory();
+  if (outDirNotDir) problems.push(`${args.outDir} is not a directory`);
   for (const job of args.jobs) {
     if (job.input !== '-' && !fs.existsSync(job.input)) problems.push(`input not found: ${job.input}`);
-    if (job.output !== '-') {
+    if (job.output !== '-' && !outDirMissing && !outDirNotDir) {
       if (!args.force && fs.existsSync(job.output)) problems.push(`${job.output} exists; pass --force to replace it`);
       else if (!fs.existsSync(path.dirname(path.resolve(job.output)))) problems.push(`no such directory for ${job.output}`);
+    }
+  }
+  if (problems.length === 0 && outDirMissing) {
+    try {
+      fs.mkdirSync(args.outDir!, { recursive: true });
+    } catch (err) {
+      problems.push(`cannot create ${args.outDir}: ${(err as Error).message}`);
     }
   }
   if (problems.length > 0) {
@@ -267,13 +308,16 @@ export async function runDenoise(argv: string[]): Promise<number> {
       const input = job.input === '-' ? await spoolStdin(scratch) : job.input;
       const target = job.output === '-' ? path.join(scratch, `stdout-${index}.${args.format}`) : path.resolve(job.output);
       const partial = job.output === '-' ? target : partialName(target);
+      let segments: SpeechSegment[] | undefined;
       try {
-        const options = {
+        const options: DenoiseFileOptions = {
           model: args.model,
           attenuationLimitDb: args.attenuationLimitDb,
           outputFormat: args.format,
           loudnessLufs: args.loudnessLufs,
           keepInputSampleRate: args.keepInputSampleRate,
+          speech: args.speech,
+          onSpeechSegments: (s) => (segments = s),
           signal: controller.signal,
           onProgress: progress ? (d: number, t: number | null) => progress.update(d, t) : undefined,
         };
@@ -288,12 +332,16 @@ export async function runDenoise(argv: string[]): Promise<number> {
           fs.renameSync(partial, target);
         }
         if (!args.quiet) process.stderr.write(summaryLine(job, stats) + '\n');
+        if (!args.quiet && !args.json && args.speech?.segments && segments) {
+          for (const s of segments) process.stderr.write(`  speech ${s.start_s.toFixed(3)}–${s.end_s.toFixed(3)} s\n`);
+        }
         if (stats.loudness_target_reached === false) {
           const got = stats.output_loudness_lufs; // null: silence; else the limiter's budget ran out (pipeline/loudness.ts)
           const why = got === null ? 'the output is silent (nothing above -70 LUFS to measure)' : `delivered ${got.toFixed(1)} LUFS, as loud as the limiter allows without crushing the speech`;
           process.stderr.write(`nsm: warning: ${shown(job.input, 'stdin')}: loudness target ${stats.loudness_target_lufs} LUFS not reached: ${why}\n`);
         }
-        if (args.json) process.stdout.write(`${JSON.stringify({ input: job.input, output: job.output, ...stats })}\n`);
+        const listed = args.speech?.segments && segments ? { speech_segments: segments } : {};
+        if (args.json) process.stdout.write(`${JSON.stringify({ input: job.input, output: job.output, ...stats, ...listed })}\n`);
         return { ok: true, stats };
       } catch (err) {
         progress?.finish();

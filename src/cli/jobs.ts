@@ -9,6 +9,7 @@ import { MODEL_IDS } from '../inference/types';
 import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec, type ParsedLine } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { Client, dispositionName, multipartUpload, ServerError, type ApiAnswer } from './jobs-client';
+import { PollSchedule } from './poll-schedule';
 import { bar, statusLine } from './progress';
 
 export { ServerError };
@@ -43,7 +44,8 @@ Common options:
       --token TOKEN         default NSM_TOKEN
       --json                machine-readable output on stdout
   -q, --quiet               no progress on stderr
-      --interval S          seconds between polls (default 2)
+      --interval S          the longest wait between polls (default 2): polls start 0.1 s apart and grow
+                            by half each time up to S, sooner when the progress says the job ends
 
 Exit codes: 0 ok (wait: the job succeeded), 1 the job failed or was canceled / server error, 2 usage error,
 3 the server refused the input (4xx), 130 interrupted.
@@ -141,6 +143,7 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
     if (!(intervalS > 0) || !(timeoutS >= 0)) throw new UsageError('--interval must be > 0 and --timeout >= 0');
     const end = timeoutS > 0 ? Date.now() + timeoutS * 1000 : Infinity;
     let lastStatus = '';
+    const schedule = new PollSchedule(intervalS);
     for (;;) {
       if (io.signal?.aborted) throw Object.assign(new Error('interrupted'), { name: 'AbortError' });
       const job = (await client.json('GET', `jobs/${id}`)).json;
@@ -157,7 +160,7 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         throw new ServerError(0, 'timeout', `still ${job.status} after ${timeoutS} s`);
       }
       await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, intervalS * 1000);
+        const t = setTimeout(resolve, schedule.next(job, Date.now()) * 1000);
         io.signal?.addEventListener('abort', () => {
           clearTimeout(t);
           resolve();

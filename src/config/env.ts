@@ -205,6 +205,10 @@ export const VARIABLES = {
   JOBS_LEASE_SECONDS: v(int(1, 86_400).default(30), { meaning: 'a running job whose runner stops renewing for this long is re-queued' }),
   JOBS_MAX_ACTIVE_PER_WORKSPACE: v(int(1, 100_000).default(20), { meaning: 'queued + running jobs per workspace (`429 too_many_jobs` beyond)' }),
   JOBS_MIN_FREE_DISK_MB: v(int(0, 1_048_576).default(1024), { meaning: 'free-space floor on `DATA_DIR` for new jobs (`507`)' }),
+  JOBS_CRASH_AT: v(oneOf(['after-charge', 'after-refund'] as const).optional(), {
+    default: 'unset',
+    meaning: 'fault injection for recovery tests only: the process kills itself (SIGKILL) between two writes: `after-charge`, a job\'s credit settled but the job not created; `after-refund`, a failed job\'s credit given back but not yet marked so in the job queue ([docs/reliability.md](reliability.md))',
+  }),
   NSM_URL: v(urlWith(['http:', 'https:']).default('http://localhost:8080'), { meaning: 'server of `nsm jobs`', quote: 'url' }),
   NSM_TOKEN: v(text().optional(), { default: 'unset', meaning: 'token of `nsm jobs` (or `--token`)', quote: 'never' }),
 };

@@ -145,7 +145,12 @@ export interface JobsConfig {
   /** `nsm jobs`: the server to talk to (NSM_URL, default http://localhost:8080) and the token (NSM_TOKEN). */
   clientUrl: string;
   clientToken: string | null;
+  /** Fault injection for the recovery tests (JOBS_CRASH_AT): where the process kills itself; null in service. */
+  crashAt: JobsCrashPoint | null;
 }
+
+/** Points between two writes in different databases where JOBS_CRASH_AT can end the process (kill -9 from within). */
+export type JobsCrashPoint = 'after-charge' | 'after-refund';
 
 function defaultFfmpeg(): string {
   try {
@@ -254,5 +259,6 @@ function jobsConfig(e: Environment, dataDir: string, workers: number): JobsConfi
     maxAttempts: 3,
     clientUrl: e.NSM_URL.trim().replace(/\/+$/, ''),
     clientToken: e.NSM_TOKEN ?? null,
+    crashAt: e.JOBS_CRASH_AT ?? null,
   };
 }

@@ -25,6 +25,13 @@ export interface JobParams {
   loudness_lufs?: number | null;
   /** 'keep': the result is normalised to the input's speech loudness (`loudness=keep`); absent otherwise. */
   loudness?: 'keep';
+  /** Speech detection (docs/speech.md), present only on jobs that asked for it, as resolved (speech-params.ts). */
+  speech_segments?: boolean;
+  trim_silence?: boolean;
+  trim_silence_max_pause_s?: number;
+  vad_threshold?: number;
+  vad_min_speech_ms?: number;
+  vad_hangover_ms?: number;
 }
 
 export interface JobInput {
@@ -50,6 +57,8 @@ export interface JobResultFile {
   contentType: string;
   /** Suggested download name, e.g. talk_denoised.wav. */
   filename: string;
+  /** With speech_segments=true: where the speech is (seconds of the input). */
+  speechSegments?: Array<{ start_s: number; end_s: number }>;
 }
 
 export type RefundState = 'none' | 'pending' | 'done';

@@ -21,7 +21,7 @@ import { sendBytes, sendFile, sendZip } from './downloads';
 import { answerVideo } from './video-answer';
 import { VideoRequestError } from '../video';
 import { InsufficientStorageError } from '../storage/disk-budget';
-import { assertModelInstalled, parseDenoiseParams, type DenoiseParams, type EndpointKind } from './params';
+import { assertModelInstalled, parseDenoiseParams, speechOf, type DenoiseParams, type EndpointKind, type SpeechSegment, type WithSpeechSegments } from './params';
 import { STALE_MS, sweepStaleRequestDirs, withRequestScope, type RequestScope } from './request-scope';
 import { DEFAULT_UPLOAD_LIMITS, receiveUpload, uploadInput, type UploadLimits } from './uploads';
 
@@ -58,7 +58,7 @@ export const SERVICE_VERSION: string = (() => {
   }
 })();
 
-export interface BatchItemOk {
+export interface BatchItemOk extends WithSpeechSegments {
   index: number;
   input: string;
   status: 'ok';
@@ -128,7 +128,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
           : 'missing files: send each audio file as a repeated multipart file field "files"',
       );
     }
-    assertModelInstalled(config, params.model);
+    assertModelInstalled(config, params.model, params.speech);
     return { files, params };
   }
 
@@ -140,6 +140,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
     outputFormat: params.outputFormat,
     loudnessLufs: params.loudnessLufs,
     keepInputSampleRate: params.keepInputSampleRate,
+    speech: params.speech,
     signal,
   });
 
@@ -157,18 +158,19 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
           return;
         }
         const ext = params.outputFormat;
+        let segments: SpeechSegment[] | undefined;
         const { stats, output } = await denoise(
           { config, engine },
           uploadInput(upload, scope),
           { inMemory: true, path: async () => path.join(await scope.dir(), `output.${ext}`) },
-          pipelineOptions(params, scope.signal),
+          { ...pipelineOptions(params, scope.signal), onSpeechSegments: (s) => (segments = s) },
         );
         deps.metrics?.fileDone(stats);
         const filename = `${safeBaseName(upload.originalname)}_denoised.${ext}`;
         res.setHeader('X-NS-Stats', headerJson(stats));
         const body = 'memory' in output ? output.memory : output.path;
         if (params.response === 'json') {
-          await sendJsonWithFiles(res, 200, { filename, stats, audio_base64: new FileBase64(body) });
+          await sendJsonWithFiles(res, 200, { filename, stats, ...speechOf(segments), audio_base64: new FileBase64(body) });
           return;
         }
         if (typeof body === 'string') await sendFile(res, body, contentTypeOf(ext), filename);
@@ -190,6 +192,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
         const dir = await scope.dir();
         const outputs: string[] = files.map((_, i) => path.join(dir, `output-${i}.${ext}`));
         const results: Array<DenoiseStats | Error> = new Array(files.length);
+        const segments: Array<SpeechSegment[] | undefined> = new Array(files.length);
 
         // Bounded concurrency: as many files at once as the engine has workers.
         let next = 0;
@@ -203,7 +206,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
                   { config, engine },
                   files[i].path,
                   outputs[i],
-                  pipelineOptions(params, scope.signal),
+                  { ...pipelineOptions(params, scope.signal), onSpeechSegments: (s) => (segments[i] = s) },
                 );
                 results[i] = stats;
                 deps.metrics?.fileDone(stats);
@@ -239,7 +242,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
             continue;
           }
           const bytes = (await fsp.stat(outputs[i])).size;
-          items.push({ index: i, input, status: 'ok', output: namer.take(safeBaseName(files[i].originalname), ext), bytes, stats: result });
+          items.push({ index: i, input, status: 'ok', output: namer.take(safeBaseName(files[i].originalname), ext), bytes, stats: result, ...speechOf(segments[i]) });
         }
         const succeeded = items.filter((it) => it.status === 'ok').length;
         const manifest: BatchManifest = {

@@ -6,6 +6,7 @@
 // Answer (200, Content-Type application/x-ns-job-stream): newline-terminated JSON lines, then possibly binary:
 //   {"type":"progress","done_s":12.0,"total_s":1200.0}        at least every 10 s while working
 //   {"type":"result","stats":{...},"bytes":N,"content_type":"audio/wav"}  followed by exactly N bytes of audio, end
+//     (with speech_segments=true the result line also has "speech_segments":[{"start_s":..,"end_s":..},...])
 //   {"type":"error","status":422,"detail":"could not decode: ..."}         end
 // Errors found before the work starts are ordinary {"detail"} answers: 400 bad parameters, 413 too large,
 // 422 model not installed, 503 {"detail":"busy"} + Retry-After when this service already runs its share of job
@@ -23,7 +24,7 @@ import { FORMATS } from '../audio/formats';
 import type { ModelServiceMetrics } from './metrics';
 import { continueIfExpected } from './guard';
 import { HttpError, sendDetail, sendHttpError, tooLarge } from './http-error';
-import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams } from './params';
+import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams, speechOf, type SpeechSegment } from './params';
 import { withRequestScope } from './request-scope';
 import { InsufficientStorageError, type DiskBudget } from '../storage/disk-budget';
 import { CONTAINERS, denoiseVideo, planVideo, VideoRequestError } from '../video';
@@ -81,7 +82,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
           if (q[name] !== undefined) fields[name] = q[name];
         }
         const params = parseDenoiseParams(config, 'single', fields);
-        assertModelInstalled(config, params.model);
+        assertModelInstalled(config, params.model, params.speech);
         const declared = Number(req.headers['content-length']);
         const max = config.jobs.maxUploadBytes;
         if (Number.isFinite(declared) && declared > max) throw tooLarge(`the input is larger than ${max} bytes`);
@@ -115,6 +116,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
         const keepalive = setInterval(() => {
           if (Date.now() - lastSent >= KEEPALIVE_MS - 100) sendProgress();
         }, 1000);
+        let segments: SpeechSegment[] | undefined;
         try {
           // output_format=video: the input's container back (the job's input name comes as `filename`).
           const plan = params.video ? await planVideo({ config, engine }, inputPath, String(q.filename ?? '')) : null;
@@ -128,6 +130,8 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
             keepInputSampleRate: params.keepInputSampleRate,
             loudnessLufs: params.loudnessLufs,
             disk: deps.disk,
+            speech: params.speech,
+            onSpeechSegments: (s) => (segments = s),
             signal: scope.signal,
             // 1 s chunks (not the file pipeline's 8 s): a synchronous call that shares this job's worker waits for
             // at most one second of the job's audio, whatever the model.
@@ -144,7 +148,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
           await fsp.rm(inputPath, { force: true });
           const { size } = await fsp.stat(out);
           clearInterval(keepalive);
-          line({ type: 'result', stats, bytes: size, content_type: contentType });
+          line({ type: 'result', stats, ...speechOf(segments), bytes: size, content_type: contentType });
           await pipeline(fs.createReadStream(out), res, { signal: scope.signal });
         } catch (err) {
           clearInterval(keepalive);

@@ -5,10 +5,14 @@ import { isModelId, loadCatalog } from './catalog';
 import { isOutputFormat, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
 import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { badRequest, unprocessable } from './http-error';
+import { assertVadInstalled, parseSpeechFields, SPEECH_FIELDS } from './speech-params';
+import type { SpeechRequest } from '../vad/options';
 
 export type { OutputFormat };
 
 export { LOUDNESS_RANGE };
+export { speechOf, type WithSpeechSegments } from './speech-params';
+export type { SpeechSegment } from '../vad/options';
 
 export interface DenoiseParams {
   model: ModelId;
@@ -20,16 +24,18 @@ export interface DenoiseParams {
   loudnessLufs: number | 'keep' | null;
   keepInputSampleRate: boolean;
   response: string; // 'audio' | 'json' for /denoise, 'zip' | 'json' for /denoise/batch
+  /** speech_segments / trim_silence (speech-params.ts); null: neither. */
+  speech: SpeechRequest | null;
 }
 
 export type EndpointKind = 'single' | 'batch';
 
-export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response', 'loudness_lufs', 'loudness'];
+export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response', 'loudness_lufs', 'loudness', ...SPEECH_FIELDS];
 const RESPONSES: Record<EndpointKind, string[]> = { single: ['audio', 'json'], batch: ['zip', 'json'] };
 export const FILE_FIELD: Record<EndpointKind, string> = { single: 'file', batch: 'files' };
 
 /** The /denoise fields a job takes (everything but `response`); job-stream.ts reads the same for a job's input. */
-export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'loudness'];
+export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'loudness', ...SPEECH_FIELDS];
 
 const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 
@@ -132,11 +138,18 @@ export function parseDenoiseParams(
   }
   const response = responseRaw ?? allowed[0];
 
-  return { model, attenuationLimitDb, outputFormat, video, loudnessLufs, keepInputSampleRate, response };
+  const speech = parseSpeechFields(fields);
+  // Shortened sound under an untouched picture would lose sync.
+  if (video && speech?.trimMaxPauseS != null) throw badRequest('trim_silence does not apply to output_format=video: the video keeps its length');
+  return { model, attenuationLimitDb, outputFormat, video, loudnessLufs, keepInputSampleRate, response, speech };
 }
 
-/** A known model id whose graph files are missing cannot run here: the request is fine, the server lacks it. */
-export function assertModelInstalled(config: Config, model: ModelId): void {
+/**
+ * A known model id whose graph files are missing cannot run here: the request is fine, the server lacks it. The same
+ * for speech detection's graph when the call asks for it.
+ */
+export function assertModelInstalled(config: Config, model: ModelId, speech: SpeechRequest | null = null): void {
+  if (speech) assertVadInstalled(config);
   const record = loadCatalog(config).models.find((m) => m.id === model);
   if (!record?.available) {
     throw unprocessable(`model "${model}" is not installed on this server (run \`npm run models\`)`, 'model_not_installed');

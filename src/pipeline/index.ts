@@ -23,6 +23,10 @@
 // while it is metered, then is replayed through a gain and a true-peak limiter (normalize.ts) into the sink, and the
 // delivered file is measured again (normalize-pass.ts): several passes, memory still bounded.
 //
+// Speech (speech_segments, trim_silence: src/vad, docs/speech.md): the worker runs the VAD on the chain's output and,
+// with trim_silence, returns it with long pauses shortened, so everything after the engine (meters, spool, sink) sees
+// the shorter audio; the segments come back with the stream's end (onSpeechSegments), the summary in the stats.
+//
 // Limits (limits.ts) are checked from the header or probe before any decoding, and the duration and the decoded
 // samples (MAX_DECODED_SAMPLES) again while decoding.
 // Non-finite samples (NaN, ±Inf) are silence: float WAVs are cleaned as they are read, other decoders' output here.
@@ -37,6 +41,7 @@ import type { SourceInput } from '../audio/sources';
 import { PipelineRun } from './run';
 import { runStats, type DenoiseStats } from './stats';
 import type { DenoiseFileDeps, DenoiseFileOptions, DenoiseOutput, DenoiseTarget } from './types';
+import { segmentList } from '../vad/options';
 
 export { AudioAbortedError, AudioInputError, AudioPipelineError, AudioTooLongError } from '../audio/errors';
 export { deinterleave, interleave, silenceNonFinite } from '../dsp/interleave';
@@ -72,6 +77,7 @@ export async function denoise(
   try {
     const result = await run.execute();
     const processingS = Number(process.hrtime.bigint() - started) / 1e9;
+    if (result.speech) opts.onSpeechSegments?.(segmentList(result.speech.segments));
     return { stats: runStats(opts, result, processingS), output: result.output };
   } catch (err) {
     await run.teardown();

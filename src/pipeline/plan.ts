@@ -83,6 +83,7 @@ export function planRun(
     attenuationLimitDb: opts.attenuationLimitDb,
     fullBand: modelRate !== nativeRate,
     measureLoudness: true,
+    ...(opts.speech ? { speech: opts.speech } : {}),
   };
   const directWav = loudnessTarget === null && writesInProcess(sink);
   return {

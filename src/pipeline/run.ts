@@ -224,7 +224,9 @@ export class PipelineRun {
       this.sink = null;
     }
     const output: DenoiseOutput = memory ? { memory } : { path: this.outputPath! };
-    return { frames: framesIn, source, stream, outputRate: plan.outputRate, loudness, output };
+    const speech = opts.speech ? (stream.speech?.() ?? null) : null;
+    if (opts.speech && !speech) throw new Error('the inference engine returned no speech detection');
+    return { frames: framesIn, source, stream, outputRate: plan.outputRate, loudness, output, speech };
   }
 
   /**

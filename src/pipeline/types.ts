@@ -5,6 +5,7 @@ import type { OutputFormat } from '../audio/formats';
 import type { MemoryFile } from '../audio/memory-file';
 import type { InferenceEngine, ModelId } from '../inference/types';
 import type { DiskBudget } from '../storage/disk-budget';
+import type { SpeechRequest, SpeechSegment } from '../vad/options';
 
 export interface DenoiseFileDeps {
   config: Config;
@@ -34,6 +35,10 @@ export interface DenoiseFileOptions {
   loudnessLufs?: number | 'keep' | null;
   /** The free-disk floor's budget the output and spools take their bytes from (disk-use.ts); none: unchecked. */
   disk?: Pick<DiskBudget, 'open'>;
+  /** Speech detection on the cleaned audio (speech_segments, trim_silence); null/undefined: none, output as before. */
+  speech?: SpeechRequest | null;
+  /** With `speech`: called once, after the run, with the speech segments (seconds of the input). */
+  onSpeechSegments?(segments: SpeechSegment[]): void;
 }
 
 /** Where denoise() puts the output. */

@@ -10,6 +10,7 @@ import { Transform } from 'node:stream';
 import { assertLiteralHostAllowed, guardedLookup, networkReason, parseUserUrl, UrlNotAllowedError, type GuardOptions } from './url-guard';
 import { removeFailedWrite } from '../failed-write';
 import { ProgressWatch } from '../../upstream/watchdogs';
+import { PRIVATE_FILE_MODE } from '../../startup/private-files';
 import { InsufficientStorageError, type SpaceClaim } from '../../storage/disk-budget';
 
 export interface SafeHttpOptions extends GuardOptions {
@@ -228,7 +229,7 @@ export async function downloadToFile(
         );
       },
     });
-    const file = fs.createWriteStream(dest);
+    const file = fs.createWriteStream(dest, { mode: PRIVATE_FILE_MODE });
     watch?.arm();
     try {
       await pipeline(res, counter, file, { signal: inner.signal });

@@ -228,7 +228,10 @@ export class JobRunner {
         this.owner,
         {
           status: 'succeeded',
-          result: { file: resultFile, bytes: out.bytes, contentType: out.contentType, filename: resultName(job.input.filename, ext) },
+          result: {
+            file: resultFile, bytes: out.bytes, contentType: out.contentType, filename: resultName(job.input.filename, ext),
+            ...(out.speechSegments ? { speechSegments: out.speechSegments } : {}),
+          },
           stats: out.stats,
           expiresAt: finishedAt + config.jobs.retentionMs,
         },
@@ -319,7 +322,7 @@ export class JobRunner {
       this.deps.metrics?.finished('failed');
       log(`[jobs] ${job.id} failed: ${error.type}: ${error.message}`, 'warn');
       await this.deps.files.removeAll(job.id, null);
-      await settleRefund(store, this.deps.gateway, finished, log);
+      await settleRefund(store, this.deps.gateway, finished, log, config.jobs);
       this.deps.webhooks?.wake();
     }
   }
