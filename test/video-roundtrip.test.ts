@@ -127,6 +127,9 @@ describe('over HTTP and as a job', () => {
     const batch = await request(handle.app).post(`${API}/denoise/batch`).set(auth()).field('output_format', 'video').attach('files', files.mp4);
     expect(batch.status).toBe(400);
     expect(batch.body.detail).toMatch(/not batches/);
+    const trimmed = await request(handle.app).post(`${API}/denoise`).set(auth()).field('output_format', 'video').field('trim_silence', 'true').attach('file', files.mp4);
+    expect(trimmed.status).toBe(400);
+    expect(trimmed.body.detail).toMatch(/trim_silence does not apply to output_format=video/);
     const asf = path.join(tmp, 'talk.wmv');
     await ffmpeg(['-f', 'lavfi', '-i', 'testsrc=size=64x48:rate=10:duration=1', '-i', SPEECH, '-t', '1', '-c:v', 'wmv2', '-c:a', 'wmav2', '-y', asf]);
     const wmv = await request(handle.app).post(`${API}/denoise`).set(auth()).field('output_format', 'video').attach('file', asf);
@@ -183,6 +186,9 @@ describe('nsm denoise -o OUT.mkv / .mp4', () => {
     const mismatch = await nsm(['denoise', files.mkv, '-o', path.join(tmp, 'x.mp4')]);
     expect(mismatch.code).toBe(3);
     expect(mismatch.stderr).toMatch(/the input is Matroska\/WebM: name the output \.mkv/);
+    const trim = await nsm(['denoise', files.mkv, '-o', path.join(tmp, 'x.mkv'), '--trim-silence']);
+    expect(trim.code).toBe(2);
+    expect(trim.stderr).toMatch(/--trim-silence does not apply to a video output/);
     const webm = await nsm(['denoise', files.mkv, '-o', path.join(tmp, 'x.webm')]);
     expect(webm.code).toBe(3);
     expect(webm.stderr).toMatch(/WebM cannot hold this file's subtitle stream \(subrip\): name the output \.mkv/);
