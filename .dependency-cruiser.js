@@ -6,7 +6,7 @@
 /** Bottom → top. A folder (or entry file) may import only from its own layer or the ones listed before it. */
 const LAYERS = [
   ['config'],
-  ['logging', 'startup'],
+  ['logging', 'startup', 'storage'],
   ['dsp'],
   ['db'],
   ['store'],
@@ -14,7 +14,7 @@ const LAYERS = [
   ['audio'],
   ['vad'],
   ['inference'],
-  ['pipeline'],
+  ['pipeline', 'video'],
   ['http', 'metrics', 'probes'],
   ['upstream'],
   ['gateway'],

@@ -1,6 +1,6 @@
 // `nsm jobs` as a real process (bin/nsm.js) against a real server: submit --wait downloads the result, status/list,
 // wait's exit code on failure, download resumes a partial file, cancel, and the usage/input errors.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import type http from 'node:http';
 import path from 'node:path';
@@ -145,6 +145,18 @@ describe('nsm jobs against a server', () => {
     const loud = await nsm(['jobs', 'submit', fixture('speech-noisy-16k-mono.wav'), '--loudness', '500'], env, work);
     expect(loud.code).toBe(2);
     expect(loud.stderr).toMatch(/--loudness must be a number from -40 to -5/);
+  });
+
+  test('submit --format video --loudness keep: a Matroska video comes back as .mkv', async () => {
+    const video = path.join(work, 'talk.mkv');
+    const make = spawnSync(config.ffmpegPath, ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc=size=96x64:rate=10:duration=3', '-i', fixture('speech-noisy-44k1-stereo.wav'), '-map', '0:v', '-map', '1:a', '-c:v', 'libvpx', '-deadline', 'realtime', '-c:a', 'libopus', '-y', video]);
+    expect(make.status).toBe(0);
+    const r = await nsm(['jobs', 'submit', video, '--format', 'video', '--loudness', 'keep', '--wait', '--json', '-q'], env, work);
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.params).toMatchObject({ output_format: 'video', loudness: 'keep' });
+    expect(path.basename(out.output)).toBe('talk_denoised.mkv');
+    expect(out.stats).toMatchObject({ output_format: 'video', output_container: 'mkv', loudness_target_reached: true });
   });
 
   test('a job that fails: wait exits 1 with the error; submit --wait too', async () => {

@@ -536,7 +536,8 @@
       `  -F model=${shellQuote($('#pg-model').value)}`,
       `  -F attenuation_limit_db=${shellQuote($('#pg-atten').value)}`,
       `  -F output_format=${shellQuote(format)}`,
-      ...(loudness ? [`  -F loudness_lufs=${shellQuote(loudness)}`] : []),
+      // A preset (podcast, broadcast, keep) goes in `loudness`, a figure in `loudness_lufs`.
+      ...(loudness ? [`  -F ${/^-?\d/.test(loudness) ? 'loudness_lufs' : 'loudness'}=${shellQuote(loudness)}`] : []),
       `  ${shellQuote(url)}`,
     ].join(' \\\n');
   }
@@ -699,7 +700,8 @@
     form.append('attenuation_limit_db', $('#pg-atten').value);
     const format = $('#pg-format').value;
     form.append('output_format', format);
-    if ($('#pg-loudness').value) form.append('loudness_lufs', $('#pg-loudness').value);
+    const loudness = $('#pg-loudness').value;
+    if (loudness) form.append(/^-?\d/.test(loudness) ? 'loudness_lufs' : 'loudness', loudness);
     const run = $('#pg-run');
     run.disabled = true;
     pgStatus('Uploading and cleaning…');

@@ -13,8 +13,9 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config';
 import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
-import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../pipeline';
-import { LOUDNESS_RANGE } from '../dsp/normalize';
+import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseFileOptions, type DenoiseStats } from '../pipeline';
+import { denoiseVideo, planVideo, VIDEO_EXTENSIONS, VideoRequestError, type VideoContainer } from '../video';
+import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
 import type { InferenceEngine } from '../inference/types';
@@ -42,13 +43,16 @@ Usage:
 
 Options:
   -o, --output OUT          output file, or - for standard output (one input only). Its extension picks the
-                            format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}
+                            format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}; for a video input
+                            .mp4, .mov, .mkv or .webm: the same video (copied, not re-encoded) with its audio
+                            cleaned (AAC in MP4/MOV, Opus in MKV/WebM), subtitles and chapters kept
   -d, --out-dir DIR         write each output into DIR, created if missing (default: next to its input)
                             Default name: <input name>_denoised.<format>; for stdin input, standard output.
   -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav);
                             mp3 64, opus 32, m4a (AAC) 64 kb/s per channel
-  -l, --loudness LUFS       normalise the cleaned audio to this integrated loudness (EBU R128, ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max};
-                            e.g. -16 podcasts, -23 broadcast), true peak at most -1 dBTP (-2 for lossy formats)
+  -l, --loudness L          normalise the cleaned audio to this integrated loudness (EBU R128, ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}
+                            LUFS), true peak at most -1 dBTP (-2 for lossy formats); or podcast (-16), broadcast (-23),
+                            keep (the input's speech loudness: cleaned speech otherwise comes out a few LU quieter)
   -m, --model M             ${MODEL_IDS.join(', ')} (default ${DEFAULT_MODEL})
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100; 0 = remove as much as possible
                             (default: DEFAULT_ATTENUATION_LIMIT_DB, else 0)
@@ -86,7 +90,9 @@ export interface DenoiseArgs {
   model: ModelId;
   attenuationLimitDb: number;
   format: OutputFormat;
-  loudnessLufs: number | null;
+  /** -o OUT.mp4/.mov/.mkv/.webm: the input's video back with its audio cleaned (src/video). */
+  video: VideoContainer | null;
+  loudnessLufs: number | 'keep' | null;
   keepInputSampleRate: boolean;
   /** --speech-segments / --trim-silence (the VAD's defaults: docs/speech.md); null: neither. */
   speech: SpeechRequest | null;
@@ -143,14 +149,7 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     if (!(OUTPUT_FORMATS as string[]).includes(f)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, got "${f}"`);
     format = f as OutputFormat;
   }
-  let loudness: number | null = null;
-  const rawLoudness = stringOf(line, 'loudness');
-  if (rawLoudness !== undefined) {
-    loudness = Number(rawLoudness);
-    if (!Number.isFinite(loudness) || loudness < LOUDNESS_RANGE.min || loudness > LOUDNESS_RANGE.max) {
-      throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${rawLoudness}"`);
-    }
-  }
+  const loudness = loudnessOption(stringOf(line, 'loudness'));
   if (flag(line, 'keep-rate') && flag(line, 'model-rate')) throw new UsageError('--keep-rate and --model-rate exclude each other');
   const keep = !flag(line, 'model-rate');
   const speech = speechArgs(line);
@@ -165,12 +164,14 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
   }
 
   // The format: --format, else the output's extension, else wav; an extension that disagrees is a mistake.
-  if (output !== undefined && output !== '-') {
+  const video = output === undefined ? null : (VIDEO_EXTENSIONS.find((e) => path.extname(output).toLowerCase() === `.${e}`) ?? null);
+  if (video && format) throw new UsageError(`--format does not apply to a video output (${output}): its audio is ${video === 'mp4' || video === 'mov' ? 'AAC' : 'Opus'}`);
+  if (output !== undefined && output !== '-' && !video) {
     const fromExt = formatOfPath(output);
     if (!fromExt) {
       const ext = path.extname(output) || '(none)';
       throw new UsageError(
-        `cannot tell the output format from the extension ${ext} of ${output}; use ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')} or --format`,
+        `cannot tell the output format from the extension ${ext} of ${output}; use ${[...Object.keys(OUTPUT_EXTENSIONS), ...VIDEO_EXTENSIONS].map((e) => '.' + e).join(', ')} or --format`,
       );
     }
     if (format && format !== fromExt) throw new UsageError(`--format ${format} does not match the output name ${output}`);
@@ -194,7 +195,8 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     seen.set(key, job.input);
   }
   if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
-  return { jobs, outDir: outDir ?? null, model, attenuationLimitDb: limit, format: fmt, loudnessLufs: loudness, keepInputSampleRate: keep, speech, force, json, quiet };
+  if (video && speech?.trimMaxPauseS != null) throw new UsageError('--trim-silence does not apply to a video output: the video keeps its length');
+  return { jobs, outDir: outDir ?? null, model, attenuationLimitDb: limit, format: fmt, video, loudnessLufs: loudness, keepInputSampleRate: keep, speech, force, json, quiet };
 }
 
 function speechArgs(line: ReturnType<typeof parseCommandLine>): SpeechRequest | null {
@@ -308,7 +310,7 @@ export async function runDenoise(argv: string[]): Promise<number> {
       const partial = job.output === '-' ? target : partialName(target);
       let segments: SpeechSegment[] | undefined;
       try {
-        const stats = await denoiseFile({ config, engine: engine! }, input, partial, {
+        const options: DenoiseFileOptions = {
           model: args.model,
           attenuationLimitDb: args.attenuationLimitDb,
           outputFormat: args.format,
@@ -317,8 +319,11 @@ export async function runDenoise(argv: string[]): Promise<number> {
           speech: args.speech,
           onSpeechSegments: (s) => (segments = s),
           signal: controller.signal,
-          onProgress: progress ? (d, t) => progress.update(d, t) : undefined,
-        });
+          onProgress: progress ? (d: number, t: number | null) => progress.update(d, t) : undefined,
+        };
+        const stats = args.video
+          ? ((await videoOut({ config, engine: engine! }, input, partial, job.output, args.video, options)) as unknown as DenoiseStats)
+          : await denoiseFile({ config, engine: engine! }, input, partial, options);
         progress?.finish();
         if (job.output === '-') {
           await pipeline(fs.createReadStream(target), process.stdout, { end: false });
@@ -342,7 +347,7 @@ export async function runDenoise(argv: string[]): Promise<number> {
         progress?.finish();
         fs.rmSync(partial, { force: true });
         if (err instanceof AudioAbortedError) return { ok: false, code: EXIT.interrupted, message: 'interrupted' };
-        if (err instanceof AudioInputError) return { ok: false, code: EXIT.badInput, message: `${shown(job.input, 'stdin')}: ${err.message}` };
+        if (err instanceof AudioInputError || err instanceof VideoRequestError) return { ok: false, code: EXIT.badInput, message: `${shown(job.input, 'stdin')}: ${err.message}` };
         return { ok: false, code: EXIT.failure, message: `${shown(job.input, 'stdin')}: failed: ${(err as Error).message}` };
       }
     };
@@ -377,4 +382,33 @@ export async function runDenoise(argv: string[]): Promise<number> {
   }
   if (failed.length === 0) return EXIT.ok;
   return failed.some((o) => o.code === EXIT.failure) ? EXIT.failure : EXIT.badInput;
+}
+
+/** --loudness: LUFS, or a preset of the API's `loudness` field (podcast -16, broadcast -23, keep). */
+export function loudnessOption(raw: string | undefined): number | 'keep' | null {
+  if (raw === undefined) return null;
+  const preset = LOUDNESS_PRESETS[raw.toLowerCase() as keyof typeof LOUDNESS_PRESETS];
+  if (Object.hasOwn(LOUDNESS_PRESETS, raw.toLowerCase())) return preset;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || n < LOUDNESS_RANGE.min || n > LOUDNESS_RANGE.max) {
+    throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), podcast, broadcast or keep, got "${raw}"`);
+  }
+  return n;
+}
+
+/** -o OUT.mp4 (.mov, .mkv, .webm): the input's container, which OUT's extension must name (MP4 and MOV, or MKV and WebM). */
+async function videoOut(
+  deps: Parameters<typeof planVideo>[0],
+  input: string,
+  partial: string,
+  output: string,
+  wanted: VideoContainer,
+  options: Parameters<typeof denoiseVideo>[4],
+) {
+  const plan = await planVideo(deps, input, output);
+  const family = (c: VideoContainer): string => (c === 'mp4' || c === 'mov' ? 'MP4/MOV' : 'Matroska/WebM');
+  if (family(plan.container) !== family(wanted)) {
+    throw new VideoRequestError(`the input is ${family(plan.container)}: name the output .${plan.container} (the video is copied, not converted)`);
+  }
+  return denoiseVideo(deps, input, partial, { ...plan, container: wanted }, options);
 }

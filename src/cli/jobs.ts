@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import { isOutputFormat, OUTPUT_FORMATS } from '../audio/formats';
 import { LOUDNESS_RANGE } from '../dsp/normalize';
+import { loudnessOption } from './denoise';
 import { MODEL_IDS } from '../inference/types';
 import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec, type ParsedLine } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
@@ -29,8 +30,10 @@ Usage:
 Submit options:
   -m, --model M             ${MODEL_IDS.join(', ')} (server default nsm-2)
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100
-  -f, --format F            output format: ${OUTPUT_FORMATS.join(', ')} (default wav)
-  -l, --loudness LUFS       normalise the result to this integrated loudness (${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}, e.g. -16)
+  -f, --format F            output format: ${OUTPUT_FORMATS.join(', ')} (default wav); video: a video input
+                            back in its container (MP4/MOV/MKV/WebM) with its sound cleaned
+  -l, --loudness L          normalise the result to this integrated loudness (${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}, e.g. -16),
+                            or podcast, broadcast, keep (the input's speech loudness)
       --keep-rate | --model-rate
       --webhook-url URL     POSTed a signed job.succeeded / job.failed event
       --wait                wait for the job, then download the result
@@ -232,17 +235,12 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         }
         const format = stringOf(opts, 'format')?.toLowerCase();
         if (format !== undefined) {
-          if (!isOutputFormat(format)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}`);
+          if (!isOutputFormat(format) && format !== 'video') throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, video`);
           fields.push(['output_format', format]);
         }
-        const loudness = stringOf(opts, 'loudness');
-        if (loudness !== undefined) {
-          const n = Number(loudness);
-          if (!Number.isFinite(n) || n < LOUDNESS_RANGE.min || n > LOUDNESS_RANGE.max) {
-            throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${loudness}"`);
-          }
-          fields.push(['loudness_lufs', loudness]);
-        }
+        const loudness = loudnessOption(stringOf(opts, 'loudness'));
+        if (loudness === 'keep') fields.push(['loudness', 'keep']);
+        else if (loudness !== null) fields.push(['loudness_lufs', String(loudness)]);
         if (flag(opts, 'keep-rate') && flag(opts, 'model-rate')) throw new UsageError('--keep-rate and --model-rate exclude each other');
         if (flag(opts, 'model-rate')) fields.push(['keep_input_sample_rate', 'false']);
         const hook = stringOf(opts, 'webhook-url');

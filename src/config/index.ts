@@ -29,6 +29,8 @@ export interface Config {
   fileWorkIdle: boolean;
   /** ffmpeg binary: FFMPEG_PATH, else the one shipped in @ffmpeg-installer/ffmpeg. */
   ffmpegPath: string;
+  /** ffprobe binary: FFPROBE_PATH, else the one shipped in @ffprobe-installer/ffprobe. */
+  ffprobePath: string;
   /** Directory holding the generated ONNX graphs and manifest.json. */
   modelsDir: string;
   /**
@@ -100,6 +102,10 @@ export interface Config {
   maxSampleRate: number;
   /** Most channels accepted per file (MAX_CHANNELS, default 16). */
   maxChannels: number;
+  /** Most samples one file may decode to over all channels (MAX_DECODED_SAMPLES, 4 h of 48 kHz stereo). */
+  maxDecodedSamples: number;
+  /** Free space to keep on TMP_DIR for synchronous calls' files (TMP_MIN_FREE_DISK_MB, 1024 MB). */
+  tmpMinFreeDiskBytes: number;
 
   // ---- operations: logs, metrics (engineer "ops") ----
   /** LOG_FORMAT: 'json' (one JSON object per line, pino) or 'pretty' (coloured lines for humans, pino-pretty). */
@@ -155,6 +161,15 @@ function defaultFfmpeg(): string {
   }
 }
 
+function defaultFfprobe(): string {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-var-requires
+    return (require('@ffprobe-installer/ffprobe') as { path: string }).path;
+  } catch {
+    return 'ffprobe';
+  }
+}
+
 /** Project root: the folder above dist/ (compiled: dist/src/config/index.js), or two above src/config/index.ts. */
 export const PROJECT_ROOT = (() => {
   const here = __dirname;
@@ -184,6 +199,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     fileWorkNice: e.FILE_WORK_NICE,
     fileWorkIdle: e.FILE_WORK_IDLE,
     ffmpegPath: e.FFMPEG_PATH ?? defaultFfmpeg(),
+    ffprobePath: e.FFPROBE_PATH ?? defaultFfprobe(),
     modelsDir: path.resolve(e.MODELS_DIR ?? path.join(PROJECT_ROOT, 'models')),
     modelServiceUrl: e.MODEL_SERVICE_URL?.trim() || null,
     modelServicePort: e.MODEL_SERVICE_PORT,
@@ -217,6 +233,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     minSampleRate: e.MIN_SAMPLE_RATE,
     maxSampleRate: e.MAX_SAMPLE_RATE,
     maxChannels: e.MAX_CHANNELS,
+    maxDecodedSamples: e.MAX_DECODED_SAMPLES,
+    tmpMinFreeDiskBytes: e.TMP_MIN_FREE_DISK_MB * 1024 * 1024,
 
     // ---- operations: logs, metrics ----
     logFormat: e.LOG_FORMAT,

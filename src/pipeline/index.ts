@@ -6,8 +6,8 @@
 //
 // Sources (sources.ts): an uncompressed WAV at the model's rate is read in-process (wav.ts), with no child process at
 // all; a WAV at another rate is read in-process and resampled by an ffmpeg child (soxr) fed through its stdin; anything
-// else is decoded (and resampled) by ONE ffmpeg child whose stderr banner and WAV header give what a separate probe
-// used to (codec, container, duration, input rate, channel count). Sinks (sinks.ts): 16-bit WAV at the model's rate is
+// else is described by ffprobe's JSON (codec, container, duration, input rate, channels) and a packet scan, checked
+// against the limits, then decoded (and resampled) by ONE ffmpeg child. Sinks (sinks.ts): 16-bit WAV at the model's rate is
 // written in-process; FLAC or another rate goes through an ffmpeg encoder child. A small upload can come from memory
 // (denoise(), memory-file.ts); when it is such a WAV and so is the output, the output is written into memory too.
 //
@@ -27,7 +27,8 @@
 // with trim_silence, returns it with long pauses shortened, so everything after the engine (meters, spool, sink) sees
 // the shorter audio; the segments come back with the stream's end (onSpeechSegments), the summary in the stats.
 //
-// Limits (limits.ts) are checked from the header before any decoding, and the duration again while decoding.
+// Limits (limits.ts) are checked from the header or probe before any decoding, and the duration and the decoded
+// samples (MAX_DECODED_SAMPLES) again while decoding.
 // Non-finite samples (NaN, ±Inf) are silence: float WAVs are cleaned as they are read, other decoders' output here.
 //
 // Memory stays bounded whatever the duration: one chunk is read only after the previous one went through the engine

@@ -17,7 +17,7 @@ import { creditPeriod, type GatewayStore } from '../../store/types';
 import { randomBase62 } from '../../store/tokens';
 import { JobApiError, sendJobError, UploadStalledError } from './errors';
 import { sendGatewayError } from '../../http/errors';
-import type { DiskBudget } from '../disk-budget';
+import type { DiskBudget } from '../../storage/disk-budget';
 import { crashPoint } from '../crash-point';
 import { INCOMING_OWNER, type JobFiles } from '../queue/files';
 import type { JobMetrics } from '../metrics';
@@ -26,7 +26,7 @@ import { uploadReceiver } from './upload';
 import { cancelJob } from './cancel';
 import { fileNameFromUrl } from '../outbound/safe-http';
 import { isJobStatus, type JobRecord, type JobStore, type JobsLog } from '../types';
-import { assertPublicHost, UrlNotAllowedError } from '../outbound/url-guard';
+import { assertPublicHost, UrlNotAllowedError, UrlUnresolvableError } from '../outbound/url-guard';
 import { newWebhookSecret } from '../outbound/webhooks';
 import { decodeCursor, encodeCursor, jobPath, jobView } from '../views';
 
@@ -96,6 +96,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
         if (form.webhookUrl) await assertPublicHost(form.webhookUrl, guard, 'webhook_url');
       } catch (err) {
         if (err instanceof UrlNotAllowedError) throw new JobApiError('url_not_allowed', err.message);
+        if (err instanceof UrlUnresolvableError) throw new JobApiError('url_fetch_failed', `${err.message}; nothing was charged`);
         throw err;
       }
       if (file) {

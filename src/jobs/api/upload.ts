@@ -8,7 +8,7 @@ import multer from 'multer';
 import type { Config } from '../../config';
 import { PRIVATE_FILE_MODE } from '../../startup/private-files';
 import { ProgressWatch } from '../../upstream/watchdogs';
-import { InsufficientStorageError, type SpaceClaim } from '../disk-budget';
+import { InsufficientStorageError, type SpaceClaim } from '../../storage/disk-budget';
 import { removeFailedWrite } from '../failed-write';
 import { JobApiError, UploadStalledError } from './errors';
 import { parseJobForm } from './params';

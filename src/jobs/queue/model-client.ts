@@ -44,6 +44,8 @@ export interface StreamJobOptions {
   inputPath: string;
   outputPath: string;
   params: JobParams;
+  /** The input's name (output_format=video tells MKV from WebM by it). */
+  filename?: string;
   /** Sent as X-Request-Id (the job id), so the model service's logs name the job. */
   requestId: string;
   signal: AbortSignal;
@@ -89,6 +91,8 @@ export async function streamJob(opts: StreamJobOptions): Promise<StreamJobResult
   query.set('output_format', p.output_format);
   query.set('keep_input_sample_rate', String(p.keep_input_sample_rate));
   if (p.loudness_lufs !== undefined && p.loudness_lufs !== null) query.set('loudness_lufs', String(p.loudness_lufs));
+  if (p.loudness === 'keep') query.set('loudness', 'keep');
+  if (opts.filename) query.set('filename', opts.filename);
   for (const name of SPEECH_FIELDS) {
     const v = (p as unknown as Record<string, unknown>)[name];
     if (v !== undefined && v !== null) query.set(name, String(v));
