@@ -98,4 +98,38 @@ describe('jobs use the forwarder replicas', () => {
       await closeQuietly(failing.server);
     }
   });
+
+  test('no replica reachable (the only one restarting): the job waits without spending attempts and succeeds once it is back', async () => {
+    const port = await freePort();
+    const { handle, token } = await gateway([`http://127.0.0.1:${port}`]);
+    const auth = { Authorization: `Bearer ${token}` };
+    const res = await request(handle.app).post(`${API}/jobs`).set(auth).field('model', 'nsm-1').attach('file', INPUT);
+    expect(res.status).toBe(202);
+    const id = res.body.id as string;
+    // Several tries meet the closed port; none counts as an attempt (before, each did: 3 and the job failed).
+    await until(async () => (logs.filter((l) => l.includes(id) && /no model service reachable/.test(l)).length >= 2 ? true : undefined), 30_000, 100);
+    const down = (await request(handle.app).get(`${API}/jobs/${id}`).set(auth)).body as JobView;
+    expect(down).toMatchObject({ status: 'queued', attempts: 0 });
+    // The replica comes back on its port.
+    const back = await startModelServiceServer(serviceConfig, engine, TOKEN, () => undefined);
+    const relay = http.createServer((req, res) => {
+      const up = http.request(`${back.url}${req.url}`, { method: req.method, headers: req.headers }, (r) => {
+        res.writeHead(r.statusCode ?? 502, r.headers);
+        r.pipe(res);
+      });
+      up.on('error', () => res.destroy());
+      req.pipe(up);
+    });
+    await new Promise<void>((resolve) => relay.listen(port, '127.0.0.1', resolve));
+    try {
+      const job = await until(async () => {
+        const j = (await request(handle.app).get(`${API}/jobs/${id}`).set(auth)).body as JobView;
+        return j.status === 'succeeded' || j.status === 'failed' ? j : undefined;
+      }, 60_000, 100);
+      expect([job.status, job.attempts]).toEqual(['succeeded', 1]);
+    } finally {
+      await closeQuietly(relay);
+      await closeServer(back.server);
+    }
+  });
 });

@@ -38,6 +38,12 @@ export class ModelServiceBusy extends Error {
 /** Unreachable, 5xx, broken stream, silent for too long: worth another attempt. */
 export class ModelServiceFailed extends Error {}
 
+/** A replica could not be reached and nothing of the job went out: the service is down or restarting, not the job's fault. */
+class ModelServiceUnreachable extends ModelServiceFailed {}
+
+/** How long a job waits when no replica could be reached before the next try (not counted as an attempt). */
+const UNREACHABLE_RETRY_MS = 2_000;
+
 export interface StreamJobOptions {
   /** The model-service replicas (shared with the forwarder); their token goes with each request. */
   replicas: ModelServiceReplicas;
@@ -124,6 +130,12 @@ function noneTook(notTaken: NotTaken[], replicas: ModelServiceReplicas): Error {
   if (notTaken.length === 0) {
     return new ModelServiceBusy(Math.max(1000, replicas.breakerWaitMs()), 'every model-service circuit breaker is open');
   }
+  // Nobody could be reached (a file-work process restarting, every replica down): wait for them without spending the
+  // job's attempts, as for busy replicas; a job must not fail because the service was down for a minute.
+  if (notTaken.every((n) => n.error instanceof ModelServiceUnreachable)) {
+    const why = notTaken.map((n) => `${n.upstream.label}: ${n.error.message}`).join('; ');
+    return new ModelServiceBusy(Math.max(UNREACHABLE_RETRY_MS, replicas.breakerWaitMs()), `no model service reachable (${why})`);
+  }
   if (notTaken.length === 1) return notTaken[0].error;
   return new ModelServiceFailed(notTaken.map((n) => `${n.upstream.label}: ${n.error.message}`).join('; '));
 }
@@ -180,8 +192,8 @@ function streamTo(call: ReplicaCall, opts: StreamJobOptions, path: string, size:
       // After a response started (e.g. 503 busy sent before the body was read), the response decides.
       if (responded) return;
       const code = err.code ?? err.message;
-      const failed = new ModelServiceFailed(`model service unreachable (${code})`);
-      if (sending) return done(failed, undefined, 'failure');
+      if (sending) return done(new ModelServiceFailed(`model service unreachable (${code})`), undefined, 'failure');
+      const failed = new ModelServiceUnreachable(`model service unreachable (${code})`);
       // Nothing of the input went out: another replica can take the job.
       call.upstream.markUnhealthy(code);
       notTaken(failed, 'failure');
