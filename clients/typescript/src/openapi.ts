@@ -266,7 +266,7 @@ export interface paths {
         };
         /**
          * Live stream (WebSocket upgrade)
-         * @description Upgrade to a WebSocket (`Upgrade: websocket`). Protocol: docs/streaming.md — after `ready` (text), binary PCM in, denoised binary PCM out in order; `{"type":"end"}` → flush, `done` (text), close 1000. Required scope `noise-suppressor:stream` (included in `noise-suppressor:*`). Cost: 1 credit per started minute of stream audio, held ahead and settled at close. Authentication by the key headers, or (browsers) `ticket`. Every refusal comes before the upgrade as an ordinary HTTP answer with the envelope.
+         * @description Upgrade to a WebSocket (`Upgrade: websocket`). Protocol: docs/streaming.md — after `ready` (text), binary audio in (PCM, or G.711 with `encoding=mulaw|alaw`), denoised binary audio in the same encoding out, in order; `{"type":"end"}` → flush, `done` (text), close 1000. Required scope `noise-suppressor:stream` (included in `noise-suppressor:*`). Cost: 1 credit per started minute of stream audio, held ahead and settled at close. Authentication by the key headers, or (browsers) `ticket`. Every refusal comes before the upgrade as an ordinary HTTP answer with the envelope.
          */
         get: operations["openStream"];
         put?: never;
@@ -1853,10 +1853,10 @@ export interface operations {
             query?: {
                 /** @description Model. */
                 model?: "nsm-1" | "nsm-2" | "nsm-3" | "nsm-4" | "nsm-2-hd";
-                /** @description Rate of the PCM both ways. */
+                /** @description Sample rate of the audio both ways. */
                 sample_rate?: number;
-                /** @description PCM sample encoding both ways (little-endian, interleaved). */
-                encoding?: "pcm_s16le" | "pcm_f32le";
+                /** @description Sample encoding both ways, interleaved: 16-bit or float PCM (little-endian), or G.711 μ-law / A-law (one byte per sample, as telephony carries it, typically at 8000 Hz). */
+                encoding?: "pcm_s16le" | "pcm_f32le" | "mulaw" | "alaw";
                 /** @description Channels. */
                 channels?: 1 | 2;
                 /** @description As for /denoise. */
