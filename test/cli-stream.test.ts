@@ -39,12 +39,13 @@ describe('nsm stream against a server', () => {
   let token: string;
   let tmp: string;
 
-  function nsm(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stderr: string; stdout: Buffer }> {
+  function nsm(args: string[], env: Record<string, string> = {}, onSpawn?: (child: ReturnType<typeof spawn>) => void): Promise<{ code: number | null; stderr: string; stdout: Buffer }> {
     return new Promise((resolve, reject) => {
       const child = spawn(process.execPath, [BIN, 'stream', ...args], {
         stdio: ['ignore', 'pipe', 'pipe'],
         env: { ...process.env, NSM_URL: url, NSM_TOKEN: token, ...env },
       });
+      onSpawn?.(child);
       const out: Buffer[] = [];
       let stderr = '';
       child.stdout!.on('data', (d: Buffer) => out.push(d));
@@ -82,17 +83,19 @@ describe('nsm stream against a server', () => {
   test('--realtime writes the WAV and prints the measured server-added latency (not 0)', async () => {
     const out = path.join(tmp, 'clean.wav');
     const t0 = Date.now();
-    const r = await nsm([INPUT, '-o', out, '--realtime', '--model', 'nsm-1']);
+    const r = await nsm([INPUT, '-o', out, '--realtime']);
     expect(r.code).toBe(0);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(2900); // 3 s of audio in real time
     const m = /server-added latency p50 ([\d.]+) ms, p99 ([\d.]+) ms, max ([\d.]+) ms/.exec(r.stderr);
     expect(m).not.toBeNull();
     const [p50, p99, max] = m!.slice(1).map(Number);
-    // The server runs the model between a frame and its answer: more than the 0.05 ms bin that holds zeros.
+    // The server runs the model between a frame and its answer: more than the 0.05 ms bin that holds zeros. (With
+    // nsm-2's 128-sample hop, 20-30 % of the samples count 0: answered before the frame holding n + D was sent; with
+    // nsm-1's 256-sample hop about half do, so its median can be 0.)
     expect(p50).toBeGreaterThan(0.05);
     expect(p99).toBeGreaterThanOrEqual(p50);
     expect(max).toBeGreaterThanOrEqual(p99 - 0.05);
-    expect(r.stderr).toMatch(/^wrote .*clean\.wav \(from .*\): 3\.00 s mono 16000 Hz pcm_s16le, nsm-1, .*1 credit, model delay 32 ms/);
+    expect(r.stderr).toMatch(/^wrote .*clean\.wav \(from .*\): 3\.00 s mono 16000 Hz pcm_s16le, nsm-2, .*1 credit, model delay 32 ms/);
     const p = await probeAudio(config, out);
     expect([p.codec, p.sampleRate, p.channels]).toEqual(['pcm_s16le', 16000, 1]);
     expect(wavData(fs.readFileSync(out)).length).toBe(3 * 16000 * 2);
@@ -173,6 +176,23 @@ describe('nsm stream against a server', () => {
     expect(fs.existsSync(out)).toBe(false);
     expect(fs.readdirSync(tmp).filter((f) => f.includes('partial'))).toEqual([]);
   }, 120_000);
+
+  test('Ctrl-C mid-stream: exit 130, one line, no output and no partial file', async () => {
+    const out = path.join(tmp, 'interrupted.wav');
+    // Once the stream is under way (its partial output exists), as a user would.
+    const r = await nsm([INPUT, '-o', out, '--realtime'], {}, (child) => {
+      const poll = setInterval(() => {
+        if (!fs.readdirSync(tmp).some((f) => f.startsWith('.interrupted.wav.partial'))) return;
+        clearInterval(poll);
+        setTimeout(() => child.kill('SIGINT'), 300);
+      }, 20);
+      child.once('close', () => clearInterval(poll));
+    });
+    expect(r.code).toBe(130);
+    expect(oneLine(r.stderr)).toBe('nsm stream: interrupted');
+    expect(fs.existsSync(out)).toBe(false);
+    expect(fs.readdirSync(tmp).filter((f) => f.includes('partial'))).toEqual([]);
+  }, 30_000);
 
   test('--help', async () => {
     const r = await nsm(['--help']);
