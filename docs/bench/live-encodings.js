@@ -6,6 +6,7 @@
 // between the encodings is only the worker's decoding and encoding. Run from the repository root after a build:
 //
 //   node docs/bench/live-encodings.js [STREAMS=100] [SECONDS=8] [ROUNDS=4] [RATE=8000]
+//   node docs/bench/live-encodings.js 100 4 3 8000,16000     pcm_s16le at each rate instead, alternating
 'use strict';
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
@@ -13,7 +14,8 @@ const { loadConfig } = require(path.resolve('dist/src/config'));
 const { loadGraphs } = require(path.resolve('dist/src/inference/sessions'));
 const { LiveHost } = require(path.resolve('dist/src/inference/live-host'));
 
-const [STREAMS = 100, SECONDS = 8, ROUNDS = 4, RATE = 8000] = process.argv.slice(2).map(Number);
+const [STREAMS = 100, SECONDS = 8, ROUNDS = 4] = process.argv.slice(2, 5).map(Number);
+const RATES = (process.argv[5] ?? '8000').split(',').map(Number);
 const ENCODINGS = ['pcm_s16le', 'mulaw', 'alaw'];
 const FORMAT = { pcm_s16le: 's16le', mulaw: 'mulaw', alaw: 'alaw' };
 const BYTES = { pcm_s16le: 2, mulaw: 1, alaw: 1 };
@@ -22,23 +24,23 @@ const GROUPS = 10;
 async function main() {
   const config = loadConfig();
   const speech = path.resolve('../shared/eval/dns3-real/ms_realrec_english_headset_A1XUZFDVKP95VC_Water_Running__far_fileid_7.wav');
-  const input = Object.fromEntries(ENCODINGS.map((e) => [e, execFileSync(config.ffmpegPath, ['-v', 'error', '-i', speech, '-ac', '1', '-ar', String(RATE), '-f', FORMAT[e], '-'], { maxBuffer: 1 << 26 })]));
+  const load = (rate, e) => execFileSync(config.ffmpegPath, ['-v', 'error', '-i', speech, '-ac', '1', '-ar', String(rate), '-f', FORMAT[e], '-'], { maxBuffer: 1 << 26 });
   const graphs = await loadGraphs(config.modelsDir);
-  const frame = RATE / 50;
   let nextId = 1;
 
-  async function run(encoding) {
+  async function run(encoding, rate, seconds = SECONDS) {
     const host = new LiveHost(graphs);
-    const bytes = input[encoding];
+    const bytes = load(rate, encoding);
+    const frame = rate / 50;
     const chunk = frame * BYTES[encoding];
     const chunks = Math.floor(bytes.length / chunk);
     const ids = [];
     for (let i = 0; i < STREAMS; i++) {
       const streamId = nextId++;
-      host.open({ streamId, model: 'nsm-2', channels: 1, sampleRate: RATE, encoding, attenuationLimitDb: 0 });
+      host.open({ streamId, model: 'nsm-2', channels: 1, sampleRate: rate, encoding, attenuationLimitDb: 0 });
       ids.push(streamId);
     }
-    const frames = SECONDS * 50;
+    const frames = seconds * 50;
     const sent = new Array(STREAMS).fill(0);
     const tick = async (t) => {
       const items = [];
@@ -57,15 +59,27 @@ async function main() {
     const used = process.cpuUsage(t0);
     const wall = performance.now() - w0;
     for (const id of ids) host.abort(id);
-    return { cpu: (used.user + used.system) / 1000 / (STREAMS * SECONDS), wall: wall / (STREAMS * SECONDS) };
+    return { cpu: (used.user + used.system) / 1000 / (STREAMS * seconds), wall: wall / (STREAMS * seconds) };
   }
 
+  // Untimed: the first runs of a process pay for the JIT and ONNX Runtime's first allocations.
+  for (const rate of RATES) for (const e of RATES.length > 1 ? ['pcm_s16le'] : ENCODINGS) await run(e, rate, 1);
+  if (RATES.length > 1) {
+    console.log(`live tick loop: ${STREAMS} nsm-2 pcm_s16le streams at ${RATES.join(' and ')} Hz, ${SECONDS} s each, ${ROUNDS} rounds; CPU ms per stream-second`);
+    for (let r = 0; r < ROUNDS; r++) {
+      const got = {};
+      for (const rate of r % 2 === 0 ? RATES : [...RATES].reverse()) got[rate] = (await run('pcm_s16le', rate)).cpu;
+      console.log(`round ${r + 1}: ` + RATES.map((rate) => `${rate} Hz ${got[rate].toFixed(3)}`).join(', ') + `; ${RATES[0]} / ${RATES[1]} ${(got[RATES[0]] / got[RATES[1]]).toFixed(3)}`);
+    }
+    return;
+  }
+  const RATE = RATES[0];
   console.log(`live tick loop: ${STREAMS} nsm-2 streams at ${RATE} Hz, ${SECONDS} s each, ${ROUNDS} rounds; CPU ms per stream-second (wall ms per stream-second)`);
   const ratios = { mulaw: [], alaw: [] };
   for (let r = 0; r < ROUNDS; r++) {
     const order = r % 2 === 0 ? ENCODINGS : [...ENCODINGS].reverse();
     const got = {};
-    for (const e of order) got[e] = await run(e);
+    for (const e of order) got[e] = await run(e, RATE);
     for (const e of ['mulaw', 'alaw']) ratios[e].push(got[e].cpu / got.pcm_s16le.cpu);
     console.log(`round ${r + 1} (${order.join(', ')}): ` + ENCODINGS.map((e) => `${e} ${got[e].cpu.toFixed(3)} (${got[e].wall.toFixed(3)})`).join(', ') +
       `; mulaw / pcm ${ratios.mulaw[r].toFixed(3)}, alaw / pcm ${ratios.alaw[r].toFixed(3)}`);
