@@ -6,14 +6,15 @@
 /** Bottom → top. A folder (or entry file) may import only from its own layer or the ones listed before it. */
 const LAYERS = [
   ['config'],
-  ['logging', 'startup'],
+  ['logging', 'startup', 'storage'],
   ['dsp'],
   ['db'],
   ['store'],
   ['shared-state'],
   ['audio'],
+  ['vad'],
   ['inference'],
-  ['pipeline'],
+  ['pipeline', 'video'],
   ['http', 'metrics', 'probes'],
   ['upstream'],
   ['gateway'],

@@ -50,6 +50,10 @@ RUN set -eu; \
     rm -rf "$sq/deps" "$sq/src"; \
     test -f "$sq/build/Release/better_sqlite3.node"; \
     find node_modules -mindepth 1 -maxdepth 1 -type d -empty -delete
+# ffprobe's package ships its binary without execute bits, and its install script adds them for the owner only (root
+# here): the service runs as "node".
+RUN chmod 0755 node_modules/@ffprobe-installer/*/ffprobe \
+ && node -e "require('child_process').execFileSync(require('@ffprobe-installer/ffprobe').path, ['-version'])"
 
 # ---- runtime ----------------------------------------------------------------------------------------------------
 FROM ${RUNTIME_IMAGE}

@@ -13,6 +13,7 @@
 //                                      underruns and CPU per stream at 25..300 streams, RNNoise side by side;
 //                                      --stream-models, --stream-levels, --stream-seconds, --with-files,
 //                                      --stream-encoding pcm_s16le,mulaw (side by side), --stream-rate, --stream-rounds
+//   npm run bench -- --vad             only voice activity (scripts/bench/vad.ts): F1 against clean references, cost
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +24,7 @@ import { evalDir } from './lib/metrics';
 import { LOAD_HEADER, runLoad, runScaling } from './bench/load';
 import { runStreamBench } from './bench/stream';
 import { runQuality } from './bench/quality';
+import { runVadBench } from './bench/vad';
 import { CLI_HEADER, listNoisy, peakRss, speed, wholeCli } from './bench/speed';
 
 const f = (v: number, d = 3) => v.toFixed(d);
@@ -44,6 +46,11 @@ async function main(): Promise<void> {
   };
   if (args.includes('--quality')) {
     report.quality = await runQuality(args);
+    writeJson();
+    return;
+  }
+  if (args.includes('--vad')) {
+    report.vad = await runVadBench();
     writeJson();
     return;
   }

@@ -1,5 +1,5 @@
-// Converts the two DTLN TFLite networks shipped in @vonage/noise-suppression into ONNX sequence graphs
-// and writes models/manifest.json. Run by `npm run models` (and by the install's prepare step).
+// Converts the two DTLN TFLite networks shipped in @vonage/noise-suppression into ONNX sequence graphs, and Silero VAD
+// (scripts/vad/silero.ts) into one, and writes models/manifest.json. Run by `npm run models` (and by the install's prepare step).
 //   node dist/scripts/convert-models.js [--out DIR]
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -10,6 +10,8 @@ import { MODEL_IDS, type ModelManifestEntry } from '../src/inference/types';
 import { extractStage1, extractStage2, LstmWeights } from './dtln/extract';
 import { buildStage1, buildStage2 } from './dtln/onnx-graphs';
 import { parseTflite, TfliteGraph } from './tflite/reader';
+import { convertSilero, SHIPPED_SILERO } from './vad/silero';
+import { VAD_FILE } from '../src/vad/silero-graph';
 
 export { STAGE1_FILE, STAGE2_FILE };
 
@@ -50,6 +52,8 @@ export interface Manifest {
   default: 'nsm-2';
   graphs: Array<{ file: string; sha256: string; bytes: number }>;
   models: ModelManifestEntry[];
+  /** The voice-activity graph (speech_segments, trim_silence) and where it comes from. */
+  vad: { file: string; model: string; source: { package: string; version: string; file: string } };
 }
 
 function sha256(...parts: Uint8Array[]): string {
@@ -61,9 +65,11 @@ function sha256(...parts: Uint8Array[]): string {
 export function convertAll(outDir: string): Manifest {
   const src = tflitePaths();
   fs.mkdirSync(outDir, { recursive: true });
+  const vad = convertSilero(SHIPPED_SILERO);
   const converted = [
     { file: STAGE1_FILE, bytes: convertStage1(loadTflite(src.stage1)) },
     { file: STAGE2_FILE, bytes: convertStage2(loadTflite(src.stage2)) },
+    { file: VAD_FILE, bytes: vad.bytes },
   ];
   for (const { file, bytes } of converted) {
     // Write atomically so a running server never loads a half-written graph.
@@ -85,6 +91,11 @@ export function convertAll(outDir: string): Manifest {
       const bytes = parts.reduce((a, b) => a + b.length, 0);
       return { ...m, size_mb: Math.round((bytes / 1e6) * 100) / 100, sha256: sha256(...parts) };
     }),
+    vad: {
+      file: VAD_FILE,
+      model: `Silero VAD ${SHIPPED_SILERO} (MIT)`,
+      source: { package: vad.source.package, version: vad.source.version, file: vad.source.file },
+    },
   };
   fs.writeFileSync(path.join(outDir, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
   return manifest;

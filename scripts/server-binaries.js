@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// Where Debian's PostgreSQL and Redis server binaries are, for the tests that start real servers (store,
+// Where Debian's PostgreSQL, Redis and nginx server binaries are, for the tests that start real servers (store,
 // shared-state and scale-out suites) and for `npm test`'s prerequisites step (scripts/test-prereqs.js), which
-// installs the `postgresql` and `redis-server` packages when they are missing and it runs as root. Nothing is
+// installs the `postgresql`, `redis-server` and `nginx` packages when they are missing and it runs as root. Nothing is
 // started here and no system service is enabled: the tests start their own servers in temporary directories on
 // loopback ports. Plain JavaScript: the prerequisites step runs before anything is compiled.
 'use strict';
@@ -10,6 +10,8 @@ const path = require('node:path');
 
 const PG_ROOT = '/usr/lib/postgresql';
 const REDIS_CANDIDATES = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'];
+// Debian's `nginx` package (bookworm and trixie; bookworm's nginx-light is that binary plus one module).
+const NGINX_CANDIDATES = ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/bin/nginx'];
 
 /** Highest installed PostgreSQL major version's bin folder holding initdb and postgres, or null. */
 function findPostgresBin(pgRoot = PG_ROOT) {
@@ -27,6 +29,11 @@ function findPostgresBin(pgRoot = PG_ROOT) {
 }
 
 function findRedisServer(candidates = REDIS_CANDIDATES) {
+  return candidates.find((p) => fs.existsSync(p)) ?? null;
+}
+
+/** The nginx binary the load-balancer test (test/streaming-nginx.test.ts) runs, or null. */
+function findNginx(candidates = NGINX_CANDIDATES) {
   return candidates.find((p) => fs.existsSync(p)) ?? null;
 }
 
@@ -48,7 +55,7 @@ function serverBinaries({ pgRoot = PG_ROOT, redisCandidates = REDIS_CANDIDATES }
   return found;
 }
 
-module.exports = { serverBinaries, findPostgresBin, findRedisServer };
+module.exports = { serverBinaries, findPostgresBin, findRedisServer, findNginx };
 
 if (require.main === module) {
   try {

@@ -1,8 +1,11 @@
-// Soak (`npm run soak -- --minutes N [--window-minutes 5] [--rate-factor 0.8]`): a real server (`node
+// Soak (`npm run soak -- --minutes N [--window-minutes 5] [--rate-factor 0.8] [--streams 6]`): a real server (`node
 // dist/src/server.js`, npm start's flags, WORKERS=2) on loopback, first measured for capacity (the mix below, run
 // back to back by 6 clients for 30 s), then driven for N minutes at RATE_FACTOR of it (Poisson arrivals) with a mix:
 // /denoise of every input format, batches, jobs with webhooks to a loopback receiver (some cancelled), live streams,
-// a few hostile files (junk, empty, truncated) and slow senders. Every window it prints requests by status,
+// a few hostile files (junk, empty, truncated) and slow senders; and, beside the mix, live streams of 3 s to a minute
+// paced in real time on a workspace of their own (--streams N open on average), with their underruns as the bench
+// counts them and their credits checked exactly (the workspace's charge = the sum of ceil(minutes) of each stream).
+// Every window it prints requests by status,
 // unexpected 5xx, p50/p99, RSS and open descriptors of the server's node processes (with its file-work process;
 // medians of samples every 10 s), the ffmpeg processes below it at that moment, the temp dirs' size, and credits charged against the work that succeeded. Targets
 // (issue 27): 0 unexpected 5xx, credits exact, RSS and descriptors flat after warm-up (last window within 10 % of the
@@ -18,6 +21,7 @@ import { hashToken } from '../src/store/tokens';
 import { startServer, stopServer, type Server } from './bench/load';
 import { freePort } from './lib/free-port';
 import { descendants } from './lib/proc';
+import { pacedStream, type PacedResult } from './lib/paced-stream';
 
 const API = '/v1/noise-suppressor';
 const FIX = path.join(PROJECT_ROOT, 'fixtures');
@@ -178,6 +182,59 @@ function stream(server: Server, w: Window): Promise<void> {
   });
 }
 
+/** The paced live streams: each 3 s to a minute of 16 kHz speech at real-time pace (scripts/lib/paced-stream.ts). */
+const LIVE_SECONDS = [3, 5, 10, 20, 40, 60];
+
+interface LiveWindow {
+  started: number;
+  done: number;
+  failed: Map<string, number>;
+  underruns: number;
+  frames: number;
+  maxLateMs: number;
+}
+
+const newLiveWindow = (): LiveWindow => ({ started: 0, done: 0, failed: new Map(), underruns: 0, frames: 0, maxLateMs: 0 });
+
+/** Over the whole run: what the paced streams sent, and what their workspace should have been charged. */
+const live = { all: newLiveWindow(), seconds: 0, owed: 0, doneStatsMismatch: 0 };
+
+function recordLive(w: LiveWindow, r: PacedResult): void {
+  for (const x of [w, live.all]) {
+    x.underruns += r.underruns;
+    x.frames += r.outFrames;
+    x.maxLateMs = Math.max(x.maxLateMs, r.maxLateMs);
+    if (!r.refused && r.code === 1000 && r.done) x.done++;
+    else {
+      const why = r.refused ? `HTTP ${r.code}` : `${r.code}${r.errors.length ? ` ${r.errors[0]}` : ''}`;
+      x.failed.set(why, (x.failed.get(why) ?? 0) + 1);
+    }
+  }
+  if (r.refused) return;
+  // 1 credit per started minute of what was streamed (a stream that failed is billed for what it sent too).
+  const minutes = Math.ceil(r.sentSeconds / 60 - 1e-9);
+  live.seconds += r.sentSeconds;
+  live.owed += minutes;
+  if (r.done && r.done.credits_charged !== minutes) live.doneStatsMismatch++;
+}
+
+function liveText(w: LiveWindow): string {
+  const failed = [...w.failed].map(([k, v]) => `${k}: ${v}`).join(', ') || 'none';
+  return `live streams: ${w.started} started, ${w.done} done, failed ${failed}; underruns ${w.underruns} of ${Math.round(w.frames)} output frames (max added latency ${Math.round(w.maxLateMs)} ms)`;
+}
+
+/** A workspace (and key) of the paced streams' own, so that their credits can be checked exactly. */
+async function liveToken(server: Server): Promise<{ token: string; workspaceId: string }> {
+  const store = openSqliteStore({ dataDir: server.dataDir });
+  try {
+    const ws = await store.createWorkspace('soak-live', 'enterprise', { creditsPerMonth: 100_000_000, requestsPerMinute: 1_000_000 });
+    const { token } = await store.createToken({ workspaceId: ws.id, name: 'soak-live', scopes: ['*'], allowedIps: [], expiresAt: null });
+    return { token, workspaceId: ws.id };
+  } finally {
+    await store.close();
+  }
+}
+
 /**
  * RSS and open descriptors of the server's node processes: the server and, under npm start's default
  * (FILE_WORK_PROCESS), its file-work process; ffmpeg children are counted apart.
@@ -211,11 +268,11 @@ function dirBytes(dir: string): number {
 }
 
 /** Credits the workspace used this month, as the store counts them (refunds of failed or cancelled jobs included). */
-async function creditsCharged(server: Server): Promise<number> {
+async function creditsCharged(server: Server, workspaceId?: string): Promise<number> {
   const store = openSqliteStore({ dataDir: server.dataDir });
   try {
-    const token = await store.findTokenByHash(hashToken(server.token));
-    return await store.creditsUsed(token!.workspaceId, new Date());
+    const id = workspaceId ?? (await store.findTokenByHash(hashToken(server.token)))!.workspaceId;
+    return await store.creditsUsed(id, new Date());
   } finally {
     await store.close();
   }
@@ -250,6 +307,7 @@ async function main(): Promise<void> {
   const minutes = arg('--minutes', 30);
   const windowMin = arg('--window-minutes', 5);
   const factor = arg('--rate-factor', 0.8);
+  const liveOpen = arg('--streams', 6);
   const hookPort = await freePort();
   let hooks = 0;
   const receiver = http.createServer((req, res) => {
@@ -285,12 +343,30 @@ async function main(): Promise<void> {
     w = newWindow();
     const rate = cap * factor;
     console.log(`Soak: ${os.cpus().length} cores, capacity ${cap.toFixed(2)} mix arrivals per s (6 clients back to back, 30 s); driving ${rate.toFixed(2)} arrivals/s (${Math.round(factor * 100)} %) for ${minutes} min, windows of ${windowMin} min; RSS and fds are medians of samples every ${SAMPLE_MS / 1000} s.`);
+    // Paced live streams beside the mix: Poisson arrivals keeping `liveOpen` open on average.
+    const liveKey = await liveToken(server);
+    const livePcm = fs.readFileSync(path.join(FIX, 'speech-noisy-16k-mono.wav')).subarray(44);
+    const liveRate = liveOpen / (LIVE_SECONDS.reduce((a, b) => a + b, 0) / LIVE_SECONDS.length);
+    let lw = newLiveWindow();
+    const liveInFlight = new Set<Promise<void>>();
+    console.log(`live: ${liveOpen} paced streams open on average (${liveRate.toFixed(2)} arrivals/s), ${LIVE_SECONDS.join('/')} s each, nsm-1 or nsm-2, on a workspace of their own`);
     console.log('window  requests  by status                                                        5xx  shed  p50 ms  p99 ms  RSS MB  fds  ffmpeg  tmp KB  credits charged / owed');
     const samples: Array<{ rssMb: number; fds: number }> = [];
     const sampler = setInterval(() => samples.push(procStats(server.child.pid!)), SAMPLE_MS);
     const inFlight = new Set<Promise<void>>();
     const end = performance.now() + minutes * 60_000;
     let windowEnd = performance.now() + windowMin * 60_000;
+    const liveDrive = (async () => {
+      while (performance.now() < end) {
+        await new Promise((r) => setTimeout(r, (-Math.log(1 - Math.random()) / liveRate) * 1000));
+        if (performance.now() >= end) break;
+        lw.started++;
+        live.all.started++;
+        const p = pacedStream(server.port, liveKey.token, livePcm, pick(LIVE_SECONDS), pick(['nsm-1', 'nsm-2'])).then((r) => recordLive(lw, r));
+        liveInFlight.add(p);
+        void p.finally(() => liveInFlight.delete(p));
+      }
+    })();
     let index = 1;
     const rows: string[] = [];
     while (performance.now() < end) {
@@ -302,14 +378,19 @@ async function main(): Promise<void> {
       if (performance.now() >= windowEnd) {
         rows.push(await report(index++, w, server, dataDir, inFlight.size, samples.splice(0)));
         console.log(rows[rows.length - 1]);
+        console.log(`        ${liveText(lw)}`);
         w = newWindow();
+        lw = newLiveWindow();
         windowEnd += windowMin * 60_000;
       }
     }
     await Promise.all(inFlight);
+    await liveDrive;
+    await Promise.all(liveInFlight);
     clearInterval(sampler);
     rows.push(await report(index, w, server, dataDir, 0, samples.splice(0)));
     console.log(rows[rows.length - 1]);
+    console.log(`        ${liveText(lw)}`);
     // Jobs finish and webhooks arrive; then temp dirs must be empty.
     const settleUntil = Date.now() + 120_000;
     let jobsLeft = -1;
@@ -326,6 +407,9 @@ async function main(): Promise<void> {
     const charged = await creditsCharged(server);
     const owedTotal = owed.denoise + owed.batch + owed.jobs + owed.streamMinutes;
     const tmp = dirBytes(path.join(dataDir, 'tmp')) + dirBytes(path.join(dataDir, 'jobs', 'incoming'));
+    const liveCharged = await creditsCharged(server, liveKey.workspaceId);
+    console.log(`${liveText(live.all)}; ${(live.seconds / 60).toFixed(1)} min of audio streamed`);
+    console.log(`credits for the live streams: charged ${liveCharged}, sum of ceil(minutes) of each stream ${live.owed} → ${liveCharged === live.owed ? 'exact' : 'MISMATCH'}${live.doneStatsMismatch ? ` (${live.doneStatsMismatch} done messages disagree)` : ''}`);
     console.log(`after the drive: jobs queued or running ${jobsLeft}, webhooks received ${hooks}, temp dirs ${Math.round(tmp / 1024)} KB, credits charged ${charged}, owed ${owedTotal} (denoise ${owed.denoise}, batch ${owed.batch}, jobs ${owed.jobs}, stream minutes ${owed.streamMinutes}) → ${charged === owedTotal ? 'exact' : 'MISMATCH'}`);
   } finally {
     await stopServer(server);

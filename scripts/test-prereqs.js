@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Test prerequisites: the system packages the test suite drives for real (Debian's chromium for the console's
-// browser tests; other engines add theirs to PREREQUISITES below). Run by `npm test` before anything else.
+// browser tests, PostgreSQL, Redis, nginx; other engines add theirs to PREREQUISITES below). Run by `npm test` before anything else.
 //
 //   - everything present             → silent, exit 0
 //   - missing, root with apt-get     → apt-get install the missing Debian packages, check again
@@ -10,7 +10,7 @@
 'use strict';
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const { findPostgresBin, findRedisServer } = require('./server-binaries');
+const { findNginx, findPostgresBin, findRedisServer } = require('./server-binaries');
 
 /** True when an executable file exists at p. */
 function executable(p) {
@@ -47,6 +47,12 @@ const PREREQUISITES = [
     deb: 'python3-websockets',
     for: 'the Python client tests (test/clients-python.test.ts: its live streams)',
     check: () => executable('/usr/bin/python3') && spawnSync('/usr/bin/python3', ['-c', 'import websockets'], { stdio: 'ignore' }).status === 0,
+  },
+  {
+    // `nginx`, not `nginx-light`: the same binary on Debian 12, and the only one of the two left in Debian 13.
+    deb: 'nginx',
+    for: 'the load balancer test of live streams (test/streaming-nginx.test.ts, deploy/nginx/nginx.conf)',
+    check: () => findNginx() !== null,
   },
 ];
 

@@ -12,6 +12,7 @@ import { assignRequestId, createGateway, createGatewayErrorHandler, gatewayNotFo
 import type { CallObserver } from './gateway/types';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
+import { closeEveryConnection } from './http/upgrades';
 import { loggerFromConfig, loggerToCallback, type Logger } from './logging';
 import { requestLineObserver } from './gateway/observers/request-line';
 import { createGatewayMetrics } from './gateway/observers/metrics';
@@ -124,7 +125,7 @@ export async function startModelServiceServer(
 
 export function closeServer(server: http.Server, graceMs = 10_000): Promise<void> {
   return new Promise<void>((resolve) => {
-    const force = setTimeout(() => server.closeAllConnections(), graceMs);
+    const force = setTimeout(() => closeEveryConnection(server), graceMs);
     force.unref();
     server.close(() => {
       clearTimeout(force);

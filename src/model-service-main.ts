@@ -21,6 +21,7 @@ import { errorBody, requestIdOf } from './model-service/http-error';
 import { activeRequestCount, requestScopesSettled, shutdownActiveScopes } from './model-service/request-scope';
 import { probeHandlers } from './probes';
 import { assertWritableDir, StartupError } from './startup/data-dir';
+import { tightenTree, usePrivateUmask } from './startup/private-files';
 
 /** Shortest MODEL_SERVICE_TOKEN accepted (a guessable secret would reopen the service). */
 export const MIN_TOKEN_LENGTH = 16;
@@ -28,6 +29,7 @@ export const MIN_TOKEN_LENGTH = 16;
 const RETRY_AFTER_S = 5;
 
 async function main(logger: Logger): Promise<void> {
+  usePrivateUmask(); // request folders and uploads: this user's only (0700 / 0600)
   const config = loadConfig();
   const token = config.modelServiceToken;
   if (!token || token.length < MIN_TOKEN_LENGTH) {
@@ -37,6 +39,7 @@ async function main(logger: Logger): Promise<void> {
     );
   }
   assertWritableDir(config.tmpDir, 'TMP_DIR');
+  tightenTree(config.tmpDir, false);
   let app: ModelServiceApp | null = null;
   let engine: InferenceEngine | null = null;
   let draining = false;
@@ -96,6 +99,7 @@ async function main(logger: Logger): Promise<void> {
       const cut = shutdownActiveScopes(RETRY_AFTER_S);
       if (cut > 0) logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RETRY_AFTER_S}`);
       await requestScopesSettled(10_000);
+      // Not the live streams' sockets: their 1012 close handshake is under way (closeServer drops them at the latest).
       server.closeAllConnections();
       await closed;
       if (!engine) return;

@@ -6,9 +6,11 @@ import type { AddressInfo } from 'node:net';
 import { assertDataDirs, createApp, RESTART_RETRY_AFTER_S, until, type AppHandle } from './app';
 import { ConfigError, loadConfig } from './config';
 import { answerClientErrors } from './http/client-errors';
+import { closeEveryConnection } from './http/upgrades';
 import { adminSecretFile, ensureAdminSecret } from './console';
 import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
+import { tightenDataDirs, usePrivateUmask } from './startup/private-files';
 import { startFileProcess } from './file-process';
 import { describeStore } from './store';
 
@@ -16,10 +18,14 @@ import { describeStore } from './store';
 const FLUSH_MS = 5_000;
 
 async function main(logger: Logger): Promise<void> {
+  // Databases, uploads, job files and the file-work process's temp files: this user's only (0600 / 0700).
+  usePrivateUmask();
   const config = loadConfig();
   const started = Date.now();
   // Single box: file work in a child process of its own (FILE_WORK_PROCESS), started first; createApp owns it after.
   assertDataDirs(config);
+  // What an older version left group- or world-readable in DATA_DIR (and JOBS_DIR, TMP_DIR) is this user's only from now.
+  tightenDataDirs({ dataDir: config.dataDir, tmpDir: config.tmpDir, jobsDir: config.jobs.dir });
   const fileProcess = config.fileWorkProcess && !config.modelServiceUrl ? await startFileProcess({ config, env: process.env, logger }) : undefined;
   let handle: AppHandle;
   try {
@@ -70,7 +76,8 @@ async function main(logger: Logger): Promise<void> {
       await until(() => handle.inFlight() === 0, FLUSH_MS);
       const streamsLeft = await streamsDrained;
       if (streamsLeft > 0) logger.warn({ event: 'shutdown_cut', streams: streamsLeft }, `grace over: ${streamsLeft} stream(s) closed with 1012`);
-      const forced = setTimeout(() => server.closeAllConnections(), FLUSH_MS);
+      // Sockets taken through 'upgrade' included: Node's closeAllConnections() does not see them.
+      const forced = setTimeout(() => closeEveryConnection(server), FLUSH_MS);
       server.closeIdleConnections();
       await closed;
       clearTimeout(forced);

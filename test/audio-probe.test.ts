@@ -1,8 +1,8 @@
-// probeAudio against real files with the real ffmpeg binary (no engine needed).
+// probeAudio and probeMedia (ffprobe's JSON) against real files with the real ffprobe and ffmpeg binaries (no engine).
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
-import { AudioInputError, parseWavHeader, probeAudio } from '../src/audio/probe';
+import { AudioInputError, probeAudio, probeMedia } from '../src/audio/probe';
 import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';
 import { writePcm } from '../src/pipeline/clips';
 import { FORMAT_FIXTURES, fixture, makeTmpDir } from './audio-helpers';
@@ -110,17 +110,11 @@ describe('probeAudio', () => {
     fs.writeFileSync(playlist, `#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:3,\n${fixture('speech-noisy-16k-mono.wav')}\n#EXT-X-ENDLIST\n`);
     const err = await probeAudio(config, playlist).catch((e) => e);
     expect(err).toBeInstanceOf(AudioInputError);
-    expect(err.message).toMatch(/unsupported input format "hls"/);
+    // ffmpeg 4 names the refused demuxer; ffprobe 6 does not even detect a playlist under a non-playlist name.
+    expect(err.message).toMatch(/unsupported input format "hls"|not a recognised audio format/);
     const concat = path.join(tmp, 'upload2.wav');
     fs.writeFileSync(concat, `ffconcat version 1.0\nfile '${fixture('speech-noisy-16k-mono.wav')}'\n`);
     await expect(probeAudio(config, concat)).rejects.toThrow(AudioInputError);
-  });
-
-  test('parseWavHeader walks chunks and rejects non-WAV bytes', async () => {
-    const wav = fs.readFileSync(fixture('speech-noisy-16k-mono.wav')).subarray(0, 64);
-    expect(parseWavHeader(wav)).toEqual({ channels: 1, sampleRate: 16000 });
-    expect(parseWavHeader(Buffer.from('RIFF????WAVEjunk'))).toBeNull();
-    expect(parseWavHeader(Buffer.from('hello world, not a wav'))).toBeNull();
   });
 });
 

@@ -160,6 +160,31 @@ describe('several files, stdin/stdout, formats from the extension, no silent ove
     expect([p.sampleRate, p.channels]).toEqual([44100, 2]);
   });
 
+  test('-d DIR that does not exist yet is created (the README\'s `nsm denoise *.mp3 -d cleaned/`)', async () => {
+    const work = path.join(tmp, 'fresh-dir');
+    fs.mkdirSync(work);
+    fs.copyFileSync(fixture('speech-noisy-44k1-stereo.mp3'), path.join(work, 'a.mp3'));
+    fs.copyFileSync(fixture('speech-noisy-44k1-stereo.mp3'), path.join(work, 'b.mp3'));
+    // Run from the inputs' folder with relative names, as a user types it; cleaned/sub/ is two levels deep.
+    const child = spawn(process.execPath, [BIN, 'denoise', 'a.mp3', 'b.mp3', '-d', 'cleaned/sub/', '--model', 'nsm-1', '-q'], {
+      cwd: work, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, WORKERS: '2' },
+    });
+    let stderr = '';
+    child.stderr!.on('data', (d) => (stderr += d));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+    expect(fs.readdirSync(path.join(work, 'cleaned/sub')).sort()).toEqual(['a_denoised.wav', 'b_denoised.wav']);
+    expect((await probeAudio(config, path.join(work, 'cleaned/sub/a_denoised.wav'))).codec).toBe('pcm_s16le');
+
+    // A run that is refused before any work creates no folder; a -d that names a file is refused.
+    const refused = await nsm(['denoise', path.join(work, 'missing.mp3'), '-d', path.join(work, 'never')]);
+    expect(refused.code).toBe(3);
+    expect(fs.existsSync(path.join(work, 'never'))).toBe(false);
+    const onFile = await nsm(['denoise', path.join(work, 'a.mp3'), '-d', path.join(work, 'a.mp3')]);
+    expect(onFile.code).toBe(2);
+    expect(onFile.stderr).toBe(`nsm: ${path.join(work, 'a.mp3')} is not a directory\nnsm: nothing was written\n`);
+  });
+
   test('two inputs that would write the same output are refused before any work', async () => {
     const a = copyAs('speech-noisy-44k1-stereo.mp3', 'same.mp3');
     const b = copyAs('speech-noisy-44k1-stereo.ogg', 'same.ogg');

@@ -37,7 +37,7 @@ function harness(trustProxy: TrustProxySetting = 0): { app: express.Express; aut
     trustProxy,
     sessions: memoryConsoleState.sessions(OPTIONS),
     options: OPTIONS,
-    revokeToken: async (tokenId) => {
+    revokePlaygroundKey: async ({ tokenId }) => {
       const out = await store.revokeToken(tokenId);
       revoked.add(tokenId);
       return out;

@@ -8,6 +8,7 @@ import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { spawnSync } from 'node:child_process';
 import { loadConfig } from '../src/config';
+import { VAD_FILE } from '../src/vad/silero-graph';
 import { convertAll, loadTflite, STAGE1_FILE, STAGE2_FILE, tflitePaths } from '../scripts/convert-models';
 import { NdArray, runTflite } from '../scripts/tflite/interpreter';
 import { parseTflite, type TfliteGraph } from '../scripts/tflite/reader';
@@ -106,9 +107,9 @@ test('the TFLite reader rejects files that are not TFLite flatbuffers', async ()
   expect(() => parseTflite(new Uint8Array(64))).toThrow(/not a TFLite/);
 });
 
-test('manifest lists both graphs with their sha256 and all five models', async () => {
+test('manifest lists the graphs (both DTLN stages, the VAD) with their sha256 and all five models', async () => {
   const manifest = JSON.parse(fs.readFileSync(path.join(outDir, 'manifest.json'), 'utf8'));
-  expect(manifest.graphs.map((g: { file: string }) => g.file)).toEqual([STAGE1_FILE, STAGE2_FILE]);
+  expect(manifest.graphs.map((g: { file: string }) => g.file)).toEqual([STAGE1_FILE, STAGE2_FILE, VAD_FILE]);
   for (const g of manifest.graphs) expect(g.sha256).toMatch(/^[0-9a-f]{64}$/);
   expect(manifest.models.map((m: { id: string }) => m.id)).toEqual(['nsm-1', 'nsm-2', 'nsm-3', 'nsm-4', 'nsm-2-hd']);
   for (const m of manifest.models) {

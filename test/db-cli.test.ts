@@ -99,6 +99,23 @@ describe('db CLI: backup and restore', () => {
     expect((await db(dataDir, 'backup', file, '--force')).code).toBe(0);
   });
 
+  test('backup into a folder that does not exist yet makes it (DATA_DIR/backups/… on a fresh volume), and says so', async () => {
+    await store!.createWorkspace('acme', 'starter');
+    const file = path.join(dataDir, 'backups', 'nightly', 'nsm-2026-11-28.db');
+    const res = await db(dataDir, 'backup', file);
+    expect(res.stderr).toBe('');
+    expect(res.code).toBe(0);
+    expect(res.stdout.split('\n')[0]).toBe(`created the folder ${path.dirname(file)}`);
+    expect(res.stdout.split('\n')[1]).toMatch(/^backed up .*gateway\.db to .*nsm-2026-11-28\.db .*1 workspaces/);
+    expect(count(file, 'workspaces')).toBe(1);
+    // A folder that cannot be made: one line, exit 1, nothing written.
+    const blocker = path.join(dataDir, 'a-file');
+    fs.writeFileSync(blocker, '');
+    const refused = await db(dataDir, 'backup', path.join(blocker, 'sub', 'nsm.db'));
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(new RegExp(`^cannot create the folder ${path.join(blocker, 'sub').replace(/[.]/g, '\\.')}: ENOTDIR`));
+  });
+
   test('restore refuses while the database is open, then replaces it with the backup and keeps the old one', async () => {
     const ws = await store!.createWorkspace('acme', 'free');
     await store!.createToken({ workspaceId: ws.id, name: 'before', scopes: ['*'], allowedIps: [], expiresAt: null });

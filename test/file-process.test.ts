@@ -4,84 +4,14 @@
 // /denoise; /metrics has both processes' series in one valid exposition; a killed child comes back on the same port;
 // SIGTERM stops both cleanly, a SIGKILLed server takes the child with it, and a Ctrl-C meant for the server does not
 // stop the child by itself.
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
-import { PROJECT_ROOT } from '../src/config';
 import { CHRT_PATH } from '../src/config/system-tools';
 import { readThreadPriority } from '../src/inference/thread-priority';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import { createToken, eventually, fixture, multipartBody, rawRequest, testConfig } from './service-helpers';
+import { alive, denoise, filePid, startServer, statField, stop } from './file-process-helpers';
+import { eventually, fixture, rawRequest } from './service-helpers';
 import { STREAM_PATH, StreamClient, wavData } from './streaming-helpers';
 
 const SCHED_IDLE = 5;
-
-interface Server {
-  child: ChildProcess;
-  url: string;
-  token: string;
-  output: () => string;
-  lines: () => Record<string, any>[];
-  exited: Promise<number | string | null>;
-  dataDir: string;
-}
-
-async function startServer(env: Record<string, string> = {}): Promise<Server> {
-  const config = testConfig();
-  const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/server.js')], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', ADMIN_SECRET: 'x', LOG_FORMAT: 'json', LOG_REQUESTS: 'false', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-  const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
-  await eventually(() => output.includes('listening on') || child.exitCode !== null, 30_000).catch(() => undefined);
-  if (!output.includes('listening on')) throw new Error(`server did not start:\n${output}`);
-  const lines = () => output.trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>);
-  const started = lines().find((l) => l.event === 'started' && l.service === 'gateway')!;
-  const store = openSqliteStore(config);
-  const token = await createToken(store);
-  await store.close();
-  return { child, url: started.bound_to ? `http://${started.bound_to}` : started.url, token, output: () => output, lines, exited, dataDir: config.dataDir };
-}
-
-async function stop(s: Server): Promise<void> {
-  if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
-  await s.exited;
-  fs.rmSync(s.dataDir, { recursive: true, force: true });
-}
-
-async function denoise(s: Server, file: string): Promise<{ status: number; body: Buffer }> {
-  const { body, contentType } = multipartBody([
-    { name: 'model', value: 'nsm-2' },
-    { name: 'file', filename: path.basename(file), data: fs.readFileSync(file) },
-  ]);
-  const res = await rawRequest(`${s.url}/v1/noise-suppressor/denoise`, {
-    method: 'POST',
-    headers: { Authorization: `Bearer ${s.token}`, 'Content-Type': contentType, 'Content-Length': body.length },
-    body,
-  });
-  return { status: res.status, body: res.body };
-}
-
-/** Field `n` (1-based, as in proc(5)) of /proc/PID/stat. */
-function statField(pid: number, n: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[n - 3]);
-}
-
-/** Running (a zombie that no one reaped yet counts as ended). */
-function alive(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
-const filePid = (s: Server): number => s.lines().find((l) => l.event === 'started' && l.service === 'gateway')!.file_process.pid as number;
 
 (process.platform === 'linux' ? describe : describe.skip)('file-work process (npm start)', () => {
   test('file calls in the child (same bytes as all in one process), streams in the server, merged /metrics, restart, shutdown', async () => {

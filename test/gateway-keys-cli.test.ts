@@ -85,7 +85,8 @@ test('create prints the token last; list never shows it; revoke makes the next c
   expect(usage.code).toBe(0);
   expect(usage.stdout).toMatch(/acme\s+free\s+\d{4}-\d{2}\s+1\s+999\s+1000\s+1\s+0\s+60/);
 
-  const revoked = await keys('revoke', tok.slice(0, 12));
+  // A start of the token longer than the 12 stored characters names it too (issue 35, item 13: "no such key").
+  const revoked = await keys('revoke', tok.slice(0, 16));
   expect(revoked.code).toBe(0);
   expect(revoked.stdout).toContain('revoked');
   const after = await request(app).get('/v1/noise-suppressor/models').set('X-API-Key', tok);
@@ -127,6 +128,7 @@ test('bad input exits non-zero with a clear message and prints no token', async 
     [['create', '--workspace', 'a', '--expires', '2001-01-01'], /must be in the future/],
     [['create', '--workspace', 'a', '--rpm', '10'], /enterprise/],
     [['revoke', 'mw_live_none'], /no key with id or prefix/],
+    [['revoke', 'mw_live_x'], /too short: give at least 4 characters after mw_live_/],
     [['plan', '--workspace', 'ghost', '--plan', 'free'], /no workspace named "ghost"/],
     [['frobnicate'], /unknown command "frobnicate"/],
     [['list', '--color', 'red'], /unknown option --color/],

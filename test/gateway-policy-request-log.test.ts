@@ -152,3 +152,41 @@ test('an observer that throws is logged and the others are still told', async ()
   expect(lines.some((l) => l.includes('a request observer failed') && l.includes(call.ctx.requestId))).toBe(true);
   expect(await rowOf(call)).toBeDefined();
 });
+
+test("a key's refusals share one row per status, error type, endpoint and minute, which counts them (issue 35, item 7)", async () => {
+  const { clock, hook, start } = setup();
+  const [a, b] = [await newKey(db.store), await newKey(db.store)];
+  const refuse = async (key: typeof a | null, type: 'rate_limited' | 'scope_denied' | 'missing_token', path = '/v1/noise-suppressor/models', clientIp = '198.51.100.4') => {
+    const { call, response } = await start({ path, clientIp });
+    const r = routed(call);
+    if (key) authenticated(r, key);
+    r.ctx.bytesIn = 10;
+    reject(r, type, 'refused');
+    await response;
+    await hook.onEnd(r, true);
+    return r.ctx.requestId;
+  };
+  const first = await refuse(a, 'rate_limited');
+  clock.advance(10_000);
+  await refuse(a, 'rate_limited');
+  clock.advance(49_000); // 12:00:59
+  await refuse(a, 'rate_limited');
+  await refuse(a, 'rate_limited', '/v1/noise-suppressor/health'); // another endpoint
+  await refuse(a, 'scope_denied'); // another status
+  await refuse(b, 'rate_limited'); // another key
+  await refuse(a, 'rate_limited', undefined, '203.0.113.9'); // another client address
+  await refuse(null, 'missing_token');
+  await refuse(null, 'missing_token'); // no key: a row each (the unauthenticated limit bounds those)
+  clock.advance(1_000); // 12:01:00, the next minute
+  await refuse(a, 'rate_limited');
+  const rows = (await db.store.queryRequests({ tokenId: a.record.id, status: 429, endpoint: 'models' })).filter((r) => r.clientIp === '198.51.100.4');
+  expect(rows.map((r) => [r.time, r.calls])).toEqual([
+    ['2026-03-10T12:01:00.000Z', 1],
+    ['2026-03-10T12:00:00.000Z', 3],
+  ]);
+  expect(rows[1]).toMatchObject({ requestId: first, bytesIn: 30, errorType: 'rate_limited', creditsCharged: 0 });
+  expect((await db.store.queryRequests({})).length).toBe(8);
+  expect(await db.store.countRequests({})).toBe(10);
+  expect(await db.store.countRequests({ tokenId: a.record.id })).toBe(7);
+  expect(await db.store.countRequests({ status: 401 })).toBe(2);
+});

@@ -1,11 +1,12 @@
 // `nsm jobs` as a real process (bin/nsm.js) against a real server: submit --wait downloads the result, status/list,
 // wait's exit code on failure, download resumes a partial file, cancel, and the usage/input errors.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import type http from 'node:http';
 import path from 'node:path';
 import { createApp, type AppHandle } from '../src/app';
 import { PROJECT_ROOT, type Config } from '../src/config';
+import { PollSchedule } from '../src/cli/poll-schedule';
 import { closeQuietly, fixture, listen, rawRequest, testConfig } from './service-helpers';
 import { makeLongWav, until } from './jobs-helpers';
 
@@ -67,6 +68,41 @@ describe('nsm jobs against a server', () => {
     expect(list.stdout).toContain(id);
   });
 
+  test('submit --wait sees a short job finish soon after it does: polls start 0.1 s apart and grow, not every 2 s', async () => {
+    const since = new Date().toISOString();
+    const r = await nsm(['jobs', 'submit', fixture('speech-noisy-16k-mono.wav'), '--wait', '--json', '-q', '--model', 'nsm-1'], env, work);
+    expect(r.code).toBe(0);
+    const job = JSON.parse(r.stdout);
+    // The polls of this run, from the request log (GET jobs/{id}; this test file runs one command at a time).
+    const polls = (await handle.store.queryRequests({ endpoint: 'jobs/{id}', since, limit: 100 }))
+      .filter((row) => row.method === 'GET')
+      .map((row) => Date.parse(row.time))
+      .sort((a, b) => a - b);
+    expect(polls.length).toBeGreaterThanOrEqual(2);
+    const gaps = polls.slice(1).map((t, i) => t - polls[i]);
+    expect(gaps[0]).toBeLessThan(600); // the first wait is 0.1 s (it was 2 s)
+    // Each wait is at most half the time waited before it plus 0.1 s (1.5× growth), so the poll that saw the job
+    // finished came at most about half its run after the end; 300 ms of slack for the busy shared machine.
+    const finished = Date.parse(job.finished_at);
+    const seen = polls[polls.length - 1];
+    expect(seen).toBeGreaterThanOrEqual(finished);
+    expect(seen - finished).toBeLessThanOrEqual(0.5 * (finished - polls[0]) + 100 + 300);
+  });
+
+  test('the poll schedule: 0.1 s, growing by half to the cap; sooner when the progress says the job is about to end', () => {
+    const s = new PollSchedule(2);
+    const queued = Array.from({ length: 10 }, () => s.next({ status: 'queued', progress: 0 }, 0));
+    expect(queued.map((w) => Number(w.toFixed(3)))).toEqual([0.1, 0.15, 0.225, 0.338, 0.506, 0.759, 1.139, 1.709, 2, 2]);
+    // Running: the rate so far says when it ends; a poll is aimed there when that is sooner, once per progress value.
+    const run = new PollSchedule(2);
+    for (let i = 0; i < 6; i++) run.next({ status: 'queued' }, 0); // the schedule is at 0.759 s
+    expect(run.next({ status: 'running', progress: 0.2 }, 0)).toBeCloseTo(1.139, 3);
+    expect(run.next({ status: 'running', progress: 0.9 }, 1400)).toBeCloseTo(0.2, 3); // 0.7 in 1.4 s: 0.2 s left
+    expect(run.next({ status: 'running', progress: 0.9 }, 1600)).toBe(2); // no progress since: the schedule (capped)
+    expect(run.next({ status: 'running', progress: 0.95 }, 1800)).toBeCloseTo(0.12, 3);
+    expect(run.next({ status: 'running', progress: 1 }, 1900)).toBe(2); // finishing at 1: not hammered
+  });
+
   test('submit then wait and download -o; download resumes a partial .part file', async () => {
     const long = path.join(work, 'talk.wav');
     makeLongWav(config.ffmpegPath, long, 60);
@@ -109,6 +145,18 @@ describe('nsm jobs against a server', () => {
     const loud = await nsm(['jobs', 'submit', fixture('speech-noisy-16k-mono.wav'), '--loudness', '500'], env, work);
     expect(loud.code).toBe(2);
     expect(loud.stderr).toMatch(/--loudness must be a number from -40 to -5/);
+  });
+
+  test('submit --format video --loudness keep: a Matroska video comes back as .mkv', async () => {
+    const video = path.join(work, 'talk.mkv');
+    const make = spawnSync(config.ffmpegPath, ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc=size=96x64:rate=10:duration=3', '-i', fixture('speech-noisy-44k1-stereo.wav'), '-map', '0:v', '-map', '1:a', '-c:v', 'libvpx', '-deadline', 'realtime', '-c:a', 'libopus', '-y', video]);
+    expect(make.status).toBe(0);
+    const r = await nsm(['jobs', 'submit', video, '--format', 'video', '--loudness', 'keep', '--wait', '--json', '-q'], env, work);
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.params).toMatchObject({ output_format: 'video', loudness: 'keep' });
+    expect(path.basename(out.output)).toBe('talk_denoised.mkv');
+    expect(out.stats).toMatchObject({ output_format: 'video', output_container: 'mkv', loudness_target_reached: true });
   });
 
   test('a job that fails: wait exits 1 with the error; submit --wait too', async () => {

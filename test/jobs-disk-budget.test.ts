@@ -1,6 +1,6 @@
-// The disk budget's arithmetic (src/jobs/disk-budget.ts) on a controlled clock and free-space reading: declared
+// The disk budget's arithmetic (src/storage/disk-budget.ts) on a controlled clock and free-space reading: declared
 // reservations, chunked takes, writers seeing each other, release, and the statfs refresh not forgetting bytes.
-import { DiskBudget, REFRESH_MS } from '../src/jobs/disk-budget';
+import { DiskBudget, REFRESH_MS } from '../src/storage/disk-budget';
 
 describe('DiskBudget', () => {
   let free: number;

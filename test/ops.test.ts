@@ -244,7 +244,7 @@ describe('probes, metrics and request lines of the whole app', () => {
       const none = await request(guarded.app).get('/metrics');
       expect(none.status).toBe(401);
       expect(none.headers['www-authenticate']).toMatch(/^Bearer/);
-      expect(none.body.error.type).toBe('invalid_token');
+      expect(none.body.error.type).toBe('missing_token'); // no Authorization header (issue 35, item 13)
       expect((await request(guarded.app).get('/metrics').set('Authorization', 'Bearer wrong')).status).toBe(401);
       const ok = await request(guarded.app).get('/metrics').set('Authorization', 'Bearer s3cret-metrics');
       expect(ok.status).toBe(200);

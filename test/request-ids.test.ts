@@ -64,7 +64,9 @@ describe('outside /v1, through the app', () => {
     const refused = await request(guarded.app).get('/metrics').set('Authorization', 'Bearer wrong');
     expectEnvelope(refused, 401, 'invalid_token');
     expect(refused.headers['www-authenticate']).toBe('Bearer realm="metrics"');
-    expectEnvelope(await request(guarded.app).get('/metrics'), 401, 'invalid_token');
+    // No header at all: missing_token, as the gateway says it (issue 35, item 13).
+    expectEnvelope(await request(guarded.app).get('/metrics'), 401, 'missing_token');
+    expectEnvelope(await request(guarded.app).get('/metrics').set('Authorization', 'Basic eDp5'), 401, 'invalid_token');
 
     guarded.beginDrain();
     const draining = await request(guarded.app).get('/readyz');

@@ -177,6 +177,25 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect(text.includes(hashToken(a.token))).toBe(true);
   });
 
+  test('reissueToken: a new secret for the same key row; the old secret stops working, the row is not revoked', async () => {
+    const ws = await store.createWorkspace('reissue', 'free');
+    const first = await store.createToken({ workspaceId: ws.id, name: 'console playground', scopes: ['noise-suppressor:denoise'], allowedIps: [], expiresAt: '2031-01-01T00:00:00Z' });
+    await store.revokeToken(first.record.id);
+    await expect(store.reissueToken(first.record.id, { scopes: [], expiresAt: null })).rejects.toThrow(/scope/);
+    const again = (await store.reissueToken(first.record.id, { scopes: ['noise-suppressor:denoise', 'noise-suppressor:stream'], expiresAt: '2032-02-02T00:00:00Z' }))!;
+    expect(again.token).toMatch(TOKEN_PATTERN);
+    expect(again.token).not.toBe(first.token);
+    expect(again.record).toMatchObject({
+      id: first.record.id, name: 'console playground', workspaceId: ws.id, prefix: again.token.slice(0, 12),
+      scopes: ['noise-suppressor:denoise', 'noise-suppressor:stream'], expiresAt: '2032-02-02T00:00:00.000Z', revokedAt: null,
+      createdAt: first.record.createdAt,
+    });
+    expect(await store.findTokenByHash(hashToken(first.token))).toBeNull();
+    expect((await store.findTokenByHash(hashToken(again.token)))!.id).toBe(first.record.id);
+    expect((await store.listTokens(ws.id)).map((t) => t.id)).toEqual([first.record.id]);
+    expect(await store.reissueToken('key_none', { scopes: ['*'], expiresAt: null })).toBeNull();
+  });
+
   test('credits: conditional charge per UTC month, refunds, never over the limit', async () => {
     const ws = await store.createWorkspace('acme', 'free');
     const may = new Date('2030-05-31T23:59:59Z');
@@ -305,7 +324,7 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect((await store.queryRequests({ tokenId: 't2' }))[0]).toEqual({
       requestId: 'r3', clientRequestId: null, time: new Date(now).toISOString(), tokenId: 't2', workspaceId: ws.id, method: 'POST',
       service: 'noise-suppressor', endpoint: 'denoise', status: 200, errorType: null, creditsCharged: 1, bytesIn: 5_000_000_000,
-      bytesOut: 10, upstreamMs: 12.5, totalMs: 5, clientIp: '127.0.0.1', errorMessage: null,
+      bytesOut: 10, upstreamMs: 12.5, totalMs: 5, clientIp: '127.0.0.1', errorMessage: null, calls: 1,
     });
     expect(await store.queryRequests({ errorType: 'invalid_token' })).toHaveLength(1);
     expect((await store.queryRequests({ workspaceId: ws.id, limit: 1, offset: 1 })).map((r) => r.requestId)).toEqual(['r2']);
@@ -354,11 +373,82 @@ describe.each(engines)('GatewayStore contract: $name', (engine) => {
     expect(lines).toEqual([]);
   });
 
+  test('request log: entries with one aggregate key share a row that counts them, also written at once by many (issue 35, item 7)', async () => {
+    const ws = await store.createWorkspace('acme', 'free');
+    const t = new Date().toISOString();
+    const refusal = (i: number) => logEntry({ requestId: `r${i}`, workspaceId: ws.id, tokenId: 'k1', status: 429, errorType: 'rate_limited', bytesIn: 5, time: t, aggregateKey: `k1 429 ${t.slice(0, 16)}` });
+    await store.logRequest(refusal(0));
+    await Promise.all(Array.from({ length: 40 }, (_, i) => store.logRequest(refusal(i + 1))));
+    await store.logRequest(logEntry({ requestId: 'other', workspaceId: ws.id, tokenId: 'k1', status: 429, errorType: 'rate_limited', time: t, aggregateKey: 'another minute' }));
+    await store.logRequest(logEntry({ requestId: 'ok', workspaceId: ws.id, tokenId: 'k1', status: 200, time: t }));
+    await store.logRequest(logEntry({ requestId: 'ok2', workspaceId: ws.id, tokenId: 'k1', status: 200, time: t, aggregateKey: null }));
+    const rows = await store.queryRequests({ workspaceId: ws.id });
+    expect(rows.map((r) => [r.requestId, r.calls]).sort()).toEqual([['ok', 1], ['ok2', 1], ['other', 1], ['r0', 41]]);
+    expect(rows.find((r) => r.requestId === 'r0')).toMatchObject({ bytesIn: 205, status: 429, errorType: 'rate_limited' });
+    expect(await store.countRequests({ workspaceId: ws.id })).toBe(44);
+    expect(await store.countRequests({ workspaceId: ws.id, status: 429 })).toBe(42);
+    expect(await store.countRequests({ workspaceId: 'ws_none' })).toBe(0);
+    const days = await store.requestsPerDay(ws.id, 2);
+    expect(days[1]).toMatchObject({ day: t.slice(0, 10), count: 44, errors: 42 });
+  });
+
+  test('credits across the job queue: a pending charge settles with its hold, goes when confirmed; refunds given once per key (issue 35, item 12)', async () => {
+    const ws = await store.createWorkspace('acme', 'enterprise', { creditsPerMonth: 100 });
+    const when = new Date();
+    const period = when.toISOString().slice(0, 7);
+    const hold = async () => (await store.reserveCredits(ws.id, 2, 100, when, 60_000)).reservation!;
+    await store.settleReservation(await hold(), { key: 'job_a', owner: 'aaaaaaaa-1-bbbbbbbb' });
+    await store.settleReservation(await hold(), { key: 'job_b', owner: 'aaaaaaaa-2-bbbbbbbb' });
+    await store.settleReservation(await hold()); // an ordinary call: no pending charge
+    expect(await store.creditsUsed(ws.id, when)).toBe(6);
+    const pending = await store.pendingCharges(10);
+    expect(pending.map((p) => [p.key, p.owner, p.workspaceId, p.period, p.amount])).toEqual([
+      ['job_a', 'aaaaaaaa-1-bbbbbbbb', ws.id, period, 2],
+      ['job_b', 'aaaaaaaa-2-bbbbbbbb', ws.id, period, 2],
+    ]);
+    expect(Math.abs(pending[0].createdAt - Date.now())).toBeLessThan(60_000);
+
+    await store.confirmCharge('job_a');
+    await store.confirmCharge('job_none');
+    expect((await store.pendingCharges(10)).map((p) => p.key)).toEqual(['job_b']);
+    expect(await store.creditsUsed(ws.id, when)).toBe(6);
+
+    // A refund ends a pending charge of its key too; given at once by many, it is applied once.
+    const refunds = await Promise.all(Array.from({ length: 8 }, () => store.refundOnce('job_b', ws.id, 2, period)));
+    expect(refunds.filter(Boolean)).toHaveLength(1);
+    expect(await store.creditsUsed(ws.id, when)).toBe(4);
+    expect(await store.pendingCharges(10)).toEqual([]);
+    expect(await store.refundOnce('job_b', ws.id, 2, period)).toBe(false);
+    expect(await store.refundOnce('job_a', ws.id, 2, period)).toBe(true);
+    expect(await store.creditsUsed(ws.id, when)).toBe(2);
+    expect(await store.refundOnce('job_zero', ws.id, 0, period)).toBe(false);
+
+    expect(await store.pruneRefunds(new Date(Date.now() - 60_000))).toBe(0);
+    expect(await store.pruneRefunds(new Date(Date.now() + 1_000))).toBe(2);
+    expect(await store.refundOnce('job_a', ws.id, 1, period)).toBe(true); // forgotten: given again
+    expect(await store.creditsUsed(ws.id, when)).toBe(1);
+  });
+
   test('request log: the reason of a failed call in words (error_message)', async () => {
     await store.logRequest(logEntry({ requestId: 'failed', status: 422, errorType: null, errorMessage: 'could not decode the uploaded file' }));
     await store.logRequest(logEntry({ requestId: 'fine' }));
     expect((await store.queryRequests({ status: 422 }))[0]).toMatchObject({ requestId: 'failed', errorMessage: 'could not decode the uploaded file' });
     expect((await store.queryRequests({ status: 200 }))[0].errorMessage).toBeNull();
+  });
+
+  test('revoke by a start of the token longer than the stored prefix (16 characters), the whole token or a start of the id; too short refused', async () => {
+    const ws = await store.createWorkspace('acme', 'free');
+    const mk = (name: string) => store.createToken({ workspaceId: ws.id, name, scopes: ['*'], allowedIps: [], expiresAt: null });
+    const [a, b, c, d] = [await mk('a'), await mk('b'), await mk('c'), await mk('d')];
+    expect((await store.revokeToken(a.token.slice(0, 16)))!.id).toBe(a.record.id); // issue 35, item 13
+    expect((await store.revokeToken(b.token))!.id).toBe(b.record.id);
+    expect((await store.revokeToken(c.record.id.slice(0, 10)))!.id).toBe(c.record.id);
+    expect((await store.revokeToken(d.token.slice(0, 12)))!.id).toBe(d.record.id);
+    for (const t of [a, b, c, d]) expect((await store.getToken(t.record.id))!.revokedAt).not.toBeNull();
+    await expect(store.revokeToken('mw_live_A')).rejects.toThrow(/too short: give at least 4 characters after mw_live_/);
+    await expect(store.revokeToken('key_')).rejects.toThrow(/too short/);
+    expect(await store.revokeToken(`mw_live_${'z'.repeat(32)}`)).toBeNull(); // a whole token no key has
+    expect(await store.revokeToken('nothing-like-a-key')).toBeNull();
   });
 
   test('settings', async () => {

@@ -76,3 +76,15 @@ test('base62 generator is roughly uniform (no modulo bias towards the first char
   // Each symbol expects 2000 (sd ~45); with modulo bias 'A'..'H' would get ~2420.
   for (const n of counts.values()) expect(n).toBeLessThan(2200);
 });
+
+test('keys revoke: a start of the token or id that names several keys is refused with their ids (issue 35, item 13)', async () => {
+  const { findKeyTarget } = await import('../src/store/common');
+  const rec = (id: string, prefix: string) => ({ id, prefix }) as never;
+  const keys = [rec('key_AAAAbbbb1', 'mw_live_Abcd'), rec('key_AAAAcccc2', 'mw_live_Abce'), rec('key_ZZZZ', 'mw_live_Zzzz')];
+  const lookup = { byId: async () => null, byHash: async () => null, all: async () => keys };
+  await expect(findKeyTarget('mw_live_Abc', lookup)).rejects.toThrow('"mw_live_Abc" is too short');
+  await expect(findKeyTarget('key_AAAA', lookup)).rejects.toThrow('"key_AAAA" matches 2 keys (key_AAAAbbbb1, key_AAAAcccc2); give more characters or the key id');
+  expect(await findKeyTarget('key_AAAAc', lookup)).toBe(keys[1]);
+  expect(await findKeyTarget('mw_live_AbcdXYZW', lookup)).toBe(keys[0]);
+  expect(await findKeyTarget('mw_live_Abcf', lookup)).toBeNull();
+});

@@ -3,8 +3,9 @@
 // `node dist/src/server.js` gateways sharing one SQLite store and, as in the compose file, one real Redis. The
 // WebSocket upgrade passes through, audio flows both ways, and a browser's ticket is redeemed through nginx every
 // time, also when the upgrade reaches the other gateway than the one that issued the ticket (nginx balances both by
-// least connections; tickets are in Redis). Skipped, saying so, where no nginx binary is installed (apt-get install
-// nginx-light).
+// least connections; tickets are in Redis). nginx is Debian's `nginx`, which `npm test`'s prerequisites step
+// (scripts/test-prereqs.js) installs as it does PostgreSQL and Redis; without it the suite fails with one line
+// naming the package, as the PostgreSQL and Redis suites do, instead of being skipped.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -20,16 +21,17 @@ import { freePort } from '../scripts/lib/free-port';
 const SERVER = path.join(PROJECT_ROOT, 'dist/src/server.js');
 const CONF = path.join(PROJECT_ROOT, 'deploy/nginx/nginx.conf');
 
-function nginxBinary(): string | null {
-  for (const candidate of ['/usr/sbin/nginx', 'nginx']) {
-    if (spawnSync(candidate, ['-v'], { encoding: 'utf8' }).status === 0) return candidate;
-  }
-  return null;
-}
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const { findNginx } = require('../../scripts/server-binaries.js') as { findNginx: () => string | null };
 
-const NGINX = nginxBinary();
-const describeWithNginx = NGINX ? describe : describe.skip;
-if (!NGINX) process.stderr.write('streaming-nginx.test: no nginx binary (apt-get install nginx-light); skipped\n');
+/** The nginx binary, or one line saying how to get it (thrown where the suite starts, so it fails, not skips). */
+function nginxBinary(): string {
+  const found = findNginx();
+  if (found === null) {
+    throw new Error("this test runs Debian's nginx, which is not installed: run npm test as root (its prerequisites step installs it) or apt-get install -y nginx");
+  }
+  return found;
+}
 
 /** The deploy config with local addresses; every replaced line must exist, so a changed config fails here. */
 function localConfig(gatewayPorts: number[], port: number, dir: string): string {
@@ -45,7 +47,7 @@ function localConfig(gatewayPorts: number[], port: number, dir: string): string 
   return text;
 }
 
-describeWithNginx('live streams through nginx (deploy/nginx/nginx.conf)', () => {
+describe('live streams through nginx (deploy/nginx/nginx.conf)', () => {
   let config: Config;
   let store: GatewayStore;
   let redis: RedisServer;
@@ -54,6 +56,7 @@ describeWithNginx('live streams through nginx (deploy/nginx/nginx.conf)', () => 
   const children: ChildProcess[] = [];
   let base: string;
   let token: string;
+  let NGINX = '';
 
   async function startGateway(port: number): Promise<void> {
     const child = spawn(process.execPath, [SERVER], {
@@ -79,6 +82,7 @@ describeWithNginx('live streams through nginx (deploy/nginx/nginx.conf)', () => 
   }
 
   beforeAll(async () => {
+    NGINX = nginxBinary();
     config = testConfig();
     store = openSqliteStore(config);
     const ws = await store.createWorkspace('acme', 'scale');
@@ -94,9 +98,9 @@ describeWithNginx('live streams through nginx (deploy/nginx/nginx.conf)', () => 
     const logPath = path.join(dir, 'nginx.log');
     const log = fs.openSync(logPath, 'a');
     const args = ['-p', dir, '-c', path.join(dir, 'nginx.conf')];
-    const check = spawnSync(NGINX!, ['-t', ...args], { stdio: ['ignore', log, log] });
+    const check = spawnSync(NGINX, ['-t', ...args], { stdio: ['ignore', log, log] });
     if (check.status !== 0) throw new Error(`nginx -t failed:\n${fs.readFileSync(logPath, 'utf8')}`);
-    const nginx = spawn(NGINX!, [...args, '-g', 'daemon off;'], { stdio: ['ignore', log, log] });
+    const nginx = spawn(NGINX, [...args, '-g', 'daemon off;'], { stdio: ['ignore', log, log] });
     children.push(nginx);
     fs.closeSync(log);
     base = `127.0.0.1:${port}`;
@@ -116,9 +120,9 @@ describeWithNginx('live streams through nginx (deploy/nginx/nginx.conf)', () => 
       c.kill('SIGTERM');
       await exited;
     }
-    await store.close();
+    await store?.close();
     await redis?.stop();
-    fs.rmSync(config.dataDir, { recursive: true, force: true });
+    if (config) fs.rmSync(config.dataDir, { recursive: true, force: true });
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 

@@ -47,10 +47,20 @@
     }
   }
   function setError(node, msg) { node.textContent = msg || ''; show(node, !!msg); }
+  /**
+   * A time as "Nov 28, 2:04 PM" in the reader's locale (the year only when it is not this year). The date and the
+   * time each hold together (no-break spaces): a narrow table cell puts the time under the date, never breaks
+   * either (the full form took three to five lines in the keys table).
+   */
   function fmtTime(iso) {
     if (!iso) return '—';
     const d = new Date(iso);
-    return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+    if (Number.isNaN(d.getTime())) return '—';
+    const year = d.getFullYear() === new Date().getFullYear() ? {} : { year: 'numeric' };
+    const day = d.toLocaleDateString(undefined, { month: 'short', day: 'numeric', ...year });
+    const time = d.toLocaleTimeString(undefined, { hour: 'numeric', minute: '2-digit' });
+    const whole = (text) => text.replace(/\s/g, '\u00a0');
+    return `${whole(day)}, ${whole(time)}`;
   }
   function fmtNum(n) { return n === null || n === undefined ? 'custom' : Number(n).toLocaleString(); }
 
@@ -365,7 +375,11 @@
     return n;
   }
 
-  /** Bar chart of requests per day (errors stacked in red) for the last `days` days, in inline SVG. */
+  /**
+   * Bar chart of requests per day (errors stacked in red) for the last `days` days, in inline SVG drawn at the card's
+   * own width in CSS pixels: the y-axis and its numbers stay in view and the text stays 10-11 px on a phone (a fixed
+   * 900-unit drawing had to scroll there, hiding the axis). Drawn again when the card's width changes.
+   */
   function drawChart(container, rows, days) {
     const byDay = new Map(rows.map((r) => [r.day, r]));
     const series = [];
@@ -376,7 +390,8 @@
       const r = byDay.get(key);
       series.push({ day: key, count: r ? r.count : 0, errors: r ? r.errors : 0 });
     }
-    const W = 900, H = 220, left = 40, right = 10, top = 10, bottom = 28;
+    const W = Math.max(240, Math.floor(container.clientWidth || 900));
+    const H = W < 600 ? 180 : 220, left = 34, right = 8, top = 10, bottom = 24;
     const max = Math.max(1, ...series.map((s) => s.count));
     const niceMax = (() => {
       const p = Math.pow(10, Math.floor(Math.log10(max)));
@@ -385,13 +400,17 @@
     })();
     const plotW = W - left - right, plotH = H - top - bottom;
     const bw = plotW / series.length;
-    const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'Requests per day' });
+    const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img', 'aria-label': 'Requests per day' });
+    root.append(svg('line', { x1: left, x2: left, y1: top, y2: top + plotH, class: 'axis y-axis' }));
     for (let t = 0; t <= 4; t++) {
       const v = (niceMax * t) / 4;
       const y = top + plotH - (v / niceMax) * plotH;
       root.append(svg('line', { x1: left, x2: W - right, y1: y, y2: y, class: 'axis', 'stroke-dasharray': t ? '2,3' : '' }));
-      root.append(svg('text', { x: left - 6, y: y + 3, 'text-anchor': 'end' }, Number.isInteger(v) ? String(v) : v.toFixed(1)));
+      const label = v >= 10000 ? `${+(v / 1000).toFixed(1)}k` : Number.isInteger(v) ? String(v) : v.toFixed(1);
+      root.append(svg('text', { x: left - 5, y: y + 3, 'text-anchor': 'end', class: 'tick-y' }, label));
     }
+    // A date label every 5th day (more apart where bars are under 10 px), always on the last day.
+    const every = [1, 5, 10, 15].find((k) => k * bw >= 48) || 15;
     series.forEach((s, i) => {
       const x = left + i * bw + bw * 0.15, w = bw * 0.7;
       const hAll = (s.count / niceMax) * plotH, hErr = (s.errors / niceMax) * plotH;
@@ -400,14 +419,23 @@
       if (s.count > s.errors) g.append(svg('rect', { x, y: top + plotH - hAll, width: w, height: hAll - hErr, class: 'bar-ok' }));
       if (s.errors) g.append(svg('rect', { x, y: top + plotH - hErr, width: w, height: hErr, class: 'bar-err' }));
       root.append(g);
-      if (i % 5 === 4 || i === series.length - 1) {
-        root.append(svg('text', { x: x + w / 2, y: H - 10, 'text-anchor': 'middle' }, s.day.slice(5)));
+      if ((series.length - 1 - i) % every === 0) {
+        const cx = Math.min(W - right - 14, Math.max(left + 14, x + w / 2));
+        root.append(svg('text', { x: cx, y: H - 8, 'text-anchor': 'middle', class: 'tick-x' }, s.day.slice(5)));
       }
     });
     container.textContent = '';
     container.append(root);
-    // Where the chart scrolls (phones), show the newest days.
-    container.scrollLeft = container.scrollWidth;
+    container.dataset.width = String(W);
+    // Drawn again at a new width (a phone turned, a window resized).
+    container.chartArgs = [rows, days];
+    if (!container.chartObserver && window.ResizeObserver) {
+      container.chartObserver = new ResizeObserver(() => {
+        const width = Math.floor(container.clientWidth);
+        if (width > 0 && String(Math.max(240, width)) !== container.dataset.width) drawChart(container, ...container.chartArgs);
+      });
+      container.chartObserver.observe(container);
+    }
   }
 
   async function renderLog() {
@@ -427,7 +455,8 @@
         el('td', { class: 'nolabel', text: fmtTime(r.time) }),
         el('td', { class: 'mono nolabel wide request-id', text: r.request_id }),
         el('td', { class: 'mono nolabel', text: `${r.method} ${r.endpoint || '—'}` }),
-        el('td', { class: 'nolabel' }, el('span', { class: ok ? 'status-ok' : 'status-err', text: String(r.status) })),
+        // A key's refusals of one minute share a row: "429 ×120".
+        el('td', { class: 'nolabel' }, el('span', { class: ok ? 'status-ok' : 'status-err', text: r.calls > 1 ? `${r.status} ×${r.calls}` : String(r.status), title: r.calls > 1 ? `${r.calls} calls in this minute, the first one's id` : undefined })),
         el('td', { class: 'error-cell nolabel wide' },
           r.error_type ? el('span', { class: 'mono', text: r.error_type }) : null,
           // The reason in words: the model service's detail for its 400/422, else the gateway's or the jobs API's message.
@@ -507,7 +536,8 @@
       `  -F model=${shellQuote($('#pg-model').value)}`,
       `  -F attenuation_limit_db=${shellQuote($('#pg-atten').value)}`,
       `  -F output_format=${shellQuote(format)}`,
-      ...(loudness ? [`  -F loudness_lufs=${shellQuote(loudness)}`] : []),
+      // A preset (podcast, broadcast, keep) goes in `loudness`, a figure in `loudness_lufs`.
+      ...(loudness ? [`  -F ${/^-?\d/.test(loudness) ? 'loudness_lufs' : 'loudness'}=${shellQuote(loudness)}`] : []),
       `  ${shellQuote(url)}`,
     ].join(' \\\n');
   }
@@ -605,7 +635,8 @@
     try {
       const bytes = await blob.arrayBuffer();
       pg.beforeBytes = bytes;
-      const decoded = await Spectrogram.decodeMono(bytes, Spectrogram.wavSampleRate(bytes) || 48000);
+      // At the file's own rate (its header), so a 16 kHz file is drawn from 0 to 8 kHz, not to 24 kHz.
+      const decoded = await Spectrogram.decodeMono(bytes, Spectrogram.sourceSampleRate(bytes) || 48000);
       pg.beforeDecoded = decoded;
       pg.beforePeakDb = Spectrogram.draw(canvas, decoded);
       $('#pg-before-info').textContent = `${name} · ${(blob.size / 1024).toFixed(0)} KiB · ${decoded.duration.toFixed(2)} s`;
@@ -669,7 +700,8 @@
     form.append('attenuation_limit_db', $('#pg-atten').value);
     const format = $('#pg-format').value;
     form.append('output_format', format);
-    if ($('#pg-loudness').value) form.append('loudness_lufs', $('#pg-loudness').value);
+    const loudness = $('#pg-loudness').value;
+    if (loudness) form.append(/^-?\d/.test(loudness) ? 'loudness_lufs' : 'loudness', loudness);
     const run = $('#pg-run');
     run.disabled = true;
     pgStatus('Uploading and cleaning…');
@@ -714,9 +746,14 @@
       $('#pg-after-info').textContent = parts.join(' · ');
       pgStatus(`Done in ${((performance.now() - started) / 1000).toFixed(1)} s.`);
       const bytes = await blob.arrayBuffer();
-      const decoded = await Spectrogram.decodeMono(bytes, Spectrogram.wavSampleRate(bytes) || stats.output_sample_rate || 48000);
-      // One frequency axis for both (the higher of the two Nyquist frequencies) and the colour scale of "before",
-      // so the removed noise shows as darker areas at the same height.
+      const decoded = await Spectrogram.decodeMono(bytes, stats.output_sample_rate || Spectrogram.sourceSampleRate(bytes) || 48000);
+      // The server measured the input's rate: where the header did not tell it, "before" is decoded again at that rate.
+      if (pg.beforeDecoded && pg.beforeBytes && stats.input_sample_rate && Math.min(96000, Math.max(8000, stats.input_sample_rate)) !== pg.beforeDecoded.sampleRate) {
+        pg.beforeDecoded = await Spectrogram.decodeMono(pg.beforeBytes, stats.input_sample_rate);
+        pg.beforePeakDb = Spectrogram.draw($('#pg-before-spec'), pg.beforeDecoded);
+      }
+      // One frequency axis for both, from 0 to the higher of the two Nyquist frequencies, and the colour scale of
+      // "before", so the removed noise shows as darker areas at the same height.
       const axisHz = Math.max(decoded.sampleRate, pg.beforeDecoded ? pg.beforeDecoded.sampleRate : 0) / 2;
       if (pg.beforeDecoded) Spectrogram.draw($('#pg-before-spec'), pg.beforeDecoded, pg.beforePeakDb, axisHz);
       Spectrogram.draw(afterCanvas, decoded, pg.beforePeakDb, axisHz);

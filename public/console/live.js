@@ -27,7 +27,7 @@
       el('span', { class: 'meter-label', text: label }),
       el('div', { class: 'meter', role: 'meter', 'aria-label': `${label} level`, 'aria-valuemin': METER_FLOOR_DB, 'aria-valuemax': 0, id: `${id}-meter` },
         el('div', { class: 'meter-fill', id: `${id}-fill` })),
-      el('output', { id: `${id}-db`, class: 'meter-db', text: '−∞ dB' }));
+      el('output', { id: `${id}-db`, class: 'meter-db', text: 'silent' }));
     const stat = (id, label, title) => el('div', { class: 'live-stat', title },
       el('div', { class: 'stat-label', text: label }), el('div', { class: 'live-stat-value', id, text: '—' }));
     page.append(
@@ -364,7 +364,8 @@
       // The colour scale spans the whole meter, whatever part of it is lit.
       if (pct > 0) fill.style.backgroundSize = `${(100 * 100) / pct}% 100%`;
       $(`#${id}-meter`).setAttribute('aria-valuenow', String(Math.round(db)));
-      $(`#${id}-db`).textContent = db <= METER_FLOOR_DB ? '−∞ dB' : `${Math.round(db)} dB`.replace('-', '−');
+      // Below the meter's floor the level is not −∞ (only digital silence is): it is quieter than the scale shows.
+      $(`#${id}-db`).textContent = r.ended ? 'silent' : db <= METER_FLOOR_DB ? `< ${METER_FLOOR_DB} dB`.replace('-', '−') : `${Math.round(db)} dB`.replace('-', '−');
     };
     bar('live-in', r.ended ? METER_FLOOR_DB : r.inDb);
     bar('live-out', r.ended ? METER_FLOOR_DB : r.outDb);

@@ -19,6 +19,75 @@
     return null;
   }
 
+  // The rate a file was recorded at, read from its header: the browser decodes everything at the context's rate, so
+  // without it a 16 kHz MP3 or Opus file is drawn up to 24 kHz with two thirds of the picture empty.
+  const MP3_RATES = [[11025, 12000, 8000], null, [22050, 24000, 16000], [44100, 48000, 32000]]; // by version bits
+  const MP3_KBPS = { 3: [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320], 2: [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160] };
+  const plausible = (rate) => (Number.isFinite(rate) && rate >= 4000 && rate <= 768000 ? rate : null);
+
+  /** Finds `ascii` in the bytes from `from` up to `limit`; -1 when absent. */
+  function indexOf(b, ascii, from, limit) {
+    const end = Math.min(b.length, limit) - ascii.length;
+    outer: for (let i = from; i <= end; i++) {
+      for (let k = 0; k < ascii.length; k++) if (b[i + k] !== ascii.charCodeAt(k)) continue outer;
+      return i;
+    }
+    return -1;
+  }
+
+  /** An MPEG audio frame header at `o`: { rate, length } (length 0 when not layer III), or null. */
+  function mp3Frame(b, o) {
+    if (o + 4 > b.length || b[o] !== 0xff || (b[o + 1] & 0xe0) !== 0xe0) return null;
+    const version = (b[o + 1] >> 3) & 3, layer = (b[o + 1] >> 1) & 3, bitrate = b[o + 2] >> 4, rateIndex = (b[o + 2] >> 2) & 3;
+    if (version === 1 || layer === 0 || bitrate === 0 || bitrate === 15 || rateIndex === 3) return null;
+    const rate = MP3_RATES[version][rateIndex];
+    const kbps = layer === 1 ? MP3_KBPS[version === 3 ? 3 : 2][bitrate] : 0; // layer bits 01 = layer III
+    const length = kbps ? Math.floor(((version === 3 ? 144 : 72) * kbps * 1000) / rate) + ((b[o + 2] >> 1) & 1) : 0;
+    return { rate, length };
+  }
+
+  /**
+   * The sample rate in the header of a WAV, FLAC, MP3, Ogg (Vorbis, Opus: its input rate, as the API reports it), MP4/M4A
+   * or WebM file, or null when it cannot be told (the caller then decodes at 48 kHz).
+   */
+  function sourceSampleRate(arrayBuffer) {
+    const wav = wavSampleRate(arrayBuffer);
+    if (wav) return plausible(wav);
+    const b = new Uint8Array(arrayBuffer);
+    const head = 65536;
+    const u32le = (o) => b[o] | (b[o + 1] << 8) | (b[o + 2] << 16) | (b[o + 3] * 16777216);
+    if (indexOf(b, 'fLaC', 0, 4) === 0 && b.length >= 21) return plausible((b[18] << 12) | (b[19] << 4) | (b[20] >> 4));
+    const opus = indexOf(b, 'OpusHead', 0, head); // Ogg Opus, or Opus in WebM (its CodecPrivate)
+    if (opus >= 0 && opus + 16 <= b.length) return plausible(u32le(opus + 12) || 48000);
+    const vorbis = indexOf(b, '\x01vorbis', 0, head);
+    if (vorbis >= 0 && vorbis + 16 <= b.length) return plausible(u32le(vorbis + 12));
+    if (indexOf(b, 'ftyp', 4, 8) === 4) {
+      const entry = indexOf(b, 'mp4a', 0, b.length); // the sample entry may follow the media data (moov at the end)
+      if (entry >= 0 && entry + 30 <= b.length) return plausible((b[entry + 28] << 8) | b[entry + 29]);
+      return null;
+    }
+    if (b[0] === 0x1a && b[1] === 0x45 && b[2] === 0xdf && b[3] === 0xa3) {
+      // Matroska/WebM: SamplingFrequency (0xB5), a 4- or 8-byte float.
+      const v = new DataView(arrayBuffer);
+      for (let i = 0; i + 10 <= Math.min(b.length, head); i++) {
+        if (b[i] !== 0xb5 || (b[i + 1] !== 0x84 && b[i + 1] !== 0x88)) continue;
+        const rate = b[i + 1] === 0x84 ? v.getFloat32(i + 2) : v.getFloat64(i + 2);
+        if (plausible(rate) && Number.isInteger(rate)) return rate;
+      }
+      return null;
+    }
+    // MP3: after an ID3v2 tag, the first frame header whose successor (layer III) is where its length says.
+    let o = 0;
+    if (indexOf(b, 'ID3', 0, 3) === 0 && b.length >= 10) o = 10 + ((b[6] << 21) | (b[7] << 14) | (b[8] << 7) | b[9]) + (b[5] & 0x10 ? 10 : 0);
+    for (const end = Math.min(b.length, o + head); o < end; o++) {
+      const frame = mp3Frame(b, o);
+      if (!frame) continue;
+      const next = frame.length ? mp3Frame(b, o + frame.length) : frame;
+      if (next && next.rate === frame.rate) return frame.rate;
+    }
+    return null;
+  }
+
   /** Decodes any format the browser knows, resampled to `sampleRate`, downmixed to mono. */
   async function decodeMono(arrayBuffer, sampleRate) {
     const rate = Math.min(96000, Math.max(8000, sampleRate || 48000));
@@ -177,5 +246,5 @@
     return peak;
   }
 
-  window.Spectrogram = { wavSampleRate, decodeMono, stft, fft, draw };
+  window.Spectrogram = { wavSampleRate, sourceSampleRate, decodeMono, stft, fft, draw };
 })();

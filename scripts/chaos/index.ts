@@ -2,10 +2,12 @@
 // gateways and model services on loopback ports with temporary data directories, sends the corpus through /denoise
 // and /denoise/batch, runs the concurrency and fault scenarios (credit race, rate-limit burst, kill -9 and SIGSTOP of
 // model services, slow clients, admission, SIGTERM under load, …), and prints a table. Everything it starts it stops;
-// everything it writes it removes. Phase 4 and the rows marked 27.x are issue 27's (scripts/chaos/round3.ts).
+// everything it writes it removes. Phase 4 and the rows marked 27.x are issue 27's (scripts/chaos/round3.ts), phase 5
+// and the rows 35.x issue 35's outside the live path (scripts/chaos/restarts.ts).
 //   npm run chaos                       the whole suite (a few minutes on 2 cores)
 //   npm run chaos -- --json out.json    also write the figures as JSON
 //   npm run chaos -- --seed 7 --keep    another corpus; keep the temp directory for inspection
+//   npm run chaos -- --phases 6         only the live-stream rows (scripts/chaos/streams.ts)
 // Exit status: 0 when every target was met, 1 otherwise.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -19,6 +21,8 @@ import { call, sleep } from './http';
 import { allProcs, startGateway, startModelService, stop, type Proc } from './procs';
 import * as S from './scenarios';
 import * as R3 from './round3';
+import { runRestartsPhase } from './restarts';
+import { runStreamRows } from './streams';
 
 interface Args {
   json: string | null;
@@ -29,7 +33,7 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { json: null, seed: 1, keep: false, budgetMs: 15 * 60_000, phases: new Set([1, 2, 3, 4]) };
+  const args: Args = { json: null, seed: 1, keep: false, budgetMs: 15 * 60_000, phases: new Set([1, 2, 3, 4, 5, 6]) };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--json') args.json = argv[++i] ?? 'chaos.json';
@@ -38,7 +42,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === '--budget-s') args.budgetMs = Number(argv[++i]) * 1000;
     else if (a === '--phases') args.phases = new Set((argv[++i] ?? '').split(',').map(Number));
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('npm run chaos [-- --json FILE] [--seed N] [--keep] [--budget-s S] [--phases 1,2,3,4]\n');
+      process.stdout.write('npm run chaos [-- --json FILE] [--seed N] [--keep] [--budget-s S] [--phases 1,2,3,4,5,6]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -86,6 +90,8 @@ async function main(): Promise<void> {
     inproc: path.join(root, 'inproc'),
     round3: path.join(root, 'round3'),
     floor: path.join(root, 'floor'),
+    restarts: path.join(root, 'restarts'),
+    streams: path.join(root, 'streams'),
   };
   for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
   const tmpBefore = new Set(fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith('mat-debug-')));
@@ -245,7 +251,20 @@ async function main(): Promise<void> {
       ctx.add({ item: 'stop', title: 'phase 4 processes stop on SIGTERM', pass: stops4.every((c) => c === 0), detail: `exit codes ${stops4.join('/')}` });
     }
 
-    await S.keysEpipe(ctx, dirs.replicas);
+    // -- phase 5: issue 35 outside the live path (scripts/chaos/restarts.ts) ------------------------------------------
+    if (args.phases.has(5)) {
+      log('phase 5: issue 35 (file-work restarts, job credits across kill -9, refusal rows, file modes)');
+      const env5 = gatewayEnv(dirs.restarts, { MODEL_SERVICE_TOKEN: '', UPSTREAM_HEALTH_INTERVAL_MS: '200', BREAKER_COOLDOWN_MS: '500' });
+      await runRestartsPhase(ctx, { dir: dirs.restarts, env: env5, adminSecret, wav, scratch: path.join(root, 'backups') });
+    }
+
+    // -- phase 6: live streams (issue 35) ----------------------------------------------------------------------------
+    if (args.phases.has(6)) {
+      log('phase 6: live streams (protocol abuse, credits, revocation, slow readers, kill -9 of the file-work process, SIGTERM)');
+      await runStreamRows(ctx, gatewayEnv(dirs.streams, { MODEL_SERVICE_TOKEN: '' }), dirs.streams);
+    }
+
+    if (args.phases.has(1)) await S.keysEpipe(ctx, dirs.replicas); // on phase 1's store
   } catch (err) {
     ctx.add({ item: 'run', title: 'suite aborted', pass: false, detail: err instanceof Error ? (err.stack ?? err.message) : String(err) });
   } finally {
@@ -272,7 +291,7 @@ async function main(): Promise<void> {
   ctx.add({ item: 'mat', title: 'ONNX Runtime mat-debug log files', pass: matDebug.length === 0, detail: `${matDebug.length} /tmp/mat-debug-<pid>.log of this run's processes (target 0)` });
 
   const summary: Array<[string, string, string, boolean | null]> = [
-    ['inputs tried', `${corpusCount} files (each via /denoise and /denoise/batch) + ${hostile.length} hostile requests; ${t.requests} calls in all`, '≥ 300 files', corpusCount >= 300],
+    ['inputs tried', `${corpusCount} files (each via /denoise and /denoise/batch) + ${hostile.length} hostile requests; ${t.requests} calls in all`, '≥ 300 files', args.phases.has(1) ? corpusCount >= 300 : null],
     ['statuses', statusText, '', null],
     ['5xx', `${fivexx} in all, ${t.unexpected5xx.length} unexpected`, '0 unexpected', t.unexpected5xx.length === 0],
     ['crashes', `${crashes.length} process exits not caused by the suite; ${t.noReply.length} unexpected empty replies`, '0', crashes.length === 0 && t.noReply.length === 0],

@@ -1,20 +1,26 @@
 // FfmpegSource: the file pipeline's source for anything the in-process WAV reader does not take. ONE ffmpeg child
-// decodes and resamples; its stderr banner (codec, container, duration, input rate) and the WAV header it writes first
-// (exact channel count) describe the input, and a packet scan beside it its real length, before the first chunk.
+// decodes and resamples, started once ffprobe (probe.ts) and a packet scan (duration-scan.ts) have described the input
+// and the limits have passed (sources.ts); the WAV header it writes first gives the exact channel count it decodes to.
 // PipeFrames reads whole frames from a child's stdout.
 import type { ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config';
 import { deinterleave, silenceNonFinite } from '../dsp/interleave';
-import type { DurationScan } from './duration-scan';
 import { AudioInputError, AudioPipelineError } from './errors';
 import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
-import { checkDecodedDuration, checkInputLimits, type AudioLimits } from './limits';
-import { cleanDetail, opusInputSampleRate, parseBanner, probeFailure } from './probe';
+import { cleanDetail, probeFailure } from './probe';
 import { parseWav } from './wav';
 
-/** How long ffmpeg may take to print the banner and the WAV header (the probe's old bound). */
+/** How long ffmpeg may take to write the WAV header. */
 const HEADER_TIMEOUT_MS = 30_000;
+
+/** What the probe and the packet scan said about the input, before the decoder starts. */
+export interface DescribedInput {
+  inputRate: number;
+  codec: string;
+  container: string;
+  durationS: number | null;
+}
 
 /** Pulls whole frames of float32 samples from a child's stdout, one pipe chunk at a time (bounded memory). */
 export class PipeFrames {
@@ -87,10 +93,10 @@ export class FfmpegSource {
     this.frames = new PipeFrames(stdout, channels, afterHeader);
   }
 
-  /** `scan`: the input's packet scan, started beside this decoder (null where a WAV header already told the length). */
-  static async open(config: Config, inputPath: string, modelRate: number, limits: AudioLimits, scan: DurationScan | null): Promise<FfmpegSource> {
+  /** Starts the decoder of an input already described (and checked against the limits) by the caller. */
+  static async open(config: Config, inputPath: string, modelRate: number, input: DescribedInput): Promise<FfmpegSource> {
     const child = spawnFfmpeg(config, [
-      '-nostats',
+      '-nostats', '-loglevel', 'error',
       ...untrustedInputArgs(),
       '-i', inputPath,
       '-map', '0:a:0', '-vn', '-sn', '-dn',
@@ -102,22 +108,10 @@ export class FfmpegSource {
     ]);
     child.stdin!.on('error', () => undefined);
     child.stdin!.end();
-    // The banner is at the start of stderr (kept whole, bounded); errors are at its end (kept as a tail).
-    let banner = '';
     const tail = new StderrTail(64 * 1024);
-    let bannerDone: () => void = () => undefined;
-    const bannerReady = new Promise<void>((resolve) => (bannerDone = resolve));
-    child.stderr!.on('data', (d: Buffer) => {
-      tail.push(d);
-      if (banner.length < 256 * 1024) {
-        banner += d.toString();
-        // Printed once the input is fully described, before any audio is written. (A banner this long is cut:
-        // waiting for more would stall the decoder behind an unread stdout.)
-        if (/Stream mapping:|Output #0/.test(banner) || banner.length >= 256 * 1024) bannerDone();
-      }
-    });
+    child.stderr!.on('data', (d: Buffer) => tail.push(d));
     const exit = waitForExit(child);
-    exit.then(() => bannerDone(), () => bannerDone());
+    exit.catch(() => undefined);
 
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -139,31 +133,18 @@ export class FfmpegSource {
         info = parseWav(Buffer.concat(head, headBytes), Infinity);
         if (!info && headBytes > 1 << 20) throw new AudioPipelineError('ffmpeg decoder wrote no usable WAV header');
       }
-      await bannerReady;
       clearTimeout(timer);
       if (!info) {
-        // No audio came out: the probe's error reporting (no audio stream, not audio, format not accepted...).
+        // No audio came out: ffmpeg's reason (not audio, format not accepted...).
         const { code, signal } = await exit;
-        const text = banner + tail.toString();
         if (signal) throw new AudioPipelineError(`ffmpeg decoder was killed (${signal})`);
-        if (code !== 0) throw probeFailure(text, inputPath, parseBanner(text).hasAudio);
+        if (code !== 0) throw probeFailure(tail.toString(), inputPath, null);
         throw new AudioInputError('could not decode: no audio samples in the file');
       }
       // The same iterator goes on reading the samples that follow the header.
       const afterHeader = Buffer.concat(head, headBytes).subarray(info.dataOffset);
-      const b = parseBanner(banner);
-      const opusRate = b.codec === 'opus' ? await opusInputSampleRate(inputPath) : null;
-      const inputRate = opusRate ?? b.sampleRate ?? info.sampleRate;
-      // Before any audio goes to the engine (the caller checks again; this one spares the decoding).
-      checkInputLimits(limits, { sampleRate: inputRate, channels: info.channels, durationS: b.durationS });
-      // The banner's duration may be missing or wrong; the packets tell, before the model sees any of the audio.
-      const scanned = scan ? await scan.seconds : null;
-      if (scanned !== null) checkDecodedDuration(limits, scanned);
-      // (Within a second over the limit passes, as decoding does; the pipeline's header check would not pass it.)
-      const counted = scanned !== null && scanned <= limits.maxAudioSeconds ? scanned : null;
-      const durationS = b.durationS !== null && !b.estimated ? b.durationS : counted ?? b.durationS;
       return new FfmpegSource(
-        child, exit, tail, inputPath, modelRate, info.channels, inputRate, b.codec ?? 'unknown', b.container ?? 'unknown', durationS, it, afterHeader,
+        child, exit, tail, inputPath, modelRate, info.channels, input.inputRate, input.codec, input.container, input.durationS, it, afterHeader,
       );
     } catch (err) {
       clearTimeout(timer);

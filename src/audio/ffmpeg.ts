@@ -1,4 +1,4 @@
-// Small helpers around spawning the ffmpeg binary directly (no ffprobe ships with @ffmpeg-installer).
+// Small helpers around spawning the ffmpeg and ffprobe binaries directly (ffprobe from @ffprobe-installer: probe.ts).
 import os from 'node:os';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { idleCommandLine } from '../config/system-tools';
@@ -50,9 +50,18 @@ export interface FfmpegTool {
 }
 
 export function spawnFfmpeg(tool: string | FfmpegTool, args: string[]): ChildProcess {
-  const { ffmpegPath, fileWorkNice = 0, fileWorkIdle = false } = typeof tool === 'string' ? { ffmpegPath: tool } : tool;
-  const argv = ['-hide_banner', '-nostdin', ...args];
-  const child = spawn(...idleCommandLine(fileWorkIdle, ffmpegPath, argv), { stdio: ['pipe', 'pipe', 'pipe'] });
+  const settings = typeof tool === 'string' ? { ffmpegPath: tool } : tool;
+  return spawnAtFileWorkPriority(settings, settings.ffmpegPath, ['-hide_banner', '-nostdin', ...args]);
+}
+
+/** ffprobe, at the same priority as ffmpeg (ffprobe reads no stdin: it has no -nostdin). */
+export function spawnFfprobe(tool: FfmpegTool & { ffprobePath: string }, args: string[]): ChildProcess {
+  return spawnAtFileWorkPriority(tool, tool.ffprobePath, ['-hide_banner', ...args]);
+}
+
+function spawnAtFileWorkPriority(tool: FfmpegTool, binary: string, argv: string[]): ChildProcess {
+  const { fileWorkNice = 0, fileWorkIdle = false } = tool;
+  const child = spawn(...idleCommandLine(fileWorkIdle, binary, argv), { stdio: ['pipe', 'pipe', 'pipe'] });
   if (fileWorkNice > 0 && child.pid !== undefined) {
     try {
       os.setPriority(child.pid, fileWorkNice);

@@ -1,31 +1,63 @@
-// Reads an input file's audio properties with the ffmpeg binary alone (no ffprobe ships with @ffmpeg-installer).
-// One ffmpeg run opens the file, decodes ~0.1 s of its first audio stream to a WAV on stdout, and we read:
-//   - codec, container and duration from the "Input #0" banner on stderr,
-//   - sample rate and channel count from the WAV header ffmpeg wrote (exact, no channel-layout name parsing),
-//   - decodability from the exit status.
+// What an input file holds, from ffprobe's JSON output (-print_format json -show_format -show_streams
+// -show_chapters): the container, its duration and start, every stream (type, codec, rate, channels, start time) and
+// the chapter count. ffprobe's JSON is its stable interface; ffmpeg's human-readable stderr banner, which this
+// replaced, changes between ffmpeg versions. The input is opened under the same demuxer and protocol whitelist as the
+// decoder (untrustedInputArgs). Errors for the client come from ffprobe's error string and its last stderr lines.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
 import { AudioInputError, AudioPipelineError } from './errors';
-import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
+import { killChild, spawnFfprobe, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
 
 export { AudioInputError } from './errors';
 
+export type StreamType = 'audio' | 'video' | 'subtitle' | 'data' | 'attachment' | 'other';
+
+export interface ProbedStream {
+  /** The stream's index in the container (ffmpeg's `0:N`). */
+  index: number;
+  type: StreamType;
+  /** ffmpeg's codec name, e.g. "aac", "opus", "h264", "mov_text"; "unknown" when ffprobe names none. */
+  codec: string;
+  /** Audio only: sample rate (Hz) and channel count; null otherwise or when unknown. */
+  sampleRate: number | null;
+  channels: number | null;
+  startTimeS: number | null;
+  durationS: number | null;
+  /** A cover picture stored as a video stream (MP3/M4A artwork): not a video. */
+  attachedPicture: boolean;
+}
+
+export interface MediaProbe {
+  /** ffmpeg demuxer name(s), e.g. "wav", "ogg", "mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm". */
+  container: string;
+  /** Container duration in seconds, or null when the container does not say. */
+  durationS: number | null;
+  streams: ProbedStream[];
+  chapters: number;
+  /** MP4/MOV: the `ftyp` major brand ("isom", "mp42", "qt  "...); null for other containers. */
+  brand: string | null;
+  /** Start of the first chapter (seconds); null without chapters. */
+  firstChapterS: number | null;
+}
+
 export interface AudioProbe {
-  /** Sample rate of the first audio stream, Hz. */
+  /** Sample rate of the first audio stream, Hz (Opus: the rate its header says it was recorded at). */
   sampleRate: number;
   channels: number;
   /** Container duration in seconds, or null when the container does not say. */
   durationS: number | null;
   /** ffmpeg decoder name of the first audio stream, e.g. "pcm_s16le", "mp3", "aac", "opus". */
   codec: string;
-  /** ffmpeg demuxer name(s), e.g. "wav", "ogg", "mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm". */
+  /** ffmpeg demuxer name(s). */
   container: string;
 }
 
+export type ProbeTool = Pick<Config, 'ffprobePath' | 'ffmpegPath' | 'fileWorkNice' | 'fileWorkIdle'>;
+
 const PROBE_TIMEOUT_MS = 30_000;
-/** Enough decoded audio to prove the stream decodes, little enough to be instant. */
-const PROBE_DECODE_SECONDS = '0.1';
+/** ffprobe's JSON for a file with a few thousand chapters or streams is still far under this. */
+const MAX_JSON_BYTES = 8 << 20;
 
 /** Rejects a missing, non-regular, empty or unreadable input with the client-facing AudioInputError. */
 export async function assertReadableFile(inputPath: string): Promise<fs.Stats> {
@@ -46,86 +78,127 @@ export async function assertReadableFile(inputPath: string): Promise<fs.Stats> {
   return stat;
 }
 
-export async function probeAudio(config: Config, inputPath: string): Promise<AudioProbe> {
-  await assertReadableFile(inputPath);
-
-  // Absolute path: ffmpeg would read a relative name like "concat:a|b" or "http:x" as a protocol URL.
+/** Describes the file at `inputPath` (any media ffmpeg's whitelisted demuxers open); AudioInputError when none does. */
+export async function probeMedia(tool: ProbeTool, inputPath: string): Promise<MediaProbe> {
+  // Absolute path: a relative name like "concat:a|b" or "http:x" would be read as a protocol URL.
   inputPath = path.resolve(inputPath);
-  const child = spawnFfmpeg(config, [
+  const child = spawnFfprobe(tool, [
+    '-v', 'error',
     ...untrustedInputArgs(),
+    '-print_format', 'json=compact=1', '-show_error', '-show_format', '-show_streams', '-show_chapters',
     '-i', inputPath,
-    '-map', '0:a:0', '-vn', '-sn', '-dn',
-    '-t', PROBE_DECODE_SECONDS,
-    '-fflags', '+bitexact', '-map_metadata', '-1',
-    '-c:a', 'pcm_s16le', '-f', 'wav', 'pipe:1',
   ]);
-  const stderr = new StderrTail(64 * 1024);
+  const stderr = new StderrTail(16 * 1024);
   const stdout: Buffer[] = [];
   let stdoutBytes = 0;
   child.stderr!.on('data', (d: Buffer) => stderr.push(d));
   child.stdout!.on('data', (d: Buffer) => {
-    // Only the header matters; 0.1 s of audio is small but cap it anyway.
-    if (stdoutBytes < 1 << 20) {
-      stdout.push(d);
-      stdoutBytes += d.length;
-    }
+    stdoutBytes += d.length;
+    if (stdoutBytes <= MAX_JSON_BYTES) stdout.push(d);
+    else killChild(child);
   });
   child.stdin!.on('error', () => undefined);
   child.stdin!.end();
-  const timer = setTimeout(() => killChild(child), PROBE_TIMEOUT_MS);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    killChild(child);
+  }, PROBE_TIMEOUT_MS);
   let exit: { code: number | null; signal: NodeJS.Signals | null };
   try {
     exit = await waitForExit(child);
   } finally {
     clearTimeout(timer);
   }
-  const text = stderr.toString();
-  if (exit.signal) throw new AudioPipelineError(`ffmpeg probe was killed (${exit.signal})`);
-
-  const banner = parseBanner(text);
-  if (exit.code !== 0) throw probeFailure(text, inputPath, banner.hasAudio);
-
-  const header = parseWavHeader(Buffer.concat(stdout));
-  if (!header) throw new AudioInputError(`could not decode: ${cleanDetail(stderr.summary(), inputPath) || 'no audio decoded'}`);
-  // Opus always decodes at 48 kHz; the stream header records the rate the audio was recorded at.
-  const opusRate = banner.codec === 'opus' ? await opusInputSampleRate(inputPath) : null;
-  return {
-    sampleRate: opusRate ?? header.sampleRate,
-    channels: header.channels,
-    durationS: banner.durationS,
-    codec: banner.codec ?? 'unknown',
-    container: banner.container ?? 'unknown',
-  };
-}
-
-export interface Banner {
-  container: string | null;
-  durationS: number | null;
-  codec: string | null;
-  /** Sample rate of the input's first audio stream as ffmpeg prints it. */
-  sampleRate: number | null;
-  hasAudio: boolean;
-  /** ffmpeg guessed the duration from a bitrate (an MP3 without a Xing header, a streamed WAV): it may be far off. */
-  estimated: boolean;
-}
-
-/** Parses the "Input #0, <demuxer>, from ..." banner ffmpeg prints to stderr. */
-export function parseBanner(text: string): Banner {
-  const container = /Input #0, (.+?), from /.exec(text)?.[1] ?? null;
-  const dur = /Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)/.exec(text);
-  const durationS = dur ? Number(dur[1]) * 3600 + Number(dur[2]) * 60 + Number(dur[3]) : null;
-  const audio = /Stream #0:\d+(?:\[[^\]]*\])?(?:\([^)]*\))?: Audio: ([A-Za-z0-9_]+)([^\n]*)/.exec(text);
-  const rate = audio ? /, (\d+) Hz/.exec(audio[2]) : null;
-  return {
-    container, durationS, codec: audio?.[1] ?? null, sampleRate: rate ? Number(rate[1]) : null, hasAudio: !!audio,
-    estimated: /Estimating duration from bitrate/.test(text),
-  };
-}
-
-export function probeFailure(stderr: string, inputPath: string, hasAudio: boolean): AudioInputError {
-  if (/matches no streams/.test(stderr) || (/Input #0/.test(stderr) && !hasAudio)) {
-    return new AudioInputError('no audio stream found');
+  if (timedOut) throw new AudioInputError(`could not read the file's description within ${PROBE_TIMEOUT_MS / 1000} s`);
+  if (stdoutBytes > MAX_JSON_BYTES) throw new AudioInputError('the file describes too many streams or chapters');
+  if (exit.signal) throw new AudioPipelineError(`ffprobe was killed (${exit.signal})`);
+  let json: FfprobeJson;
+  try {
+    json = JSON.parse(Buffer.concat(stdout).toString('utf8')) as FfprobeJson;
+  } catch {
+    throw exit.code === 0
+      ? new AudioPipelineError('ffprobe wrote no readable JSON')
+      : probeFailure(stderr.toString(), inputPath, null);
   }
+  if (exit.code !== 0 || json.error || !json.format) throw probeFailure(stderr.toString(), inputPath, json.error?.string ?? null);
+  return parseProbe(json);
+}
+
+/** The first audio stream's properties (what the file pipeline needs); AudioInputError when there is none. */
+export async function probeAudio(tool: ProbeTool, inputPath: string): Promise<AudioProbe> {
+  await assertReadableFile(inputPath);
+  return audioOf(await probeMedia(tool, inputPath), inputPath);
+}
+
+/** The first audio stream of a probed file, as the pipeline describes its input. */
+export async function audioOf(probe: MediaProbe, inputPath: string): Promise<AudioProbe> {
+  const audio = probe.streams.find((s) => s.type === 'audio');
+  if (!audio) throw new AudioInputError('no audio stream found');
+  if (!audio.sampleRate || !audio.channels) throw new AudioInputError('could not decode: the audio stream has no sample rate or channel count');
+  // Opus always decodes at 48 kHz; the stream header records the rate the audio was recorded at.
+  const opusRate = audio.codec === 'opus' ? await opusInputSampleRate(inputPath) : null;
+  return {
+    sampleRate: opusRate ?? audio.sampleRate,
+    channels: audio.channels,
+    durationS: probe.durationS,
+    codec: audio.codec,
+    container: probe.container,
+  };
+}
+
+/** The parts of ffprobe's JSON read here (every value may be missing). */
+interface FfprobeJson {
+  error?: { code?: number; string?: string };
+  format?: { format_name?: string; duration?: string; start_time?: string; tags?: { major_brand?: string } };
+  streams?: Array<{
+    index?: number;
+    codec_type?: string;
+    codec_name?: string;
+    sample_rate?: string;
+    channels?: number;
+    start_time?: string;
+    duration?: string;
+    disposition?: { attached_pic?: number };
+  }>;
+  chapters?: Array<{ start_time?: string }>;
+}
+
+const STREAM_TYPES: readonly StreamType[] = ['audio', 'video', 'subtitle', 'data', 'attachment'];
+
+export function parseProbe(json: FfprobeJson): MediaProbe {
+  const seconds = (v: string | undefined): number | null => {
+    const n = v === undefined ? NaN : Number(v);
+    return Number.isFinite(n) ? n : null;
+  };
+  const streams = (json.streams ?? []).map((s, i): ProbedStream => {
+    const rate = Number(s.sample_rate);
+    const type = STREAM_TYPES.find((t) => t === s.codec_type) ?? 'other';
+    return {
+      index: Number.isInteger(s.index) ? s.index! : i,
+      type,
+      codec: s.codec_name ?? 'unknown',
+      sampleRate: type === 'audio' && Number.isInteger(rate) && rate > 0 ? rate : null,
+      channels: type === 'audio' && Number.isInteger(s.channels) && s.channels! > 0 ? s.channels! : null,
+      startTimeS: seconds(s.start_time),
+      durationS: seconds(s.duration),
+      attachedPicture: s.disposition?.attached_pic === 1,
+    };
+  });
+  const duration = seconds(json.format?.duration);
+  return {
+    container: json.format?.format_name ?? 'unknown',
+    durationS: duration !== null && duration >= 0 ? duration : null,
+    streams,
+    chapters: Array.isArray(json.chapters) ? json.chapters.length : 0,
+    brand: typeof json.format?.tags?.major_brand === 'string' ? json.format.tags.major_brand : null,
+    firstChapterS: Array.isArray(json.chapters) && json.chapters.length > 0 ? seconds(json.chapters[0].start_time) : null,
+  };
+}
+
+/** The client-facing reason an input could not be opened, from ffprobe's (or ffmpeg's) stderr and error string. */
+export function probeFailure(stderr: string, inputPath: string, errorString: string | null): AudioInputError {
+  if (/matches no streams/.test(stderr)) return new AudioInputError('no audio stream found');
   const rejected = /\[([A-Za-z0-9_]+)[A-Za-z0-9_,]* @ 0x[0-9a-f]+\] Format not on whitelist/.exec(stderr);
   if (rejected) {
     return new AudioInputError(`unsupported input format "${rejected[1]}": send WAV, FLAC, OGG, Opus, MP3, M4A, WebM or another audio file`);
@@ -134,7 +207,7 @@ export function probeFailure(stderr: string, inputPath: string, hasAudio: boolea
   // The useful reason is usually the line naming the input ("<path>: Invalid data found ...") plus what preceded it.
   const reasonIdx = lines.findIndex((l) => l.includes(inputPath) && /:\s*\S/.test(l.slice(l.indexOf(inputPath) + inputPath.length)));
   const detailLines = reasonIdx >= 0 ? lines.slice(Math.max(0, reasonIdx - 2), reasonIdx + 1) : lines.slice(-3);
-  const detail = cleanDetail(detailLines.join('; '), inputPath);
+  const detail = cleanDetail(detailLines.join('; ') || errorString || '', inputPath);
   if (/Invalid data found when processing input/.test(detail)) {
     return new AudioInputError(`could not decode: not a recognised audio format, or the file is corrupt (${detail})`);
   }
@@ -150,25 +223,6 @@ export function cleanDetail(text: string, inputPath: string): string {
     .replace(/\s+/g, ' ')
     .trim()
     .slice(0, 400);
-}
-
-/** Reads channels and sample rate from a RIFF/WAVE header (walks chunks until "fmt "). */
-export function parseWavHeader(buf: Buffer): { channels: number; sampleRate: number } | null {
-  if (buf.length < 12 || buf.toString('ascii', 0, 4) !== 'RIFF' || buf.toString('ascii', 8, 12) !== 'WAVE') return null;
-  let off = 12;
-  while (off + 8 <= buf.length) {
-    const id = buf.toString('ascii', off, off + 4);
-    const size = buf.readUInt32LE(off + 4);
-    if (id === 'fmt ') {
-      if (off + 16 > buf.length) return null;
-      const channels = buf.readUInt16LE(off + 10);
-      const sampleRate = buf.readUInt32LE(off + 12);
-      if (channels < 1 || sampleRate < 1) return null;
-      return { channels, sampleRate };
-    }
-    off += 8 + size + (size & 1);
-  }
-  return null;
 }
 
 /**

@@ -4,8 +4,9 @@
 //   WavFileSource       uncompressed WAV already at the model rate: read in-process, no child process.
 //   ResampledWavSource  float WAV at another rate: read in-process (NaN/Inf cleaned), resampled by an ffmpeg child
 //                       (soxr) through its stdin/stdout. (Integer PCM WAVs at another rate go to FfmpegSource.)
-//   FfmpegSource        anything else: ONE ffmpeg child decodes and resamples (ffmpeg-source.ts), once a packet scan
-//                       beside it has told how long the input really is (duration-scan.ts).
+//   FfmpegSource        anything else: ONE ffmpeg child decodes and resamples (ffmpeg-source.ts), started once ffprobe's
+//                       JSON (probe.ts) and a packet scan beside it (duration-scan.ts) have described the input and the
+//                       limits have passed: nothing is decoded before then.
 import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,7 +15,8 @@ import { startDurationScan } from './duration-scan';
 import { AudioPipelineError } from './errors';
 import { killChild, spawnFfmpeg, StderrTail, waitForExit, writeToChild } from './ffmpeg';
 import { FfmpegSource, PipeFrames } from './ffmpeg-source';
-import { checkInputLimits } from './limits';
+import { checkDecodedDuration, checkInputLimits } from './limits';
+import { audioOf, probeMedia } from './probe';
 import { interleave } from '../dsp/interleave';
 import type { MemoryFile } from './memory-file';
 import { decodeFrames, type WavSampleFormat } from '../dsp/pcm';
@@ -64,8 +66,7 @@ export interface SourceOptions {
 
 /**
  * The rate to decode to: fixed, or chosen from the input's own rate (e.g. 48 kHz for a full-band run of a 16 kHz model
- * when the input is above 16 kHz). A WAV's header gives the input rate before anything is decoded; ffmpeg is started at
- * the rate chosen for a 48 kHz input and, in the rare case that the input's rate calls for another one, restarted once.
+ * when the input is above 16 kHz). A WAV's header, or else the probe, gives the input rate before anything is decoded.
  */
 export type RateChoice = number | ((inputRate: number) => number);
 
@@ -101,15 +102,22 @@ export async function openSource(
   }
   // Absolute: ffmpeg reads names like "concat:a|b" as protocol URLs.
   const inputPath = path.resolve(typeof input === 'string' ? input : await input.spill());
-  const guess = rateFor(known ?? 48000);
-  // The packet scan runs beside the decoder's start; a WAV header read above already gave the exact length.
+  // The packet scan runs beside the probe; a WAV header read above already gave the exact length.
   const scan = known === null ? startDurationScan(config.ffmpegPath, inputPath, config.maxAudioSeconds) : null;
   try {
-    const source = await FfmpegSource.open(config, inputPath, guess, config, scan);
-    const want = rateFor(source.inputRate);
-    if (want === guess) return source;
-    await source.abort();
-    return await FfmpegSource.open(config, inputPath, want, config, scan);
+    const audio = await audioOf(await probeMedia(config, inputPath), inputPath);
+    const inputRate = known ?? audio.sampleRate;
+    const shape = { sampleRate: inputRate, channels: audio.channels };
+    // Before anything is decoded: rate, channels, and the duration and samples the container claims.
+    checkInputLimits(config, { ...shape, durationS: audio.durationS });
+    // The container's duration may be missing or wrong (an MP3 estimated from its first bitrate): the packets tell.
+    const scanned = scan ? await scan.seconds : null;
+    if (scanned !== null) checkDecodedDuration(config, scanned, shape);
+    // (Within a second over the limit passes, as decoding does; the pipeline's header check would not pass it.)
+    const counted = scanned !== null && scanned <= config.maxAudioSeconds ? scanned : null;
+    return await FfmpegSource.open(config, inputPath, rateFor(inputRate), {
+      inputRate, codec: audio.codec, container: audio.container, durationS: counted ?? audio.durationS,
+    });
   } finally {
     scan?.stop();
   }

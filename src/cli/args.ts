@@ -77,3 +77,46 @@ export function flag(line: ParsedLine, name: string): boolean {
 export function usageLine(program: string, message: string, helpCommand: string): string {
   return `${program}: ${message} (see ${helpCommand})`;
 }
+
+/**
+ * Takes one string option out of argv wherever it stands, before the command's own parse: `keys` and `db` accept
+ * `--data-dir DIR` (or `--data-dir=DIR`) before or after their command. Stops at `--`. Given twice, or without a
+ * value, is a UsageError.
+ */
+export function takeOption(argv: string[], name: string): { value: string | undefined; rest: string[] } {
+  const long = `--${name}`;
+  let value: string | undefined;
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--') {
+      rest.push(...argv.slice(i));
+      break;
+    }
+    let given: string | undefined;
+    if (arg === long) {
+      given = argv[i + 1];
+      if (given === undefined || given.startsWith('--')) given = '';
+      else i++;
+    } else if (arg.startsWith(`${long}=`)) {
+      given = arg.slice(long.length + 1);
+    } else {
+      rest.push(arg);
+      continue;
+    }
+    if (given.trim() === '') throw new UsageError(`${long} needs a value`);
+    if (value !== undefined) throw new UsageError(`${long} given twice`);
+    value = given;
+  }
+  return { value, rest };
+}
+
+/**
+ * The environment a `keys` or `db` command loads its configuration from: `--data-dir DIR` stands for DATA_DIR=DIR,
+ * resolved as DATA_DIR is (a relative DIR against the working folder; under `npm run`, the clone's folder, as for
+ * `npm start`). The rest of argv is the command's.
+ */
+export function dataDirFromArgs(argv: string[], env: NodeJS.ProcessEnv): { argv: string[]; env: NodeJS.ProcessEnv } {
+  const { value, rest } = takeOption(argv, 'data-dir');
+  return { argv: rest, env: value === undefined ? env : { ...env, DATA_DIR: value } };
+}

@@ -13,6 +13,7 @@ import type { Config } from '../config';
 import { openJobStore } from '../jobs/queue/store';
 import { openSqliteStore } from '../store/sqlite-store';
 import { databaseFiles } from './databases';
+import { PRIVATE_FILE_MODE } from '../startup/private-files';
 import { processAlive } from '../startup/process-alive';
 
 /** The command cannot be carried out (exit 1), with the reason for the operator. */
@@ -192,8 +193,17 @@ export async function backupSqlite(config: Pick<Config, 'dataDir'>, file: string
   // An existing jobs part is replaced too (or removed, when there is no jobs.db now): a restore must not pair this
   // gateway copy with an older job queue.
   for (const f of [file, jobsFile]) if (fs.existsSync(f) && !force) throw new CommandError(`${f} exists; pass --force to replace it`);
+  // FILE's folder is made when missing (`backup /data/backups/nsm-….db` on a fresh volume), and said so.
   const dir = path.dirname(file);
-  if (!fs.existsSync(dir)) throw new CommandError(`no such directory: ${dir}`);
+  const made: string[] = [];
+  if (!fs.existsSync(dir)) {
+    try {
+      fs.mkdirSync(dir, { recursive: true });
+    } catch (err) {
+      throw new CommandError(`cannot create the folder ${dir}: ${(err as Error).message}`);
+    }
+    made.push(`created the folder ${dir}`);
+  }
 
   removeBackupLeftovers(dir, file);
   const temp = fs.mkdtempSync(path.join(dir, `${TEMP_PREFIX}${os.hostname()}-${process.pid}-`));
@@ -223,13 +233,15 @@ export async function backupSqlite(config: Pick<Config, 'dataDir'>, file: string
       c.pragma('journal_mode = DELETE');
       c.close();
     }
+    // This user's only, whatever the umask (the copies hold key hashes and webhook secrets); the folder is mkdtemp's 0700.
+    for (const copy of withJobs ? [copies.gateway, copies.jobs] : [copies.gateway]) fs.chmodSync(copy, PRIVATE_FILE_MODE);
     const gatewayInfo = inspectDatabase(copies.gateway);
     const jobsInfo = withJobs ? inspectJobsDatabase(copies.jobs) : null;
     const ms = Date.now() - started;
     fs.renameSync(copies.gateway, file);
     if (withJobs) fs.renameSync(copies.jobs, jobsFile);
     else fs.rmSync(jobsFile, { force: true });
-    const lines = [`backed up ${live.gateway} to ${file} (${bytes(fs.statSync(file).size)}, ${ms} ms): integrity ok, ${describeGateway(gatewayInfo)}`];
+    const lines = [...made, `backed up ${live.gateway} to ${file} (${bytes(fs.statSync(file).size)}, ${ms} ms): integrity ok, ${describeGateway(gatewayInfo)}`];
     if (jobsInfo) lines.push(`backed up ${live.jobs} to ${jobsFile} (${bytes(fs.statSync(jobsFile).size)}): integrity ok, ${describeJobs(jobsInfo)}`);
     return lines;
   } finally {

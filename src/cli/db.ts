@@ -18,8 +18,9 @@ import path from 'node:path';
 import type { Config } from '../config';
 import { describeStore, migrateStore } from '../store';
 import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
+import { usePrivateUmask } from '../startup/private-files';
 import { gatewayDbPath } from '../store/sqlite-store';
-import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
+import { dataDirFromArgs, flag, parseCommandLine, usageLine, UsageError, type OptionSpec } from './args';
 import { watchForNewDatabase } from './databases';
 import { backupSqlite, backupsInProgress, CommandError, restoreSqlite } from './db-backup';
 import { CONFIG_EXIT, configOrExplain } from './environment';
@@ -142,10 +143,10 @@ COMMANDS['import-sqlite'] = {
     'DATABASE_URL: workspaces, keys (their hashes), credit usage, settings and the request log, ids kept. Stop the ' +
     'single box first. One transaction: all or nothing.',
   async run(args, { config, io }) {
-    const line = parseCommandLine(args, { 'data-dir': { type: 'string' } });
+    // --data-dir DIR is every command's option (runDbCli): here it names the folder to copy from.
+    const line = parseCommandLine(args, {});
     if (line.positionals.length > 0) throw new UsageError(`unexpected argument "${line.positionals[0]}"`);
-    const given = stringOf(line, 'data-dir');
-    const dataDir = given === undefined ? config.dataDir : path.resolve(given);
+    const dataDir = config.dataDir;
     if (!config.databaseUrl) throw new UsageError('set DATABASE_URL to the PostgreSQL database to copy into');
     io.out(`copying ${gatewayDbPath({ dataDir })} into ${describeStore(config)} ...`);
     let n;
@@ -171,12 +172,26 @@ export function helpText(): string {
     '  --help',
     '      This text.',
     '',
+    'Options of every command:',
+    '  --data-dir DIR',
+    "      The server's data folder (its DATA_DIR), which holds gateway.db and jobs.db; overrides DATA_DIR.",
+    '',
     'Environment: DATA_DIR (default ./data) holds gateway.db; DATABASE_URL (postgres://…) selects PostgreSQL instead.',
   );
   return lines.join('\n');
 }
 
-export async function runDbCli(argv: string[], io: DbCliIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function runDbCli(argvGiven: string[], io: DbCliIo, envGiven: NodeJS.ProcessEnv = process.env): Promise<number> {
+  // `--data-dir DIR`, before or after the command, stands for DATA_DIR=DIR.
+  let argv: string[];
+  let env: NodeJS.ProcessEnv;
+  try {
+    ({ argv, env } = dataDirFromArgs(argvGiven, envGiven));
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    io.err(usageLine('db', err.message, 'db --help'));
+    return EXIT.usage;
+  }
   const [name, ...args] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     io.out(helpText());
@@ -207,6 +222,7 @@ export async function runDbCli(argv: string[], io: DbCliIo, env: NodeJS.ProcessE
 }
 
 if (require.main === module) {
+  usePrivateUmask(); // backups and databases it writes are this user's only
   // Ctrl-C or a kill during a backup: remove its temporary folder, so nothing half-written stays beside FILE.
   const stop = (): void => {
     for (const dir of backupsInProgress) fs.rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,8 @@
 // `nsm denoise`: files (or stdin) through the local engine, no server (the subcommand table is in nsm.ts).
 //
 //   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
-//                     [--keep-rate|--model-rate] [--force] [--json] [--quiet]
+//                     [--keep-rate|--model-rate] [--speech-segments] [--trim-silence [--max-pause S]] [--force]
+//                     [--json] [--quiet]
 //
 // It shares the service's pipeline (ffmpeg decode, ONNX engine, ffmpeg encode). Outputs are written to a temporary
 // name beside the target and renamed when complete, so an interrupted or failed run never leaves half a file and
@@ -12,14 +13,16 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config';
 import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
-import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseStats } from '../pipeline';
-import { LOUDNESS_RANGE } from '../dsp/normalize';
+import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseFileOptions, type DenoiseStats } from '../pipeline';
+import { denoiseVideo, planVideo, VIDEO_EXTENSIONS, VideoRequestError, type VideoContainer } from '../video';
+import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
 import type { InferenceEngine } from '../inference/types';
 import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { progressReporter } from './progress';
+import { TRIM_DEFAULT_MAX_PAUSE_S, TRIM_MAX_PAUSE_BOUNDS, VAD_DEFAULTS, type SpeechRequest, type SpeechSegment } from '../vad/options';
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
 
@@ -33,24 +36,32 @@ export const DENOISE_HELP = `nsm denoise — remove background noise from speech
 
 Usage:
   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
-                    [--keep-rate | --model-rate] [--force] [--json] [--quiet]
+                    [--keep-rate | --model-rate] [--speech-segments] [--trim-silence [--max-pause S]]
+                    [--force] [--json] [--quiet]
 
   IN may be several files (nsm denoise *.mp3) or - for standard input.
 
 Options:
   -o, --output OUT          output file, or - for standard output (one input only). Its extension picks the
-                            format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}
-  -d, --out-dir DIR         write each output into DIR (default: next to its input)
+                            format: ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')}; for a video input
+                            .mp4, .mov, .mkv or .webm: the same video (copied, not re-encoded) with its audio
+                            cleaned (AAC in MP4/MOV, Opus in MKV/WebM), subtitles and chapters kept
+  -d, --out-dir DIR         write each output into DIR, created if missing (default: next to its input)
                             Default name: <input name>_denoised.<format>; for stdin input, standard output.
   -f, --format F            ${OUTPUT_FORMATS.join(', ')} (default: from OUT's extension, else wav);
                             mp3 64, opus 32, m4a (AAC) 64 kb/s per channel
-  -l, --loudness LUFS       normalise the cleaned audio to this integrated loudness (EBU R128, ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max};
-                            e.g. -16 podcasts, -23 broadcast), true peak at most -1 dBTP (-2 for lossy formats)
+  -l, --loudness L          normalise the cleaned audio to this integrated loudness (EBU R128, ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}
+                            LUFS), true peak at most -1 dBTP (-2 for lossy formats); or podcast (-16), broadcast (-23),
+                            keep (the input's speech loudness: cleaned speech otherwise comes out a few LU quieter)
   -m, --model M             ${MODEL_IDS.join(', ')} (default ${DEFAULT_MODEL})
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100; 0 = remove as much as possible
                             (default: DEFAULT_ATTENUATION_LIMIT_DB, else 0)
       --keep-rate           write at the input file's sample rate (default)
       --model-rate          write at the model's native rate (16000 Hz, 48000 Hz for nsm-2-hd)
+      --speech-segments     find where speech is in the cleaned audio (Silero VAD): the segments (seconds of
+                            the input) in the --json line, else listed on stderr
+      --trim-silence        shorten every pause longer than --max-pause to it (crossfaded cuts)
+      --max-pause S         the longest pause kept with --trim-silence, ${TRIM_MAX_PAUSE_BOUNDS.min}-${TRIM_MAX_PAUSE_BOUNDS.max} s (default ${TRIM_DEFAULT_MAX_PAUSE_S})
       --force               replace output files that already exist (default: refuse, change nothing)
       --json                one JSON line of stats per file on stdout (not with -o -)
   -q, --quiet               no progress or summary lines on stderr
@@ -74,11 +85,17 @@ export interface DenoiseJob {
 
 export interface DenoiseArgs {
   jobs: DenoiseJob[];
+  /** -d DIR as given (created when missing), or null. */
+  outDir: string | null;
   model: ModelId;
   attenuationLimitDb: number;
   format: OutputFormat;
-  loudnessLufs: number | null;
+  /** -o OUT.mp4/.mov/.mkv/.webm: the input's video back with its audio cleaned (src/video). */
+  video: VideoContainer | null;
+  loudnessLufs: number | 'keep' | null;
   keepInputSampleRate: boolean;
+  /** --speech-segments / --trim-silence (the VAD's defaults: docs/speech.md); null: neither. */
+  speech: SpeechRequest | null;
   force: boolean;
   json: boolean;
   quiet: boolean;
@@ -99,6 +116,9 @@ const DENOISE_OPTIONS: Record<string, OptionSpec> = {
   loudness: { type: 'string', short: 'l', aliases: ['loudness-lufs'] },
   'keep-rate': { type: 'boolean' },
   'model-rate': { type: 'boolean' },
+  'speech-segments': { type: 'boolean' },
+  'trim-silence': { type: 'boolean' },
+  'max-pause': { type: 'string' },
   force: { type: 'boolean' },
   json: { type: 'boolean' },
   quiet: { type: 'boolean', short: 'q' },
@@ -129,16 +149,10 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     if (!(OUTPUT_FORMATS as string[]).includes(f)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, got "${f}"`);
     format = f as OutputFormat;
   }
-  let loudness: number | null = null;
-  const rawLoudness = stringOf(line, 'loudness');
-  if (rawLoudness !== undefined) {
-    loudness = Number(rawLoudness);
-    if (!Number.isFinite(loudness) || loudness < LOUDNESS_RANGE.min || loudness > LOUDNESS_RANGE.max) {
-      throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${rawLoudness}"`);
-    }
-  }
+  const loudness = loudnessOption(stringOf(line, 'loudness'));
   if (flag(line, 'keep-rate') && flag(line, 'model-rate')) throw new UsageError('--keep-rate and --model-rate exclude each other');
   const keep = !flag(line, 'model-rate');
+  const speech = speechArgs(line);
   const force = flag(line, 'force');
   const json = flag(line, 'json');
   const quiet = flag(line, 'quiet');
@@ -150,12 +164,14 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
   }
 
   // The format: --format, else the output's extension, else wav; an extension that disagrees is a mistake.
-  if (output !== undefined && output !== '-') {
+  const video = output === undefined ? null : (VIDEO_EXTENSIONS.find((e) => path.extname(output).toLowerCase() === `.${e}`) ?? null);
+  if (video && format) throw new UsageError(`--format does not apply to a video output (${output}): its audio is ${video === 'mp4' || video === 'mov' ? 'AAC' : 'Opus'}`);
+  if (output !== undefined && output !== '-' && !video) {
     const fromExt = formatOfPath(output);
     if (!fromExt) {
       const ext = path.extname(output) || '(none)';
       throw new UsageError(
-        `cannot tell the output format from the extension ${ext} of ${output}; use ${Object.keys(OUTPUT_EXTENSIONS).map((e) => '.' + e).join(', ')} or --format`,
+        `cannot tell the output format from the extension ${ext} of ${output}; use ${[...Object.keys(OUTPUT_EXTENSIONS), ...VIDEO_EXTENSIONS].map((e) => '.' + e).join(', ')} or --format`,
       );
     }
     if (format && format !== fromExt) throw new UsageError(`--format ${format} does not match the output name ${output}`);
@@ -179,7 +195,20 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     seen.set(key, job.input);
   }
   if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
-  return { jobs, model, attenuationLimitDb: limit, format: fmt, loudnessLufs: loudness, keepInputSampleRate: keep, force, json, quiet };
+  if (video && speech?.trimMaxPauseS != null) throw new UsageError('--trim-silence does not apply to a video output: the video keeps its length');
+  return { jobs, outDir: outDir ?? null, model, attenuationLimitDb: limit, format: fmt, video, loudnessLufs: loudness, keepInputSampleRate: keep, speech, force, json, quiet };
+}
+
+function speechArgs(line: ReturnType<typeof parseCommandLine>): SpeechRequest | null {
+  const rawPause = stringOf(line, 'max-pause');
+  const trim = flag(line, 'trim-silence');
+  if (rawPause !== undefined && !trim) throw new UsageError('--max-pause applies only with --trim-silence');
+  const pause = rawPause === undefined ? TRIM_DEFAULT_MAX_PAUSE_S : Number(rawPause);
+  if (!(pause >= TRIM_MAX_PAUSE_BOUNDS.min && pause <= TRIM_MAX_PAUSE_BOUNDS.max)) {
+    throw new UsageError(`--max-pause must be a number from ${TRIM_MAX_PAUSE_BOUNDS.min} to ${TRIM_MAX_PAUSE_BOUNDS.max} (seconds), got "${rawPause}"`);
+  }
+  const segments = flag(line, 'speech-segments');
+  return segments || trim ? { segments, trimMaxPauseS: trim ? pause : null, vad: { ...VAD_DEFAULTS } } : null;
 }
 
 const shown = (p: string, stdio: 'stdin' | 'stdout'): string => (p === '-' ? stdio : p);
@@ -192,9 +221,11 @@ export function summaryLine(job: DenoiseJob, stats: DenoiseStats): string {
     ? `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)} (target ${stats.loudness_target_lufs}, peak ${stats.output_true_peak_dbtp === null || stats.output_true_peak_dbtp === undefined ? '–' : stats.output_true_peak_dbtp.toFixed(1) + ' dBTP'})`
     : `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)}`;
   const noise = stats.noise_removed_db === null ? '' : `, noise −${stats.noise_removed_db.toFixed(1)} dB`;
+  const speech = stats.speech_s === undefined ? '' : `, speech ${stats.speech_s.toFixed(2)} s in ${stats.speech_segment_count} segment${stats.speech_segment_count === 1 ? '' : 's'}`;
+  const trim = stats.silence_removed_s === undefined ? '' : `, pauses trimmed by ${stats.silence_removed_s.toFixed(2)} s to ${stats.output_duration_s?.toFixed(2)} s`;
   return `wrote ${shown(job.output, 'stdout')} (from ${shown(job.input, 'stdin')}): ${stats.duration_s.toFixed(2)} s ${ch} ` +
     `${stats.output_sample_rate} Hz ${stats.output_format}, ${stats.model}, ${stats.processing_s.toFixed(2)} s (rtf ${stats.rtf.toFixed(3)})` +
-    loudness + noise;
+    loudness + noise + speech + trim;
 }
 
 /** Reads standard input into a file (ffmpeg probes and decodes files; a pipe cannot be probed twice). */
@@ -235,12 +266,23 @@ export async function runDenoise(argv: string[]): Promise<number> {
   }
 
   // Everything that can be known before any work: missing inputs and outputs that exist stop the run here.
+  // -d DIR is created when missing (`nsm denoise *.mp3 -d cleaned/`), but only once nothing else stands in the way.
   const problems: string[] = [];
+  const outDirMissing = args.outDir !== null && !fs.existsSync(args.outDir);
+  const outDirNotDir = args.outDir !== null && !outDirMissing && !fs.statSync(args.outDir).isDirectory();
+  if (outDirNotDir) problems.push(`${args.outDir} is not a directory`);
   for (const job of args.jobs) {
     if (job.input !== '-' && !fs.existsSync(job.input)) problems.push(`input not found: ${job.input}`);
-    if (job.output !== '-') {
+    if (job.output !== '-' && !outDirMissing && !outDirNotDir) {
       if (!args.force && fs.existsSync(job.output)) problems.push(`${job.output} exists; pass --force to replace it`);
       else if (!fs.existsSync(path.dirname(path.resolve(job.output)))) problems.push(`no such directory for ${job.output}`);
+    }
+  }
+  if (problems.length === 0 && outDirMissing) {
+    try {
+      fs.mkdirSync(args.outDir!, { recursive: true });
+    } catch (err) {
+      problems.push(`cannot create ${args.outDir}: ${(err as Error).message}`);
     }
   }
   if (problems.length > 0) {
@@ -266,16 +308,22 @@ export async function runDenoise(argv: string[]): Promise<number> {
       const input = job.input === '-' ? await spoolStdin(scratch) : job.input;
       const target = job.output === '-' ? path.join(scratch, `stdout-${index}.${args.format}`) : path.resolve(job.output);
       const partial = job.output === '-' ? target : partialName(target);
+      let segments: SpeechSegment[] | undefined;
       try {
-        const stats = await denoiseFile({ config, engine: engine! }, input, partial, {
+        const options: DenoiseFileOptions = {
           model: args.model,
           attenuationLimitDb: args.attenuationLimitDb,
           outputFormat: args.format,
           loudnessLufs: args.loudnessLufs,
           keepInputSampleRate: args.keepInputSampleRate,
+          speech: args.speech,
+          onSpeechSegments: (s) => (segments = s),
           signal: controller.signal,
-          onProgress: progress ? (d, t) => progress.update(d, t) : undefined,
-        });
+          onProgress: progress ? (d: number, t: number | null) => progress.update(d, t) : undefined,
+        };
+        const stats = args.video
+          ? ((await videoOut({ config, engine: engine! }, input, partial, job.output, args.video, options)) as unknown as DenoiseStats)
+          : await denoiseFile({ config, engine: engine! }, input, partial, options);
         progress?.finish();
         if (job.output === '-') {
           await pipeline(fs.createReadStream(target), process.stdout, { end: false });
@@ -284,18 +332,22 @@ export async function runDenoise(argv: string[]): Promise<number> {
           fs.renameSync(partial, target);
         }
         if (!args.quiet) process.stderr.write(summaryLine(job, stats) + '\n');
+        if (!args.quiet && !args.json && args.speech?.segments && segments) {
+          for (const s of segments) process.stderr.write(`  speech ${s.start_s.toFixed(3)}–${s.end_s.toFixed(3)} s\n`);
+        }
         if (stats.loudness_target_reached === false) {
           const got = stats.output_loudness_lufs; // null: silence; else the limiter's budget ran out (pipeline/loudness.ts)
           const why = got === null ? 'the output is silent (nothing above -70 LUFS to measure)' : `delivered ${got.toFixed(1)} LUFS, as loud as the limiter allows without crushing the speech`;
           process.stderr.write(`nsm: warning: ${shown(job.input, 'stdin')}: loudness target ${stats.loudness_target_lufs} LUFS not reached: ${why}\n`);
         }
-        if (args.json) process.stdout.write(`${JSON.stringify({ input: job.input, output: job.output, ...stats })}\n`);
+        const listed = args.speech?.segments && segments ? { speech_segments: segments } : {};
+        if (args.json) process.stdout.write(`${JSON.stringify({ input: job.input, output: job.output, ...stats, ...listed })}\n`);
         return { ok: true, stats };
       } catch (err) {
         progress?.finish();
         fs.rmSync(partial, { force: true });
         if (err instanceof AudioAbortedError) return { ok: false, code: EXIT.interrupted, message: 'interrupted' };
-        if (err instanceof AudioInputError) return { ok: false, code: EXIT.badInput, message: `${shown(job.input, 'stdin')}: ${err.message}` };
+        if (err instanceof AudioInputError || err instanceof VideoRequestError) return { ok: false, code: EXIT.badInput, message: `${shown(job.input, 'stdin')}: ${err.message}` };
         return { ok: false, code: EXIT.failure, message: `${shown(job.input, 'stdin')}: failed: ${(err as Error).message}` };
       }
     };
@@ -330,4 +382,33 @@ export async function runDenoise(argv: string[]): Promise<number> {
   }
   if (failed.length === 0) return EXIT.ok;
   return failed.some((o) => o.code === EXIT.failure) ? EXIT.failure : EXIT.badInput;
+}
+
+/** --loudness: LUFS, or a preset of the API's `loudness` field (podcast -16, broadcast -23, keep). */
+export function loudnessOption(raw: string | undefined): number | 'keep' | null {
+  if (raw === undefined) return null;
+  const preset = LOUDNESS_PRESETS[raw.toLowerCase() as keyof typeof LOUDNESS_PRESETS];
+  if (Object.hasOwn(LOUDNESS_PRESETS, raw.toLowerCase())) return preset;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || n < LOUDNESS_RANGE.min || n > LOUDNESS_RANGE.max) {
+    throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), podcast, broadcast or keep, got "${raw}"`);
+  }
+  return n;
+}
+
+/** -o OUT.mp4 (.mov, .mkv, .webm): the input's container, which OUT's extension must name (MP4 and MOV, or MKV and WebM). */
+async function videoOut(
+  deps: Parameters<typeof planVideo>[0],
+  input: string,
+  partial: string,
+  output: string,
+  wanted: VideoContainer,
+  options: Parameters<typeof denoiseVideo>[4],
+) {
+  const plan = await planVideo(deps, input, output);
+  const family = (c: VideoContainer): string => (c === 'mp4' || c === 'mov' ? 'MP4/MOV' : 'Matroska/WebM');
+  if (family(plan.container) !== family(wanted)) {
+    throw new VideoRequestError(`the input is ${family(plan.container)}: name the output .${plan.container} (the video is copied, not converted)`);
+  }
+  return denoiseVideo(deps, input, partial, { ...plan, container: wanted }, options);
 }

@@ -4,10 +4,12 @@
 import fs from 'node:fs';
 import { isOutputFormat, OUTPUT_FORMATS } from '../audio/formats';
 import { LOUDNESS_RANGE } from '../dsp/normalize';
+import { loudnessOption } from './denoise';
 import { MODEL_IDS } from '../inference/types';
 import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec, type ParsedLine } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { Client, dispositionName, multipartUpload, ServerError, type ApiAnswer } from './jobs-client';
+import { PollSchedule } from './poll-schedule';
 import { bar, statusLine } from './progress';
 
 export { ServerError };
@@ -28,8 +30,10 @@ Usage:
 Submit options:
   -m, --model M             ${MODEL_IDS.join(', ')} (server default nsm-2)
   -a, --attenuation-limit L maximum noise reduction in dB, 0-100
-  -f, --format F            output format: ${OUTPUT_FORMATS.join(', ')} (default wav)
-  -l, --loudness LUFS       normalise the result to this integrated loudness (${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}, e.g. -16)
+  -f, --format F            output format: ${OUTPUT_FORMATS.join(', ')} (default wav); video: a video input
+                            back in its container (MP4/MOV/MKV/WebM) with its sound cleaned
+  -l, --loudness L          normalise the result to this integrated loudness (${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}, e.g. -16),
+                            or podcast, broadcast, keep (the input's speech loudness)
       --keep-rate | --model-rate
       --webhook-url URL     POSTed a signed job.succeeded / job.failed event
       --wait                wait for the job, then download the result
@@ -40,7 +44,8 @@ Common options:
       --token TOKEN         default NSM_TOKEN
       --json                machine-readable output on stdout
   -q, --quiet               no progress on stderr
-      --interval S          seconds between polls (default 2)
+      --interval S          the longest wait between polls (default 2): polls start 0.1 s apart and grow
+                            by half each time up to S, sooner when the progress says the job ends
 
 Exit codes: 0 ok (wait: the job succeeded), 1 the job failed or was canceled / server error, 2 usage error,
 3 the server refused the input (4xx), 130 interrupted.
@@ -138,6 +143,7 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
     if (!(intervalS > 0) || !(timeoutS >= 0)) throw new UsageError('--interval must be > 0 and --timeout >= 0');
     const end = timeoutS > 0 ? Date.now() + timeoutS * 1000 : Infinity;
     let lastStatus = '';
+    const schedule = new PollSchedule(intervalS);
     for (;;) {
       if (io.signal?.aborted) throw Object.assign(new Error('interrupted'), { name: 'AbortError' });
       const job = (await client.json('GET', `jobs/${id}`)).json;
@@ -154,7 +160,7 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         throw new ServerError(0, 'timeout', `still ${job.status} after ${timeoutS} s`);
       }
       await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, intervalS * 1000);
+        const t = setTimeout(resolve, schedule.next(job, Date.now()) * 1000);
         io.signal?.addEventListener('abort', () => {
           clearTimeout(t);
           resolve();
@@ -229,17 +235,12 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         }
         const format = stringOf(opts, 'format')?.toLowerCase();
         if (format !== undefined) {
-          if (!isOutputFormat(format)) throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}`);
+          if (!isOutputFormat(format) && format !== 'video') throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, video`);
           fields.push(['output_format', format]);
         }
-        const loudness = stringOf(opts, 'loudness');
-        if (loudness !== undefined) {
-          const n = Number(loudness);
-          if (!Number.isFinite(n) || n < LOUDNESS_RANGE.min || n > LOUDNESS_RANGE.max) {
-            throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), got "${loudness}"`);
-          }
-          fields.push(['loudness_lufs', loudness]);
-        }
+        const loudness = loudnessOption(stringOf(opts, 'loudness'));
+        if (loudness === 'keep') fields.push(['loudness', 'keep']);
+        else if (loudness !== null) fields.push(['loudness_lufs', String(loudness)]);
         if (flag(opts, 'keep-rate') && flag(opts, 'model-rate')) throw new UsageError('--keep-rate and --model-rate exclude each other');
         if (flag(opts, 'model-rate')) fields.push(['keep_input_sample_rate', 'false']);
         const hook = stringOf(opts, 'webhook-url');

@@ -7,11 +7,15 @@ import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
 import { openJobStore } from '../jobs/queue/store';
 import { newWebhookSecret } from '../jobs/outbound/webhooks';
 import { openStore } from '../store';
+import { usePrivateUmask } from '../startup/private-files';
 import { isPlanId } from '../store/sqlite-store';
 import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Workspace } from '../store/types';
-import { parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
+import { dataDirFromArgs, parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { watchForNewDatabase } from './databases';
+
+// Run as a command: a gateway.db it creates is this user's only (0600, and SQLite's -wal/-shm with it).
+if (require.main === module) usePrivateUmask();
 
 /** The keys CLI needs DATA_DIR, and DATABASE_URL when the store is PostgreSQL. */
 export type KeysConfig = Pick<Config, 'dataDir'> & Partial<Pick<Config, 'databaseUrl' | 'databasePoolSize'>>;
@@ -31,7 +35,8 @@ Commands:
   list [--workspace W]
       Lists keys (display prefix only; tokens are never stored).
   revoke <key-id|prefix>
-      Revokes a key; calls with it get 401 key_revoked.
+      Revokes a key; calls with it get 401 key_revoked. Names it by its id, the start of its id or of its token (at
+      least 4 characters after key_ or mw_live_; a start naming several keys is refused), or the whole token.
   plan --workspace W --plan P [--rpm N] [--credits N]
       Changes a workspace's plan (--rpm/--credits set enterprise custom limits).
   usage [--workspace W]
@@ -40,6 +45,11 @@ Commands:
       The workspace's webhook signing secret (created on first use); --rotate replaces it.
   --help
       This text.
+
+Options of every command:
+  --data-dir DIR
+      The server's data folder (its DATA_DIR), which holds gateway.db; overrides DATA_DIR. Give the keys CLI the
+      folder the server uses: keys made in another folder's database answer 401.
 
 Environment: DATA_DIR (default ./data) holds gateway.db; with DATABASE_URL (postgres://…) the keys live in PostgreSQL.`;
 
@@ -359,11 +369,24 @@ export function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream = process.std
   });
 }
 
+/** The process's command line: `--data-dir DIR` (anywhere) stands for DATA_DIR, then the configuration is loaded. */
+export async function keysMain(argv: string[], env: NodeJS.ProcessEnv = process.env, io: KeysCliIo = consoleIo): Promise<number> {
+  let line: { argv: string[]; env: NodeJS.ProcessEnv };
+  try {
+    line = dataDirFromArgs(argv, env);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    io.err(usageLine('keys', err.message, 'keys --help'));
+    return USAGE_EXIT;
+  }
+  const config = configOrExplain(io.err, line.env);
+  if (!config) return CONFIG_EXIT;
+  return runKeysCli(line.argv, config, io);
+}
+
 if (require.main === module) {
   exitQuietlyOnClosedPipe(process.stdout);
-  const config = configOrExplain((line) => process.stderr.write(line + '\n'));
-  if (!config) process.exit(CONFIG_EXIT);
-  void runKeysCli(process.argv.slice(2), config).then((code) => {
+  void keysMain(process.argv.slice(2)).then((code) => {
     process.exitCode = code;
   });
 }

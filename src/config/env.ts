@@ -130,6 +130,7 @@ export const VARIABLES = {
   FILE_WORK_NICE: v(int(0, 19).default(10), { meaning: 'niceness of the file workers and their ffmpeg processes (Linux): when the CPU is short, live streams and the HTTP thread run first; 0 turns it off' }),
   MODELS_DIR: v(text('a directory').optional(), { default: '`./models` (in the clone)', meaning: 'ONNX graphs, `manifest.json`, `sample.wav`' }),
   FFMPEG_PATH: v(text('a path to an ffmpeg binary').optional(), { default: 'the binary in `@ffmpeg-installer/ffmpeg`', meaning: 'ffmpeg to use' }),
+  FFPROBE_PATH: v(text('a path to an ffprobe binary').optional(), { default: 'the binary in `@ffprobe-installer/ffprobe`', meaning: 'ffprobe to use (describes every input: its JSON output)' }),
   TMP_DIR: v(text('a directory').optional(), { default: '`DATA_DIR/tmp`', meaning: 'uploads and outputs while a request runs (always removed)' }),
   ADMIN_SECRET: v(text().optional(), { default: 'generated on first start into `DATA_DIR/admin-secret` (mode 0600), stored hashed', meaning: 'console sign-in', quote: 'never' }),
   DEFAULT_ATTENUATION_LIMIT_DB: v(decimal({ min: 0, max: 100 }).default(0), { meaning: '`attenuation_limit_db` when a request omits it' }),
@@ -189,6 +190,8 @@ export const VARIABLES = {
   MIN_SAMPLE_RATE: v(int(1, 1_000_000).default(8000), { meaning: 'lowest input sample rate accepted, Hz (`422` below)' }),
   MAX_SAMPLE_RATE: v(int(1, 1_000_000).default(384_000), { meaning: 'highest input sample rate accepted, Hz (`422` above)' }),
   MAX_CHANNELS: v(int(1, 64).default(16), { meaning: 'most channels per file (`422` beyond)' }),
+  MAX_DECODED_SAMPLES: v(int(1, Number.MAX_SAFE_INTEGER).default(1_382_400_000), { default: '`1382400000` (4 h of 48 kHz stereo)', meaning: 'most samples one file may decode to, over all channels (duration × input sample rate × channels): `413 payload_too_large` beyond, decided from the probe before decoding and again while decoding' }),
+  TMP_MIN_FREE_DISK_MB: v(int(0, 1_048_576).default(1024), { meaning: 'free-space floor on `TMP_DIR` for the files of synchronous calls (uploads, outputs): `503` with `Retry-After` when a call would cross it' }),
 
   JOBS_DIR: v(text('a directory').optional(), { default: '`DATA_DIR/jobs`', meaning: 'job uploads, inputs and results (shared by every gateway when they share a queue through `DATABASE_URL`)' }),
   JOBS_MAX_UPLOAD_MB: v(int(1, 1_048_576).default(2048), { meaning: 'largest job upload or fetched file (MB = 1,048,576 bytes)' }),
@@ -202,6 +205,10 @@ export const VARIABLES = {
   JOBS_LEASE_SECONDS: v(int(1, 86_400).default(30), { meaning: 'a running job whose runner stops renewing for this long is re-queued' }),
   JOBS_MAX_ACTIVE_PER_WORKSPACE: v(int(1, 100_000).default(20), { meaning: 'queued + running jobs per workspace (`429 too_many_jobs` beyond)' }),
   JOBS_MIN_FREE_DISK_MB: v(int(0, 1_048_576).default(1024), { meaning: 'free-space floor on `DATA_DIR` for new jobs (`507`)' }),
+  JOBS_CRASH_AT: v(oneOf(['after-charge', 'after-refund'] as const).optional(), {
+    default: 'unset',
+    meaning: 'fault injection for recovery tests only: the process kills itself (SIGKILL) between two writes: `after-charge`, a job\'s credit settled but the job not created; `after-refund`, a failed job\'s credit given back but not yet marked so in the job queue ([docs/reliability.md](reliability.md))',
+  }),
   NSM_URL: v(urlWith(['http:', 'https:']).default('http://localhost:8080'), { meaning: 'server of `nsm jobs`', quote: 'url' }),
   NSM_TOKEN: v(text().optional(), { default: 'unset', meaning: 'token of `nsm jobs` (or `--token`)', quote: 'never' }),
 };

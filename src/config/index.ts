@@ -29,6 +29,8 @@ export interface Config {
   fileWorkIdle: boolean;
   /** ffmpeg binary: FFMPEG_PATH, else the one shipped in @ffmpeg-installer/ffmpeg. */
   ffmpegPath: string;
+  /** ffprobe binary: FFPROBE_PATH, else the one shipped in @ffprobe-installer/ffprobe. */
+  ffprobePath: string;
   /** Directory holding the generated ONNX graphs and manifest.json. */
   modelsDir: string;
   /**
@@ -100,6 +102,10 @@ export interface Config {
   maxSampleRate: number;
   /** Most channels accepted per file (MAX_CHANNELS, default 16). */
   maxChannels: number;
+  /** Most samples one file may decode to over all channels (MAX_DECODED_SAMPLES, 4 h of 48 kHz stereo). */
+  maxDecodedSamples: number;
+  /** Free space to keep on TMP_DIR for synchronous calls' files (TMP_MIN_FREE_DISK_MB, 1024 MB). */
+  tmpMinFreeDiskBytes: number;
 
   // ---- operations: logs, metrics (engineer "ops") ----
   /** LOG_FORMAT: 'json' (one JSON object per line, pino) or 'pretty' (coloured lines for humans, pino-pretty). */
@@ -139,7 +145,12 @@ export interface JobsConfig {
   /** `nsm jobs`: the server to talk to (NSM_URL, default http://localhost:8080) and the token (NSM_TOKEN). */
   clientUrl: string;
   clientToken: string | null;
+  /** Fault injection for the recovery tests (JOBS_CRASH_AT): where the process kills itself; null in service. */
+  crashAt: JobsCrashPoint | null;
 }
+
+/** Points between two writes in different databases where JOBS_CRASH_AT can end the process (kill -9 from within). */
+export type JobsCrashPoint = 'after-charge' | 'after-refund';
 
 function defaultFfmpeg(): string {
   try {
@@ -147,6 +158,15 @@ function defaultFfmpeg(): string {
     return (require('@ffmpeg-installer/ffmpeg') as { path: string }).path;
   } catch {
     return 'ffmpeg';
+  }
+}
+
+function defaultFfprobe(): string {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-var-requires
+    return (require('@ffprobe-installer/ffprobe') as { path: string }).path;
+  } catch {
+    return 'ffprobe';
   }
 }
 
@@ -179,6 +199,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     fileWorkNice: e.FILE_WORK_NICE,
     fileWorkIdle: e.FILE_WORK_IDLE,
     ffmpegPath: e.FFMPEG_PATH ?? defaultFfmpeg(),
+    ffprobePath: e.FFPROBE_PATH ?? defaultFfprobe(),
     modelsDir: path.resolve(e.MODELS_DIR ?? path.join(PROJECT_ROOT, 'models')),
     modelServiceUrl: e.MODEL_SERVICE_URL?.trim() || null,
     modelServicePort: e.MODEL_SERVICE_PORT,
@@ -212,6 +233,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     minSampleRate: e.MIN_SAMPLE_RATE,
     maxSampleRate: e.MAX_SAMPLE_RATE,
     maxChannels: e.MAX_CHANNELS,
+    maxDecodedSamples: e.MAX_DECODED_SAMPLES,
+    tmpMinFreeDiskBytes: e.TMP_MIN_FREE_DISK_MB * 1024 * 1024,
 
     // ---- operations: logs, metrics ----
     logFormat: e.LOG_FORMAT,
@@ -236,5 +259,6 @@ function jobsConfig(e: Environment, dataDir: string, workers: number): JobsConfi
     maxAttempts: 3,
     clientUrl: e.NSM_URL.trim().replace(/\/+$/, ''),
     clientToken: e.NSM_TOKEN ?? null,
+    crashAt: e.JOBS_CRASH_AT ?? null,
   };
 }

@@ -10,7 +10,7 @@ import { memoryConsoleState, type ConsoleStateEngines, type LoginLimiterOptions,
 import { checkAdminSecret } from './auth';
 import { registerKeyRoutes } from './api/keys';
 import { registerMeta } from './api/meta';
-import { registerPlaygroundRoutes } from './api/playground';
+import { registerPlaygroundRoutes, revokePlaygroundKey } from './api/playground';
 import { registerRequestLogRoutes } from './api/requests';
 import { registerSignIn, registerSignOut } from './api/sign-in';
 import { registerWorkspaceRoutes } from './api/workspaces';
@@ -63,7 +63,7 @@ export function createConsoleRouter(deps: ConsoleDeps): express.Router {
     trustProxy: config.trustProxy,
     sessions: engines.sessions(options),
     options,
-    revokeToken: (tokenId) => store.revokeToken(tokenId),
+    revokePlaygroundKey: (key) => revokePlaygroundKey(store, key),
     signal: deps.signal,
   });
 

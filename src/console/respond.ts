@@ -12,7 +12,8 @@ export type ConsoleErrorType =
   | 'too_many_attempts'
   | 'bad_request'
   | 'not_found'
-  | 'unsupported_media_type';
+  | 'unsupported_media_type'
+  | 'payload_too_large';
 
 /** First on the console's router: an X-Request-Id on every page and API answer (the app's own, when it gave one). */
 export function requestIds(_req: Request, res: Response, next: NextFunction): void {
@@ -53,7 +54,7 @@ export function apiErrorHandler(err: unknown, _req: Request, res: Response, _nex
     return;
   }
   if (e && e.status === 413) {
-    sendError(res, 400, 'bad_request', 'body too large');
+    sendError(res, 413, 'payload_too_large', 'the JSON body is larger than 64 KB');
     return;
   }
   if (!res.headersSent) sendError(res, 500, 'internal_error', 'console error');

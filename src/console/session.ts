@@ -4,7 +4,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { TrustProxySetting } from '../config/trust-proxy';
 import { fromTrustedProxy } from '../http/ip';
-import { sessionEndsAt, type ConsoleSession, type SessionOptions, type SessionStore } from '../shared-state/sessions';
+import { sessionEndsAt, type ConsoleSession, type PlaygroundKey, type SessionOptions, type SessionStore } from '../shared-state/sessions';
 import { constantTimeEqual } from './auth';
 import { sendError } from './respond';
 
@@ -42,8 +42,8 @@ export interface ConsoleSessionDeps {
   /** The session engine (memory or Redis), already made for these options. */
   sessions: SessionStore;
   options: SessionOptions;
-  /** Revokes one playground key; used when its session ends. */
-  revokeToken(tokenId: string): Promise<unknown>;
+  /** Revokes one playground key (unless another session now holds its current secret); used when its session ends. */
+  revokePlaygroundKey(key: PlaygroundKey): Promise<unknown>;
   /** Aborted when the app closes: the periodic sweep stops (the session engine it calls is closing too). */
   signal?: AbortSignal;
 }
@@ -81,7 +81,7 @@ export function consoleSessions(deps: ConsoleSessionDeps): ConsoleSessions {
   // Revokes the playground keys a session created: they are useless once their clear token is gone.
   const dropPlaygroundKeys = (session: ConsoleSession): void => {
     for (const key of session.playgroundKeys.values()) {
-      deps.revokeToken(key.tokenId).catch(() => undefined); // already gone, or the store is closing
+      deps.revokePlaygroundKey(key).catch(() => undefined); // already gone, or the store is closing
     }
     session.playgroundKeys.clear();
   };

@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tightenDatabaseFiles } from '../startup/private-files';
 import { migrationSteps, runMigrationsSync, type MigrationPlan, type MigrationResult, type MigrationStep } from './migrations';
 
 export interface SqliteOpenOptions {
@@ -12,7 +13,11 @@ export interface SqliteOpenOptions {
 
 /** Opens (creating it and its folder when missing) a database file: WAL, 5 s busy timeout, synchronous=NORMAL. */
 export function openSqliteFile(file: string, options: SqliteOpenOptions = {}): Database.Database {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE });
+  // 0600 whatever the umask: a new file is created so (an empty file is an empty database), an older looser one is
+  // tightened, and SQLite gives its -wal and -shm files the database's mode.
+  fs.closeSync(fs.openSync(file, 'a', PRIVATE_FILE_MODE));
+  tightenDatabaseFiles(file);
   const db = new Database(file);
   try {
     db.pragma('busy_timeout = 5000');

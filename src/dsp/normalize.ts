@@ -15,6 +15,9 @@ import { TruePeakInterpolator } from './loudness';
 /** Accepted loudness targets (EBU R128 integrated loudness, LUFS): −16 podcasts, −23 broadcast, −14 streaming. */
 export const LOUDNESS_RANGE = { min: -40, max: -5 } as const;
 
+/** The `loudness` field's presets: integrated loudness targets (LUFS), or the input's own speech loudness ('keep'). */
+export const LOUDNESS_PRESETS = { podcast: -16, broadcast: -23, keep: 'keep' } as const;
+
 export interface NormalizerOptions {
   sampleRate: number;
   channels: number;

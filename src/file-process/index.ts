@@ -3,7 +3,8 @@
 // chrt) or else niced, while live streams stay in the server's process. The file calls' decoding, multipart parsing
 // and worker traffic then never share an event loop with the streams' WebSocket messages, and the kernel gives that
 // process only CPU time the live path leaves. The gateway reaches it over loopback HTTP as any model service.
-// This module starts it, restarts it on the same port if it dies, and stops it last at shutdown.
+// This module starts it, restarts it on the same port whenever it dies (during its own start-up too), with a
+// doubling backoff, for as long as the server runs, and stops it last at shutdown.
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import os from 'node:os';
@@ -17,9 +18,13 @@ export type { MetricsJson } from './protocol';
 
 /** `node dist/src/model-service-main.js`, next to this folder in dist/. */
 const MODEL_SERVICE_MAIN = path.join(__dirname, '..', 'model-service-main.js');
-/** A child that stays up this long counts as healthy again: the next restart waits only the first delay. */
+/**
+ * Restarts after a death wait 0.5 s, then twice as long after each further death in a row, at most 10 s, for as long
+ * as the server runs. A child that stayed up (ready) this long counts as healthy: the next death starts at 0.5 s again.
+ */
 const HEALTHY_MS = 60_000;
-const RESTART_DELAYS_MS = [500, 1_000, 2_000, 5_000, 10_000];
+const FIRST_RESTART_DELAY_MS = 500;
+const MAX_RESTART_DELAY_MS = 10_000;
 /** How long /metrics waits for the child's part before answering without it. */
 const METRICS_WAIT_MS = 2_000;
 
@@ -65,11 +70,39 @@ export async function startFileProcess(opts: FileProcessOptions): Promise<FilePr
   let facts: FileProcessFacts = { workers: 0, slots: 0, startup_ms: 0, swept_dirs: 0 };
   let closing = false;
   let restarts = 0;
-  let startedAt = 0;
+  /** Deaths in a row since the last child that stayed up HEALTHY_MS: the backoff's exponent. */
   let failures = 0;
+  /** The first child got ready (startFileProcess resolved): from then on every death is followed by a restart. */
+  let started = false;
   let restartTimer: NodeJS.Timeout | null = null;
   let metricsId = 0;
   const pendingMetrics = new Map<number, (m: MetricsJson) => void>();
+
+  /**
+   * After a child died, whether it had got ready or not (killed again during its start-up, or its spawn failed):
+   * the next start, after the backoff delay. Called once per death; a timer already waiting covers it.
+   */
+  const scheduleRestart = (pid: number | undefined, how: string, upMs: number | null, exit?: { code: number | null; signal: string | null }): void => {
+    if (closing || restartTimer) return;
+    failures = upMs !== null && upMs >= HEALTHY_MS ? 1 : failures + 1;
+    const delay = Math.min(MAX_RESTART_DELAY_MS, FIRST_RESTART_DELAY_MS * 2 ** Math.min(failures - 1, 20));
+    logger.error(
+      { event: 'file_process_exited', pid, ...exit, how, ready: upMs !== null, failures_in_a_row: failures, restart_in_ms: delay },
+      `the file-work process (pid ${pid ?? 'none'}) ${how}${upMs === null ? ' before it was ready' : ''}; file calls answer upstream_unavailable until it is back (restart in ${delay} ms)`,
+    );
+    restartTimer = setTimeout(() => {
+      restartTimer = null;
+      if (closing) return;
+      restarts++;
+      launch().then(
+        () => logger.warn({ event: 'file_process_restarted', pid: child?.pid, url, restarts }, `the file-work process is back (pid ${child?.pid})`),
+        (err: unknown) => {
+          // Its death already scheduled the next try; this covers a spawn that threw before any child existed.
+          if (child === null) scheduleRestart(undefined, `could not be started (${err instanceof Error ? err.message : String(err)})`, null);
+        },
+      );
+    }, delay);
+  };
 
   const launch = (): Promise<void> =>
     new Promise<void>((resolve, reject) => {
@@ -98,6 +131,23 @@ export async function startFileProcess(opts: FileProcessOptions): Promise<FilePr
         }
       }
       let settled = false;
+      let readyAt: number | null = null;
+      let ended = false;
+      /** This child is gone (exit, or a spawn that failed): once, whichever event says so first. */
+      const end = (how: string, exit?: { code: number | null; signal: string | null }): void => {
+        if (ended) return;
+        ended = true;
+        isReady = false;
+        if (child === c) child = null;
+        for (const done of pendingMetrics.values()) done([]);
+        pendingMetrics.clear();
+        if (!settled) {
+          settled = true;
+          reject(new Error(`the file-work process ${how} before it was ready; its log is above`));
+        }
+        // The first start failing stops the server's start (startFileProcess rejects); after it, always a restart.
+        if (started) scheduleRestart(c.pid, how, readyAt === null ? null : Date.now() - readyAt, exit);
+      };
       c.on('message', (msg: FromFileProcess) => {
         if (msg.type === 'listening') {
           url = msg.url;
@@ -106,7 +156,7 @@ export async function startFileProcess(opts: FileProcessOptions): Promise<FilePr
           const { type: _type, ...rest } = msg;
           facts = rest;
           isReady = true;
-          startedAt = Date.now();
+          readyAt = Date.now();
           if (!settled) {
             settled = true;
             resolve();
@@ -117,41 +167,14 @@ export async function startFileProcess(opts: FileProcessOptions): Promise<FilePr
         }
       });
       c.on('error', (err) => {
-        if (!settled) {
-          settled = true;
-          reject(err);
-        }
+        // Without a pid it never started (no 'exit' follows for sure); otherwise a failed kill or send: it runs on.
+        if (c.pid === undefined) end(`could not be started (${err.message})`);
       });
-      c.on('exit', (code, signal) => {
-        isReady = false;
-        if (child === c) child = null;
-        for (const done of pendingMetrics.values()) done([]);
-        pendingMetrics.clear();
-        if (!settled) {
-          settled = true;
-          reject(new Error(`the file-work process exited before it was ready (${signal ?? `exit code ${code}`}); its log is above`));
-          return;
-        }
-        if (closing) return;
-        failures = Date.now() - startedAt > HEALTHY_MS ? 1 : failures + 1;
-        const delay = RESTART_DELAYS_MS[Math.min(failures, RESTART_DELAYS_MS.length) - 1];
-        logger.error(
-          { event: 'file_process_exited', pid: c.pid, code, signal, restart_in_ms: delay },
-          `the file-work process (pid ${c.pid}) exited (${signal ?? `exit code ${code}`}); file calls answer upstream_unavailable until it is back (restart in ${delay} ms)`,
-        );
-        restartTimer = setTimeout(() => {
-          restartTimer = null;
-          if (closing) return;
-          restarts++;
-          launch().then(
-            () => logger.warn({ event: 'file_process_restarted', pid: child?.pid, url }, `the file-work process is back (pid ${child?.pid})`),
-            (err: unknown) => logger.error({ event: 'file_process_restart_failed', err }, `the file-work process did not come back: ${String(err)}`),
-          );
-        }, delay);
-      });
+      c.on('exit', (code, signal) => end(`exited (${signal ?? `exit code ${code}`})`, { code, signal }));
     });
 
   await launch();
+  started = true;
   return {
     url,
     token,

@@ -1,6 +1,6 @@
 // Contracts between the gateway's policy pipeline and what it forwards to.
 import type { Request, Response } from 'express';
-import type { RequestLogEntry } from '../store/types';
+import type { PendingCharge, RequestLogEntry } from '../store/types';
 import type { ForwardOutcome } from '../upstream/types';
 
 export type { ForwardOutcome };
@@ -42,9 +42,10 @@ export interface GatewayContext {
   /**
    * Settles the held credits now instead of when the response ends. For a handler whose work is delivered before its
    * answer is (a job is created, then 202): the credit is counted before the client can see the answer. Resolves
-   * false when nothing was held or settling failed (the hold then expires and the call costs nothing).
+   * false when nothing was held or settling failed (the hold then expires and the call costs nothing). `pending`
+   * records, with the settle, that the work it pays for does not exist yet (PendingCharge: a job, created next).
    */
-  settleCredits?: () => Promise<boolean>;
+  settleCredits?: (pending?: PendingCharge) => Promise<boolean>;
   /** When the credits were held (their month; a later refund goes to that month). */
   chargedAt?: Date;
   upstreamMs?: number;

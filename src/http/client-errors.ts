@@ -7,7 +7,7 @@ import type { Logger } from '../logging';
 import { envelopeText } from './errors';
 import { newRequestId } from './request-id';
 
-interface Refusal {
+export interface Refusal {
   status: number;
   reason: string;
   type: string;
@@ -64,23 +64,31 @@ export function answerClientErrors(server: http.Server, logger?: Logger): void {
     }
     const refusal = refusalFor(err);
     const requestId = newRequestId();
-    const body = envelopeText(refusal.type, refusal.message, requestId);
     logger?.debug(
       { event: 'client_error', request_id: requestId, status: refusal.status, error_type: refusal.type, error_message: refusal.message, code: err.code },
       `refused a malformed request: ${refusal.status}`,
     );
-    // end() rather than write() + destroy(): the answer is flushed before the close, so the client can read it.
-    socket.end(
-      `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\n` +
-        'Content-Type: application/json; charset=utf-8\r\n' +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-        `X-Request-Id: ${requestId}\r\n` +
-        'Cache-Control: no-store\r\n' +
-        'Connection: close\r\n\r\n' +
-        body,
-    );
-    const linger = setTimeout(() => socket.destroy(), LINGER_MS);
-    linger.unref();
-    socket.once('close', () => clearTimeout(linger));
+    endWithEnvelope(socket, refusal, requestId);
   });
+}
+
+/**
+ * Writes `refusal` as a whole HTTP answer (the envelope, X-Request-Id, Connection: close) straight onto `socket` and
+ * closes it; the socket is dropped LINGER_MS later whether the client read it or not.
+ */
+export function endWithEnvelope(socket: Socket, refusal: Refusal, requestId: string): void {
+  const body = envelopeText(refusal.type, refusal.message, requestId);
+  // end() rather than write() + destroy(): the answer is flushed before the close, so the client can read it.
+  socket.end(
+    `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\n` +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      `X-Request-Id: ${requestId}\r\n` +
+      'Cache-Control: no-store\r\n' +
+      'Connection: close\r\n\r\n' +
+      body,
+  );
+  const linger = setTimeout(() => socket.destroy(), LINGER_MS);
+  linger.unref();
+  socket.once('close', () => clearTimeout(linger));
 }

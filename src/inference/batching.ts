@@ -5,6 +5,8 @@
 // checked bit for bit in test/inference-batching.test.ts), so a stream's output does not depend on which streams
 // shared its runs.
 //
+// A joint run that fails is run again call by call, so that only the streams whose own run fails are failed.
+//
 // Why: a live stream pushes 20 ms at a time, so each run holds 1-3 frames; one stream alone pays ONNX Runtime's fixed
 // cost per run (~160 µs per graph for 2 frames), 64 streams together ~19 µs each (docs/streaming.md, "Batching").
 import type { CoreJoiner, DtlnGraphs } from './dtln';
@@ -95,17 +97,33 @@ class Joiner implements CoreJoiner {
   }
 
   private async runCalls(calls: PendingJoint[], rows: number): Promise<void> {
+    let outs: unknown[];
     try {
-      const outs = await calls[0].run(calls.flatMap((c) => c.parts));
-      this.stats.runs++;
-      this.stats.rows += rows;
-      let k = 0;
-      for (const c of calls) {
-        c.resolve(outs.slice(k, k + c.parts.length));
-        k += c.parts.length;
-      }
+      outs = await calls[0].run(calls.flatMap((c) => c.parts));
     } catch (err) {
-      for (const c of calls) c.reject(err as Error);
+      if (calls.length === 1) return calls[0].reject(err as Error);
+      // One stream's input may be what failed: a failed run changed no state (dtln.ts), so each call runs again
+      // alone, and only the calls that fail again fail; the other streams go on as if nothing happened.
+      for (const c of calls) await this.runAlone(c);
+      return;
+    }
+    this.stats.runs++;
+    this.stats.rows += rows;
+    let k = 0;
+    for (const c of calls) {
+      c.resolve(outs.slice(k, k + c.parts.length));
+      k += c.parts.length;
+    }
+  }
+
+  private async runAlone(c: PendingJoint): Promise<void> {
+    try {
+      const out = await c.run(c.parts);
+      this.stats.runs++;
+      this.stats.rows += c.rows;
+      c.resolve(out);
+    } catch (err) {
+      c.reject(err as Error);
     }
   }
 }

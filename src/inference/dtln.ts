@@ -170,6 +170,8 @@ export class DtlnCore {
     if (frames > 0) {
       // The STFT buffers are borrowed for this call only: nothing in them is needed by the next one.
       const stft = borrowStft(first.stftKind);
+      // Several runs (a long chunk): the states as they were, put back if a later run fails.
+      const saved = frames > perRun ? parts.map(({ core }) => core.saveState()) : null;
       try {
         for (let f0 = 0; f0 < frames; f0 += perRun) {
           const t = Math.min(perRun, frames - f0);
@@ -181,6 +183,9 @@ export class DtlnCore {
           }
           await DtlnCore.runFrames(parts.map((p) => p.core), rowsTotal, stft, bufs, f0, t, outs);
         }
+      } catch (err) {
+        saved?.forEach((state, i) => parts[i].core.restoreState(state));
+        throw err;
       } finally {
         returnStft(stft);
       }
@@ -201,6 +206,19 @@ export class DtlnCore {
       core.inLen = total - from;
     }
     return outs.map((out) => ({ out }));
+  }
+
+  /** A copy of what runFrames changes (LSTM states, overlap-add tails). */
+  private saveState(): Float32Array[] {
+    return [this.h1, this.c1, this.h2, this.c2, ...this.olaTail].map((x) => x.slice());
+  }
+
+  private restoreState([h1, c1, h2, c2, ...tails]: Float32Array[]): void {
+    this.h1 = h1;
+    this.c1 = c1;
+    this.h2 = h2;
+    this.c2 = c2;
+    tails.forEach((tail, b) => this.olaTail[b].set(tail));
   }
 
   /** The cores' states ([LAYERS, batch, UNITS] each) as one [LAYERS, rows, UNITS] state (as is for a single core). */
@@ -232,19 +250,23 @@ export class DtlnCore {
       c0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.c1), [LAYERS, rows, UNITS]),
     });
     bufs.mask.set(r1.mask.data as Float32Array);
+    stft.istftMasked();
+    const r2 = first.useStage2
+      ? await graphs.stage2.run({
+          frames: new ort.Tensor('float32', bufs.blocks.subarray(0, rows * t * BLOCK), [rows, t, BLOCK]),
+          h0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.h2), [LAYERS, rows, UNITS]),
+          c0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.c2), [LAYERS, rows, UNITS]),
+        })
+      : null;
+    // The states move on only once every run went through: a run that fails leaves the cores as they were, so the
+    // joiner can run their calls again one by one (batching.ts).
     const h1 = DtlnCore.splitStates(cores, rows, r1.hN.data as Float32Array, (c) => c.h1);
     const c1 = DtlnCore.splitStates(cores, rows, r1.cN.data as Float32Array, (c) => c.c1);
     cores.forEach((core, i) => {
       core.h1 = h1[i];
       core.c1 = c1[i];
     });
-    stft.istftMasked();
-    if (first.useStage2) {
-      const r2 = await graphs.stage2.run({
-        frames: new ort.Tensor('float32', bufs.blocks.subarray(0, rows * t * BLOCK), [rows, t, BLOCK]),
-        h0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.h2), [LAYERS, rows, UNITS]),
-        c0: new ort.Tensor('float32', DtlnCore.joinStates(cores, rows, (c) => c.c2), [LAYERS, rows, UNITS]),
-      });
+    if (r2) {
       // Stage 2's output blocks take the masked blocks' place (the inputs are no longer needed).
       bufs.blocks.set(r2.out.data as Float32Array);
       const h2 = DtlnCore.splitStates(cores, rows, r2.hN.data as Float32Array, (c) => c.h2);

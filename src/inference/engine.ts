@@ -182,6 +182,7 @@ class Engine implements InferenceEngine, StreamHost {
       push: (bytes) => h.pushPcm(bytes),
       end: () => h.endPcm(),
       loudness: () => h.loudness(),
+      speech: () => h.speech(),
       abort: () => h.abort(),
     };
   }
@@ -202,6 +203,7 @@ class Engine implements InferenceEngine, StreamHost {
         type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels,
         attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness,
         ...(pcmInput ? { pcmInput } : {}),
+        ...(opts.speech ? { speech: opts.speech } : {}),
       },
       rank: id,
       transfer: [],

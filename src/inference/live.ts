@@ -109,7 +109,11 @@ export class LivePool {
   private fail(e: Entry, err: Error): void {
     if (e.failed) return;
     e.failed = true;
-    e.sink.error(err);
+    try {
+      e.sink.error(err);
+    } catch {
+      // The sink's owner is gone with it; nothing else to tell.
+    }
     e.onEnded?.();
   }
 
@@ -118,7 +122,7 @@ export class LivePool {
     this.scheduled.add(worker);
     const fire = (): void => {
       this.scheduled.delete(worker);
-      void this.tick(worker);
+      this.tick(worker).catch((err: Error) => this.workerGone(worker, err));
     };
     // At least minTickMs after the previous tick's start; else one turn of the event loop: chunks that arrived in the
     // same I/O phase go in the same tick. (A 5 ms floor held fewer streams on an earlier, slower live path: 200 nsm-1
@@ -162,17 +166,26 @@ export class LivePool {
     for (const r of results) {
       const e = this.entries.get(r.streamId);
       if (!e) continue; // aborted meanwhile
-      if (r.error !== undefined) {
-        this.entries.delete(r.streamId);
-        worker.liveStreams--;
-        this.fail(e, new Error(r.error));
-        continue;
-      }
-      if (r.bytes.byteLength > 0) e.sink.output(r.bytes);
-      if (r.end) {
-        this.entries.delete(r.streamId);
-        worker.liveStreams--;
-        e.onEnded?.();
+      try {
+        if (r.error !== undefined) {
+          this.entries.delete(r.streamId);
+          worker.liveStreams--;
+          this.fail(e, new Error(r.error));
+          continue;
+        }
+        if (r.bytes.byteLength > 0) e.sink.output(r.bytes);
+        if (r.end) {
+          this.entries.delete(r.streamId);
+          worker.liveStreams--;
+          e.onEnded?.();
+        }
+      } catch (err) {
+        // A sink that throws fails its own stream; the others of the tick still get their output.
+        if (this.entries.delete(r.streamId)) {
+          worker.liveStreams--;
+          worker.abortLive(r.streamId);
+        }
+        this.fail(e, err as Error);
       }
     }
     // Chunks that came while this tick ran go next.

@@ -3,6 +3,7 @@
 import { spansItsBuffer, type ToWorker } from './protocol';
 import type { Job, PoolWorker, Reply } from './pool-worker';
 import type { BandProcessing, DenoiseStream, StreamLoudness } from './types';
+import type { SpeechReport } from '../vad/options';
 
 /**
  * Queue order on a worker. A stream's first messages (open and the next three: a 10 s call's whole life with 8 s
@@ -42,6 +43,7 @@ export class StreamHandle implements DenoiseStream {
   /** Messages of this stream submitted so far (its `open` is the first). */
   private messages = 1;
   private measured: StreamLoudness | null = null;
+  private speechReport: SpeechReport | null = null;
   /** The worker it is pinned to; null while it waits for one (BINDING). */
   private owner: PoolWorker | null = null;
   /** Its requests, `open` first, while it waits for a worker. */
@@ -114,6 +116,7 @@ export class StreamHandle implements DenoiseStream {
   private finish(): Promise<Reply> {
     const p = this.request((reqId) => ({ type: 'end', reqId, streamId: this.id }), []).then((r) => {
       this.measured = r.loudness ?? null;
+      this.speechReport = r.speech ?? null;
       return r;
     });
     this.finished = true;
@@ -122,6 +125,10 @@ export class StreamHandle implements DenoiseStream {
 
   loudness(): StreamLoudness | null {
     return this.measured;
+  }
+
+  speech(): SpeechReport | null {
+    return this.speechReport;
   }
 
   abort(): void {

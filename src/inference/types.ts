@@ -3,6 +3,7 @@
 // PcmDenoiseStream takes and returns interleaved PCM bytes instead, converted on the engine's side.
 import type { ThreadPriority } from './thread-priority';
 import type { WavSampleFormat } from '../dsp/pcm';
+import type { SpeechReport, SpeechRequest } from '../vad/options';
 
 /** How one frequency band of the output was processed (reported in X-NS-Stats `bands`). */
 export interface BandProcessing {
@@ -48,12 +49,16 @@ export interface DenoiseOptions {
    * to the chain, instead of on the caller's thread: read them with loudness() once end() has resolved.
    */
   measureLoudness?: boolean;
+  /** Speech detection on the output in the worker (speech_segments, trim_silence: src/vad); read speech() after end(). */
+  speech?: SpeechRequest | null;
 }
 
 /** A stream's loudness measurements: the weighted mean square of each 400 ms block (hop 100 ms), in order. */
 export interface StreamLoudness {
   input: Float64Array;
   output: Float64Array;
+  /** With trim_silence: the output's blocks before the pauses were shortened (aligned with the input's). */
+  alignedOutput?: Float64Array;
 }
 
 /** What every stream has besides its push/end. */
@@ -63,6 +68,8 @@ export interface StreamControl {
   readonly bands: BandProcessing[];
   /** With measureLoudness, after end() resolved: the block powers of all input pushed and all output returned; else null. */
   loudness(): StreamLoudness | null;
+  /** With speech detection, after end() resolved: the segments and what trimming removed; else null. */
+  speech?(): SpeechReport | null;
   /** Frees worker state without flushing (on errors/aborts). */
   abort(): void;
 }

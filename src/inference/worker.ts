@@ -2,8 +2,10 @@
 // The pool may post a request before the previous one is answered; requests run one at a time, in arrival order, so
 // streams on a worker never run concurrently and replies come back in order. Per-sample work around the chain that
 // would otherwise fall on the server's main thread runs here too: loudness metering, and for PCM streams the decoding
-// of the input bytes and the dither and 16-bit rounding of the output.
+// of the input bytes and the dither and 16-bit rounding of the output, and speech detection on the output (src/vad:
+// speech_segments, trim_silence), whose graph is loaded at the first stream that asks for it.
 import { parentPort, workerData } from 'node:worker_threads';
+import type * as ort from 'onnxruntime-node';
 import { LoudnessMeter } from '../dsp/loudness';
 import { createChain } from './chains';
 import { DtlnGraphs } from './dtln';
@@ -12,6 +14,9 @@ import { loadGraphs } from './sessions';
 import { LiveHost } from './live-host';
 import { AlignedStream } from './stream';
 import { lowerThisThread, threadId, type ThreadPriority } from './thread-priority';
+import { concatAll } from '../dsp/concat';
+import { loadVadSession } from '../vad/silero';
+import { SpeechTrack } from '../vad/speech-track';
 import { packLive, packedTransfer, spansItsBuffer, unpackLive, type ToWorker, type FromWorker } from './protocol';
 
 interface WorkerInit {
@@ -37,12 +42,23 @@ interface Hosted {
   meters: { input: LoudnessMeter; output: LoudnessMeter } | null;
   /** Streams opened with pcmInput (PcmDenoiseStream): how their bytes are decoded, and the output's dither. */
   pcm: PcmEdges | null;
+  /** Streams opened with speech detection; with trimming, `alignedMeter` meters the output before the cuts. */
+  speech: SpeechTrack | null;
+  alignedMeter: LoudnessMeter | null;
 }
 
 const streams = new Map<number, Hosted>();
 let graphs: DtlnGraphs | null = null;
 let priority: ThreadPriority = { tid: threadId(), nice: 0, idle: false };
 let live: LiveHost | null = null;
+let modelsDir = '';
+let vadSession: Promise<ort.InferenceSession> | null = null;
+
+function vad(): Promise<ort.InferenceSession> {
+  vadSession ??= loadVadSession(modelsDir);
+  vadSession.catch(() => (vadSession = null)); // a missing graph is reported to that stream; a later one tries again
+  return vadSession;
+}
 
 function send(msg: FromWorker, transfer: ArrayBuffer[] = []): void {
   port!.postMessage(msg, transfer);
@@ -52,6 +68,12 @@ function transferList(planar: Array<Float32Array | Float64Array | Uint8Array>): 
   const seen = new Set<ArrayBuffer>();
   for (const ch of planar) seen.add(ch.buffer as ArrayBuffer);
   return [...seen];
+}
+
+function joinPlanar(a: Float32Array[], b: Float32Array[]): Float32Array[] {
+  if (b[0].length === 0) return a;
+  if (a[0].length === 0) return b;
+  return a.map((ch, c) => concatAll([ch, b[c]]));
 }
 
 /** Outputs are often views into larger arrays; copy those so only the bytes returned are transferred. */
@@ -64,10 +86,13 @@ async function handle(msg: ToWorker): Promise<void> {
     case 'open': {
       const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand });
       const meter = (): LoudnessMeter => new LoudnessMeter(chain.sampleRate, msg.channels);
+      const speech = msg.speech ? new SpeechTrack(await vad(), msg.speech, chain.sampleRate, msg.channels) : null;
       streams.set(msg.streamId, {
         stream: new AlignedStream(chain, msg.attenuationLimitDb),
         meters: msg.measureLoudness ? { input: meter(), output: meter() } : null,
         pcm: msg.pcmInput ? new PcmEdges(msg.pcmInput, msg.channels, chain.sampleRate) : null,
+        speech,
+        alignedMeter: msg.measureLoudness && msg.speech?.trimMaxPauseS != null ? meter() : null,
       });
       send({ type: 'result', reqId: msg.reqId, planar: [] });
       return;
@@ -77,7 +102,7 @@ async function handle(msg: ToWorker): Promise<void> {
     case 'end': {
       const hosted = streams.get(msg.streamId);
       if (!hosted) throw new Error(`unknown stream ${msg.streamId}`);
-      const { stream, meters, pcm } = hosted;
+      const { stream, meters, pcm, speech, alignedMeter } = hosted;
       let input: Float32Array[] | null = null;
       if (msg.type === 'push') input = msg.planar;
       else if (msg.type === 'push-pcm') {
@@ -85,7 +110,12 @@ async function handle(msg: ToWorker): Promise<void> {
         input = pcm.decode(msg.bytes);
       }
       if (input) meters?.input.push(input); // before the chain, which may reuse the arrays
-      const raw = input ? await stream.push(input) : await stream.end();
+      let raw = input ? await stream.push(input) : await stream.end();
+      if (speech) {
+        alignedMeter?.push(raw);
+        raw = await speech.process(raw);
+        if (msg.type === 'end') raw = joinPlanar(raw, await speech.finish());
+      }
       const out = pcm ? raw : compact(raw); // views are copied only where they are transferred
       meters?.output.push(out);
       // PCM streams get the output as the WAV sink would write it; the float arrays stay here.
@@ -99,7 +129,9 @@ async function handle(msg: ToWorker): Promise<void> {
         if (meters) {
           reply.loudness = { input: meters.input.blockPowers(), output: meters.output.blockPowers() };
           moved.push(reply.loudness.input, reply.loudness.output);
+          if (alignedMeter) moved.push((reply.loudness.alignedOutput = alignedMeter.blockPowers()));
         }
+        if (speech) moved.push((reply.speech = speech.report()).segments);
       }
       send(reply, transferList(moved));
       return;
@@ -152,6 +184,7 @@ async function warmUp(g: DtlnGraphs): Promise<void> {
 async function main(): Promise<void> {
   try {
     const init = workerData as WorkerInit;
+    modelsDir = init.modelsDir;
     if (init.nice > 0 || init.idle) priority = await lowerThisThread(init.nice, init.idle);
     graphs = await loadGraphs(init.modelsDir);
     if (init.warmUp) await warmUp(graphs);

@@ -20,7 +20,7 @@ import { JobFiles, JobRunner, openJobStore } from './queue';
 import type { ModelServiceReplicas } from '../upstream/replicas';
 import type { JobStore, JobsLog } from './types';
 import { WebhookDispatcher } from './outbound';
-import { DiskBudget } from './disk-budget';
+import { DiskBudget } from '../storage/disk-budget';
 
 export { createJobStreamRouter } from '../model-service/job-stream';
 export { configureJobRoutes } from './api';

@@ -18,10 +18,20 @@ export function isJobStatus(value: string): value is JobStatus {
 export interface JobParams {
   model: string;
   attenuation_limit_db: number;
-  output_format: OutputFormat;
+  /** An audio format, or 'video': the input's container back with its audio cleaned. */
+  output_format: OutputFormat | 'video';
   keep_input_sample_rate: boolean;
   /** Integrated loudness target (LUFS) of the result; null (or absent on jobs stored before it existed): none. */
   loudness_lufs?: number | null;
+  /** 'keep': the result is normalised to the input's speech loudness (`loudness=keep`); absent otherwise. */
+  loudness?: 'keep';
+  /** Speech detection (docs/speech.md), present only on jobs that asked for it, as resolved (speech-params.ts). */
+  speech_segments?: boolean;
+  trim_silence?: boolean;
+  trim_silence_max_pause_s?: number;
+  vad_threshold?: number;
+  vad_min_speech_ms?: number;
+  vad_hangover_ms?: number;
 }
 
 export interface JobInput {
@@ -47,6 +57,8 @@ export interface JobResultFile {
   contentType: string;
   /** Suggested download name, e.g. talk_denoised.wav. */
   filename: string;
+  /** With speech_segments=true: where the speech is (seconds of the input). */
+  speechSegments?: Array<{ start_s: number; end_s: number }>;
 }
 
 export type RefundState = 'none' | 'pending' | 'done';

@@ -24,7 +24,7 @@ export interface JobView {
   stats: Record<string, unknown> | null;
   error: JobRecord['error'];
   /** Download of the cleaned audio: a path on this server (resolve it against the API's base URL). */
-  result: { url: string; bytes: number; expires_at: string | null } | null;
+  result: { url: string; bytes: number; expires_at: string | null; speech_segments?: Array<{ start_s: number; end_s: number }> } | null;
   result_deleted_at: string | null;
   /** When the job and its files are deleted (set once it finished). */
   expires_at: string | null;
@@ -47,7 +47,10 @@ export function jobView(job: JobRecord): JobView {
     error: job.error,
     result:
       job.status === 'succeeded' && job.result
-        ? { url: `${jobPath(job.id)}/result`, bytes: job.result.bytes, expires_at: iso(job.expiresAt) }
+        ? {
+            url: `${jobPath(job.id)}/result`, bytes: job.result.bytes, expires_at: iso(job.expiresAt),
+            ...(job.result.speechSegments ? { speech_segments: job.result.speechSegments } : {}),
+          }
         : null,
     result_deleted_at: iso(job.resultDeletedAt),
     expires_at: iso(job.expiresAt),

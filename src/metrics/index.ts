@@ -72,7 +72,9 @@ export function metricsHandler(registry: Registry, token: string | null, others?
       const auth = req.headers.authorization ?? '';
       const sent = /^Bearer[ \t]+(.+)$/i.exec(auth.trim())?.[1]?.trim() ?? '';
       if (!sent || !sameSecret(sent, token)) {
-        sendError(res, 401, 'invalid_token', 'GET /metrics needs "Authorization: Bearer <METRICS_TOKEN>".', {
+        // As the gateway says it: no Authorization header at all is missing_token; one that does not match, invalid.
+        const type = req.headers.authorization === undefined ? 'missing_token' : 'invalid_token';
+        sendError(res, 401, type, 'GET /metrics needs "Authorization: Bearer <METRICS_TOKEN>".', {
           'WWW-Authenticate': 'Bearer realm="metrics"',
         });
         return;

@@ -4,7 +4,6 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import archiver from 'archiver';
 import { PROJECT_ROOT, type Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
 import { AudioAbortedError, AudioInputError, denoise, denoiseFile, type DenoiseStats } from '../pipeline';
@@ -12,13 +11,17 @@ import { createJobStreamRouter } from './job-stream';
 import { createLiveStreamEndpoint } from './live-stream';
 import type { ModelServiceMetrics } from './metrics';
 import { FORMATS, type OutputFormat } from '../audio/formats';
-import type { MemoryFile } from '../audio/memory-file';
 import { loadCatalog } from './catalog';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { AdmissionGate, createGuard } from './guard';
 import { FileBase64, sendJsonWithFiles } from './json-files';
-import { cleanInputName, contentDisposition, headerJson, OutputNamer, safeBaseName } from './names';
-import { assertModelInstalled, parseDenoiseParams, type DenoiseParams, type EndpointKind } from './params';
+import { cleanInputName, headerJson, OutputNamer, safeBaseName } from './names';
+import { RequestDiskFloor, DISK_RETRY_AFTER_S } from './disk-floor';
+import { sendBytes, sendFile, sendZip } from './downloads';
+import { answerVideo } from './video-answer';
+import { VideoRequestError } from '../video';
+import { InsufficientStorageError } from '../storage/disk-budget';
+import { assertModelInstalled, parseDenoiseParams, speechOf, type DenoiseParams, type EndpointKind, type SpeechSegment, type WithSpeechSegments } from './params';
 import { STALE_MS, sweepStaleRequestDirs, withRequestScope, type RequestScope } from './request-scope';
 import { DEFAULT_UPLOAD_LIMITS, receiveUpload, uploadInput, type UploadLimits } from './uploads';
 
@@ -55,7 +58,7 @@ export const SERVICE_VERSION: string = (() => {
   }
 })();
 
-export interface BatchItemOk {
+export interface BatchItemOk extends WithSpeechSegments {
   index: number;
   input: string;
   status: 'ok';
@@ -102,6 +105,11 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
     if (err instanceof HttpError) return sendHttpError(res, err);
     if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, err.status === 413 ? 'payload_too_large' : 'invalid_audio');
     if (err instanceof AudioAbortedError) return; // the client is gone
+    if (err instanceof VideoRequestError) return sendDetail(res, 400, err.message, 'invalid_request');
+    if (err instanceof InsufficientStorageError) {
+      if (!res.headersSent) res.setHeader('Retry-After', String(DISK_RETRY_AFTER_S));
+      return sendDetail(res, 503, err.message, 'unavailable');
+    }
     log(`[model-service] internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     sendDetail(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
   };
@@ -120,16 +128,19 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
           : 'missing files: send each audio file as a repeated multipart file field "files"',
       );
     }
-    assertModelInstalled(config, params.model);
+    assertModelInstalled(config, params.model, params.speech);
     return { files, params };
   }
 
+  const diskFloor = new RequestDiskFloor(config);
   const pipelineOptions = (params: DenoiseParams, signal: AbortSignal) => ({
+    disk: diskFloor.budget,
     model: params.model,
     attenuationLimitDb: params.attenuationLimitDb,
     outputFormat: params.outputFormat,
     loudnessLufs: params.loudnessLufs,
     keepInputSampleRate: params.keepInputSampleRate,
+    speech: params.speech,
     signal,
   });
 
@@ -138,21 +149,28 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
       config,
       res,
       async (scope) => {
+        await diskFloor.check(req);
         const { files, params } = await receive('single', scope, req, res);
         const upload = files[0];
+        if (params.video) {
+          const video = { config, engine, disk: diskFloor.budget, metrics: deps.metrics };
+          await answerVideo(video, scope, upload, params.response, pipelineOptions(params, scope.signal), res);
+          return;
+        }
         const ext = params.outputFormat;
+        let segments: SpeechSegment[] | undefined;
         const { stats, output } = await denoise(
           { config, engine },
           uploadInput(upload, scope),
           { inMemory: true, path: async () => path.join(await scope.dir(), `output.${ext}`) },
-          pipelineOptions(params, scope.signal),
+          { ...pipelineOptions(params, scope.signal), onSpeechSegments: (s) => (segments = s) },
         );
         deps.metrics?.fileDone(stats);
         const filename = `${safeBaseName(upload.originalname)}_denoised.${ext}`;
         res.setHeader('X-NS-Stats', headerJson(stats));
         const body = 'memory' in output ? output.memory : output.path;
         if (params.response === 'json') {
-          await sendJsonWithFiles(res, 200, { filename, stats, audio_base64: new FileBase64(body) });
+          await sendJsonWithFiles(res, 200, { filename, stats, ...speechOf(segments), audio_base64: new FileBase64(body) });
           return;
         }
         if (typeof body === 'string') await sendFile(res, body, contentTypeOf(ext), filename);
@@ -167,12 +185,14 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
       config,
       res,
       async (scope) => {
+        await diskFloor.check(req);
         const { files, params } = await receive('batch', scope, req, res);
         const started = process.hrtime.bigint();
         const ext = params.outputFormat;
         const dir = await scope.dir();
         const outputs: string[] = files.map((_, i) => path.join(dir, `output-${i}.${ext}`));
         const results: Array<DenoiseStats | Error> = new Array(files.length);
+        const segments: Array<SpeechSegment[] | undefined> = new Array(files.length);
 
         // Bounded concurrency: as many files at once as the engine has workers.
         let next = 0;
@@ -186,7 +206,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
                   { config, engine },
                   files[i].path,
                   outputs[i],
-                  pipelineOptions(params, scope.signal),
+                  { ...pipelineOptions(params, scope.signal), onSpeechSegments: (s) => (segments[i] = s) },
                 );
                 results[i] = stats;
                 deps.metrics?.fileDone(stats);
@@ -207,7 +227,8 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
           const input = cleanInputName(files[i].originalname);
           const result = results[i];
           if (result instanceof Error) {
-            if (result instanceof AudioAbortedError) throw result;
+            // Aborted, or the disk is short (503, to retry whole): no zip of what happened to fit.
+            if (result instanceof AudioAbortedError || result instanceof InsufficientStorageError) throw result;
             if (!(result instanceof AudioInputError)) log(`[model-service] batch item ${i} failed: ${result.stack ?? result.message}`);
             items.push({
               index: i,
@@ -221,7 +242,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
             continue;
           }
           const bytes = (await fsp.stat(outputs[i])).size;
-          items.push({ index: i, input, status: 'ok', output: namer.take(safeBaseName(files[i].originalname), ext), bytes, stats: result });
+          items.push({ index: i, input, status: 'ok', output: namer.take(safeBaseName(files[i].originalname), ext), bytes, stats: result, ...speechOf(segments[i]) });
         }
         const succeeded = items.filter((it) => it.status === 'ok').length;
         const manifest: BatchManifest = {
@@ -293,7 +314,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
   });
 
   // The gateway's internal endpoints: job streams (job-stream.ts), live streams over WebSocket (live-stream.ts).
-  app.use(createJobStreamRouter({ config, engine, log, metrics: deps.metrics }));
+  app.use(createJobStreamRouter({ config, engine, log, metrics: deps.metrics, disk: diskFloor.budget }));
   const live = createLiveStreamEndpoint({ config, engine, log });
   app.use(live.router);
 
@@ -317,81 +338,5 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
       // Shutting down: the periodic sweep of dead processes' directories stops with the service.
       clearInterval(sweeper);
     },
-  });
-}
-
-/** The 200 headers of a download: type, exact length, and the file name to save it under. */
-function startDownload(
-  res: Response,
-  size: number,
-  contentType: string,
-  filename: string,
-  disposition: 'attachment' | 'inline' = 'attachment',
-): void {
-  res.status(200);
-  res.setHeader('Content-Type', contentType);
-  res.setHeader('Content-Length', String(size));
-  const cd = contentDisposition(filename);
-  res.setHeader('Content-Disposition', disposition === 'inline' ? cd.replace(/^attachment/, 'inline') : cd);
-}
-
-/** Sends an output kept in memory, piece by piece (no copy into one buffer). */
-function sendBytes(res: Response, file: MemoryFile, contentType: string, filename: string): void {
-  startDownload(res, file.size, contentType, filename);
-  for (const piece of file.pieces()) res.write(piece);
-  res.end();
-}
-
-/** Streams a file with Content-Length; resolves when the body was handed to the socket or the client left. */
-async function sendFile(
-  res: Response,
-  filePath: string,
-  contentType: string,
-  filename: string,
-  disposition: 'attachment' | 'inline' = 'attachment',
-): Promise<void> {
-  const { size } = await fsp.stat(filePath);
-  startDownload(res, size, contentType, filename, disposition);
-  if (res.req.method === 'HEAD') {
-    res.end();
-    return;
-  }
-  await new Promise<void>((resolve) => {
-    const input = fs.createReadStream(filePath);
-    input.on('error', () => {
-      res.destroy();
-      resolve();
-    });
-    res.once('close', () => {
-      input.destroy();
-      resolve();
-    });
-    input.pipe(res);
-  });
-}
-
-/** Streams denoised.zip: archiver reads each output from its temp file while the zip goes out. */
-async function sendZip(res: Response, manifest: BatchManifest, outputs: string[]): Promise<void> {
-  res.status(200);
-  res.setHeader('Content-Type', 'application/zip');
-  res.setHeader('Content-Disposition', contentDisposition('denoised.zip'));
-  // Audio barely compresses; a low level keeps CPU for denoising.
-  const archive = archiver('zip', { zlib: { level: 1 } });
-  await new Promise<void>((resolve) => {
-    archive.on('error', () => {
-      res.destroy();
-      resolve();
-    });
-    archive.on('warning', () => undefined);
-    res.once('close', () => {
-      if (!res.writableFinished) archive.abort();
-      resolve();
-    });
-    archive.pipe(res);
-    for (const item of manifest.items) {
-      if (item.status === 'ok') archive.file(outputs[item.index], { name: item.output });
-    }
-    archive.append(JSON.stringify(manifest, null, 2) + '\n', { name: 'manifest.json' });
-    void archive.finalize();
   });
 }

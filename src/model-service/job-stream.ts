@@ -6,6 +6,7 @@
 // Answer (200, Content-Type application/x-ns-job-stream): newline-terminated JSON lines, then possibly binary:
 //   {"type":"progress","done_s":12.0,"total_s":1200.0}        at least every 10 s while working
 //   {"type":"result","stats":{...},"bytes":N,"content_type":"audio/wav"}  followed by exactly N bytes of audio, end
+//     (with speech_segments=true the result line also has "speech_segments":[{"start_s":..,"end_s":..},...])
 //   {"type":"error","status":422,"detail":"could not decode: ..."}         end
 // Errors found before the work starts are ordinary {"detail"} answers: 400 bad parameters, 413 too large,
 // 422 model not installed, 503 {"detail":"busy"} + Retry-After when this service already runs its share of job
@@ -18,13 +19,15 @@ import { Transform } from 'node:stream';
 import express, { type Request, type Response } from 'express';
 import type { Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
-import { AudioAbortedError, AudioInputError, denoiseFile } from '../pipeline';
+import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseFileOptions } from '../pipeline';
 import { FORMATS } from '../audio/formats';
 import type { ModelServiceMetrics } from './metrics';
 import { continueIfExpected } from './guard';
 import { HttpError, sendDetail, sendHttpError, tooLarge } from './http-error';
-import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams } from './params';
+import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams, speechOf, type SpeechSegment } from './params';
 import { withRequestScope } from './request-scope';
+import { InsufficientStorageError, type DiskBudget } from '../storage/disk-budget';
+import { CONTAINERS, denoiseVideo, planVideo, VideoRequestError } from '../video';
 
 export const JOB_STREAM_PATH = '/internal/jobs/denoise';
 export const JOB_STREAM_CONTENT_TYPE = 'application/x-ns-job-stream';
@@ -40,6 +43,8 @@ export interface JobStreamDeps {
   log?: (line: string) => void;
   /** Audio seconds and RTF of job streams count in the model service's /metrics like /denoise's. */
   metrics?: ModelServiceMetrics;
+  /** TMP_DIR's free-disk floor (disk-floor.ts): a job's output and spools take their bytes from it too. */
+  disk?: Pick<DiskBudget, 'open'>;
 }
 
 export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
@@ -77,7 +82,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
           if (q[name] !== undefined) fields[name] = q[name];
         }
         const params = parseDenoiseParams(config, 'single', fields);
-        assertModelInstalled(config, params.model);
+        assertModelInstalled(config, params.model, params.speech);
         const declared = Number(req.headers['content-length']);
         const max = config.jobs.maxUploadBytes;
         if (Number.isFinite(declared) && declared > max) throw tooLarge(`the input is larger than ${max} bytes`);
@@ -111,15 +116,22 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
         const keepalive = setInterval(() => {
           if (Date.now() - lastSent >= KEEPALIVE_MS - 100) sendProgress();
         }, 1000);
-        const ext = params.outputFormat;
-        const outPath = path.join(await scope.dir(), `output.${ext}`);
+        let segments: SpeechSegment[] | undefined;
         try {
-          const stats = await denoiseFile({ config, engine }, inputPath, outPath, {
+          // output_format=video: the input's container back (the job's input name comes as `filename`).
+          const plan = params.video ? await planVideo({ config, engine }, inputPath, String(q.filename ?? '')) : null;
+          const ext = plan ? CONTAINERS[plan.container].extension : params.outputFormat;
+          const contentType = plan ? CONTAINERS[plan.container].contentType : FORMATS[params.outputFormat].contentType;
+          const out = path.join(await scope.dir(), `output.${ext}`);
+          const options: DenoiseFileOptions = {
             model: params.model,
             attenuationLimitDb: params.attenuationLimitDb,
             outputFormat: params.outputFormat,
             keepInputSampleRate: params.keepInputSampleRate,
             loudnessLufs: params.loudnessLufs,
+            disk: deps.disk,
+            speech: params.speech,
+            onSpeechSegments: (s) => (segments = s),
             signal: scope.signal,
             // 1 s chunks (not the file pipeline's 8 s): a synchronous call that shares this job's worker waits for
             // at most one second of the job's audio, whatever the model.
@@ -128,18 +140,24 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
               last = { done_s: Math.round(doneS * 1000) / 1000, total_s: totalS === null ? null : Math.round(totalS * 1000) / 1000 };
               if (Date.now() - lastSent >= PROGRESS_INTERVAL_MS) sendProgress();
             },
-          });
+          };
+          const run = () => (plan ? denoiseVideo({ config, engine }, inputPath, out, plan, options) : denoiseFile({ config, engine }, inputPath, out, options));
+          const stats = await run();
           deps.metrics?.fileDone(stats);
           // The input is no longer needed; free the disk before the output streams out.
           await fsp.rm(inputPath, { force: true });
-          const { size } = await fsp.stat(outPath);
+          const { size } = await fsp.stat(out);
           clearInterval(keepalive);
-          line({ type: 'result', stats, bytes: size, content_type: FORMATS[ext].contentType });
-          await pipeline(fs.createReadStream(outPath), res, { signal: scope.signal });
+          line({ type: 'result', stats, ...speechOf(segments), bytes: size, content_type: contentType });
+          await pipeline(fs.createReadStream(out), res, { signal: scope.signal });
         } catch (err) {
           clearInterval(keepalive);
           if (err instanceof AudioAbortedError || scope.signal.aborted) throw err;
-          const status = err instanceof HttpError ? err.status : err instanceof AudioInputError ? err.status : 500;
+          const status =
+            err instanceof HttpError ? err.status
+            : err instanceof AudioInputError || err instanceof VideoRequestError ? err.status
+            : err instanceof InsufficientStorageError ? 503 // the runner tries again later
+            : 500;
           const detail = err instanceof HttpError ? err.detail : err instanceof Error ? err.message : String(err);
           if (status === 500) log(`[model-service] job stream failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
           line({ type: 'error', status, detail });

@@ -98,7 +98,14 @@ class LiveConnection {
   start(ws: WebSocket, live: LiveStream): void {
     this.ws = ws;
     this.live = live;
-    ws.on('message', (data: Buffer, isBinary) => this.onMessage(data, isBinary));
+    ws.on('message', (data: Buffer, isBinary) => {
+      try {
+        this.onMessage(data, isBinary);
+      } catch (err) {
+        // A defect ends this stream only (a throw from a socket's listener would end the process).
+        this.fail(`the stream failed: ${(err as Error).message}`, CLOSE.internal);
+      }
+    });
     ws.on('close', () => this.end());
     ws.on('error', () => undefined); // 'close' follows
     if (this.early) return this.fail(this.early.message, this.early.code);
@@ -208,21 +215,30 @@ export function createLiveStreamEndpoint(deps: LiveEndpointDeps): LiveEndpoint {
       return;
     }
     const conn = new LiveConnection(opts);
+    const { socket } = upgrade;
     engine.openLive(opts, conn.sink).then(
       (live) => {
-        const { socket, head } = upgrade;
-        // Gone while the stream opened (ws would drop the socket without calling back): nothing to run.
+        // Gone while the stream opened, or a handshake ws refuses (it then calls back never): the stream goes too.
+        const drop = (): void => live.abort();
         if (!socket.readable || !socket.writable || draining) {
-          live.abort();
+          drop();
           socket.destroy();
           return;
         }
         res.detachSocket(socket);
-        wss.handleUpgrade(req, socket, head, (ws) => {
-          open.add(conn);
-          void conn.closed.then(() => open.delete(conn));
-          conn.start(ws, live);
-        });
+        socket.once('close', drop);
+        try {
+          wss.handleUpgrade(req, socket, upgrade.claim(), (ws) => {
+            socket.off('close', drop);
+            socket.resume();
+            open.add(conn);
+            void conn.closed.then(() => open.delete(conn));
+            conn.start(ws, live);
+          });
+        } catch (err) {
+          log(`[model-service] a live stream's upgrade failed: ${(err as Error).message}`);
+          socket.destroy();
+        }
       },
       (err: Error) => {
         log(`[model-service] could not open a live stream: ${err.message}`);

@@ -3,31 +3,39 @@ import type { Config } from '../config';
 import { MODEL_IDS, type ModelId } from '../inference/types';
 import { isModelId, loadCatalog } from './catalog';
 import { isOutputFormat, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
-import { LOUDNESS_RANGE } from '../dsp/normalize';
+import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { badRequest, unprocessable } from './http-error';
+import { assertVadInstalled, parseSpeechFields, SPEECH_FIELDS } from './speech-params';
+import type { SpeechRequest } from '../vad/options';
 
 export type { OutputFormat };
 
 export { LOUDNESS_RANGE };
+export { speechOf, type WithSpeechSegments } from './speech-params';
+export type { SpeechSegment } from '../vad/options';
 
 export interface DenoiseParams {
   model: ModelId;
   attenuationLimitDb: number;
   outputFormat: OutputFormat;
-  /** Normalise to this integrated loudness (LUFS); null: no normalisation. */
-  loudnessLufs: number | null;
+  /** `output_format=video`: the input's container back with the audio cleaned (src/video); outputFormat is unused. */
+  video: boolean;
+  /** Normalise to this integrated loudness (LUFS), or to the input's speech loudness ('keep'); null: no normalisation. */
+  loudnessLufs: number | 'keep' | null;
   keepInputSampleRate: boolean;
   response: string; // 'audio' | 'json' for /denoise, 'zip' | 'json' for /denoise/batch
+  /** speech_segments / trim_silence (speech-params.ts); null: neither. */
+  speech: SpeechRequest | null;
 }
 
 export type EndpointKind = 'single' | 'batch';
 
-export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response', 'loudness_lufs'];
+export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response', 'loudness_lufs', 'loudness', ...SPEECH_FIELDS];
 const RESPONSES: Record<EndpointKind, string[]> = { single: ['audio', 'json'], batch: ['zip', 'json'] };
 export const FILE_FIELD: Record<EndpointKind, string> = { single: 'file', batch: 'files' };
 
 /** The /denoise fields a job takes (everything but `response`); job-stream.ts reads the same for a job's input. */
-export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs'];
+export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'loudness', ...SPEECH_FIELDS];
 
 const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 
@@ -81,15 +89,17 @@ export function parseDenoiseParams(
   }
 
   const formatRaw = single(fields, 'output_format')?.toLowerCase();
-  if (formatRaw !== undefined && !isOutputFormat(formatRaw)) {
+  const video = formatRaw === 'video';
+  if (video && kind === 'batch') throw badRequest('output_format=video is for /denoise and jobs, not batches: send each video alone');
+  if (formatRaw !== undefined && !video && !isOutputFormat(formatRaw)) {
     throw badRequest(
-      `output_format must be one of ${OUTPUT_FORMATS.map((f) => `"${f}"`).join(', ')}, got "${single(fields, 'output_format')}"`,
+      `output_format must be one of ${[...OUTPUT_FORMATS, ...(kind === 'single' ? ['video'] : [])].map((f) => `"${f}"`).join(', ')}, got "${single(fields, 'output_format')}"`,
     );
   }
-  const outputFormat: OutputFormat = formatRaw ?? 'wav';
+  const outputFormat: OutputFormat = video ? 'wav' : ((formatRaw as OutputFormat | undefined) ?? 'wav');
 
   const loudnessRaw = single(fields, 'loudness_lufs');
-  let loudnessLufs: number | null = null;
+  let loudnessLufs: number | 'keep' | null = null;
   if (loudnessRaw !== undefined) {
     const n = NUMBER.test(loudnessRaw) ? Number(loudnessRaw) : NaN;
     if (!(n >= LOUDNESS_RANGE.min && n <= LOUDNESS_RANGE.max)) {
@@ -98,6 +108,15 @@ export function parseDenoiseParams(
       );
     }
     loudnessLufs = n;
+  }
+
+  const presetRaw = single(fields, 'loudness')?.toLowerCase();
+  if (presetRaw !== undefined) {
+    if (!Object.hasOwn(LOUDNESS_PRESETS, presetRaw)) {
+      throw badRequest(`loudness must be "podcast" (-16 LUFS), "broadcast" (-23 LUFS) or "keep" (the input's speech loudness), got "${single(fields, 'loudness')}"`);
+    }
+    if (loudnessRaw !== undefined) throw badRequest('send loudness or loudness_lufs, not both');
+    loudnessLufs = LOUDNESS_PRESETS[presetRaw as keyof typeof LOUDNESS_PRESETS];
   }
 
   const keepRaw = single(fields, 'keep_input_sample_rate')?.toLowerCase();
@@ -119,11 +138,18 @@ export function parseDenoiseParams(
   }
   const response = responseRaw ?? allowed[0];
 
-  return { model, attenuationLimitDb, outputFormat, loudnessLufs, keepInputSampleRate, response };
+  const speech = parseSpeechFields(fields);
+  // Shortened sound under an untouched picture would lose sync.
+  if (video && speech?.trimMaxPauseS != null) throw badRequest('trim_silence does not apply to output_format=video: the video keeps its length');
+  return { model, attenuationLimitDb, outputFormat, video, loudnessLufs, keepInputSampleRate, response, speech };
 }
 
-/** A known model id whose graph files are missing cannot run here: the request is fine, the server lacks it. */
-export function assertModelInstalled(config: Config, model: ModelId): void {
+/**
+ * A known model id whose graph files are missing cannot run here: the request is fine, the server lacks it. The same
+ * for speech detection's graph when the call asks for it.
+ */
+export function assertModelInstalled(config: Config, model: ModelId, speech: SpeechRequest | null = null): void {
+  if (speech) assertVadInstalled(config);
   const record = loadCatalog(config).models.find((m) => m.id === model);
   if (!record?.available) {
     throw unprocessable(`model "${model}" is not installed on this server (run \`npm run models\`)`, 'model_not_installed');

@@ -6,8 +6,8 @@
 //
 // Sources (sources.ts): an uncompressed WAV at the model's rate is read in-process (wav.ts), with no child process at
 // all; a WAV at another rate is read in-process and resampled by an ffmpeg child (soxr) fed through its stdin; anything
-// else is decoded (and resampled) by ONE ffmpeg child whose stderr banner and WAV header give what a separate probe
-// used to (codec, container, duration, input rate, channel count). Sinks (sinks.ts): 16-bit WAV at the model's rate is
+// else is described by ffprobe's JSON (codec, container, duration, input rate, channels) and a packet scan, checked
+// against the limits, then decoded (and resampled) by ONE ffmpeg child. Sinks (sinks.ts): 16-bit WAV at the model's rate is
 // written in-process; FLAC or another rate goes through an ffmpeg encoder child. A small upload can come from memory
 // (denoise(), memory-file.ts); when it is such a WAV and so is the output, the output is written into memory too.
 //
@@ -23,7 +23,12 @@
 // while it is metered, then is replayed through a gain and a true-peak limiter (normalize.ts) into the sink, and the
 // delivered file is measured again (normalize-pass.ts): several passes, memory still bounded.
 //
-// Limits (limits.ts) are checked from the header before any decoding, and the duration again while decoding.
+// Speech (speech_segments, trim_silence: src/vad, docs/speech.md): the worker runs the VAD on the chain's output and,
+// with trim_silence, returns it with long pauses shortened, so everything after the engine (meters, spool, sink) sees
+// the shorter audio; the segments come back with the stream's end (onSpeechSegments), the summary in the stats.
+//
+// Limits (limits.ts) are checked from the header or probe before any decoding, and the duration and the decoded
+// samples (MAX_DECODED_SAMPLES) again while decoding.
 // Non-finite samples (NaN, ±Inf) are silence: float WAVs are cleaned as they are read, other decoders' output here.
 //
 // Memory stays bounded whatever the duration: one chunk is read only after the previous one went through the engine
@@ -36,6 +41,7 @@ import type { SourceInput } from '../audio/sources';
 import { PipelineRun } from './run';
 import { runStats, type DenoiseStats } from './stats';
 import type { DenoiseFileDeps, DenoiseFileOptions, DenoiseOutput, DenoiseTarget } from './types';
+import { segmentList } from '../vad/options';
 
 export { AudioAbortedError, AudioInputError, AudioPipelineError, AudioTooLongError } from '../audio/errors';
 export { deinterleave, interleave, silenceNonFinite } from '../dsp/interleave';
@@ -71,6 +77,7 @@ export async function denoise(
   try {
     const result = await run.execute();
     const processingS = Number(process.hrtime.bigint() - started) / 1e9;
+    if (result.speech) opts.onSpeechSegments?.(segmentList(result.speech.segments));
     return { stats: runStats(opts, result, processingS), output: result.output };
   } catch (err) {
     await run.teardown();

@@ -2,7 +2,7 @@
 // before the model, and the one gain after it that brings the cleaned audio to the target through the true-peak
 // limiter (dry runs from the spool), within a budget past which the target is reported as not reached.
 import type { FloatSpool } from '../audio/spool';
-import { dbOf, gatedLoudness, LoudnessMeter } from '../dsp/loudness';
+import { dbOf, gatedLoudness, lufsOf, LoudnessMeter } from '../dsp/loudness';
 import { LoudnessNormalizer } from '../dsp/normalize';
 
 /**
@@ -138,4 +138,21 @@ export async function chooseGain(plan: NormalizePlan): Promise<GainChoice> {
 
 function reached(loudness: number | null, target: number): boolean {
   return loudness !== null && Math.abs(loudness - target) <= REACHED_TOLERANCE_LU;
+}
+
+/**
+ * `loudness=keep`: the input's speech loudness, to normalise the cleaned audio to. BS.1770 gating over the input's
+ * blocks where the cleaned output holds speech (its blocks that pass its own absolute and relative gates), so the
+ * noise the model removed, in pauses and under the speech, does not count: cleaned speech then sounds as loud as it
+ * went in, where without a target it comes out a few LU quieter (the noise's energy is gone). Both block lists are
+ * the engine's meters over time-aligned audio. null when the output holds nothing above the gates (silence).
+ */
+export function keepTarget(input: Float64Array, output: Float64Array): number | null {
+  const outputLoudness = gatedLoudness(output);
+  if (outputLoudness === null) return null;
+  const speechGate = Math.max(-70, outputLoudness - 10);
+  const n = Math.min(input.length, output.length);
+  const speech: number[] = [];
+  for (let i = 0; i < n; i++) if (output[i] > 0 && lufsOf(output[i]) > speechGate) speech.push(input[i]);
+  return gatedLoudness(Float64Array.from(speech));
 }

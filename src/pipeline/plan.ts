@@ -40,8 +40,8 @@ export interface RunPlan {
   /** The rate the source was decoded to and the chain runs at: the model's, or 48 kHz for a full-band run. */
   modelRate: number;
   outputRate: number;
-  /** Integrated loudness to normalise to (a second pass from a spool file), or null. */
-  loudnessTarget: number | null;
+  /** Integrated loudness to normalise to (a second pass from a spool file), 'keep' (the input's, known once read), or null. */
+  loudnessTarget: number | 'keep' | null;
   /** The sink's options but the failure callback, which the run adds. */
   sink: Omit<SinkOptions, 'onFailure'>;
   stream: DenoiseOptions;
@@ -83,6 +83,7 @@ export function planRun(
     attenuationLimitDb: opts.attenuationLimitDb,
     fullBand: modelRate !== nativeRate,
     measureLoudness: true,
+    ...(opts.speech ? { speech: opts.speech } : {}),
   };
   const directWav = loudnessTarget === null && writesInProcess(sink);
   return {

@@ -12,8 +12,9 @@ import { openSource, type AudioSource, type SourceInput } from '../audio/sources
 import { FloatSpool } from '../audio/spool';
 import { dbOf, gatedLoudness, LoudnessMeter, TruePeakInterpolator } from '../dsp/loudness';
 import type { DenoiseStream, PcmDenoiseStream, StreamControl } from '../inference/types';
-import { modelInputGainDb } from './loudness';
+import { keepTarget, modelInputGainDb, scaledBlocks } from './loudness';
 import { MEASURE_RATE, normalizeInto, type PassIo } from './normalize-pass';
+import { RunDiskUse } from './disk-use';
 import { decodeRateFor, planRun } from './plan';
 import { measuredLoudness, type RunResult } from './stats';
 import type { DenoiseFileDeps, DenoiseFileOptions, DenoiseOutput, DenoiseTarget } from './types';
@@ -47,6 +48,8 @@ export class PipelineRun {
   private spool: FloatSpool | null = null;
   private inputSpool: FloatSpool | null = null;
   private stream: StreamControl | null = null;
+  /** The disk the output and spools take (null: unchecked, or an output kept in memory). */
+  private disk: RunDiskUse | null = null;
   private aborted = false;
   /** Set once the signal fires or a child dies early; every await in the loop is guarded by it. */
   private failedWith: Error | null = null;
@@ -126,6 +129,11 @@ export class PipelineRun {
     const plan = planRun(config, opts, source, engine, this.target);
     const { modelRate, pcmInput, chunkFrames, loudnessTarget: target } = plan;
     const sinkOptions = { ...plan.sink, onFailure: (e: Error) => this.fail(e) };
+    if (opts.disk && !plan.inMemory) {
+      const shape = { format: opts.outputFormat, channels: source.channels, modelRate, outputRate: plan.outputRate, spools: target !== null };
+      // Reserved before anything is decoded when the probe gave the length; taken chunk by chunk (pump, liftInput).
+      this.disk = await this.guard(RunDiskUse.start(opts.disk, shape, source.durationS));
+    }
     // With a loudness target the input is read whole first (pass 0), so that a quiet one can be lifted into the
     // models' level range before the engine stream is even opened.
     const lifted = target !== null ? await this.liftInput(chunkFrames, modelRate) : null;
@@ -188,7 +196,10 @@ export class PipelineRun {
     // Metered in the worker, next to the chain (measureLoudness): the input as pushed, the output as returned.
     const measured = stream.loudness();
     if (!measured) throw new Error('the inference engine returned no loudness measurements');
-    const loudness = measuredLoudness(measured, target, lifted?.gainDb ?? 0);
+    const lift = lifted?.gainDb ?? 0;
+    // 'keep': the input's speech loudness, in the file's own terms (the meters saw the input after the lift).
+    const resolved = target === 'keep' ? keepTarget(scaledBlocks(measured.input, -lift), scaledBlocks(measured.output, -lift)) : target;
+    const loudness = measuredLoudness(measured, resolved, lift);
     if (spool && target !== null) {
       // Pass 2 (normalize-pass.ts): one gain for the whole file, limited to the format's true-peak ceiling.
       const pass = await normalizeInto(
@@ -197,7 +208,8 @@ export class PipelineRun {
           sampleRate: modelRate,
           channels: source.channels,
           chunkFrames,
-          target,
+          // (null: 'keep' of silence, which gets no gain whatever the target: chooseGain.)
+          target: resolved ?? 0,
           measured: gatedLoudness(measured.output),
           blocks: measured.output,
           peak: cleanPeak ? cleanPeak.maximum() : 0,
@@ -212,7 +224,9 @@ export class PipelineRun {
       this.sink = null;
     }
     const output: DenoiseOutput = memory ? { memory } : { path: this.outputPath! };
-    return { frames: framesIn, source, stream, outputRate: plan.outputRate, loudness, output };
+    const speech = opts.speech ? (stream.speech?.() ?? null) : null;
+    if (opts.speech && !speech) throw new Error('the inference engine returned no speech detection');
+    return { frames: framesIn, source, stream, outputRate: plan.outputRate, loudness, output, speech };
   }
 
   /**
@@ -233,7 +247,8 @@ export class PipelineRun {
       const n = edges.frames(chunk);
       if (n === 0) continue;
       framesIn += n;
-      checkDecodedDuration(config, framesIn / modelRate);
+      checkDecodedDuration(config, framesIn / modelRate, { sampleRate: source.inputRate, channels: source.channels });
+      if (this.disk) await this.guard(this.disk.cover(framesIn));
       const out = this.guard(edges.push(chunk));
       out.catch(() => undefined); // a failure is thrown where it is awaited, below or after the loop
       if (ahead) await edges.emit(await ahead);
@@ -308,7 +323,8 @@ export class PipelineRun {
       const n = chunk[0].length;
       if (n === 0) continue;
       frames += n;
-      checkDecodedDuration(this.deps.config, frames / modelRate);
+      checkDecodedDuration(this.deps.config, frames / modelRate, { sampleRate: source.inputRate, channels: source.channels });
+      if (this.disk) await this.guard(this.disk.cover(frames));
       meter.push(chunk);
       if (scratch.length < n) scratch = new Float64Array(n);
       peak.process(chunk, scratch);
@@ -366,6 +382,7 @@ export class PipelineRun {
 
   async dispose(): Promise<void> {
     this.opts.signal?.removeEventListener('abort', this.onAbort);
+    this.disk?.release();
     const spools = [this.spool, this.inputSpool];
     this.spool = null;
     this.inputSpool = null;

@@ -8,6 +8,7 @@ import { bandsUpTo } from '../inference/models';
 import type { BandProcessing, ModelId, StreamControl, StreamLoudness } from '../inference/types';
 import { modelRateFor } from './plan';
 import type { DenoiseFileOptions } from './types';
+import { round3, speechSeconds, type SpeechReport } from '../vad/options';
 
 export interface DenoiseStats {
   duration_s: number;
@@ -42,6 +43,14 @@ export interface DenoiseStats {
   loudness_input_gain_db?: number;
   output_true_peak_dbtp?: number | null;
   loudness_target_reached?: boolean;
+  /**
+   * With speech_segments or trim_silence only (docs/speech.md): seconds of speech and the number of segments; with
+   * trim_silence also the seconds of pause removed and the output's duration (duration_s stays the input's).
+   */
+  speech_s?: number;
+  speech_segment_count?: number;
+  silence_removed_s?: number;
+  output_duration_s?: number;
 }
 
 /** The run's loudness: metered in the worker (input and output), then changed by normalisation's second pass. */
@@ -67,10 +76,13 @@ export interface LoudnessResult {
 export function measuredLoudness(measured: StreamLoudness, target: number | null, inputGainDb = 0): LoudnessResult {
   const input = inputGainDb === 0 ? measured.input : scaledBlocks(measured.input, -inputGainDb);
   const output = inputGainDb === 0 ? measured.output : scaledBlocks(measured.output, -inputGainDb);
+  // Trimmed output: the noise estimate compares blocks at the same times, so it reads the output before the cuts.
+  const aligned = measured.alignedOutput ?? measured.output;
+  const alignedOut = inputGainDb === 0 ? aligned : scaledBlocks(aligned, -inputGainDb);
   return {
     input: gatedLoudness(input),
     output: gatedLoudness(output),
-    noiseRemoved: noiseRemovedDb(input, output),
+    noiseRemoved: noiseRemovedDb(input, alignedOut),
     target,
     gainDb: 0,
     inputGainDb,
@@ -87,6 +99,8 @@ export interface RunResult {
   stream: StreamControl;
   outputRate: number;
   loudness: LoudnessResult;
+  /** With speech detection: what the worker reported. */
+  speech: SpeechReport | null;
 }
 
 /** The stats of a finished run that took `processingS` seconds. */
@@ -111,6 +125,14 @@ export function runStats(opts: DenoiseFileOptions, run: RunResult, processingS: 
     output_loudness_lufs: roundOrNull(loudness.output, 2),
     noise_removed_db: roundOrNull(loudness.noiseRemoved, 1),
   };
+  if (run.speech) {
+    stats.speech_s = round3(speechSeconds(run.speech.segments));
+    stats.speech_segment_count = run.speech.segments.length / 2;
+    if (opts.speech?.trimMaxPauseS != null) {
+      stats.silence_removed_s = round3(run.speech.removedS);
+      stats.output_duration_s = round3(run.speech.outputFrames / stream.sampleRate);
+    }
+  }
   if (loudness.target !== null) {
     stats.loudness_target_lufs = loudness.target;
     stats.loudness_gain_db = round(loudness.inputGainDb + loudness.gainDb, 2);

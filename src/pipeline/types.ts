@@ -4,6 +4,8 @@ import type { Config } from '../config';
 import type { OutputFormat } from '../audio/formats';
 import type { MemoryFile } from '../audio/memory-file';
 import type { InferenceEngine, ModelId } from '../inference/types';
+import type { DiskBudget } from '../storage/disk-budget';
+import type { SpeechRequest, SpeechSegment } from '../vad/options';
 
 export interface DenoiseFileDeps {
   config: Config;
@@ -26,8 +28,17 @@ export interface DenoiseFileOptions {
   chunkSeconds?: number;
   /** false: always decode and encode with ffmpeg, even where the in-process WAV path applies (tests, benchmark). */
   inProcessWav?: boolean;
-  /** Integrated loudness (LUFS) to normalise the cleaned audio to; null/undefined: no normalisation. */
-  loudnessLufs?: number | null;
+  /**
+   * Integrated loudness (LUFS) to normalise the cleaned audio to, or 'keep': the input's speech loudness (measured on
+   * the way, loudness.ts keepTarget); null/undefined: no normalisation.
+   */
+  loudnessLufs?: number | 'keep' | null;
+  /** The free-disk floor's budget the output and spools take their bytes from (disk-use.ts); none: unchecked. */
+  disk?: Pick<DiskBudget, 'open'>;
+  /** Speech detection on the cleaned audio (speech_segments, trim_silence); null/undefined: none, output as before. */
+  speech?: SpeechRequest | null;
+  /** With `speech`: called once, after the run, with the speech segments (seconds of the input). */
+  onSpeechSegments?(segments: SpeechSegment[]): void;
 }
 
 /** Where denoise() puts the output. */

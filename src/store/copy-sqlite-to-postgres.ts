@@ -75,6 +75,7 @@ async function copyRows(db: Database.Database, client: PoolClient, progress: (li
   const columns = [
     'request_id', 'client_request_id', 'time', 'token_id', 'workspace_id', 'method', 'service', 'endpoint', 'status',
     'error_type', 'credits_charged', 'bytes_in', 'bytes_out', 'upstream_ms', 'total_ms', 'client_ip', 'error_message',
+    'calls', 'aggregate_key',
   ];
   let batch: unknown[][] = [];
   const flush = async (): Promise<void> => {

@@ -1,8 +1,11 @@
 // Background upkeep of the store, run by every gateway process (each step is safe to run from several at once):
-// request-log rows older than REQUEST_LOG_RETENTION_DAYS are deleted in bounded batches, and credit holds whose
-// gateway died mid-call (expired reservations) are given back.
+// request-log rows older than REQUEST_LOG_RETENTION_DAYS are deleted in bounded batches, credit holds whose
+// gateway died mid-call (expired reservations) are given back, and the record of job refunds is kept 30 days.
 import type { Config } from '../config';
 import type { GatewayStore } from './types';
+
+/** How long a job's refund is remembered (refundOnce): far longer than a refund can wait for its replay. */
+const REFUND_MEMORY_MS = 30 * 86_400_000;
 
 export interface MaintenanceOptions {
   /** How often the tasks run; the first run is right after start. */
@@ -36,6 +39,7 @@ export function startStoreMaintenance(
     let reclaimed = 0;
     try {
       reclaimed = await store.reclaimExpiredReservations(new Date(now()));
+      await store.pruneRefunds(new Date(now() - REFUND_MEMORY_MS));
       if (config.requestLogRetentionDays > 0) {
         const before = new Date(now() - config.requestLogRetentionDays * 86_400_000).toISOString();
         // Batches, yielding between them, so a first run over a large backlog never holds the database for long.

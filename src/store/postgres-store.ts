@@ -10,15 +10,15 @@ import {
   checkCustomLimit,
   checkNewToken,
   checkPlan,
-  fillDays,
+  findKeyTarget,
   newReservationId,
   newTokenId,
   newWorkspaceId,
-  pageOf,
-  seriesStart,
 } from './common';
 import { POSTGRES_PLAN } from './migrations';
-import { toLogEntry, toToken, toWorkspace, whereClause, type LogRow, type TokenRow, type WorkspaceRow } from './postgres-rows';
+import { postgresCreditOutbox } from './postgres-credit-outbox';
+import { postgresRequestLog } from './postgres-request-log';
+import { toToken, toWorkspace, type TokenRow, type WorkspaceRow } from './postgres-rows';
 import { creditPeriod, type GatewayStore, type Workspace } from './types';
 import { displayPrefix, generateToken, hashToken } from './tokens';
 
@@ -187,21 +187,26 @@ export async function openPostgresStore(config: PostgresOptions): Promise<Gatewa
       return rows.map(toToken);
     },
     async revokeToken(idOrPrefix) {
-      let row = await one<TokenRow>('SELECT * FROM tokens WHERE id = $1', [idOrPrefix]);
-      if (!row) {
-        const matches = await q<TokenRow>('SELECT * FROM tokens WHERE prefix = $1', [idOrPrefix]);
-        if (matches.length > 1) throw new Error(`prefix ${idOrPrefix} matches ${matches.length} keys; revoke by id instead`);
-        row = matches[0] ?? null;
-      }
-      if (!row) return null;
+      const target = await findKeyTarget(idOrPrefix, { byId: store.getToken, byHash: store.findTokenByHash, all: () => store.listTokens() });
+      if (!target) return null;
       const updated = await one<TokenRow>(
         'UPDATE tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *',
-        [row.id, new Date()],
+        [target.id, new Date()],
       );
       return toToken(updated!);
     },
     async touchToken(id, when) {
       await pool.query('UPDATE tokens SET last_used_at = $2 WHERE id = $1', [id, new Date(when)]);
+    },
+    async reissueToken(id, input) {
+      checkNewToken(input.scopes, input.expiresAt);
+      const token = generateToken();
+      const row = await one<TokenRow>(
+        `UPDATE tokens SET token_hash = $2, prefix = $3, scopes = $4::jsonb, expires_at = $5, revoked_at = NULL
+         WHERE id = $1 RETURNING *`,
+        [id, hashToken(token), displayPrefix(token), JSON.stringify(input.scopes), input.expiresAt === null ? null : new Date(input.expiresAt)],
+      );
+      return row ? { token, record: toToken(row) } : null;
     },
 
     async chargeCredits(workspaceId, amount, limit, when) {
@@ -270,16 +275,21 @@ export async function openPostgresStore(config: PostgresOptions): Promise<Gatewa
       const r = await pool.query('UPDATE credit_reservations SET expires_at = $2 WHERE id = $1', [reservation.id, expiresAt]);
       return r.rowCount === 1;
     },
-    async settleReservation(r) {
+    async settleReservation(r, pending) {
       // Deleting the reservation row is what makes it end once; a reclaimed one (gone already) is still charged,
-      // since the call delivered.
+      // since the call delivered. A pending charge (a job's, created next) is written by the same statement.
       await pool.query(
-        `WITH gone AS (DELETE FROM credit_reservations WHERE id = $1 RETURNING amount)
+        `WITH gone AS (DELETE FROM credit_reservations WHERE id = $1 RETURNING amount),
+         pend AS (
+           INSERT INTO credit_pending (key, workspace_id, period, amount, owner, created_at)
+           SELECT $5, $2, $3, $4, $6, $7 WHERE $5::text IS NOT NULL
+           ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, created_at = EXCLUDED.created_at
+         )
          INSERT INTO credit_usage AS c (workspace_id, period, used, reserved) VALUES ($2, $3, $4, 0)
          ON CONFLICT (workspace_id, period) DO UPDATE SET
            used = c.used + EXCLUDED.used,
            reserved = GREATEST(c.reserved - COALESCE((SELECT amount FROM gone), 0), 0)`,
-        [r.id, r.workspaceId, r.period, r.amount],
+        [r.id, r.workspaceId, r.period, r.amount, pending?.key ?? null, pending?.owner ?? null, Date.now()],
       );
     },
     async releaseReservation(r) {
@@ -297,65 +307,8 @@ export async function openPostgresStore(config: PostgresOptions): Promise<Gatewa
       return (await usage(workspaceId, creditPeriod(when))).reserved;
     },
 
-    async logRequest(e) {
-      await pool.query(
-        `INSERT INTO request_log (request_id, client_request_id, time, token_id, workspace_id, method, service, endpoint,
-           status, error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-        [
-          e.requestId,
-          e.clientRequestId ?? null,
-          e.time,
-          e.tokenId,
-          e.workspaceId,
-          e.method,
-          e.service,
-          e.endpoint,
-          e.status,
-          e.errorType,
-          e.creditsCharged,
-          e.bytesIn,
-          e.bytesOut,
-          e.upstreamMs,
-          e.totalMs,
-          e.clientIp,
-          e.errorMessage ?? null,
-        ],
-      );
-    },
-    async queryRequests(filter) {
-      const params: unknown[] = [];
-      const where = whereClause(filter, params);
-      const { limit, offset } = pageOf(filter);
-      params.push(limit, offset);
-      const rows = await q<LogRow>(
-        `SELECT * FROM request_log ${where} ORDER BY time DESC, id DESC LIMIT $${params.length - 1} OFFSET $${params.length}`,
-        params,
-      );
-      return rows.map(toLogEntry);
-    },
-    async countRequests(filter) {
-      const params: unknown[] = [];
-      const row = await one<{ n: string }>(`SELECT COUNT(*) AS n FROM request_log ${whereClause(filter, params)}`, params);
-      return Number(row!.n);
-    },
-    async pruneRequests(before, maxRows) {
-      const r = await pool.query(
-        'DELETE FROM request_log WHERE id IN (SELECT id FROM request_log WHERE time < $1::timestamptz ORDER BY time LIMIT $2)',
-        [before, Math.max(1, Math.trunc(maxRows))],
-      );
-      return r.rowCount ?? 0;
-    },
-    async requestsPerDay(workspaceId, days) {
-      const { start, n } = seriesStart(days);
-      const rows = await q<{ day: string; count: number; errors: number }>(
-        `SELECT to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, COUNT(*)::int AS count,
-                (COUNT(*) FILTER (WHERE status >= 400))::int AS errors
-         FROM request_log WHERE workspace_id = $1 AND time >= $2 GROUP BY 1`,
-        [workspaceId, start],
-      );
-      return fillDays(start, n, rows);
-    },
+    ...postgresRequestLog(pool),
+    ...postgresCreditOutbox(pool),
 
     async getSetting(key) {
       const row = await one<{ value: string }>('SELECT value FROM settings WHERE key = $1', [key]);

@@ -43,6 +43,7 @@ export interface LogRow {
   upstream_ms: number | null;
   total_ms: number;
   client_ip: string;
+  calls: number;
 }
 
 export function toWorkspace(row: WorkspaceRow): Workspace {
@@ -91,6 +92,7 @@ export function toLogEntry(row: LogRow): RequestLogEntry {
     totalMs: row.total_ms,
     clientIp: row.client_ip,
     errorMessage: row.error_message,
+    calls: Number(row.calls),
   };
 }
 

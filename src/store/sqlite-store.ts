@@ -8,16 +8,16 @@ import {
   checkCustomLimit,
   checkNewToken,
   checkPlan,
-  fillDays,
+  findKeyTarget,
   newReservationId,
   newTokenId,
   newWorkspaceId,
-  pageOf,
-  seriesStart,
 } from './common';
 import { SQLITE_PLAN } from './migrations';
-import { toLogEntry, toToken, toWorkspace, whereClause, type LogRow, type TokenRow, type WorkspaceRow } from './sqlite-rows';
-import { creditPeriod, type CreditCharge, type CreditReservation, type GatewayStore, type NewToken, type Workspace } from './types';
+import { pendingChargeWriter, sqliteCreditOutbox } from './sqlite-credit-outbox';
+import { sqliteRequestLog } from './sqlite-request-log';
+import { toToken, toWorkspace, type TokenRow, type WorkspaceRow } from './sqlite-rows';
+import { creditPeriod, type CreditCharge, type CreditReservation, type GatewayStore, type NewToken, type PendingCharge, type Workspace } from './types';
 import { displayPrefix, generateToken, hashToken } from './tokens';
 
 export { PLAN_IDS, isPlanId } from './common';
@@ -62,11 +62,13 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     ),
     tokenByHash: db.prepare('SELECT * FROM tokens WHERE token_hash = ?'),
     tokenById: db.prepare('SELECT * FROM tokens WHERE id = ?'),
-    tokensByPrefix: db.prepare('SELECT * FROM tokens WHERE prefix = ?'),
     listTokens: db.prepare('SELECT * FROM tokens ORDER BY created_at, rowid'),
     listTokensOf: db.prepare('SELECT * FROM tokens WHERE workspace_id = ? ORDER BY created_at, rowid'),
     revoke: db.prepare('UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
     touch: db.prepare('UPDATE tokens SET last_used_at = ? WHERE id = ?'),
+    reissue: db.prepare(
+      'UPDATE tokens SET token_hash = @token_hash, prefix = @prefix, scopes = @scopes, expires_at = @expires_at, revoked_at = NULL WHERE id = @id',
+    ),
     // One conditional UPSERT: inserts or adds only while the sum stays within the limit,
     // so concurrent chargers (threads or processes) can never overspend.
     charge: db.prepare(
@@ -95,20 +97,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     ),
     deleteExpiredOf: db.prepare('DELETE FROM credit_reservations WHERE workspace_id = ? AND expires_at <= ?'),
     expiredWorkspaces: db.prepare('SELECT DISTINCT workspace_id FROM credit_reservations WHERE expires_at <= ?'),
-    insertLog: db.prepare(
-      `INSERT INTO request_log (request_id, client_request_id, time, token_id, workspace_id, method, service, endpoint,
-         status, error_type, credits_charged, bytes_in, bytes_out, upstream_ms, total_ms, client_ip, error_message)
-       VALUES (@requestId, @clientRequestId, @time, @tokenId, @workspaceId, @method, @service, @endpoint,
-         @status, @errorType, @creditsCharged, @bytesIn, @bytesOut, @upstreamMs, @totalMs, @clientIp, @errorMessage)`,
-    ),
-    prune: db.prepare(
-      'DELETE FROM request_log WHERE id IN (SELECT id FROM request_log WHERE time < ? ORDER BY time LIMIT ?)',
-    ),
     versions: db.prepare('SELECT version FROM schema_migrations ORDER BY version'),
-    perDay: db.prepare(
-      `SELECT substr(time, 1, 10) AS day, COUNT(*) AS count, SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END) AS errors
-       FROM request_log WHERE workspace_id = ? AND time >= ? GROUP BY day`,
-    ),
     getSetting: db.prepare('SELECT value FROM settings WHERE key = ?'),
     setSetting: db.prepare(
       'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
@@ -151,7 +140,8 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
   );
 
   /** Ends a reservation: `settle` moves its credits to used; otherwise they are given back. */
-  const endReservationTx = db.transaction((r: CreditReservation, settle: boolean) => {
+  const writePending = pendingChargeWriter(db);
+  const endReservationTx = db.transaction((r: CreditReservation, settle: boolean, pending?: PendingCharge) => {
     const row = stmt.reservationById.get(r.id) as { workspace_id: string; period: string; amount: number } | undefined;
     if (row) {
       stmt.deleteReservation.run(r.id);
@@ -159,6 +149,7 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     }
     // Reclaimed already (its gateway stalled past the expiry) yet delivered: the work was done, so it is charged.
     if (settle) stmt.addUsed.run(r.workspaceId, r.period, r.amount);
+    if (settle && pending) writePending(pending, r.workspaceId, r.period, r.amount);
   });
 
   const reclaimAllTx = db.transaction((nowMs: number) => {
@@ -249,20 +240,25 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       return rows.map(toToken);
     },
     async revokeToken(idOrPrefix) {
-      let row = stmt.tokenById.get(idOrPrefix) as TokenRow | undefined;
-      if (!row) {
-        const matches = stmt.tokensByPrefix.all(idOrPrefix) as TokenRow[];
-        if (matches.length > 1) {
-          throw new Error(`prefix ${idOrPrefix} matches ${matches.length} keys; revoke by id instead`);
-        }
-        row = matches[0];
-      }
-      if (!row) return null;
-      stmt.revoke.run(new Date().toISOString(), row.id);
-      return toToken(stmt.tokenById.get(row.id) as TokenRow);
+      const target = await findKeyTarget(idOrPrefix, { byId: store.getToken, byHash: store.findTokenByHash, all: () => store.listTokens() });
+      if (!target) return null;
+      stmt.revoke.run(new Date().toISOString(), target.id);
+      return toToken(stmt.tokenById.get(target.id) as TokenRow);
     },
     async touchToken(id, when) {
       stmt.touch.run(when, id);
+    },
+    async reissueToken(id, input) {
+      checkNewToken(input.scopes, input.expiresAt);
+      const token = generateToken();
+      const changed = stmt.reissue.run({
+        id,
+        token_hash: hashToken(token),
+        prefix: displayPrefix(token),
+        scopes: JSON.stringify(input.scopes),
+        expires_at: input.expiresAt === null ? null : new Date(input.expiresAt).toISOString(),
+      }).changes;
+      return changed === 0 ? null : { token, record: toToken(stmt.tokenById.get(id) as TokenRow) };
     },
 
     async chargeCredits(workspaceId, amount, limit, when): Promise<CreditCharge> {
@@ -295,8 +291,8 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
     async renewReservation(reservation, expiresAt) {
       return stmt.renewReservation.run(expiresAt.getTime(), reservation.id).changes === 1;
     },
-    async settleReservation(reservation) {
-      endReservationTx.immediate(reservation, true);
+    async settleReservation(reservation, pending) {
+      endReservationTx.immediate(reservation, true, pending);
     },
     async releaseReservation(reservation) {
       endReservationTx.immediate(reservation, false);
@@ -309,30 +305,8 @@ export function openSqliteStore(config: Pick<Config, 'dataDir'>): GatewayStore {
       return row?.reserved ?? 0;
     },
 
-    async logRequest(entry) {
-      stmt.insertLog.run({ ...entry, clientRequestId: entry.clientRequestId ?? null, errorMessage: entry.errorMessage ?? null });
-    },
-    async queryRequests(filter) {
-      const { sql, params } = whereClause(filter);
-      const { limit, offset } = pageOf(filter);
-      const rows = db
-        .prepare(`SELECT * FROM request_log ${sql} ORDER BY time DESC, id DESC LIMIT ? OFFSET ?`)
-        .all(...params, limit, offset) as LogRow[];
-      return rows.map(toLogEntry);
-    },
-    async countRequests(filter) {
-      const { sql, params } = whereClause(filter);
-      const row = db.prepare(`SELECT COUNT(*) AS n FROM request_log ${sql}`).get(...params) as { n: number };
-      return row.n;
-    },
-    async pruneRequests(before, maxRows) {
-      return stmt.prune.run(before, Math.max(1, Math.trunc(maxRows))).changes;
-    },
-    async requestsPerDay(workspaceId, days) {
-      const { start, n } = seriesStart(days);
-      const rows = stmt.perDay.all(workspaceId, start.toISOString()) as Array<{ day: string; count: number; errors: number }>;
-      return fillDays(start, n, rows);
-    },
+    ...sqliteRequestLog(db),
+    ...sqliteCreditOutbox(db),
     async schemaVersions() {
       return (stmt.versions.all() as Array<{ version: number }>).map((r) => r.version);
     },

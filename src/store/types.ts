@@ -68,6 +68,14 @@ export interface RequestLogEntry {
   clientIp: string;
   /** Why the call failed in words: the gateway's error message, or the model service's `detail` for its 4xx. */
   errorMessage?: string | null;
+  /** Calls this row stands for (read back; 1 unless the row aggregates refusals, see aggregateKey). */
+  calls?: number;
+  /**
+   * Written only. Entries with the same key share one row: the first one's id, time, IP and message stay, `calls`
+   * counts them and their bytes add up. The gateway gives one to refusals of a key (docs/gateway.md, request log):
+   * token, status, error type, endpoint and minute. Null or absent: a row of its own.
+   */
+  aggregateKey?: string | null;
 }
 
 export interface RequestLogFilter {
@@ -108,6 +116,27 @@ export interface CreditReserveResult {
 }
 
 /**
+ * A job's credit settled before its job exists (POST /jobs: gateway.db and the job queue are two databases), kept
+ * until the job is created (confirmCharge) or the credit given back (refundOnce). A gateway killed between the two
+ * writes leaves it behind, and the job runners' housekeeping replays it.
+ */
+export interface PendingCharge {
+  /** The job's id. */
+  key: string;
+  /** Who settled it, `<host>-<pid>-<instance>`: a replay leaves those of live processes alone. */
+  owner: string;
+}
+
+export interface PendingChargeRecord extends PendingCharge {
+  workspaceId: string;
+  /** 'YYYY-MM' of the credit. */
+  period: string;
+  amount: number;
+  /** Epoch ms. */
+  createdAt: number;
+}
+
+/**
  * The contract every engine implements (SQLite embedded by default; PostgreSQL when configured). Every member is
  * asynchronous so that a networked engine fits the same interface; the SQLite engine answers synchronously inside.
  */
@@ -138,8 +167,11 @@ export interface GatewayStore {
   reserveCredits(workspaceId: string, amount: number, limit: number, when: Date, ttlMs: number): Promise<CreditReserveResult>;
   /** Pushes the expiry of a reservation still in flight; false when it was already reclaimed or ended. */
   renewReservation(reservation: CreditReservation, expiresAt: Date): Promise<boolean>;
-  /** The call delivered: its credits become used (also when the reservation had already been reclaimed). */
-  settleReservation(reservation: CreditReservation): Promise<void>;
+  /**
+   * The call delivered: its credits become used (also when the reservation had already been reclaimed). With
+   * `pending`, a pending charge is recorded in the same transaction (the job it pays for is created next).
+   */
+  settleReservation(reservation: CreditReservation, pending?: PendingCharge): Promise<void>;
   /** The call did not deliver: its credits are given back (no-op when already reclaimed). */
   releaseReservation(reservation: CreditReservation): Promise<void>;
   /** Gives back every reservation whose expiry is at or before `now`; returns how many. */
@@ -147,9 +179,23 @@ export interface GatewayStore {
   /** Credits of the month of `when` held by reservations not yet settled, released or reclaimed. */
   creditsHeld(workspaceId: string, when: Date): Promise<number>;
 
+  // credits across the job queue (issue 35, item 12): idempotent, so a replay after a crash is exact
+  /** The job of a pending charge exists: the pending charge goes (no-op when there is none). */
+  confirmCharge(key: string): Promise<void>;
+  /** Pending charges, oldest first. */
+  pendingCharges(limit: number): Promise<PendingChargeRecord[]>;
+  /**
+   * Gives `amount` credits back to `period` once per `key` (a job id), and ends a pending charge of that key, in one
+   * transaction. True when given back now; false when that key was refunded before (nothing changes then).
+   */
+  refundOnce(key: string, workspaceId: string, amount: number, period: string): Promise<boolean>;
+  /** Forgets refunds given before `before` (their jobs are long gone); returns how many. */
+  pruneRefunds(before: Date): Promise<number>;
+
   // request log
   logRequest(entry: RequestLogEntry): Promise<void>;
   queryRequests(filter: RequestLogFilter): Promise<RequestLogEntry[]>;
+  /** Requests (and those with a status >= 400) per UTC day, aggregated rows counted by their `calls`. */
   requestsPerDay(workspaceId: string, days: number): Promise<Array<{ day: string; count: number; errors: number }>>;
 
   // console admin secret (hash), generated on first start when ADMIN_SECRET is unset
@@ -161,12 +207,18 @@ export interface GatewayStore {
   // extensions (added by the gateway owner; existing members above are unchanged)
   /** Services this workspace may not call even though its plan includes them (→ 403 plan_forbids_service). */
   setExcludedServices(workspaceId: string, services: string[]): Promise<Workspace>;
-  /** Number of logged requests matching the filter (ignores limit/offset). */
+  /** Number of logged requests matching the filter (ignores limit/offset): the sum of the rows' `calls`. */
   countRequests(filter: RequestLogFilter): Promise<number>;
   /** Deletes at most `maxRows` request-log rows older than `before` (ISO); returns how many were deleted. */
   pruneRequests(before: string, maxRows: number): Promise<number>;
   /** Schema versions applied, in order (numbered migrations recorded in schema_migrations). */
   schemaVersions(): Promise<number[]>;
+  /**
+   * A new secret for an existing key (the console playground's one key per workspace): a new token and display
+   * prefix, the given scopes and expiry, not revoked. The old secret stops working at once; the id, name and the
+   * request log's history stay. The clear token is returned once, as by createToken; null when no such id.
+   */
+  reissueToken(id: string, input: { scopes: string[]; expiresAt: string | null }): Promise<{ token: string; record: TokenRecord } | null>;
 }
 
 /** 'YYYY-MM' of a date in UTC: the credit period. */

@@ -7,6 +7,8 @@ import type { CreditReservation, GatewayStore } from '../store/types';
 
 /** Take the next minute's hold this many seconds before the current minute is used up. */
 const AHEAD_S = 15;
+/** After an early hold failed, the next try waits this long (not one store call per message while credits are short). */
+const RETRY_AHEAD_MS = 1_000;
 
 export type HoldResult = { ok: true } | { ok: false; exhausted: boolean; used: number; limit: number };
 
@@ -15,6 +17,8 @@ export class StreamCredits {
   private pending: Promise<HoldResult> | null = null;
   private readonly renewTimer: NodeJS.Timeout;
   private ended = false;
+  private settled: Promise<number> | null = null;
+  private aheadFailedAt = -Infinity;
 
   constructor(
     private readonly store: GatewayStore,
@@ -39,7 +43,8 @@ export class StreamCredits {
     this.pending = (async (): Promise<HoldResult> => {
       const when = new Date(this.now());
       const r = await this.store.reserveCredits(this.workspaceId, 1, this.limit, when, this.ttlMs);
-      if (!r.ok || !r.reservation) return { ok: false, exhausted: r.used + 1 > r.limit, used: r.used, limit: r.limit };
+      // Used up counts this stream's own holds (they will be settled): only other calls' holds may still come back.
+      if (!r.ok || !r.reservation) return { ok: false, exhausted: r.used + this.holds.length + 1 > r.limit, used: r.used, limit: r.limit };
       if (this.ended) {
         await this.store.releaseReservation(r.reservation);
         return { ok: true };
@@ -59,12 +64,24 @@ export class StreamCredits {
   cover(seconds: number): Promise<HoldResult> | null {
     const held = this.holds.length * 60;
     if (seconds > held) return this.hold();
-    if (seconds > held - AHEAD_S && !this.pending) void this.hold().catch(() => undefined);
+    if (seconds > held - AHEAD_S && !this.pending && this.now() - this.aheadFailedAt >= RETRY_AHEAD_MS) {
+      this.hold().then(
+        (r) => {
+          if (!r.ok) this.aheadFailedAt = this.now();
+        },
+        () => (this.aheadFailedAt = this.now()),
+      );
+    }
     return null;
   }
 
-  /** Settles one credit per started minute of `seconds`, releases the rest; returns the credits charged. */
-  async settle(seconds: number): Promise<number> {
+  /** Settles one credit per started minute of `seconds`, releases the rest; returns the credits charged. Once only. */
+  settle(seconds: number): Promise<number> {
+    this.settled ??= this.settleOnce(seconds);
+    return this.settled;
+  }
+
+  private async settleOnce(seconds: number): Promise<number> {
     this.ended = true;
     clearInterval(this.renewTimer);
     await this.pending?.catch(() => undefined);

@@ -44,7 +44,11 @@ export const CLOSE = {
   internal: 1011,
   restarting: 1012,
   overloaded: 1013,
+  /** The key was revoked, expired or deleted while the stream ran (streaming/access.ts). */
+  keyRefused: 4401,
   creditsExhausted: 4402,
+  /** The key's IP list, scopes or the workspace's plan no longer allow the stream (streaming/access.ts). */
+  forbidden: 4403,
   tooSlow: 4408,
 } as const;
 

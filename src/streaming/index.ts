@@ -8,10 +8,12 @@
 // upgrade, where the stream stays for its life (relay.ts); billing, limits and the request log stay here either way.
 import http from 'node:http';
 import type { Request, Response } from 'express';
-import { WebSocketServer } from 'ws';
+import type net from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
 import type { Config } from '../config';
 import type { ForwardOutcome, GatewayContext } from '../gateway/types';
 import { limitsFor } from '../gateway/plans';
+import { endWithEnvelope } from '../http/client-errors';
 import { sendGatewayError } from '../http/errors';
 import { pendingUpgrade, routeUpgrades, type PendingUpgrade } from '../http/upgrades';
 import type { InferenceEngine } from '../inference/types';
@@ -22,6 +24,7 @@ import type { GatewayStore } from '../store/types';
 import type { ModelServiceReplicas } from '../upstream/replicas';
 import { CLIENT_GONE_STATUS } from '../upstream/refusals';
 import { NoReplicaForStream, StreamRequestRejected } from '../upstream/stream-socket';
+import { accessCheck } from './access';
 import { StreamCredits } from './credits';
 import { sendStreamRefusal, StreamRefusal } from './errors';
 import { createLeaseKeeper } from './leases';
@@ -40,7 +43,10 @@ interface Denoiser {
   /** The upgrade did not happen: let a stream opened ahead go. */
   drop(): void;
 }
-type UpgradeRequest = http.IncomingMessage & { streamRequestId?: string };
+type UpgradeRequest = http.IncomingMessage & { streamRequestId?: string; handshakeError?: string };
+
+/** What ws requires of a handshake (RFC 6455 4.2.1), checked first so that a refusal is the gateway's envelope. */
+const WEBSOCKET_KEY = /^[+/0-9A-Za-z]{22}==$/;
 
 export interface StreamingDeps {
   config: Config;
@@ -87,6 +93,11 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   wss.on('headers', (headers: string[], req: UpgradeRequest) => {
     if (req.streamRequestId) headers.push(`X-Request-Id: ${req.streamRequestId}`);
   });
+  // A handshake ws refuses after our own checks passed (a malformed Sec-WebSocket-Protocol, say): the envelope too.
+  wss.on('wsClientError', (err: Error, socket: net.Socket, req: UpgradeRequest) => {
+    req.handshakeError = err.message;
+    endWithEnvelope(socket, { status: 400, reason: 'Bad Request', type: 'invalid_request', message: err.message }, req.streamRequestId ?? '');
+  });
   const sessions = new Set<StreamSession>();
   const leases = createLeaseKeeper(deps.slots, logger);
   let draining = false;
@@ -97,6 +108,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     maxBufferedBytes: 4 * 1024 * 1024,
     maxAudioSeconds: config.maxAudioSeconds,
     maxInsideBytes: 1024 * 1024,
+    accessCheckMs: Math.max(250, Math.floor(config.creditReservationTtlMs / 3)),
   };
   const metrics: StreamMetrics | null = deps.registry ? createStreamMetrics(deps.registry, { active: () => sessions.size }) : null;
 
@@ -105,6 +117,13 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     try {
       if (!upgrade || String(req.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
         throw new StreamRefusal('upgrade_required', 'GET /stream is a WebSocket: send "Connection: Upgrade" and "Upgrade: websocket"');
+      }
+      if (!WEBSOCKET_KEY.test(String(req.headers['sec-websocket-key'] ?? ''))) {
+        throw new StreamRefusal('invalid_request', 'missing or invalid Sec-WebSocket-Key header (16 random bytes in base64)');
+      }
+      if (!['13', '8'].includes(String(req.headers['sec-websocket-version'] ?? '').trim())) {
+        res.setHeader('Sec-WebSocket-Version', '13');
+        throw new StreamRefusal('invalid_request', 'missing or unsupported Sec-WebSocket-Version header (13 is supported)');
       }
       const params = parseStreamParams(req.query as Record<string, unknown>, config.defaultAttenuationLimitDb);
       if (draining || deps.draining?.()) throw new StreamRefusal('upstream_unavailable', 'the server is restarting; reconnect shortly', RETRY_AFTER_S);
@@ -133,12 +152,18 @@ export function createStreaming(deps: StreamingDeps): Streaming {
           sendGatewayError(res, 'rate_limited', `The workspace's remaining credits are held by calls in flight; retry in 2 s.`);
           return { status: 429, ok: false };
         }
-        const denoiser = await denoiserFor(params, ctx, res);
-        if (!denoiser) {
-          await credits.settle(0);
-          return { status: res.statusCode, ok: false };
+        try {
+          const denoiser = await denoiserFor(params, ctx, res);
+          if (!denoiser) {
+            await credits.settle(0);
+            return { status: res.statusCode, ok: false };
+          }
+          return await run(req, res, ctx, upgrade, params, credits, denoiser);
+        } catch (err) {
+          // Nothing may stay held (the holds would be renewed for as long as the process lives).
+          await credits.settle(0).catch(() => undefined);
+          throw err;
         }
-        return await run(req, res, ctx, upgrade, params, credits, denoiser);
       } finally {
         await leases.release(grant.lease);
       }
@@ -187,26 +212,30 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     credits: StreamCredits,
     denoiser: Denoiser,
   ): Promise<ForwardOutcome> {
-    const { socket, head } = upgrade;
-    if (!socket.readable || !socket.writable) {
-      // The client left while the stream was being set up (ws would drop the socket without calling back).
-      socket.destroy();
+    /** No stream after all: the client left while it was set up, or ws refused the handshake (`handshakeError`). */
+    const notAccepted = async (): Promise<ForwardOutcome> => {
+      upgrade.socket.destroy();
       denoiser.drop();
       await credits.settle(0);
-      ctx.logStatus = CLIENT_GONE_STATUS;
+      const refused = (req as unknown as UpgradeRequest).handshakeError;
+      ctx.logStatus = refused ? 400 : CLIENT_GONE_STATUS;
+      if (refused) ctx.errorType = 'invalid_request';
+      ctx.errorDetail = refused;
       res.emit('close');
-      return { status: CLIENT_GONE_STATUS, ok: false };
-    }
+      return { status: ctx.logStatus, ok: false };
+    };
+    const { socket } = upgrade;
+    if (!socket.readable || !socket.writable) return notAccepted();
     // From here the socket is the WebSocket's: the synthetic response must never write to it.
     res.detachSocket(socket);
     (req as unknown as UpgradeRequest).streamRequestId = ctx.requestId;
-    const ws = await new Promise<import('ws').WebSocket>((resolve) => {
-      wss.handleUpgrade(req, socket, head, (accepted) => resolve(accepted));
-    });
+    const ws = await accept(req, upgrade);
+    if (!ws) return notAccepted();
     const meterFor = metrics ? (latency: number) => metrics.meter(params.model, params.sampleRate, latency) : undefined;
-    const session = new StreamSession(ws, params, ctx.requestId, denoiser.source, credits, limits, logger, meterFor);
+    const access = accessCheck(store, { tokenId: ctx.tokenId!, clientIp: ctx.clientIp, route: ctx.route! }, now);
+    const session = new StreamSession(ws, params, ctx.requestId, denoiser.source, credits, limits, logger, meterFor, access);
     sessions.add(session);
-    void session.start();
+    session.start();
     // Accepted while the drain was closing the others: closed the same way.
     if (closing) void session.shutdown();
     const result = await session.done;
@@ -224,6 +253,29 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     // The gateway's end hooks (request log) run on the response's 'close'; this response never went out.
     res.emit('close');
     return { status: 101, ok: result.creditsCharged > 0 || !result.errorType };
+  }
+
+  /**
+   * Completes the handshake on the pending upgrade's socket: the WebSocket, or null when there is none (the client
+   * left, or ws refused the handshake: `handshakeError`). ws calls back only on success, so the socket's close decides
+   * the other cases.
+   */
+  function accept(req: Request, upgrade: PendingUpgrade): Promise<WebSocket | null> {
+    return new Promise((resolve) => {
+      const { socket } = upgrade;
+      const gone = (): void => resolve(null);
+      socket.once('close', gone);
+      try {
+        wss.handleUpgrade(req, socket, upgrade.claim(), (ws) => {
+          socket.off('close', gone);
+          socket.resume();
+          resolve(ws);
+        });
+      } catch (err) {
+        logger.error({ err }, 'a stream upgrade failed');
+        socket.destroy();
+      }
+    });
   }
 
   async function ticketsHandler(_req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {

@@ -114,17 +114,31 @@ export class RelayedStream implements LiveStream {
   }
 
   private onMessage(data: Buffer, isBinary: boolean): void {
+    try {
+      this.handleMessage(data, isBinary);
+    } catch (err) {
+      // A defect here ends this stream only (a throw from a socket's listener would end the process).
+      const fault = new StreamFault('internal_error', `relaying the stream failed: ${(err as Error).message}`, CLOSE.internal);
+      this.abort();
+      this.fail(fault);
+    }
+  }
+
+  private handleMessage(data: Buffer, isBinary: boolean): void {
     if (this.over) return;
     if (isBinary) {
       this.sink?.output(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
       return;
     }
-    let msg: { type?: unknown; latency_samples?: unknown; message?: unknown };
+    let parsed: unknown;
     try {
-      msg = JSON.parse(data.toString('utf8')) as typeof msg;
+      parsed = JSON.parse(data.toString('utf8'));
     } catch {
       return;
     }
+    // Whatever the replica sends, nothing here may throw (a `null` would): only objects are messages.
+    if (parsed === null || typeof parsed !== 'object') return;
+    const msg = parsed as { type?: unknown; latency_samples?: unknown; message?: unknown };
     if (msg.type === 'ready' && typeof msg.latency_samples === 'number') {
       this.latencySamples = msg.latency_samples;
       this.isReady = true;

@@ -1,12 +1,17 @@
 // One live stream over an accepted WebSocket: `ready`, then binary PCM in and denoised PCM out in order, `end` →
-// flush → `done` with stats → close 1000. Faults close with a code the client can act on (errors.ts CLOSE): credits
-// exhausted 4402, client idle or too slow to read 4408, internal 1011, restarting 1012. The denoising is the in-process
-// engine's or a model-service replica's (relay.ts): either way a LiveSource. While more than maxInsideBytes of the
-// stream are inside (received, not yet sent back), the client's socket is not read: TCP pushes back on the client.
+// flush → `done` with stats → close 1000. Faults close with a code the client can act on (errors.ts CLOSE): key
+// refused 4401/4403, credits used up 4402, client idle or too slow 4408, internal 1011, restarting 1012. The
+// denoising is the in-process engine's or a model-service replica's (relay.ts): either way a LiveSource. While more
+// than maxInsideBytes of the stream are inside (received, not yet sent back), the client's socket is not read: TCP
+// pushes back on the client. Audio and `end` that come before the denoising side is up wait in `early` (bounded by
+// the same rule: at most maxInsideBytes plus one message) and go in first. No client message can throw out of the
+// handlers: anything unexpected ends that stream (1011) and nothing else. The key is checked again every renewal
+// period (access.ts).
 import type WebSocket from 'ws';
 import type { LiveSink, LiveStream } from '../inference/types';
 import type { Logger } from '../logging';
-import type { StreamCredits } from './credits';
+import type { AccessCheck } from './access';
+import type { HoldResult, StreamCredits } from './credits';
 import { CLOSE, StreamFault } from './errors';
 import type { StreamMeter } from './metrics';
 import { frameBytes, type StreamParams } from './params';
@@ -23,6 +28,8 @@ export interface SessionLimits {
   maxAudioSeconds: number;
   /** Bytes received and not yet sent back above which the client is not read (a quarter of it resumes). */
   maxInsideBytes: number;
+  /** How often the stream's key is checked again (the credits' renewal period). */
+  accessCheckMs: number;
 }
 
 export interface SessionResult {
@@ -39,6 +46,8 @@ export interface SessionResult {
 export class StreamSession {
   private live: LiveStream | null = null;
   private inFrames = 0;
+  /** Frames handed to the denoising side (or waiting in `early` for it): what the stream is billed for. */
+  private acceptedFrames = 0;
   private outFrames = 0;
   private bytesIn = 0;
   private bytesOut = 0;
@@ -47,7 +56,15 @@ export class StreamSession {
   private lastAudioAt = 0;
   /** Chunks waiting for the next credit hold (audio never runs on credits not held). */
   private waitingForCredit: Uint8Array[] | null = null;
+  /** Audio accepted before the denoising side was up (sent in once it is). */
+  private early: Uint8Array[] = [];
   private ending = false;
+  private flushing = false;
+  /** The fault to end with once what was accepted has been flushed (credits ran out). */
+  private endFault: StreamFault | null = null;
+  /** What the WebSocket layer refused (invalid UTF-8, a message over 1 MiB, a protocol error), for the request log. */
+  private protocolError: Error | null = null;
+  private accessTimer: NodeJS.Timeout | null = null;
   private over = false;
   /** The client's socket is not being read (maxInsideBytes). */
   private paused = false;
@@ -64,22 +81,33 @@ export class StreamSession {
     private readonly limits: SessionLimits,
     private readonly logger: Logger,
     private readonly meterFor?: (latencySamples: number) => StreamMeter,
+    private readonly access?: AccessCheck,
   ) {
     this.frame = frameBytes(params);
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
   }
 
-  async start(): Promise<void> {
+  /** Starts the stream; `done` resolves when it is over, whatever happens. */
+  start(): void {
+    this.stop(this.open());
+  }
+
+  private async open(): Promise<void> {
     const ws = this.ws;
     ws.on('message', (data, isBinary) => this.onMessage(data as Buffer, isBinary));
-    ws.on('close', () => void this.finish(CLOSE.normal, undefined, true));
-    ws.on('error', () => undefined); // 'close' follows
+    ws.on('close', () => this.stop(this.finish()));
+    // The WebSocket layer closes by itself (1002, 1007, 1009); 'close' follows.
+    ws.on('error', (err) => (this.protocolError ??= err));
+    if (this.access) {
+      this.accessTimer = setInterval(() => this.stop(this.recheck()), this.limits.accessCheckMs);
+      this.accessTimer.unref();
+    }
     try {
       this.live = await this.source({
         output: (bytes) => this.send(bytes),
         // A relayed stream says what went wrong on its replica (restarting: 1012); anything else is internal.
         error: (err) =>
-          void this.fault(err instanceof StreamFault ? err : new StreamFault('internal_error', `denoising failed: ${err.message}`, CLOSE.internal)),
+          this.stop(this.fault(err instanceof StreamFault ? err : new StreamFault('internal_error', `denoising failed: ${err.message}`, CLOSE.internal))),
       });
     } catch (err) {
       await this.fault(new StreamFault('internal_error', `could not start the stream: ${(err as Error).message}`, CLOSE.internal));
@@ -100,28 +128,48 @@ export class StreamSession {
       latency_ms: Math.round(((this.live.latencySamples * 1000) / this.params.sampleRate) * 100) / 100,
       latency_samples: this.live.latencySamples,
     });
-    this.armIdle();
+    // What came before `ready` goes in first, in order.
+    const early = this.early;
+    this.early = [];
+    for (const bytes of early) {
+      this.meter?.input(bytes.byteLength / this.frame);
+      this.live.push(bytes);
+    }
+    if (!this.ending) this.armIdle();
+    this.maybeFlush();
   }
 
   /** The server is going down: open streams are told and closed (1012) once the grace is over. */
   shutdown(): Promise<void> {
-    return this.fault(new StreamFault('upstream_unavailable', 'the server is restarting; reconnect', CLOSE.restarting));
+    this.stop(this.fault(new StreamFault('upstream_unavailable', 'the server is restarting; reconnect', CLOSE.restarting)));
+    return this.done.then(() => undefined);
   }
 
   private onMessage(data: Buffer, isBinary: boolean): void {
+    try {
+      this.handleMessage(data, isBinary);
+    } catch (err) {
+      // A defect, not the client's doing: this stream ends, the process and the other streams go on.
+      this.logger.error({ err, request_id: this.requestId }, 'a live stream message could not be handled');
+      this.stop(this.fault(new StreamFault('internal_error', 'the server could not handle a message of this stream', CLOSE.internal)));
+    }
+  }
+
+  private handleMessage(data: Buffer, isBinary: boolean): void {
     if (this.over || this.ending) return;
-    if (!isBinary) return this.onText(data.toString('utf8'));
+    if (!isBinary) return this.onText(data);
     if (data.length % this.frame !== 0) {
-      void this.fault(new StreamFault('invalid_request', `a binary message must hold whole ${this.frame}-byte frames (got ${data.length} bytes)`, CLOSE.invalidData));
+      this.stop(this.fault(new StreamFault('invalid_request', `a binary message must hold whole ${this.frame}-byte frames (got ${data.length} bytes)`, CLOSE.invalidData)));
       return;
     }
+    if (data.length === 0) return;
     this.armIdle();
     this.bytesIn += data.length;
     this.inFrames += data.length / this.frame;
-    this.meter?.input(data.length / this.frame);
+    if (this.live) this.meter?.input(data.length / this.frame);
     this.flow();
     if (this.inFrames / this.params.sampleRate > this.limits.maxAudioSeconds) {
-      void this.fault(new StreamFault('payload_too_large', `a stream may carry at most ${this.limits.maxAudioSeconds} s of audio`, CLOSE.normal));
+      this.stop(this.fault(new StreamFault('payload_too_large', `a stream may carry at most ${this.limits.maxAudioSeconds} s of audio`, CLOSE.normal)));
       return;
     }
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
@@ -131,42 +179,95 @@ export class StreamSession {
     }
     const wait = this.credits.cover(this.inFrames / this.params.sampleRate);
     if (!wait) {
-      this.live?.push(bytes);
+      this.accept(bytes);
       return;
     }
     this.waitingForCredit = [bytes];
-    wait.then(
-      (held) => {
-        const queued = this.waitingForCredit ?? [];
-        this.waitingForCredit = null;
-        if (!held.ok) {
-          const why = held.exhausted
-            ? `the workspace has used ${held.used} of its ${held.limit} credits this month`
-            : 'the workspace\'s remaining credits are held by calls in flight';
-          void this.fault(new StreamFault('quota_exhausted', `${why}; the stream stops here`, CLOSE.creditsExhausted));
-          return;
-        }
-        for (const b of queued) this.live?.push(b);
-        if (this.ending) void this.flush();
-      },
-      (err: Error) => void this.fault(new StreamFault('internal_error', `could not hold credits: ${err.message}`, CLOSE.internal)),
-    );
+    const failed = (err: Error): Promise<void> => this.fault(new StreamFault('internal_error', `could not hold credits: ${err.message}`, CLOSE.internal));
+    this.stop(wait.then((held) => this.afterHold(held)).catch(failed));
   }
 
-  private onText(text: string): void {
-    let msg: { type?: unknown };
+  /** Audio the credits cover, to the denoising side (or to `early` until it is up). */
+  private accept(bytes: Uint8Array): void {
+    this.acceptedFrames += bytes.byteLength / this.frame;
+    if (this.live) this.live.push(bytes);
+    else this.early.push(bytes);
+  }
+
+  private afterHold(held: HoldResult): void {
+    const queued = this.waitingForCredit ?? [];
+    this.waitingForCredit = null;
+    if (this.over) return;
+    if (held.ok) {
+      for (const b of queued) this.accept(b);
+      this.maybeFlush();
+      return;
+    }
+    // No next minute: what the minutes held cover is denoised and flushed, the rest is not; then 4402.
+    let room = this.credits.minutes * 60 * this.params.sampleRate - this.acceptedFrames;
+    for (const b of queued) {
+      const frames = Math.max(0, Math.min(b.byteLength / this.frame, room));
+      if (frames > 0) this.accept(b.subarray(0, frames * this.frame));
+      room -= frames;
+    }
+    const why = held.exhausted
+      ? `the workspace has used up its ${held.limit} credits for this month (this stream's ${this.credits.minutes} included)`
+      : `the workspace's remaining credits are held by calls in flight`;
+    const covered = round3(this.acceptedFrames / this.params.sampleRate);
+    this.endFault = new StreamFault('quota_exhausted', `${why}; the stream ends after the ${covered} s its credits cover`, CLOSE.creditsExhausted);
+    this.ending = true;
+    this.clearIdle();
+    this.maybeFlush();
+  }
+
+  private onText(data: Buffer): void {
+    let msg: unknown;
     try {
-      msg = JSON.parse(text) as { type?: unknown };
+      msg = JSON.parse(data.toString('utf8'));
     } catch {
-      void this.fault(new StreamFault('invalid_request', 'a text message must be JSON, e.g. {"type":"end"}', CLOSE.invalidData));
+      this.stop(this.fault(new StreamFault('invalid_request', 'a text message must be JSON: {"type":"end"}', CLOSE.invalidData)));
       return;
     }
-    if (msg.type === 'end') {
+    // Any JSON may come: null, a number, an array, an object without a string type.
+    const type = msg !== null && typeof msg === 'object' && !Array.isArray(msg) ? (msg as { type?: unknown }).type : undefined;
+    if (type === 'end') {
       this.ending = true;
-      if (!this.waitingForCredit) void this.flush();
+      this.clearIdle();
+      this.maybeFlush();
       return;
     }
-    void this.fault(new StreamFault('invalid_request', `unknown message type ${JSON.stringify(msg.type)}; send binary PCM or {"type":"end"}`, CLOSE.invalidData));
+    const got = typeof type === 'string' ? `type ${JSON.stringify(type.slice(0, 40))}` : `a JSON ${msg === null ? 'null' : Array.isArray(msg) ? 'array' : typeof msg}`;
+    this.stop(this.fault(new StreamFault('invalid_request', `unknown text message (${got}); send binary PCM or {"type":"end"}`, CLOSE.invalidData)));
+  }
+
+  /** Flushes once `end` came (or the credits ran out), nothing waits for a credit hold, and the denoising side is up. */
+  private maybeFlush(): void {
+    if (!this.ending || this.flushing || this.over || !this.live || this.waitingForCredit) return;
+    this.flushing = true;
+    this.stop(this.flush());
+  }
+
+  /** Checks the key again (access.ts); a store that cannot answer leaves the stream running. */
+  private async recheck(): Promise<void> {
+    if (this.over || !this.access) return;
+    let fault: StreamFault | null;
+    try {
+      fault = await this.access();
+    } catch (err) {
+      this.logger.error({ err, request_id: this.requestId }, 'could not check the key of a live stream again');
+      return;
+    }
+    if (fault) await this.fault(fault);
+  }
+
+  /** Runs a step whose failure must not reach the process: it is logged, and the stream ends (settled) if it has not. */
+  private stop(step: Promise<void>): void {
+    step.catch(async (err: unknown) => {
+      this.logger.error({ err, request_id: this.requestId }, 'a live stream failed');
+      this.ws.terminate();
+      const fault = new StreamFault('internal_error', `the stream failed: ${String(err)}`, CLOSE.internal);
+      this.resolveDone(await this.settle(CLOSE.internal, fault).catch(() => this.resultOf(CLOSE.internal, 0, fault)));
+    });
   }
 
   private async flush(): Promise<void> {
@@ -174,6 +275,7 @@ export class StreamSession {
     this.clearIdle();
     await this.live.end();
     if (this.over) return;
+    if (this.endFault) return this.fault(this.endFault);
     const result = await this.settle(CLOSE.normal);
     this.sendJson({
       type: 'done',
@@ -199,7 +301,7 @@ export class StreamSession {
     this.meter?.output(this.outFrames);
     this.flow();
     if (this.ws.bufferedAmount > this.limits.maxBufferedBytes) {
-      void this.fault(new StreamFault('request_timeout', 'the client is not reading the denoised audio fast enough', CLOSE.tooSlow));
+      this.stop(this.fault(new StreamFault('request_timeout', 'the client is not reading the denoised audio fast enough', CLOSE.tooSlow)));
     }
   }
 
@@ -239,7 +341,7 @@ export class StreamSession {
       const quiet = performance.now() - this.lastAudioAt;
       if (quiet < this.limits.idleMs) return sleep(Math.max(1, this.limits.idleMs - quiet));
       this.idleTimer = null;
-      void this.fault(new StreamFault('request_timeout', `no audio for ${this.limits.idleMs / 1000} s`, CLOSE.tooSlow));
+      this.stop(this.fault(new StreamFault('request_timeout', `no audio for ${this.limits.idleMs / 1000} s`, CLOSE.tooSlow)));
     };
     sleep(this.limits.idleMs);
   }
@@ -257,40 +359,35 @@ export class StreamSession {
     this.resolveDone(result);
   }
 
-  /** The client went away (or the socket broke): whatever was sent in is paid for, nothing more is sent. */
-  private async finish(code: number, err: StreamFault | undefined, closedByPeer: boolean): Promise<void> {
+  /** The client went away (or the socket broke, or the WebSocket layer closed it): what was accepted is paid for. */
+  private async finish(): Promise<void> {
     if (this.over) return;
-    const result = await this.settle(closedByPeer ? this.closeCodeOf() : code, err);
-    this.resolveDone(result);
-  }
-
-  private closeCodeOf(): number {
-    return this.ending ? CLOSE.normal : 1006;
+    const why = this.protocolError && `the WebSocket layer closed the stream: ${this.protocolError.message}`;
+    this.resolveDone(await this.settle(this.ending ? CLOSE.normal : 1006, why ? new StreamFault('invalid_request', why, 1002) : undefined));
   }
 
   private async settle(closeCode: number, err?: StreamFault): Promise<SessionResult> {
     this.over = true;
     this.clearIdle();
+    if (this.accessTimer) clearInterval(this.accessTimer);
+    this.early = [];
     // The close handshake needs the client's socket read again.
     if (this.paused) this.ws.resume();
     if (this.live && (err || this.ws.readyState !== this.ws.OPEN)) this.live.abort();
-    const inputSeconds = this.inFrames / this.params.sampleRate;
     let creditsCharged = 0;
     try {
-      creditsCharged = await this.credits.settle(inputSeconds);
+      creditsCharged = await this.credits.settle(this.acceptedFrames / this.params.sampleRate);
     } catch (e) {
       this.logger.error({ err: e, request_id: this.requestId }, 'could not settle the credits of a stream');
     }
-    return {
-      inputSeconds,
-      outputSeconds: this.outFrames / this.params.sampleRate,
-      creditsCharged,
-      bytesIn: this.bytesIn,
-      bytesOut: this.bytesOut,
-      closeCode,
-      errorType: err?.type,
-      errorMessage: err?.message,
-    };
+    return this.resultOf(closeCode, creditsCharged, err);
+  }
+
+  private resultOf(closeCode: number, creditsCharged: number, err?: StreamFault): SessionResult {
+    const rate = this.params.sampleRate;
+    const { bytesIn, bytesOut } = this;
+    const inputSeconds = this.acceptedFrames / rate;
+    return { inputSeconds, outputSeconds: this.outFrames / rate, creditsCharged, bytesIn, bytesOut, closeCode, errorType: err?.type, errorMessage: err?.message };
   }
 }
 

@@ -8,6 +8,7 @@ import request from 'supertest';
 import { loadConfig, type Config } from '../../src/config';
 import { ADMIN_SECRET_SETTING, adminSecretFile, createConsoleRouter, ensureAdminSecret, PLAYGROUND_KEY_NAME } from '../../src/console';
 import { openSqliteStore } from '../../src/store/sqlite-store';
+import { hashToken } from '../../src/store/tokens';
 import type { GatewayStore } from '../../src/store/types';
 
 interface Harness {
@@ -155,6 +156,13 @@ describe('console sessions and CSRF', () => {
     await request(h.app).post('/console/api/login').type('form').send({ secret: SECRET }).expect(415);
   });
 
+  test('a JSON body above 64 KB is 413 payload_too_large, sign-in included (issue 35, item 13)', async () => {
+    const big = await request(h.app).post('/console/api/login').send({ secret: 'x'.repeat(70 * 1024) }).expect(413);
+    expect(big.body.error).toMatchObject({ type: 'payload_too_large', request_id: big.headers['x-request-id'] });
+    const bad = await request(h.app).post('/console/api/login').set('Content-Type', 'application/json').send('{"secret":').expect(400);
+    expect(bad.body.error.type).toBe('bad_request');
+  });
+
   test('sign-out ends the session server-side and revokes its playground keys', async () => {
     const { cookie, csrf } = await signIn(h);
     const ws = await h.store.createWorkspace('pg', 'free');
@@ -183,6 +191,57 @@ describe('console sessions and CSRF', () => {
     expect(String(out.headers['set-cookie'])).toMatch(/Max-Age=0/);
     await request(h.app).get('/console/api/workspaces').set('Cookie', cookie).expect(401);
     expect((await h.store.getToken(key.body.key_id))!.revokedAt).not.toBeNull();
+  });
+
+  test('one playground key per workspace: signing in again reissues the same row, no pile of keys', async () => {
+    const ws = await h.store.createWorkspace('pg-once', 'free');
+    const ask = (s: { cookie: string; csrf: string }) =>
+      request(h.app).post('/console/api/playground/key').set('Cookie', s.cookie).set('X-CSRF-Token', s.csrf).send({ workspace_id: ws.id }).expect(200);
+    const signOut = (s: { cookie: string; csrf: string }) =>
+      request(h.app).post('/console/api/logout').set('Cookie', s.cookie).set('X-CSRF-Token', s.csrf).expect(200);
+    const works = async (token: string) => {
+      const rec = await h.store.findTokenByHash(hashToken(token));
+      return rec !== null && rec.revokedAt === null;
+    };
+    const playgroundRows = async () => (await h.store.listTokens(ws.id)).filter((k) => k.name === PLAYGROUND_KEY_NAME);
+
+    // Five sign-ins, each asking for the key and signing out: still one row, revoked after the last sign-out.
+    const tokens: string[] = [];
+    let keyId = '';
+    for (let i = 0; i < 5; i++) {
+      const s = await signIn(h);
+      const key = (await ask(s)).body;
+      keyId ||= key.key_id;
+      expect(key.key_id).toBe(keyId);
+      expect(await works(key.token)).toBe(true);
+      for (const old of tokens) expect(await works(old)).toBe(false); // an earlier session's secret never comes back
+      tokens.push(key.token);
+      await signOut(s);
+      expect(await works(key.token)).toBe(false);
+    }
+    expect(new Set(tokens).size).toBe(5);
+    expect((await playgroundRows()).map((k) => k.id)).toEqual([keyId]);
+
+    // Two sessions at once: the second gets a new secret for the row; the first one's sign-out leaves it valid.
+    const a = await signIn(h);
+    const b = await signIn(h);
+    const keyA = (await ask(a)).body;
+    const keyB = (await ask(b)).body;
+    expect([keyA.key_id, keyB.key_id]).toEqual([keyId, keyId]);
+    expect(await works(keyA.token)).toBe(false);
+    await signOut(a);
+    expect(await works(keyB.token)).toBe(true);
+    // B asks again: it still holds the current secret, so nothing changes.
+    expect((await ask(b)).body.token).toBe(keyB.token);
+    expect((await playgroundRows()).map((k) => k.id)).toEqual([keyId]);
+
+    // A key made by hand with the same name is not the playground's: it is never reissued or revoked by the console.
+    const own = await h.store.createToken({ workspaceId: ws.id, name: PLAYGROUND_KEY_NAME, scopes: ['*'], allowedIps: [], expiresAt: null });
+    const c = await signIn(h);
+    expect((await ask(c)).body.key_id).toBe(keyId);
+    await signOut(c);
+    await signOut(b);
+    expect(await works(own.token)).toBe(true);
   });
 
   test('sessions expire when idle', async () => {

@@ -125,6 +125,7 @@ describe('console layout at phone, tablet and desktop width', () => {
         await page.locator('#log-table tbody tr').first().waitFor();
         await page.selectOption('#ws-plan-select', 'enterprise');
         await page.click('#ws-create summary');
+        await page.locator('#ws-chart svg .tick-y').first().waitFor();
       },
     },
     {
@@ -173,6 +174,51 @@ describe('console layout at phone, tablet and desktop width', () => {
         await page.click('#confirm-cancel');
         expect(found).toEqual({ signin: [], keys: [], workspaces: [], playground: [], jobs: [], dialog: [] });
         expect(errors).toEqual([]);
+      } finally {
+        await context.close();
+      }
+    });
+  }
+
+  for (const width of [PHONE, DESKTOP]) {
+    test(`the usage chart at ${width} px: its y-axis numbers are in view and legible, its days labelled`, async () => {
+      const { context, page } = await signedInPage(width);
+      try {
+        await page.fill('#signin-secret', SECRET);
+        await page.click('#signin-form button[type=submit]');
+        await page.click('#nav a[data-page=workspaces]');
+        await page.locator('#ws-chart svg .tick-y').first().waitFor();
+        const chart = await page.locator('#ws-chart').evaluate((box) => {
+          const inside = box.getBoundingClientRect();
+          const shown = (e: Element) => {
+            const r = e.getBoundingClientRect();
+            return r.left >= inside.left - 0.5 && r.right <= inside.right + 0.5 && r.width + r.height > 0;
+          };
+          const ticks = Array.from(box.querySelectorAll('.tick-y'));
+          const days = Array.from(box.querySelectorAll('.tick-x'));
+          return {
+            scrolls: box.scrollWidth > box.clientWidth + 1,
+            yLabels: ticks.map((t) => t.textContent),
+            yShown: ticks.filter(shown).length,
+            yHeightPx: Math.min(...ticks.map((t) => t.getBoundingClientRect().height)),
+            axisShown: shown(box.querySelector('.y-axis')!),
+            days: days.map((t) => t.textContent),
+            daysShown: days.filter(shown).length,
+            dayHeightPx: Math.min(...days.map((t) => t.getBoundingClientRect().height)),
+          };
+        });
+        // At 390 px the drawing used to be 560 px wide, scrolled to the newest days: the axis was out of view.
+        expect(chart.scrolls).toBe(false);
+        expect(chart.yLabels).toHaveLength(5);
+        expect(chart.yLabels[0]).toBe('0');
+        expect(chart.yShown).toBe(5);
+        expect(chart.axisShown).toBe(true);
+        expect(chart.yHeightPx).toBeGreaterThanOrEqual(9); // 10 px text drawn at 1:1, not scaled down
+        expect(chart.dayHeightPx).toBeGreaterThanOrEqual(9);
+        expect(chart.daysShown).toBe(chart.days.length);
+        expect(chart.days.length).toBeGreaterThanOrEqual(3);
+        expect(chart.days[chart.days.length - 1]).toBe(new Date().toISOString().slice(5, 10)); // today, labelled
+        await page.locator('#ws-chart').screenshot({ path: path.join(SHOTS, `console-layout-chart-${width}.png`) });
       } finally {
         await context.close();
       }

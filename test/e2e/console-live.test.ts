@@ -132,6 +132,15 @@ describe('console Live page in a real browser', () => {
     await page.waitForSelector('#live-model option[value="nsm-2"]', { state: 'attached' });
     expect(await page.inputValue('#live-workspace')).toBe(wsId);
     await page.selectOption('#live-model', 'nsm-2');
+    // Every text the two level read-outs show, from now to the end.
+    await page.evaluate(() => {
+      const seen: string[] = ((window as any).__meterTexts = []);
+      for (const id of ['live-in-db', 'live-out-db']) {
+        const node = document.getElementById(id)!;
+        seen.push(node.textContent ?? '');
+        new MutationObserver(() => seen.push(node.textContent ?? '')).observe(node, { childList: true, characterData: true, subtree: true });
+      }
+    });
 
     await page.click('#live-start');
     // Streaming, or the page's reason why not (a refused upgrade is read back from the request log).
@@ -163,6 +172,13 @@ describe('console Live page in a real browser', () => {
     await page.click('#live-stop');
     await page.waitForSelector('#live-status[data-state="stopped"]', { timeout: 30_000 });
     expect(await page.textContent('#live-status')).toMatch(/Stopped: \d+\.\d s streamed, 1 credit\./);
+    // The level read-outs: whole dB while there is sound, "< −60 dB" under the meter's floor, "silent" when no stream
+    // runs; never "−∞ dB", which a quiet room is not.
+    const meterTexts = (await page.evaluate(() => (window as any).__meterTexts)) as string[];
+    expect(meterTexts.length).toBeGreaterThan(10);
+    expect(meterTexts.filter((t) => !/^(silent|< −60 dB|−\d+ dB|0 dB)$/.test(t))).toEqual([]);
+    expect(meterTexts.slice(0, 2)).toEqual(['silent', 'silent']);
+    expect([await page.textContent('#live-in-db'), await page.textContent('#live-out-db')]).toEqual(['silent', 'silent']);
 
     const got = await page.evaluate(() => {
       const live = (window as any).__live as { sampleRate: number; sent: Float32Array[]; received: Float32Array[] };

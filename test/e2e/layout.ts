@@ -1,6 +1,6 @@
 // What a console page must look like at any width, checked in the browser: the page does not scroll sideways, no
 // element sticks out of the viewport (unless it sits inside a box that scrolls or clips within the viewport, like the
-// usage chart), no select cuts off the option it shows, and no scope name is broken over two lines.
+// usage chart), no select cuts off the option it shows, and no scope name or time in a table is broken over lines.
 import type { Page } from 'playwright-core';
 
 /** Room a closed <select> keeps for its arrow (Chromium draws it in about 20 px at the right). */
@@ -68,6 +68,27 @@ export async function layoutProblems(page: Page): Promise<string[]> {
       const lines = code.getClientRects().length;
       const tall = code.getBoundingClientRect().height > 2 * parseFloat(getComputedStyle(code).fontSize);
       if (lines > 1 || tall) problems.push(`scope "${code.textContent}" is broken over lines`);
+    }
+
+    // A date and time in a table ("Nov 28, 2:04 PM") takes at most two lines, the time under the date, and neither
+    // is broken: a range over each part's text has one box per line.
+    const lines = (n: Node, from: number, to: number): number => {
+      const range = document.createRange();
+      range.setStart(n, from);
+      range.setEnd(n, to);
+      return new Set(Array.from(range.getClientRects()).filter((r) => r.width > 0).map((r) => Math.round(r.top))).size;
+    };
+    for (const td of Array.from(document.querySelectorAll('table td'))) {
+      if (!visible(td)) continue;
+      const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        // Chromium's en-US forms, with or without the year, whatever spaces separate the parts.
+        const m = /([A-Z][a-z]{2}\s\d{1,2}(?:,\s\d{4})?),\s(\d{1,2}:\d{2}(?:\s[AP]M)?)/.exec(n.textContent ?? '');
+        if (!m) continue;
+        const timeFrom = m.index + m[0].length - m[2].length;
+        const parts = [lines(n, m.index, m.index + m[1].length), lines(n, timeFrom, timeFrom + m[2].length)];
+        if (parts[0] > 1 || parts[1] > 1) problems.push(`the time "${m[0]}" is broken over lines (date ${parts[0]}, time ${parts[1]})`);
+      }
     }
     return problems;
   }, SELECT_ARROW_PX);

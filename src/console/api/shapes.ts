@@ -55,6 +55,8 @@ export function requestView(e: RequestLogEntry, tokens: Map<string, TokenRecord>
     service: e.service,
     endpoint: e.endpoint,
     status: e.status,
+    /** Calls the row stands for: 1, or a key's refusals of one minute counted in one row. */
+    calls: e.calls ?? 1,
     error_type: e.errorType,
     /** Why a call failed, in words (the model service's detail for its 400/422, else the gateway's message). */
     error_message: e.errorMessage ?? null,

@@ -4,7 +4,7 @@
 // Retry-After (they may be given back). Runs after declared-body-size, before forward; its settle phase gives back a
 // hold still open when the pipeline ends (the call failed before it was forwarded: nothing was delivered).
 import type { Logger } from '../../logging';
-import type { CreditReservation, GatewayStore } from '../../store/types';
+import type { CreditReservation, GatewayStore, PendingCharge } from '../../store/types';
 import { reject, type AuthenticatedCall, type HeldCredits, type Policy } from '../call';
 import type { GatewayContext } from '../types';
 
@@ -45,14 +45,14 @@ class CreditHold implements HeldCredits {
   }
 
   /** Ends the hold: charged when the model service delivered, given back otherwise. */
-  async end(delivered: boolean): Promise<boolean> {
+  async end(delivered: boolean, pending?: PendingCharge): Promise<boolean> {
     const reservation = this.reservation;
     if (!reservation) return false;
     this.reservation = undefined;
     clearInterval(this.renewTimer);
     try {
       if (delivered) {
-        await this.deps.store.settleReservation(reservation);
+        await this.deps.store.settleReservation(reservation, pending);
         this.ctx.creditsCharged = reservation.amount;
       } else {
         await this.deps.store.releaseReservation(reservation);
@@ -99,7 +99,7 @@ export function creditsPolicy(options: CreditsOptions): Policy<AuthenticatedCall
       // credit period the hold was taken in.
       call.ctx.creditsHeld = hold.amount;
       call.ctx.chargedAt = when;
-      call.ctx.settleCredits = () => hold.end(true);
+      call.ctx.settleCredits = (pending) => hold.end(true, pending);
       return 'continue';
     },
     async settle(call) {

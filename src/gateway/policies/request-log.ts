@@ -1,7 +1,8 @@
 // Policy 11 of 11, request-log: an end hook, not a check. When a /v1 call's response is out (or the client went
 // away: 499), writes its request-log row (status, error type, credits charged, bytes, timings) and then tells the
 // observers (structured log line, metrics). Unauthenticated requests over the per-address limit get no row but
-// still reach the observers. Runs after the pipeline is done with the call, so the row carries the final credits.
+// still reach the observers; a key's refusals (402, 403, 429) share one row per minute (aggregateKeyOf). Runs after
+// the pipeline is done with the call, so the row carries the final credits.
 import type { Response } from 'express';
 import type { Logger } from '../../logging';
 import type { GatewayStore, RequestLogEntry } from '../../store/types';
@@ -15,6 +16,20 @@ export interface RequestLogOptions {
   observers: CallObserver[];
   now: () => number;
   logger: Logger;
+}
+
+/** Refusals a looping client can repeat without end: over its rate limit or credits, or not allowed (IP, scope, plan). */
+const AGGREGATED_STATUSES = new Set([402, 403, 429]);
+
+/**
+ * The row a call adds to, for a key's refusals: one row per key, client address, status, error type, endpoint and UTC
+ * minute, whose `calls` counts them (a key looping into 429 adds one row a minute, not thousands; a key refused from
+ * many addresses still shows each). Null: a row of its own (every call that was served or failed otherwise, and
+ * every call without a key: the unauthenticated limit covers those).
+ */
+export function aggregateKeyOf(e: RequestLogEntry): string | null {
+  if (!e.tokenId || !AGGREGATED_STATUSES.has(e.status) || e.creditsCharged !== 0 || e.upstreamMs !== null) return null;
+  return [e.tokenId, e.clientIp, e.status, e.errorType ?? '', e.method, e.service ?? '', e.endpoint ?? '', e.time.slice(0, 16)].join(' ');
 }
 
 /** The request-log row of a finished call. */
@@ -54,7 +69,7 @@ export function requestLogPolicy({ store, observers, now, logger }: RequestLogOp
       try {
         // Unauthenticated requests over the per-address limit get no row (junk must not fill the log); they
         // still reach the observers, so metrics count them.
-        if (!call.unlogged) await store.logRequest(entry);
+        if (!call.unlogged) await store.logRequest({ ...entry, aggregateKey: aggregateKeyOf(entry) });
       } catch (err) {
         logger.error({ err, request_id: entry.requestId }, 'could not write the request log');
       }

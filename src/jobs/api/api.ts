@@ -13,19 +13,20 @@ import type { Request, Response } from 'express';
 import type { Config } from '../../config';
 import type { ForwardOutcome, Forwarder, GatewayContext } from '../../gateway/types';
 import { cleanInputName, contentDisposition } from '../../model-service/names';
-import type { GatewayStore } from '../../store/types';
+import { creditPeriod, type GatewayStore } from '../../store/types';
 import { randomBase62 } from '../../store/tokens';
 import { JobApiError, sendJobError, UploadStalledError } from './errors';
 import { sendGatewayError } from '../../http/errors';
-import type { DiskBudget } from '../disk-budget';
-import type { JobFiles } from '../queue/files';
+import type { DiskBudget } from '../../storage/disk-budget';
+import { crashPoint } from '../crash-point';
+import { INCOMING_OWNER, type JobFiles } from '../queue/files';
 import type { JobMetrics } from '../metrics';
 import { parseJobForm } from './params';
 import { uploadReceiver } from './upload';
 import { cancelJob } from './cancel';
 import { fileNameFromUrl } from '../outbound/safe-http';
 import { isJobStatus, type JobRecord, type JobStore, type JobsLog } from '../types';
-import { assertPublicHost, UrlNotAllowedError } from '../outbound/url-guard';
+import { assertPublicHost, UrlNotAllowedError, UrlUnresolvableError } from '../outbound/url-guard';
 import { newWebhookSecret } from '../outbound/webhooks';
 import { decodeCursor, encodeCursor, jobPath, jobView } from '../views';
 
@@ -95,6 +96,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
         if (form.webhookUrl) await assertPublicHost(form.webhookUrl, guard, 'webhook_url');
       } catch (err) {
         if (err instanceof UrlNotAllowedError) throw new JobApiError('url_not_allowed', err.message);
+        if (err instanceof UrlUnresolvableError) throw new JobApiError('url_fetch_failed', `${err.message}; nothing was charged`);
         throw err;
       }
       if (file) {
@@ -103,8 +105,10 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
       }
       const now = Date.now();
       // The credit is settled BEFORE the job exists: once it does, a runner may fail it and refund at any moment, and a
-      // refund must never come before the charge it gives back. If the job is not created after all, it is refunded.
-      settled = (await ctx.settleCredits?.()) ?? false;
+      // refund must never come before the charge it gives back. The settle records a pending charge for this job id in
+      // the same transaction: if this process dies before the job exists, the runners' housekeeping refunds it (once).
+      settled = (await ctx.settleCredits?.({ key: id, owner: INCOMING_OWNER })) ?? false;
+      crashPoint(config.jobs, 'after-charge');
       const outcome = await store.createJob(
         {
           id,
@@ -127,6 +131,8 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
         throw new JobApiError('too_many_jobs', `This workspace already has ${outcome.active} queued or running jobs (at most ${max}); wait for some to finish.`);
       }
       created = true;
+      // The job exists: its charge is no longer pending (if this fails, housekeeping confirms it, finding the job).
+      if (settled) await deps.gateway.confirmCharge(id).catch(() => undefined);
       deps.metrics?.created();
       if (form.webhookUrl) await store.ensureWebhookSecret(workspaceId, newWebhookSecret);
       deps.runner?.wake();
@@ -141,7 +147,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
         // Charged, but no job came of it: give the credit back (the gateway no longer holds it). A failing refund is
         // logged and must not replace the error that stopped the job (too_many_jobs, the store being down, ...).
         try {
-          await deps.gateway.refundCredits(workspaceId, ctx.creditsCharged, ctx.chargedAt ?? new Date());
+          await deps.gateway.refundOnce(id, workspaceId, ctx.creditsCharged, creditPeriod(ctx.chargedAt ?? new Date()));
           ctx.creditsCharged = 0;
         } catch (err) {
           deps.log(`[jobs] refund of ${ctx.creditsCharged} credit(s) for a job that was not created failed: ${err instanceof Error ? err.message : String(err)}`, 'error');

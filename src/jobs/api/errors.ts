@@ -6,6 +6,7 @@ import { requestIdOf } from '../../http/errors';
 export const JOB_ERRORS = {
   invalid_request: 400,
   url_not_allowed: 400,
+  url_fetch_failed: 400,
   job_not_found: 404,
   job_not_finished: 409,
   result_gone: 410,

@@ -3,11 +3,12 @@
 import type { Config } from '../../config';
 import { HttpError } from '../../model-service/http-error';
 import { JOB_DENOISE_FIELDS, parseDenoiseParams } from '../../model-service/params';
+import { SPEECH_FIELDS, speechJobFields } from '../../model-service/speech-params';
 import { JobApiError } from './errors';
 import type { JobParams } from '../types';
 import { parseUserUrl, UrlNotAllowedError } from '../outbound/url-guard';
 
-export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'url', 'webhook_url'];
+export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'loudness', ...SPEECH_FIELDS, 'url', 'webhook_url'];
 
 export interface JobForm {
   params: JobParams;
@@ -59,9 +60,11 @@ export function parseJobForm(config: Config, body: Record<string, unknown> | und
     params: {
       model: parsed.model,
       attenuation_limit_db: parsed.attenuationLimitDb,
-      output_format: parsed.outputFormat,
+      output_format: parsed.video ? 'video' : parsed.outputFormat,
       keep_input_sample_rate: parsed.keepInputSampleRate,
-      loudness_lufs: parsed.loudnessLufs,
+      loudness_lufs: typeof parsed.loudnessLufs === 'number' ? parsed.loudnessLufs : null,
+      ...(parsed.loudnessLufs === 'keep' ? { loudness: 'keep' as const } : {}),
+      ...speechJobFields(parsed.speech),
     },
     url,
     webhookUrl,

@@ -6,8 +6,9 @@ import { Transform } from 'node:stream';
 import type { Request, Response } from 'express';
 import multer from 'multer';
 import type { Config } from '../../config';
+import { PRIVATE_FILE_MODE } from '../../startup/private-files';
 import { ProgressWatch } from '../../upstream/watchdogs';
-import { InsufficientStorageError, type SpaceClaim } from '../disk-budget';
+import { InsufficientStorageError, type SpaceClaim } from '../../storage/disk-budget';
 import { removeFailedWrite } from '../failed-write';
 import { JobApiError, UploadStalledError } from './errors';
 import { parseJobForm } from './params';
@@ -23,7 +24,7 @@ class SingleFileStorage implements multer.StorageEngine {
   ) {}
 
   _handleFile(_req: Request, file: Express.Multer.File, cb: (error?: unknown, info?: Partial<Express.Multer.File>) => void): void {
-    const out = fs.createWriteStream(this.dest);
+    const out = fs.createWriteStream(this.dest, { mode: PRIVATE_FILE_MODE });
     let size = 0;
     let failed = false;
     const claim = this.claim;

@@ -7,10 +7,11 @@ import http from 'node:http';
 import https from 'node:https';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
-import { assertLiteralHostAllowed, guardedLookup, parseUserUrl, UrlNotAllowedError, type GuardOptions } from './url-guard';
+import { assertLiteralHostAllowed, guardedLookup, networkReason, parseUserUrl, UrlNotAllowedError, type GuardOptions } from './url-guard';
 import { removeFailedWrite } from '../failed-write';
 import { ProgressWatch } from '../../upstream/watchdogs';
-import { InsufficientStorageError, type SpaceClaim } from '../disk-budget';
+import { PRIVATE_FILE_MODE } from '../../startup/private-files';
+import { InsufficientStorageError, type SpaceClaim } from '../../storage/disk-budget';
 
 export interface SafeHttpOptions extends GuardOptions {
   /** Time to resolve the host and open the connection (TLS included). */
@@ -89,7 +90,8 @@ function requestOnce(req: OneRequest, opts: SafeHttpOptions): Promise<http.Incom
     outgoing.on('error', (err: NodeJS.ErrnoException) => {
       if (err instanceof UrlNotAllowedError) return fail(err);
       if (err.name === 'AbortError') return fail(err);
-      fail(new FetchFailedError(`${req.url.host}: ${err.code ?? err.message}`));
+      const dns = err.syscall === 'getaddrinfo' || err.code === 'ENOTFOUND' || err.code === 'ENODATA' || err.code === 'EAI_AGAIN';
+      fail(new FetchFailedError(`${dns ? 'cannot resolve' : 'cannot reach'} ${req.url.host} (${networkReason(err.code, err.message)})`));
     });
     outgoing.on('response', (res) => {
       if (settled) {
@@ -227,7 +229,7 @@ export async function downloadToFile(
         );
       },
     });
-    const file = fs.createWriteStream(dest);
+    const file = fs.createWriteStream(dest, { mode: PRIVATE_FILE_MODE });
     watch?.arm();
     try {
       await pipeline(res, counter, file, { signal: inner.signal });

@@ -12,6 +12,27 @@ export class UrlNotAllowedError extends Error {
   readonly type = 'url_not_allowed';
 }
 
+/** The host could not be resolved (no such name, no address, DNS failing): a fetch failure, not a policy refusal. */
+export class UrlUnresolvableError extends Error {
+  readonly type = 'url_fetch_failed';
+}
+
+/** What a DNS or connection error code means, for people: "ENOTFOUND: no such host". */
+export function networkReason(code: string | undefined, fallback: string): string {
+  const words: Record<string, string> = {
+    ENOTFOUND: 'no such host',
+    ENODATA: 'the host has no address',
+    EAI_AGAIN: 'DNS lookup failed for now, retry later',
+    ESERVFAIL: 'DNS server failure',
+    ECONNREFUSED: 'connection refused',
+    ECONNRESET: 'connection reset',
+    EHOSTUNREACH: 'host unreachable',
+    ENETUNREACH: 'network unreachable',
+    ETIMEDOUT: 'connection timed out',
+  };
+  if (!code) return fallback;
+  return words[code] ? `${code}: ${words[code]}` : code;
+}
 /** Addresses that serve cloud metadata or platform agents (some are public unicast by class). */
 const METADATA_ADDRESSES = new Set(['168.63.129.16', '169.254.169.254', '100.100.100.200', 'fd00:ec2::254']);
 
@@ -151,7 +172,8 @@ export async function assertPublicHost(url: URL, opts: GuardOptions, field: stri
   } catch (err) {
     // With private URLs allowed an unresolvable host is left to the connection, as before (closed networks).
     if (opts.allowPrivate) return;
-    throw new UrlNotAllowedError(`${field}: cannot resolve ${host} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+    // Not a refusal of the address: there is none to judge (issue 39).
+    throw new UrlUnresolvableError(`${field}: cannot resolve ${host} (${networkReason((err as NodeJS.ErrnoException).code, String(err))})`);
   }
   for (const a of addresses) {
     const why = refusal(opts, a.address);

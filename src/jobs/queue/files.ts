@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { PRIVATE_DIR_MODE } from '../../startup/private-files';
 import { processAlive } from '../../startup/process-alive';
 
 const HOST_TAG = crypto.createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
@@ -23,11 +24,19 @@ const OWNED = /^[^.]+\.(?:upload|download|output)\.([0-9a-f]{8})-(\d+)-([0-9a-f]
  */
 export function isAbandonedIncoming(name: string): boolean {
   const m = OWNED.exec(name);
-  if (!m) return false;
-  const [, host, pidText, instance] = m;
-  if (host !== HOST_TAG) return false;
-  const pid = Number(pidText);
-  if (pid === process.pid) return instance !== INSTANCE;
+  return m ? writerGone(`${m[1]}-${m[2]}-${m[3]}`) === true : false;
+}
+
+/**
+ * Whether the process a writer tag (INCOMING_OWNER's form, `<host>-<pid>-<instance>`) names is gone: true for a pid
+ * of this host that no longer runs (or an earlier life of our own pid), false while it runs, null for another host's
+ * tag (or no tag) that this host cannot check.
+ */
+export function writerGone(tag: string): boolean | null {
+  const m = /^([0-9a-f]{8})-(\d+)-([0-9a-f]{8})$/.exec(tag);
+  if (!m || m[1] !== HOST_TAG) return null;
+  const pid = Number(m[2]);
+  if (pid === process.pid) return m[3] !== INSTANCE;
   return !processAlive(pid);
 }
 
@@ -46,7 +55,7 @@ export class JobFiles {
   }
 
   async ensure(): Promise<void> {
-    for (const dir of [this.inputs, this.results, this.incoming]) await fs.promises.mkdir(dir, { recursive: true });
+    for (const dir of [this.inputs, this.results, this.incoming]) await fs.promises.mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   }
 
   input(id: string): string {

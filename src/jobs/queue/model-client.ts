@@ -9,6 +9,7 @@
 // breaker's single trial for the whole job; a stream that breaks later fails the job's attempt, not the replica.
 import fs from 'node:fs';
 import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from '../../model-service/job-stream';
+import { SPEECH_FIELDS } from '../../model-service/speech-params';
 import type { Upstream } from '../../upstream/balancer';
 import type { ModelServiceReplicas, ReplicaCall, Verdict } from '../../upstream/replicas';
 import type { JobParams } from '../types';
@@ -43,6 +44,8 @@ export interface StreamJobOptions {
   inputPath: string;
   outputPath: string;
   params: JobParams;
+  /** The input's name (output_format=video tells MKV from WebM by it). */
+  filename?: string;
   /** Sent as X-Request-Id (the job id), so the model service's logs name the job. */
   requestId: string;
   signal: AbortSignal;
@@ -53,11 +56,14 @@ export interface StreamJobOptions {
 
 export interface StreamJobResult {
   stats: Record<string, unknown>;
+  /** With speech_segments=true: the segments the model service found (seconds of the input). */
+  speechSegments?: Array<{ start_s: number; end_s: number }>;
   bytes: number;
   contentType: string;
 }
 
-const MAX_LINE = 1024 * 1024;
+/** The result line carries speech_segments when asked (~40 bytes a segment: 4 h of audio stays far below this). */
+const MAX_LINE = 16 * 1024 * 1024;
 
 interface Line {
   type: string;
@@ -85,6 +91,12 @@ export async function streamJob(opts: StreamJobOptions): Promise<StreamJobResult
   query.set('output_format', p.output_format);
   query.set('keep_input_sample_rate', String(p.keep_input_sample_rate));
   if (p.loudness_lufs !== undefined && p.loudness_lufs !== null) query.set('loudness_lufs', String(p.loudness_lufs));
+  if (p.loudness === 'keep') query.set('loudness', 'keep');
+  if (opts.filename) query.set('filename', opts.filename);
+  for (const name of SPEECH_FIELDS) {
+    const v = (p as unknown as Record<string, unknown>)[name];
+    if (v !== undefined && v !== null) query.set(name, String(v));
+  }
   let size: number;
   try {
     size = (await fs.promises.stat(opts.inputPath)).size;
@@ -253,6 +265,7 @@ function streamTo(call: ReplicaCall, opts: StreamJobOptions, path: string, size:
         } else if (msg.type === 'result') {
           expect = Number(msg.bytes);
           result = { stats: msg.stats as Record<string, unknown>, bytes: expect, contentType: String(msg.content_type ?? 'application/octet-stream') };
+          if (Array.isArray(msg.speech_segments)) result.speechSegments = msg.speech_segments as StreamJobResult['speechSegments'];
           out = fs.createWriteStream(opts.outputPath);
           out.on('error', (err) => done(new ModelServiceFailed(`cannot write the result: ${err.message}`)));
           out.on('drain', () => res.resume());

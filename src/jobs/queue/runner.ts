@@ -15,12 +15,13 @@ import { safeBaseName } from '../../model-service/names';
 import type { GatewayStore } from '../../store/types';
 import type { ModelServiceReplicas } from '../../upstream/replicas';
 import type { JobFiles } from './files';
-import { InsufficientStorageError, type DiskBudget } from '../disk-budget';
+import { InsufficientStorageError, type DiskBudget } from '../../storage/disk-budget';
 import type { JobMetrics } from '../metrics';
 import { ModelServiceBusy, ModelServiceRejected, streamJob } from './model-client';
 import { downloadToFile, FetchFailedError, type SafeHttpOptions } from '../outbound/safe-http';
 import type { ClaimKind, JobError, JobRecord, JobStore, JobsLog } from '../types';
 import { UrlNotAllowedError, parseUserUrl } from '../outbound/url-guard';
+import { videoExtensionOf } from '../../video';
 import { deliveryFor, type WebhookDispatcher } from '../outbound/webhooks';
 import { housekeepPass, HOUSEKEEPING_MS, RETENTION_SWEEP_MS, settleRefund } from './housekeeping';
 import { keepLease, StopSignal } from './lease';
@@ -211,13 +212,14 @@ export class JobRunner {
         inputPath,
         outputPath: outputTmp,
         params: job.params,
+        filename: job.input.filename,
         requestId: job.id,
         signal: abort.signal,
         onProgress: (doneS, totalS) => {
           if (totalS && totalS > 0) lease.progress(Math.min(0.999, doneS / totalS));
         },
       });
-      const ext = job.params.output_format;
+      const ext = job.params.output_format === 'video' ? (videoExtensionOf(out.contentType) ?? 'video') : job.params.output_format;
       const resultFile = `${job.id}.${ext}`;
       await fs.promises.rename(outputTmp, files.result(resultFile));
       const finishedAt = this.now();
@@ -226,7 +228,10 @@ export class JobRunner {
         this.owner,
         {
           status: 'succeeded',
-          result: { file: resultFile, bytes: out.bytes, contentType: out.contentType, filename: resultName(job.input.filename, ext) },
+          result: {
+            file: resultFile, bytes: out.bytes, contentType: out.contentType, filename: resultName(job.input.filename, ext),
+            ...(out.speechSegments ? { speechSegments: out.speechSegments } : {}),
+          },
           stats: out.stats,
           expiresAt: finishedAt + config.jobs.retentionMs,
         },
@@ -317,7 +322,7 @@ export class JobRunner {
       this.deps.metrics?.finished('failed');
       log(`[jobs] ${job.id} failed: ${error.type}: ${error.message}`, 'warn');
       await this.deps.files.removeAll(job.id, null);
-      await settleRefund(store, this.deps.gateway, finished, log);
+      await settleRefund(store, this.deps.gateway, finished, log, config.jobs);
       this.deps.webhooks?.wake();
     }
   }

@@ -94,4 +94,35 @@ export const POSTGRES_MIGRATIONS: Migration[] = [
       ALTER TABLE request_log ADD COLUMN client_request_id text;
     `,
   },
+  {
+    version: 4,
+    name: 'request_log: refusals aggregated per key, status, error, endpoint and minute (calls, aggregate_key)',
+    sql: `
+      ALTER TABLE request_log ADD COLUMN calls integer NOT NULL DEFAULT 1 CHECK (calls >= 1);
+      ALTER TABLE request_log ADD COLUMN aggregate_key text;
+      CREATE UNIQUE INDEX request_log_aggregate ON request_log(aggregate_key);
+    `,
+  },
+  {
+    version: 5,
+    name: 'credits across the job queue: charges waiting for their job, refunds applied once',
+    sql: `
+      CREATE TABLE credit_pending (
+        key text PRIMARY KEY,
+        workspace_id text NOT NULL REFERENCES workspaces(id),
+        period text NOT NULL,
+        amount integer NOT NULL CHECK (amount > 0),
+        owner text NOT NULL,
+        created_at bigint NOT NULL
+      );
+      CREATE TABLE credit_refunds (
+        key text PRIMARY KEY,
+        workspace_id text NOT NULL,
+        period text NOT NULL,
+        amount integer NOT NULL,
+        refunded_at bigint NOT NULL
+      );
+      CREATE INDEX credit_refunds_time ON credit_refunds(refunded_at);
+    `,
+  },
 ];

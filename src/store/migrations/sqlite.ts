@@ -91,4 +91,35 @@ export const SQLITE_MIGRATIONS: Migration[] = [
       ALTER TABLE request_log ADD COLUMN client_request_id TEXT;
     `,
   },
+  {
+    version: 4,
+    name: 'request_log: refusals aggregated per key, status, error, endpoint and minute (calls, aggregate_key)',
+    sql: `
+      ALTER TABLE request_log ADD COLUMN calls INTEGER NOT NULL DEFAULT 1 CHECK (calls >= 1);
+      ALTER TABLE request_log ADD COLUMN aggregate_key TEXT;
+      CREATE UNIQUE INDEX request_log_aggregate ON request_log(aggregate_key);
+    `,
+  },
+  {
+    version: 5,
+    name: 'credits across the job queue: charges waiting for their job, refunds applied once',
+    sql: `
+      CREATE TABLE credit_pending (
+        key TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        period TEXT NOT NULL,
+        amount INTEGER NOT NULL CHECK (amount > 0),
+        owner TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      );
+      CREATE TABLE credit_refunds (
+        key TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL,
+        period TEXT NOT NULL,
+        amount INTEGER NOT NULL,
+        refunded_at INTEGER NOT NULL
+      );
+      CREATE INDEX credit_refunds_time ON credit_refunds(refunded_at);
+    `,
+  },
 ];

@@ -1,9 +1,14 @@
-// The free-disk floor (JOBS_MIN_FREE_DISK_MB), held while bytes arrive: every job upload and URL download of this
-// process takes its bytes from one budget before writing them, so concurrent writers see each other and chunked
+// A free-disk floor, held while bytes arrive: JOBS_MIN_FREE_DISK_MB for job files (every job upload and URL download
+// of this process), TMP_MIN_FREE_DISK_MB for synchronous calls' request files (their uploads, outputs and spools). A
+// writer takes its bytes from one budget before writing them, so concurrent writers see each other and chunked
 // uploads count like declared ones. Free space comes from statfs (at most every REFRESH_MS); what was taken since
-// that reading, and what declared uploads reserved but have not written yet, is subtracted from it.
+// that reading, and what declared writers reserved but have not written yet, is subtracted from it.
+import fs from 'node:fs';
 
-/** Writing would take the job files' disk below the floor (507 insufficient_storage; a URL fetch retries later). */
+/**
+ * Writing would take the disk below the floor: 507 insufficient_storage for a job (a URL fetch retries later), 503
+ * with Retry-After for a synchronous call.
+ */
 export class InsufficientStorageError extends Error {
   override readonly name = 'InsufficientStorageError';
 }
@@ -18,6 +23,13 @@ export interface SpaceClaim {
 
 /** statfs is cheap, but not free: one reading serves every chunk of every writer for this long. */
 export const REFRESH_MS = 250;
+
+/** Bytes free for this process on the file system of `dir` (created if missing). */
+export async function freeBytesOf(dir: string): Promise<number> {
+  await fs.promises.mkdir(dir, { recursive: true });
+  const s = await fs.promises.statfs(dir);
+  return Number(s.bavail) * Number(s.bsize);
+}
 
 export class DiskBudget {
   private free = 0;
