@@ -11,12 +11,14 @@
 //   npm run bench -- --load-only       only the server load table
 //   npm run bench -- --stream          only the live-stream table (scripts/bench/stream.ts): server-added latency,
 //                                      underruns and CPU per stream at 25..300 streams, RNNoise side by side;
-//                                      --stream-models, --stream-levels, --stream-seconds, --with-files
+//                                      --stream-models, --stream-levels, --stream-seconds, --with-files,
+//                                      --stream-encoding pcm_s16le,mulaw (side by side), --stream-rate, --stream-rounds
 //   npm run bench -- --vad             only voice activity (scripts/bench/vad.ts): F1 against clean references, cost
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, PROJECT_ROOT, type Config } from '../src/config';
+import type { LiveEncoding } from '../src/inference/types';
 import { decodeAudio, writeWav16 } from './lib/audio-io';
 import { evalDir } from './lib/metrics';
 import { LOAD_HEADER, runLoad, runScaling } from './bench/load';
@@ -67,6 +69,9 @@ async function main(): Promise<void> {
       workers: config.workers,
       ffmpeg: config.ffmpegPath,
       speechFile: speech,
+      encodings: opt('--stream-encoding', 'pcm_s16le').split(',') as LiveEncoding[],
+      rate: Number(opt('--stream-rate', '16000')),
+      rounds: Number(opt('--stream-rounds', '1')),
       log: (line) => console.log(line),
     });
     writeJson();

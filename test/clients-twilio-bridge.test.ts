@@ -19,6 +19,7 @@ let server: ServerProcess;
 let dir: string;
 let token: string;
 let ulaw: Buffer; // the caller's audio as Twilio sends it: 8 kHz μ-law
+let denoised: Buffer; // what the agent must get: the service's μ-law stream of it (set by the first test)
 
 interface Agent {
   url: string;
@@ -137,7 +138,17 @@ afterAll(async () => {
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-test('a call in real time: denoised audio to the agent, marks, dtmf and stop in place, the agent heard back', async () => {
+/** The service's answer to `bytes` on a stream of `query`, straight from the server. */
+async function direct(query: string, bytes: Buffer, chunk: number): Promise<Buffer> {
+  const ref = new StreamClient(`${server.url.replace('http', 'ws')}/v1/noise-suppressor/stream?${query}`, { Authorization: `Bearer ${token}` });
+  await ref.ready;
+  ref.send(bytes, chunk);
+  ref.end();
+  await ref.closed;
+  return ref.audio;
+}
+
+test('a call in real time (μ-law on the stream): denoised audio to the agent, marks, dtmf and stop in place, the agent heard back', async () => {
   const agent = await startAgent();
   const bridge = await startBridge({ NSM_URL: server.url, NSM_TOKEN: token, AGENT_URL: agent.url, NSM_MODEL: 'nsm-1' });
   try {
@@ -154,21 +165,36 @@ test('a call in real time: denoised audio to the agent, marks, dtmf and stop in 
     expect(agent.messages.find((m) => m.event === 'start')!.start.customParameters).toEqual({ caller: 'test' });
     expect(agent.messages.every((m) => m.event === 'connected' || m.streamSid === STREAM_SID)).toBe(true);
     expect(agent.messages.find((m) => m.event === 'mark')!.mark.name).toBe('after-chunk-50');
-    // The audio is what the service's stream gives for the caller's audio, encoded back to μ-law, byte for byte.
-    const decoded = mulaw.decode(new Uint8Array(ulaw));
-    const ref = new StreamClient(`${server.url.replace('http', 'ws')}/v1/noise-suppressor/stream?model=nsm-1&sample_rate=8000`, { Authorization: `Bearer ${token}` });
-    await ref.ready;
-    ref.send(Buffer.from(decoded.buffer, decoded.byteOffset, decoded.byteLength), 3200);
-    ref.end();
-    await ref.closed;
-    const refPcm = ref.audio;
-    const expected = Buffer.from(mulaw.encode(new Int16Array(refPcm.buffer, refPcm.byteOffset, refPcm.length / 2)));
+    // The audio is what the service's μ-law stream gives for the caller's audio, byte for byte; and that is its 16-bit
+    // stream's answer for the decoded audio, encoded back to μ-law.
+    const expected = await direct('model=nsm-1&sample_rate=8000&encoding=mulaw', ulaw, 160);
     expect(view.audio.equals(expected)).toBe(true);
+    const decoded = mulaw.decode(new Uint8Array(ulaw));
+    const refPcm = await direct('model=nsm-1&sample_rate=8000', Buffer.from(decoded.buffer, decoded.byteOffset, decoded.byteLength), 3200);
+    expect(Buffer.from(mulaw.encode(new Int16Array(refPcm.buffer, refPcm.byteOffset, refPcm.length / 2))).equals(expected)).toBe(true);
+    denoised = expected;
     expect(view.audio.equals(ulaw)).toBe(false); // and it is not the noisy input
     // What the agent sent went back to Twilio unchanged.
     expect(back.map((m) => m.event)).toEqual(['media', 'mark']);
     expect(back[1].mark.name).toBe('agent-said-hello');
-    expect(bridge.output()).toMatch(/denoising with nsm-1/);
+    expect(bridge.output()).toMatch(/denoising with nsm-1 \(mulaw\)/); // the default
+  } finally {
+    bridge.child.kill('SIGTERM');
+    await agent.close();
+  }
+});
+
+test('NSM_STREAM_ENCODING=pcm_s16le (a server without μ-law streams): the bridge converts, and the agent gets the same bytes', async () => {
+  expect(denoised).toBeDefined();
+  const agent = await startAgent();
+  const bridge = await startBridge({ NSM_URL: server.url, NSM_TOKEN: token, AGENT_URL: agent.url, NSM_MODEL: 'nsm-1', NSM_STREAM_ENCODING: 'pcm_s16le' });
+  try {
+    await call(bridge.url, ulaw, false);
+    await agent.closed;
+    const view = agentView(agent.messages);
+    expect(view.order).toEqual([['connected', 0], ['start', 0], ['mark', 8000], ['dtmf', 12800], ['stop', 24000]]);
+    expect(view.audio.equals(denoised)).toBe(true);
+    expect(bridge.output()).toMatch(/denoising with nsm-1 \(pcm_s16le\)/);
   } finally {
     bridge.child.kill('SIGTERM');
     await agent.close();

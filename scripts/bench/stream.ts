@@ -7,12 +7,17 @@
 // CPU per stream-second is the server's CPU (all threads and child processes, /proc) over the window divided by the streams and
 // the window. RNNoise (@jitsi/rnnoise-wasm, 480-sample frames at 48 kHz) is timed in this process on the same frames
 // for the side-by-side "streams per core". Optionally 4 clients post 10 s files to /denoise meanwhile.
+// --stream-encoding pcm_s16le,mulaw (and --stream-rate 8000, --stream-rounds N) runs each level once per encoding, one
+// after the other, in alternating order from round to round, and prints the paired ratio of CPU per stream-second
+// (the machine's speed moves between runs: only figures taken side by side compare).
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { pcm16WavHeader } from '../../src/audio/wav';
+import { addedLatency, LatencyHistogram } from '../../src/cli/stream-latency';
+import { LIVE_SAMPLE_BYTES, type LiveEncoding } from '../../src/inference/types';
 import { treeCpuMs } from '../lib/proc';
 import { startServer, stopServer, type Server } from './load';
 
@@ -21,6 +26,8 @@ const FRAME_MS = 20;
 
 export interface StreamLevel {
   model: string;
+  encoding: LiveEncoding;
+  rate: number;
   streams: number;
   seconds: number;
   /** Server-added latency per output sample, ms. */
@@ -41,28 +48,6 @@ export interface StreamLevel {
   holds: boolean;
 }
 
-/** Latency histogram in 0.25 ms bins, weighted by samples. */
-class Histogram {
-  private readonly bins = new Float64Array(8000);
-  private total = 0;
-  max = 0;
-  add(ms: number, weight: number): void {
-    const b = Math.min(this.bins.length - 1, Math.max(0, Math.floor(ms * 4)));
-    this.bins[b] += weight;
-    this.total += weight;
-    if (ms > this.max) this.max = ms;
-  }
-  percentile(p: number): number {
-    let acc = 0;
-    const want = (p / 100) * this.total;
-    for (let i = 0; i < this.bins.length; i++) {
-      acc += this.bins[i];
-      if (acc >= want && acc > 0) return (i + 1) / 4;
-    }
-    return NaN;
-  }
-}
-
 interface Client {
   ws: WebSocket;
   delay: number;
@@ -71,24 +56,26 @@ interface Client {
   sent: number;
 }
 
-/** 16 kHz mono s16 PCM of a real recording, looped as needed (the bench's input). */
-export function loadSpeech(ffmpeg: string, file: string, rate: number): Buffer {
+/** Mono samples of a real recording at `rate` (s16le, or ffmpeg's μ-law / A-law), looped as needed (the bench's input). */
+export function loadSpeech(ffmpeg: string, file: string, rate: number, format = 's16le'): Buffer {
   const { execFileSync } = require('node:child_process') as typeof import('node:child_process');
-  return execFileSync(ffmpeg, ['-v', 'error', '-i', file, '-ac', '1', '-ar', String(rate), '-f', 's16le', '-'], { maxBuffer: 1 << 28 });
+  return execFileSync(ffmpeg, ['-v', 'error', '-i', file, '-ac', '1', '-ar', String(rate), '-f', format, '-'], { maxBuffer: 1 << 28 });
 }
 
 export async function runStreamLevel(
   server: Server,
-  opts: { model: string; streams: number; seconds: number; rate: number; pcm: Buffer; withFiles?: Buffer | null },
+  opts: { model: string; streams: number; seconds: number; rate: number; pcm: Buffer; encoding?: LiveEncoding; withFiles?: Buffer | null },
 ): Promise<StreamLevel> {
+  const encoding = opts.encoding ?? 'pcm_s16le';
+  const sampleBytes = LIVE_SAMPLE_BYTES[encoding];
   const frameSamples = (opts.rate * FRAME_MS) / 1000;
-  const frameBytes = frameSamples * 2;
-  const hist = new Histogram();
+  const frameBytes = frameSamples * sampleBytes;
+  const hist = new LatencyHistogram();
   let underruns = 0;
   let frames = 0;
   let measuring = false;
   const errors: string[] = [];
-  const url = `ws://127.0.0.1:${server.port}/v1/noise-suppressor/stream?model=${opts.model}&sample_rate=${opts.rate}`;
+  const url = `ws://127.0.0.1:${server.port}/v1/noise-suppressor/stream?model=${opts.model}&sample_rate=${opts.rate}&encoding=${encoding}`;
   const clients: Client[] = await Promise.all(
     Array.from({ length: opts.streams }, () =>
       new Promise<Client>((resolve, reject) => {
@@ -106,22 +93,16 @@ export async function runStreamLevel(
             } else if (msg.type === 'error') errors.push(msg.error?.message ?? 'error');
             return;
           }
-          const n = (data as Buffer).length / 2;
+          const n = (data as Buffer).length / sampleBytes;
           const a = c.outSamples;
           c.outSamples += n;
           if (!measuring) return;
-          // Samples [a, a + n): sample s counts from the frame holding input sample s + delay (the issue's definition);
-          // a frame not sent yet means the server added nothing (the declared delay covers the worst hop position).
-          let s = a;
-          while (s < a + n) {
-            const k = Math.floor((s + c.delay) / frameSamples);
-            const end = Math.min(a + n, (k + 1) * frameSamples - c.delay);
-            const sentAt = c.sendTimes[k];
-            const ms = sentAt === undefined ? 0 : Math.max(0, now - sentAt);
-            hist.add(ms, end - s);
-            if (ms > UNDERRUN_MS && end - s >= frameSamples / 2) underruns++;
-            s = end;
-          }
+          // Samples [a, a + n): sample s counts from the frame holding input sample s + delay (stream-latency.ts); a
+          // frame not sent yet means the server added nothing (the declared delay covers the worst hop position).
+          addedLatency(c.sendTimes, frameSamples, c.delay, a, n, now, (ms, samples) => {
+            hist.add(ms, samples);
+            if (ms > UNDERRUN_MS && samples >= frameSamples / 2) underruns++;
+          });
           frames += n / frameSamples;
         });
       }),
@@ -177,6 +158,8 @@ export async function runStreamLevel(
   const cpuPerStreamSecond = (cpu1 - cpu0) / (opts.streams * window);
   const level: StreamLevel = {
     model: opts.model,
+    encoding,
+    rate: opts.rate,
     streams: opts.streams,
     seconds: Math.round(window * 10) / 10,
     p50: hist.percentile(50),
@@ -260,40 +243,81 @@ export interface StreamBenchOptions {
   workers: number;
   ffmpeg: string;
   speechFile: string;
+  /** The streams' encodings (default pcm_s16le); with two or more, each level runs once per encoding, side by side. */
+  encodings?: LiveEncoding[];
+  /** The streams' sample rate (default 16000). */
+  rate?: number;
+  /** Times the whole table is run (the encodings' order alternating); default 1. */
+  rounds?: number;
   log(line: string): void;
 }
 
-/** The stream table: for each model, each stream count; then RNNoise side by side. */
+/** ffmpeg's raw format for each stream encoding (the bench's input in that encoding). */
+const RAW_FORMAT: Record<LiveEncoding, string> = { pcm_s16le: 's16le', pcm_f32le: 'f32le', mulaw: 'mulaw', alaw: 'alaw' };
+
+const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** The stream table: for each model, each stream count (each encoding side by side); then RNNoise. */
 export async function runStreamBench(o: StreamBenchOptions): Promise<unknown> {
-  const pcm = loadSpeech(o.ffmpeg, o.speechFile, 16000);
+  const encodings = o.encodings ?? ['pcm_s16le'];
+  const rate = o.rate ?? 16000;
+  const rounds = o.rounds ?? 1;
+  const inputs = Object.fromEntries(encodings.map((e) => [e, loadSpeech(o.ffmpeg, o.speechFile, rate, RAW_FORMAT[e])])) as Record<LiveEncoding, Buffer>;
   const pcm48 = loadSpeech(o.ffmpeg, o.speechFile, 48000);
-  const fileWav = o.withFiles ? tenSecondWav(pcm) : null;
+  const fileWav = o.withFiles ? tenSecondWav(loadSpeech(o.ffmpeg, o.speechFile, 16000)) : null;
   const server = await startServer(o.workers);
   const rows: StreamLevel[] = [];
   try {
-    o.log(`Live streams: ${os.cpus().length} cores, WORKERS=${o.workers}, 20 ms frames of ${path.basename(o.speechFile)} at 16 kHz s16 in real time, ${o.seconds} s per level${o.withFiles ? ', 4 clients posting 10 s files to /denoise meanwhile' : ''}.`);
-    o.log('model     streams  p50 ms  p90 ms  p99 ms  max ms  underruns  CPU ms/stream-s  streams/core  files  client loop p99 ms  holds');
-    for (const model of o.models) {
-      for (const n of o.levels) {
-        const r = await runStreamLevel(server, { model, streams: n, seconds: o.seconds, rate: 16000, pcm, withFiles: fileWav });
-        rows.push(r);
-        o.log(
-          `${model.padEnd(9)} ${String(n).padStart(7)} ${r.p50.toFixed(2).padStart(7)} ${r.p90.toFixed(2).padStart(7)} ${r.p99.toFixed(2).padStart(7)} ${String(r.max).padStart(7)} ${String(r.underruns).padStart(10)} ${r.cpuMsPerStreamSecond.toFixed(2).padStart(16)} ${String(r.streamsPerCore).padStart(13)} ${String(r.fileCalls).padStart(6)} ${r.clientLoopP99.toFixed(1).padStart(19)}  ${r.holds ? 'yes' : 'no'}${r.errors.length ? '  ' + r.errors.join('; ') : ''}`,
-        );
-        if (!r.holds && r.p99 > 200) break; // past saturation: larger counts only take longer
+    o.log(`Live streams: ${os.cpus().length} cores, WORKERS=${o.workers}, 20 ms frames of ${path.basename(o.speechFile)} at ${rate / 1000} kHz (${encodings.join(', ')}) in real time, ${o.seconds} s per level${rounds > 1 ? `, ${rounds} rounds` : ''}${o.withFiles ? ', 4 clients posting 10 s files to /denoise meanwhile' : ''}.`);
+    o.log('model     encoding   streams  p50 ms  p90 ms  p99 ms  max ms  underruns  CPU ms/stream-s  streams/core  files  client loop p99 ms  holds');
+    for (let round = 0; round < rounds; round++) {
+      const order = round % 2 === 0 ? encodings : [...encodings].reverse();
+      for (const model of o.models) {
+        for (const n of o.levels) {
+          const level: StreamLevel[] = [];
+          for (const encoding of order) {
+            const r = await runStreamLevel(server, { model, streams: n, seconds: o.seconds, rate, pcm: inputs[encoding], encoding, withFiles: fileWav });
+            rows.push(r);
+            level.push(r);
+            o.log(
+              `${model.padEnd(9)} ${encoding.padEnd(9)} ${String(n).padStart(8)} ${r.p50.toFixed(2).padStart(7)} ${r.p90.toFixed(2).padStart(7)} ${r.p99.toFixed(2).padStart(7)} ${String(r.max).padStart(7)} ${String(r.underruns).padStart(10)} ${r.cpuMsPerStreamSecond.toFixed(2).padStart(16)} ${String(r.streamsPerCore).padStart(13)} ${String(r.fileCalls).padStart(6)} ${r.clientLoopP99.toFixed(1).padStart(19)}  ${r.holds ? 'yes' : 'no'}${r.errors.length ? '  ' + r.errors.join('; ') : ''}`,
+            );
+          }
+          if (level.every((r) => !r.holds && r.p99 > 200)) break; // past saturation: larger counts only take longer
+        }
       }
     }
   } finally {
     await stopServer(server);
   }
+  // Side by side: each encoding's CPU per stream-second over the first encoding's, at the same level of the same round.
+  const paired: Array<{ model: string; streams: number; encoding: LiveEncoding; cpuRatios: number[]; meanRatio: number; p99: number[]; p99Base: number[] }> = [];
+  for (const encoding of encodings.slice(1)) {
+    for (const model of o.models) {
+      for (const n of o.levels) {
+        const of = (e: LiveEncoding): StreamLevel[] => rows.filter((r) => r.model === model && r.streams === n && r.encoding === e);
+        const base = of(encodings[0]);
+        const other = of(encoding);
+        if (base.length === 0 || base.length !== other.length) continue;
+        const cpuRatios = other.map((r, i) => Math.round((r.cpuMsPerStreamSecond / base[i].cpuMsPerStreamSecond) * 1000) / 1000);
+        paired.push({ model, streams: n, encoding, cpuRatios, meanRatio: Math.round(mean(cpuRatios) * 1000) / 1000, p99: other.map((r) => r.p99), p99Base: base.map((r) => r.p99) });
+      }
+    }
+  }
+  for (const p of paired) {
+    o.log(`${p.model} ${p.streams} streams: CPU per stream-second ${p.encoding} / ${encodings[0]} = ${p.cpuRatios.join(', ')} (mean ${p.meanRatio}); p99 ${p.p99.join(', ')} ms against ${p.p99Base.join(', ')} ms.`);
+  }
   const rnCpu = await rnnoiseCpuPerStreamSecond(pcm48);
   const rnPerCore = Math.floor(1000 / rnCpu);
   o.log(`RNNoise (WebAssembly, in-process, no server): ${rnCpu.toFixed(2)} CPU ms per stream-second = ${rnPerCore} streams per core in real time.`);
   const best: Record<string, number> = {};
-  for (const r of rows) if (r.holds) best[r.model] = Math.max(best[r.model] ?? 0, r.streams);
+  for (const r of rows) {
+    const key = encodings.length > 1 ? `${r.model} ${r.encoding}` : r.model;
+    if (r.holds) best[key] = Math.max(best[key] ?? 0, r.streams);
+  }
   for (const [model, n] of Object.entries(best)) o.log(`${model}: largest count holding p50 <= 10 ms, p99 <= 30 ms, 0 underruns: ${n}.`);
-  const ratio = rows.filter((r) => r.holds).map((r) => ({ model: r.model, streams: r.streams, vsRnnoise: Math.round((r.streamsPerCore / rnPerCore) * 100) / 100 }));
-  return { rows, rnnoise: { cpuMsPerStreamSecond: rnCpu, streamsPerCore: rnPerCore }, largestHolding: best, streamsPerCoreVsRnnoise: ratio };
+  const ratio = rows.filter((r) => r.holds).map((r) => ({ model: r.model, encoding: r.encoding, streams: r.streams, vsRnnoise: Math.round((r.streamsPerCore / rnPerCore) * 100) / 100 }));
+  return { rows, paired, rnnoise: { cpuMsPerStreamSecond: rnCpu, streamsPerCore: rnPerCore }, largestHolding: best, streamsPerCoreVsRnnoise: ratio };
 }
 
 function tenSecondWav(pcm16k: Buffer): Buffer {

@@ -270,3 +270,32 @@ export function pcm16WavHeader(dataBytes: number, sampleRate: number, channels: 
   h.writeUInt32LE(dataBytes, 40);
   return h;
 }
+
+/** Bytes of g711WavHeader's header. */
+export const G711_WAV_HEADER_BYTES = 58;
+
+/**
+ * The header of a WAV holding G.711 samples (format tag 7 μ-law, 6 A-law; 8 bits, one byte per sample), laid out as
+ * ffmpeg writes one: an 18-byte fmt chunk (cbSize 0) and the `fact` chunk non-PCM formats carry (frames), then data.
+ * This reader hands such files to ffmpeg, which decodes them.
+ */
+export function g711WavHeader(dataBytes: number, sampleRate: number, channels: number, law: 'mulaw' | 'alaw'): Buffer {
+  const h = Buffer.alloc(G711_WAV_HEADER_BYTES);
+  h.write('RIFF', 0, 'ascii');
+  h.writeUInt32LE(G711_WAV_HEADER_BYTES - 8 + dataBytes + (dataBytes & 1), 4);
+  h.write('WAVEfmt ', 8, 'ascii');
+  h.writeUInt32LE(18, 16);
+  h.writeUInt16LE(law === 'mulaw' ? 7 : 6, 20);
+  h.writeUInt16LE(channels, 22);
+  h.writeUInt32LE(sampleRate, 24);
+  h.writeUInt32LE(sampleRate * channels, 28);
+  h.writeUInt16LE(channels, 32);
+  h.writeUInt16LE(8, 34);
+  h.writeUInt16LE(0, 36);
+  h.write('fact', 38, 'ascii');
+  h.writeUInt32LE(4, 42);
+  h.writeUInt32LE(Math.floor(dataBytes / channels), 46);
+  h.write('data', 50, 'ascii');
+  h.writeUInt32LE(dataBytes, 54);
+  return h;
+}

@@ -8,6 +8,20 @@ import { runStreamCli } from './stream';
 export { DENOISE_HELP, EXIT, OUTPUT_EXTENSIONS, OUTPUT_FORMATS, parseDenoiseArgs, runDenoise, summaryLine, UsageError } from './denoise';
 export type { DenoiseArgs, DenoiseJob } from './denoise';
 
+/** `nsm stream ...` (src/cli/stream.ts): Ctrl-C or SIGTERM ends the stream and leaves no output (exit 130). */
+async function runStreamCommand(argv: string[]): Promise<number> {
+  const controller = new AbortController();
+  const onSignal = (): void => controller.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    return await runStreamCli(argv, { out: process.stdout, err: process.stderr, env: process.env, signal: controller.signal });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
 /** `nsm jobs ...` (src/cli/jobs.ts), interruptible with Ctrl-C. */
 async function runJobsCommand(argv: string[]): Promise<number> {
   const controller = new AbortController();
@@ -42,7 +56,7 @@ export const SUBCOMMANDS: Record<string, Subcommand> = {
   stream: {
     usage: 'nsm stream IN -o OUT [--realtime]',
     summary: 'denoise a file or stdin through a server\'s live stream (WebSocket), optionally in real time',
-    run: (argv) => runStreamCli(argv),
+    run: (argv) => runStreamCommand(argv),
   },
 };
 

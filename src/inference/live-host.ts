@@ -1,17 +1,20 @@
 // Live streams, the worker's side: each stream is the model's aligned chain (AlignedStream) between PCM edges
-// (decoding the client's s16/f32 bytes, dithered 16-bit or float output) and, when the client's rate is not the
+// (decoding the client's s16/f32/μ-law/A-law bytes; dithered 16-bit output, float output, or G.711: the dithered 16-bit
+// output encoded, so a G.711 stream's output is its 16-bit twin's, encoded) and, when the client's rate is not the
 // chain's, a resampler each way. All live streams of this worker share the graphs through batching.ts, so one tick
 // (the chunks every stream sent since the last) costs one session.run per graph per shape. Input reaches the chain in
 // whole frame hops only: then every stream's DTLN cores hold the same samples and can be joined.
 import { concat } from '../dsp/concat';
 import { LowFrequencyDither } from '../dsp/dither';
-import { decodeFrames, decodeFramesInto } from '../dsp/pcm';
+import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../dsp/g711';
+import { decodeFramesInto } from '../dsp/pcm';
 import { RationalResampler } from '../dsp/rational-resampler';
 import { batchingGraphs, type BatchStats } from './batching';
 import { MODELS } from './models';
 import { createChain } from './chains';
 import type { DtlnGraphs } from './dtln';
 import type { LiveOpen, LiveItem } from './protocol';
+import { LIVE_SAMPLE_BYTES } from './types';
 import { AlignedStream } from './stream';
 
 /** The chain's frame hop at 16 kHz (nsm-1 runs stage 1 at half DTLN's frame rate). */
@@ -55,28 +58,46 @@ export class LiveStream {
     this.toSkip = Math.round(resamplerDelay);
     const ratio = opts.sampleRate / this.chainRate;
     this.latencySamples = Math.ceil((chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
-    this.dither = opts.encoding === 'pcm_s16le' ? new LowFrequencyDither(opts.sampleRate, opts.channels) : null;
+    this.law = opts.encoding === 'mulaw' || opts.encoding === 'alaw' ? opts.encoding : null;
+    this.format = opts.encoding === 'pcm_f32le' ? 'f32' : 's16';
+    // G.711 is encoded from the dithered 16-bit output: the 16-bit stream's bytes, through the codec.
+    this.dither = opts.encoding === 'pcm_s16le' || this.law ? new LowFrequencyDither(opts.sampleRate, opts.channels) : null;
     this.pend = Array.from({ length: opts.channels }, () => new Float32Array(2 * this.quantum));
-    this.format = opts.encoding === 'pcm_s16le' ? 's16' : 'f32';
     this.channels = opts.channels;
+    this.frame = LIVE_SAMPLE_BYTES[opts.encoding] * opts.channels;
   }
 
-  private readonly format: 's16' | 'f32';
   private readonly channels: number;
+  private readonly frame: number;
+  /** μ-law or A-law bytes at the edges (null: PCM in `format`). */
+  private readonly law: G711Law | null;
+  private readonly format: 's16' | 'f32';
 
-  /** One chunk of interleaved PCM bytes (whole frames) in; the output it completes, in the same encoding. */
+  /** One chunk of interleaved bytes (whole frames) in; the output it completes, in the same encoding. */
   async push(bytes: Uint8Array): Promise<Uint8Array> {
-    const frame = (this.format === 's16' ? 2 : 4) * this.channels;
+    const frame = this.frame;
     if (bytes.byteLength % frame !== 0) throw new Error(`${bytes.byteLength} bytes are not whole ${frame}-byte frames`);
-    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const info = { format: this.format, channels: this.channels, blockAlign: frame };
     const frames = bytes.byteLength / frame;
     this.inSamples += frames;
-    if (this.toChain) return this.encode(this.take(await this.runResampled(this.toChain, decodeFrames(buf, info))));
+    if (this.toChain) {
+      const planar = Array.from({ length: this.channels }, () => new Float32Array(frames));
+      this.decodeInto(bytes, planar, 0);
+      return this.encode(this.take(await this.runResampled(this.toChain, planar)));
+    }
     this.reserve(frames);
-    decodeFramesInto(buf, info, this.pend, this.pendLen);
+    this.decodeInto(bytes, this.pend, this.pendLen);
     this.pendLen += frames;
     return this.encode(this.take(await this.runPending()));
+  }
+
+  /** The client's bytes (whole frames) as planar float32 from index `off` (as the file path reads the same samples). */
+  private decodeInto(bytes: Uint8Array, planar: Float32Array[], off: number): void {
+    if (this.law) {
+      g711DecodeInto(this.law, bytes, this.channels, planar, off);
+      return;
+    }
+    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    decodeFramesInto(buf, { format: this.format, channels: this.channels, blockAlign: this.frame }, planar, off);
   }
 
   /** Flushes: the output of every input sample not yet answered (total output = total input). */
@@ -142,7 +163,10 @@ export class LiveStream {
   }
 
   private encode(planar: Float32Array[]): Uint8Array {
-    if (this.dither) return this.dither.toInt16(planar);
+    if (this.dither) {
+      const pcm = this.dither.toInt16(planar);
+      return this.law ? g711EncodeInt16(this.law, pcm) : pcm;
+    }
     const frames = planar[0].length;
     const out = new Float32Array(frames * this.channels);
     for (let c = 0; c < this.channels; c++) for (let f = 0; f < frames; f++) out[f * this.channels + c] = planar[c][f];

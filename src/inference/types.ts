@@ -102,7 +102,13 @@ export interface PoolState {
   restarts: number;
 }
 
-export type LiveEncoding = 'pcm_s16le' | 'pcm_f32le';
+/** A live stream's sample encoding, both ways: 16-bit or float PCM, or G.711 μ-law / A-law (one byte per sample). */
+export type LiveEncoding = 'pcm_s16le' | 'pcm_f32le' | 'mulaw' | 'alaw';
+
+export const LIVE_ENCODINGS: readonly LiveEncoding[] = ['pcm_s16le', 'pcm_f32le', 'mulaw', 'alaw'];
+
+/** Bytes of one sample of each live encoding (a frame is channels times this). */
+export const LIVE_SAMPLE_BYTES: Record<LiveEncoding, number> = { pcm_s16le: 2, pcm_f32le: 4, mulaw: 1, alaw: 1 };
 
 export interface LiveOptions {
   model: ModelId;

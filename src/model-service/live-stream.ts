@@ -5,7 +5,8 @@
 // Internal protocol (version 1), after the guard (MODEL_SERVICE_TOKEN, draining):
 //   query: model, sample_rate, encoding, channels, attenuation_limit_db; refused before the upgrade with {"detail"}:
 //   400 bad query, 422 model not installed, 503 no live stream could be opened (no worker, draining);
-//   after it: {"type":"ready","latency_samples":N}; binary PCM (whole frames) in → binary PCM out, in order;
+//   after it: {"type":"ready","latency_samples":N}; binary audio (whole frames of the encoding: PCM, μ-law or A-law)
+//   in → binary audio in the same encoding out, in order;
 //   {"type":"end"} → the rest flushed, {"type":"done"}, close 1000. A fault: {"type":"error","message"} then close
 //   1011 (1007 for input that is not whole frames). At shutdown open streams get SHUTDOWN_GRACE_MS, then 1012.
 // Bounded buffering: while more than LIVE_HIGH_WATER bytes of a stream are inside this process (received and not yet
@@ -13,7 +14,7 @@
 import express, { type Request, type Response } from 'express';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { Config } from '../config';
-import { MODEL_IDS, type InferenceEngine, type LiveEncoding, type LiveOptions, type LiveSink, type LiveStream, type ModelId } from '../inference/types';
+import { LIVE_ENCODINGS, LIVE_SAMPLE_BYTES, MODEL_IDS, type InferenceEngine, type LiveEncoding, type LiveOptions, type LiveSink, type LiveStream, type ModelId } from '../inference/types';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { assertModelInstalled } from './params';
 import { pendingUpgrade } from '../http/upgrades';
@@ -55,7 +56,7 @@ export function parseLiveQuery(config: Config, query: Record<string, unknown>): 
   const model = (text(query, 'model') ?? 'nsm-2') as ModelId;
   if (!MODEL_IDS.includes(model)) throw badRequest(`"model" must be one of ${MODEL_IDS.join(', ')}`);
   const encoding = (text(query, 'encoding') ?? 'pcm_s16le') as LiveEncoding;
-  if (encoding !== 'pcm_s16le' && encoding !== 'pcm_f32le') throw badRequest('"encoding" must be pcm_s16le or pcm_f32le');
+  if (!LIVE_ENCODINGS.includes(encoding)) throw badRequest(`"encoding" must be one of ${LIVE_ENCODINGS.join(', ')}`);
   const limit = Number(text(query, 'attenuation_limit_db') ?? config.defaultAttenuationLimitDb);
   if (!Number.isFinite(limit) || limit < 0 || limit > 100) throw badRequest('"attenuation_limit_db" must be a number from 0 to 100');
   const options: LiveOptions = {
@@ -91,7 +92,7 @@ class LiveConnection {
   };
 
   constructor(opts: LiveOptions) {
-    this.frame = (opts.encoding === 'pcm_s16le' ? 2 : 4) * opts.channels;
+    this.frame = LIVE_SAMPLE_BYTES[opts.encoding] * opts.channels;
   }
 
   start(ws: WebSocket, live: LiveStream): void {

@@ -1,7 +1,7 @@
 // The stream's query (docs/streaming.md): model, sample_rate, encoding, channels, attenuation_limit_db. Checked before
 // the upgrade, so a bad value is an ordinary 400 the client can read.
 import type { LiveEncoding, ModelId } from '../inference/types';
-import { MODEL_IDS, DEFAULT_MODEL } from '../inference/types';
+import { MODEL_IDS, DEFAULT_MODEL, LIVE_ENCODINGS, LIVE_SAMPLE_BYTES } from '../inference/types';
 import { StreamRefusal } from './errors';
 
 export interface StreamParams {
@@ -14,7 +14,6 @@ export interface StreamParams {
 
 export const STREAM_QUERY_FIELDS = ['model', 'sample_rate', 'encoding', 'channels', 'attenuation_limit_db', 'ticket'];
 export const STREAM_RATES = { min: 8000, max: 48000, default: 16000 } as const;
-const ENCODINGS: readonly LiveEncoding[] = ['pcm_s16le', 'pcm_f32le'];
 
 function one(query: Record<string, unknown>, name: string): string | undefined {
   const v = query[name];
@@ -43,8 +42,8 @@ export function parseStreamParams(query: Record<string, unknown>, defaultAttenua
   const rateText = one(query, 'sample_rate');
   const sampleRate = rateText === undefined ? STREAM_RATES.default : integer(rateText, 'sample_rate', STREAM_RATES.min, STREAM_RATES.max);
   const encoding = (one(query, 'encoding') ?? 'pcm_s16le') as LiveEncoding;
-  if (!ENCODINGS.includes(encoding)) {
-    throw new StreamRefusal('invalid_request', `"encoding" must be pcm_s16le or pcm_f32le (got "${String(encoding).slice(0, 40)}")`);
+  if (!LIVE_ENCODINGS.includes(encoding)) {
+    throw new StreamRefusal('invalid_request', `"encoding" must be one of ${LIVE_ENCODINGS.join(', ')} (got "${String(encoding).slice(0, 40)}")`);
   }
   const chText = one(query, 'channels');
   const channels = chText === undefined ? 1 : integer(chText, 'channels', 1, 2);
@@ -60,7 +59,7 @@ export function parseStreamParams(query: Record<string, unknown>, defaultAttenua
   return { model: model as ModelId, sampleRate, encoding, channels, attenuationLimitDb };
 }
 
-/** Bytes of one frame (all channels) of the stream's PCM. */
+/** Bytes of one frame (all channels) of the stream's audio: 2 or 4 bytes a sample for PCM, 1 for μ-law and A-law. */
 export function frameBytes(p: Pick<StreamParams, 'encoding' | 'channels'>): number {
-  return (p.encoding === 'pcm_s16le' ? 2 : 4) * p.channels;
+  return LIVE_SAMPLE_BYTES[p.encoding] * p.channels;
 }

@@ -266,7 +266,7 @@ export interface paths {
         };
         /**
          * Live stream (WebSocket upgrade)
-         * @description Upgrade to a WebSocket (`Upgrade: websocket`). Protocol: docs/streaming.md — after `ready` (text), binary PCM in, denoised binary PCM out in order; `{"type":"end"}` → flush, `done` (text), close 1000. Required scope `noise-suppressor:stream` (included in `noise-suppressor:*`). Cost: 1 credit per started minute of stream audio, held ahead and settled at close. Authentication by the key headers, or (browsers) `ticket`. Every refusal comes before the upgrade as an ordinary HTTP answer with the envelope.
+         * @description Upgrade to a WebSocket (`Upgrade: websocket`). Protocol: docs/streaming.md — after `ready` (text), binary audio in (PCM, or G.711 with `encoding=mulaw|alaw`), denoised binary audio in the same encoding out, in order; `{"type":"end"}` → flush, `done` (text), close 1000. Required scope `noise-suppressor:stream` (included in `noise-suppressor:*`). Cost: 1 credit per started minute of stream audio, held ahead and settled at close. Authentication by the key headers, or (browsers) `ticket`. Every refusal comes before the upgrade as an ordinary HTTP answer with the envelope.
          */
         get: operations["openStream"];
         put?: never;
@@ -411,7 +411,19 @@ export interface components {
             /** @description ffmpeg decoder name, e.g. pcm_s16le, mp3, vorbis */
             input_codec?: string;
             /** @enum {string} */
-            output_format?: "wav" | "flac" | "mp3" | "opus" | "m4a";
+            output_format?: "wav" | "flac" | "mp3" | "opus" | "m4a" | "video";
+            /** @description output_format=video only: mp4, mov, mkv or webm (the input's). */
+            output_container?: string;
+            /** @description output_format=video only: aac or opus, the cleaned track's codec. */
+            output_audio_codec?: string;
+            /** @description output_format=video only: video streams copied (cover pictures not counted). */
+            video_streams?: number;
+            /** @description output_format=video only: audio tracks in the input; the first is cleaned, the others copied. */
+            audio_streams?: number;
+            /** @description output_format=video only: subtitle streams copied. */
+            subtitle_streams?: number;
+            /** @description output_format=video only: chapters copied. */
+            chapters?: number;
             attenuation_limit_db?: number;
             /** @description Rate the model chain ran at: the model's rate, or 48000 when a 16 kHz model ran full band (input above 16 kHz, keep_input_sample_rate true) */
             processing_sample_rate?: number;
@@ -441,11 +453,23 @@ export interface components {
             output_true_peak_dbtp?: number | null;
             /** @description Only with loudness_lufs: true when output_loudness_lufs is within 0.5 LU of the target (EBU R128's tolerance for file-based programmes). false for silence (nothing above -70 LUFS to measure) and where the true-peak limiter would have had to take more than 6 LU of loudness away: the output is then as loud as that allows. */
             loudness_target_reached?: boolean;
+            /** @description Only with speech_segments or trim_silence: seconds of speech found. */
+            speech_s?: number;
+            /** @description Only with speech_segments or trim_silence: the number of speech segments (the segments themselves are in the JSON body, the manifest or the job's result). */
+            speech_segment_count?: number;
+            /** @description Only with trim_silence: seconds of pause removed. */
+            silence_removed_s?: number;
+            /** @description Only with trim_silence: the output's duration (duration_s stays the input's). */
+            output_duration_s?: number;
         };
         DenoiseJsonResult: {
             filename: string;
             stats: components["schemas"]["Stats"];
-            audio_base64: string;
+            speech_segments?: components["schemas"]["SpeechSegments"];
+            /** @description The cleaned audio (every output_format but video). */
+            audio_base64?: string;
+            /** @description output_format=video: the video with its audio cleaned. */
+            video_base64?: string;
         };
         BatchItemOk: {
             /** @description Position of the input (0-based) */
@@ -458,6 +482,7 @@ export interface components {
             output: string;
             bytes: number;
             stats: components["schemas"]["Stats"];
+            speech_segments?: components["schemas"]["SpeechSegments"];
         };
         BatchItemError: {
             index: number;
@@ -545,7 +570,7 @@ export interface components {
         JobErrorEnvelope: {
             error: {
                 /** @enum {string} */
-                type: "invalid_request" | "url_not_allowed" | "job_not_found" | "job_not_finished" | "result_gone" | "payload_too_large" | "range_not_satisfiable" | "too_many_jobs" | "internal_error" | "insufficient_storage";
+                type: "invalid_request" | "url_not_allowed" | "url_fetch_failed" | "job_not_found" | "job_not_finished" | "result_gone" | "payload_too_large" | "range_not_satisfiable" | "too_many_jobs" | "internal_error" | "insufficient_storage";
                 message: string;
                 request_id: string;
             };
@@ -555,10 +580,22 @@ export interface components {
             model: "nsm-1" | "nsm-2" | "nsm-3" | "nsm-4" | "nsm-2-hd";
             attenuation_limit_db: number;
             /** @enum {string} */
-            output_format: "wav" | "flac" | "mp3" | "opus" | "m4a";
+            output_format: "wav" | "flac" | "mp3" | "opus" | "m4a" | "video";
             keep_input_sample_rate: boolean;
             /** @description Loudness target (LUFS) of the result; null: no normalisation. */
             loudness_lufs?: number | null;
+            /**
+             * @description Present when the job was submitted with loudness=keep: the result is normalised to the input's speech loudness (loudness_lufs is then null). The presets podcast and broadcast show as loudness_lufs -16 and -23.
+             * @enum {string}
+             */
+            loudness?: "keep";
+            /** @description Present on jobs that asked for speech detection, with the settings below as resolved. */
+            speech_segments?: boolean;
+            trim_silence?: boolean;
+            trim_silence_max_pause_s?: number;
+            vad_threshold?: number;
+            vad_min_speech_ms?: number;
+            vad_hangover_ms?: number;
         };
         Job: {
             id: string;
@@ -600,6 +637,7 @@ export interface components {
                 bytes: number;
                 /** Format: date-time */
                 expires_at: string;
+                speech_segments?: components["schemas"]["SpeechSegments"];
             };
             /** Format: date-time */
             result_deleted_at: string | null;
@@ -641,6 +679,12 @@ export interface components {
             expires_at: string;
             ttl_s: number;
         };
+        /** @description Where speech is, in order, seconds of the input (before any trimming), to the millisecond; 32 ms resolution. */
+        SpeechSegments: {
+            /** @description Seconds from the start of the input. */
+            start_s: number;
+            end_s: number;
+        }[];
     };
     responses: {
         /** @description Invalid request (model service): the detail names the field and the rule. */
@@ -1023,11 +1067,11 @@ export interface operations {
                      */
                     attenuation_limit_db?: number;
                     /**
-                     * @description wav (16-bit PCM), flac (16-bit), mp3 (LAME CBR, 64 kb/s per channel: mono 64, stereo 128; ≤ 2 channels; 8–48 kHz), opus (Ogg Opus VBR, 32 kb/s per channel; stored at 8/12/16/24/48 kHz, 44.1 kHz becomes 48 kHz), m4a (AAC-LC in MP4, 64 kb/s per channel). A rate the codec cannot store is raised to the next one it can.
+                     * @description wav (16-bit PCM), flac (16-bit), mp3 (LAME CBR, 64 kb/s per channel: mono 64, stereo 128; ≤ 2 channels; 8–48 kHz), opus (Ogg Opus VBR, 32 kb/s per channel; stored at 8/12/16/24/48 kHz, 44.1 kHz becomes 48 kHz), m4a (AAC-LC in MP4, 64 kb/s per channel). A rate the codec cannot store is raised to the next one it can. video (output_format=video, /denoise and jobs only): the input's own container (MP4, MOV, MKV or WebM) back, every video stream, the other audio tracks, subtitles, attachments and chapters copied as they are (no re-encode), the first audio track cleaned and encoded as AAC (MP4/MOV, 64 kb/s per channel) or Opus (MKV/WebM, 32 kb/s per channel); 400 for an input without a video stream or in another container. Content-Type video/mp4, video/quicktime, video/x-matroska or video/webm.
                      * @default wav
                      * @enum {string}
                      */
-                    output_format?: "wav" | "flac" | "mp3" | "opus" | "m4a";
+                    output_format?: "wav" | "flac" | "mp3" | "opus" | "m4a" | "video";
                     /**
                      * @description Boolean (true/false/1/0, case-insensitive): true returns audio at the uploaded file's sample rate, false at the model's native rate.
                      * @default true
@@ -1041,6 +1085,43 @@ export interface operations {
                     response?: "audio" | "json";
                     /** @description Normalise the cleaned audio to this integrated loudness (EBU R128 / ITU-R BS.1770, LUFS), e.g. -16 for podcasts, -23 for broadcast, -14 for streaming. One gain for the whole file plus a look-ahead true-peak limiter: true peak at most -1 dBTP (-2 dBTP for mp3, opus, m4a, whose decoders overshoot). A quiet input (under -35 LUFS) is lifted before the model into the level range it was trained on. Where the target cannot be met (silence; a limiter that would have to take more than 6 LU away) the stats say loudness_target_reached: false. Omit for no normalisation. */
                     loudness_lufs?: number;
+                    /**
+                     * @description A loudness preset instead of loudness_lufs (not both: 400): podcast = -16 LUFS, broadcast = -23 LUFS, keep = the input's speech loudness (BS.1770-gated over the blocks where the cleaned output holds speech), so that cleaned speech is as loud as it went in; without a target it comes out quieter by up to a few LU, the energy of the noise removed. Normalised as with loudness_lufs. Omit for no normalisation (v1 behaviour).
+                     * @enum {string}
+                     */
+                    loudness?: "podcast" | "broadcast" | "keep";
+                    /**
+                     * @description Boolean: find where speech is in the cleaned audio (Silero VAD on the denoised 16 kHz signal, docs/speech.md). The JSON response (response=json), each batch item and a job's result then carry speech_segments ([{start_s, end_s}], seconds of the input); X-NS-Stats carries only speech_s and speech_segment_count. The audio is unchanged.
+                     * @default false
+                     * @enum {string}
+                     */
+                    speech_segments?: "true" | "false" | "1" | "0";
+                    /**
+                     * @description Boolean: shorten every pause (no speech by the same detector) longer than trim_silence_max_pause_s to that length, its middle removed with a 10 ms equal-power crossfade. X-NS-Stats then has silence_removed_s and output_duration_s; duration_s and the segments stay on the input's timeline.
+                     * @default false
+                     * @enum {string}
+                     */
+                    trim_silence?: "true" | "false" | "1" | "0";
+                    /**
+                     * @description With trim_silence=true only: the longest pause kept, seconds (a pause up to 10 ms longer is left as it is).
+                     * @default 0.5
+                     */
+                    trim_silence_max_pause_s?: number;
+                    /**
+                     * @description With speech_segments or trim_silence only: the speech probability that starts speech; it continues while the probability stays at or above vad_threshold - 0.15.
+                     * @default 0.5
+                     */
+                    vad_threshold?: number;
+                    /**
+                     * @description With speech_segments or trim_silence only: shorter runs of speech are dropped (rounded up to 32 ms frames).
+                     * @default 250
+                     */
+                    vad_min_speech_ms?: number;
+                    /**
+                     * @description With speech_segments or trim_silence only: speech ends only after this long below the lower threshold, so shorter pauses do not split a segment (rounded up to 32 ms frames).
+                     * @default 300
+                     */
+                    vad_hangover_ms?: number;
                 };
             };
         };
@@ -1065,6 +1146,10 @@ export interface operations {
                     "audio/mpeg": string;
                     "audio/ogg": string;
                     "audio/mp4": string;
+                    "video/mp4": string;
+                    "video/quicktime": string;
+                    "video/x-matroska": string;
+                    "video/webm": string;
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1125,6 +1210,43 @@ export interface operations {
                     response?: "zip" | "json";
                     /** @description Normalise the cleaned audio to this integrated loudness (EBU R128 / ITU-R BS.1770, LUFS), e.g. -16 for podcasts, -23 for broadcast, -14 for streaming. One gain for the whole file plus a look-ahead true-peak limiter: true peak at most -1 dBTP (-2 dBTP for mp3, opus, m4a, whose decoders overshoot). A quiet input (under -35 LUFS) is lifted before the model into the level range it was trained on. Where the target cannot be met (silence; a limiter that would have to take more than 6 LU away) the stats say loudness_target_reached: false. Omit for no normalisation. */
                     loudness_lufs?: number;
+                    /**
+                     * @description A loudness preset instead of loudness_lufs (not both: 400): podcast = -16 LUFS, broadcast = -23 LUFS, keep = the input's speech loudness (BS.1770-gated over the blocks where the cleaned output holds speech), so that cleaned speech is as loud as it went in; without a target it comes out quieter by up to a few LU, the energy of the noise removed. Normalised as with loudness_lufs. Omit for no normalisation (v1 behaviour).
+                     * @enum {string}
+                     */
+                    loudness?: "podcast" | "broadcast" | "keep";
+                    /**
+                     * @description Boolean: find where speech is in the cleaned audio (Silero VAD on the denoised 16 kHz signal, docs/speech.md). The JSON response (response=json), each batch item and a job's result then carry speech_segments ([{start_s, end_s}], seconds of the input); X-NS-Stats carries only speech_s and speech_segment_count. The audio is unchanged.
+                     * @default false
+                     * @enum {string}
+                     */
+                    speech_segments?: "true" | "false" | "1" | "0";
+                    /**
+                     * @description Boolean: shorten every pause (no speech by the same detector) longer than trim_silence_max_pause_s to that length, its middle removed with a 10 ms equal-power crossfade. X-NS-Stats then has silence_removed_s and output_duration_s; duration_s and the segments stay on the input's timeline.
+                     * @default false
+                     * @enum {string}
+                     */
+                    trim_silence?: "true" | "false" | "1" | "0";
+                    /**
+                     * @description With trim_silence=true only: the longest pause kept, seconds (a pause up to 10 ms longer is left as it is).
+                     * @default 0.5
+                     */
+                    trim_silence_max_pause_s?: number;
+                    /**
+                     * @description With speech_segments or trim_silence only: the speech probability that starts speech; it continues while the probability stays at or above vad_threshold - 0.15.
+                     * @default 0.5
+                     */
+                    vad_threshold?: number;
+                    /**
+                     * @description With speech_segments or trim_silence only: shorter runs of speech are dropped (rounded up to 32 ms frames).
+                     * @default 250
+                     */
+                    vad_min_speech_ms?: number;
+                    /**
+                     * @description With speech_segments or trim_silence only: speech ends only after this long below the lower threshold, so shorter pauses do not split a segment (rounded up to 32 ms frames).
+                     * @default 300
+                     */
+                    vad_hangover_ms?: number;
                 };
             };
         };
@@ -1408,7 +1530,7 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": string;
                 };
             };
-            /** @description METRICS_TOKEN is set and the request did not carry it */
+            /** @description METRICS_TOKEN is set and the request did not carry it: `missing_token` without an Authorization header, `invalid_token` with another one */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1422,7 +1544,7 @@ export interface operations {
                     "application/json": {
                         error: {
                             /** @enum {string} */
-                            type: "invalid_token";
+                            type: "missing_token" | "invalid_token";
                             message: string;
                             request_id: string;
                         };
@@ -1519,11 +1641,11 @@ export interface operations {
                     /** @default 0 */
                     attenuation_limit_db?: number;
                     /**
-                     * @description wav (16-bit PCM), flac (16-bit), mp3 (LAME CBR, 64 kb/s per channel: mono 64, stereo 128; ≤ 2 channels; 8–48 kHz), opus (Ogg Opus VBR, 32 kb/s per channel; stored at 8/12/16/24/48 kHz, 44.1 kHz becomes 48 kHz), m4a (AAC-LC in MP4, 64 kb/s per channel). A rate the codec cannot store is raised to the next one it can.
+                     * @description wav (16-bit PCM), flac (16-bit), mp3 (LAME CBR, 64 kb/s per channel: mono 64, stereo 128; ≤ 2 channels; 8–48 kHz), opus (Ogg Opus VBR, 32 kb/s per channel; stored at 8/12/16/24/48 kHz, 44.1 kHz becomes 48 kHz), m4a (AAC-LC in MP4, 64 kb/s per channel). A rate the codec cannot store is raised to the next one it can. video (output_format=video, /denoise and jobs only): the input's own container (MP4, MOV, MKV or WebM) back, every video stream, the other audio tracks, subtitles, attachments and chapters copied as they are (no re-encode), the first audio track cleaned and encoded as AAC (MP4/MOV, 64 kb/s per channel) or Opus (MKV/WebM, 32 kb/s per channel); 400 for an input without a video stream or in another container. Content-Type video/mp4, video/quicktime, video/x-matroska or video/webm.
                      * @default wav
                      * @enum {string}
                      */
-                    output_format?: "wav" | "flac" | "mp3" | "opus" | "m4a";
+                    output_format?: "wav" | "flac" | "mp3" | "opus" | "m4a" | "video";
                     /**
                      * @default true
                      * @enum {string}
@@ -1531,6 +1653,43 @@ export interface operations {
                     keep_input_sample_rate?: "true" | "false" | "1" | "0";
                     /** @description Normalise the cleaned audio to this integrated loudness (EBU R128 / ITU-R BS.1770, LUFS), e.g. -16 for podcasts, -23 for broadcast, -14 for streaming. One gain for the whole file plus a look-ahead true-peak limiter: true peak at most -1 dBTP (-2 dBTP for mp3, opus, m4a, whose decoders overshoot). A quiet input (under -35 LUFS) is lifted before the model into the level range it was trained on. Where the target cannot be met (silence; a limiter that would have to take more than 6 LU away) the stats say loudness_target_reached: false. Omit for no normalisation. */
                     loudness_lufs?: number;
+                    /**
+                     * @description A loudness preset instead of loudness_lufs (not both: 400): podcast = -16 LUFS, broadcast = -23 LUFS, keep = the input's speech loudness (BS.1770-gated over the blocks where the cleaned output holds speech), so that cleaned speech is as loud as it went in; without a target it comes out quieter by up to a few LU, the energy of the noise removed. Normalised as with loudness_lufs. Omit for no normalisation (v1 behaviour).
+                     * @enum {string}
+                     */
+                    loudness?: "podcast" | "broadcast" | "keep";
+                    /**
+                     * @description Boolean: find where speech is in the cleaned audio (Silero VAD on the denoised 16 kHz signal, docs/speech.md). The JSON response (response=json), each batch item and a job's result then carry speech_segments ([{start_s, end_s}], seconds of the input); X-NS-Stats carries only speech_s and speech_segment_count. The audio is unchanged.
+                     * @default false
+                     * @enum {string}
+                     */
+                    speech_segments?: "true" | "false" | "1" | "0";
+                    /**
+                     * @description Boolean: shorten every pause (no speech by the same detector) longer than trim_silence_max_pause_s to that length, its middle removed with a 10 ms equal-power crossfade. X-NS-Stats then has silence_removed_s and output_duration_s; duration_s and the segments stay on the input's timeline.
+                     * @default false
+                     * @enum {string}
+                     */
+                    trim_silence?: "true" | "false" | "1" | "0";
+                    /**
+                     * @description With trim_silence=true only: the longest pause kept, seconds (a pause up to 10 ms longer is left as it is).
+                     * @default 0.5
+                     */
+                    trim_silence_max_pause_s?: number;
+                    /**
+                     * @description With speech_segments or trim_silence only: the speech probability that starts speech; it continues while the probability stays at or above vad_threshold - 0.15.
+                     * @default 0.5
+                     */
+                    vad_threshold?: number;
+                    /**
+                     * @description With speech_segments or trim_silence only: shorter runs of speech are dropped (rounded up to 32 ms frames).
+                     * @default 250
+                     */
+                    vad_min_speech_ms?: number;
+                    /**
+                     * @description With speech_segments or trim_silence only: speech ends only after this long below the lower threshold, so shorter pauses do not split a segment (rounded up to 32 ms frames).
+                     * @default 300
+                     */
+                    vad_hangover_ms?: number;
                     /**
                      * Format: uri
                      * @description Receives job.succeeded / job.failed; same address rules as url.
@@ -1555,7 +1714,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
-            /** @description Bad form: not multipart, no file/url or both, unknown field, bad parameter, empty file, or a refused URL. `error.type`: `invalid_request`, `url_not_allowed`. */
+            /** @description Bad form: not multipart, no file/url or both, unknown field, bad parameter, empty file, or a refused URL (`url_not_allowed`), or a `url`/`webhook_url` whose host does not resolve (`url_fetch_failed`, with the reason). `error.type`: `invalid_request`, `url_not_allowed`, `url_fetch_failed`. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1853,10 +2012,10 @@ export interface operations {
             query?: {
                 /** @description Model. */
                 model?: "nsm-1" | "nsm-2" | "nsm-3" | "nsm-4" | "nsm-2-hd";
-                /** @description Rate of the PCM both ways. */
+                /** @description Sample rate of the audio both ways. */
                 sample_rate?: number;
-                /** @description PCM sample encoding both ways (little-endian, interleaved). */
-                encoding?: "pcm_s16le" | "pcm_f32le";
+                /** @description Sample encoding both ways, interleaved: 16-bit or float PCM (little-endian), or G.711 μ-law / A-law (one byte per sample, as telephony carries it, typically at 8000 Hz). */
+                encoding?: "pcm_s16le" | "pcm_f32le" | "mulaw" | "alaw";
                 /** @description Channels. */
                 channels?: 1 | 2;
                 /** @description As for /denoise. */
@@ -1878,7 +2037,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description A bad or unknown query parameter. `error.type`: `invalid_request`. */
+            /** @description A bad or unknown query parameter, or a handshake the WebSocket layer would refuse: no or an invalid `Sec-WebSocket-Key`, a `Sec-WebSocket-Version` other than 13 (answered with `Sec-WebSocket-Version: 13`), a malformed `Sec-WebSocket-Protocol`. `error.type`: `invalid_request`. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -11,9 +11,9 @@
 // Fail-open: if the service refuses the stream (no credits, too many streams) or the stream breaks mid-call, the
 // caller's audio is forwarded as it came (from the first sample not yet denoised), so the call goes on.
 //
-// Encoding: until the service takes μ-law itself, the bridge decodes μ-law to 16-bit PCM at 8 kHz (alawmulaw) and
-// encodes the answer back. With a server that speaks `encoding=mulaw`, pass { encoding: 'mulaw' } (or set
-// NSM_STREAM_ENCODING=mulaw): the bytes then go through untouched.
+// Encoding: the stream carries Twilio's μ-law as it is (`encoding=mulaw`, the default). For a server older than
+// μ-law streams, pass { encoding: 'pcm_s16le' } (or set NSM_STREAM_ENCODING=pcm_s16le): the bridge then decodes μ-law
+// to 16-bit PCM at 8 kHz (alawmulaw) and encodes the answer back, which gives the same bytes.
 import { WebSocketServer, WebSocket } from 'ws';
 import alawmulaw from 'alawmulaw';
 import { NsmClient } from 'nsm-client';
@@ -137,7 +137,7 @@ class Call {
       if (m.type !== 'ready' && m.type !== 'done' && m.type !== 'error') this.opts.onServerMessage?.(this, m);
     });
     this.nsm.ready.then(
-      (r) => this.log(`call ${this.streamSid}: denoising with ${r.model}, ${r.latency_ms} ms model delay`),
+      (r) => this.log(`call ${this.streamSid}: denoising with ${r.model} (${r.encoding}), ${r.latency_ms} ms model delay`),
       () => undefined,
     );
     this.nsm.done.catch((err) => this.failOpen(err));
@@ -245,14 +245,14 @@ class Call {
 }
 
 /**
- * Starts the bridge. Options: nsmUrl, token, agentUrl, model ('nsm-2'), encoding ('pcm_s16le' | 'mulaw'),
+ * Starts the bridge. Options: nsmUrl, token, agentUrl, model ('nsm-2'), encoding ('mulaw' | 'pcm_s16le'),
  * port (0: any), host ('127.0.0.1'), path ('/twilio'), log (console.log), WebSocket (for nsm-client).
  * Resolves with { port, url, close() }.
  */
 export async function startBridge(options) {
   const opts = {
     model: 'nsm-2',
-    encoding: 'pcm_s16le', // 'mulaw' once the service takes μ-law (encoding=mulaw): one line
+    encoding: 'mulaw', // 'pcm_s16le' for a server without μ-law streams
     host: '127.0.0.1',
     port: 0,
     path: '/twilio',

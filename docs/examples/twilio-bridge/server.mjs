@@ -4,7 +4,7 @@
 //   NSM_URL=http://localhost:8080 NSM_TOKEN=mw_live_... AGENT_URL=ws://agent.internal:9000/media \
 //     PORT=8765 node server.mjs
 //
-// Optional: NSM_MODEL (nsm-2), NSM_STREAM_ENCODING (pcm_s16le; mulaw once the service takes μ-law), HOST (127.0.0.1),
+// Optional: NSM_MODEL (nsm-2), NSM_STREAM_ENCODING (mulaw; pcm_s16le for a server without μ-law streams), HOST (127.0.0.1),
 // BRIDGE_PATH (/twilio). Twilio reaches it through a TLS proxy as wss://your-host/twilio (<Connect><Stream url=...>).
 import { startBridge } from './bridge.mjs';
 
@@ -20,7 +20,7 @@ const bridge = await startBridge({
   token: env.NSM_TOKEN,
   agentUrl: env.AGENT_URL,
   model: env.NSM_MODEL ?? 'nsm-2',
-  encoding: env.NSM_STREAM_ENCODING ?? 'pcm_s16le',
+  encoding: env.NSM_STREAM_ENCODING ?? 'mulaw',
   host: env.HOST ?? '127.0.0.1',
   port: Number(env.PORT ?? 8765),
   path: env.BRIDGE_PATH ?? '/twilio',
