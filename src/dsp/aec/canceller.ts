@@ -42,6 +42,9 @@ export interface EchoCancellerOptions {
   shadowPartitions?: number;
   /** Diagnostics (the bench's ablations): output the linear filter's error without the suppressor. */
   linearOnly?: boolean;
+  /** Hops between gradient constraints and between shadow-filter runs (cost; defaults 4 and 1). */
+  constrainEvery?: number;
+  shadowEvery?: number;
   /** Loops in WebAssembly SIMD (default, where available) or JavaScript. */
   backend?: 'wasm' | 'js';
   /** Ablations: the suppressor's residual terms as a bit mask (Kalman 1, echo-estimate share 2, tail 4, wideband 8). */
@@ -63,6 +66,7 @@ const ACTIVE_PEAK = 4 / 32768;
 const SILENT_FRAME_POWER = 1e-7;
 /** Partitions the bulk delay keeps before the estimated echo onset (estimation error, early reflections). */
 const DELAY_MARGIN_HOPS = 4;
+const EARLY_MAX = 8;
 
 function sqrtHann(n: number): Float64Array {
   const w = new Float64Array(n);
@@ -88,6 +92,9 @@ export class EchoCanceller {
   private readonly refPrev = new Float64Array(AEC_HOP);
   private active = false;
   private bulk = 0;
+  private lastLag = -1;
+  /** Hops the window was moved earlier than the estimate's margin (see applyDelay). */
+  private early = 0;
   private hops = 0;
   private echoIn = 0;
   private echoOut = 0;
@@ -117,6 +124,8 @@ export class EchoCanceller {
       linearOnly: opts.linearOnly ?? false,
       terms: opts.terms ?? 15,
       backend: opts.backend ?? 'wasm',
+      constrainEvery: opts.constrainEvery ?? 4,
+      shadowEvery: opts.shadowEvery ?? 1,
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
@@ -133,7 +142,11 @@ export class EchoCanceller {
       { length: opts.channels },
       () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions: o.shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive }),
     );
-    for (const ch of this.chans) ch.sup.terms = this.opts.terms;
+    for (const ch of this.chans) {
+      ch.sup.terms = this.opts.terms;
+      ch.constrainEvery = this.opts.constrainEvery;
+      ch.shadowEvery = this.opts.shadowEvery;
+    }
     this.micIn = Array.from({ length: opts.channels }, () => new Float32Array(AEC_HOP));
   }
 
@@ -257,10 +270,24 @@ export class EchoCanceller {
     } else this.prevMicEnergy = -1;
   }
 
+  /**
+   * The filter starts DELAY_MARGIN_HOPS before the estimated lag. Reverberation can bias the estimate late by more
+   * than that; when channel 0's filter has its strongest partition at the very start (the direct sound may be cut
+   * off), the window moves 2 hops earlier (at most EARLY_MAX in all, until the estimator moves).
+   */
   private applyDelay(): void {
     const lag = this.delay.lag;
     if (lag < 0) return;
-    const bulk = Math.max(0, lag - DELAY_MARGIN_HOPS);
+    if (lag !== this.lastLag) {
+      this.lastLag = lag;
+      this.early = 0;
+    }
+    const ch0 = this.chans[0];
+    if (ch0.peakFresh) {
+      ch0.peakFresh = false;
+      if (ch0.peak === 0 && this.early < EARLY_MAX && lag - DELAY_MARGIN_HOPS - this.early > 0) this.early += 2;
+    }
+    const bulk = Math.max(0, lag - DELAY_MARGIN_HOPS - this.early);
     if (bulk === this.bulk) return;
     for (const ch of this.chans) {
       ch.main.shift(this.bulk - bulk);

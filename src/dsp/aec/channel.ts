@@ -66,8 +66,9 @@ export class EchoChannel {
   /** The reference's wideband power at the echo's main lag, smoothed over a few hops (as a per-bin array). */
   private readonly pwBins: Float64Array;
   private pw = 0;
-  /** The main filter's strongest partition (where the echo's direct sound is). */
+  /** The main filter's strongest partition (where the echo's direct sound is), and whether it was just measured. */
   peak = 0;
+  peakFresh = false;
   readonly sup: EchoSuppressor;
   private readonly hop: number;
   private readonly bins: number;
@@ -85,6 +86,9 @@ export class EchoChannel {
   private errShadow = 0;
   private better = 0;
   private worse = 0;
+  /** Hops between gradient constraints (one partition each) and between shadow-filter runs. */
+  constrainEvery = 4;
+  shadowEvery = 1;
   /** Times the shadow's coefficients were adopted (for tests and the bench). */
   adoptions = 0;
   private hops = 0;
@@ -161,8 +165,8 @@ export class EchoChannel {
       }
       this.spectrumInto(fft, t, main.eRe.a, main.eIm.a, true);
       this.main.update(ring, this.psiS);
-      if (this.hops % 2 === 0) main.constrainNext(fft, t);
-      this.runShadow(fft, ring, lag, d, errMain, s);
+      if (this.hops % this.constrainEvery === 0) main.constrainNext(fft, t);
+      if (this.hops % this.shadowEvery === 0) this.runShadow(fft, ring, lag, d, errMain, s);
       if (this.hops % 16 === 0) this.estimateDecay();
     }
     this.tailInput(ring, lag, s.tailIn);
@@ -296,6 +300,7 @@ export class EchoChannel {
       }
     }
     this.peak = best;
+    this.peakFresh = this.hops > 250;
     const span = 8;
     for (let b0 = 0; b0 < K; b0 += 16) {
       const b1 = Math.min(K, b0 + 16);
