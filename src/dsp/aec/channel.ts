@@ -167,7 +167,7 @@ export class EchoChannel {
       this.main.update(ring, this.psiS);
       if (this.hops % this.constrainEvery === 0) main.constrainNext(fft, t);
       if (this.hops % this.shadowEvery === 0) this.runShadow(fft, ring, lag, d, errMain, s);
-      if (this.hops % 16 === 0) this.estimateDecay();
+      if (this.hops % 32 === 0) this.estimateDecay();
     }
     this.tailInput(ring, lag, s.tailIn);
     // Suppression and overlap-add synthesis.

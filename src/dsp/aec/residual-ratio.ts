@@ -25,6 +25,7 @@ export class ResidualRatio {
   /** β per bin (its band's). */
   readonly beta: Float64Array;
   private readonly eSum: Float64Array;
+  private readonly bandOf: Int32Array;
   private readonly ySum: Float64Array;
   private readonly yMean: Float64Array;
 
@@ -42,6 +43,7 @@ export class ResidualRatio {
     this.cur = new Float64Array(this.bands).fill(Infinity);
     this.past = new Float64Array(this.bands * SUBS).fill(1);
     this.beta = new Float64Array(bins).fill(1);
+    this.bandOf = new Int32Array(bins).map((_, k) => (k / binsPerBand) | 0);
     this.eSum = new Float64Array(this.bands);
     this.ySum = new Float64Array(this.bands);
     this.yMean = new Float64Array(this.bands);
@@ -52,8 +54,9 @@ export class ResidualRatio {
     const B = this.bands;
     const eSum = this.eSum.fill(0);
     const ySum = this.ySum.fill(0);
+    const band = this.bandOf;
     for (let k = 0; k < this.bins; k++) {
-      const b = (k / this.binsPerBand) | 0;
+      const b = band[k];
       eSum[b] += ePow[k];
       ySum[b] += yPow[k];
     }

@@ -76,41 +76,64 @@ export class EchoSuppressor {
       }
       this.started = true;
     }
-    for (let k = 0; k < K; k++) {
-      tail[k] = tailDecay[k] * (tail[k] + tailIn[k]);
-      // Leakage spread over the bin and its neighbours (distortion products sit beside their sources).
-      const lo = k > 0 ? k - 1 : k;
-      const hi = k < K - 1 ? k + 1 : k;
-      const leak = Math.max(beta[lo] * yPow[lo], beta[k] * yPow[k], beta[hi] * yPow[hi]);
-      const m = this.terms;
-      resid[k] = o.overEstimate * Math.max(m & 1 ? phi[k] : 0, m & 2 ? leak : 0, m & 4 ? tail[k] : 0, m & 8 ? nl[k] : 0);
-      // Noise floor: minimum tracking of the smoothed error power; it may rise only where no residual echo is
-      // expected above it (continuous far-end speech must not become "noise").
-      sp[k] = 0.7 * sp[k] + 0.3 * ePow[k];
-      if (sp[k] < noise[k]) noise[k] = sp[k];
-      else if (resid[k] < noise[k]) noise[k] *= this.noiseRise;
-    }
-    // Echo dominance: the error's power over the residual estimate's, 250 Hz to 6 kHz. Near 1 (or below), nothing but
-    // residual echo is there and the estimate may be raised (overdrive); well above it, near-end speech is present.
+    const m = this.terms;
+    const wPhi = m & 1 ? 1 : 0;
+    const wLeak = m & 2 ? 1 : 0;
+    const wTail = m & 4 ? 1 : 0;
+    const wNl = m & 8 ? 1 : 0;
+    const over = o.overEstimate;
+    const rise = this.noiseRise;
     let eSum = 0;
     let rSum = 0;
-    for (let k = 4; k < Math.min(K, 100); k++) {
-      eSum += ePow[k];
-      rSum += resid[k];
+    let prevLeak = beta[0] * yPow[0];
+    let curLeak = prevLeak;
+    for (let k = 0; k < K; k++) {
+      const tk = tailDecay[k] * (tail[k] + tailIn[k]);
+      tail[k] = tk;
+      // Leakage spread over the bin and its neighbours (distortion products sit beside their sources).
+      const nextLeak = k + 1 < K ? beta[k + 1] * yPow[k + 1] : curLeak;
+      let leak = curLeak > prevLeak ? curLeak : prevLeak;
+      if (nextLeak > leak) leak = nextLeak;
+      prevLeak = curLeak;
+      curLeak = nextLeak;
+      let r = wPhi * phi[k];
+      if (wLeak * leak > r) r = wLeak * leak;
+      if (wTail * tk > r) r = wTail * tk;
+      if (wNl * nl[k] > r) r = wNl * nl[k];
+      r *= over;
+      resid[k] = r;
+      // Noise floor: minimum tracking of the smoothed error power; it may rise only where no residual echo is
+      // expected above it (continuous far-end speech must not become "noise").
+      const e = ePow[k];
+      const spk = 0.7 * sp[k] + 0.3 * e;
+      sp[k] = spk;
+      if (spk < noise[k]) noise[k] = spk;
+      else if (r < noise[k]) noise[k] *= rise;
+      // Echo dominance, 250 Hz to 6 kHz: the error's power over the residual estimate's (below).
+      if (k >= 4 && k < 100) {
+        eSum += e;
+        rSum += r;
+      }
     }
+    // Near 1 (or below), nothing but residual echo is there and the estimate may be raised (overdrive); well above
+    // it, near-end speech is present.
     const dom = eSum / (rSum + 1e-20);
     const od = 1 + (o.overdrive - 1) * Math.min(1, Math.max(0, (6 - dom) / 4));
+    const dd = o.ddAlpha;
+    const floor = o.floor;
+    const prev = this.prevClean;
     for (let k = 0; k < K; k++) {
-      const r = od * resid[k] + 1e-20;
-      const post = ePow[k] / r;
-      const prior = o.ddAlpha * (this.prevClean[k] / r) + (1 - o.ddAlpha) * Math.max(post - 1, 0);
+      const e = ePow[k];
+      const inv = 1 / (od * resid[k] + 1e-20);
+      const post = e * inv;
+      const prior = dd * prev[k] * inv + (1 - dd) * (post > 1 ? post - 1 : 0);
       let gk = prior / (1 + prior);
-      const nf = Math.sqrt(noise[k] / (ePow[k] + 1e-20));
-      if (gk < nf) gk = nf;
-      if (gk < o.floor) gk = o.floor;
+      // Never below the noise floor: gk² e ≥ noise.
+      if (gk * gk * e < noise[k]) gk = Math.sqrt(noise[k] / (e + 1e-20));
+      if (gk < floor) gk = floor;
       if (gk > 1) gk = 1;
       g[k] = gk;
-      this.prevClean[k] = gk * gk * ePow[k];
+      prev[k] = gk * gk * e;
     }
     return g;
   }
