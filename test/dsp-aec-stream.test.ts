@@ -86,3 +86,16 @@ test('refuses mismatched input', () => {
   expect(() => aec.process([new Float32Array(10), new Float32Array(9)], new Float32Array(10))).toThrow(/equal length/);
   expect(() => new EchoCanceller({ channels: 0 })).toThrow(/at least one/);
 });
+
+test('the WebAssembly loops and their JavaScript fallback agree (to float32 rounding, not bit for bit)', async () => {
+  const scene = makeScene({ kind: 'st', seed: 41, seconds: 5, rt60: 0.3, delayMs: 50, speaker: 'linear' }, await talkers());
+  const wasm = runCanceller([scene.mic], scene.ref, { backend: 'wasm' });
+  const js = runCanceller([scene.mic], scene.ref, { backend: 'js' });
+  expect(wasm.aec.arena.kind).toBe('wasm'); // npm run build compiles src/dsp/wasm/aec.ts
+  expect(js.aec.arena.kind).toBe('js');
+  const a = erle(scene, wasm.out[0], 3 * FS, 5 * FS);
+  const b = erle(scene, js.out[0], 3 * FS, 5 * FS);
+  expect(a).toBeGreaterThan(25);
+  expect(Math.abs(a - b)).toBeLessThan(1.5);
+  expect(js.stats.delayMs).toBe(wasm.stats.delayMs);
+});
