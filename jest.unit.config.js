@@ -10,6 +10,8 @@ const UNIT_TESTS = [
   'console-auth',
   'app-closer',
   'cpu-quota',
+  'dsp-aec',
+  'dsp-aec-stream',
   'image',
   'gateway-policy-*',
   'inference-batching',

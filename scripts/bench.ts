@@ -9,6 +9,8 @@
 //   npm run bench -- --skip-cli        no whole-CLI / afftdn / RNNoise rows (they take a few minutes)
 //   npm run bench -- --load            also the server load table (WORKERS=1 and N, concurrency 1/2/4/8) and 1 → N paired
 //   npm run bench -- --load-only       only the server load table
+//   npm run bench -- --echo            only the echo canceller's table (scripts/bench/echo.ts): ERLE, double talk, path
+//                                      change, silent reference, AECMOS, CPU beside speexdsp, WebRTC and nsm-2
 //   npm run bench -- --stream          only the live-stream table (scripts/bench/stream.ts): server-added latency,
 //                                      underruns and CPU per stream at 25..300 streams, RNNoise side by side;
 //                                      --stream-models, --stream-levels, --stream-seconds, --with-files,
@@ -25,6 +27,7 @@ import { LOAD_HEADER, runLoad, runScaling } from './bench/load';
 import { runStreamBench } from './bench/stream';
 import { runQuality } from './bench/quality';
 import { runVadBench } from './bench/vad';
+import { runEchoBench } from './bench/echo';
 import { CLI_HEADER, listNoisy, peakRss, speed, wholeCli } from './bench/speed';
 
 const f = (v: number, d = 3) => v.toFixed(d);
@@ -44,6 +47,12 @@ async function main(): Promise<void> {
     if (jsonFile) fs.writeFileSync(jsonFile, text + '\n');
     else console.log(text);
   };
+  if (args.includes('--echo')) {
+    // The echo canceller beside speexdsp and WebRTC (scripts/bench/echo.ts); its options: --echo-quick, ...
+    report.echo = await runEchoBench(args);
+    writeJson();
+    return;
+  }
   if (args.includes('--quality')) {
     report.quality = await runQuality(args);
     writeJson();

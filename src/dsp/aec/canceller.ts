@@ -1,0 +1,309 @@
+// Acoustic echo canceller at 16 kHz: removes the far end's signal (the reference: what the loudspeaker played) from
+// one or more microphone channels. Per hop of 128 samples: the reference's spectrum goes into a ring (ref-ring.ts);
+// the bulk delay between reference and microphone is estimated (delay-estimator.ts) and the adaptive filter reads the
+// ring that far back; per channel a partitioned-block frequency-domain Kalman filter (kalman-filter.ts) cancels the
+// linear echo, and a residual echo suppressor (suppressor.ts) removes what is left (misadjustment, loudspeaker
+// distortion, the room's tail beyond the filter).
+//
+// Streaming contract (as the chains' stages): process() takes chunks of any length and returns whole hops; output
+// index i is input index i − LATENCY (the first LATENCY output samples are zeros), so the output is as long as the
+// input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
+// carries signal the output is the microphone itself, delayed, bit for bit.
+import { RealFFT } from '../fft';
+import { EchoChannel, Scratch } from './channel';
+import { DelayEstimator } from './delay-estimator';
+import { AecArena } from './kernel';
+import { RefRing } from './ref-ring';
+
+export const AEC_SAMPLE_RATE = 16000;
+export const AEC_HOP = 128;
+const M = 2 * AEC_HOP;
+const BINS = AEC_HOP + 1;
+/** Output sample i is input sample i − AEC_LATENCY: the suppressor's overlap-add holds one hop. */
+export const AEC_LATENCY = AEC_HOP;
+
+export interface EchoCancellerOptions {
+  channels: number;
+  /** Echo path the adaptive filter covers after the bulk delay, ms (default 282: 250 ms plus the 32 ms margin kept before the delay estimate). */
+  filterMs?: number;
+  /** Largest bulk delay searched, ms (default 500). */
+  maxDelayMs?: number;
+  /** Kalman step size and forgetting (A²); suppressor over-estimation and floor (dB). */
+  step?: number;
+  forget?: number;
+  priorDecay?: number;
+  overEstimate?: number;
+  floorDb?: number;
+  /** Bias compensation of the minimum-statistics residual ratios (the minimum of a fluctuating ratio is low). */
+  betaBias?: number;
+  /** Extra over-estimation of the residual echo while no near-end speech is evident (1: none). */
+  overdrive?: number;
+  /** Partitions of the shadow filter (default 16: 128 ms). */
+  shadowPartitions?: number;
+  /** Diagnostics (the bench's ablations): output the linear filter's error without the suppressor. */
+  linearOnly?: boolean;
+  /** Hops between gradient constraints and between shadow-filter runs (cost; defaults 4 and 1). */
+  constrainEvery?: number;
+  shadowEvery?: number;
+  /** Loops in WebAssembly SIMD (default, where available) or JavaScript. */
+  backend?: 'wasm' | 'js';
+  /** Ablations: the suppressor's residual terms as a bit mask (Kalman 1, echo-estimate share 2, tail 4, wideband 8). */
+  terms?: number;
+}
+
+export interface EchoCancellerStats {
+  /** The bulk delay estimate in ms (null before the first confident estimate). */
+  delayMs: number | null;
+  /** Echo return loss enhancement so far, dB: microphone over output energy while the reference was active. */
+  erleDb: number | null;
+  /** Whether the reference ever carried signal (before that, the output is the input). */
+  referenceActive: boolean;
+}
+
+/** A reference block counts as signal once a sample's magnitude exceeds this (about −78 dBFS: 4 LSB of 16-bit). */
+const ACTIVE_PEAK = 4 / 32768;
+/** Per-hop energy (frame power sum) below which the reference or microphone counts as silent for adaptation. */
+const SILENT_FRAME_POWER = 1e-7;
+/** Partitions the bulk delay keeps before the estimated echo onset (estimation error, early reflections). */
+const DELAY_MARGIN_HOPS = 4;
+const EARLY_MAX = 8;
+
+function sqrtHann(n: number): Float64Array {
+  const w = new Float64Array(n);
+  for (let i = 0; i < n; i++) w[i] = Math.sqrt(0.5 - 0.5 * Math.cos((2 * Math.PI * i) / n));
+  return w;
+}
+
+export class EchoCanceller {
+  readonly channels: number;
+  readonly latency = AEC_LATENCY;
+  private readonly opts: Required<Omit<EchoCancellerOptions, 'channels'>>;
+  private readonly partitions: number;
+  private readonly maxLagHops: number;
+  private readonly fft = new RealFFT(M);
+  private readonly win = sqrtHann(M);
+  private readonly ring: RefRing;
+  readonly delay: DelayEstimator;
+  readonly chans: EchoChannel[];
+  /** Input not yet a whole hop. */
+  private readonly micIn: Float32Array[];
+  private readonly refIn = new Float32Array(AEC_HOP);
+  private pending = 0;
+  private readonly refPrev = new Float64Array(AEC_HOP);
+  private active = false;
+  private bulk = 0;
+  private lastLag = -1;
+  /** Hops the window was moved earlier than the estimate's margin (see applyDelay). */
+  private early = 0;
+  private hops = 0;
+  private echoIn = 0;
+  private echoOut = 0;
+  /** Microphone energy of the previous hop while the reference was active (its output comes a hop later). */
+  private prevMicEnergy = -1;
+  private readonly frame = new Float64Array(M);
+  private readonly xRe = new Float64Array(BINS);
+  private readonly xIm = new Float64Array(BINS);
+  private readonly dPow = new Float64Array(BINS);
+  private readonly scratch = new Scratch(AEC_HOP);
+  readonly arena: AecArena;
+
+  constructor(opts: EchoCancellerOptions) {
+    if (!(opts.channels >= 1)) throw new Error('the echo canceller needs at least one microphone channel');
+    this.channels = opts.channels;
+    this.opts = {
+      filterMs: opts.filterMs ?? 282,
+      maxDelayMs: opts.maxDelayMs ?? 500,
+      step: opts.step ?? 0.5,
+      forget: opts.forget ?? 0.99995,
+      priorDecay: opts.priorDecay ?? 0.85,
+      overEstimate: opts.overEstimate ?? 1,
+      floorDb: opts.floorDb ?? -50,
+      shadowPartitions: opts.shadowPartitions ?? 16,
+      betaBias: opts.betaBias ?? 1,
+      overdrive: opts.overdrive ?? 10,
+      linearOnly: opts.linearOnly ?? false,
+      terms: opts.terms ?? 15,
+      backend: opts.backend ?? 'wasm',
+      constrainEvery: opts.constrainEvery ?? 4,
+      shadowEvery: opts.shadowEvery ?? 1,
+    };
+    this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
+    this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
+    const o = this.opts;
+    const capacity = this.maxLagHops + this.partitions + 1;
+    const chan = { hop: AEC_HOP, partitions: this.partitions, shadowPartitions: o.shadowPartitions };
+    this.arena = new AecArena(
+      RefRing.floats(BINS, capacity) + DelayEstimator.floats(this.maxLagHops) + opts.channels * EchoChannel.floats(chan),
+      o.backend,
+    );
+    this.ring = new RefRing(this.arena, BINS, capacity);
+    this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
+    this.chans = Array.from(
+      { length: opts.channels },
+      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions: o.shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive }),
+    );
+    for (const ch of this.chans) {
+      ch.sup.terms = this.opts.terms;
+      ch.constrainEvery = this.opts.constrainEvery;
+      ch.shadowEvery = this.opts.shadowEvery;
+    }
+    this.micIn = Array.from({ length: opts.channels }, () => new Float32Array(AEC_HOP));
+  }
+
+  stats(): EchoCancellerStats {
+    const lag = this.delay.lag;
+    return {
+      delayMs: this.active && lag >= 0 ? (lag * AEC_HOP * 1000) / AEC_SAMPLE_RATE : null,
+      erleDb: this.echoOut > 0 && this.echoIn > 0 ? 10 * Math.log10(this.echoIn / this.echoOut) : null,
+      referenceActive: this.active,
+    };
+  }
+
+  /**
+   * Microphone channels and the reference, equal lengths, any length. Returns the output of every hop completed by
+   * this chunk (a multiple of AEC_HOP samples per channel), delayed by AEC_LATENCY.
+   */
+  process(mic: Float32Array[], ref: Float32Array): Float32Array[] {
+    if (mic.length !== this.channels) throw new Error(`expected ${this.channels} microphone channels, got ${mic.length}`);
+    const n = ref.length;
+    for (const c of mic) if (c.length !== n) throw new Error('microphone and reference chunks must have equal length');
+    const hops = Math.floor((this.pending + n) / AEC_HOP);
+    const out = mic.map(() => new Float32Array(hops * AEC_HOP));
+    let pos = 0;
+    for (let h = 0; h < hops; h++) {
+      const take = AEC_HOP - this.pending;
+      this.refIn.set(ref.subarray(pos, pos + take), this.pending);
+      for (let c = 0; c < this.channels; c++) this.micIn[c].set(mic[c].subarray(pos, pos + take), this.pending);
+      pos += take;
+      this.pending = 0;
+      this.hop(out, h * AEC_HOP);
+    }
+    const rest = n - pos;
+    this.refIn.set(ref.subarray(pos), this.pending);
+    for (let c = 0; c < this.channels; c++) this.micIn[c].set(mic[c].subarray(pos), this.pending);
+    this.pending += rest;
+    return out;
+  }
+
+  private hop(out: Float32Array[], at: number): void {
+    const x = this.refIn;
+    if (!this.active) {
+      let peak = 0;
+      for (let i = 0; i < AEC_HOP; i++) peak = Math.max(peak, Math.abs(x[i]));
+      if (peak > ACTIVE_PEAK) this.start();
+    }
+    if (!this.active) {
+      // Identity: the previous microphone block, as it came in.
+      for (let c = 0; c < this.channels; c++) {
+        const ch = this.chans[c];
+        for (let i = 0; i < AEC_HOP; i++) out[c][at + i] = ch.micPrev[i];
+        for (let i = 0; i < AEC_HOP; i++) ch.micPrev[i] = this.micIn[c][i];
+      }
+      return;
+    }
+    this.hops++;
+    // Reference spectrum of [previous block, this block] into the ring.
+    const f = this.frame;
+    let refEnergy = 0;
+    for (let i = 0; i < AEC_HOP; i++) {
+      f[i] = this.refPrev[i];
+      f[AEC_HOP + i] = x[i];
+      refEnergy += x[i] * x[i];
+      this.refPrev[i] = x[i];
+    }
+    const ring = this.ring;
+    const ro = ring.advance();
+    this.fft.forward(f, 0, this.xRe, this.xIm, 0);
+    const rRe = ring.re.a;
+    const rIm = ring.im.a;
+    const rPow = ring.pow.a;
+    let refPowSum = 0;
+    for (let k = 0; k < BINS; k++) {
+      const re = this.xRe[k];
+      const im = this.xIm[k];
+      const p = re * re + im * im;
+      rRe[ro + k] = re;
+      rIm[ro + k] = im;
+      rPow[ro + k] = p;
+      refPowSum += p;
+    }
+    const refActive = refPowSum > SILENT_FRAME_POWER;
+    // Far-end activity for adaptation: the reference within the filter's reach.
+    let reachPow = 0;
+    for (let p = 0; p < this.partitions; p += 4) {
+      const o = ring.offset(this.bulk + p);
+      for (let k = 2; k < BINS; k += 8) reachPow += rPow[o + k];
+    }
+    const farActive = reachPow * 16 > SILENT_FRAME_POWER;
+
+    for (let c = 0; c < this.channels; c++) {
+      const ch = this.chans[c];
+      ch.run(this.fft, this.win, ring, this.bulk, this.micIn[c], farActive, this.scratch, out[c], at);
+      if (c === 0) {
+        // The delay estimator's microphone power: error plus echo estimate (uncorrelated enough for band energies).
+        const sc = this.scratch;
+        let micPowSum = 0;
+        for (let k = 0; k < BINS; k++) {
+          const p = sc.ePow[k] + sc.yPow[k];
+          this.dPow[k] = p;
+          micPowSum += p;
+        }
+        this.delay.push(rPow, ro, refActive, this.dPow, 0, micPowSum > SILENT_FRAME_POWER);
+        this.account(refEnergy, ch.micPrev, out[c], at);
+      }
+    }
+    this.applyDelay();
+  }
+
+  /** ERLE bookkeeping on channel 0: the output block is the previous microphone block's. */
+  private account(refEnergy: number, mic: Float64Array, o: Float32Array, at: number): void {
+    if (this.prevMicEnergy >= 0) {
+      let eo = 0;
+      for (let i = 0; i < AEC_HOP; i++) eo += o[at + i] * o[at + i];
+      this.echoIn += this.prevMicEnergy;
+      this.echoOut += eo;
+    }
+    if (refEnergy > 1e-6) {
+      let em = 0;
+      for (let i = 0; i < AEC_HOP; i++) em += mic[i] * mic[i];
+      this.prevMicEnergy = em;
+    } else this.prevMicEnergy = -1;
+  }
+
+  /**
+   * The filter starts DELAY_MARGIN_HOPS before the estimated lag. Reverberation can bias the estimate late by more
+   * than that; when channel 0's filter has its strongest partition at the very start (the direct sound may be cut
+   * off), the window moves 2 hops earlier (at most EARLY_MAX in all, until the estimator moves).
+   */
+  private applyDelay(): void {
+    const lag = this.delay.lag;
+    if (lag < 0) return;
+    if (lag !== this.lastLag) {
+      this.lastLag = lag;
+      this.early = 0;
+    }
+    const ch0 = this.chans[0];
+    if (ch0.peakFresh) {
+      ch0.peakFresh = false;
+      if (ch0.peak === 0 && this.early < EARLY_MAX && lag - DELAY_MARGIN_HOPS - this.early > 0) this.early += 2;
+    }
+    const bulk = Math.max(0, lag - DELAY_MARGIN_HOPS - this.early);
+    if (bulk === this.bulk) return;
+    for (const ch of this.chans) {
+      ch.main.shift(this.bulk - bulk);
+      ch.shadow.shift(this.bulk - bulk);
+    }
+    this.bulk = bulk;
+  }
+
+  /** The reference carried signal for the first time: prime the overlap-add with the previous frame (gain 1). */
+  private start(): void {
+    this.active = true;
+    this.ring.clear();
+    for (const ch of this.chans) {
+      // Frame [?, micPrev] at gain 1: its second half is what the next output block overlaps with. The half before
+      // micPrev has already been output as it was, so only the windowed tail matters: w[M/2 + i]² · micPrev[i].
+      for (let i = 0; i < AEC_HOP; i++) ch.ola[i] = ch.micPrev[i] * this.win[AEC_HOP + i] * this.win[AEC_HOP + i];
+    }
+  }
+}

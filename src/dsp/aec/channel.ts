@@ -1,0 +1,321 @@
+// One microphone channel of the echo canceller, one hop at a time: the main Kalman filter and its shadow, the
+// residual estimates, the suppressor and the overlap-add synthesis. The reference's spectra (shared by all channels)
+// come from the ring, read `lag` hops back (the bulk delay).
+import type { RealFFT } from '../fft';
+import type { AecArena } from './kernel';
+import { PartitionedKalmanFilter } from './kalman-filter';
+import type { RefRing } from './ref-ring';
+import { ResidualRatio } from './residual-ratio';
+import { ShadowFilter } from './shadow-filter';
+import { EchoSuppressor } from './suppressor';
+
+export interface ChannelOptions {
+  hop: number;
+  partitions: number;
+  shadowPartitions: number;
+  step: number;
+  forget: number;
+  priorDecay: number;
+  overEstimate: number;
+  floorDb: number;
+  linearOnly: boolean;
+  betaBias: number;
+  overdrive: number;
+}
+
+/** Scratch shared by the channels of one canceller (they run one after the other). */
+export class Scratch {
+  readonly frame: Float64Array;
+  readonly time: Float64Array;
+  readonly aRe: Float64Array;
+  readonly aIm: Float64Array;
+  readonly ePow: Float64Array;
+  readonly yPow: Float64Array;
+  readonly tailIn: Float64Array;
+  readonly nl: Float64Array;
+  readonly e: Float64Array;
+  constructor(hop: number) {
+    const bins = hop + 1;
+    this.frame = new Float64Array(2 * hop);
+    this.time = new Float64Array(2 * hop);
+    this.aRe = new Float64Array(bins);
+    this.aIm = new Float64Array(bins);
+    this.ePow = new Float64Array(bins);
+    this.yPow = new Float64Array(bins);
+    this.tailIn = new Float64Array(bins);
+    this.nl = new Float64Array(bins);
+    this.e = new Float64Array(hop);
+  }
+}
+
+/** Shadow error this far below the main filter's (power ratio), for ADOPT_HOPS active hops: take its coefficients. */
+const ADOPT_RATIO = 0.5;
+const ADOPT_HOPS = 16;
+/** Shadow error this far above the main's for RESET_HOPS: reset the shadow from the main filter. */
+const RESET_RATIO = 4;
+const RESET_HOPS = 16;
+const ERR_SMOOTH = 0.1;
+
+export class EchoChannel {
+  readonly main: PartitionedKalmanFilter;
+  readonly shadow: ShadowFilter;
+  readonly ratio: ResidualRatio;
+  /** The residual's share of the reference's recent wideband power (nonlinear echo), and that power per bin. */
+  readonly wideRatio: ResidualRatio;
+  readonly env: Float64Array;
+  /** The reference's wideband power at the echo's main lag, smoothed over a few hops (as a per-bin array). */
+  private readonly pwBins: Float64Array;
+  private pw = 0;
+  /** The main filter's strongest partition (where the echo's direct sound is), and whether it was just measured. */
+  peak = 0;
+  peakFresh = false;
+  readonly sup: EchoSuppressor;
+  private readonly hop: number;
+  private readonly bins: number;
+  private readonly o: ChannelOptions;
+  /** Previous microphone block (its output comes a hop later), previous error block (the suppressor's frame). */
+  readonly micPrev: Float64Array;
+  private readonly ePrev: Float64Array;
+  readonly ola: Float64Array;
+  private readonly psiS: Float64Array;
+  private readonly tailDecay: Float64Array;
+  /** FFT scratch (float64, the bins). */
+  private readonly specRe: Float64Array;
+  private readonly specIm: Float64Array;
+  private errMain = 0;
+  private errShadow = 0;
+  private better = 0;
+  private worse = 0;
+  /** Hops between gradient constraints (one partition each) and between shadow-filter runs. */
+  constrainEvery = 4;
+  shadowEvery = 1;
+  /** Times the shadow's coefficients were adopted (for tests and the bench). */
+  adoptions = 0;
+  private hops = 0;
+
+  static floats(o: { hop: number; partitions: number; shadowPartitions: number }): number {
+    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions);
+  }
+
+  constructor(arena: AecArena, o: ChannelOptions) {
+    this.o = o;
+    this.hop = o.hop;
+    this.bins = o.hop + 1;
+    this.main = new PartitionedKalmanFilter(arena, { block: o.hop, partitions: o.partitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay });
+    this.shadow = new ShadowFilter(arena, this.bins, o.shadowPartitions, 0.25);
+    this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias);
+    this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias);
+    this.env = new Float64Array(this.bins);
+    this.pwBins = new Float64Array(this.bins);
+    this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive });
+    this.micPrev = new Float64Array(o.hop);
+    this.ePrev = new Float64Array(o.hop);
+    this.ola = new Float64Array(o.hop);
+    this.psiS = new Float64Array(this.bins);
+    this.tailDecay = new Float64Array(this.bins).fill(0.8);
+    this.specRe = new Float64Array(this.bins);
+    this.specIm = new Float64Array(this.bins);
+  }
+
+  /**
+   * One hop: `d` the microphone block, `farActive` whether the reference is active within the filter's reach. Leaves
+   * |E|² of the suppressor's frame and |Ŷ|² / 2 in the scratch (the caller's delay estimator reads them), and writes
+   * the output block (the previous hop's samples) to out[at..].
+   */
+  run(fft: RealFFT, win: Float64Array, ring: RefRing, lag: number, d: Float32Array, farActive: boolean, s: Scratch, out: Float32Array, at: number): void {
+    const R = this.hop;
+    const K = this.bins;
+    const f = s.frame;
+    const t = s.time;
+    const main = this.main;
+    // Main filter: echo estimate (its spectrum's power is the suppressor's |Ŷ|², halved: the 2R-point frame's
+    // first half is the overlap-save's discarded part) and error.
+    main.filter(ring, lag);
+    const yRe = main.yRe.a;
+    const yIm = main.yIm.a;
+    for (let k = 0; k < K; k++) {
+      s.aRe[k] = yRe[k];
+      s.aIm[k] = yIm[k];
+      s.yPow[k] = 0.5 * (yRe[k] * yRe[k] + yIm[k] * yIm[k]);
+    }
+    fft.inverse(s.aRe, s.aIm, 0, t, 0);
+    const e = s.e;
+    let errMain = 0;
+    for (let i = 0; i < R; i++) {
+      e[i] = d[i] - t[R + i];
+      errMain += e[i] * e[i];
+    }
+    // The suppressor's frame: the windowed error of this hop and the last.
+    for (let i = 0; i < R; i++) {
+      f[i] = this.ePrev[i] * win[i];
+      f[R + i] = e[i] * win[R + i];
+      this.ePrev[i] = e[i];
+    }
+    fft.forward(f, 0, s.aRe, s.aIm, 0);
+    for (let k = 0; k < K; k++) s.ePow[k] = s.aRe[k] * s.aRe[k] + s.aIm[k] * s.aIm[k];
+    this.wideband(ring, lag);
+    if (farActive) {
+      this.hops++;
+      this.ratio.update(s.ePow, s.yPow);
+      this.wideRatio.update(s.ePow, this.pwBins);
+      // Main filter update, E = FFT([0, e]).
+      for (let i = 0; i < R; i++) {
+        t[i] = 0;
+        t[R + i] = e[i];
+      }
+      this.spectrumInto(fft, t, main.eRe.a, main.eIm.a, true);
+      this.main.update(ring, this.psiS);
+      if (this.hops % this.constrainEvery === 0) main.constrainNext(fft, t);
+      if (this.hops % this.shadowEvery === 0) this.runShadow(fft, ring, lag, d, errMain, s);
+      if (this.hops % 32 === 0) this.estimateDecay();
+    }
+    this.tailInput(ring, lag, s.tailIn);
+    // Suppression and overlap-add synthesis.
+    const beta = this.wideRatio.beta;
+    for (let k = 0; k < K; k++) s.nl[k] = beta[k] * this.env[k];
+    const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, this.ratio.beta, s.tailIn, this.tailDecay, s.nl);
+    if (this.o.linearOnly) g.fill(1);
+    for (let k = 0; k < K; k++) {
+      s.aRe[k] *= g[k];
+      s.aIm[k] *= g[k];
+    }
+    fft.inverse(s.aRe, s.aIm, 0, f, 0);
+    for (let i = 0; i < R; i++) {
+      out[at + i] = this.ola[i] + f[i] * win[i];
+      this.ola[i] = f[R + i] * win[R + i];
+      this.micPrev[i] = d[i];
+    }
+  }
+
+  /**
+   * FFT of `t` into the arena rows re/im; with `psi`, also updates the near-end power estimate Ψ_S from |E|² (the
+   * part the filter's expected residual Φ does not explain: rises at once, falls smoothly).
+   */
+  private spectrumInto(fft: RealFFT, t: Float64Array, re: Float32Array, im: Float32Array, psi: boolean): void {
+    const K = this.bins;
+    const sr = this.specRe;
+    const si = this.specIm;
+    fft.forward(t, 0, sr, si, 0);
+    const phi = this.main.phi.a;
+    const ps = this.psiS;
+    for (let k = 0; k < K; k++) {
+      re[k] = sr[k];
+      im[k] = si[k];
+      if (psi) {
+        const pe = sr[k] * sr[k] + si[k] * si[k];
+        const inst = Math.max(pe - phi[k], 1e-3 * pe);
+        ps[k] = inst > ps[k] ? inst : 0.9 * ps[k] + 0.1 * inst;
+      }
+    }
+  }
+
+
+  private runShadow(fft: RealFFT, ring: RefRing, lag: number, d: Float32Array, errMain: number, s: Scratch): void {
+    const R = this.hop;
+    const K = this.bins;
+    const sh = this.shadow;
+    const t = s.time;
+    sh.filter(ring, lag);
+    for (let k = 0; k < K; k++) {
+      this.specRe[k] = sh.yRe.a[k];
+      this.specIm[k] = sh.yIm.a[k];
+    }
+    fft.inverse(this.specRe, this.specIm, 0, t, 0);
+    let errShadow = 0;
+    for (let i = 0; i < R; i++) {
+      const v = d[i] - t[R + i];
+      t[i] = 0;
+      t[R + i] = v;
+      errShadow += v * v;
+    }
+    this.spectrumInto(fft, t, sh.eRe.a, sh.eIm.a, false);
+    sh.update(ring, 1e-6);
+    this.errMain += ERR_SMOOTH * (errMain - this.errMain);
+    this.errShadow += ERR_SMOOTH * (errShadow - this.errShadow);
+    if (this.errShadow < ADOPT_RATIO * this.errMain) {
+      if (++this.better >= ADOPT_HOPS) {
+        this.main.adopt(sh.wRe.a, sh.wIm.a, sh.partitions);
+        this.errMain = this.errShadow;
+        this.better = 0;
+        this.adoptions++;
+      }
+    } else this.better = 0;
+    if (this.errShadow > RESET_RATIO * this.errMain) {
+      if (++this.worse >= RESET_HOPS) {
+        sh.copyFrom(this.main.wRe.a, this.main.wIm.a);
+        this.errShadow = this.errMain;
+        this.worse = 0;
+      }
+    } else this.worse = 0;
+  }
+
+  /** Per bin, the echo power entering the room's tail beyond the filter: |W_last|² |X at the first lag past it|² / 2. */
+  private tailInput(ring: RefRing, lag: number, out: Float64Array): void {
+    const P = this.main.partitions;
+    const K = this.bins;
+    const x = ring.offset(lag + P);
+    const o = (P - 1) * this.main.stride;
+    const wRe = this.main.wRe.a;
+    const wIm = this.main.wIm.a;
+    const pow = ring.pow.a;
+    for (let k = 0; k < K; k++) {
+      const wr = wRe[o + k];
+      const wi = wIm[o + k];
+      out[k] = 0.5 * (wr * wr + wi * wi) * pow[x + k];
+    }
+  }
+
+  /**
+   * The reference's wideband power at the echo's main lag, smoothed over a few hops (pw, the predictor of the
+   * nonlinear residual), and env: pw held and decaying with the room's tail, per bin (what the suppressor uses).
+   */
+  private wideband(ring: RefRing, lag: number): void {
+    const x = ring.offset(lag + this.peak);
+    let p = 0;
+    const pow = ring.pow.a;
+    for (let k = 0; k < this.bins; k++) p += pow[x + k];
+    this.pw = 0.5 * this.pw + (0.5 * p) / this.bins;
+    this.pwBins.fill(this.pw);
+    for (let k = 0; k < this.bins; k++) this.env[k] = Math.max(this.pw, this.tailDecay[k] * this.env[k]);
+  }
+
+  /**
+   * The filter's own decay per hop over its last partitions, per band of 16 bins (how fast the room's tail fades), and
+   * its strongest partition.
+   */
+  private estimateDecay(): void {
+    const P = this.main.partitions;
+    const K = this.bins;
+    const S = this.main.stride;
+    const w = this.main.wRe.a;
+    const wi = this.main.wIm.a;
+    let best = 0;
+    let bestE = -1;
+    for (let p = 0; p < P; p++) {
+      let e = 0;
+      for (let k = p * S; k < p * S + K; k++) e += w[k] * w[k] + wi[k] * wi[k];
+      if (e > bestE) {
+        bestE = e;
+        best = p;
+      }
+    }
+    this.peak = best;
+    this.peakFresh = this.hops > 250;
+    const span = 8;
+    for (let b0 = 0; b0 < K; b0 += 16) {
+      const b1 = Math.min(K, b0 + 16);
+      let late = 0;
+      let early = 0;
+      for (let p = P - span; p < P; p++) {
+        for (let k = b0; k < b1; k++) {
+          const v = w[p * S + k] * w[p * S + k] + wi[p * S + k] * wi[p * S + k];
+          if (p >= P - span / 2) late += v;
+          else early += v;
+        }
+      }
+      const d = early > 0 ? Math.pow(late / early, 1 / (span / 2)) : 0.8;
+      const dd = Math.min(0.97, Math.max(0.5, d));
+      for (let k = b0; k < b1; k++) this.tailDecay[k] = dd;
+    }
+  }
+}

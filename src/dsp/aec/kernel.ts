@@ -1,0 +1,185 @@
+// The echo canceller's memory and its loops over partitions and bins. One arena per canceller holds every array the
+// loops touch (float32, rows padded to a multiple of 4 bins); with the WebAssembly SIMD module (wasm/aec.ts, built by
+// `npm run build` to dist/src/dsp/wasm/aec.wasm) the arena is that instance's memory and the loops run there, four
+// bins at a time; without it (the file missing, or a runtime without WebAssembly SIMD) the same loops run here in
+// JavaScript on the same arrays. The two back ends agree to float32 rounding, not bit for bit; one canceller always
+// uses one, so its output does not depend on how the input was chunked.
+import fs from 'node:fs';
+import path from 'node:path';
+
+export const AEC_WASM = path.join(__dirname, '..', 'wasm', 'aec.wasm');
+const PAGE = 65536;
+
+interface Exports {
+  filter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, yRe: number, yIm: number, phi: number, kp: number): void;
+  update(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, inv: number, eRe: number, eIm: number, a2: number, q: number, kp: number): void;
+  sfilter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, yRe: number, yIm: number, norm: number, kp: number): void;
+  supdate(P: number, offs: number, rRe: number, rIm: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void;
+  corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void;
+}
+
+let compiled: WebAssembly.Module | null | undefined;
+
+function wasmModule(): WebAssembly.Module | null {
+  if (compiled !== undefined) return compiled;
+  try {
+    compiled = fs.existsSync(AEC_WASM) ? new WebAssembly.Module(fs.readFileSync(AEC_WASM)) : null;
+  } catch {
+    compiled = null; // no WebAssembly SIMD here
+  }
+  return compiled;
+}
+
+/** A float32 array in the arena: its view and its element offset (what the kernels take). */
+export interface Slab {
+  a: Float32Array;
+  at: number;
+}
+
+export class AecArena {
+  readonly kind: 'wasm' | 'js';
+  readonly f32: Float32Array;
+  readonly i32: Int32Array;
+  private next = 0;
+  private readonly k: Exports;
+
+  /** `floats`: the total of every alloc() to come (each rounded up to 4). */
+  constructor(floats: number, backend: 'wasm' | 'js' = 'wasm') {
+    const bytes = floats * 4 + 64;
+    const mod = backend === 'wasm' ? wasmModule() : null;
+    if (mod) {
+      const memory = new WebAssembly.Memory({ initial: Math.ceil(bytes / PAGE) });
+      const inst = new WebAssembly.Instance(mod, { env: { memory, abort: () => {} } });
+      this.k = inst.exports as unknown as Exports;
+      this.f32 = new Float32Array(memory.buffer);
+      this.i32 = new Int32Array(memory.buffer);
+      this.kind = 'wasm';
+    } else {
+      const buf = new ArrayBuffer(Math.ceil(bytes / 16) * 16);
+      this.f32 = new Float32Array(buf);
+      this.i32 = new Int32Array(buf);
+      this.k = jsKernels(this.f32, this.i32);
+      this.kind = 'js';
+    }
+  }
+
+  /** n floats (16-byte aligned), zeroed. */
+  alloc(n: number): Slab {
+    const at = this.next;
+    this.next += (n + 3) & ~3;
+    if (this.next > this.f32.length) throw new Error('echo canceller arena too small');
+    return { a: this.f32.subarray(at, at + n), at };
+  }
+
+  /** Element offsets → byte addresses for the kernels. */
+  filter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, yRe: number, yIm: number, phi: number, kp: number): void {
+    this.k.filter(P, offs * 4, rRe * 4, rIm * 4, rPow * 4, wRe * 4, wIm * 4, pv * 4, yRe * 4, yIm * 4, phi * 4, kp);
+  }
+
+  update(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, inv: number, eRe: number, eIm: number, a2: number, q: number, kp: number): void {
+    this.k.update(P, offs * 4, rRe * 4, rIm * 4, rPow * 4, wRe * 4, wIm * 4, pv * 4, inv * 4, eRe * 4, eIm * 4, a2, q, kp);
+  }
+
+  sfilter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, yRe: number, yIm: number, norm: number, kp: number): void {
+    this.k.sfilter(P, offs * 4, rRe * 4, rIm * 4, rPow * 4, wRe * 4, wIm * 4, yRe * 4, yIm * 4, norm * 4, kp);
+  }
+
+  supdate(P: number, offs: number, rRe: number, rIm: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void {
+    this.k.supdate(P, offs * 4, rRe * 4, rIm * 4, wRe * 4, wIm * 4, g * 4, eRe * 4, eIm * 4, kp);
+  }
+
+  corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void {
+    this.k.corr(hist * 4, norms * 4, head, lags, mic * 4, cxy * 4, cxx * 4, a);
+  }
+}
+
+/** The same loops in JavaScript over the arena's arrays (byte addresses, as the WebAssembly functions take them). */
+function jsKernels(f: Float32Array, i32: Int32Array): Exports {
+  return {
+    filter(P, offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi, kp) {
+      const [o, xr, xi, xp, wr, wi, v, yr, yi, ph] = [offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi].map((b) => b >> 2);
+      for (let k = 0; k < kp; k++) {
+        f[yr + k] = 0;
+        f[yi + k] = 0;
+        f[ph + k] = 0;
+      }
+      for (let p = 0; p < P; p++) {
+        const base = i32[o + p];
+        const w = p * kp;
+        for (let k = 0; k < kp; k++) {
+          const ar = f[xr + base + k];
+          const ai = f[xi + base + k];
+          const br = f[wr + w + k];
+          const bi = f[wi + w + k];
+          f[yr + k] += ar * br - ai * bi;
+          f[yi + k] += ar * bi + ai * br;
+          f[ph + k] += f[xp + base + k] * f[v + w + k];
+        }
+      }
+    },
+    update(P, offs, rRe, rIm, rPow, wRe, wIm, pv, inv, eRe, eIm, a2, q, kp) {
+      const [o, xr, xi, xp, wr, wi, v, iv, er, ei] = [offs, rRe, rIm, rPow, wRe, wIm, pv, inv, eRe, eIm].map((b) => b >> 2);
+      for (let p = 0; p < P; p++) {
+        const base = i32[o + p];
+        const w = p * kp;
+        for (let k = 0; k < kp; k++) {
+          const pk = f[v + w + k];
+          const g = pk * f[iv + k];
+          const ar = f[xr + base + k];
+          const ai = f[xi + base + k];
+          const nr = f[wr + w + k] + g * (ar * f[er + k] + ai * f[ei + k]);
+          const ni = f[wi + w + k] + g * (ar * f[ei + k] - ai * f[er + k]);
+          f[wr + w + k] = nr;
+          f[wi + w + k] = ni;
+          f[v + w + k] = a2 * (1 - 0.5 * g * f[xp + base + k]) * pk + q * (nr * nr + ni * ni);
+        }
+      }
+    },
+    sfilter(P, offs, rRe, rIm, rPow, wRe, wIm, yRe, yIm, norm, kp) {
+      const [o, xr, xi, xp, wr, wi, yr, yi, nm] = [offs, rRe, rIm, rPow, wRe, wIm, yRe, yIm, norm].map((b) => b >> 2);
+      for (let k = 0; k < kp; k++) {
+        f[yr + k] = 0;
+        f[yi + k] = 0;
+        f[nm + k] = 0;
+      }
+      for (let p = 0; p < P; p++) {
+        const base = i32[o + p];
+        const w = p * kp;
+        for (let k = 0; k < kp; k++) {
+          const ar = f[xr + base + k];
+          const ai = f[xi + base + k];
+          const br = f[wr + w + k];
+          const bi = f[wi + w + k];
+          f[yr + k] += ar * br - ai * bi;
+          f[yi + k] += ar * bi + ai * br;
+          f[nm + k] += f[xp + base + k];
+        }
+      }
+    },
+    supdate(P, offs, rRe, rIm, wRe, wIm, g, eRe, eIm, kp) {
+      const [o, xr, xi, wr, wi, gg, er, ei] = [offs, rRe, rIm, wRe, wIm, g, eRe, eIm].map((b) => b >> 2);
+      for (let p = 0; p < P; p++) {
+        const base = i32[o + p];
+        const w = p * kp;
+        for (let k = 0; k < kp; k++) {
+          const ar = f[xr + base + k];
+          const ai = f[xi + base + k];
+          const a = f[gg + k] * f[er + k];
+          const b = f[gg + k] * f[ei + k];
+          f[wr + w + k] += ar * a + ai * b;
+          f[wi + w + k] += ar * b - ai * a;
+        }
+      }
+    },
+    corr(hist, norms, head, lags, mic, cxy, cxx, a) {
+      const [h, n, m, cy, cx] = [hist, norms, mic, cxy, cxx].map((b) => b >> 2);
+      for (let l = 0, i = head; l < lags; l++) {
+        let xy = 0;
+        for (let b = 0; b < 32; b++) xy += f[h + i * 32 + b] * f[m + b];
+        f[cy + l] += a * (xy - f[cy + l]);
+        f[cx + l] += a * (f[n + i] - f[cx + l]);
+        i = i === 0 ? lags - 1 : i - 1;
+      }
+    },
+  };
+}

@@ -1,0 +1,137 @@
+// AssemblyScript (compiled to WebAssembly by `npm run build`, not by tsc): the echo canceller's loops over partitions
+// and bins (src/dsp/aec/kernel.ts loads it, one instance and memory per canceller), four bins per SIMD operation in
+// float32. Arrays are float32 with `kp` values per row (the bins rounded up to a multiple of 4, the padding zero);
+// `offs` holds, per partition, the element offset of its reference spectrum in the ring (ringRe/ringIm/ringPow).
+//   filter     Ŷ = Σ_p X_p W_p and Φ = Σ_p |X_p|² P_p (the Kalman filter's expected residual, before the R/M factor)
+//   update     the diagonal Kalman update of every partition (kalman-filter.ts has the equations)
+//   sfilter    the shadow filter's Ŷ and Σ_p |X_p|² (its normalisation)
+//   supdate    the shadow's normalised block-LMS step, W_p += g X_p* E
+//   corr       the delay estimator's correlation of one microphone vector with the reference history, per lag
+
+@inline function ld(p: usize): v128 {
+  return v128.load(p);
+}
+
+export function filter(P: i32, offs: usize, ringRe: usize, ringIm: usize, ringPow: usize, wRe: usize, wIm: usize, pv: usize, yRe: usize, yIm: usize, phi: usize, kp: i32): void {
+  const row = <usize>kp << 2;
+  for (let k: usize = 0; k < row; k += 16) {
+    let yr = f32x4.splat(0);
+    let yi = f32x4.splat(0);
+    let ph = f32x4.splat(0);
+    for (let p = 0; p < P; p++) {
+      const base = (<usize>load<i32>(offs + (<usize>p << 2)) << 2) + k;
+      const w = <usize>p * row + k;
+      const ar = ld(ringRe + base);
+      const ai = ld(ringIm + base);
+      const br = ld(wRe + w);
+      const bi = ld(wIm + w);
+      yr = f32x4.add(yr, f32x4.sub(f32x4.mul(ar, br), f32x4.mul(ai, bi)));
+      yi = f32x4.add(yi, f32x4.add(f32x4.mul(ar, bi), f32x4.mul(ai, br)));
+      ph = f32x4.add(ph, f32x4.mul(ld(ringPow + base), ld(pv + w)));
+    }
+    v128.store(yRe + k, yr);
+    v128.store(yIm + k, yi);
+    v128.store(phi + k, ph);
+  }
+}
+
+export function update(P: i32, offs: usize, ringRe: usize, ringIm: usize, ringPow: usize, wRe: usize, wIm: usize, pv: usize, inv: usize, eRe: usize, eIm: usize, a2: f32, q: f32, kp: i32): void {
+  const row = <usize>kp << 2;
+  const va2 = f32x4.splat(a2);
+  const vq = f32x4.splat(q);
+  const half = f32x4.splat(0.5);
+  const one = f32x4.splat(1);
+  for (let k: usize = 0; k < row; k += 16) {
+    const er = ld(eRe + k);
+    const ei = ld(eIm + k);
+    const iv = ld(inv + k);
+    for (let p = 0; p < P; p++) {
+      const base = (<usize>load<i32>(offs + (<usize>p << 2)) << 2) + k;
+      const w = <usize>p * row + k;
+      const pk = ld(pv + w);
+      const g = f32x4.mul(pk, iv);
+      const ar = ld(ringRe + base);
+      const ai = ld(ringIm + base);
+      const nr = f32x4.add(ld(wRe + w), f32x4.mul(g, f32x4.add(f32x4.mul(ar, er), f32x4.mul(ai, ei))));
+      const ni = f32x4.add(ld(wIm + w), f32x4.mul(g, f32x4.sub(f32x4.mul(ar, ei), f32x4.mul(ai, er))));
+      v128.store(wRe + w, nr);
+      v128.store(wIm + w, ni);
+      const shrink = f32x4.sub(one, f32x4.mul(f32x4.mul(half, g), ld(ringPow + base)));
+      const np = f32x4.add(f32x4.mul(f32x4.mul(va2, shrink), pk), f32x4.mul(vq, f32x4.add(f32x4.mul(nr, nr), f32x4.mul(ni, ni))));
+      v128.store(pv + w, np);
+    }
+  }
+}
+
+export function sfilter(P: i32, offs: usize, ringRe: usize, ringIm: usize, ringPow: usize, wRe: usize, wIm: usize, yRe: usize, yIm: usize, norm: usize, kp: i32): void {
+  const row = <usize>kp << 2;
+  for (let k: usize = 0; k < row; k += 16) {
+    let yr = f32x4.splat(0);
+    let yi = f32x4.splat(0);
+    let nm = f32x4.splat(0);
+    for (let p = 0; p < P; p++) {
+      const base = (<usize>load<i32>(offs + (<usize>p << 2)) << 2) + k;
+      const w = <usize>p * row + k;
+      const ar = ld(ringRe + base);
+      const ai = ld(ringIm + base);
+      const br = ld(wRe + w);
+      const bi = ld(wIm + w);
+      yr = f32x4.add(yr, f32x4.sub(f32x4.mul(ar, br), f32x4.mul(ai, bi)));
+      yi = f32x4.add(yi, f32x4.add(f32x4.mul(ar, bi), f32x4.mul(ai, br)));
+      nm = f32x4.add(nm, ld(ringPow + base));
+    }
+    v128.store(yRe + k, yr);
+    v128.store(yIm + k, yi);
+    v128.store(norm + k, nm);
+  }
+}
+
+export function supdate(P: i32, offs: usize, ringRe: usize, ringIm: usize, wRe: usize, wIm: usize, g: usize, eRe: usize, eIm: usize, kp: i32): void {
+  const row = <usize>kp << 2;
+  for (let k: usize = 0; k < row; k += 16) {
+    const gv = ld(g + k);
+    const er = f32x4.mul(gv, ld(eRe + k));
+    const ei = f32x4.mul(gv, ld(eIm + k));
+    for (let p = 0; p < P; p++) {
+      const base = (<usize>load<i32>(offs + (<usize>p << 2)) << 2) + k;
+      const w = <usize>p * row + k;
+      const ar = ld(ringRe + base);
+      const ai = ld(ringIm + base);
+      v128.store(wRe + w, f32x4.add(ld(wRe + w), f32x4.add(f32x4.mul(ar, er), f32x4.mul(ai, ei))));
+      v128.store(wIm + w, f32x4.add(ld(wIm + w), f32x4.sub(f32x4.mul(ar, ei), f32x4.mul(ai, er))));
+    }
+  }
+}
+
+/**
+ * For lag l = 0..lags-1 (reference vector `head - l` of the ring of `lags` vectors of 32 floats at hist):
+ * cxy[l] += a (x·m − cxy[l]), cxx[l] += a (norm[entry] − cxx[l]).
+ */
+export function corr(hist: usize, norms: usize, head: i32, lags: i32, mic: usize, cxy: usize, cxx: usize, a: f32): void {
+  const m0 = ld(mic);
+  const m1 = ld(mic + 16);
+  const m2 = ld(mic + 32);
+  const m3 = ld(mic + 48);
+  const m4 = ld(mic + 64);
+  const m5 = ld(mic + 80);
+  const m6 = ld(mic + 96);
+  const m7 = ld(mic + 112);
+  let i = head;
+  for (let l = 0; l < lags; l++) {
+    const h = hist + (<usize>i << 7);
+    let s = f32x4.mul(ld(h), m0);
+    s = f32x4.add(s, f32x4.mul(ld(h + 16), m1));
+    s = f32x4.add(s, f32x4.mul(ld(h + 32), m2));
+    s = f32x4.add(s, f32x4.mul(ld(h + 48), m3));
+    s = f32x4.add(s, f32x4.mul(ld(h + 64), m4));
+    s = f32x4.add(s, f32x4.mul(ld(h + 80), m5));
+    s = f32x4.add(s, f32x4.mul(ld(h + 96), m6));
+    s = f32x4.add(s, f32x4.mul(ld(h + 112), m7));
+    const xy = f32x4.extract_lane(s, 0) + f32x4.extract_lane(s, 1) + f32x4.extract_lane(s, 2) + f32x4.extract_lane(s, 3);
+    const c = cxy + (<usize>l << 2);
+    store<f32>(c, load<f32>(c) + a * (xy - load<f32>(c)));
+    const x = cxx + (<usize>l << 2);
+    store<f32>(x, load<f32>(x) + a * (load<f32>(norms + (<usize>i << 2)) - load<f32>(x)));
+    i = i == 0 ? lags - 1 : i - 1;
+  }
+}
