@@ -27,6 +27,7 @@ const UNIT_TESTS = [
   'server-binaries',
   'store',
   'streaming-leases',
+  'vad-batch',
   'vad-decisions',
 ];
 
