@@ -224,10 +224,25 @@ describe('speech detection for many streams', () => {
       streams.forEach((s, j) => expect(got.get(s.id)).toEqual(alone[j]));
       expect(b.size).toBe(0);
       runs.push(b.stats.runs);
+      // A frame waits at most maxWaitMs plus one tick (2 ms here) unless the stream ends first.
+      if (k === 1) expect(b.stats.maxWaitedMs).toBeLessThanOrEqual(opts.maxWaitMs + 2);
     }
     // Deferring makes fewer, larger runs.
     expect(runs[1]).toBeLessThan(runs[0] / 2);
     expect(runs[2]).toBeLessThan(runs[1] / 2);
+  });
+
+  test('flush() runs what waits, without new audio', async () => {
+    const x = call(16000, 0.5, 8);
+    const b = new VadBatch(session, { minRows: 1e6, maxWaitMs: 1e9 });
+    b.open(1, { vad: VAD_DEFAULTS, rate: 16000, channels: 1 });
+    // The first utterance and 1 s of the pause after it: its start and end are decided, but wait for a run.
+    const n = Math.round((x.speech[0][1] + 1) * 16000);
+    expect((await b.tick([{ id: 1, input: [x.input.subarray(0, n)], output: [x.output.subarray(0, n)] }], 0)).size).toBe(0);
+    expect(b.stats.runs).toBe(0);
+    const events = (await b.flush(1)).get(1)!;
+    expect(events.map((e) => e.type)).toEqual(['speech_start', 'speech_end']);
+    expect(b.stats.runs).toBeGreaterThan(0);
   });
 
   test('bad use is refused', async () => {

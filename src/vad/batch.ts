@@ -54,6 +54,8 @@ export interface VadBatchStats {
   runs: number;
   rows: number;
   gated: number;
+  /** The longest an ungated frame waited for its run (ms, the callers' clock). */
+  maxWaitedMs: number;
 }
 
 export class VadBatch {
@@ -61,7 +63,7 @@ export class VadBatch {
   /** Streams with frames waiting. */
   private readonly waiting = new Set<number>();
   private queue: Promise<unknown> = Promise.resolve();
-  readonly stats: VadBatchStats = { runs: 0, rows: 0, gated: 0 };
+  readonly stats: VadBatchStats = { runs: 0, rows: 0, gated: 0, maxWaitedMs: 0 };
 
   constructor(
     private readonly session: ort.InferenceSession,
@@ -89,12 +91,21 @@ export class VadBatch {
    * after another in the order called.
    */
   tick(chunks: readonly VadChunk[], now = performance.now()): Promise<Map<number, VadEvent[]>> {
-    const next = this.queue.then(() => this.runTick(chunks, now));
+    return this.enqueue(() => this.runTick(chunks, now, false));
+  }
+
+  /** Runs every frame waiting now (e.g. on a timer when no stream has sent anything for a while). */
+  flush(now = performance.now()): Promise<Map<number, VadEvent[]>> {
+    return this.enqueue(() => this.runTick([], now, true));
+  }
+
+  private enqueue(run: () => Promise<Map<number, VadEvent[]>>): Promise<Map<number, VadEvent[]>> {
+    const next = this.queue.then(run);
     this.queue = next.catch(() => undefined);
     return next;
   }
 
-  private async runTick(chunks: readonly VadChunk[], now: number): Promise<Map<number, VadEvent[]>> {
+  private async runTick(chunks: readonly VadChunk[], now: number, force: boolean): Promise<Map<number, VadEvent[]>> {
     const ending = new Set<VadTrack>();
     for (const c of chunks) {
       const t = this.tracks.get(c.id);
@@ -117,7 +128,8 @@ export class VadBatch {
     }
     // Everything when enough has gathered (or waited long enough, or a stream ends); otherwise only the streams with
     // nothing but gated frames waiting, which need no run.
-    const all = ending.size > 0 || rows >= this.opts.minRows || !(now - oldest < this.opts.maxWaitMs);
+    const all = force || ending.size > 0 || rows >= this.opts.minRows || !(now - oldest < this.opts.maxWaitMs);
+    if (all && rows > 0 && now - oldest > this.stats.maxWaitedMs) this.stats.maxWaitedMs = now - oldest;
     const batch = [...this.waiting].flatMap((id) => {
       const t = this.tracks.get(id);
       return t && (all || t.pendingRows === 0) ? [{ id, t }] : [];
