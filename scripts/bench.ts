@@ -13,6 +13,7 @@
 //                                      underruns and CPU per stream at 25..300 streams, RNNoise side by side;
 //                                      --stream-models, --stream-levels, --stream-seconds, --with-files
 //   npm run bench -- --vad             only voice activity (scripts/bench/vad.ts): F1 against clean references, cost
+//                                      (--vad-quality-only, --vad-cost-only)
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
