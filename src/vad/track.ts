@@ -8,8 +8,8 @@ import { Decimator3, RESAMPLE_DELAY_48K } from '../dsp/resample';
 import { SpeechDetector } from './detector';
 import { gated } from './gate';
 import type { VadOptions } from './options';
-import { copyState, runSequences, silenceState, VadStream, type VadSequence } from './silero';
-import { VAD_FRAME, VAD_FRAME_S, VAD_RATE, VAD_WINDOW } from './silero-graph';
+import { copyState, initialState, runSequences, silenceState, type LstmState, type VadSequence } from './silero';
+import { VAD_CONTEXT, VAD_FRAME, VAD_FRAME_S, VAD_RATE, VAD_WINDOW } from './silero-graph';
 
 export interface VadTrackOptions {
   vad: VadOptions;
@@ -17,7 +17,7 @@ export interface VadTrackOptions {
   rate: number;
   channels: number;
   /**
-   * Whether the aligned input will be given (input()), so that frames are gated on the share of energy the denoiser
+   * Whether the aligned input will be given (pushInput()), so that frames are gated on the share of energy the denoiser
    * kept; without it only (near) silent frames are gated.
    */
   withInput: boolean;
@@ -60,8 +60,9 @@ class SampleQueue {
 
 export class VadTrack {
   readonly detector: SpeechDetector;
-  /** Framing (each frame's window with its 64 samples of context) and the LSTM state. */
-  readonly framer: VadStream;
+  readonly session: ort.InferenceSession;
+  /** The LSTM state the next ungated frame starts from, unless it follows a gated one. */
+  state: LstmState = initialState();
   /** The previous frame was gated: the next ungated frame runs from the silence state. */
   private afterGap = false;
   private readonly ratio: number;
@@ -70,12 +71,17 @@ export class VadTrack {
   private readonly inDecimator: Decimator3 | null;
   private readonly input: SampleQueue | null;
   private readonly dry: number;
-  /** Sums of squares of the frame being filled: denoised output and input, and its samples so far. */
+  /** The window being filled: VAD_CONTEXT samples of the previous frame (zeros at first), then `inFrame` of this one. */
+  private readonly window = new Float32Array(VAD_WINDOW);
+  private inFrame = 0;
+  /** Sums of squares of the frame being filled: denoised output and input. */
   private eOut = 0;
   private eIn = 0;
-  private inFrame = 0;
-  /** Frames framed but not run yet: windows (null: gated), oldest first. */
-  private readonly waiting: Array<Float32Array | null> = [];
+  /** Frames framed but not run yet, oldest first: gated or not; the ungated ones' windows one after another. */
+  private readonly waiting: boolean[] = [];
+  private windows = new Float32Array(4 * VAD_WINDOW);
+  /** Ungated frames waiting for a run. */
+  pendingRows = 0;
   /** When the oldest waiting ungated frame was framed (the caller's clock, ms); NaN when there is none. */
   waitingSince = NaN;
   /** Frames handed to the detector so far. */
@@ -83,7 +89,7 @@ export class VadTrack {
 
   constructor(session: ort.InferenceSession, private readonly opts: VadTrackOptions) {
     if (opts.rate !== VAD_RATE && opts.rate !== 3 * VAD_RATE) throw new Error(`speech detection runs on 16 or 48 kHz streams, not ${opts.rate} Hz`);
-    this.framer = new VadStream(session);
+    this.session = session;
     this.detector = new SpeechDetector(opts.vad, VAD_FRAME_S);
     this.ratio = opts.rate / VAD_RATE;
     this.delay = this.ratio === 3 ? RESAMPLE_DELAY_48K : 0;
@@ -93,16 +99,9 @@ export class VadTrack {
     this.dry = opts.dryMix ?? 0;
   }
 
-  get session(): ort.InferenceSession {
-    return this.framer.session;
-  }
-
   get rate(): number {
     return this.opts.rate;
   }
-
-  /** Ungated frames waiting for a run. */
-  pendingRows = 0;
 
   get pendingFrames(): number {
     return this.waiting.length;
@@ -116,13 +115,13 @@ export class VadTrack {
   /** Input in, before the output it lines up with (planar at the stream's rate; copied). */
   pushInput(planar: Float32Array[]): void {
     if (!this.input) throw new Error('this track was opened without input');
-    const m = mono(planar, true);
+    const m = mono(planar);
     this.input.push(this.inDecimator ? this.inDecimator.process(m) : m);
   }
 
   /** Aligned output in (planar at the stream's rate); the frames it completes wait for runTracks(). */
   pushOutput(planar: Float32Array[], now = NaN): void {
-    const m = mono(planar, false);
+    const m = mono(planar);
     this.frame(this.outDecimator ? this.outDecimator.process(m) : m, now);
   }
 
@@ -143,15 +142,15 @@ export class VadTrack {
   private frame(y: Float32Array, now: number): void {
     if (y.length === 0) return;
     const x = this.input ? this.input.take(y.length) : null;
-    const windows = this.framer.windowsFor(y);
     const dry = this.dry;
     const wet = 1 - dry;
+    const w = this.window;
     let eOut = this.eOut;
     let eIn = this.eIn;
-    let k = 0;
     for (let i = 0; i < y.length; ) {
       // The rest of the frame being filled, or of y.
       const end = Math.min(y.length, i + VAD_FRAME - this.inFrame);
+      w.set(y.subarray(i, end), VAD_CONTEXT + this.inFrame);
       if (x === null) {
         for (let j = i; j < end; j++) eOut += y[j] * y[j];
       } else if (dry > 0) {
@@ -172,9 +171,17 @@ export class VadTrack {
       i = end;
       if (this.inFrame === VAD_FRAME) {
         const skip = this.opts.gate !== false && gated(eOut, x ? eIn : null, VAD_FRAME);
-        this.waiting.push(skip ? null : windows.subarray(k * VAD_WINDOW, (k + 1) * VAD_WINDOW));
-        if (!skip && this.pendingRows++ === 0) this.waitingSince = now;
-        k++;
+        this.waiting.push(skip);
+        if (!skip) {
+          if ((this.pendingRows + 1) * VAD_WINDOW > this.windows.length) {
+            const grown = new Float32Array(2 * this.windows.length);
+            grown.set(this.windows);
+            this.windows = grown;
+          }
+          this.windows.set(w, this.pendingRows * VAD_WINDOW);
+          if (this.pendingRows++ === 0) this.waitingSince = now;
+        }
+        w.copyWithin(0, VAD_FRAME, VAD_WINDOW); // the frame's last 64 samples: the next one's context
         eOut = 0;
         eIn = 0;
         this.inFrame = 0;
@@ -184,17 +191,22 @@ export class VadTrack {
     this.eIn = eIn;
   }
 
-  /** Takes the waiting frames (for runTracks). */
-  takeWaiting(): Array<Float32Array | null> {
-    this.waitingSince = NaN;
-    this.pendingRows = 0;
-    return this.waiting.splice(0);
+  /**
+   * The waiting frames (for runTracks): whether each is gated, and the ungated ones' windows (a view, valid until
+   * settle(); no frames may be added meanwhile).
+   */
+  waitingFrames(): { gated: readonly boolean[]; windows: Float32Array } {
+    return { gated: this.waiting, windows: this.windows.subarray(0, this.pendingRows * VAD_WINDOW) };
   }
 
-  /** Afterwards: the probabilities of frames taken, and the state the next frame starts from. */
-  settle(probs: Float32Array, lastGated: boolean, lastState: VadSequence['state'] | null): void {
-    if (lastState) this.framer.state = lastState;
-    this.afterGap = lastGated;
+  /** After a run: the probabilities of the waiting frames, and the state the next frame starts from. */
+  settle(probs: Float32Array, lastState: LstmState | null): void {
+    const n = this.waiting.length;
+    if (n > 0) this.afterGap = this.waiting[n - 1];
+    if (lastState) this.state = lastState;
+    this.waiting.length = 0;
+    this.pendingRows = 0;
+    this.waitingSince = NaN;
     this.decided += probs.length;
     this.detector.push(probs);
   }
@@ -205,9 +217,9 @@ export class VadTrack {
   }
 }
 
-/** The channels' mean; a copy when `copy` (a single channel may be an array its owner reuses). */
-function mono(planar: Float32Array[], copy: boolean): Float32Array {
-  if (planar.length === 1) return copy ? planar[0].slice() : planar[0];
+/** The channels' mean (the one channel itself: its users copy what they keep). */
+function mono(planar: Float32Array[]): Float32Array {
+  if (planar.length === 1) return planar[0];
   const n = planar[0].length;
   const m = new Float32Array(n);
   for (const ch of planar) for (let i = 0; i < n; i++) m[i] += ch[i];
@@ -233,40 +245,39 @@ export async function runTracks(tracks: readonly VadTrack[]): Promise<RunCounts>
   const counts: RunCounts = { runs: 0, rows: 0, gated: 0 };
   if (tracks.length === 0) return counts;
   const session = tracks[0].session;
-  const silence = await silenceState(session);
+  const silence = tracks.some((t) => t.pendingRows > 0) ? await silenceState(session) : null;
   const seqs: VadSequence[] = [];
   /** Per track: its frames, and where each of its sequences starts (frame index) in `seqs` order. */
   const plans = tracks.map((t) => {
-    const frames = t.takeWaiting();
-    const starts: Array<{ seq: number; from: number; count: number }> = [];
+    const { gated: frames, windows } = t.waitingFrames();
+    const starts: Array<{ seq: number; from: number }> = [];
     let afterGap = t.startsAfterGap;
+    let row = 0;
     for (let f = 0; f < frames.length; ) {
-      if (!frames[f]) {
+      if (frames[f]) {
         afterGap = true;
         f++;
         continue;
       }
       let g = f;
-      while (g < frames.length && frames[g]) g++;
-      const windows = new Float32Array((g - f) * VAD_WINDOW);
-      for (let j = f; j < g; j++) windows.set(frames[j]!, (j - f) * VAD_WINDOW);
-      starts.push({ seq: seqs.length, from: f, count: g - f });
-      seqs.push({ windows, state: afterGap ? copyState(silence) : t.framer.state });
+      while (g < frames.length && !frames[g]) g++;
+      // Consecutive ungated frames are consecutive windows.
+      starts.push({ seq: seqs.length, from: f });
+      seqs.push({ windows: windows.subarray(row * VAD_WINDOW, (row + g - f) * VAD_WINDOW), state: afterGap ? copyState(silence!) : t.state });
+      row += g - f;
       afterGap = false;
       f = g;
     }
-    return { t, frames, starts };
+    counts.rows += row;
+    counts.gated += frames.length - row;
+    return { t, frames: frames.length, starts };
   });
   const probs = seqs.length > 0 ? await runSequences(session, seqs, counts) : [];
   for (const { t, frames, starts } of plans) {
-    const p = new Float32Array(frames.length);
+    const p = new Float32Array(frames);
     for (const s of starts) p.set(probs[s.seq], s.from);
-    const lastGated = frames.length > 0 ? frames[frames.length - 1] === null : t.startsAfterGap;
     const last = starts.length > 0 ? seqs[starts[starts.length - 1].seq].state : null;
-    const ran = starts.reduce((a, s) => a + s.count, 0);
-    counts.rows += ran;
-    counts.gated += frames.length - ran;
-    t.settle(p, lastGated, lastGated ? null : last);
+    t.settle(p, last);
   }
   return counts;
 }
