@@ -4,7 +4,9 @@
 // (src/inference/live.ts: ticks at least LIVE_TICK_MS = 2 ms apart, each with every stream's waiting chunks). A tick
 // runs the streams' chains (LiveHost, the live worker's code: batched DTLN, PCM edges, dither) and then, on the same
 // ticks, each VAD variant (VadBatch on the chain's output and its input). CPU (process.cpuUsage, all threads: ONNX
-// Runtime's too) is summed per part; the audio is the call mixtures (vad-mix.ts), about half of it pauses.
+// Runtime's too) is taken over whole passes (the chain over every tick, then each VAD variant over the same ticks),
+// not per tick: each reading costs µs of its own (a profile put 8 % of the VAD-only harness in it), a bias on the
+// small parts. The audio is the call mixtures (vad-mix.ts), about half of it pauses.
 import * as ort from 'onnxruntime-node';
 import { decodeFrames, encodeInt16 } from '../../src/dsp/pcm';
 import { LiveHost } from '../../src/inference/live-host';
@@ -36,6 +38,11 @@ export interface LiveCostResult {
   ticks: number;
 }
 
+/** 16-bit PCM bytes as floats. */
+function s16(bytes: Uint8Array): Float32Array {
+  return decodeFrames(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), { format: 's16', channels: 1, blockAlign: 2 })[0];
+}
+
 function cpuMs(): number {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
@@ -43,7 +50,7 @@ function cpuMs(): number {
 
 /**
  * `rounds` rounds of `seconds` simulated seconds of `streams` streams; every round opens fresh streams on the same
- * clips (stream i plays clip i mod clips, from a seeded offset), and the variants take turns going first in a tick.
+ * clips (stream i plays clip i mod clips, from a seeded offset), and the variants' order turns from round to round.
  */
 export async function liveVadCost(
   modelsDir: string,
@@ -61,19 +68,16 @@ export async function liveVadCost(
   for (let round = 0; round < opts.rounds; round++) {
     const rnd = seeded(1000 + round);
     const host = new LiveHost(graphs);
-    const batches = variants.map((v) => new VadBatch(v.session, v.batch));
     const streams = Array.from({ length: opts.streams }, (_, i) => {
       const clip = clips[i % clips.length];
       host.open({ streamId: i, model: 'nsm-2', channels: 1, sampleRate: RATE, encoding: 'pcm_s16le', attenuationLimitDb: 0 });
-      variants.forEach((v, k) => batches[k].open(i, { vad: VAD_DEFAULTS, rate: RATE, channels: 1, gate: v.gate }));
       return { clip, at: Math.floor(rnd() * clip.length), phase: rnd() * 20, sent: 0 };
     });
+    // The ticks' items, made before anything is timed: per tick its time and each stream's bytes.
     const total = (opts.seconds * 1000) / 20;
-    let chainCpu = 0;
-    const vadCpu = new Float64Array(variants.length);
-    for (let t = opts.tickMs; ; t += opts.tickMs) {
+    const ticksOf: Array<{ t: number; items: LiveItem[] }> = [];
+    for (let t = opts.tickMs; streams.some((s) => s.sent < total); t += opts.tickMs) {
       const items: LiveItem[] = [];
-      const inputs: Float32Array[] = [];
       streams.forEach((s, id) => {
         // The chunks this stream finished sending by time t (more than one when tickMs > 20: sent as one item, as the
         // pool packs a stream's waiting chunks).
@@ -86,36 +90,29 @@ export async function liveVadCost(
         s.sent += n;
         const bytes = encodeInt16([x]);
         items.push({ streamId: id, bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), end: false });
-        inputs.push(decodeFrames(bytes, { format: 's16', channels: 1, blockAlign: 2 })[0]);
       });
-      if (items.length === 0) {
-        if (streams.every((s) => s.sent >= total)) break;
-        continue;
-      }
-      const c0 = cpuMs();
-      const out = await host.tick(items);
-      chainCpu += cpuMs() - c0;
-      ticks++;
-      const chunks: VadChunk[] = out.map((r, k) => ({
-        id: r.streamId,
-        input: [inputs[k]],
-        output: decodeFrames(Buffer.from(r.bytes.buffer, r.bytes.byteOffset, r.bytes.byteLength), { format: 's16', channels: 1, blockAlign: 2 }),
-      }));
-      for (let j = 0; j < variants.length; j++) {
-        const k = (j + ticks) % variants.length;
-        const v0 = cpuMs();
-        await batches[k].tick(chunks, t);
-        vadCpu[k] += cpuMs() - v0;
-      }
+      if (items.length > 0) ticksOf.push({ t, items });
     }
-    const streamSeconds = opts.streams * opts.seconds;
-    chain.push(chainCpu / streamSeconds);
-    variants.forEach((v, k) => {
-      vad[v.name].push(vadCpu[k] / streamSeconds);
-      runs[v.name] = (runs[v.name] ?? 0) + batches[k].stats.runs;
-      rows[v.name] = (rows[v.name] ?? 0) + batches[k].stats.rows;
-      gated[v.name] = (gated[v.name] ?? 0) + batches[k].stats.gated;
-    });
+    ticks += ticksOf.length;
+    // The chain, every tick in turn, timed as a whole; then its outputs (and the inputs) as the VAD's chunks.
+    const inputs = ticksOf.map(({ items }) => items.map((it) => s16(it.bytes)));
+    const c0 = cpuMs();
+    const outputs: LiveItem[][] = [];
+    for (const { items } of ticksOf) outputs.push(await host.tick(items));
+    chain.push((cpuMs() - c0) / (opts.streams * opts.seconds));
+    const chunks: VadChunk[][] = outputs.map((out, k) => out.map((r, j) => ({ id: r.streamId, input: [inputs[k][j]], output: [s16(r.bytes)] })));
+    // Each VAD variant over the same ticks, timed as a whole; the order turns from round to round.
+    for (let j = 0; j < variants.length; j++) {
+      const v = variants[(j + round) % variants.length];
+      const batch = new VadBatch(v.session, v.batch);
+      for (let i = 0; i < opts.streams; i++) batch.open(i, { vad: VAD_DEFAULTS, rate: RATE, channels: 1, gate: v.gate });
+      const v0 = cpuMs();
+      for (let k = 0; k < ticksOf.length; k++) await batch.tick(chunks[k], ticksOf[k].t);
+      vad[v.name].push((cpuMs() - v0) / (opts.streams * opts.seconds));
+      runs[v.name] = (runs[v.name] ?? 0) + batch.stats.runs;
+      rows[v.name] = (rows[v.name] ?? 0) + batch.stats.rows;
+      gated[v.name] = (gated[v.name] ?? 0) + batch.stats.gated;
+    }
   }
   const ratio: LiveCostResult['ratio'] = {};
   for (const v of variants) {

@@ -344,6 +344,29 @@ async function costs(
   }
   log('\nVAD CPU µs per stream-frame (32 ms, FFT front end + graph), one frame per run, 3 alternating rounds:');
   for (const [k, v] of Object.entries(perFrame)) log(`  ${k}: ${v.map((u) => u.toFixed(1)).join(' / ')}`);
+  // Files: one stream, whole chunks (speech_segments / trim_silence), the gate on; next to nsm-2's file chain.
+  const engine = await createInferenceEngine({ ...loadConfig(), workers: 1 }, { warmUp: false });
+  const files: Record<'chain' | 'vad', number[]> = { chain: [], vad: [] };
+  try {
+    const audio = calls.slice(0, 2).reduce((a, b) => Float32Array.from([...a, ...b]));
+    const den = await denoise(engine, audio);
+    const seconds = audio.length / RATE;
+    for (let round = 0; round < 6; round++) {
+      for (const which of round % 2 ? (['vad', 'chain'] as const) : (['chain', 'vad'] as const)) {
+        const t0 = cpuMs();
+        if (which === 'chain') await denoise(engine, audio);
+        else await shipped(dense, audio, den);
+        files[which].push((cpuMs() - t0) / seconds);
+      }
+    }
+  } finally {
+    await engine.close();
+  }
+  const fileRatio = bootstrapRatio(files.chain, files.vad);
+  log(
+    `Files (one stream, 1 s chunks of the chain, the VAD on the whole output): nsm-2 chain ${files.chain.map((v) => v.toFixed(2)).join(' / ')} ms, ` +
+      `VAD with the gate ${files.vad.map((v) => v.toFixed(2)).join(' / ')} ms per audio second; VAD / chain ${fmt({ mean: fileRatio.ratio, lo: fileRatio.lo, hi: fileRatio.hi })}`,
+  );
   const every = { minRows: 1, maxWaitMs: 0 };
   const variants: VadVariant[] = [
     { name: 'Conv graph, every frame, run every tick', session: conv, batch: every, gate: false },
@@ -369,7 +392,7 @@ async function costs(
   }
   const conv64 = perFrame['conv, 64 streams per run'];
   const dense64 = perFrame['dense, 64 streams per run'];
-  return { us_per_stream_frame: perFrame, dense_over_conv_64: bootstrapRatio(conv64, dense64), live };
+  return { us_per_stream_frame: perFrame, dense_over_conv_64: bootstrapRatio(conv64, dense64), files: { ms_per_audio_s: files, ratio: fileRatio }, live };
 }
 
 if (require.main === module) {
