@@ -12,7 +12,7 @@ import { DtlnGraphs } from './dtln';
 import { PcmEdges } from './pcm-edges';
 import { loadGraphs } from './sessions';
 import { LiveHost } from './live-host';
-import { AlignedStream } from './stream';
+import { AlignedStream, dryMixForLimit } from './stream';
 import { lowerThisThread, threadId, type ThreadPriority } from './thread-priority';
 import { concatAll } from '../dsp/concat';
 import { loadVadSession } from '../vad/silero';
@@ -86,7 +86,10 @@ async function handle(msg: ToWorker): Promise<void> {
     case 'open': {
       const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand });
       const meter = (): LoudnessMeter => new LoudnessMeter(chain.sampleRate, msg.channels);
-      const speech = msg.speech ? new SpeechTrack(await vad(), msg.speech, chain.sampleRate, msg.channels) : null;
+      // The VAD's gate compares the output with the input it lines up with (the denoiser's own output: the limit's mix undone).
+      const speech = msg.speech
+        ? new SpeechTrack(await vad(), msg.speech, chain.sampleRate, msg.channels, { withInput: true, dryMix: dryMixForLimit(msg.attenuationLimitDb) })
+        : null;
       streams.set(msg.streamId, {
         stream: new AlignedStream(chain, msg.attenuationLimitDb),
         meters: msg.measureLoudness ? { input: meter(), output: meter() } : null,
@@ -109,7 +112,10 @@ async function handle(msg: ToWorker): Promise<void> {
         if (!pcm) throw new Error(`stream ${msg.streamId} was not opened for PCM`);
         input = pcm.decode(msg.bytes);
       }
-      if (input) meters?.input.push(input); // before the chain, which may reuse the arrays
+      if (input) {
+        meters?.input.push(input); // before the chain, which may reuse the arrays
+        speech?.input(input);
+      }
       let raw = input ? await stream.push(input) : await stream.end();
       if (speech) {
         alignedMeter?.push(raw);
