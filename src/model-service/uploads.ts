@@ -158,7 +158,13 @@ function uploadError(kind: EndpointKind, limits: UploadLimits, err: unknown): un
         if (err.field === expected) {
           return badRequest(`only one "file" per call; send several files to /denoise/batch as repeated "files"`);
         }
-        if (err.field === ECHO_REFERENCE_FIELD && kind === 'single') return badRequest(`only one "${ECHO_REFERENCE_FIELD}" per call`);
+        if (err.field === ECHO_REFERENCE_FIELD) {
+          return badRequest(
+            kind === 'single'
+              ? `only one "${ECHO_REFERENCE_FIELD}" per call`
+              : `"${ECHO_REFERENCE_FIELD}" is not taken by /denoise/batch: send each file with its reference to /denoise, or as a job`,
+          );
+        }
         return badRequest(`unexpected file field "${err.field ?? ''}"; send the audio as "${expected}"`);
       default:
         return badRequest(`malformed form data: ${err.message}`);
@@ -210,9 +216,6 @@ export function receiveUpload(
     },
     fileFilter: (fileReq, file, cb) => {
       try {
-        if (file.fieldname === ECHO_REFERENCE_FIELD && kind === 'batch') {
-          throw badRequest(`"${ECHO_REFERENCE_FIELD}" is not taken by /denoise/batch: send each file with its reference to /denoise, or as a job`);
-        }
         if (file.fieldname !== expected && !(kind === 'single' && file.fieldname === ECHO_REFERENCE_FIELD)) {
           throw badRequest(`unexpected file field "${file.fieldname}"; send the audio as "${expected}"${kind === 'single' ? ` (and the echo reference as "${ECHO_REFERENCE_FIELD}")` : ''}`);
         }

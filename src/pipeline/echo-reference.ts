@@ -24,11 +24,12 @@ export function referenceError(err: unknown): unknown {
 
 const seconds = (s: number): string => `${Math.round(s * 100) / 100} s`;
 
-/** 400: a reference whose length does not go with the input's (both in seconds). */
-function checkLengths(referenceS: number, inputS: number, slack: number): void {
+/** 400: a reference whose length does not go with the input's (both in seconds; `cut`: decoding stopped, it is longer). */
+function checkLengths(referenceS: number, inputS: number, slack: number, cut = false): void {
   if (referenceS > inputS + REFERENCE_MAX_EXTRA_S + slack) {
+    const length = cut ? `more than ${seconds(inputS + REFERENCE_MAX_EXTRA_S)}` : seconds(referenceS);
     throw new AudioInputError(
-      `echo_reference is longer than the file by more than ${REFERENCE_MAX_EXTRA_S} s (${seconds(referenceS)} against ${seconds(inputS)}); ` +
+      `echo_reference is longer than the file by more than ${REFERENCE_MAX_EXTRA_S} s (${length} against ${seconds(inputS)}); ` +
         `its timeline starts with the file's: send the far end's track of the same call`,
       400,
     );
@@ -139,7 +140,7 @@ export class ReferenceTrack {
       }
       this.closed = true;
     }
-    checkLengths(this.decoded / this.rate, inputFrames / this.rate, 0);
+    checkLengths(this.decoded / this.rate, inputFrames / this.rate, 0, tooLong);
   }
 
   /** Stops its decoder; safe to call repeatedly. */
