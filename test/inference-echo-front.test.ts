@@ -89,6 +89,7 @@ describe('echo front', () => {
     late.fill(0, 0, 3 * rate);
     const lateOut = await run(new EchoFront(1, rate), scene.mic, late, [rate]);
     expect(sameBits(lateOut.subarray(0, 2.9 * rate), scene.mic.subarray(0, 2.9 * rate))).toBe(true);
+    expect(sameBits(await run(new EchoFront(1, rate), scene.mic, late, [997, 6000, 128]), lateOut)).toBe(true);
     expect(db(energy(scene.mic, 7 * rate), energy(lateOut, 7 * rate))).toBeGreaterThan(15);
   });
 

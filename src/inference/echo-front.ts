@@ -17,7 +17,6 @@ import { AEC_HOP, AEC_LATENCY, AEC_SAMPLE_RATE, EchoCanceller } from '../dsp/aec
 import { concatAll } from '../dsp/concat';
 import { FullBandChain } from './fullband';
 import { AlignedStream, type ChainProcessor } from './stream';
-import { BLOCK } from './dtln';
 import type { EchoReport } from './types';
 
 /** The canceller as a 16 kHz chain stage: microphone channels and the reference in, microphone channels out. */
@@ -65,17 +64,15 @@ export class EchoStage implements ChainProcessor {
       pos += take;
       this.fed += take;
       if (!this.active && this.fed % AEC_HOP === 0 && this.aec.stats().referenceActive) {
-        // Hop h = fed / HOP - 1 started the canceller: the outputs of hops before it are input hops before h - 1.
+        // Hop h = fed / HOP - 1 started the canceller: the outputs of the hops before it (output samples before
+        // h * HOP) are the microphone itself, i.e. its input samples before h * HOP - LATENCY.
         this.active = true;
-        this.exactInput = Math.max(0, this.fed - 2 * AEC_HOP);
+        this.exactInput = Math.max(0, this.fed - AEC_HOP - AEC_LATENCY);
       }
     }
     return parts.length === 1 ? parts[0] : mic.map((_, c) => concatAll(parts.map((p) => p[c])));
   }
 }
-
-/** 48 kHz samples before the exact stretch's end that may already depend on the canceller's changed output. */
-const EXACT_MARGIN_48K = 3 * BLOCK;
 
 /**
  * The aligned echo-free microphone: push() takes the microphone channels and the reference (last), both at the
@@ -124,14 +121,21 @@ export class EchoFront {
     return this.exact(await this.aligned.end());
   }
 
-  /** 48 kHz: the output within the exact stretch replaced by the input itself. */
+  /**
+   * 48 kHz: the output within the exact stretch replaced by the input itself. The stretch ends where the canceller's
+   * output stops being the microphone (3 × its 16 kHz index): the band split's output there already depends on a
+   * little of what comes after it (the interpolator's half length, the probe's 3 hops ahead), so the first few ms
+   * after the reference starts are the input too. Ending it there, not earlier, keeps the output independent of the
+   * chunking: an output sample before it can be returned before the canceller's start is known, and is then always
+   * the input; one after it depends on that start, so it is returned only once the start is known.
+   */
   private exact(out: Float32Array[]): Float32Array[] {
     const len = out[0].length;
     const pending = this.pendingMic;
     if (!pending) return out;
     const start = this.outCount;
     this.outCount += len;
-    const limit = this.stage.exactUntil === Infinity ? Infinity : Math.max(0, this.factor * this.stage.exactUntil - EXACT_MARGIN_48K);
+    const limit = this.factor * this.stage.exactUntil;
     const copy = Math.max(0, Math.min(len, limit - start));
     const result = out.map((ch, c) => {
       if (copy === 0) return ch;
