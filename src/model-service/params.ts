@@ -68,7 +68,8 @@ export function parseDenoiseParams(
     if (name === FILE_FIELD[kind] || name === 'file' || name === 'files' || name === ECHO_REFERENCE_FIELD) {
       throw badRequest(`"${name}" must be a file part (multipart/form-data with a filename), not a text field`);
     }
-    throw badRequest(`unknown field "${name}"; accepted fields: ${FILE_FIELD[kind]}, ${COMMON_FIELDS.join(', ')}`);
+    const files = kind === 'single' ? `${FILE_FIELD[kind]}, ${ECHO_REFERENCE_FIELD}` : FILE_FIELD[kind];
+    throw badRequest(`unknown field "${name}"; accepted fields: ${files}, ${COMMON_FIELDS.join(', ')}`);
   }
 
   const modelRaw = single(fields, 'model');
