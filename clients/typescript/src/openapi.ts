@@ -1128,7 +1128,7 @@ export interface operations {
                     trim_silence_max_pause_s?: number;
                     /**
                      * @description With speech_segments or trim_silence only: the speech probability that starts speech; it continues while the probability stays at or above vad_threshold - 0.15.
-                     * @default 0.5
+                     * @default 0.7
                      */
                     vad_threshold?: number;
                     /**
@@ -1258,7 +1258,7 @@ export interface operations {
                     trim_silence_max_pause_s?: number;
                     /**
                      * @description With speech_segments or trim_silence only: the speech probability that starts speech; it continues while the probability stays at or above vad_threshold - 0.15.
-                     * @default 0.5
+                     * @default 0.7
                      */
                     vad_threshold?: number;
                     /**
@@ -1701,7 +1701,7 @@ export interface operations {
                     trim_silence_max_pause_s?: number;
                     /**
                      * @description With speech_segments or trim_silence only: the speech probability that starts speech; it continues while the probability stays at or above vad_threshold - 0.15.
-                     * @default 0.5
+                     * @default 0.7
                      */
                     vad_threshold?: number;
                     /**
