@@ -140,7 +140,8 @@ function noneTook(notTaken: NotTaken[], replicas: ModelServiceReplicas): Error {
   // job's attempts, as for busy replicas; a job must not fail because the service was down for a minute.
   if (notTaken.every((n) => n.error instanceof ModelServiceUnreachable)) {
     const why = notTaken.map((n) => `${n.upstream.label}: ${n.error.message}`).join('; ');
-    return new ModelServiceBusy(Math.max(UNREACHABLE_RETRY_MS, replicas.breakerWaitMs()), `no model service reachable (${why})`);
+    // Not the breakers' wait: with none open that is their whole cooldown (30 s), and the ones tried here were closed.
+    return new ModelServiceBusy(UNREACHABLE_RETRY_MS, `no model service reachable (${why})`);
   }
   if (notTaken.length === 1) return notTaken[0].error;
   return new ModelServiceFailed(notTaken.map((n) => `${n.upstream.label}: ${n.error.message}`).join('; '));
