@@ -5,8 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { openJobStore } from '../src/jobs/queue/store';
-import type { JobStore } from '../src/jobs/types';
+import { openJobStore } from '../src/store/jobs';
+import type { JobStore } from '../src/store/jobs/types';
 import { gatewayDbPath, openSqliteStore } from '../src/store/sqlite-store';
 import type { GatewayStore, RequestLogEntry } from '../src/store/types';
 

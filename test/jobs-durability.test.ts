@@ -7,7 +7,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
 import { openSqliteStore } from '../src/store/sqlite-store';
-import { openSqliteJobStore } from '../src/jobs/queue/store/sqlite';
+import { openSqliteJobStore } from '../src/store/jobs/sqlite';
 import type { JobView } from '../src/jobs/views';
 import { eventually, rawRequest, testConfig, wavInfo } from './service-helpers';
 import { LONG_S, makeLongWav, until } from './jobs-helpers';

@@ -19,7 +19,7 @@ import type { Config } from '../config';
 import { describeStore, migrateStore } from '../store';
 import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
 import { usePrivateUmask } from '../startup/private-files';
-import { gatewayDbPath } from '../store/sqlite-store';
+import { gatewayDbPath } from '../db/paths';
 import { dataDirFromArgs, flag, parseCommandLine, usageLine, UsageError, type OptionSpec } from './args';
 import { watchForNewDatabase } from './databases';
 import { backupSqlite, backupsInProgress, CommandError, restoreSqlite } from './db-backup';

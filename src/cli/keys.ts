@@ -4,7 +4,7 @@ import type { Config } from '../config';
 import { limitsFor } from '../gateway/plans';
 import { parseIpRule } from '../http/ip';
 import { DEFAULT_KEY_SCOPES, knownScopes } from '../gateway/routes';
-import { openJobStore } from '../jobs/queue/store';
+import { openJobStore } from '../store/jobs';
 import { newWebhookSecret } from '../jobs/outbound/webhooks';
 import { openStore } from '../store';
 import { usePrivateUmask } from '../startup/private-files';

@@ -1,13 +1,16 @@
-// Where the job queue's two engines differ, and nowhere else: the store (./queue-store.ts) is written once, with SQL
-// that both SQLite and PostgreSQL accept, `@name` placeholders, and these dialect pieces for the rest:
+// Where SQLite and PostgreSQL differ, and nowhere else: both stores (src/store/gateway, src/store/jobs) are written
+// once, with SQL that both engines accept, `@name` placeholders, and these dialect pieces for the rest:
 //   placeholders  SQLite binds `@name` itself; PostgreSQL gets `$1, $2, …` (toPositional)
-//   times         SQLite INTEGER ms since the epoch; PostgreSQL timestamptz (Date)
-//   JSON          bound as text on both; read back as text (SQLite) or already parsed (jsonb)
-//   row locks     PostgreSQL locks the rows it reads in a transaction (FOR UPDATE, SKIP LOCKED for claims) and the
-//                 per-workspace job cap under an advisory lock; SQLite's BEGIN IMMEDIATE holds the whole file instead
-//   JSON update   json_set / jsonb_set; JSON fields read in SQL: json_extract / ->>
-// Upserts (ON CONFLICT … DO UPDATE/NOTHING), RETURNING and row values are the same on both. The store binds the
-// caller's clock for every time it writes, so there is no now() to translate; there are no boolean columns.
+//   times         epoch-ms columns: SQLite INTEGER, PostgreSQL timestamptz (Date); ISO columns: SQLite TEXT as
+//                 written, PostgreSQL timestamptz (read back as toISOString())
+//   JSON          bound as text on both; read back as text (SQLite) or already parsed (jsonb); fields read in SQL:
+//                 json_extract / ->>; set: json_set / jsonb_set
+//   row locks     PostgreSQL locks the rows it reads in a transaction (FOR UPDATE, SKIP LOCKED for claims) and takes
+//                 advisory locks; SQLite's BEGIN IMMEDIATE holds the whole file instead
+//   functions     MAX(a, b) / GREATEST(a, b), the UTC day of a time, the column that orders rows as inserted
+// Upserts (ON CONFLICT … DO UPDATE/NOTHING), RETURNING (also of DELETE), CAST(… AS bigint) and row values are the
+// same on both. The stores bind the caller's clock for every time they write, so there is no now() to translate;
+// there are no boolean columns. Numbers come back from PostgreSQL's bigint columns as text: read them with Number().
 
 export type Params = Record<string, unknown>;
 export type Row = Record<string, unknown>;
@@ -19,7 +22,7 @@ export interface Sql {
   run(sql: string, params?: Params): Promise<number>;
 }
 
-/** An open job database. */
+/** An open database (./sqlite.ts, ./postgres.ts). */
 export interface SqlDatabase extends Sql {
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
@@ -28,51 +31,68 @@ export interface SqlDatabase extends Sql {
 
 export interface Dialect {
   readonly name: 'sqlite' | 'postgres';
-  /** A time (ms since the epoch) as bound. */
+  /** A time (ms since the epoch) as bound to an epoch-ms column. */
   time(ms: number): unknown;
-  /** A stored time as ms since the epoch. */
+  /** A stored epoch-ms column's time as ms since the epoch. */
   readTime(value: unknown): number;
+  /** A stored ISO column's time as an ISO string (SQLite: the text as written). */
+  readIso(value: unknown): string;
   /** A stored JSON value, parsed. */
   readJson(value: unknown): unknown;
   /** Appended to a SELECT inside a transaction that goes on to change the rows it read. */
   forUpdate: string;
   /** Appended to the SELECT of a claim: rows another process is claiming are skipped, not waited for. */
   skipLocked(table?: string): string;
-  /** Run first in the transaction that checks and creates a workspace's jobs (param @key); null: not needed. */
-  workspaceLock: string | null;
-  /** Sets input.bytes to @bytes. */
-  setInputBytes: string;
-  /** True for a row (of table alias `t`) whose input is a URL not fetched yet. */
-  needsFetch(t: string): string;
+  /** A statement run first in a transaction to serialise it with others of the same `@param` (null: not needed). */
+  advisoryLock(param: string): string | null;
+  /** A JSON field of a column, as SQL text (numbers and strings compare as written). */
+  jsonField(column: string, field: string): string;
+  /** The column's JSON with `field` set to the number `@param`. */
+  jsonSetNumber(column: string, field: string, param: string): string;
+  /** The larger of two SQL numbers. */
+  greatest(a: string, b: string): string;
+  /** 'YYYY-MM-DD' (UTC) of an ISO time column. */
+  utcDay(column: string): string;
+  /** The column that orders a table's rows as inserted (SQLite's rowid; the PostgreSQL tables here have `seq`). */
+  insertOrder: string;
 }
 
 export const SQLITE: Dialect = {
   name: 'sqlite',
   time: (ms) => ms,
   readTime: (value) => Number(value),
+  readIso: (value) => value as string,
   readJson: (value) => JSON.parse(value as string),
   forUpdate: '',
   skipLocked: () => '',
-  workspaceLock: null,
-  setInputBytes: `json_set(input, '$.bytes', @bytes)`,
-  needsFetch: (t) => `(json_extract(${t}.input, '$.source') = 'url' AND json_extract(${t}.input, '$.bytes') IS NULL)`,
+  advisoryLock: () => null,
+  jsonField: (column, field) => `json_extract(${column}, '$.${field}')`,
+  jsonSetNumber: (column, field, param) => `json_set(${column}, '$.${field}', @${param})`,
+  greatest: (a, b) => `MAX(${a}, ${b})`,
+  utcDay: (column) => `substr(${column}, 1, 10)`,
+  insertOrder: 'rowid',
 };
 
 export const POSTGRES: Dialect = {
   name: 'postgres',
   time: (ms) => new Date(ms),
   readTime: (value) => (value as Date).getTime(),
+  readIso: (value) => (value as Date).toISOString(),
   readJson: (value) => value,
   forUpdate: 'FOR UPDATE',
   skipLocked: (table) => `FOR UPDATE${table ? ` OF ${table}` : ''} SKIP LOCKED`,
-  workspaceLock: 'SELECT pg_advisory_xact_lock(hashtextextended(@key, 0))',
-  setInputBytes: `jsonb_set(input, '{bytes}', to_jsonb(@bytes::bigint))`,
-  needsFetch: (t) => `(${t}.input->>'source' = 'url' AND ${t}.input->>'bytes' IS NULL)`,
+  advisoryLock: (param) => `SELECT pg_advisory_xact_lock(hashtextextended(@${param}, 0))`,
+  jsonField: (column, field) => `${column}->>'${field}'`,
+  jsonSetNumber: (column, field, param) => `jsonb_set(${column}, '{${field}}', to_jsonb(@${param}::bigint))`,
+  greatest: (a, b) => `GREATEST(${a}, ${b})`,
+  utcDay: (column) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
+  insertOrder: 'seq',
 };
 
 /** A nullable time as bound / read. */
 export const timeOrNull = (d: Dialect, ms: number | null): unknown => (ms === null ? null : d.time(ms));
 export const readTimeOrNull = (d: Dialect, value: unknown): number | null => (value === null ? null : d.readTime(value));
+export const readIsoOrNull = (d: Dialect, value: unknown): string | null => (value === null ? null : d.readIso(value));
 export const readJsonOrNull = (d: Dialect, value: unknown): unknown => (value === null ? null : d.readJson(value));
 
 /** `@name` placeholders → PostgreSQL's `$n` (a name used twice is one parameter) and the names in `$n` order. */

@@ -1,8 +1,8 @@
 // GatewayStore on embedded SQLite (better-sqlite3). WAL mode + busy_timeout let the server
 // and the keys CLI use the same DATA_DIR/gateway.db at the same time.
-import path from 'node:path';
 import type { Config } from '../config';
 import type { MigrationResult } from '../db/migrations';
+import { gatewayDbPath } from '../db/paths';
 import { applySqliteMigrations, openSqliteFile } from '../db/sqlite';
 import {
   checkCustomLimit,
@@ -22,10 +22,7 @@ import { displayPrefix, generateToken, hashToken } from './tokens';
 
 export { PLAN_IDS, isPlanId } from './common';
 
-/** Path of the database file inside DATA_DIR. */
-export function gatewayDbPath(config: Pick<Config, 'dataDir'>): string {
-  return path.join(config.dataDir, 'gateway.db');
-}
+export { gatewayDbPath };
 
 /** Opens (creating when missing) DATA_DIR/gateway.db, applies pending migrations and closes it again. */
 export function migrateSqlite(config: Pick<Config, 'dataDir'>): MigrationResult {

@@ -5,7 +5,8 @@ import type { GatewayStore } from '../../store/types';
 import type { JobFiles } from '../queue/files';
 import type { JobMetrics } from '../metrics';
 import { settleRefund } from '../queue/housekeeping';
-import type { JobRecord, JobStore, JobsLog } from '../types';
+import type { JobRecord, JobStore } from '../../store/jobs/types';
+import type { JobsLog } from '../log';
 
 export interface CancelDeps {
   store: JobStore;

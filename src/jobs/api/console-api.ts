@@ -8,7 +8,8 @@ import type { GatewayStore } from '../../store/types';
 import type { JobFiles } from '../queue/files';
 import type { JobMetrics } from '../metrics';
 import { cancelJob } from './cancel';
-import { isJobStatus, type JobStore, type JobsLog } from '../types';
+import { isJobStatus, type JobStore } from '../../store/jobs/types';
+import type { JobsLog } from '../log';
 import { decodeCursor, deliveryView, encodeCursor, jobView } from '../views';
 import { newWebhookSecret } from '../outbound/webhooks';
 

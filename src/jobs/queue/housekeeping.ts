@@ -6,7 +6,8 @@ import { creditPeriod, type GatewayStore } from '../../store/types';
 import { crashPoint } from '../crash-point';
 import type { JobMetrics } from '../metrics';
 import { deliveryFor, DELIVERY_HISTORY_MS, type WebhookDispatcher } from '../outbound/webhooks';
-import type { JobRecord, JobStore, JobsLog } from '../types';
+import type { JobRecord, JobStore } from '../../store/jobs/types';
+import type { JobsLog } from '../log';
 import { writerGone, type JobFiles } from './files';
 
 export const HOUSEKEEPING_MS = 5_000;

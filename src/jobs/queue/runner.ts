@@ -19,7 +19,8 @@ import { InsufficientStorageError, type DiskBudget } from '../../storage/disk-bu
 import type { JobMetrics } from '../metrics';
 import { ModelServiceBusy, ModelServiceRejected, streamJob } from './model-client';
 import { downloadToFile, FetchFailedError, type SafeHttpOptions } from '../outbound/safe-http';
-import type { ClaimKind, JobError, JobRecord, JobStore, JobsLog } from '../types';
+import type { ClaimKind, JobError, JobRecord, JobStore } from '../../store/jobs/types';
+import type { JobsLog } from '../log';
 import { UrlNotAllowedError, parseUserUrl } from '../outbound/url-guard';
 import { videoExtensionOf } from '../../video';
 import { deliveryFor, type WebhookDispatcher } from '../outbound/webhooks';

@@ -1,11 +1,11 @@
 // Opens the job queue the configuration selects: SQLite in DATA_DIR/jobs.db by default (nothing else to run), or
 // PostgreSQL when DATABASE_URL is set (the same database as the gateway store; several gateway processes share the
 // queue). Both apply their own numbered migrations (./migrations) when opened; the store is written once
-// (./queue-store.ts) with the engines' differences in ./dialect.ts.
-import type { Config } from '../../../config';
-import type { JobStore } from '../../types';
+// (./store.ts) with the engines' differences in src/db/dialect.ts.
+import type { Config } from '../../config';
 import { openPostgresJobStore } from './postgres';
 import { openSqliteJobStore } from './sqlite';
+import type { JobStore } from './types';
 
 export type JobStoreConfig = Pick<Config, 'dataDir'> & Partial<Pick<Config, 'databaseUrl' | 'databasePoolSize'>>;
 

@@ -1,7 +1,7 @@
 // Rows of the job tables (jobs, webhook_deliveries) as either engine returns them, mapped to the queue contract's
 // records; times and JSON are read through the engine's dialect.
-import type { DeliveryRecord, JobRecord } from '../../types';
-import { readJsonOrNull, readTimeOrNull, type Dialect, type Row } from './dialect';
+import { readJsonOrNull, readTimeOrNull, type Dialect, type Row } from '../../db/dialect';
+import type { DeliveryRecord, JobRecord } from './types';
 
 export function toJob(d: Dialect, row: Row): JobRecord {
   return {

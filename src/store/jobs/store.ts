@@ -1,11 +1,12 @@
-// The JobStore, written once for both engines (./sqlite.ts, ./postgres.ts open the database; ./dialect.ts holds what
-// differs). Every state change is one statement or one transaction, and every change a runner makes is fenced by its
-// lease (WHERE lease_owner = @owner), so processes sharing the queue never step on each other: on PostgreSQL claims
-// skip rows other runners hold (SKIP LOCKED) and the per-workspace cap is checked under an advisory lock; on SQLite
-// a transaction holds the file's write lock.
-import type { ClaimKind, DeliveryAttempt, DeliveryFactory, JobListQuery, JobOutcome, JobStore, NewDelivery, NewJob } from '../../types';
-import { timeOrNull, type Sql, type SqlDatabase } from './dialect';
+// The JobStore, written once for both engines (./sqlite.ts, ./postgres.ts open the database; src/db/dialect.ts holds
+// what differs). Every state change is one statement or one transaction, and every change a runner makes is fenced by
+// its lease (WHERE lease_owner = @owner), so processes sharing the queue never step on each other: on PostgreSQL
+// claims skip rows other runners hold (SKIP LOCKED) and the per-workspace cap is checked under an advisory lock; on
+// SQLite a transaction holds the file's write lock.
+import type { Dialect, Sql, SqlDatabase } from '../../db/dialect';
+import { timeOrNull } from '../../db/dialect';
 import { toDelivery, toJob } from './rows';
+import type { ClaimKind, DeliveryAttempt, DeliveryFactory, JobListQuery, JobOutcome, JobStore, NewDelivery, NewJob } from './types';
 
 const COUNT_ACTIVE = "SELECT COUNT(*) AS n FROM jobs WHERE workspace_id = @workspaceId AND status IN ('queued','running')";
 
@@ -16,8 +17,14 @@ const INSERT_DELIVERY = `INSERT INTO webhook_deliveries (id, workspace_id, job_i
 /** Rows per page of a list: 1..1000. */
 const pageSize = (limit: number): number => Math.min(Math.max(Math.trunc(limit), 1), 1000);
 
-export function createQueueStore(db: SqlDatabase): JobStore {
+/** True for a row (of table alias `t`) whose input is a URL not fetched yet. */
+const needsFetch = (d: Dialect, t: string): string =>
+  `(${d.jsonField(`${t}.input`, 'source')} = 'url' AND ${d.jsonField(`${t}.input`, 'bytes')} IS NULL)`;
+
+export function createJobStore(db: SqlDatabase): JobStore {
   const d = db.dialect;
+  /** Run first in the transaction that checks and creates a workspace's jobs (param @key); null: not needed. */
+  const workspaceLock = d.advisoryLock('key');
   const json = (value: unknown): string | null => (value === null || value === undefined ? null : JSON.stringify(value));
 
   const insertDelivery = async (sql: Sql, delivery: NewDelivery | null): Promise<void> => {
@@ -31,14 +38,14 @@ export function createQueueStore(db: SqlDatabase): JobStore {
 
   /** The SQL condition of a claim kind on table alias `t`. */
   const ofKind = (kind: ClaimKind, t: string): string =>
-    kind === 'fetch' ? d.needsFetch(t) : kind === 'ready' ? `NOT ${d.needsFetch(t)}` : 'TRUE';
+    kind === 'fetch' ? needsFetch(d, t) : kind === 'ready' ? `NOT ${needsFetch(d, t)}` : 'TRUE';
 
   let closed = false;
   const store: JobStore = {
     async createJob(job: NewJob, maxActive) {
       return db.transaction(async (tx) => {
         // Serialises creations per workspace (across processes) so the cap holds.
-        if (d.workspaceLock) await tx.all(d.workspaceLock, { key: `jobs:${job.workspaceId}` });
+        if (workspaceLock) await tx.all(workspaceLock, { key: `jobs:${job.workspaceId}` });
         const active = Number((await tx.all(COUNT_ACTIVE, { workspaceId: job.workspaceId }))[0].n);
         if (active >= maxActive) return { ok: false as const, active };
         const [row] = await tx.all(
@@ -122,7 +129,7 @@ export function createQueueStore(db: SqlDatabase): JobStore {
     },
     async setInputBytes(id, owner, bytes) {
       const changed = await db.run(
-        `UPDATE jobs SET input = ${d.setInputBytes} WHERE id = @id AND status = 'running' AND lease_owner = @owner`,
+        `UPDATE jobs SET input = ${d.jsonSetNumber('input', 'bytes', 'bytes')} WHERE id = @id AND status = 'running' AND lease_owner = @owner`,
         { id, owner, bytes },
       );
       return changed === 1;

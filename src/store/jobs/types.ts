@@ -1,10 +1,7 @@
 // The job queue's contract: one interface, several engines (SQLite in DATA_DIR/jobs.db by default, PostgreSQL when
 // DATABASE_URL is set). Everything a runner, the API handlers, the webhook dispatcher and the console need from the
 // queue goes through JobStore, so the engines are interchangeable and share one contract test suite.
-import type { OutputFormat } from '../audio/formats';
-
-/** Where the jobs modules log: one line, at a level (info when omitted). */
-export type JobsLog = (line: string, level?: 'info' | 'warn' | 'error') => void;
+import type { OutputFormat } from '../../audio/formats';
 
 export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'canceled'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];

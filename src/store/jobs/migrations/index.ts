@@ -1,6 +1,6 @@
 // The job tables' migration plans for the runner in src/db: versions recorded in jobs_schema_migrations (as in every
 // jobs.db and PostgreSQL database written so far), PostgreSQL replicas migrating under their own advisory lock.
-import type { MigrationPlan } from '../../../../db/migrations';
+import type { MigrationPlan } from '../../../db/migrations';
 import { POSTGRES_JOB_MIGRATIONS } from './postgres';
 import { SQLITE_JOB_MIGRATIONS } from './sqlite';
 

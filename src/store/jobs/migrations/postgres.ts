@@ -2,7 +2,7 @@
 // jobs_schema_migrations. Version N is the same change as version N in ./sqlite.ts (test/jobs-schema.test.ts compares
 // the resulting schemas). APPEND ONLY: never edit a migration that has shipped; add the next number at the end of
 // both lists.
-import type { Migration } from '../../../../db/migrations';
+import type { Migration } from '../../../db/migrations';
 
 export const POSTGRES_JOB_MIGRATIONS: Migration[] = [
   {

@@ -2,7 +2,7 @@
 // is the same change as version N in ./postgres.ts (test/jobs-schema.test.ts compares the resulting schemas).
 // APPEND ONLY: never edit a migration that has shipped; add the next number at the end of both lists.
 // Times are INTEGER ms since the epoch, JSON is TEXT (PostgreSQL: timestamptz, jsonb).
-import type { Migration } from '../../../../db/migrations';
+import type { Migration } from '../../../db/migrations';
 
 export const SQLITE_JOB_MIGRATIONS: Migration[] = [
   {
