@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 import { openSqliteJobStore } from '../src/store/jobs/sqlite';
 import type { JobView } from '../src/jobs/views';
 import { eventually, rawRequest, testConfig, wavInfo } from './service-helpers';

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { hashToken } from '../../src/store/tokens';
+import { hashToken } from '../../src/store/gateway/tokens';
 import type { Ctx, Tenant } from './context';
 import { multipart, sleep } from './http';
 import { childrenOf, kill9, startGateway, type Proc } from './procs';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Config } from '../config';
 import { databaseFiles } from '../db/paths';
-import { openSqliteStore } from '../store/sqlite-store';
+import { openSqliteStore } from '../store/gateway/sqlite';
 import { openJobStore } from '../store/jobs';
 import { PRIVATE_FILE_MODE } from '../startup/private-files';
 import { processAlive } from '../startup/process-alive';

@@ -8,8 +8,9 @@
 //   row locks     PostgreSQL locks the rows it reads in a transaction (FOR UPDATE, SKIP LOCKED for claims) and takes
 //                 advisory locks; SQLite's BEGIN IMMEDIATE holds the whole file instead
 //   functions     MAX(a, b) / GREATEST(a, b), the UTC day of a time, the column that orders rows as inserted
-// Upserts (ON CONFLICT … DO UPDATE/NOTHING), RETURNING (also of DELETE), CAST(… AS bigint) and row values are the
-// same on both. The stores bind the caller's clock for every time they write, so there is no now() to translate;
+//   types         PostgreSQL needs a parameter's type where nothing around it tells (`@limit::bigint`)
+// Upserts (ON CONFLICT … DO UPDATE/NOTHING), RETURNING (also of DELETE and of upserts) and row values are the same
+// on both. The stores bind the caller's clock for every time they write, so there is no now() to translate;
 // there are no boolean columns. Numbers come back from PostgreSQL's bigint columns as text: read them with Number().
 
 export type Params = Record<string, unknown>;
@@ -49,6 +50,8 @@ export interface Dialect {
   jsonField(column: string, field: string): string;
   /** The column's JSON with `field` set to the number `@param`. */
   jsonSetNumber(column: string, field: string, param: string): string;
+  /** A parameter given the SQL type PostgreSQL cannot infer from where it stands (SQLite binds it as it is). */
+  cast(param: string, type: 'bigint'): string;
   /** The larger of two SQL numbers. */
   greatest(a: string, b: string): string;
   /** 'YYYY-MM-DD' (UTC) of an ISO time column. */
@@ -68,6 +71,7 @@ export const SQLITE: Dialect = {
   advisoryLock: () => null,
   jsonField: (column, field) => `json_extract(${column}, '$.${field}')`,
   jsonSetNumber: (column, field, param) => `json_set(${column}, '$.${field}', @${param})`,
+  cast: (param) => `@${param}`,
   greatest: (a, b) => `MAX(${a}, ${b})`,
   utcDay: (column) => `substr(${column}, 1, 10)`,
   insertOrder: 'rowid',
@@ -84,6 +88,7 @@ export const POSTGRES: Dialect = {
   advisoryLock: (param) => `SELECT pg_advisory_xact_lock(hashtextextended(@${param}, 0))`,
   jsonField: (column, field) => `${column}->>'${field}'`,
   jsonSetNumber: (column, field, param) => `jsonb_set(${column}, '{${field}}', to_jsonb(@${param}::bigint))`,
+  cast: (param, type) => `@${param}::${type}`,
   greatest: (a, b) => `GREATEST(${a}, ${b})`,
   utcDay: (column) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
   insertOrder: 'seq',

@@ -15,7 +15,7 @@ import type { Forwarder } from '../gateway/types';
 import type { Logger } from '../logging';
 import type { Registry } from '../metrics';
 import { createJobMetrics } from './metrics';
-import type { GatewayStore } from '../store/types';
+import type { GatewayStore } from '../store/gateway/types';
 import { createJobsConsoleRouter, createJobsHandler } from './api';
 import { JobFiles, JobRunner } from './queue';
 import { openJobStore } from '../store/jobs';

@@ -12,7 +12,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { Config } from '../../config';
 import { safeBaseName } from '../../model-service/names';
-import type { GatewayStore } from '../../store/types';
+import type { GatewayStore } from '../../store/gateway/types';
 import type { ModelServiceReplicas } from '../../upstream/replicas';
 import type { JobFiles } from './files';
 import { InsufficientStorageError, type DiskBudget } from '../../storage/disk-budget';

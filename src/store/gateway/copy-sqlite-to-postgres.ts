@@ -6,9 +6,10 @@
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import type { PoolClient } from 'pg';
-import { createPool, inTransaction } from '../db/postgres';
-import { migratePostgres } from './postgres-store';
-import { gatewayDbPath, migrateSqlite } from './sqlite-store';
+import { gatewayDbPath } from '../../db/paths';
+import { createPool, inTransaction } from '../../db/postgres';
+import { migratePostgres } from './postgres';
+import { migrateSqlite } from './sqlite';
 
 export interface CopyCounts {
   workspaces: number;

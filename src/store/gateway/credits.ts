@@ -1,57 +1,152 @@
-// Credits across the job queue on the SQLite store (issue 35, item 12): gateway.db and jobs.db are two databases, so
-// a job's charge and refund cannot share a transaction with the job. A charge waiting for its job is a row of
-// credit_pending (written with the settle, removed once the job exists); a refund is applied once per job id
-// (credit_refunds), so replaying one after a crash gives nothing twice.
-import type Database from 'better-sqlite3';
-import type { GatewayStore, PendingCharge, PendingChargeRecord } from './types';
+// Credits of the gateway store: the conditional charge, and holds (reservations) of calls in flight. The check and
+// the change are one conditional upsert (`used + reserved + amount <= limit`, tested by the statement that adds, on
+// the row it locks), so however many threads, processes or PostgreSQL replicas charge at once, credits are never
+// overspent; a hold's row and its count change in one transaction. test/store-credit-race.test.ts shows why this
+// needs no synchronous transaction on SQLite, and what goes wrong when the check is a statement of its own.
+import type { Sql, SqlDatabase } from '../../db/dialect';
+import { newReservationId } from './common';
+import { writePendingCharge } from './credit-outbox';
+import { creditPeriod, type CreditReservation, type GatewayStore, type PendingCharge } from './types';
 
-type CreditOutbox = Pick<GatewayStore, 'confirmCharge' | 'pendingCharges' | 'refundOnce' | 'pruneRefunds'>;
+type Credits = Pick<
+  GatewayStore,
+  | 'chargeCredits'
+  | 'refundCredits'
+  | 'creditsUsed'
+  | 'reserveCredits'
+  | 'renewReservation'
+  | 'settleReservation'
+  | 'releaseReservation'
+  | 'reclaimExpiredReservations'
+  | 'creditsHeld'
+>;
 
-/** Records a pending charge; called inside the settle's transaction. */
-export function pendingChargeWriter(db: Database.Database): (p: PendingCharge, workspaceId: string, period: string, amount: number) => void {
-  const insert = db.prepare(
-    'INSERT OR REPLACE INTO credit_pending (key, workspace_id, period, amount, owner, created_at) VALUES (?, ?, ?, ?, ?, ?)',
-  );
-  return (p, workspaceId, period, amount) => void insert.run(p.key, workspaceId, period, amount, p.owner, Date.now());
-}
+export function credits(db: SqlDatabase): Credits {
+  const d = db.dialect;
+  const amount = d.cast('amount', 'bigint');
+  const limit = d.cast('limit', 'bigint');
+  // Inserts the period's row, or adds to it, only while the sum stays within the limit; no row back when it would not.
+  const CHARGE = `INSERT INTO credit_usage AS c (workspace_id, period, used, reserved)
+      SELECT @workspaceId, @period, ${amount}, 0 WHERE ${amount} <= ${limit}
+    ON CONFLICT (workspace_id, period)
+      DO UPDATE SET used = c.used + excluded.used WHERE c.used + c.reserved + excluded.used <= ${limit}
+    RETURNING used`;
+  const HOLD = `INSERT INTO credit_usage AS c (workspace_id, period, used, reserved)
+      SELECT @workspaceId, @period, 0, ${amount} WHERE ${amount} <= ${limit}
+    ON CONFLICT (workspace_id, period)
+      DO UPDATE SET reserved = c.reserved + excluded.reserved WHERE c.used + c.reserved + excluded.reserved <= ${limit}
+    RETURNING used, reserved`;
+  const LESS_RESERVED = `UPDATE credit_usage SET reserved = ${d.greatest('reserved - @amount', '0')}
+    WHERE workspace_id = @workspaceId AND period = @period`;
 
-export function sqliteCreditOutbox(db: Database.Database): CreditOutbox {
-  const stmt = {
-    confirm: db.prepare('DELETE FROM credit_pending WHERE key = ?'),
-    pending: db.prepare('SELECT * FROM credit_pending ORDER BY created_at LIMIT ?'),
-    record: db.prepare('INSERT INTO credit_refunds (key, workspace_id, period, amount, refunded_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING'),
-    refund: db.prepare('UPDATE credit_usage SET used = MAX(used - ?, 0) WHERE workspace_id = ? AND period = ?'),
-    prune: db.prepare('DELETE FROM credit_refunds WHERE refunded_at < ?'),
-  };
-  const refundTx = db.transaction((key: string, workspaceId: string, amount: number, period: string): boolean => {
-    const fresh = stmt.record.run(key, workspaceId, period, amount, Date.now()).changes === 1;
-    if (fresh) stmt.refund.run(amount, workspaceId, period);
-    stmt.confirm.run(key);
-    return fresh;
-  });
-  return {
-    async confirmCharge(key) {
-      stmt.confirm.run(key);
-    },
-    async pendingCharges(limit) {
-      const rows = stmt.pending.all(Math.max(1, Math.trunc(limit))) as Array<Record<string, string | number>>;
-      return rows.map(
-        (r): PendingChargeRecord => ({
-          key: String(r.key),
-          owner: String(r.owner),
-          workspaceId: String(r.workspace_id),
-          period: String(r.period),
-          amount: Number(r.amount),
-          createdAt: Number(r.created_at),
-        }),
+  async function usage(workspaceId: string, period: string): Promise<{ used: number; reserved: number }> {
+    const [row] = await db.all('SELECT used, reserved FROM credit_usage WHERE workspace_id = @workspaceId AND period = @period', {
+      workspaceId,
+      period,
+    });
+    return { used: Number(row?.used ?? 0), reserved: Number(row?.reserved ?? 0) };
+  }
+
+  /**
+   * Gives back expired reservations (of one workspace, or all). On PostgreSQL the rows are taken with SKIP LOCKED, so
+   * two reclaimers, or a reclaimer and a settling gateway, never wait on each other or take the same row twice.
+   */
+  function reclaim(workspaceId: string | null, now: Date): Promise<number> {
+    return db.transaction(async (tx) => {
+      const gone = await tx.all(
+        `DELETE FROM credit_reservations WHERE id IN (
+           SELECT id FROM credit_reservations WHERE expires_at <= @now${workspaceId === null ? '' : ' AND workspace_id = @workspaceId'}
+           ${d.skipLocked()})
+         RETURNING workspace_id, period, amount`,
+        { now: d.time(now.getTime()), workspaceId },
       );
+      const sums = new Map<string, { workspaceId: string; period: string; amount: number }>();
+      for (const r of gone) {
+        const key = `${r.workspace_id as string} ${r.period as string}`;
+        const sum = sums.get(key) ?? { workspaceId: r.workspace_id as string, period: r.period as string, amount: 0 };
+        sum.amount += Number(r.amount);
+        sums.set(key, sum);
+      }
+      for (const sum of sums.values()) await tx.run(LESS_RESERVED, sum);
+      return gone.length;
+    });
+  }
+
+  /** Ends a reservation: deleting its row is what makes it end once; `settle` then charges its credits. */
+  function end(r: CreditReservation, settle: boolean, pending?: PendingCharge): Promise<void> {
+    return db.transaction(async (tx: Sql) => {
+      const [gone] = await tx.all('DELETE FROM credit_reservations WHERE id = @id RETURNING workspace_id, period, amount', { id: r.id });
+      if (gone) await tx.run(LESS_RESERVED, { amount: Number(gone.amount), workspaceId: gone.workspace_id, period: gone.period });
+      if (!settle) return;
+      // Reclaimed already (its gateway stalled past the expiry) yet delivered: the work was done, so it is charged.
+      await tx.run(
+        `INSERT INTO credit_usage AS c (workspace_id, period, used, reserved) VALUES (@workspaceId, @period, @amount, 0)
+         ON CONFLICT (workspace_id, period) DO UPDATE SET used = c.used + excluded.used`,
+        { workspaceId: r.workspaceId, period: r.period, amount: r.amount },
+      );
+      if (pending) await writePendingCharge(tx, pending, r.workspaceId, r.period, r.amount);
+    });
+  }
+
+  const store: Credits = {
+    async chargeCredits(workspaceId, amount, limit, when) {
+      const period = creditPeriod(when);
+      if (amount <= 0) return { ok: true, used: await store.creditsUsed(workspaceId, when), limit };
+      const [row] = await db.all(CHARGE, { workspaceId, period, amount, limit });
+      if (row) return { ok: true, used: Number(row.used), limit };
+      return { ok: false, used: (await usage(workspaceId, period)).used, limit };
     },
-    async refundOnce(key, workspaceId, amount, period) {
-      if (amount <= 0) return false;
-      return refundTx.immediate(key, workspaceId, amount, period);
+    async refundCredits(workspaceId, amount, when) {
+      if (amount <= 0) return;
+      await db.run(`UPDATE credit_usage SET used = ${d.greatest('used - @amount', '0')} WHERE workspace_id = @workspaceId AND period = @period`, {
+        amount,
+        workspaceId,
+        period: creditPeriod(when),
+      });
     },
-    async pruneRefunds(before) {
-      return stmt.prune.run(before.getTime()).changes;
+    async creditsUsed(workspaceId, when) {
+      return (await usage(workspaceId, creditPeriod(when))).used;
+    },
+
+    async reserveCredits(workspaceId, amount, limit, when, ttlMs) {
+      if (!Number.isInteger(amount) || amount <= 0) throw new Error(`amount must be a positive integer, got ${amount}`);
+      const period = creditPeriod(when);
+      const id = newReservationId();
+      const attempt = () =>
+        db.transaction(async (tx) => {
+          const [held] = await tx.all(HOLD, { workspaceId, period, amount, limit });
+          if (!held) return null;
+          await tx.run(
+            'INSERT INTO credit_reservations (id, workspace_id, period, amount, expires_at) VALUES (@id, @workspaceId, @period, @amount, @expiresAt)',
+            { id, workspaceId, period, amount, expiresAt: d.time(when.getTime() + ttlMs) },
+          );
+          return { used: Number(held.used), reserved: Number(held.reserved) };
+        });
+      let held = await attempt();
+      // Full: first give back what dead gateways still hold (expired reservations), then try once more.
+      if (!held && (await reclaim(workspaceId, when)) > 0) held = await attempt();
+      if (held) return { ok: true, ...held, limit, reservation: { id, workspaceId, period, amount } };
+      return { ok: false, ...(await usage(workspaceId, period)), limit, reservation: null };
+    },
+    async renewReservation(reservation, expiresAt) {
+      const changed = await db.run('UPDATE credit_reservations SET expires_at = @expiresAt WHERE id = @id', {
+        id: reservation.id,
+        expiresAt: d.time(expiresAt.getTime()),
+      });
+      return changed === 1;
+    },
+    async settleReservation(reservation, pending) {
+      await end(reservation, true, pending);
+    },
+    async releaseReservation(reservation) {
+      await end(reservation, false);
+    },
+    async reclaimExpiredReservations(now) {
+      return reclaim(null, now);
+    },
+    async creditsHeld(workspaceId, when) {
+      return (await usage(workspaceId, creditPeriod(when))).reserved;
     },
   };
+  return store;
 }

@@ -1,9 +1,10 @@
-// The gateway's state: one contract (types.ts), engines behind it. openStore picks the engine from the config:
-// the embedded SQLite file in DATA_DIR by default (nothing else to run), PostgreSQL when DATABASE_URL is set (several
-// gateway processes share it). Both apply their numbered migrations when opened.
-import { redactUrl, type Config } from '../config';
-import { migratePostgres, openPostgresStore } from './postgres-store';
-import { gatewayDbPath, migrateSqlite, openSqliteStore } from './sqlite-store';
+// The gateway's state: one contract (types.ts), one implementation (store.ts) on two engines. openStore picks the
+// engine from the config: the embedded SQLite file in DATA_DIR by default (nothing else to run), PostgreSQL when
+// DATABASE_URL is set (several gateway processes share it). Both apply their numbered migrations when opened.
+import { redactUrl, type Config } from '../../config';
+import { gatewayDbPath } from '../../db/paths';
+import { migratePostgres, openPostgresStore } from './postgres';
+import { migrateSqlite, openSqliteStore } from './sqlite';
 import type { GatewayStore } from './types';
 
 export type { GatewayStore } from './types';

@@ -1,7 +1,7 @@
 // Background upkeep of the store, run by every gateway process (each step is safe to run from several at once):
 // request-log rows older than REQUEST_LOG_RETENTION_DAYS are deleted in bounded batches, credit holds whose
 // gateway died mid-call (expired reservations) are given back, and the record of job refunds is kept 30 days.
-import type { Config } from '../config';
+import type { Config } from '../../config';
 import type { GatewayStore } from './types';
 
 /** How long a job's refund is remembered (refundOnce): far longer than a refund can wait for its replay. */

@@ -1,109 +1,75 @@
-// Rows of the SQLite gateway store as stored (JSON in TEXT, times as ISO text) and their mapping to the contract's
-// records, plus the request-log filter as a WHERE clause.
+// Rows of the gateway tables as either engine returns them (SQLite: JSON in TEXT, times as ISO text as written;
+// PostgreSQL: jsonb parsed, timestamptz as Date, bigint as text), read through the dialect into the contract's
+// records, plus the request-log filter as a WHERE clause with `@name` parameters.
+import { readIsoOrNull, type Dialect, type Params, type Row } from '../../db/dialect';
 import type { PlanId, RequestLogEntry, RequestLogFilter, TokenRecord, Workspace } from './types';
 
-export interface WorkspaceRow {
-  id: string;
-  name: string;
-  plan: PlanId;
-  custom_rpm: number | null;
-  custom_credits: number | null;
-  excluded_services: string;
-  created_at: string;
-}
+const numberOrNull = (value: unknown): number | null => (value === null ? null : Number(value));
 
-export interface TokenRow {
-  id: string;
-  workspace_id: string;
-  name: string;
-  prefix: string;
-  scopes: string;
-  allowed_ips: string;
-  expires_at: string | null;
-  revoked_at: string | null;
-  last_used_at: string | null;
-  created_at: string;
-}
-
-export interface LogRow {
-  request_id: string;
-  client_request_id: string | null;
-  time: string;
-  token_id: string | null;
-  workspace_id: string | null;
-  method: string;
-  service: string | null;
-  endpoint: string | null;
-  status: number;
-  error_type: string | null;
-  error_message: string | null;
-  credits_charged: number;
-  bytes_in: number;
-  bytes_out: number;
-  upstream_ms: number | null;
-  total_ms: number;
-  client_ip: string;
-  calls: number;
-}
-
-export function toWorkspace(row: WorkspaceRow): Workspace {
+export function toWorkspace(d: Dialect, row: Row): Workspace {
   return {
-    id: row.id,
-    name: row.name,
-    plan: row.plan,
-    customRequestsPerMinute: row.custom_rpm,
-    customCreditsPerMonth: row.custom_credits,
-    excludedServices: JSON.parse(row.excluded_services) as string[],
-    createdAt: row.created_at,
+    id: row.id as string,
+    name: row.name as string,
+    plan: row.plan as PlanId,
+    customRequestsPerMinute: numberOrNull(row.custom_rpm),
+    customCreditsPerMonth: numberOrNull(row.custom_credits),
+    excludedServices: d.readJson(row.excluded_services) as string[],
+    createdAt: d.readIso(row.created_at),
   };
 }
 
-export function toToken(row: TokenRow): TokenRecord {
+export function toToken(d: Dialect, row: Row): TokenRecord {
   return {
-    id: row.id,
-    workspaceId: row.workspace_id,
-    name: row.name,
-    prefix: row.prefix,
-    scopes: JSON.parse(row.scopes) as string[],
-    allowedIps: JSON.parse(row.allowed_ips) as string[],
-    expiresAt: row.expires_at,
-    revokedAt: row.revoked_at,
-    lastUsedAt: row.last_used_at,
-    createdAt: row.created_at,
+    id: row.id as string,
+    workspaceId: row.workspace_id as string,
+    name: row.name as string,
+    prefix: row.prefix as string,
+    scopes: d.readJson(row.scopes) as string[],
+    allowedIps: d.readJson(row.allowed_ips) as string[],
+    expiresAt: readIsoOrNull(d, row.expires_at),
+    revokedAt: readIsoOrNull(d, row.revoked_at),
+    lastUsedAt: readIsoOrNull(d, row.last_used_at),
+    createdAt: d.readIso(row.created_at),
   };
 }
 
-export function toLogEntry(row: LogRow): RequestLogEntry {
+export function toLogEntry(d: Dialect, row: Row): RequestLogEntry {
   return {
-    requestId: row.request_id,
-    clientRequestId: row.client_request_id,
-    time: row.time,
-    tokenId: row.token_id,
-    workspaceId: row.workspace_id,
-    method: row.method,
-    service: row.service,
-    endpoint: row.endpoint,
-    status: row.status,
-    errorType: row.error_type,
-    creditsCharged: row.credits_charged,
-    bytesIn: row.bytes_in,
-    bytesOut: row.bytes_out,
-    upstreamMs: row.upstream_ms,
-    totalMs: row.total_ms,
-    clientIp: row.client_ip,
-    errorMessage: row.error_message,
+    requestId: row.request_id as string,
+    clientRequestId: row.client_request_id as string | null,
+    time: d.readIso(row.time),
+    tokenId: row.token_id as string | null,
+    workspaceId: row.workspace_id as string | null,
+    method: row.method as string,
+    service: row.service as string | null,
+    endpoint: row.endpoint as string | null,
+    status: row.status as number,
+    errorType: row.error_type as string | null,
+    creditsCharged: row.credits_charged as number,
+    bytesIn: Number(row.bytes_in),
+    bytesOut: Number(row.bytes_out),
+    upstreamMs: row.upstream_ms as number | null,
+    totalMs: row.total_ms as number,
+    clientIp: row.client_ip as string,
+    errorMessage: row.error_message as string | null,
     calls: Number(row.calls),
   };
 }
 
-export function whereClause(filter: RequestLogFilter): { sql: string; params: unknown[] } {
+/** The filter's conditions on request_log; `since` is compared as given (ISO text on SQLite, a timestamptz on PostgreSQL). */
+export function whereClause(filter: RequestLogFilter): { sql: string; params: Params } {
   const parts: string[] = [];
-  const params: unknown[] = [];
-  if (filter.workspaceId !== undefined) (parts.push('workspace_id = ?'), params.push(filter.workspaceId));
-  if (filter.tokenId !== undefined) (parts.push('token_id = ?'), params.push(filter.tokenId));
-  if (filter.status !== undefined) (parts.push('status = ?'), params.push(filter.status));
-  if (filter.errorType !== undefined) (parts.push('error_type = ?'), params.push(filter.errorType));
-  if (filter.endpoint !== undefined) (parts.push('endpoint = ?'), params.push(filter.endpoint));
-  if (filter.since !== undefined) (parts.push('time >= ?'), params.push(filter.since));
+  const params: Params = {};
+  const add = (column: string, name: keyof RequestLogFilter, op = '='): void => {
+    if (filter[name] === undefined) return;
+    parts.push(`${column} ${op} @${name}`);
+    params[name] = filter[name];
+  };
+  add('workspace_id', 'workspaceId');
+  add('token_id', 'tokenId');
+  add('status', 'status');
+  add('error_type', 'errorType');
+  add('endpoint', 'endpoint');
+  add('time', 'since', '>=');
   return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
 }

@@ -138,7 +138,7 @@ export interface PendingChargeRecord extends PendingCharge {
 
 /**
  * The contract every engine implements (SQLite embedded by default; PostgreSQL when configured). Every member is
- * asynchronous so that a networked engine fits the same interface; the SQLite engine answers synchronously inside.
+ * asynchronous so that a networked engine fits the same interface; one implementation (store.ts) runs on both.
  */
 export interface GatewayStore {
   // workspaces

@@ -1,6 +1,6 @@
 // The gateway store's migration plans for the runner in src/db: where the versions are recorded (schema_migrations,
 // as in every database written so far) and the advisory-lock key PostgreSQL replicas migrate under.
-import type { MigrationPlan } from '../../db/migrations';
+import type { MigrationPlan } from '../../../db/migrations';
 import { POSTGRES_MIGRATIONS } from './postgres';
 import { SQLITE_MIGRATIONS } from './sqlite';
 

@@ -2,7 +2,7 @@
 // both engines). They run at start (and with `npm run -s db -- migrate`) in one transaction under an advisory lock,
 // so several gateway replicas starting together apply each migration exactly once. APPEND ONLY: never edit a
 // migration that has shipped; add the next number at the end of both lists.
-import type { Migration } from '../../db/migrations';
+import type { Migration } from '../../../db/migrations';
 
 export const POSTGRES_MIGRATIONS: Migration[] = [
   {

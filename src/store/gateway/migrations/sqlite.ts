@@ -1,7 +1,7 @@
 // The SQLite schema as numbered migrations. Each runs once, in order, inside one transaction, and is recorded in
 // schema_migrations. APPEND ONLY: never edit a migration that has shipped; add the next number at the end, and add
 // the same version to ./postgres.ts so both engines stay at the same schema version.
-import type { Migration } from '../../db/migrations';
+import type { Migration } from '../../../db/migrations';
 
 export const SQLITE_MIGRATIONS: Migration[] = [
   {
