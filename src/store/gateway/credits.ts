@@ -72,19 +72,23 @@ export function credits(db: SqlDatabase): Credits {
     });
   }
 
-  /** Ends a reservation: deleting its row is what makes it end once; `settle` then charges its credits. */
+  /**
+   * Ends a reservation: deleting its row is what makes it end once. Its credits leave `reserved` and, when `settle`,
+   * join `used`, by one statement on the period's row (the row every call of the workspace writes: its lock is held
+   * from that statement to the commit only).
+   */
   function end(r: CreditReservation, settle: boolean, pending?: PendingCharge): Promise<void> {
     return db.transaction(async (tx: Sql) => {
-      const [gone] = await tx.all('DELETE FROM credit_reservations WHERE id = @id RETURNING workspace_id, period, amount', { id: r.id });
-      if (gone) await tx.run(LESS_RESERVED, { amount: Number(gone.amount), workspaceId: gone.workspace_id, period: gone.period });
-      if (!settle) return;
+      const [gone] = await tx.all('DELETE FROM credit_reservations WHERE id = @id RETURNING amount', { id: r.id });
       // Reclaimed already (its gateway stalled past the expiry) yet delivered: the work was done, so it is charged.
+      if (!gone && !settle) return;
+      if (settle && pending) await writePendingCharge(tx, pending, r.workspaceId, r.period, r.amount);
       await tx.run(
-        `INSERT INTO credit_usage AS c (workspace_id, period, used, reserved) VALUES (@workspaceId, @period, @amount, 0)
-         ON CONFLICT (workspace_id, period) DO UPDATE SET used = c.used + excluded.used`,
-        { workspaceId: r.workspaceId, period: r.period, amount: r.amount },
+        `INSERT INTO credit_usage AS c (workspace_id, period, used, reserved) VALUES (@workspaceId, @period, @used, 0)
+         ON CONFLICT (workspace_id, period)
+           DO UPDATE SET used = c.used + excluded.used, reserved = ${d.greatest('c.reserved - @held', '0')}`,
+        { workspaceId: r.workspaceId, period: r.period, used: settle ? r.amount : 0, held: gone ? Number(gone.amount) : 0 },
       );
-      if (pending) await writePendingCharge(tx, pending, r.workspaceId, r.period, r.amount);
     });
   }
 
@@ -112,15 +116,17 @@ export function credits(db: SqlDatabase): Credits {
       if (!Number.isInteger(amount) || amount <= 0) throw new Error(`amount must be a positive integer, got ${amount}`);
       const period = creditPeriod(when);
       const id = newReservationId();
+      // The hold's row first, the period's row (locked until the commit) last; no room: the hold's row goes again.
       const attempt = () =>
         db.transaction(async (tx) => {
-          const [held] = await tx.all(HOLD, { workspaceId, period, amount, limit });
-          if (!held) return null;
           await tx.run(
             'INSERT INTO credit_reservations (id, workspace_id, period, amount, expires_at) VALUES (@id, @workspaceId, @period, @amount, @expiresAt)',
             { id, workspaceId, period, amount, expiresAt: d.time(when.getTime() + ttlMs) },
           );
-          return { used: Number(held.used), reserved: Number(held.reserved) };
+          const [held] = await tx.all(HOLD, { workspaceId, period, amount, limit });
+          if (held) return { used: Number(held.used), reserved: Number(held.reserved) };
+          await tx.run('DELETE FROM credit_reservations WHERE id = @id', { id });
+          return null;
         });
       let held = await attempt();
       // Full: first give back what dead gateways still hold (expired reservations), then try once more.
