@@ -12,7 +12,7 @@ import { hashToken } from '../../src/store/gateway/tokens';
 import type { Ctx, Tenant } from './context';
 import { multipart, sleep } from './http';
 import { childrenOf, kill9, startGateway, type Proc } from './procs';
-import { DENOISE } from './scenarios';
+import { DENOISE } from './endpoints';
 
 const STREAM = '/v1/noise-suppressor/stream';
 
