@@ -74,19 +74,22 @@ export function applySqliteMigrations(db: Database.Database, plan: MigrationPlan
  * write lock, so processes cannot interleave) and stays open across the awaits of its statements; meanwhile every
  * other statement of this process on the same file waits its turn here instead of running inside it, or (on a second
  * connection to the file) blocking the thread on the write lock this thread itself holds until busy_timeout gives up.
+ * When nothing is waiting, a statement runs at once, in the call, as better-sqlite3 runs it.
  */
-const turns = new Map<string, { tail: Promise<unknown>; connections: number }>();
+const turns = new Map<string, { tail: Promise<unknown>; pending: number; connections: number }>();
 
 function turnOf(file: string): { inTurn<T>(fn: () => Promise<T>): Promise<T>; release(): void } {
   const key = path.resolve(file);
   let entry = turns.get(key);
-  if (!entry) turns.set(key, (entry = { tail: Promise.resolve(), connections: 0 }));
+  if (!entry) turns.set(key, (entry = { tail: Promise.resolve(), pending: 0, connections: 0 }));
   entry.connections++;
   const queue = entry;
   return {
     inTurn<T>(fn: () => Promise<T>): Promise<T> {
-      const out = queue.tail.then(fn);
-      queue.tail = out.catch(() => undefined);
+      const out = queue.pending === 0 ? fn() : queue.tail.then(fn);
+      queue.pending++;
+      const done = (): void => void queue.pending--;
+      queue.tail = out.then(done, done);
       return out;
     },
     release() {
