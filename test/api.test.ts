@@ -378,10 +378,11 @@ describe('public API through the full app', () => {
     expect([...res.body.components.schemas.ErrorEnvelope.properties.error.properties.type.enum].sort()).toEqual(
       Object.keys(GATEWAY_ERRORS).sort(),
     );
-    for (const [p, fileField] of [['denoise', 'file'], ['denoise/batch', 'files']]) {
+    // /denoise also takes the echo canceller's reference as a second file part; batch does not.
+    for (const [p, fileFields] of [['denoise', ['file', 'echo_reference']], ['denoise/batch', ['files']]] as const) {
       const post = res.body.paths[`${API}/${p}`].post;
       const props = Object.keys(post.requestBody.content['multipart/form-data'].schema.properties);
-      expect(props.sort()).toEqual([fileField, ...COMMON_FIELDS].sort());
+      expect(props.sort()).toEqual([...fileFields, ...COMMON_FIELDS].sort());
       for (const status of ['200', '400', '401', '402', '403', '413', '422', '429', '502', '503', '504']) {
         expect([p, status, post.responses[status] !== undefined]).toEqual([p, status, true]);
       }

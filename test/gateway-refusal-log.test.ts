@@ -41,9 +41,21 @@ const CALLS = 1_500;
       expect(refused).toBeGreaterThan(CALLS / 2);
 
       // Rows: one per served call, and the refusals of each minute the loop touched in one row.
-      const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
-      const rows = db.prepare('SELECT status, calls FROM request_log WHERE workspace_id = ?').all(ws.id) as Array<{ status: number; calls: number }>;
-      db.close();
+      // A row is written once its response is out, so the last calls' rows may land just after their answers: read
+      // until the log holds every call (at most 5 s), then check how they are laid out.
+      const readRows = (): Array<{ status: number; calls: number }> => {
+        const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
+        try {
+          return db.prepare('SELECT status, calls FROM request_log WHERE workspace_id = ?').all(ws.id) as Array<{ status: number; calls: number }>;
+        } finally {
+          db.close();
+        }
+      };
+      let rows = readRows();
+      for (let waited = 0; rows.reduce((n, r) => n + r.calls, 0) < CALLS && waited < 5000; waited += 50) {
+        await new Promise((r) => setTimeout(r, 50));
+        rows = readRows();
+      }
       const refusalRows = rows.filter((r) => r.status === 429);
       expect(rows.filter((r) => r.status === 200)).toHaveLength(served);
       expect(refusalRows.length).toBeGreaterThanOrEqual(1);

@@ -221,7 +221,9 @@ async function stream(o: Options, config: Config, io: StreamIo): Promise<Result>
     ws = socket;
     let sinkError: Error | null = null;
     if (partial) {
-      sink = fs.createWriteStream(partial);
+      // Opened here, not by the stream's own deferred open: a failure that comes first must find the file to remove
+      // (an open still in flight would create it after the clean-up had looked).
+      sink = fs.createWriteStream(partial, { fd: fs.openSync(partial, 'w') });
       sink.on('error', (err) => {
         sinkError ??= err;
         socket.terminate();

@@ -388,7 +388,7 @@ describeBrowser('web console in a real browser', () => {
   test('playground: MP3 output normalised to -16 LUFS plays, shows its loudness and downloads as .mp3', async () => {
     await page.setInputFiles('#pg-file', FIXTURE);
     await page.selectOption('#pg-format', 'mp3');
-    await page.selectOption('#pg-loudness', '-16');
+    await page.selectOption('#pg-loudness', 'podcast');
     await page.evaluate(() => {
       delete (document.querySelector('#pg-after-spec') as HTMLCanvasElement).dataset.ready;
     });
