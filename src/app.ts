@@ -25,8 +25,8 @@ import { requestScopesSettled, shutdownActiveScopes } from './model-service/requ
 import { openSharedState, type SharedState } from './shared-state';
 import { assertWritableDir } from './startup/data-dir';
 import { openStore } from './store';
-import { startStoreMaintenance } from './store/maintenance';
-import type { GatewayStore } from './store/types';
+import { startStoreMaintenance } from './store/gateway/maintenance';
+import type { GatewayStore } from './store/gateway/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
 import { ModelServiceReplicas } from './upstream/replicas';
 import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';

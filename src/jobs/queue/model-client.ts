@@ -13,7 +13,7 @@ import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from '../../model-service/jo
 import { SPEECH_FIELDS } from '../../model-service/speech-params';
 import type { Upstream } from '../../upstream/balancer';
 import type { ModelServiceReplicas, ReplicaCall, Verdict } from '../../upstream/replicas';
-import type { JobParams } from '../types';
+import type { JobParams } from '../../store/jobs/types';
 
 /** The model service refused the input or the parameters (400/413/422): retrying cannot help. */
 export class ModelServiceRejected extends Error {
