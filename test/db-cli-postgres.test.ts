@@ -88,6 +88,10 @@ test('import-sqlite: a single box moves to PostgreSQL with ids, keys, credits, s
   await sqlite.chargeCredits(ws.id, 42, 900, new Date());
   await sqlite.chargeCredits(ws.id, 7, 900, new Date('2030-01-15T00:00:00Z'));
   await sqlite.setSetting('console.admin_secret_hash', 'scrypt$abc$def');
+  // A job's charge settled whose job was never written (the outbox's row), and a refund already given for another job.
+  const hold = await sqlite.reserveCredits(ws.id, 3, 900, new Date(), 60_000);
+  await sqlite.settleReservation(hold.reservation!, { key: 'job_pending', owner: 'old-host-1-1' });
+  expect(await sqlite.refundOnce('job_refunded', ws.id, 2, new Date().toISOString().slice(0, 7))).toBe(true);
   for (let i = 0; i < 2_345; i++) {
     await sqlite.logRequest({
       requestId: `req_${i}`, clientRequestId: i % 2 ? `c${i}` : null, time: new Date(Date.now() - i * 1000).toISOString(),
@@ -101,14 +105,17 @@ test('import-sqlite: a single box moves to PostgreSQL with ids, keys, credits, s
   const r = await db(['import-sqlite', '--data-dir', dir], { DATA_DIR: '/nonexistent', DATABASE_URL: url });
   expect(r.stderr).toBe('');
   expect(r.code).toBe(0);
-  expect(r.stdout).toMatch(/copied 2 workspaces, 2 keys, 2 credit periods, 1 settings, 2345 request-log rows/);
+  expect(r.stdout).toMatch(/copied 2 workspaces, 2 keys, 2 credit periods, 1 pending charges, 1 refunds, 1 settings, 2345 request-log rows/);
 
   const store = await openStore({ dataDir: dir, databaseUrl: url });
   try {
     expect(await store.getWorkspace(ws.id)).toEqual({ ...ws, excludedServices: ['voice-lab'] });
     expect(await store.findTokenByHash(hashToken(key.token))).toEqual(key.record); // the clear token still works
     expect((await store.getToken(gone.record.id))!.revokedAt).not.toBeNull();
-    expect(await store.creditsUsed(ws.id, new Date())).toBe(42);
+    expect(await store.creditsUsed(ws.id, new Date())).toBe(42 + 3 - 2);
+    // The pending charge is still there to be confirmed or replayed; the refund is not given twice.
+    expect((await store.pendingCharges(10)).map((p) => [p.key, p.workspaceId, p.owner])).toEqual([['job_pending', ws.id, 'old-host-1-1']]);
+    expect(await store.refundOnce('job_refunded', ws.id, 2, new Date().toISOString().slice(0, 7))).toBe(false);
     expect(await store.creditsUsed(ws.id, new Date('2030-01-20T00:00:00Z'))).toBe(7);
     expect(await store.getSetting('console.admin_secret_hash')).toBe('scrypt$abc$def');
     expect(await store.countRequests({ workspaceId: ws.id })).toBe(2_345);

@@ -156,7 +156,7 @@ COMMANDS['import-sqlite'] = {
       throw new CommandError(`import failed, nothing was copied: ${(err as Error).message}`);
     }
     io.out(
-      `copied ${n.workspaces} workspaces, ${n.tokens} keys, ${n.creditPeriods} credit periods, ${n.settings} settings, ` +
+      `copied ${n.workspaces} workspaces, ${n.tokens} keys, ${n.creditPeriods} credit periods, ${n.pendingCharges} pending charges, ${n.refunds} refunds, ${n.settings} settings, ` +
         `${n.requestLogRows} request-log rows`,
     );
   },

@@ -1,5 +1,6 @@
 // Moving a single box to PostgreSQL: copies everything in DATA_DIR/gateway.db (workspaces, tokens — hashes only, as
-// stored —, credit usage, settings such as the console admin-secret hash, and the request log) into an empty
+// stored —, credit usage, charges not yet added to it (the outbox), refunds already made (so none is made twice),
+// settings such as the console admin-secret hash, and the request log) into an empty
 // PostgreSQL database, keeping every id, so existing keys keep working and this month's credits carry over.
 // One transaction: either all of it is copied or nothing. Run with the single box stopped (`npm run -s db --
 // import-sqlite`); credit holds of calls in flight are not copied (there are none once the server is stopped).
@@ -15,6 +16,8 @@ export interface CopyCounts {
   workspaces: number;
   tokens: number;
   creditPeriods: number;
+  pendingCharges: number;
+  refunds: number;
   settings: number;
   requestLogRows: number;
 }
@@ -45,7 +48,7 @@ async function copyRows(db: Database.Database, client: PoolClient, progress: (li
   if (Number(existing.rows[0].n) > 0) {
     throw new Error('the PostgreSQL database already has workspaces; import only into an empty one');
   }
-  const counts: CopyCounts = { workspaces: 0, tokens: 0, creditPeriods: 0, settings: 0, requestLogRows: 0 };
+  const counts: CopyCounts = { workspaces: 0, tokens: 0, creditPeriods: 0, pendingCharges: 0, refunds: 0, settings: 0, requestLogRows: 0 };
 
   for (const w of db.prepare('SELECT * FROM workspaces ORDER BY created_at, rowid').iterate() as Iterable<Record<string, unknown>>) {
     await client.query(
@@ -67,6 +70,18 @@ async function copyRows(db: Database.Database, client: PoolClient, progress: (li
   for (const c of db.prepare('SELECT workspace_id, period, used FROM credit_usage').iterate() as Iterable<Record<string, unknown>>) {
     await client.query('INSERT INTO credit_usage (workspace_id, period, used, reserved) VALUES ($1, $2, $3, 0)', [c.workspace_id, c.period, c.used]);
     counts.creditPeriods++;
+  }
+  for (const c of db.prepare('SELECT key, workspace_id, period, amount, owner, created_at FROM credit_pending').iterate() as Iterable<Record<string, unknown>>) {
+    await client.query('INSERT INTO credit_pending (key, workspace_id, period, amount, owner, created_at) VALUES ($1, $2, $3, $4, $5, $6)', [
+      c.key, c.workspace_id, c.period, c.amount, c.owner, c.created_at,
+    ]);
+    counts.pendingCharges++;
+  }
+  for (const r of db.prepare('SELECT key, workspace_id, period, amount, refunded_at FROM credit_refunds').iterate() as Iterable<Record<string, unknown>>) {
+    await client.query('INSERT INTO credit_refunds (key, workspace_id, period, amount, refunded_at) VALUES ($1, $2, $3, $4, $5)', [
+      r.key, r.workspace_id, r.period, r.amount, r.refunded_at,
+    ]);
+    counts.refunds++;
   }
   for (const s of db.prepare('SELECT key, value FROM settings').iterate() as Iterable<Record<string, unknown>>) {
     await client.query('INSERT INTO settings (key, value) VALUES ($1, $2)', [s.key, s.value]);
