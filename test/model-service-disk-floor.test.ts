@@ -5,13 +5,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import request from 'supertest';
-import { createApp, type AppHandle } from '../src/app';
+import { closeServer, createApp, startModelServiceServer, type AppHandle } from '../src/app';
+import { createInferenceEngine } from '../src/inference/engine';
+import { JOB_STREAM_PATH } from '../src/model-service/job-stream';
 import { loadConfig, type Config } from '../src/config';
 import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';
 import { freeBytesOf } from '../src/storage/disk-budget';
 import { bytesPerFrame } from '../src/pipeline/disk-use';
 import { makeTmpDir } from './audio-helpers';
-import { createToken, eventually, fixture, noiseWav, testConfig, tmpEntries } from './service-helpers';
+import { createToken, eventually, fixture, noiseWav, rawRequest, testConfig, tmpEntries } from './service-helpers';
 
 jest.setTimeout(120_000);
 const MB = 1024 * 1024;
@@ -89,5 +91,33 @@ describe('TMP_MIN_FREE_DISK_MB', () => {
     const ok = await denoise(fixture('speech-noisy-44k1-stereo.flac'));
     expect(ok.status).toBe(200);
     expect(await handle.store.creditsUsed(workspaceId, new Date())).toBe(before + 1);
+  });
+
+  test("a job's input copy takes its bytes from the same floor: a declared input that would cross it is refused before it is read", async () => {
+    await startWithRoom(50 * MB);
+    const engine = await createInferenceEngine(appConfig);
+    const service = await startModelServiceServer(appConfig, engine, 'disk-floor-test-token-0123456789', () => undefined);
+    try {
+      const call = (bytes: Buffer, declared: number) =>
+        rawRequest(`${service.url}${JOB_STREAM_PATH}?model=nsm-1`, {
+          method: 'POST',
+          headers: { Authorization: 'Bearer disk-floor-test-token-0123456789', 'Content-Type': 'application/octet-stream', 'Content-Length': declared },
+          body: declared === bytes.length ? bytes : undefined,
+        });
+      // 200 MB declared against 50 MB of room: answered at once, nothing written (the body is never sent here).
+      const refused = await call(Buffer.alloc(0), 200 * MB);
+      expect(refused.status).toBe(503);
+      expect(refused.headers['retry-after']).toBe('30');
+      expect(JSON.parse(refused.body.toString()).detail).toMatch(/short of disk space for this job's input/);
+      await eventually(() => tmpEntries(appConfig).length === 0);
+      // A real input that fits is served.
+      const wav = noiseWav(1);
+      const ok = await call(wav, wav.length);
+      expect(ok.status).toBe(200);
+      expect(ok.body.toString()).toMatch(/"type":"result"/);
+    } finally {
+      await closeServer(service.server);
+      await engine.close();
+    }
   });
 });

@@ -30,6 +30,7 @@ import { audioErrorType, badRequest, HttpError, sendDetail, sendHttpError, tooLa
 import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams, speechOf, type SpeechSegment } from './params';
 import { withRequestScope } from './request-scope';
 import { InsufficientStorageError, type DiskBudget } from '../storage/disk-budget';
+import { DISK_RETRY_AFTER_S } from './disk-floor';
 import { CONTAINERS, denoiseVideo, planVideo, VideoRequestError } from '../video';
 
 export const JOB_STREAM_PATH = '/internal/jobs/denoise';
@@ -93,16 +94,30 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
 
         const inputPath = path.join(await scope.dir(), 'input');
         const referencePath = inputBytes === null ? null : path.join(await scope.dir(), 'echo-reference');
+        // The input's copy (up to JOBS_MAX_UPLOAD_BYTES) is written to TMP_DIR: it takes its bytes from the free-disk
+        // floor like the output does, refused (503, the runner retries later) before or while it would cross it.
+        const shortOfDisk = (): InsufficientStorageError =>
+          new InsufficientStorageError('the model service is short of disk space for this job\'s input (TMP_DIR is near TMP_MIN_FREE_DISK_MB); retry later');
+        const claim = deps.disk ? await deps.disk.open(Number.isFinite(declared) ? declared : undefined) : null;
+        if (deps.disk && !claim) throw shortOfDisk();
         let received = 0;
         const counter = new Transform({
           transform(chunk: Buffer, _enc, cb) {
             received += chunk.length;
             if (received > max) return cb(tooLarge(`the input is larger than ${max} bytes`));
-            cb(null, chunk);
+            if (!claim) return cb(null, chunk);
+            claim.take(chunk.length).then(
+              (ok) => (ok ? cb(null, chunk) : cb(shortOfDisk())),
+              (err: Error) => cb(err),
+            );
           },
         });
         const sink = referencePath && inputBytes !== null ? splitWriter(inputPath, inputBytes, referencePath) : fs.createWriteStream(inputPath);
-        await pipeline(req, counter, sink, { signal: scope.signal });
+        try {
+          await pipeline(req, counter, sink, { signal: scope.signal });
+        } finally {
+          claim?.release();
+        }
         if (received === 0) throw new HttpError(422, 'could not decode: the input is empty');
         if (inputBytes !== null && received <= inputBytes) {
           throw new HttpError(422, received < inputBytes ? `the body ended after ${received} of the input's ${inputBytes} bytes` : 'echo_reference: file is empty');
@@ -178,6 +193,11 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
       (err) => {
         if (err instanceof HttpError) return sendHttpError(res, err);
         if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, audioErrorType(err));
+        if (err instanceof InsufficientStorageError) {
+          res.setHeader('Retry-After', String(DISK_RETRY_AFTER_S));
+          res.setHeader('Connection', 'close'); // the rest of the body is not read
+          return sendDetail(res, 503, err.message, 'unavailable');
+        }
         if (err instanceof AudioAbortedError) return;
         log(`[model-service] job stream error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
         sendDetail(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
