@@ -1,37 +1,37 @@
-// Wires the whole service: store, inference engine, model service (in-process on loopback, or MODEL_SERVICE_URL),
-// the forwarder between them, the probes (/healthz, /readyz), /metrics, the console, /openapi.json and the gateway.
-import crypto from 'node:crypto';
-import fs from 'node:fs';
+// Wires the whole service, and nothing else: store, shared state, the model service where it is placed
+// (placement.ts), the forwarder and replicas, jobs, live streams, probes, /metrics, the console and the gateway.
 import type http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import express from 'express';
-import { PROJECT_ROOT, type Config } from './config';
-import { createConsoleRouter } from './console';
-import { assignRequestId, createGateway, createGatewayErrorHandler, gatewayNotFoundHandler, ROUTES, sendGatewayError } from './gateway';
-import type { CallObserver } from './gateway/types';
-import { createInferenceEngine } from './inference/engine';
-import type { InferenceEngine } from './inference/types';
-import { closeEveryConnection } from './http/upgrades';
-import { loggerFromConfig, loggerToCallback, type Logger } from './logging';
-import { requestLineObserver } from './gateway/observers/request-line';
-import { createGatewayMetrics } from './gateway/observers/metrics';
-import { createModelServiceMetrics, type ModelServiceMetrics } from './model-service/metrics';
-import { createRegistry, metricsHandler, type Registry } from './metrics';
-import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
-import { createModelServiceServer } from './model-service/guard';
-import { httpReady, probeHandlers, type ReadinessCheck } from './probes';
-import { requestScopesSettled, shutdownActiveScopes } from './model-service/request-scope';
-import { openSharedState, type SharedState } from './shared-state';
-import { assertWritableDir } from './startup/data-dir';
-import { openStore } from './store';
-import { startStoreMaintenance } from './store/maintenance';
-import type { GatewayStore } from './store/types';
-import { createModelServiceForwarder, type ModelServiceForwarder } from './upstream/forwarder';
-import { ModelServiceReplicas } from './upstream/replicas';
-import { configureJobRoutes, createJobs, type JobStore, type Jobs } from './jobs';
-import { createStreaming, type Streaming } from './streaming';
-import type { FileProcess } from './file-process';
+import type { Config } from '../config';
+import { createConsoleRouter } from '../console';
+import { createGateway, createGatewayErrorHandler, gatewayNotFoundHandler, ROUTES } from '../gateway';
+import type { CallObserver } from '../gateway/types';
+import type { InferenceEngine } from '../inference/types';
+import { loggerFromConfig, loggerToCallback, type Logger } from '../logging';
+import { requestLineObserver } from '../gateway/observers/request-line';
+import { createGatewayMetrics } from '../gateway/observers/metrics';
+import { createRegistry, metricsHandler, type Registry } from '../metrics';
+import { probeHandlers } from '../probes';
+import { openSharedState, type SharedState } from '../shared-state';
+import { assertWritableDir } from '../startup/data-dir';
+import { openStore } from '../store';
+import { startStoreMaintenance } from '../store/maintenance';
+import type { GatewayStore } from '../store/types';
+import { createModelServiceForwarder, type ModelServiceForwarder } from '../upstream/forwarder';
+import { ModelServiceReplicas } from '../upstream/replicas';
+import { configureJobRoutes, createJobs, type JobStore, type Jobs } from '../jobs';
+import { createStreaming, type Streaming } from '../streaming';
+import type { FileProcess } from '../file-process';
+import { Closer } from './closer';
+import { refuseWhenShuttingDown, requestIdOnEveryAnswer, serveOpenApi, smallBodyDeadline } from './middleware';
+import { placeModelService } from './placement';
+import { readinessChecks } from './readiness';
+
+// The rest of this folder's surface that tests use, so their imports of src/app stay as they were.
+export { Closer } from './closer';
+export { OPENAPI_PATH } from './middleware';
+export { startModelServiceServer } from './placement';
+export { closeServer } from './shutdown';
 
 export interface AppOptions {
   /** Use this store instead of opening config.dataDir/gateway.db (it is not closed by close()). */
@@ -95,97 +95,6 @@ export interface AppHandle {
   close(): Promise<void>;
 }
 
-export const OPENAPI_PATH = path.join(PROJECT_ROOT, 'openapi.json');
-
-/** Seconds a client is told to wait when the service is restarting. */
-export const RESTART_RETRY_AFTER_S = 5;
-
-/**
- * Starts a model service on 127.0.0.1:<ephemeral>; loopback only, the gateway is its sole client, and every call
- * must carry `token` (other local processes cannot use it without paying).
- */
-export async function startModelServiceServer(
-  config: Config,
-  engine: InferenceEngine,
-  token: string,
-  log?: (line: string) => void,
-  metrics?: ModelServiceMetrics,
-): Promise<{ server: http.Server; url: string; app: ModelServiceApp }> {
-  const app = createModelServiceApp({ config, engine, log, metrics, token });
-  // What a killed process left in TMP_DIR is gone before this one serves (and before a quick stop could exit first).
-  await app.swept;
-  const server = createModelServiceServer(app);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return { server, url: `http://127.0.0.1:${port}`, app };
-}
-
-export function closeServer(server: http.Server, graceMs = 10_000): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const force = setTimeout(() => closeEveryConnection(server), graceMs);
-    force.unref();
-    server.close(() => {
-      clearTimeout(force);
-      resolve();
-    });
-    server.closeIdleConnections();
-  });
-}
-
-/**
- * Waits until no engine job is running or queued: a stream aborted by a client may still have one chunk in a
- * worker, and terminating a worker in the middle of an ONNX Runtime call can abort the whole process.
- */
-export async function waitForIdle(engine: InferenceEngine, maxMs: number): Promise<void> {
-  await until(() => {
-    const s = engine.state();
-    return s.busy === 0 && s.queued === 0;
-  }, maxMs, 20);
-}
-
-/** Polls `check` every `stepMs` until it holds or `maxMs` have passed (shutdown waits). */
-export async function until(check: () => boolean, maxMs: number, stepMs = 50): Promise<void> {
-  const end = Date.now() + maxMs;
-  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, stepMs));
-}
-
-/**
- * What createApp opened, as one stack: `defer` each close as its part opens; `closeAll` runs them newest first (as
- * Fastify runs onClose hooks), every one even when an earlier one throws, then rethrows the first error.
- */
-export class Closer {
-  private readonly steps: Array<() => unknown> = [];
-
-  defer(close: () => unknown): void {
-    this.steps.push(close);
-  }
-
-  /** Runs one opening step; when it throws, what was opened before it is closed and its error rethrown. */
-  async open<T>(step: () => Promise<T>): Promise<T> {
-    try {
-      return await step();
-    } catch (err) {
-      await this.closeAll().catch(() => undefined);
-      throw err;
-    }
-  }
-
-  async closeAll(): Promise<void> {
-    const errors: unknown[] = [];
-    for (let step = this.steps.pop(); step; step = this.steps.pop()) {
-      try {
-        await step();
-      } catch (err) {
-        errors.push(err);
-      }
-    }
-    if (errors.length > 0) throw errors[0];
-  }
-}
-
 /**
  * Unwritable folders stop the start with one clear sentence (not a SQLite error on the first call). npm start checks
  * them before it starts the file-work process, whose own check would otherwise speak first.
@@ -210,41 +119,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const maintenance = startStoreMaintenance(store, config, { log });
   closer.defer(() => maintenance.stop());
   // The model service: remote (MODEL_SERVICE_URL), npm start's file-work process (live streams then on a live-only
-  // engine here), or an engine and its model service in this process.
-  const fileProcess = config.modelServiceUrl ? null : (opts.fileProcess ?? null);
+  // engine here), or an engine and its model service in this process. A file-work process passed in is ours to stop.
   if (opts.fileProcess) closer.defer(() => opts.fileProcess!.close());
-  const model = await closer.open(async () => {
-    if (fileProcess) {
-      const liveEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config, { liveOnly: true }));
-      if (!opts.engine) closer.defer(() => liveEngine.close());
-      return { url: fileProcess.url, token: fileProcess.token, engine: liveEngine, app: null };
-    }
-    if (config.modelServiceUrl) {
-      if (!config.modelServiceToken) {
-        throw new Error('MODEL_SERVICE_URL is set but MODEL_SERVICE_TOKEN is not: set it to the secret the model service(s) were started with');
-      }
-      return { url: config.modelServiceUrl, token: config.modelServiceToken, engine: null, app: null };
-    }
-    const localEngine: InferenceEngine = opts.engine ?? (await createInferenceEngine(config));
-    if (!opts.engine) {
-      closer.defer(async () => {
-        await waitForIdle(localEngine, 10_000);
-        await localEngine.close();
-      });
-    }
-    // In-process, the model service's metrics (audio seconds, RTF, engine state) share the gateway's /metrics.
-    const msMetrics = createModelServiceMetrics(registry, { engine: () => localEngine.state() });
-    // A fresh secret per start: only this process can call its in-process model service.
-    const token = crypto.randomBytes(32).toString('base64url');
-    const started = await startModelServiceServer(config, localEngine, token, log, msMetrics);
-    closer.defer(async () => {
-      await closeServer(started.server);
-      // Responses may have closed a moment before their temp directories are removed.
-      await requestScopesSettled(10_000);
-    });
-    return { url: started.url, token, engine: localEngine, app: started.app };
-  });
-  const { url: modelServiceUrl, token: modelServiceToken, engine, app: modelApp } = model;
+  const placement = await closer.open(() => placeModelService(config, { engine: opts.engine, fileProcess: opts.fileProcess, registry, log }));
+  closer.defer(() => placement.close());
+  const { url: modelServiceUrl, token: modelServiceToken, engine } = placement;
   // One set of replicas for calls and jobs alike: a replica that is down or whose breaker is open is skipped by both.
   const replicas = new ModelServiceReplicas({ config, baseUrl: modelServiceUrl, token: modelServiceToken });
   closer.defer(() => replicas.close());
@@ -268,31 +147,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
 
   let draining = false;
   let shuttingDown = false;
-  const localEngine = engine;
-  const checks: ReadinessCheck[] = [
-    // A read through the store contract: answers only when the database does.
-    { name: 'store', check: async () => void (await store.getSetting('probe.readyz')) },
-    // Rate limits and console sessions (Redis with REDIS_URL; memory always answers).
-    { name: 'shared_state', check: () => sharedState.ready() },
-    localEngine && !fileProcess
-      ? {
-          name: 'engine',
-          check: async () => {
-            if (localEngine.state().size < 1) throw new Error('no inference workers');
-          },
-        }
-      : {
-          name: 'model_service',
-          // Ready when at least one upstream whose breaker is not open answers its /readyz.
-          check: async () => {
-            const usable = forwarder.upstreams().filter((u) => u.state !== 'open');
-            if (usable.length === 0) throw new Error('every model-service circuit breaker is open');
-            await Promise.any(usable.map((u) => httpReady(u.upstream))).catch((err: AggregateError) => {
-              throw new Error(err.errors.map((e: Error) => e.message).join('; '));
-            });
-          },
-        },
-  ];
+  const checks = readinessChecks(store, sharedState, placement, forwarder);
   const probes = probeHandlers({ checks, draining: () => draining });
 
   const app = express();
@@ -300,55 +155,18 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // No automatic weak ETags on JSON answers (errors, job objects): they change on every call and are not documented.
   app.set('etag', false);
 
-  // Every response carries an X-Request-Id: probes, /metrics, /openapi.json and the console as well as /v1.
-  app.use((req, res, next) => {
-    assignRequestId(req, res);
-    next();
-  });
-  // Once shutdown began, requests that still arrive on open connections get 503 + Retry-After (probes excepted).
-  app.use((req, res, next) => {
-    if (!shuttingDown || req.path === '/healthz' || req.path === '/readyz') return next();
-    assignRequestId(req, res);
-    res.setHeader('Retry-After', String(RESTART_RETRY_AFTER_S));
-    res.setHeader('Connection', 'close');
-    sendGatewayError(res, 'upstream_unavailable', 'The service is restarting; retry after the Retry-After delay.', 503);
-  });
-  // Bodies outside /v1 (console JSON) are small: they must arrive within one client idle window. /v1 uploads have
-  // the forwarder's progress clock instead (the public server has no whole-request timeout).
-  app.use((req, res, next) => {
-    if (req.complete || req.path.startsWith('/v1/')) return next();
-    const timer = setTimeout(() => {
-      if (req.complete) return;
-      if (!res.headersSent) {
-        res.setHeader('Connection', 'close');
-        sendGatewayError(res, 'request_timeout', 'The request body did not arrive in time.');
-      } else {
-        req.socket.destroy();
-      }
-    }, config.clientIdleTimeoutMs);
-    res.once('close', () => clearTimeout(timer));
-    next();
-  });
+  app.use(requestIdOnEveryAnswer);
+  app.use(refuseWhenShuttingDown(() => shuttingDown));
+  app.use(smallBodyDeadline(config));
 
   // Probes and metrics: outside /v1, no API token (METRICS_TOKEN guards /metrics when set).
   app.get('/healthz', (req, res) => probes.healthz(req, res));
   app.get('/readyz', (req, res) => probes.readyz(req, res));
   // The file-work process's metrics (audio seconds, RTF, its engine and process) join this /metrics.
-  const serveMetrics = metricsHandler(registry, config.metricsToken, fileProcess ? () => fileProcess.metrics() : undefined);
+  const serveMetrics = metricsHandler(registry, config.metricsToken, placement.metrics);
   app.get('/metrics', (req, res) => serveMetrics(req, res));
 
-  app.get('/openapi.json', (_req, res) => {
-    // Read per request: small, and a redeployed file needs no restart.
-    fs.readFile(OPENAPI_PATH, (err, data) => {
-      if (err) {
-        sendGatewayError(res, 'endpoint_not_found', 'openapi.json is missing');
-        return;
-      }
-      res.setHeader('Content-Type', 'application/json; charset=utf-8');
-      res.setHeader('Cache-Control', 'no-cache');
-      res.send(data);
-    });
-  });
+  app.get('/openapi.json', serveOpenApi);
   // Streams run on the in-process engine, else on one of the replicas; /readyz draining refuses new ones.
   const streaming = createStreaming({
     config,
@@ -402,13 +220,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     beginShutdown() {
       draining = true;
       shuttingDown = true;
-      modelApp?.startDraining();
+      placement.startDraining();
     },
     inFlight: () => forwarder.activeCalls(),
     abortInFlight(retryAfterS: number): number {
       const n = forwarder.abortAll(retryAfterS);
-      // The in-process model service's own jobs stop with their cancelled requests; this catches any left.
-      if (modelApp) shutdownActiveScopes(retryAfterS);
+      placement.abortInFlight(retryAfterS);
       return n;
     },
     async close() {
