@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 import { closeQuietly, createToken, eventually, fixture, listen, multipartBody, rawRequest, testConfig } from './service-helpers';
 
 describe('server process', () => {

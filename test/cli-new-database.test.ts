@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 
 const dist = (p: string) => path.join(PROJECT_ROOT, 'dist/src/cli', p);
 

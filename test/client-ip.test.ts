@@ -12,8 +12,8 @@ import { createConsoleRouter } from '../src/console';
 import { createGateway, gatewayErrorHandler } from '../src/gateway';
 import { parseTrustProxy } from '../src/config/trust-proxy';
 import type { Forwarder } from '../src/gateway/types';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore, RequestLogEntry } from '../src/store/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import type { GatewayStore, RequestLogEntry } from '../src/store/gateway/types';
 import { eventually } from './service-helpers';
 
 const SECRET = 'client-ip-test-admin-secret';

@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { PROJECT_ROOT, type Config } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 import { freePort } from '../scripts/lib/free-port';
 import { eventually, testConfig } from './service-helpers';
 import { makeTmpDir } from './audio-helpers';

@@ -3,10 +3,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ADMIN_SECRET_SETTING } from '../src/store/settings';
+import { ADMIN_SECRET_SETTING } from '../src/store/gateway/settings';
 import { checkAdminSecret, hashAdminSecret, verifyAdminSecretHash } from '../src/console/auth';
 import { loadConfig } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 
 test('hash and verify: scrypt$salt$hash, right and wrong secrets, malformed stored values', async () => {
   const stored = await hashAdminSecret('the right secret');

@@ -10,8 +10,8 @@ import { loadConfig } from '../src/config';
 import { CSRF_HEADER, SESSION_COOKIE, consoleSessions, parseCookies, signedIn, type ConsoleSessions } from '../src/console/session';
 import { memoryConsoleState } from '../src/shared-state/sessions';
 import type { TrustProxySetting } from '../src/config/trust-proxy';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore } from '../src/store/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import type { GatewayStore } from '../src/store/gateway/types';
 import { eventually } from './service-helpers';
 
 const OPTIONS = { idleTtlMs: 60 * 60 * 1000, absoluteTtlMs: 12 * 60 * 60 * 1000 };

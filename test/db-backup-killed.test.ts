@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { gatewayDbPath, openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import { gatewayDbPath } from '../src/db/paths';
 import { until } from './jobs-helpers';
 
 const CLI = path.join(__dirname, '../src/cli/db.js');

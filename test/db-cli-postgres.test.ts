@@ -8,9 +8,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { PROJECT_ROOT } from '../src/config';
 import { openStore } from '../src/store';
-import { SQLITE_MIGRATIONS } from '../src/store/migrations/sqlite';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import { hashToken } from '../src/store/tokens';
+import { SQLITE_MIGRATIONS } from '../src/store/gateway/migrations/sqlite';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import { hashToken } from '../src/store/gateway/tokens';
 import { startPostgres, type PostgresServer, serverBinaries } from './real-servers';
 
 // Fails the suite at once, with one line naming the Debian packages, when the server binaries are missing.

@@ -5,10 +5,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { openJobStore } from '../src/jobs/queue/store';
-import type { JobStore } from '../src/jobs/types';
-import { gatewayDbPath, openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore, RequestLogEntry } from '../src/store/types';
+import { openJobStore } from '../src/store/jobs';
+import type { JobStore } from '../src/store/jobs/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import { gatewayDbPath } from '../src/db/paths';
+import type { GatewayStore, RequestLogEntry } from '../src/store/gateway/types';
 
 const CLI = path.join(__dirname, '../src/cli/db.js');
 

@@ -9,8 +9,8 @@ import { runKeysCli } from '../src/cli/keys';
 import { loadConfig, type Config } from '../src/config';
 import { createGateway, gatewayErrorHandler } from '../src/gateway';
 import type { Forwarder } from '../src/gateway/types';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore } from '../src/store/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import type { GatewayStore } from '../src/store/gateway/types';
 
 const CLI = path.join(__dirname, '../src/cli/keys.js');
 const TOKEN = /^mw_live_[A-Za-z0-9]{32}$/;

@@ -13,8 +13,8 @@ import { matchRoute, ROUTES } from '../src/gateway/routes';
 import type { EndpointSpec, GatewayContext } from '../src/gateway/types';
 import { clientIpOf } from '../src/http/ip';
 import { loggerToCallback, type Logger } from '../src/logging';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore, NewToken, PlanId, TokenRecord, Workspace } from '../src/store/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import type { GatewayStore, NewToken, PlanId, TokenRecord, Workspace } from '../src/store/gateway/types';
 
 /** A socket that keeps what the response writes; destroying it is the client going away. */
 class MemorySocket extends Duplex {

@@ -4,7 +4,7 @@ import { requestIdPolicy } from '../src/gateway/policies/request-id';
 import { planPolicy } from '../src/gateway/policies/plan';
 import { ROUTES } from '../src/gateway/routes';
 import type { EndpointSpec } from '../src/gateway/types';
-import type { PlanId } from '../src/store/types';
+import type { PlanId } from '../src/store/gateway/types';
 import { authenticated, exchange, newKey, openTestStore, routed, type TestStore } from './gateway-policy-helpers';
 
 let db: TestStore;

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { PROJECT_ROOT } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 import { startServer, stop } from './file-process-helpers';
 import { rawRequest } from './service-helpers';
 

@@ -12,8 +12,8 @@ import { createGateway, createGatewayErrorHandler, gatewayNotFoundHandler } from
 import { loggerToCallback } from '../src/logging';
 import { ROUTES } from '../src/gateway/routes';
 import type { EndpointSpec, Forwarder } from '../src/gateway/types';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore, NewToken, PlanId, RequestLogEntry } from '../src/store/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import type { GatewayStore, NewToken, PlanId, RequestLogEntry } from '../src/store/gateway/types';
 import { eventually } from './service-helpers';
 
 /** Calls in 'gate' mode wait at the stand-in model service until the test opens the gate, so they overlap for sure. */

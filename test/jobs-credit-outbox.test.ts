@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 import { denoise, startServer, stop, type Server } from './file-process-helpers';
 import { eventually, fixture, multipartBody, noiseWav, rawRequest } from './service-helpers';
 

@@ -6,10 +6,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { openPostgresJobStore } from '../src/jobs/queue/store/postgres';
-import { openSqliteJobStore } from '../src/jobs/queue/store/sqlite';
+import { openPostgresJobStore } from '../src/store/jobs/postgres';
+import { openSqliteJobStore } from '../src/store/jobs/sqlite';
 import { startPostgres, type PostgresServer } from './real-servers';
-import type { JobStore } from '../src/jobs/types';
+import type { JobStore } from '../src/store/jobs/types';
 
 export interface JobStoreEngine {
   name: string;

@@ -5,7 +5,7 @@ import path from 'node:path';
 import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import type { Config } from '../src/config';
-import type { NewJob } from '../src/jobs/types';
+import type { NewJob } from '../src/store/jobs/types';
 import { fixture, testConfig } from './service-helpers';
 import { sleep, until } from './jobs-helpers';
 

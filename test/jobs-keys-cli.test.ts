@@ -2,7 +2,7 @@
 // dispatcher signs with, stored in the job queue).
 import fs from 'node:fs';
 import { runKeysCli } from '../src/cli/keys';
-import { openJobStore } from '../src/jobs/queue/store';
+import { openJobStore } from '../src/store/jobs';
 import { testConfig } from './service-helpers';
 
 test('keys webhook-secret shows the secret (created once) and --rotate replaces it', async () => {

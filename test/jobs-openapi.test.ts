@@ -7,7 +7,7 @@ import { ROUTES } from '../src/gateway/routes';
 import { JOB_ERRORS } from '../src/jobs/api/errors';
 import { JOB_FIELDS } from '../src/jobs/api/params';
 import { jobView } from '../src/jobs/views';
-import type { JobRecord } from '../src/jobs/types';
+import type { JobRecord } from '../src/store/jobs/types';
 
 const spec = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'openapi.json'), 'utf8'));
 

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createApp } from '../src/app';
 import { PROJECT_ROOT } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 import { testConfig } from './service-helpers';
 import { until } from './jobs-helpers';
 import { freePort } from '../scripts/lib/free-port';

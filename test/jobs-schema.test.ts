@@ -1,4 +1,4 @@
-// The job tables' numbered migrations (src/jobs/queue/store/migrations) on both engines: the same versions, and the same
+// The job tables' numbered migrations (src/store/jobs/migrations) on both engines: the same versions, and the same
 // schema shape once applied (tables; columns with their types normalised to SQLite's storage classes, NOT NULL,
 // primary keys and defaults; indexes with their columns, order and WHERE). A database written by the build that
 // shipped version 1 (recorded in jobs_schema_migrations) migrates forward to that same shape, its jobs kept.
@@ -7,10 +7,11 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Client } from 'pg';
-import { POSTGRES_JOB_MIGRATIONS } from '../src/jobs/queue/store/migrations/postgres';
-import { SQLITE_JOB_MIGRATIONS } from '../src/jobs/queue/store/migrations/sqlite';
-import { openPostgresJobStore } from '../src/jobs/queue/store/postgres';
-import { jobsDbPath, openSqliteJobStore } from '../src/jobs/queue/store/sqlite';
+import { POSTGRES_JOB_MIGRATIONS } from '../src/store/jobs/migrations/postgres';
+import { SQLITE_JOB_MIGRATIONS } from '../src/store/jobs/migrations/sqlite';
+import { openPostgresJobStore } from '../src/store/jobs/postgres';
+import { jobsDbPath } from '../src/db/paths';
+import { openSqliteJobStore } from '../src/store/jobs/sqlite';
 import { freshJobsDatabase, stopJobsPostgres } from './jobs-helpers';
 import { serverBinaries } from './real-servers';
 

@@ -1,4 +1,4 @@
-// The job queue contract (src/jobs/types.ts JobStore), run against every engine: claiming is exclusive, leases fence
+// The job queue contract (src/store/jobs/types.ts JobStore), run against every engine: claiming is exclusive, leases fence
 // stale runners, expired leases are reclaimed (and given up after maxAttempts), cancel/refund/retention transitions,
 // keyset pagination, webhook secrets and deliveries.
 import { spawn } from 'node:child_process';
@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';
-import type { JobStore, NewJob } from '../src/jobs/types';
-import { openSqliteJobStore } from '../src/jobs/queue/store/sqlite';
+import type { JobStore, NewJob } from '../src/store/jobs/types';
+import { openSqliteJobStore } from '../src/store/jobs/sqlite';
 import { jobStoreEngines, stopJobsPostgres } from './jobs-helpers';
 import { serverBinaries } from './real-servers';
 
@@ -324,7 +324,7 @@ describe('SQLite job store file', () => {
       for (let i = 0; i < JOBS; i++) await store.createJob(newJob(`job_p${String(i).padStart(4, '0')}`, `ws_${i % 7}`, T0 + i), 1000);
       await store.close();
       const script = `
-        const { openSqliteJobStore } = require(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/src/jobs/queue/store/sqlite.js'))});
+        const { openSqliteJobStore } = require(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/src/store/jobs/sqlite.js'))});
         (async () => {
           const s = openSqliteJobStore(process.argv[1]);
           // Start barrier: every process has its connection open before any claims.

@@ -4,8 +4,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { openSqliteJobStore } from '../src/jobs/queue/store/sqlite';
-import type { JobRecord, JobStore } from '../src/jobs/types';
+import { openSqliteJobStore } from '../src/store/jobs/sqlite';
+import type { JobRecord, JobStore } from '../src/store/jobs/types';
 import {
   DELIVERY_WINDOW_MS,
   deliveryFor,

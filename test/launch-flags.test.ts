@@ -1,6 +1,6 @@
 // Every way the project starts its servers passes the same node flags: `npm start` / `npm run model-service`
 // (package.json), the Docker image's CMD, the scale-out compose file, and the load benchmark (which reads them from
-// package.json). The flags are a measured tuning (README, "Operations"); a launch point without them would run, and
+// package.json). The flags are a measured tuning (docs/bench/history.md, "The servers' Node flag"); a launch point without them would run, and
 // be measured, differently.
 import fs from 'node:fs';
 import path from 'node:path';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import { PROJECT_ROOT, type Config } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 import { createToken, eventually, fixture, testConfig } from './service-helpers';
 
 const API = '/v1/noise-suppressor';

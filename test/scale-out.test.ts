@@ -10,8 +10,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { PROJECT_ROOT } from '../src/config';
 import { openStore } from '../src/store';
-import { POSTGRES_MIGRATIONS } from '../src/store/migrations/postgres';
-import type { GatewayStore } from '../src/store/types';
+import { POSTGRES_MIGRATIONS } from '../src/store/gateway/migrations/postgres';
+import type { GatewayStore } from '../src/store/gateway/types';
 import { freePort, startPostgres, startRedis, type PostgresServer, type RedisServer, serverBinaries } from './real-servers';
 import { eventually, fixture, multipartBody, rawRequest, type RawResponse } from './service-helpers';
 

@@ -6,7 +6,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { loadConfig, PROJECT_ROOT, type Config } from '../src/config';
 import { pcm16WavHeader } from '../src/audio/wav';
-import type { GatewayStore } from '../src/store/types';
+import type { GatewayStore } from '../src/store/gateway/types';
 
 export const FIXTURES = path.join(PROJECT_ROOT, 'fixtures');
 export const fixture = (name: string): string => path.join(FIXTURES, name);

@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { PROJECT_ROOT, type Config } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore } from '../src/store/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import type { GatewayStore } from '../src/store/gateway/types';
 import { eventually, multipartBody, noiseWav, rawRequest, testConfig } from './service-helpers';
 import { freePort } from '../scripts/lib/free-port';
 

@@ -9,11 +9,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { openStore, type StoreConfig } from '../src/store';
-import { startStoreMaintenance } from '../src/store/maintenance';
-import { POSTGRES_MIGRATIONS } from '../src/store/migrations/postgres';
-import { SQLITE_MIGRATIONS } from '../src/store/migrations/sqlite';
-import { hashToken, TOKEN_PATTERN } from '../src/store/tokens';
-import type { GatewayStore, RequestLogEntry } from '../src/store/types';
+import { startStoreMaintenance } from '../src/store/gateway/maintenance';
+import { POSTGRES_MIGRATIONS } from '../src/store/gateway/migrations/postgres';
+import { SQLITE_MIGRATIONS } from '../src/store/gateway/migrations/sqlite';
+import { hashToken, TOKEN_PATTERN } from '../src/store/gateway/tokens';
+import type { GatewayStore, RequestLogEntry } from '../src/store/gateway/types';
 import { startPostgres, type PostgresServer, serverBinaries } from './real-servers';
 import { eventually } from './service-helpers';
 

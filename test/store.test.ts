@@ -4,10 +4,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { SQLITE_MIGRATIONS } from '../src/store/migrations/sqlite';
-import { openSqliteStore, gatewayDbPath } from '../src/store/sqlite-store';
-import { randomBase62 } from '../src/store/tokens';
-import type { GatewayStore } from '../src/store/types';
+import { SQLITE_MIGRATIONS } from '../src/store/gateway/migrations/sqlite';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import { gatewayDbPath } from '../src/db/paths';
+import { randomBase62 } from '../src/store/gateway/tokens';
+import type { GatewayStore } from '../src/store/gateway/types';
 
 let dataDir: string;
 let store: GatewayStore;
@@ -78,7 +79,7 @@ test('base62 generator is roughly uniform (no modulo bias towards the first char
 });
 
 test('keys revoke: a start of the token or id that names several keys is refused with their ids (issue 35, item 13)', async () => {
-  const { findKeyTarget } = await import('../src/store/common');
+  const { findKeyTarget } = await import('../src/store/gateway/common');
   const rec = (id: string, prefix: string) => ({ id, prefix }) as never;
   const keys = [rec('key_AAAAbbbb1', 'mw_live_Abcd'), rec('key_AAAAcccc2', 'mw_live_Abce'), rec('key_ZZZZ', 'mw_live_Zzzz')];
   const lookup = { byId: async () => null, byHash: async () => null, all: async () => keys };

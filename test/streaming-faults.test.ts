@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import type http from 'node:http';
 import { createApp, type AppHandle } from '../src/app';
 import type { Config } from '../src/config';
-import type { GatewayStore } from '../src/store/types';
+import type { GatewayStore } from '../src/store/gateway/types';
 import { closeQuietly, fixture, multipartBody, noiseWav, rawRequest, testConfig } from './service-helpers';
 import { serveApp, StreamClient, STREAM_PATH, wavData } from './streaming-helpers';
 

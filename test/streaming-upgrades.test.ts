@@ -9,7 +9,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { loadConfig } from '../src/config';
 import { routeUpgrades } from '../src/http/upgrades';
-import { openSqliteStore } from '../src/store/sqlite-store';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
 import { closeQuietly, eventually, fixture, multipartBody, rawRequest, testConfig } from './service-helpers';
 import { startServerProcess, type ServerProcess } from './streaming-process-helpers';
 

@@ -9,8 +9,8 @@ import http from 'node:http';
 import path from 'node:path';
 import { createApp, type AppHandle } from '../src/app';
 import { PROJECT_ROOT, type Config } from '../src/config';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore } from '../src/store/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import type { GatewayStore } from '../src/store/gateway/types';
 import { closeQuietly, listen, multipartBody, noiseWav, rawRequest, testConfig } from './service-helpers';
 import { freePort } from '../scripts/lib/free-port';
 

@@ -10,8 +10,8 @@ import http from 'node:http';
 import express from 'express';
 import type { Config } from '../src/config';
 import { createGateway, gatewayErrorHandler } from '../src/gateway';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore, RequestLogEntry } from '../src/store/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import type { GatewayStore, RequestLogEntry } from '../src/store/gateway/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from '../src/upstream/forwarder';
 import { closeQuietly, listen, testConfig } from './service-helpers';
 

@@ -9,8 +9,8 @@ import type { Config } from '../src/config';
 import { createGateway, gatewayErrorHandler } from '../src/gateway';
 import type { EndpointSpec } from '../src/gateway/types';
 import { ROUTES } from '../src/gateway/routes';
-import { openSqliteStore } from '../src/store/sqlite-store';
-import type { GatewayStore } from '../src/store/types';
+import { openSqliteStore } from '../src/store/gateway/sqlite';
+import type { GatewayStore } from '../src/store/gateway/types';
 import { createModelServiceForwarder, type ModelServiceForwarder } from '../src/upstream/forwarder';
 import { closeQuietly, createToken, listen, rawRequest, testConfig } from './service-helpers';
 

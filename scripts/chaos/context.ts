@@ -2,7 +2,7 @@
 // tokens created in a gateway's store, and the results of the scenarios.
 import { loadConfig } from '../../src/config';
 import { openStore } from '../../src/store';
-import type { GatewayStore, PlanId } from '../../src/store/types';
+import type { GatewayStore, PlanId } from '../../src/store/gateway/types';
 import { call, type CallOptions, type Reply } from './http';
 import type { Proc } from './procs';
 

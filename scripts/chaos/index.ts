@@ -2,8 +2,10 @@
 // gateways and model services on loopback ports with temporary data directories, sends the corpus through /denoise
 // and /denoise/batch, runs the concurrency and fault scenarios (credit race, rate-limit burst, kill -9 and SIGSTOP of
 // model services, slow clients, admission, SIGTERM under load, …), and prints a table. Everything it starts it stops;
-// everything it writes it removes. Phase 4 and the rows marked 27.x are issue 27's (scripts/chaos/round3.ts), phase 5
-// and the rows 35.x issue 35's outside the live path (scripts/chaos/restarts.ts).
+// everything it writes it removes. The scenarios live by subject: inputs.ts, limits.ts, credits.ts, upstream-faults.ts,
+// shutdown.ts, jobs-tenancy.ts (with job-calls.ts), ssrf.ts, leftovers.ts; phase 4 runs the rows of issue 27 (27.x)
+// that need a gateway with private URLs and one job slot; phase 5 and the rows 35.x are issue 35's outside the live
+// path (restarts.ts), phase 6 the live streams (streams.ts).
 //   npm run chaos                       the whole suite (a few minutes on 2 cores)
 //   npm run chaos -- --json out.json    also write the figures as JSON
 //   npm run chaos -- --seed 7 --keep    another corpus; keep the temp directory for inspection
@@ -19,8 +21,15 @@ import { buildCorpus, craftWav } from './corpus';
 import { Ctx } from './context';
 import { call, sleep } from './http';
 import { allProcs, startGateway, startModelService, stop, type Proc } from './procs';
-import * as S from './scenarios';
-import * as R3 from './round3';
+import * as Credits from './credits';
+import { MODELS } from './endpoints';
+import * as Inputs from './inputs';
+import * as JobsTenancy from './jobs-tenancy';
+import * as Leftovers from './leftovers';
+import * as Limits from './limits';
+import * as Shutdown from './shutdown';
+import * as Ssrf from './ssrf';
+import * as Upstream from './upstream-faults';
 import { runRestartsPhase } from './restarts';
 import { runStreamRows } from './streams';
 
@@ -125,7 +134,7 @@ async function main(): Promise<void> {
 
   const rss: Record<string, { start: number | null; end: number | null }> = {};
   let corpusCount = 0;
-  let singles: S.CorpusOutcome[] = [];
+  let singles: Inputs.CorpusOutcome[] = [];
   let batches = { calls: 0, items: 0, failedItems: 0, notes: [] as string[] };
   let hostile: Array<{ name: string; status: number; ok: boolean }> = [];
   let leftovers: string[] = [];
@@ -152,16 +161,16 @@ async function main(): Promise<void> {
       let m2 = await startModelService('ms-2', msEnv(dirs.replicas));
       const g1 = await startGateway('gw-replicas', gatewayEnv(dirs.replicas, { MODEL_SERVICE_URL: `${m1.url},${m2.url}` }));
       const tCorpus = await ctx.tenant(dirs.replicas, 'enterprise', { credits: 1_000_000, rpm: 100_000 });
-      await ctx.api(g1, tCorpus, S.MODELS, { label: 'warm-up' });
+      await ctx.api(g1, tCorpus, MODELS, { label: 'warm-up' });
       for (const p of [g1, m1, m2]) rss[p.name] = { start: p.rssKb(), end: null };
-      const window = S.slidingWindow(ctx, g1, dirs.replicas); // waits for the next minute boundary in the background
+      const window = Limits.slidingWindow(ctx, g1, dirs.replicas); // waits for the next minute boundary in the background
 
       log('  corpus through /denoise ...');
-      singles = await S.corpusSingles(ctx, g1, tCorpus, corpus);
+      singles = await Inputs.corpusSingles(ctx, g1, tCorpus, corpus);
       log('  corpus through /denoise/batch ...');
-      batches = await S.corpusBatches(ctx, g1, tCorpus, corpus);
+      batches = await Inputs.corpusBatches(ctx, g1, tCorpus, corpus);
       log('  hostile requests ...');
-      hostile = await S.hostileRequests(ctx, g1, tCorpus, wav);
+      hostile = await Inputs.hostileRequests(ctx, g1, tCorpus, wav);
       const hostileMiss = hostile.filter((h) => !h.ok);
       ctx.add({
         item: 'in',
@@ -185,26 +194,26 @@ async function main(): Promise<void> {
       ctx.add({ item: 'ssrf', title: 'playlists in uploads', pass: baitHits === 0, detail: `${baitHits} fetches of the bait URL (target 0)` });
 
       log('  security and limits ...');
-      await S.ipAllowList(ctx, g1, dirs.replicas);
-      await S.openModelService(ctx, m1, wav);
-      await S.bidiNames(ctx, g1, tCorpus, wav);
-      await S.consoleChecks(ctx, g1, adminSecret, tCorpus);
-      await S.loginUnderLoad(ctx, g1, tCorpus);
-      await S.unauthenticatedFlood(ctx, g1, dirs.replicas);
-      await S.rateLimitBurst(ctx, g1, dirs.replicas);
-      await S.creditRace(ctx, g1, dirs.replicas, wav);
-      await S.quotaVsReservations(ctx, g1, dirs.replicas, noiseWav(120), wav);
-      await S.durationCaps(ctx, g1, tCorpus);
+      await Limits.ipAllowList(ctx, g1, dirs.replicas);
+      await Upstream.openModelService(ctx, m1, wav);
+      await Inputs.bidiNames(ctx, g1, tCorpus, wav);
+      await Inputs.consoleChecks(ctx, g1, adminSecret, tCorpus);
+      await Limits.loginUnderLoad(ctx, g1, tCorpus);
+      await Limits.unauthenticatedFlood(ctx, g1, dirs.replicas);
+      await Limits.rateLimitBurst(ctx, g1, dirs.replicas);
+      await Credits.creditRace(ctx, g1, dirs.replicas, wav);
+      await Credits.quotaVsReservations(ctx, g1, dirs.replicas, noiseWav(120), wav);
+      await Limits.durationCaps(ctx, g1, tCorpus);
       log('  slow clients, admission ...');
-      await S.slowClients(ctx, g1, dirs.replicas, noiseWav(60));
-      await S.admission(ctx, g1, [m1, m2], dirs.replicas, clip90);
+      await Limits.slowClients(ctx, g1, dirs.replicas, noiseWav(60));
+      await Limits.admission(ctx, g1, [m1, m2], dirs.replicas, clip90);
       log('  kill -9 and SIGSTOP of a replica ...');
-      m1 = await S.killReplica(ctx, g1, [m1, m2], dirs.replicas, wav, () => startModelService('ms-1', msEnv(dirs.replicas), m1.port));
-      await S.stopReplica(ctx, g1, m2, dirs.replicas, wav);
+      m1 = await Upstream.killReplica(ctx, g1, [m1, m2], dirs.replicas, wav, () => startModelService('ms-1', msEnv(dirs.replicas), m1.port));
+      await Upstream.stopReplica(ctx, g1, m2, dirs.replicas, wav);
       log('  issue 27 rows on the default policy (request ids, 429 headers, all-failed batch) ...');
-      await R3.requestIdsOutsideV1(ctx, g1);
-      await R3.tooManyJobsHeaders(ctx, g1, dirs.replicas, wav);
-      await R3.allFailedBatch(ctx, g1, dirs.replicas);
+      await Inputs.requestIdsOutsideV1(ctx, g1);
+      await JobsTenancy.tooManyJobsHeaders(ctx, g1, dirs.replicas, wav);
+      await Inputs.allFailedBatch(ctx, g1, dirs.replicas);
       await window;
       for (const p of [g1, m1, m2]) if (rss[p.name]) rss[p.name].end = p.rssKb();
       const stops = await Promise.all([stop(g1), stop(m1), stop(m2)]);
@@ -216,8 +225,8 @@ async function main(): Promise<void> {
       log('phase 2: gateway + one standalone model service');
       let m3 = await startModelService('ms-single', msEnv(dirs.single));
       const g2 = await startGateway('gw-single', gatewayEnv(dirs.single, { MODEL_SERVICE_URL: m3.url }));
-      m3 = await S.killSingle(ctx, g2, m3, dirs.single, msEnv(dirs.single), wav, longWav);
-      m3 = await S.midBody(ctx, g2, m3, dirs.single, msEnv(dirs.single), bigWav);
+      m3 = await Upstream.killSingle(ctx, g2, m3, dirs.single, msEnv(dirs.single), wav, longWav);
+      m3 = await Upstream.midBody(ctx, g2, m3, dirs.single, msEnv(dirs.single), bigWav);
       const stops2 = await Promise.all([stop(g2), stop(m3)]);
       ctx.add({ item: 'stop', title: 'phase 2 processes stop on SIGTERM', pass: stops2.every((c) => c === 0), detail: `exit codes ${stops2.join('/')}` });
     }
@@ -226,7 +235,7 @@ async function main(): Promise<void> {
     if (args.phases.has(3)) {
       log('phase 3: SIGTERM under load (its own model service, the file-work process)');
       const g3 = await startGateway('gw-inproc', gatewayEnv(dirs.inproc, { MODEL_SERVICE_TOKEN: '', SHUTDOWN_GRACE_MS: '2000', MODEL_QUEUE_PER_WORKER: '8' }));
-      await S.sigtermUnderLoad(ctx, g3, dirs.inproc, wav, longWav);
+      await Shutdown.sigtermUnderLoad(ctx, g3, dirs.inproc, wav, longWav);
     }
 
     // -- phase 4: issue 27, one tenant against the others (npm start's own model service, one job slot) -------------
@@ -234,19 +243,17 @@ async function main(): Promise<void> {
       log('phase 4: issue 27 (slow senders and receivers, stalled uploads, header-less audio, kill -9 leftovers)');
       const env4 = gatewayEnv(dirs.round3, { MODEL_SERVICE_TOKEN: '', JOBS_CONCURRENCY: '1', JOBS_ALLOW_PRIVATE_URLS: 'true', MAX_AUDIO_SECONDS: '1800' });
       const g4 = await startGateway('gw-round3', env4);
-      const g4b = await R3.runPhase4(ctx, g4, dirs.round3, {
-        wav,
-        clientIdleMs: Number(env4.CLIENT_IDLE_TIMEOUT_MS),
-        ffmpegPath: config.ffmpegPath,
-        scratch: path.join(root, 'headerless'),
-        longSeconds: 7200,
-        restart: () => startGateway('gw-round3-restarted', env4, g4.port),
-      });
+      await JobsTenancy.stalledJobUpload(ctx, g4, dirs.round3, Number(env4.CLIENT_IDLE_TIMEOUT_MS));
+      await Limits.headerlessLongAudio(ctx, g4, dirs.round3, path.join(root, 'headerless'), config.ffmpegPath, 7200);
+      await Ssrf.metadataRedirect(ctx, g4, dirs.round3);
+      await JobsTenancy.slowWebhookReceiver(ctx, g4, dirs.round3, wav);
+      await JobsTenancy.slowUrlSender(ctx, g4, dirs.round3, wav);
+      const g4b = await Leftovers.killLeftovers(ctx, g4, dirs.round3, () => startGateway('gw-round3-restarted', env4, g4.port));
       log('  IPv6 spellings; concurrent uploads against the disk floor (a gateway without runner) ...');
-      const floorBytes = (Math.floor(R3.freeBytes(root) / (1024 * 1024)) - 150) * 1024 * 1024;
+      const floorBytes = (Math.floor(JobsTenancy.freeBytes(root) / (1024 * 1024)) - 150) * 1024 * 1024;
       const g5 = await startGateway('gw-floor', gatewayEnv(dirs.floor, { MODEL_SERVICE_TOKEN: '', JOBS_RUNNER: 'false', JOBS_MIN_FREE_DISK_MB: String(floorBytes / (1024 * 1024)) }));
-      await R3.ipv6Spellings(ctx, g5, dirs.floor, wav);
-      await R3.diskFloor(ctx, g5, dirs.floor, floorBytes);
+      await Ssrf.ipv6Spellings(ctx, g5, dirs.floor, wav);
+      await JobsTenancy.diskFloor(ctx, g5, dirs.floor, floorBytes);
       const stops4 = await Promise.all([stop(g4b), stop(g5)]);
       ctx.add({ item: 'stop', title: 'phase 4 processes stop on SIGTERM', pass: stops4.every((c) => c === 0), detail: `exit codes ${stops4.join('/')}` });
     }
@@ -264,7 +271,7 @@ async function main(): Promise<void> {
       await runStreamRows(ctx, gatewayEnv(dirs.streams, { MODEL_SERVICE_TOKEN: '' }), dirs.streams);
     }
 
-    if (args.phases.has(1)) await S.keysEpipe(ctx, dirs.replicas); // on phase 1's store
+    if (args.phases.has(1)) await Shutdown.keysEpipe(ctx, dirs.replicas); // on phase 1's store
   } catch (err) {
     ctx.add({ item: 'run', title: 'suite aborted', pass: false, detail: err instanceof Error ? (err.stack ?? err.message) : String(err) });
   } finally {

@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { settledCreditsUsed, type Ctx, type Tenant } from './context';
 import { call, jsonOf, multipart, pool, sleep, type Part, type Reply } from './http';
 import { startGateway, stop, type Proc } from './procs';
-import { DENOISE, MODELS } from './scenarios';
+import { DENOISE, MODELS } from './endpoints';
 
 const run = promisify(execFile);
 const JOBS = '/v1/noise-suppressor/jobs';

@@ -8,11 +8,11 @@ import { execFile } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { hashToken } from '../../src/store/tokens';
+import { hashToken } from '../../src/store/gateway/tokens';
 import type { Ctx, Tenant } from './context';
 import { multipart, sleep } from './http';
 import { childrenOf, kill9, startGateway, type Proc } from './procs';
-import { DENOISE } from './scenarios';
+import { DENOISE } from './endpoints';
 
 const STREAM = '/v1/noise-suppressor/stream';
 

@@ -2,7 +2,7 @@
 // in this process, else at least one usable replica).
 import { httpReady, type ReadinessCheck } from '../probes';
 import type { SharedState } from '../shared-state';
-import type { GatewayStore } from '../store/types';
+import type { GatewayStore } from '../store/gateway/types';
 import type { ModelServiceForwarder } from '../upstream/forwarder';
 import type { Placement } from './placement';
 

@@ -1,20 +1,8 @@
-// The SQLite files the CLIs work on (DATA_DIR/gateway.db, DATA_DIR/jobs.db), and the warning when a CLI creates one:
+// The warning when a CLI creates one of the SQLite files (src/db/paths.ts: DATA_DIR/gateway.db, DATA_DIR/jobs.db):
 // a DATA_DIR other than the server's silently gets databases of its own, and keys made there answer 401.
 import fs from 'node:fs';
 import type { Config } from '../config';
-import { jobsDbPath } from '../jobs/queue/store/sqlite';
-import { gatewayDbPath } from '../store/sqlite-store';
-
-export interface DatabaseFiles {
-  /** Workspaces, keys, plans, credits, the request log, settings. */
-  gateway: string;
-  /** Jobs, webhook secrets, webhook deliveries. */
-  jobs: string;
-}
-
-export function databaseFiles(config: Pick<Config, 'dataDir'>): DatabaseFiles {
-  return { gateway: gatewayDbPath(config), jobs: jobsDbPath(config.dataDir) };
-}
+import { databaseFiles } from '../db/paths';
 
 /**
  * Notes which database files exist now; `check()` (after opening a store) reports each one that has appeared since,

@@ -10,9 +10,9 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Config } from '../config';
-import { openJobStore } from '../jobs/queue/store';
-import { openSqliteStore } from '../store/sqlite-store';
-import { databaseFiles } from './databases';
+import { databaseFiles } from '../db/paths';
+import { openSqliteStore } from '../store/gateway/sqlite';
+import { openJobStore } from '../store/jobs';
 import { PRIVATE_FILE_MODE } from '../startup/private-files';
 import { processAlive } from '../startup/process-alive';
 

@@ -17,9 +17,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
 import { describeStore, migrateStore } from '../store';
-import { copySqliteToPostgres } from '../store/copy-sqlite-to-postgres';
+import { copySqliteToPostgres } from '../store/gateway/copy-sqlite-to-postgres';
 import { usePrivateUmask } from '../startup/private-files';
-import { gatewayDbPath } from '../store/sqlite-store';
+import { gatewayDbPath } from '../db/paths';
 import { dataDirFromArgs, flag, parseCommandLine, usageLine, UsageError, type OptionSpec } from './args';
 import { watchForNewDatabase } from './databases';
 import { backupSqlite, backupsInProgress, CommandError, restoreSqlite } from './db-backup';
@@ -108,7 +108,7 @@ export const COMMANDS: Record<string, DbCommand> = {
   },
 };
 
-// Schema migrations and the move to PostgreSQL (issue 12; src/store/migrations, src/store/copy-sqlite-to-postgres.ts).
+// Schema migrations and the move to PostgreSQL (issue 12; src/store/gateway/migrations, src/store/gateway/copy-sqlite-to-postgres.ts).
 COMMANDS.migrate = {
   usage: 'migrate',
   summary:

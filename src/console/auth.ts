@@ -6,8 +6,8 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Config } from '../config';
-import { ADMIN_SECRET_SETTING } from '../store/settings';
-import type { GatewayStore } from '../store/types';
+import { ADMIN_SECRET_SETTING } from '../store/gateway/settings';
+import type { GatewayStore } from '../store/gateway/types';
 
 const scrypt = promisify(crypto.scrypt) as (
   password: crypto.BinaryLike,

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import express from 'express';
 import { PROJECT_ROOT, type Config } from '../config';
-import type { GatewayStore } from '../store/types';
+import type { GatewayStore } from '../store/gateway/types';
 import { memoryConsoleState, type ConsoleStateEngines, type LoginLimiterOptions, type SessionOptions } from '../shared-state/sessions';
 import { checkAdminSecret } from './auth';
 import { registerKeyRoutes } from './api/keys';
@@ -19,7 +19,7 @@ import { consoleSessions } from './session';
 import { registerPages, securityHeaders } from './views';
 
 export { adminSecretFile, ensureAdminSecret } from './auth';
-export { ADMIN_SECRET_SETTING } from '../store/settings';
+export { ADMIN_SECRET_SETTING } from '../store/gateway/settings';
 export { CSRF_HEADER, SESSION_COOKIE } from './session';
 export { PLAYGROUND_KEY_NAME, PLAYGROUND_SCOPES } from './api/playground';
 export { tokenStatus } from './api/shapes';

@@ -1,7 +1,7 @@
 // Plan limits as the console displays them: the gateway's own table (src/gateway/plans.ts),
 // so the page shows exactly what the gateway enforces.
 import { PLANS, limitsFor } from '../gateway/plans';
-import type { PlanId, Workspace } from '../store/types';
+import type { PlanId, Workspace } from '../store/gateway/types';
 
 const PLAN_LABELS: Record<PlanId, string> = { free: 'Free', starter: 'Starter', scale: 'Scale', enterprise: 'Enterprise' };
 

@@ -1,7 +1,7 @@
 // Input checks for the console's JSON endpoints.
 import { parseIpRule } from '../http/ip';
 import { DEFAULT_KEY_SCOPES } from '../gateway/routes';
-import type { PlanId } from '../store/types';
+import type { PlanId } from '../store/gateway/types';
 
 /** The scope table of the public spec (part 5), in display order. */
 export const CONSOLE_SCOPES: Array<{ scope: string; allows: string }> = [

@@ -1,7 +1,9 @@
 // PostgreSQL side of the persistence toolkit (node-postgres `pg`): the one pool factory every PostgreSQL user here
-// goes through (gateway store, job queue, the SQLite import), transactions on one pooled connection, and the
-// migration driver (one transaction under an advisory lock, so replicas starting together migrate once).
+// goes through (gateway store, job queue, the SQLite import), transactions on one pooled connection, the migration
+// driver (one transaction under an advisory lock, so replicas starting together migrate once), and the stores'
+// statements on a pool (postgresDatabase).
 import { Pool, type PoolClient } from 'pg';
+import { POSTGRES, toPositional, type Params, type Row, type Sql, type SqlDatabase } from './dialect';
 import { migrationSteps, runMigrations, type MigrationPlan, type MigrationResult, type MigrationStep } from './migrations';
 
 export interface PoolOptions {
@@ -85,4 +87,34 @@ export async function applyPostgresMigrations(pool: Pool, plan: MigrationPlan): 
   } finally {
     client.release();
   }
+}
+
+/** The stores' statements on a pool (`@name` placeholders compiled once per SQL text); a transaction takes one
+ *  connection for its length. */
+export function postgresDatabase(pool: Pool): SqlDatabase {
+  const compiled = new Map<string, { text: string; names: string[] }>();
+  const query = async (on: Pool | PoolClient, sql: string, params: Params = {}) => {
+    let c = compiled.get(sql);
+    if (!c) compiled.set(sql, (c = toPositional(sql)));
+    const values = c.names.map((name) => {
+      if (!(name in params)) throw new Error(`no value for @${name}`);
+      return params[name];
+    });
+    return on.query<Row>(c.text, values);
+  };
+  const on = (client: Pool | PoolClient): Sql => ({
+    dialect: POSTGRES,
+    all: async (sql, params) => (await query(client, sql, params)).rows,
+    run: async (sql, params) => (await query(client, sql, params)).rowCount ?? 0,
+  });
+  let ended = false;
+  return {
+    ...on(pool),
+    transaction: (fn) => inTransaction(pool, (client) => fn(on(client))),
+    async close() {
+      if (ended) return;
+      ended = true;
+      await pool.end();
+    },
+  };
 }

@@ -3,7 +3,7 @@
 // workspace), so the policies after authentication read the token and workspace without non-null assertions.
 import type { Request, Response } from 'express';
 import { sendGatewayError, type GatewayErrorType } from '../http/errors';
-import type { PlanLimits, TokenRecord, Workspace } from '../store/types';
+import type { PlanLimits, TokenRecord, Workspace } from '../store/gateway/types';
 import type { RouteMatch } from './routes';
 import type { EndpointSpec, GatewayContext } from './types';
 

@@ -5,7 +5,7 @@ import type { Config } from '../config';
 import { clientIpOf } from '../http/ip';
 import { loggerFromConfig, type Logger } from '../logging';
 import { SlidingWindowRateLimiter, type RateLimiter } from '../shared-state/rate-limit';
-import type { GatewayStore } from '../store/types';
+import type { GatewayStore } from '../store/gateway/types';
 import type { Call } from './call';
 import { Pipeline } from './pipeline';
 import { authenticationPolicy, type TicketRedeemer } from './policies/authentication';

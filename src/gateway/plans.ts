@@ -1,5 +1,5 @@
 // Plans (spec part 8): requests per minute per token, credits per calendar month (UTC) per workspace.
-import type { PlanId, PlanLimits, Workspace } from '../store/types';
+import type { PlanId, PlanLimits, Workspace } from '../store/gateway/types';
 
 export const PLANS: Record<PlanId, PlanLimits> = {
   free: { requestsPerMinute: 60, creditsPerMonth: 1_000, concurrentStreams: 2, services: ['noise-suppressor'] },

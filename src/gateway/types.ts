@@ -1,6 +1,6 @@
 // Contracts between the gateway's policy pipeline and what it forwards to.
 import type { Request, Response } from 'express';
-import type { PendingCharge, RequestLogEntry } from '../store/types';
+import type { PendingCharge, RequestLogEntry } from '../store/gateway/types';
 import type { ForwardOutcome } from '../upstream/types';
 
 export type { ForwardOutcome };

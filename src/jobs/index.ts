@@ -1,10 +1,11 @@
 // Asynchronous jobs for long recordings (docs/jobs.md): submit a file or a URL, poll or get a signed webhook, download
 // the result. This folder holds the whole capability; this file composes it. Imports point down this list:
 //   api/            the jobs endpoints and the console's Jobs API (api/index.ts lists its files)
-//   queue/          the job store engines, the runner, the job files (queue/index.ts)
+//   queue/          the runner, leases, housekeeping, the job files (queue/index.ts); the job store itself (JobStore,
+//                   SQLite or PostgreSQL) is src/store/jobs/
 //   outbound/       URL guard, safe HTTP, webhooks (outbound/index.ts)
-//   types.ts        the queue contract (JobStore) and the job's shapes; views.ts: the job as API, webhooks and CLI
-//                   show it; metrics.ts; failed-write.ts; disk-budget.ts: the free-disk floor every write takes from
+//   views.ts        the job as API, webhooks and CLI show it; log.ts (JobsLog); metrics.ts; failed-write.ts;
+//                   disk-budget.ts: the free-disk floor every write takes from
 //   queue/model-client.ts runner → model service over HTTP (POST /internal/jobs/denoise, served by
 //                   src/model-service/job-stream.ts), through upstream's replicas (balancer, breakers, health)
 import crypto from 'node:crypto';
@@ -14,18 +15,20 @@ import type { Forwarder } from '../gateway/types';
 import type { Logger } from '../logging';
 import type { Registry } from '../metrics';
 import { createJobMetrics } from './metrics';
-import type { GatewayStore } from '../store/types';
+import type { GatewayStore } from '../store/gateway/types';
 import { createJobsConsoleRouter, createJobsHandler } from './api';
-import { JobFiles, JobRunner, openJobStore } from './queue';
+import { JobFiles, JobRunner } from './queue';
+import { openJobStore } from '../store/jobs';
 import type { ModelServiceReplicas } from '../upstream/replicas';
-import type { JobStore, JobsLog } from './types';
+import type { JobStore } from '../store/jobs/types';
+import type { JobsLog } from './log';
 import { WebhookDispatcher } from './outbound';
 import { DiskBudget } from '../storage/disk-budget';
 
 export { createJobStreamRouter } from '../model-service/job-stream';
 export { configureJobRoutes } from './api';
-export { openJobStore } from './queue';
-export type { JobStore } from './types';
+export { openJobStore } from '../store/jobs';
+export type { JobStore } from '../store/jobs/types';
 
 /**
  * Job URLs: connect 10 s; silent at most 30 s; at least 32 KiB/s over each 30 s window; the whole download within

@@ -1,5 +1,5 @@
 // The job object as the API, webhooks, the CLI and the console show it.
-import type { DeliveryRecord, JobRecord } from './types';
+import type { DeliveryRecord, JobRecord } from '../store/jobs/types';
 
 export const API_PREFIX = '/v1/noise-suppressor';
 

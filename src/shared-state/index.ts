@@ -5,14 +5,14 @@
 // sessions.ts; StreamTickets and StreamSlots in streams.ts).
 import { redactUrl, type Config } from '../config';
 import { memoryConsoleState, type ConsoleStateEngines } from './sessions';
-import { ADMIN_SECRET_SETTING } from '../store/settings';
+import { ADMIN_SECRET_SETTING } from '../store/gateway/settings';
 import { SlidingWindowRateLimiter, type RateLimiter } from './rate-limit';
 import { openRedis } from './redis/client';
 import { redisConsoleState } from './redis/console-state';
 import { RedisRateLimiter } from './redis/rate-limiter';
 import { RedisStreamSlots, RedisStreamTickets } from './redis/streams';
 import { MemoryStreamSlots, MemoryStreamTickets, type StreamSlots, type StreamTickets } from './streams';
-import type { GatewayStore } from '../store/types';
+import type { GatewayStore } from '../store/gateway/types';
 
 export interface SharedState {
   /** 'memory' or 'Redis redis://host:port' (password hidden). */

@@ -1,29 +1,7 @@
-// The gateway's state: one contract (types.ts), engines behind it. openStore picks the engine from the config:
-// the embedded SQLite file in DATA_DIR by default (nothing else to run), PostgreSQL when DATABASE_URL is set (several
-// gateway processes share it). Both apply their numbered migrations when opened.
-import { redactUrl, type Config } from '../config';
-import { migratePostgres, openPostgresStore } from './postgres-store';
-import { gatewayDbPath, migrateSqlite, openSqliteStore } from './sqlite-store';
-import type { GatewayStore } from './types';
-
-export type { GatewayStore } from './types';
-
-/** What selects and sizes the engine (the rest of Config is not needed; absent DATABASE_URL means SQLite). */
-export type StoreConfig = Pick<Config, 'dataDir'> & Partial<Pick<Config, 'databaseUrl' | 'databasePoolSize'>>;
-
-/** Opens the store the configuration selects and brings its schema up to date. */
-export async function openStore(config: StoreConfig): Promise<GatewayStore> {
-  if (config.databaseUrl) return openPostgresStore({ databaseUrl: config.databaseUrl, databasePoolSize: config.databasePoolSize ?? 10 });
-  return openSqliteStore(config);
-}
-
-/** Human-readable name of the selected engine and where it lives (passwords hidden). */
-export function describeStore(config: StoreConfig): string {
-  return config.databaseUrl ? `PostgreSQL ${redactUrl(config.databaseUrl)}` : `SQLite ${gatewayDbPath(config)}`;
-}
-
-/** Applies pending migrations of the selected engine without starting anything else. */
-export async function migrateStore(config: StoreConfig): Promise<{ applied: number[]; version: number }> {
-  if (config.databaseUrl) return migratePostgres({ databaseUrl: config.databaseUrl, databasePoolSize: 1 });
-  return migrateSqlite(config);
-}
+// Persistence: the two stores, each one contract over the toolkit in src/db (dialect, migrations, engines):
+//   gateway/   GatewayStore: workspaces, keys, credits and holds, the request log, settings (DATA_DIR/gateway.db or
+//              PostgreSQL), its upkeep (maintenance.ts) and the move of a single box to PostgreSQL
+//   jobs/      JobStore: jobs, webhook secrets, webhook deliveries (DATA_DIR/jobs.db or PostgreSQL)
+// Short-lived shared state (rate-limit windows, console sessions) is src/shared-state, not here.
+export { describeStore, migrateStore, openStore, type GatewayStore, type StoreConfig } from './gateway';
+export { openJobStore, type JobStoreConfig } from './jobs';

@@ -7,7 +7,7 @@ import { planAllowsService } from '../gateway/plans';
 import { scopesAllow } from '../gateway/routes';
 import type { EndpointSpec } from '../gateway/types';
 import { ipAllowed } from '../http/ip';
-import type { GatewayStore } from '../store/types';
+import type { GatewayStore } from '../store/gateway/types';
 import { CLOSE, StreamFault } from './errors';
 
 /** Resolves with the fault that ends the stream now, or null while it may go on. */

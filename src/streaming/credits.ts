@@ -3,7 +3,7 @@
 // uses, renewed while the stream lives, reclaimed if this process dies); the next minute's hold is taken while the
 // current one is still running, so audio never waits for it unless credits are short.
 import type { Logger } from '../logging';
-import type { CreditReservation, GatewayStore } from '../store/types';
+import type { CreditReservation, GatewayStore } from '../store/gateway/types';
 
 /** Take the next minute's hold this many seconds before the current minute is used up. */
 const AHEAD_S = 15;

@@ -20,7 +20,7 @@ import type { InferenceEngine } from '../inference/types';
 import type { Logger } from '../logging';
 import type { Registry } from '../metrics';
 import { TICKET_TTL_MS, type StreamSlots, type StreamTickets } from '../shared-state/streams';
-import type { GatewayStore } from '../store/types';
+import type { GatewayStore } from '../store/gateway/types';
 import type { ModelServiceReplicas } from '../upstream/replicas';
 import { CLIENT_GONE_STATUS } from '../upstream/refusals';
 import { NoReplicaForStream, StreamRequestRejected } from '../upstream/stream-socket';

@@ -7,9 +7,9 @@ import express from 'express';
 import request from 'supertest';
 import { loadConfig, type Config } from '../../src/config';
 import { ADMIN_SECRET_SETTING, adminSecretFile, createConsoleRouter, ensureAdminSecret, PLAYGROUND_KEY_NAME } from '../../src/console';
-import { openSqliteStore } from '../../src/store/sqlite-store';
-import { hashToken } from '../../src/store/tokens';
-import type { GatewayStore } from '../../src/store/types';
+import { openSqliteStore } from '../../src/store/gateway/sqlite';
+import { hashToken } from '../../src/store/gateway/tokens';
+import type { GatewayStore } from '../../src/store/gateway/types';
 
 interface Harness {
   app: express.Express;

@@ -1,7 +1,7 @@
 // API keys in the console: the list (newest first), creating one (in a workspace that exists or one made on the
 // spot; the clear token is answered once) and revoking one.
 import type express from 'express';
-import type { GatewayStore, Workspace } from '../../store/types';
+import type { GatewayStore, Workspace } from '../../store/gateway/types';
 import { handle, sendError } from '../respond';
 import { InputError, parseAllowedIps, parseExpiry, parseScopes, requireString } from '../validation';
 import { tokenView } from './shapes';

@@ -6,8 +6,8 @@
 // secret ends (../session.ts).
 import type express from 'express';
 import type { PlaygroundKey, SessionStore } from '../../shared-state/sessions';
-import { hashToken } from '../../store/tokens';
-import type { GatewayStore, TokenRecord } from '../../store/types';
+import { hashToken } from '../../store/gateway/tokens';
+import type { GatewayStore, TokenRecord } from '../../store/gateway/types';
 import { handle } from '../respond';
 import { signedIn } from '../session';
 import { InputError } from '../validation';

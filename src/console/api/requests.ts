@@ -1,7 +1,7 @@
 // The console's request log: GET /requests, filtered by workspace, key, status, error type and endpoint, a page at
 // a time (newest first), each row with the key's prefix and name.
 import type express from 'express';
-import type { GatewayStore } from '../../store/types';
+import type { GatewayStore } from '../../store/gateway/types';
 import { handle } from '../respond';
 import { InputError, optionalOffset } from '../validation';
 import { requestView } from './shapes';

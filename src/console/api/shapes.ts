@@ -1,6 +1,6 @@
 // The JSON shapes the console API answers with: keys, workspaces (with this month's credits) and request-log rows,
 // in the snake_case the pages read. One place, so every route shows a key or a workspace the same way.
-import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../../store/types';
+import type { GatewayStore, RequestLogEntry, TokenRecord, Workspace } from '../../store/gateway/types';
 import { displayLimits } from '../plans';
 
 export function tokenStatus(t: TokenRecord, now = Date.now()): 'active' | 'revoked' | 'expired' {

@@ -1,7 +1,7 @@
 // Workspaces in the console: the list with this month's credits, creating one, changing its plan (enterprise with
 // custom limits) and its requests per day. createWorkspaceFrom is shared with key creation ("new workspace").
 import type express from 'express';
-import type { GatewayStore, Workspace } from '../../store/types';
+import type { GatewayStore, Workspace } from '../../store/gateway/types';
 import { handle, sendError } from '../respond';
 import { InputError, optionalCustomLimit, parsePlan, requireString } from '../validation';
 import { workspaceView } from './shapes';

@@ -6,8 +6,8 @@
 // route, before ip-allow-list.
 import type { Logger } from '../../logging';
 import type { RateLimiter } from '../../shared-state/rate-limit';
-import { hashToken, TOKEN_PATTERN } from '../../store/tokens';
-import type { GatewayStore } from '../../store/types';
+import { hashToken, TOKEN_PATTERN } from '../../store/gateway/tokens';
+import type { GatewayStore } from '../../store/gateway/types';
 import type { AuthenticatedCall, Gate, RoutedCall } from '../call';
 import { limitsFor } from '../plans';
 import type { RefuseUnauthenticated } from '../unauthenticated';

@@ -4,7 +4,7 @@
 // Retry-After (they may be given back). Runs after declared-body-size, before forward; its settle phase gives back a
 // hold still open when the pipeline ends (the call failed before it was forwarded: nothing was delivered).
 import type { Logger } from '../../logging';
-import type { CreditReservation, GatewayStore, PendingCharge } from '../../store/types';
+import type { CreditReservation, GatewayStore, PendingCharge } from '../../store/gateway/types';
 import { reject, type AuthenticatedCall, type HeldCredits, type Policy } from '../call';
 import type { GatewayContext } from '../types';
 

@@ -5,7 +5,7 @@
 // the pipeline is done with the call, so the row carries the final credits.
 import type { Response } from 'express';
 import type { Logger } from '../../logging';
-import type { GatewayStore, RequestLogEntry } from '../../store/types';
+import type { GatewayStore, RequestLogEntry } from '../../store/gateway/types';
 import type { Call, EndHook } from '../call';
 import type { CallObserver, CallSummary } from '../types';
 import { clip } from './route';

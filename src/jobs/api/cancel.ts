@@ -1,11 +1,12 @@
 // Canceling a job, for the jobs API (DELETE /jobs/{id}) and the console (POST /console/api/jobs/{id}/cancel): the
 // store marks it canceled, and if it was queued or running this process stops its local work, removes its files and
 // gives its credits back (once, see settleRefund).
-import type { GatewayStore } from '../../store/types';
+import type { GatewayStore } from '../../store/gateway/types';
 import type { JobFiles } from '../queue/files';
 import type { JobMetrics } from '../metrics';
 import { settleRefund } from '../queue/housekeeping';
-import type { JobRecord, JobStore, JobsLog } from '../types';
+import type { JobRecord, JobStore } from '../../store/jobs/types';
+import type { JobsLog } from '../log';
 
 export interface CancelDeps {
   store: JobStore;

@@ -4,11 +4,12 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Config } from '../../config';
 import { requestIdOf } from '../../http/errors';
 import { contentDisposition } from '../../model-service/names';
-import type { GatewayStore } from '../../store/types';
+import type { GatewayStore } from '../../store/gateway/types';
 import type { JobFiles } from '../queue/files';
 import type { JobMetrics } from '../metrics';
 import { cancelJob } from './cancel';
-import { isJobStatus, type JobStore, type JobsLog } from '../types';
+import { isJobStatus, type JobStore } from '../../store/jobs/types';
+import type { JobsLog } from '../log';
 import { decodeCursor, deliveryView, encodeCursor, jobView } from '../views';
 import { newWebhookSecret } from '../outbound/webhooks';
 

@@ -6,7 +6,7 @@ import { HttpError } from '../../model-service/http-error';
 import { JOB_DENOISE_FIELDS, parseDenoiseParams } from '../../model-service/params';
 import { SPEECH_FIELDS, speechJobFields } from '../../model-service/speech-params';
 import { JobApiError } from './errors';
-import type { JobParams } from '../types';
+import type { JobParams } from '../../store/jobs/types';
 import { parseUserUrl, UrlNotAllowedError } from '../outbound/url-guard';
 
 export const JOB_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'loudness', ...SPEECH_FIELDS, 'url', 'echo_reference_url', 'webhook_url'];

@@ -5,10 +5,11 @@
 // Attempts run side by side (at most MAX_IN_FLIGHT), at most PER_DESTINATION at once per receiver (scheme, host,
 // port), each within a total deadline: a slow receiver delays its own deliveries, never another's.
 import crypto from 'node:crypto';
-import { randomBase62 } from '../../store/tokens';
+import { randomBase62 } from '../../store/gateway/tokens';
 import { postJson, type SafeHttpOptions } from './safe-http';
 import { standardWebhookHeaders } from './signing';
-import type { DeliveryFactory, DeliveryRecord, JobStore, JobsLog } from '../types';
+import type { DeliveryFactory, DeliveryRecord, JobStore } from '../../store/jobs/types';
+import type { JobsLog } from '../log';
 import { UrlNotAllowedError, parseUserUrl } from './url-guard';
 import { jobView } from '../views';
 import type { JobMetrics } from '../metrics';

@@ -2,11 +2,12 @@
 // refunds and replay charges whose job was never created, and once a minute delete expired jobs with their files,
 // old webhook deliveries, and stray files.
 import type { Config, JobsConfig } from '../../config';
-import { creditPeriod, type GatewayStore } from '../../store/types';
+import { creditPeriod, type GatewayStore } from '../../store/gateway/types';
 import { crashPoint } from '../crash-point';
 import type { JobMetrics } from '../metrics';
 import { deliveryFor, DELIVERY_HISTORY_MS, type WebhookDispatcher } from '../outbound/webhooks';
-import type { JobRecord, JobStore, JobsLog } from '../types';
+import type { JobRecord, JobStore } from '../../store/jobs/types';
+import type { JobsLog } from '../log';
 import { writerGone, type JobFiles } from './files';
 
 export const HOUSEKEEPING_MS = 5_000;

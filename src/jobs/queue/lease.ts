@@ -2,7 +2,8 @@
 // once a second) and as the cancel check: a job canceled or reclaimed meanwhile no longer matches this owner, and
 // its work is stopped through its AbortController with the reason.
 import type { Config } from '../../config';
-import type { JobRecord, JobStore, JobsLog } from '../types';
+import type { JobRecord, JobStore } from '../../store/jobs/types';
+import type { JobsLog } from '../log';
 
 /** Why a running job's work was stopped. */
 export type StopReason = 'shutdown' | 'canceled' | 'lease_lost' | 'yield';

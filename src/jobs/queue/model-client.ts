@@ -13,7 +13,7 @@ import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from '../../model-service/jo
 import { SPEECH_FIELDS } from '../../model-service/speech-params';
 import type { Upstream } from '../../upstream/balancer';
 import type { ModelServiceReplicas, ReplicaCall, Verdict } from '../../upstream/replicas';
-import type { JobParams } from '../types';
+import type { JobParams } from '../../store/jobs/types';
 
 /** The model service refused the input or the parameters (400/413/422): retrying cannot help. */
 export class ModelServiceRejected extends Error {
@@ -140,7 +140,8 @@ function noneTook(notTaken: NotTaken[], replicas: ModelServiceReplicas): Error {
   // job's attempts, as for busy replicas; a job must not fail because the service was down for a minute.
   if (notTaken.every((n) => n.error instanceof ModelServiceUnreachable)) {
     const why = notTaken.map((n) => `${n.upstream.label}: ${n.error.message}`).join('; ');
-    return new ModelServiceBusy(Math.max(UNREACHABLE_RETRY_MS, replicas.breakerWaitMs()), `no model service reachable (${why})`);
+    // Not the breakers' wait: with none open that is their whole cooldown (30 s), and the ones tried here were closed.
+    return new ModelServiceBusy(UNREACHABLE_RETRY_MS, `no model service reachable (${why})`);
   }
   if (notTaken.length === 1) return notTaken[0].error;
   return new ModelServiceFailed(notTaken.map((n) => `${n.upstream.label}: ${n.error.message}`).join('; '));
