@@ -22,7 +22,7 @@ const LAYERS = [
   ['jobs', 'streaming'],
   ['console'],
   ['file-process'],
-  ['app.ts'],
+  ['app'],
   ['server.ts', 'model-service-main.ts', 'cli'],
 ];
 

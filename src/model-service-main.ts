@@ -7,11 +7,11 @@
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type express from 'express';
-import { closeServer, until, waitForIdle } from './app';
+import { runShutdown, waitForIdle } from './app/shutdown';
 import { ConfigError, loadConfig } from './config';
 import { createInferenceEngine } from './inference/engine';
 import type { InferenceEngine } from './inference/types';
-import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
+import { loggerFromConfig, type Logger } from './logging';
 import { createModelServiceMetrics } from './model-service/metrics';
 import { createRegistry, metricsHandler } from './metrics';
 import { createModelServiceApp, type ModelServiceApp } from './model-service/app';
@@ -25,8 +25,6 @@ import { tightenTree, usePrivateUmask } from './startup/private-files';
 
 /** Shortest MODEL_SERVICE_TOKEN accepted (a guessable secret would reopen the service). */
 export const MIN_TOKEN_LENGTH = 16;
-/** Retry-After of the 503s that answer what cannot finish within the shutdown grace. */
-const RETRY_AFTER_S = 5;
 
 async function main(logger: Logger): Promise<void> {
   usePrivateUmask(); // request folders and uploads: this user's only (0700 / 0600)
@@ -88,24 +86,27 @@ async function main(logger: Logger): Promise<void> {
   const shutdown = (signal: string): void => {
     if (stopping) process.exit(1);
     stopping = true;
-    draining = true;
-    app?.startDraining();
-    const began = Date.now();
-    logger.info({ event: 'shutdown', signal, grace_ms: config.shutdownGraceMs }, `${signal}: finishing in-flight requests`);
-    const closed = closeServer(server, config.shutdownGraceMs + 10_000);
-    exitWhenStopped(logger, signal, began, (async () => {
-      await until(() => activeRequestCount() === 0, config.shutdownGraceMs);
-      // What could not finish within the grace gets 503 + Retry-After instead of a cut connection.
-      const cut = shutdownActiveScopes(RETRY_AFTER_S);
-      if (cut > 0) logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RETRY_AFTER_S}`);
-      await requestScopesSettled(10_000);
-      // Not the live streams' sockets: their 1012 close handshake is under way (closeServer drops them at the latest).
-      server.closeAllConnections();
-      await closed;
-      if (!engine) return;
-      await waitForIdle(engine, 10_000);
-      await engine.close();
-    })());
+    runShutdown(signal, {
+      server,
+      logger,
+      graceMs: config.shutdownGraceMs,
+      finishing: 'finishing in-flight requests',
+      stopAccepting: () => {
+        draining = true;
+        app?.startDraining();
+      },
+      inFlight: activeRequestCount,
+      cut: shutdownActiveScopes,
+      flush: () => requestScopesSettled(10_000),
+      // The gateway is the only client: once every request is answered its connections can go at once. Live streams
+      // finish their 1012 close handshake; their sockets are dropped 10 s after the grace at the latest.
+      sockets: { deadlineMs: config.shutdownGraceMs + 10_000 },
+      release: async () => {
+        if (!engine) return;
+        await waitForIdle(engine, 10_000);
+        await engine.close();
+      },
+    });
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   // Under `npm start` (an IPC parent) a terminal's Ctrl-C is the parent's to handle: it stops this process last.

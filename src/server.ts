@@ -3,12 +3,12 @@
 // Logs are pino JSON lines on stdout (LOG_FORMAT=pretty for humans): start-up, one line per API call, shutdown.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { assertDataDirs, createApp, RESTART_RETRY_AFTER_S, until, type AppHandle } from './app';
+import { assertDataDirs, createApp, type AppHandle } from './app';
+import { runShutdown, until } from './app/shutdown';
 import { ConfigError, loadConfig } from './config';
 import { answerClientErrors } from './http/client-errors';
-import { closeEveryConnection } from './http/upgrades';
 import { adminSecretFile, ensureAdminSecret } from './console';
-import { exitWhenStopped, loggerFromConfig, type Logger } from './logging';
+import { loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
 import { tightenDataDirs, usePrivateUmask } from './startup/private-files';
 import { startFileProcess } from './file-process';
@@ -55,34 +55,22 @@ async function main(logger: Logger): Promise<void> {
       process.exit(1);
     }
     stopping = true;
-    const began = Date.now();
     // /readyz fails from now on so balancers stop sending; requests still arriving on open connections get 503 +
     // Retry-After (stream upgrades too); in-flight calls and open live streams get SHUTDOWN_GRACE_MS to finish; what
     // cannot finish gets 503 + Retry-After, and streams still open get an error message and close 1012.
-    handle.beginShutdown();
-    logger.info(
-      { event: 'shutdown', signal, grace_ms: config.shutdownGraceMs, streams: handle.streaming.active() },
-      `${signal}: no longer accepting connections, finishing in-flight requests and streams`,
-    );
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    server.closeIdleConnections();
-    exitWhenStopped(logger, signal, began, (async () => {
-      const streamsDrained = handle.streaming.drain(config.shutdownGraceMs);
-      await until(() => handle.inFlight() === 0, config.shutdownGraceMs);
-      const cut = handle.abortInFlight(RESTART_RETRY_AFTER_S);
-      if (cut > 0) {
-        logger.warn({ event: 'shutdown_cut', requests: cut }, `grace over: ${cut} request(s) answered 503 with Retry-After: ${RESTART_RETRY_AFTER_S}`);
-      }
-      await until(() => handle.inFlight() === 0, FLUSH_MS);
-      const streamsLeft = await streamsDrained;
-      if (streamsLeft > 0) logger.warn({ event: 'shutdown_cut', streams: streamsLeft }, `grace over: ${streamsLeft} stream(s) closed with 1012`);
-      // Sockets taken through 'upgrade' included: Node's closeAllConnections() does not see them.
-      const forced = setTimeout(() => closeEveryConnection(server), FLUSH_MS);
-      server.closeIdleConnections();
-      await closed;
-      clearTimeout(forced);
-      await handle.close();
-    })());
+    runShutdown(signal, {
+      server,
+      logger,
+      graceMs: config.shutdownGraceMs,
+      finishing: 'no longer accepting connections, finishing in-flight requests and streams',
+      stopAccepting: () => handle.beginShutdown(),
+      inFlight: () => handle.inFlight(),
+      streams: handle.streaming,
+      cut: (retryAfterS) => handle.abortInFlight(retryAfterS),
+      flush: () => until(() => handle.inFlight() === 0, FLUSH_MS),
+      sockets: { lingerMs: FLUSH_MS },
+      release: () => handle.close(),
+    });
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

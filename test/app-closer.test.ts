@@ -1,4 +1,4 @@
-// The one close stack of createApp (Closer in src/app.ts): newest first, every step even after one throws, and an
+// The one close stack of createApp (src/app/closer.ts): newest first, every step even after one throws, and an
 // opening step that fails closes what was opened before it.
 import { Closer } from '../src/app';
 

@@ -14,7 +14,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config';
 import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseFileOptions, type DenoiseStats } from '../pipeline';
-import { denoiseVideo, planVideo, VIDEO_EXTENSIONS, VideoRequestError, type VideoContainer } from '../video';
+import { VIDEO_EXTENSIONS, VideoRequestError, type VideoContainer } from '../video';
 import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/engine';
@@ -23,6 +23,7 @@ import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpe
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { progressReporter } from './progress';
 import { shown, summaryLine } from './denoise-summary';
+import { partialName, spoolStdin, videoOut } from './denoise-files';
 import { TRIM_DEFAULT_MAX_PAUSE_S, TRIM_MAX_PAUSE_BOUNDS, VAD_DEFAULTS, type SpeechRequest, type SpeechSegment } from '../vad/options';
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
@@ -221,18 +222,6 @@ function speechArgs(line: ReturnType<typeof parseCommandLine>): SpeechRequest | 
   return segments || trim ? { segments, trimMaxPauseS: trim ? pause : null, vad: { ...VAD_DEFAULTS } } : null;
 }
 
-/** Reads standard input into a file (ffmpeg probes and decodes files; a pipe cannot be probed twice). */
-async function spoolStdin(dir: string): Promise<string> {
-  const file = path.join(dir, 'stdin');
-  await pipeline(process.stdin, fs.createWriteStream(file));
-  return file;
-}
-
-/** A temporary name beside `target`, so the final rename stays on one file system. */
-function partialName(target: string): string {
-  return path.join(path.dirname(target), `.${path.basename(target)}.partial-${process.pid}`);
-}
-
 type Outcome = { ok: true; stats: DenoiseStats } | { ok: false; code: number; message: string };
 
 export async function runDenoise(argv: string[]): Promise<number> {
@@ -389,21 +378,4 @@ export function loudnessOption(raw: string | undefined): number | 'keep' | null 
     throw new UsageError(`--loudness must be a number from ${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max} (LUFS), podcast, broadcast or keep, got "${raw}"`);
   }
   return n;
-}
-
-/** -o OUT.mp4 (.mov, .mkv, .webm): the input's container, which OUT's extension must name (MP4 and MOV, or MKV and WebM). */
-async function videoOut(
-  deps: Parameters<typeof planVideo>[0],
-  input: string,
-  partial: string,
-  output: string,
-  wanted: VideoContainer,
-  options: Parameters<typeof denoiseVideo>[4],
-) {
-  const plan = await planVideo(deps, input, output);
-  const family = (c: VideoContainer): string => (c === 'mp4' || c === 'mov' ? 'MP4/MOV' : 'Matroska/WebM');
-  if (family(plan.container) !== family(wanted)) {
-    throw new VideoRequestError(`the input is ${family(plan.container)}: name the output .${plan.container} (the video is copied, not converted)`);
-  }
-  return denoiseVideo(deps, input, partial, { ...plan, container: wanted }, options);
 }

@@ -1,5 +1,5 @@
 // The app's last handlers: the 404 for paths nothing answered and the error handler turning any exception into the
-// gateway's error envelope. Mounted after everything else (src/app.ts).
+// gateway's error envelope. Mounted after everything else (src/app/index.ts).
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import { loggerFromConfig, type Logger } from '../logging';
 import { sendGatewayError } from '../http/errors';

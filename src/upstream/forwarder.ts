@@ -45,7 +45,7 @@ export type ForwarderConfig = Pick<
 export interface ForwarderDeps {
   config: ForwarderConfig;
   /**
-   * The replicas, shared with the job runner (app.ts); closed by their owner. Without it the forwarder makes its own
+   * The replicas, shared with the job runner (src/app); closed by their owner. Without it the forwarder makes its own
    * from baseUrl, token and now, and close() stops their health checks.
    */
   replicas?: ModelServiceReplicas;
