@@ -26,6 +26,7 @@ const UNIT_TESTS = [
   'jobs-openapi',
   'jobs-routes',
   'launch-flags',
+  'live-protocol',
   'server-binaries',
   'store',
   'streaming-leases',

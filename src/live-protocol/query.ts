@@ -1,0 +1,85 @@
+// The query that configures a live stream (docs/streaming.md, "Connecting"), read the same way at both ends: the
+// gateway checks the client's before the upgrade (a bad value is an ordinary 400), the model service the relayed one
+// on /internal/stream (which trusts nothing it did not check). One table of fields; a new setting is a row here, a
+// line in parseLiveQuery and one in liveQuery, and both ends take it.
+import { DEFAULT_MODEL, LIVE_ENCODINGS, LIVE_SAMPLE_BYTES, MODEL_IDS, type LiveEncoding, type LiveOptions, type ModelId } from '../inference/types';
+
+/** A stream's settings: what the denoising side is opened with. */
+export type LiveParams = LiveOptions;
+
+/** Every query parameter a stream takes. `ticket` is the public side's (browser authentication), never relayed. */
+export const LIVE_QUERY_FIELDS = ['model', 'sample_rate', 'encoding', 'channels', 'attenuation_limit_db', 'ticket'];
+export const LIVE_RATES = { min: 8000, max: 48000, default: 16000 } as const;
+
+/** A query parameter with a bad value, or one the protocol does not know; `message` says which and why. */
+export class LiveQueryError extends Error {}
+
+function one(query: Record<string, unknown>, name: string): string | undefined {
+  const v = query[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') throw new LiveQueryError(`"${name}" was given more than once; give it once`);
+  return v.trim();
+}
+
+function integer(text: string, name: string, min: number, max: number): number {
+  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
+    throw new LiveQueryError(`"${name}" must be an integer from ${min} to ${max} (got "${text.slice(0, 40)}")`);
+  }
+  return Number(text);
+}
+
+/** The stream's settings from its query (Express's parsed `req.query`); throws LiveQueryError. */
+export function parseLiveQuery(query: Record<string, unknown>, defaultAttenuationLimitDb: number): LiveParams {
+  for (const name of Object.keys(query)) {
+    if (!LIVE_QUERY_FIELDS.includes(name)) {
+      throw new LiveQueryError(`unknown query parameter "${name.slice(0, 40)}"; accepted: ${LIVE_QUERY_FIELDS.join(', ')}`);
+    }
+  }
+  const model = one(query, 'model') ?? DEFAULT_MODEL;
+  if (!MODEL_IDS.includes(model as ModelId)) {
+    throw new LiveQueryError(`"model" must be one of ${MODEL_IDS.join(', ')} (got "${model.slice(0, 40)}")`);
+  }
+  const rateText = one(query, 'sample_rate');
+  const sampleRate = rateText === undefined ? LIVE_RATES.default : integer(rateText, 'sample_rate', LIVE_RATES.min, LIVE_RATES.max);
+  const encoding = (one(query, 'encoding') ?? 'pcm_s16le') as LiveEncoding;
+  if (!LIVE_ENCODINGS.includes(encoding)) {
+    throw new LiveQueryError(`"encoding" must be one of ${LIVE_ENCODINGS.join(', ')} (got "${String(encoding).slice(0, 40)}")`);
+  }
+  const chText = one(query, 'channels');
+  const channels = chText === undefined ? 1 : integer(chText, 'channels', 1, 2);
+  const limitText = one(query, 'attenuation_limit_db');
+  let attenuationLimitDb = defaultAttenuationLimitDb;
+  if (limitText !== undefined) {
+    const v = Number(limitText);
+    if (limitText === '' || !Number.isFinite(v) || v < 0 || v > 100) {
+      throw new LiveQueryError(`"attenuation_limit_db" must be a number from 0 to 100 (got "${limitText.slice(0, 40)}")`);
+    }
+    attenuationLimitDb = v;
+  }
+  return { model: model as ModelId, sampleRate, encoding, channels, attenuationLimitDb };
+}
+
+/** The query that opens a stream with `p` on a model service (the relay): parseLiveQuery gives `p` back from it. */
+export function liveQuery(p: LiveParams): URLSearchParams {
+  return new URLSearchParams({
+    model: p.model,
+    sample_rate: String(p.sampleRate),
+    encoding: p.encoding,
+    channels: String(p.channels),
+    attenuation_limit_db: String(p.attenuationLimitDb),
+  });
+}
+
+/**
+ * Bytes of one frame (all channels) of the client's binary messages: 2 or 4 bytes a sample for PCM, 1 for μ-law and
+ * A-law. Kept apart from outputFrameBytes: an input channel the output does not have (an echo reference) changes this
+ * one only.
+ */
+export function inputFrameBytes(p: Pick<LiveParams, 'encoding' | 'channels'>): number {
+  return LIVE_SAMPLE_BYTES[p.encoding] * p.channels;
+}
+
+/** Bytes of one frame of the server's binary messages (the denoised channels, in the stream's encoding). */
+export function outputFrameBytes(p: Pick<LiveParams, 'encoding' | 'channels'>): number {
+  return LIVE_SAMPLE_BYTES[p.encoding] * p.channels;
+}
