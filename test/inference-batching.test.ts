@@ -96,7 +96,7 @@ describe('the delay a live stream declares', () => {
   });
 
   test.each(cases)('%s at %i Hz', async (model, rate) => {
-    const { LiveStream } = await import('../src/inference/live-host');
+    const { LiveStream } = await import('../src/inference/live/host');
     const s = new LiveStream({ streamId: 1, model, channels: 1, sampleRate: rate, encoding: 'pcm_f32le', attenuationLimitDb: 0 }, graphs);
     const frame = Math.round(rate / 50);
     let sent = 0;

@@ -9,7 +9,7 @@ import type * as ort from 'onnxruntime-node';
 import fs from 'node:fs';
 import { loadConfig } from '../src/config';
 import type { DtlnGraphs } from '../src/inference/dtln';
-import { LiveHost } from '../src/inference/live-host';
+import { LiveHost } from '../src/inference/live/host';
 import type { LiveItem } from '../src/inference/protocol';
 import { loadGraphs } from '../src/inference/sessions';
 import type { ModelId } from '../src/inference/types';

@@ -9,7 +9,7 @@ import { MODELS, streamLayout } from './models';
 import { MAX_IN_FLIGHT, PoolWorker } from './pool-worker';
 import type { ToWorker } from './protocol';
 import { StreamHandle, type StreamHost } from './stream-handle';
-import { LivePool } from './live';
+import { LivePool } from './live/pool';
 import type { ThreadPriority } from './thread-priority';
 import type {
   DenoiseOptions,
@@ -60,7 +60,7 @@ class Engine implements InferenceEngine, StreamHost {
   }
 
   /**
-   * A live stream (live.ts): chunks in as they come, output to `sink` in order. It runs on a live worker, at the
+   * A live stream (live/pool.ts): chunks in as they come, output to `sink` in order. It runs on a live worker, at the
    * server's priority, while the file workers run lowered (FILE_WORK_IDLE, FILE_WORK_NICE): when the CPU is short the
    * OS runs live ticks first, and a tick never waits for a file's session.run to end.
    */

@@ -12,7 +12,7 @@ export type ToWorker =
   | { type: 'end'; reqId: number; streamId: number }
   | { type: 'abort'; streamId: number }
   | { type: 'crash' }
-  // Live streams (live-host.ts): handled on arrival, ahead of the file requests queued in the worker.
+  // Live streams (live/host.ts): handled on arrival, ahead of the file requests queued in the worker.
   | { type: 'live-open'; reqId: number; open: LiveOpen }
   | { type: 'live-tick'; reqId: number; packed: PackedLive }
   | { type: 'live-abort'; streamId: number };

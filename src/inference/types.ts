@@ -145,7 +145,7 @@ export interface LiveState {
 
 export interface InferenceEngine {
   openStream(opts: DenoiseOptions): Promise<DenoiseStream>;
-  /** A live stream (live.ts): batched with the other live streams, ahead of file work. */
+  /** A live stream (live/pool.ts): batched with the other live streams, ahead of file work. */
   openLive?(opts: LiveOptions, sink: LiveSink): Promise<LiveStream>;
   liveState?(): LiveState;
   /** Each worker thread's kernel id and priority (file workers lowered: FILE_WORK_NICE, FILE_WORK_IDLE). */

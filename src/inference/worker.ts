@@ -11,7 +11,7 @@ import { createChain } from './chains';
 import { DtlnGraphs } from './dtln';
 import { PcmEdges } from './pcm-edges';
 import { loadGraphs } from './sessions';
-import { LiveHost } from './live-host';
+import { LiveHost } from './live/host';
 import { AlignedStream } from './stream';
 import { lowerThisThread, threadId, type ThreadPriority } from './thread-priority';
 import { concatAll } from '../dsp/concat';

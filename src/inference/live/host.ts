@@ -4,18 +4,18 @@
 // chain's, a resampler each way. All live streams of this worker share the graphs through batching.ts, so one tick
 // (the chunks every stream sent since the last) costs one session.run per graph per shape. Input reaches the chain in
 // whole frame hops only: then every stream's DTLN cores hold the same samples and can be joined.
-import { concat } from '../dsp/concat';
-import { LowFrequencyDither } from '../dsp/dither';
-import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../dsp/g711';
-import { decodeFramesInto } from '../dsp/pcm';
-import { RationalResampler } from '../dsp/rational-resampler';
+import { concat } from '../../dsp/concat';
+import { LowFrequencyDither } from '../../dsp/dither';
+import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../../dsp/g711';
+import { decodeFramesInto } from '../../dsp/pcm';
+import { RationalResampler } from '../../dsp/rational-resampler';
 import { batchingGraphs, type BatchStats } from './batching';
-import { MODELS } from './models';
-import { createChain } from './chains';
-import type { DtlnGraphs } from './dtln';
-import type { LiveOpen, LiveItem } from './protocol';
-import { LIVE_SAMPLE_BYTES } from './types';
-import { AlignedStream } from './stream';
+import { MODELS } from '../models';
+import { createChain } from '../chains';
+import type { DtlnGraphs } from '../dtln';
+import type { LiveOpen, LiveItem } from '../protocol';
+import { LIVE_SAMPLE_BYTES } from '../types';
+import { AlignedStream } from '../stream';
 
 /** The chain's frame hop at 16 kHz (nsm-1 runs stage 1 at half DTLN's frame rate). */
 function hopAt16k(model: string): number {
