@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import { loadConfig } from '../src/config';
 import type { DtlnGraphs } from '../src/inference/dtln';
 import { LiveHost } from '../src/inference/live/host';
-import type { LiveItem } from '../src/inference/protocol';
+import type { LiveItem } from '../src/inference/live/packing';
 import { loadGraphs } from '../src/inference/sessions';
 import type { ModelId } from '../src/inference/types';
 import { fixture } from './service-helpers';

@@ -17,7 +17,8 @@ import { lowerThisThread, threadId, type ThreadPriority } from './thread-priorit
 import { concatAll } from '../dsp/concat';
 import { loadVadSession } from '../vad/silero';
 import { SpeechTrack } from '../vad/speech-track';
-import { packLive, packedTransfer, spansItsBuffer, unpackLive, type ToWorker, type FromWorker } from './protocol';
+import { spansItsBuffer, type ToWorker, type FromWorker } from './protocol';
+import { packLive, packedTransfer, unpackLive } from './live/packing';
 
 interface WorkerInit {
   modelsDir: string;

@@ -1,183 +1,15 @@
-// Live streams, the worker's side: each stream is the model's aligned chain (AlignedStream) between PCM edges
-// (decoding the client's s16/f32/μ-law/A-law bytes; dithered 16-bit output, float output, or G.711: the dithered 16-bit
-// output encoded, so a G.711 stream's output is its 16-bit twin's, encoded) and, when the client's rate is not the
-// chain's, a resampler each way. All live streams of this worker share the graphs through batching.ts, so one tick
-// (the chunks every stream sent since the last) costs one session.run per graph per shape. Input reaches the chain in
-// whole frame hops only: then every stream's DTLN cores hold the same samples and can be joined.
-import { concat } from '../../dsp/concat';
-import { LowFrequencyDither } from '../../dsp/dither';
-import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../../dsp/g711';
-import { decodeFramesInto } from '../../dsp/pcm';
-import { RationalResampler } from '../../dsp/rational-resampler';
+// Live streams, the worker's side: the streams pinned to this worker (chain-stream.ts: each one's chain between its
+// byte edges) and the graphs they share through batching.ts, so one tick (the chunks every stream sent since the
+// last) costs one session.run per graph per shape.
 import { batchingGraphs, type BatchStats } from './batching';
+import { LiveChainStream } from './chain-stream';
 import { MODELS } from '../models';
-import { createChain } from '../chains';
 import type { DtlnGraphs } from '../dtln';
-import type { LiveOpen, LiveItem } from '../protocol';
-import { LIVE_SAMPLE_BYTES } from '../types';
-import { AlignedStream } from '../stream';
-
-/** The chain's frame hop at 16 kHz (nsm-1 runs stage 1 at half DTLN's frame rate). */
-function hopAt16k(model: string): number {
-  return model === 'nsm-1' ? 256 : 128;
-}
-
-export class LiveStream {
-  readonly chainRate: number;
-  /** Samples at the client's rate from input sample n to the moment output sample n can be computed. */
-  readonly latencySamples: number;
-  private readonly stream: AlignedStream;
-  private readonly quantum: number;
-  private readonly toChain: RationalResampler | null;
-  private readonly fromChain: RationalResampler | null;
-  private readonly dither: LowFrequencyDither | null;
-  /**
-   * Chain-rate samples waiting for a whole hop: the first pendLen of each channel's buffer, grown as needed and reused
-   * (chunks are decoded straight into it when no resampler is in the way).
-   */
-  private pend: Float32Array[];
-  private pendLen = 0;
-  /** Output samples (client rate) still to drop: the resamplers' delay. */
-  private toSkip: number;
-  private inSamples = 0;
-  private outSamples = 0;
-
-  constructor(opts: LiveOpen, graphs: DtlnGraphs) {
-    const fullBand = opts.model === 'nsm-2-hd' || opts.sampleRate > 16000;
-    // Cascade passes hand over one hop at a time: a live stream cannot wait for half-second blocks.
-    const chain = createChain(opts.model, opts.channels, graphs, { fullBand, cascadeBlockFrames: 1 });
-    this.chainRate = chain.sampleRate;
-    this.stream = new AlignedStream(chain, opts.attenuationLimitDb);
-    this.quantum = (hopAt16k(opts.model) * this.chainRate) / 16000;
-    const resample = opts.sampleRate !== this.chainRate;
-    this.toChain = resample ? new RationalResampler(opts.sampleRate, this.chainRate, opts.channels) : null;
-    this.fromChain = resample ? new RationalResampler(this.chainRate, opts.sampleRate, opts.channels) : null;
-    const resamplerDelay = resample
-      ? (this.toChain!.delay * opts.sampleRate) / this.chainRate + this.fromChain!.delay
-      : 0;
-    this.toSkip = Math.round(resamplerDelay);
-    const ratio = opts.sampleRate / this.chainRate;
-    this.latencySamples = Math.ceil((chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
-    this.law = opts.encoding === 'mulaw' || opts.encoding === 'alaw' ? opts.encoding : null;
-    this.format = opts.encoding === 'pcm_f32le' ? 'f32' : 's16';
-    // G.711 is encoded from the dithered 16-bit output: the 16-bit stream's bytes, through the codec.
-    this.dither = opts.encoding === 'pcm_s16le' || this.law ? new LowFrequencyDither(opts.sampleRate, opts.channels) : null;
-    this.pend = Array.from({ length: opts.channels }, () => new Float32Array(2 * this.quantum));
-    this.channels = opts.channels;
-    this.frame = LIVE_SAMPLE_BYTES[opts.encoding] * opts.channels;
-  }
-
-  private readonly channels: number;
-  private readonly frame: number;
-  /** μ-law or A-law bytes at the edges (null: PCM in `format`). */
-  private readonly law: G711Law | null;
-  private readonly format: 's16' | 'f32';
-
-  /** One chunk of interleaved bytes (whole frames) in; the output it completes, in the same encoding. */
-  async push(bytes: Uint8Array): Promise<Uint8Array> {
-    const frame = this.frame;
-    if (bytes.byteLength % frame !== 0) throw new Error(`${bytes.byteLength} bytes are not whole ${frame}-byte frames`);
-    const frames = bytes.byteLength / frame;
-    this.inSamples += frames;
-    if (this.toChain) {
-      const planar = Array.from({ length: this.channels }, () => new Float32Array(frames));
-      this.decodeInto(bytes, planar, 0);
-      return this.encode(this.take(await this.runResampled(this.toChain, planar)));
-    }
-    this.reserve(frames);
-    this.decodeInto(bytes, this.pend, this.pendLen);
-    this.pendLen += frames;
-    return this.encode(this.take(await this.runPending()));
-  }
-
-  /** The client's bytes (whole frames) as planar float32 from index `off` (as the file path reads the same samples). */
-  private decodeInto(bytes: Uint8Array, planar: Float32Array[], off: number): void {
-    if (this.law) {
-      g711DecodeInto(this.law, bytes, this.channels, planar, off);
-      return;
-    }
-    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    decodeFramesInto(buf, { format: this.format, channels: this.channels, blockAlign: this.frame }, planar, off);
-  }
-
-  /** Flushes: the output of every input sample not yet answered (total output = total input). */
-  async end(): Promise<Uint8Array> {
-    const parts: Float32Array[][] = [];
-    // Silence (not counted as input) carries the last samples through the resamplers' delay; take() cuts the excess.
-    if (this.toChain) parts.push(await this.runResampled(this.toChain, this.pend.map(() => new Float32Array(this.toSkip + 2 * this.quantum + 64))));
-    if (this.pendLen > 0) {
-      const rest = this.pend.map((x) => x.slice(0, this.pendLen));
-      this.pendLen = 0;
-      parts.push(this.fromChain ? this.fromChain.process(await this.stream.push(rest)) : await this.stream.push(rest));
-    }
-    const flushed = await this.stream.end();
-    parts.push(this.fromChain ? this.fromChain.process(flushed) : flushed);
-    const out = parts.reduce((acc, p) => acc.map((x, c) => concat(x, p[c])));
-    return this.encode(this.take(out));
-  }
-
-  /** Client-rate samples through the resampler to the chain's rate, then as runPending. */
-  private async runResampled(toChain: RationalResampler, planar: Float32Array[]): Promise<Float32Array[]> {
-    const atChain = toChain.process(planar);
-    this.reserve(atChain[0].length);
-    for (let c = 0; c < this.channels; c++) this.pend[c].set(atChain[c], this.pendLen);
-    this.pendLen += atChain[0].length;
-    return this.runPending();
-  }
-
-  /** The whole hops of what waits, through the chain (and back to the client's rate); the rest waits for more. */
-  private async runPending(): Promise<Float32Array[]> {
-    const usable = Math.floor(this.pendLen / this.quantum) * this.quantum;
-    if (usable === 0) return this.pend.map(() => new Float32Array(0));
-    // A copy: chains may keep their input (the dry signal of an attenuation limit), and the buffer is reused.
-    const hops = this.pend.map((x) => x.slice(0, usable));
-    for (const x of this.pend) x.copyWithin(0, usable, this.pendLen);
-    this.pendLen -= usable;
-    const out = await this.stream.push(hops);
-    return this.fromChain ? this.fromChain.process(out) : out;
-  }
-
-  /** Room for `more` samples after what waits. */
-  private reserve(more: number): void {
-    const need = this.pendLen + more;
-    if (this.pend[0].length >= need) return;
-    this.pend = this.pend.map((old) => {
-      const grown = new Float32Array(Math.max(need, 2 * old.length));
-      grown.set(old.subarray(0, this.pendLen));
-      return grown;
-    });
-  }
-
-  /** Drops the resamplers' delay and never returns more than was sent in. */
-  private take(out: Float32Array[]): Float32Array[] {
-    let start = 0;
-    if (this.toSkip > 0) {
-      start = Math.min(this.toSkip, out[0].length);
-      this.toSkip -= start;
-    }
-    const room = this.inSamples - this.outSamples;
-    const len = Math.min(out[0].length - start, room);
-    const kept = out.map((x) => x.subarray(start, start + Math.max(0, len)));
-    this.outSamples += kept[0].length;
-    return kept;
-  }
-
-  private encode(planar: Float32Array[]): Uint8Array {
-    if (this.dither) {
-      const pcm = this.dither.toInt16(planar);
-      return this.law ? g711EncodeInt16(this.law, pcm) : pcm;
-    }
-    const frames = planar[0].length;
-    const out = new Float32Array(frames * this.channels);
-    for (let c = 0; c < this.channels; c++) for (let f = 0; f < frames; f++) out[f * this.channels + c] = planar[c][f];
-    return new Uint8Array(out.buffer);
-  }
-}
-
+import type { LiveOpen, LiveItem } from './packing';
 
 /** The worker's live streams and the batching graphs they share. */
 export class LiveHost {
-  private readonly streams = new Map<number, LiveStream>();
+  private readonly streams = new Map<number, LiveChainStream>();
   private readonly graphs: DtlnGraphs;
   readonly stats: BatchStats = { runs: 0, rows: 0 };
 
@@ -191,7 +23,7 @@ export class LiveHost {
 
   open(opts: LiveOpen): { latencySamples: number; chainRate: number } {
     if (!MODELS[opts.model]) throw new Error(`unknown model ${opts.model}`);
-    const s = new LiveStream(opts, this.graphs);
+    const s = new LiveChainStream(opts, this.graphs);
     this.streams.set(opts.streamId, s);
     return { latencySamples: s.latencySamples, chainRate: s.chainRate };
   }

@@ -4,7 +4,8 @@
 // in one message (packed: two transferred buffers). So ticks follow each other as fast as the worker answers (but no
 // closer than LIVE_TICK_MS): small and immediate when few streams are open, larger (more streams per session.run) as
 // load rises.
-import { packLive, packedTransfer, unpackLive, type FromWorker, type LiveItem, type LiveItemToPack, type ToWorker } from '../protocol';
+import type { FromWorker, ToWorker } from '../protocol';
+import { packLive, packedTransfer, unpackLive, type LiveItem, type LiveItemToPack } from './packing';
 import type { LiveOptions, LiveSink, LiveState, LiveStream } from '../types';
 
 /** What the pool needs of a worker (engine.ts PoolWorker). */
