@@ -12,6 +12,7 @@ const UNIT_TESTS = [
   'cpu-quota',
   'dsp-aec',
   'dsp-aec-stream',
+  'dsp-halfband',
   'image',
   'gateway-policy-*',
   'inference-batching',
