@@ -195,13 +195,14 @@ class Engine implements InferenceEngine, StreamHost {
     if (this.options.liveOnly) throw new Error('this engine runs live streams only (file work runs in the file-work process)');
     if (this.workers.every((w) => w.dead)) throw new Error('no inference worker available');
     const id = ++this.streamCounter;
-    const layout = streamLayout(opts.model, !!opts.fullBand);
+    const layout = streamLayout(opts.model, !!opts.fullBand, !!opts.narrowBand);
     // Not awaited: the stream's first push is queued right behind `open` (same worker, same rank), so the worker goes
     // from one to the other without waiting for this thread to see the answer to `open` in between.
     const handle = new StreamHandle(this, id, layout.sampleRate, opts.channels, layout.bands, {
       msg: {
         type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels,
         attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness,
+        ...(opts.narrowBand ? { narrowBand: true } : {}),
         ...(pcmInput ? { pcmInput } : {}),
         ...(opts.speech ? { speech: opts.speech } : {}),
       },

@@ -6,7 +6,7 @@ import type { LiveOpen, PackedLive } from './live/packing';
 import type { SpeechReport, SpeechRequest } from '../vad/options';
 
 export type ToWorker =
-  | { type: 'open'; reqId: number; streamId: number; model: ModelId; channels: number; attenuationLimitDb: number; fullBand?: boolean; measureLoudness?: boolean; pcmInput?: WavSampleFormat; speech?: SpeechRequest }
+  | { type: 'open'; reqId: number; streamId: number; model: ModelId; channels: number; attenuationLimitDb: number; fullBand?: boolean; narrowBand?: boolean; measureLoudness?: boolean; pcmInput?: WavSampleFormat; speech?: SpeechRequest }
   | { type: 'push'; reqId: number; streamId: number; planar: Float32Array[] }
   /** A stream opened with pcmInput: interleaved bytes of whole frames; answered with `pcm` (16-bit, dithered). */
   | { type: 'push-pcm'; reqId: number; streamId: number; bytes: Uint8Array }

@@ -45,6 +45,11 @@ export interface DenoiseOptions {
    */
   fullBand?: boolean;
   /**
+   * 16 kHz models: run at 8 kHz (the model's chain between the 2:1 resamplers of dsp/halfband.ts, in the worker), for
+   * 8 kHz inputs whose rate is kept: the same chain an 8 kHz live stream runs.
+   */
+  narrowBand?: boolean;
+  /**
    * Meter the stream's input and output (BS.1770 block powers at sampleRate, src/dsp/loudness.ts) in the worker, next
    * to the chain, instead of on the caller's thread: read them with loudness() once end() has resolved.
    */

@@ -85,7 +85,7 @@ function compact(planar: Float32Array[]): Float32Array[] {
 async function handle(msg: ToWorker): Promise<void> {
   switch (msg.type) {
     case 'open': {
-      const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand });
+      const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand, narrowBand: msg.narrowBand });
       const meter = (): LoudnessMeter => new LoudnessMeter(chain.sampleRate, msg.channels);
       const speech = msg.speech ? new SpeechTrack(await vad(), msg.speech, chain.sampleRate, msg.channels) : null;
       streams.set(msg.streamId, {

@@ -1,8 +1,10 @@
 // Speech detection on one file stream, in the worker next to its chain: the aligned output (what the file gets) is
-// mixed to mono, brought to 16 kHz (full-band streams: the 3:1 decimator, its delay compensated), run through Silero
+// mixed to mono, brought to 16 kHz (full-band streams: the 3:1 decimator; 8 kHz ones: the 2:1 interpolator; their
+// delays compensated), run through Silero
 // (silero.ts) and the decision rule (detector.ts); the segments are collected, and with trim_silence the output is
 // shortened as it goes (trim.ts). Without trimming the output passes unchanged.
 import type * as ort from 'onnxruntime-node';
+import { HALF_BAND_DELAY, Interpolator2 } from '../dsp/halfband';
 import { Decimator3, RESAMPLE_DELAY_48K } from '../dsp/resample';
 import { SpeechDetector } from './detector';
 import { TRIM_FADE_S, type SpeechReport, type SpeechRequest } from './options';
@@ -15,6 +17,7 @@ export class SpeechTrack {
   private readonly detector: SpeechDetector;
   private readonly trimmer: SilenceTrimmer | null;
   private readonly decimator: Decimator3 | null;
+  private readonly interpolator: Interpolator2 | null;
   /** Output samples per VAD sample, and the output sample VAD sample 0 stands for (minus: the decimator's delay). */
   private readonly ratio: number;
   private readonly delay: number;
@@ -28,18 +31,19 @@ export class SpeechTrack {
     private readonly rate: number,
     private readonly channels: number,
   ) {
-    if (rate !== VAD_RATE && rate !== 3 * VAD_RATE) throw new Error(`speech detection runs on 16 or 48 kHz streams, not ${rate} Hz`);
+    if (rate !== VAD_RATE / 2 && rate !== VAD_RATE && rate !== 3 * VAD_RATE) throw new Error(`speech detection runs on 8, 16 or 48 kHz streams, not ${rate} Hz`);
     this.vad = new VadStream(session);
     this.detector = new SpeechDetector(request.vad, VAD_FRAME_S);
     this.trimmer = request.trimMaxPauseS === null ? null : new SilenceTrimmer(channels, rate, request.trimMaxPauseS, TRIM_FADE_S);
     this.ratio = rate / VAD_RATE;
     this.decimator = this.ratio === 3 ? new Decimator3() : null;
-    this.delay = this.ratio === 3 ? RESAMPLE_DELAY_48K : 0;
+    this.interpolator = this.ratio === 0.5 ? new Interpolator2() : null;
+    this.delay = this.ratio === 3 ? RESAMPLE_DELAY_48K : this.ratio === 0.5 ? HALF_BAND_DELAY / 2 : 0;
   }
 
   /** The output sample where VAD frame f begins. */
   private at(frame: number): number {
-    return Math.max(0, frame * VAD_FRAME * this.ratio - this.delay);
+    return Math.max(0, Math.round(frame * VAD_FRAME * this.ratio - this.delay));
   }
 
   /** An aligned output chunk in; the chunk to write out (the same arrays without trimming). */
@@ -54,8 +58,8 @@ export class SpeechTrack {
 
   /** After the last chunk: decides the rest and returns what trimming still held. */
   async finish(): Promise<Float32Array[]> {
-    // The decimator's delay in zeros, so that the last output samples reach the VAD; the last frame is zero-padded.
-    await this.analyse(this.decimator ? new Float32Array(this.delay + 3) : new Float32Array(0), true);
+    // The resampler's delay in zeros, so that the last output samples reach the VAD; the last frame is zero-padded.
+    await this.analyse(this.delay > 0 ? new Float32Array(Math.ceil(this.delay) + 3) : new Float32Array(0), true);
     if (!this.trimmer) return Array.from({ length: this.channels }, () => new Float32Array(0));
     return this.trimmer.finish();
   }
@@ -76,7 +80,7 @@ export class SpeechTrack {
   }
 
   private async analyse(x: Float32Array, last: boolean): Promise<void> {
-    const x16 = this.decimator ? this.decimator.process(x) : x;
+    const x16 = this.decimator ? this.decimator.process(x) : this.interpolator ? this.interpolator.process(x) : x;
     const probs = await this.vad.push(x16);
     this.detector.push(probs);
     if (last) {

@@ -1,7 +1,9 @@
 // One live stream in the worker: the model's aligned chain (AlignedStream) between the edges of the client's bytes
 // (decoding s16/f32/μ-law/A-law; dithered 16-bit output, float output, or G.711: the dithered 16-bit output encoded, so
 // a G.711 stream's output is its 16-bit twin's, encoded) and, when the client's rate is not the chain's, a resampler
-// each way. Input reaches the chain in whole frame hops only: then every stream's DTLN cores hold the same samples
+// each way. The chain is the one /denoise runs for a file at that rate kept: at 16 kHz the model's, above 16 kHz full
+// band at 48 kHz, at 8 kHz narrow band (its resamplers inside it: equal to /denoise of the 8 kHz file); at any other
+// rate the 16 kHz chain (below 16 kHz) or the full-band one (above) between RationalResamplers. Input reaches the chain in whole frame hops only: then every stream's DTLN cores hold the same samples
 // and their runs can be joined (batching.ts).
 import { concat } from '../../dsp/concat';
 import { LowFrequencyDither } from '../../dsp/dither';
@@ -9,6 +11,7 @@ import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../../dsp/g711';
 import { decodeFramesInto } from '../../dsp/pcm';
 import { RationalResampler } from '../../dsp/rational-resampler';
 import { createChain } from '../chains';
+import { NARROW_BAND_RATE } from '../models';
 import type { DtlnGraphs } from '../dtln';
 import type { LiveOpen } from './packing';
 import { LIVE_SAMPLE_BYTES } from '../types';
@@ -42,8 +45,9 @@ export class LiveChainStream {
 
   constructor(opts: LiveOpen, graphs: DtlnGraphs) {
     const fullBand = opts.model === 'nsm-2-hd' || opts.sampleRate > 16000;
+    const narrowBand = !fullBand && opts.sampleRate === NARROW_BAND_RATE;
     // Cascade passes hand over one hop at a time: a live stream cannot wait for half-second blocks.
-    const chain = createChain(opts.model, opts.channels, graphs, { fullBand, cascadeBlockFrames: 1 });
+    const chain = createChain(opts.model, opts.channels, graphs, { fullBand, narrowBand, cascadeBlockFrames: 1 });
     this.chainRate = chain.sampleRate;
     this.stream = new AlignedStream(chain, opts.attenuationLimitDb);
     this.quantum = (hopAt16k(opts.model) * this.chainRate) / 16000;
