@@ -425,7 +425,7 @@ export interface components {
             /** @description output_format=video only: chapters copied. */
             chapters?: number;
             attenuation_limit_db?: number;
-            /** @description Rate the model chain ran at: the model's rate, or 48000 when a 16 kHz model ran full band (input above 16 kHz, keep_input_sample_rate true) */
+            /** @description Rate the model chain ran at: the model's rate, or 48000 when a 16 kHz model ran full band (input above 16 kHz, keep_input_sample_rate true), or 8000 when it ran narrow band (an 8 kHz input, keep_input_sample_rate true) */
             processing_sample_rate?: number;
             /** @description What was done to each frequency band of the output, up to half the lower of the input and output rates */
             bands?: {
@@ -437,7 +437,7 @@ export interface components {
                  */
                 processing: "denoised_16k" | "guided_high_band";
             }[];
-            /** @description Integrated loudness (BS.1770, LUFS) of the input as the model hears it: at the rate the chain ran (processing_sample_rate: 48 kHz for nsm-2-hd and for full-band runs of nsm-1…4, else 16 kHz, where content above 8 kHz is not counted). null for silence or under 0.4 s. */
+            /** @description Integrated loudness (BS.1770, LUFS) of the input as the model hears it: at the rate the chain ran (processing_sample_rate: 48 kHz for nsm-2-hd and for full-band runs of nsm-1…4, 8 kHz for their narrow-band runs, else 16 kHz, where content above 8 kHz is not counted). null for silence or under 0.4 s. */
             input_loudness_lufs?: number | null;
             /** @description Integrated loudness of the output (after normalisation when loudness_lufs was given; for mp3, opus and m4a then measured on the encoded file, decoded again). */
             output_loudness_lufs?: number | null;
