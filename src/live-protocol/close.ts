@@ -5,7 +5,7 @@
 /** Close codes (WebSocket close frames). */
 export const CLOSE = {
   normal: 1000,
-  /** Sent by the WebSocket layer itself (a malformed or unmasked frame, a bad close code); recorded, never sent by us. */
+  /** Sent by the WebSocket layer itself (a malformed or unmasked frame, a bad close code); recorded, not sent by us. */
   protocolError: 1002,
   /** What a connection that dropped without a close frame reads as: never sent, recorded when the client vanished. */
   abnormal: 1006,

@@ -56,7 +56,7 @@ export type ServerMessage =
   | { type: 'done'; stats: DoneStats }
   | { type: 'error'; error: { type: string; message: string; request_id: string } };
 
-/** The first message: the stream's settings and its algorithmic delay (output sample n needs input n + latency − 1). */
+/** The first message: the stream's settings and its delay (output sample n needs input up to n + latency − 1). */
 export function readyMessage(requestId: string, p: LiveParams, latencySamples: number): ReadyMessage {
   return {
     type: 'ready',

@@ -3,8 +3,9 @@
 // a G.711 stream's output is its 16-bit twin's, encoded) and, when the client's rate is not the chain's, a resampler
 // each way. The chain is the one /denoise runs for a file at that rate kept: at 16 kHz the model's, above 16 kHz full
 // band at 48 kHz, at 8 kHz narrow band (its resamplers inside it: equal to /denoise of the 8 kHz file); at any other
-// rate the 16 kHz chain (below 16 kHz) or the full-band one (above) between RationalResamplers. Input reaches the chain in whole frame hops only: then every stream's DTLN cores hold the same samples
-// and their runs can be joined (batching.ts).
+// rate the 16 kHz chain (below 16 kHz) or the full-band one (above) between RationalResamplers. Input reaches the
+// chain in whole frame hops only: then every stream's DTLN cores hold the same samples and their runs can be joined
+// (batching.ts).
 import { concat } from '../../dsp/concat';
 import { LowFrequencyDither } from '../../dsp/dither';
 import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../../dsp/g711';
