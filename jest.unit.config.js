@@ -31,6 +31,7 @@ const UNIT_TESTS = [
   'server-binaries',
   'store',
   'streaming-leases',
+  'vad-batch',
   'vad-decisions',
 ];
 

@@ -1,12 +1,12 @@
 // Messages between the pool (main thread) and an inference worker. A live tick's items travel packed (live/packing.ts).
 import type { ThreadPriority } from './thread-priority';
 import type { WavSampleFormat } from '../dsp/pcm';
-import type { ModelId, StreamLoudness } from './types';
+import type { EchoReport, ModelId, StreamLoudness } from './types';
 import type { LiveOpen, PackedLive } from './live/packing';
 import type { SpeechReport, SpeechRequest } from '../vad/options';
 
 export type ToWorker =
-  | { type: 'open'; reqId: number; streamId: number; model: ModelId; channels: number; attenuationLimitDb: number; fullBand?: boolean; narrowBand?: boolean; measureLoudness?: boolean; pcmInput?: WavSampleFormat; speech?: SpeechRequest }
+  | { type: 'open'; reqId: number; streamId: number; model: ModelId; channels: number; attenuationLimitDb: number; fullBand?: boolean; narrowBand?: boolean; measureLoudness?: boolean; pcmInput?: WavSampleFormat; speech?: SpeechRequest; echoReference?: boolean }
   | { type: 'push'; reqId: number; streamId: number; planar: Float32Array[] }
   /** A stream opened with pcmInput: interleaved bytes of whole frames; answered with `pcm` (16-bit, dithered). */
   | { type: 'push-pcm'; reqId: number; streamId: number; bytes: Uint8Array }
@@ -29,7 +29,7 @@ export function spansItsBuffer(view: ArrayBufferView): boolean {
 export type FromWorker =
   | { type: 'ready'; priority: ThreadPriority }
   | { type: 'init-error'; message: string }
-  | { type: 'result'; reqId: number; planar: Float32Array[]; pcm?: Uint8Array; loudness?: StreamLoudness; speech?: SpeechReport }
+  | { type: 'result'; reqId: number; planar: Float32Array[]; pcm?: Uint8Array; loudness?: StreamLoudness; speech?: SpeechReport; echo?: EchoReport }
   | { type: 'error'; reqId: number; message: string }
   | { type: 'live-opened'; reqId: number; latencySamples: number; chainRate: number }
   | { type: 'live-result'; reqId: number; packed: PackedLive };
