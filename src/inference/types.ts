@@ -3,7 +3,8 @@
 // PcmDenoiseStream takes and returns interleaved PCM bytes instead, converted on the engine's side.
 import type { ThreadPriority } from './thread-priority';
 import type { WavSampleFormat } from '../dsp/pcm';
-import type { SpeechReport, SpeechRequest } from '../vad/options';
+import type { VadEvent } from '../vad/batch';
+import type { SpeechReport, SpeechRequest, VadOptions } from '../vad/options';
 
 /** How one frequency band of the output was processed (reported in X-NS-Stats `bands`). */
 export interface BandProcessing {
@@ -139,11 +140,15 @@ export interface LiveOptions {
   sampleRate: number;
   encoding: LiveEncoding;
   attenuationLimitDb: number;
+  /** Speech events (vad=true) with these settings; absent: none. */
+  vad?: VadOptions;
 }
 
 /** Where a live stream's output goes, in order. */
 export interface LiveSink {
   output(bytes: Uint8Array): void;
+  /** A speech event (vad=true), after the output of the tick that decided it; times on the input timeline. */
+  event?(e: VadEvent): void;
   /** The stream failed (worker lost, bad input); nothing more comes. */
   error(err: Error): void;
 }
