@@ -176,12 +176,14 @@ async function handleLive(msg: Extract<ToWorker, { type: 'live-open' | 'live-tic
   const host = live!;
   try {
     if (msg.type === 'live-open') {
-      const opened = host.open(msg.open);
+      const opened = host.open(msg.open, msg.open.vad ? await vad() : undefined);
       send({ type: 'live-opened', reqId: msg.reqId, ...opened });
     } else if (msg.type === 'live-abort') {
       host.abort(msg.streamId);
     } else {
       const packed = packLive(await host.tick(unpackLive(msg.packed)));
+      const due = host.vadDueMs();
+      if (due !== undefined) packed.vadDueMs = due;
       send({ type: 'live-result', reqId: msg.reqId, packed }, packedTransfer(packed));
     }
   } catch (err) {

@@ -43,6 +43,12 @@ export class LiveChainStream {
   private toSkip: number;
   private inSamples = 0;
   private outSamples = 0;
+  /**
+   * Sees every chunk the chain takes and its aligned output (chain rate; views: copy what is kept), for speech events
+   * (host.ts). `chainShift`: chain samples by which that timeline runs ahead of the input's (the resampler's delay).
+   */
+  tap: ((input: Float32Array[], output: Float32Array[]) => void) | null = null;
+  readonly chainShift: number;
 
   constructor(opts: LiveOpen, graphs: DtlnGraphs) {
     const fullBand = opts.model === 'nsm-2-hd' || opts.sampleRate > 16000;
@@ -59,6 +65,7 @@ export class LiveChainStream {
       ? (this.toChain!.delay * opts.sampleRate) / this.chainRate + this.fromChain!.delay
       : 0;
     this.toSkip = Math.round(resamplerDelay);
+    this.chainShift = resample ? this.toChain!.delay : 0;
     const ratio = opts.sampleRate / this.chainRate;
     this.latencySamples = Math.ceil((chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
     this.law = opts.encoding === 'mulaw' || opts.encoding === 'alaw' ? opts.encoding : null;
@@ -103,6 +110,11 @@ export class LiveChainStream {
     decodeFramesInto(buf, { format: this.format, channels: this.channels, blockAlign: this.frame }, planar, off);
   }
 
+  /** Input frames taken so far (the client's rate). */
+  get inputFrames(): number {
+    return this.inSamples;
+  }
+
   /** Flushes: the output of every input sample not yet answered (total output = total input). */
   async end(): Promise<Uint8Array> {
     const parts: Float32Array[][] = [];
@@ -111,9 +123,12 @@ export class LiveChainStream {
     if (this.pendLen > 0) {
       const rest = this.pend.map((x) => x.slice(0, this.pendLen));
       this.pendLen = 0;
-      parts.push(this.fromChain ? this.fromChain.process(await this.stream.push(rest)) : await this.stream.push(rest));
+      const out = await this.stream.push(rest);
+      this.tap?.(rest, out);
+      parts.push(this.fromChain ? this.fromChain.process(out) : out);
     }
     const flushed = await this.stream.end();
+    this.tap?.(flushed.map(() => new Float32Array(0)), flushed);
     parts.push(this.fromChain ? this.fromChain.process(flushed) : flushed);
     const out = parts.reduce((acc, p) => acc.map((x, c) => concat(x, p[c])));
     return this.encode(this.take(out));
@@ -137,6 +152,7 @@ export class LiveChainStream {
     for (const x of this.pend) x.copyWithin(0, usable, this.pendLen);
     this.pendLen -= usable;
     const out = await this.stream.push(hops);
+    this.tap?.(hops, out);
     return this.fromChain ? this.fromChain.process(out) : out;
   }
 
