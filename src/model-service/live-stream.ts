@@ -6,7 +6,8 @@
 //   query: the public one's settings (live-protocol/query.ts, read by the same parser); refused before the upgrade
 //   with {"detail"}: 400 bad query, 422 model not installed, 503 no live stream could be opened (no worker, draining);
 //   after it: {"type":"ready","latency_samples":N}; binary audio (whole frames of the encoding: PCM, μ-law or A-law)
-//   in → binary audio in the same encoding out, in order;
+//   in → binary audio in the same encoding out, in order; with vad=true, {"type":"speech_start"|"speech_end","at_ms",
+//   "decided_ms"} text messages after the output of the tick that decided them;
 //   {"type":"end"} → the rest flushed, {"type":"done"}, close 1000. A fault: {"type":"error","message"} then close
 //   1011 (1007 for input that is not whole frames). At shutdown open streams get SHUTDOWN_GRACE_MS, then 1012.
 //   (The messages and close codes: live-protocol/messages.ts and close.ts; the phases: live-protocol/phases.ts.)
@@ -17,11 +18,12 @@ import WebSocket, { WebSocketServer } from 'ws';
 import type { Config } from '../config';
 import type { InferenceEngine, LiveOptions, LiveSink, LiveStream } from '../inference/types';
 import { CLOSE } from '../live-protocol/close';
-import { parseClientText, replicaDone, replicaError, replicaReady, type ReplicaMessage } from '../live-protocol/messages';
+import { parseClientText, replicaDone, replicaError, replicaReady, speechMessage, type ReplicaMessage } from '../live-protocol/messages';
 import { LivePhases } from '../live-protocol/phases';
 import { inputFrameBytes, LiveQueryError, parseLiveQuery } from '../live-protocol/query';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { assertModelInstalled } from './params';
+import { assertVadInstalled } from './speech-params';
 import { pendingUpgrade } from '../http/upgrades';
 
 export const LIVE_STREAM_PATH = '/internal/stream';
@@ -53,6 +55,7 @@ function settingsOf(config: Config, query: Record<string, unknown>): LiveOptions
     throw err;
   }
   assertModelInstalled(config, options.model);
+  if (options.vad) assertVadInstalled(config);
   return options;
 }
 
@@ -74,6 +77,9 @@ class LiveConnection {
   readonly closed = new Promise<void>((resolve) => (this.resolveClosed = resolve));
   readonly sink: LiveSink = {
     output: (bytes) => this.output(bytes),
+    event: (e) => {
+      if (!this.phases.over && this.ws?.readyState === WebSocket.OPEN) this.sendJson(speechMessage(e));
+    },
     error: (err) => this.fail(`denoising failed: ${err.message}`, CLOSE.internal),
   };
 

@@ -135,6 +135,8 @@ export class RelayedStream implements LiveStream {
       this.done = true;
     } else if (msg?.type === 'error') {
       this.lastError = msg.message.slice(0, 300);
+    } else if (msg?.type === 'speech_start' || msg?.type === 'speech_end') {
+      this.sink?.event?.(msg);
     }
   }
 

@@ -7,10 +7,12 @@
 // (client-reader.ts). Audio and `end` that come while opening wait in `early` (bounded by the same rule: at most
 // maxInsideBytes plus one message) and go in first. No client message can throw out of the handlers: anything
 // unexpected ends that stream (1011) and nothing else. The key is checked again every renewal period (access.ts).
+// Speech events (vad=true) wait until the output up to their time has been sent (speech-events.ts), the last ones
+// before `done`.
 import type WebSocket from 'ws';
 import type { LiveSink, LiveStream } from '../inference/types';
 import { CLOSE, StreamFault } from '../live-protocol/close';
-import { doneMessage, errorMessage, parseClientText, readyMessage, type ServerMessage } from '../live-protocol/messages';
+import { doneMessage, errorMessage, parseClientText, readyMessage, speechMessage, type ServerMessage } from '../live-protocol/messages';
 import { LivePhases } from '../live-protocol/phases';
 import { inputFrameBytes, outputFrameBytes, type LiveParams } from '../live-protocol/query';
 import type { Logger } from '../logging';
@@ -18,6 +20,7 @@ import type { AccessCheck } from './access';
 import { ClientReader } from './client-reader';
 import type { HoldResult, StreamCredits } from './credits';
 import type { StreamMeter } from './metrics';
+import { SpeechEvents } from './speech-events';
 
 /** Opens the denoising side of a stream, its output going to `sink`. */
 export type LiveSource = (sink: LiveSink) => Promise<LiveStream>;
@@ -70,6 +73,7 @@ export class StreamSession {
   private protocolError: Error | null = null;
   private accessTimer: NodeJS.Timeout | null = null;
   private meter: StreamMeter | null = null;
+  private readonly speech = new SpeechEvents();
   private resolveDone!: (r: SessionResult) => void;
   readonly done: Promise<SessionResult>;
 
@@ -110,6 +114,10 @@ export class StreamSession {
     try {
       this.live = await this.source({
         output: (bytes) => this.send(bytes),
+        event: (e) => {
+          this.speech.add(e);
+          this.sendSpeech(false);
+        },
         // A relayed stream says what went wrong on its replica (restarting: 1012); anything else is internal.
         error: (err) =>
           this.stop(this.fault(err instanceof StreamFault ? err : new StreamFault('internal_error', `denoising failed: ${err.message}`, CLOSE.internal))),
@@ -265,6 +273,7 @@ export class StreamSession {
     this.reader.stopIdle();
     await this.live.end();
     if (this.phases.over) return;
+    this.sendSpeech(true);
     if (this.endFault) return this.fault(this.endFault);
     const result = await this.settle(CLOSE.normal);
     this.sendJson(
@@ -276,6 +285,7 @@ export class StreamSession {
         credits_charged: result.creditsCharged,
         bytes_in: result.bytesIn,
         bytes_out: result.bytesOut,
+        ...(this.params.vad ? this.speech.stats() : {}),
       }),
     );
     this.ws.close(CLOSE.normal, 'done');
@@ -288,10 +298,17 @@ export class StreamSession {
     this.outFrames += bytes.byteLength / this.outFrame;
     this.ws.send(bytes, { binary: true });
     this.meter?.output(this.outFrames);
+    this.sendSpeech(false);
     this.flow();
     if (this.ws.bufferedAmount > this.limits.maxBufferedBytes) {
       this.stop(this.fault(new StreamFault('request_timeout', 'the client is not reading the denoised audio fast enough', CLOSE.tooSlow)));
     }
+  }
+
+  /** The speech events whose time the output has reached (`all`: every one, after the flush). */
+  private sendSpeech(all: boolean): void {
+    const upTo = all ? Infinity : (this.outFrames * 1000) / this.params.sampleRate;
+    for (const e of this.speech.due(upTo)) this.sendJson(speechMessage(e));
   }
 
   private sendJson(message: ServerMessage): void {
