@@ -2054,6 +2054,14 @@ export interface operations {
                 channels?: 1 | 2;
                 /** @description As for /denoise. */
                 attenuation_limit_db?: number;
+                /** @description Speech events: text messages `{"type":"speech_start"|"speech_end","at_ms","decided_ms"}` on the input timeline, each after the output up to its time, decided on the denoised audio (docs/streaming.md, "Speech events"); `done.stats` then has `speech_s` and `speech_segment_count`. true, false, 1 or 0. */
+                vad?: boolean;
+                /** @description With vad=true only: the speech probability that starts speech, as for /denoise. */
+                vad_threshold?: number;
+                /** @description With vad=true only: shorter speech is dropped, as for /denoise. */
+                vad_min_speech_ms?: number;
+                /** @description With vad=true only: speech ends only after this long below the lower threshold, as for /denoise. */
+                vad_hangover_ms?: number;
                 /** @description A ticket from POST /stream/tickets, in place of the key headers (single use, 60 s). */
                 ticket?: string;
             };

@@ -47,9 +47,10 @@ export class LiveHost {
 
   /**
    * Runs one tick: every stream's chunk at once (their graph runs are merged), results in the items' order; then the
-   * speech events decided, on their streams' items (or on items of their own, after those).
+   * speech events decided, on their streams' items (or on items of their own, after those). `now`: the VAD's clock
+   * (the bench's simulated one).
    */
-  async tick(items: LiveItem[]): Promise<LiveItem[]> {
+  async tick(items: LiveItem[], now = performance.now()): Promise<LiveItem[]> {
     const results = await Promise.all(
       items.map(async ({ streamId, bytes, end }): Promise<LiveItem> => {
         const s = this.streams.get(streamId);
@@ -68,6 +69,6 @@ export class LiveHost {
         }
       }),
     );
-    return this.speech.size > 0 ? this.speech.tick(results) : results;
+    return this.speech.size > 0 ? this.speech.tick(results, now) : results;
   }
 }
