@@ -41,6 +41,17 @@ describe('query', () => {
     expect(() => parseLiveQuery(q(query), 0)).toThrow(message);
   });
 
+  test('vad=true and its settings: defaults filled in, read back from the relayed query, echoed by ready', () => {
+    expect(parseLiveQuery(q('vad=true'), 0).vad).toEqual({ threshold: 0.7, minSpeechMs: 250, hangoverMs: 300 });
+    expect(parseLiveQuery(q('vad=0'), 0)).not.toHaveProperty('vad');
+    const p = parseLiveQuery(q('vad=1&vad_threshold=0.55&vad_min_speech_ms=0&vad_hangover_ms=800'), 0);
+    expect(p.vad).toEqual({ threshold: 0.55, minSpeechMs: 0, hangoverMs: 800 });
+    expect(parseLiveQuery(q(liveQuery(p).toString()), 0)).toEqual(p);
+    expect(readyMessage('r', p, 512)).toMatchObject({ vad: true, vad_threshold: 0.55, vad_min_speech_ms: 0, vad_hangover_ms: 800 });
+    expect(parseReplicaText('{"type":"speech_end","at_ms":3200,"decided_ms":3520}')).toEqual({ type: 'speech_end', at_ms: 3200, decided_ms: 3520 });
+    expect(parseReplicaText('{"type":"speech_start","at_ms":-1,"decided_ms":3}')).toBeNull();
+  });
+
   test('frame sizes', () => {
     expect(inputFrameBytes({ encoding: 'pcm_s16le', channels: 2 })).toBe(4);
     expect(inputFrameBytes({ encoding: 'pcm_f32le', channels: 1 })).toBe(4);
