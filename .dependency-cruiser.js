@@ -14,6 +14,7 @@ const LAYERS = [
   ['shared-state'],
   ['vad'],
   ['inference'],
+  ['live-protocol'],
   ['pipeline', 'video'],
   ['http', 'metrics', 'probes'],
   ['upstream'],

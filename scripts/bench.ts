@@ -14,7 +14,8 @@
 //   npm run bench -- --stream          only the live-stream table (scripts/bench/stream.ts): server-added latency,
 //                                      underruns and CPU per stream at 25..300 streams, RNNoise side by side;
 //                                      --stream-models, --stream-levels, --stream-seconds, --with-files,
-//                                      --stream-encoding pcm_s16le,mulaw (side by side), --stream-rate, --stream-rounds
+//                                      --stream-encoding pcm_s16le,mulaw (side by side), --stream-rate, --stream-rounds,
+//                                      --stream-vad (without and with vad=true side by side; speech events' latency)
 //   npm run bench -- --vad             only voice activity (scripts/bench/vad.ts): F1 against clean references, cost
 //                                      (--vad-quality-only, --vad-cost-only)
 import fs from 'node:fs';
@@ -82,6 +83,7 @@ async function main(): Promise<void> {
       encodings: opt('--stream-encoding', 'pcm_s16le').split(',') as LiveEncoding[],
       rate: Number(opt('--stream-rate', '16000')),
       rounds: Number(opt('--stream-rounds', '1')),
+      vadPairs: args.includes('--stream-vad'),
       log: (line) => console.log(line),
     });
     writeJson();

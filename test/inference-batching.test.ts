@@ -82,7 +82,7 @@ describe('live streams in the engine', () => {
 });
 
 describe('the delay a live stream declares', () => {
-  // LiveStream (the worker's side) driven directly on this thread: 20 ms frames in, the output each one completes.
+  // LiveChainStream (the worker's side) driven directly on this thread: 20 ms frames in, the output each one completes.
   // The lag (input in minus output out) never exceeds latency_samples, and stays within a frame and a hop of it, so
   // `ready`'s latency_ms is the delay a client really sees, not a bound far above it.
   const cases: Array<[ModelId, number]> = [
@@ -96,8 +96,8 @@ describe('the delay a live stream declares', () => {
   });
 
   test.each(cases)('%s at %i Hz', async (model, rate) => {
-    const { LiveStream } = await import('../src/inference/live-host');
-    const s = new LiveStream({ streamId: 1, model, channels: 1, sampleRate: rate, encoding: 'pcm_f32le', attenuationLimitDb: 0 }, graphs);
+    const { LiveChainStream } = await import('../src/inference/live/chain-stream');
+    const s = new LiveChainStream({ streamId: 1, model, channels: 1, sampleRate: rate, encoding: 'pcm_f32le', attenuationLimitDb: 0 }, graphs);
     const frame = Math.round(rate / 50);
     let sent = 0;
     let got = 0;

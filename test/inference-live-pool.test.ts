@@ -1,8 +1,9 @@
 // The live pool's tick spacing (LIVE_TICK_MS): chunks that arrive while a worker's last tick started less than
 // minTickMs ago wait for the next tick, so ticks carry more streams; at 0, ticks follow each other as soon as answered.
 // A worker stand-in answers at once, so only the pool's own timing shows.
-import { LivePool, type LiveWorker } from '../src/inference/live';
-import { packLive, unpackLive, type FromWorker, type ToWorker } from '../src/inference/protocol';
+import { LivePool, type LiveWorker } from '../src/inference/live/pool';
+import type { FromWorker, ToWorker } from '../src/inference/protocol';
+import { packLive, unpackLive } from '../src/inference/live/packing';
 
 function echoWorker(starts: number[]): LiveWorker {
   return {

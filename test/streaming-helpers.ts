@@ -17,6 +17,8 @@ export class StreamClient {
   closeCode: number | null = null;
   /** Binary messages received. */
   messages = 0;
+  /** Speech events (vad=true) as sent, each with the audio bytes received before it and when it came. */
+  readonly speech: Array<{ type: string; at_ms: number; decided_ms: number; afterBytes: number; receivedAt: number }> = [];
   private readonly chunks: Buffer[] = [];
   private bytes = 0;
 
@@ -36,6 +38,9 @@ export class StreamClient {
         if (msg.type === 'ready') resolve(msg);
         else if (msg.type === 'done') this.done = msg;
         else if (msg.type === 'error') this.errors.push(msg);
+        else if (msg.type === 'speech_start' || msg.type === 'speech_end') {
+          this.speech.push({ ...(msg as { type: string; at_ms: number; decided_ms: number }), afterBytes: this.bytes, receivedAt: performance.now() });
+        }
       });
       this.ws.once('unexpected-response', (_req, res) => {
         let body = '';

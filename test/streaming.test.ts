@@ -1,7 +1,8 @@
 // Live streaming through the whole app (gateway, engine, real WebSocket client `ws`) on loopback: the protocol
 // (ready, binary in/out, end, done, close 1000), refusals before the upgrade as ordinary HTTP answers with the
-// envelope, output equal to /denoise's for the same 16 kHz mono file whatever the client's chunk sizes, billing per
+// envelope, output equal to /denoise's for the same 16 kHz (or 8 kHz) mono file whatever the client's chunk sizes, billing per
 // started minute, the request log row, tickets, and faults mid-stream (bad frames, idle).
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -128,6 +129,32 @@ describe('live streaming over WebSocket', () => {
       expect(run.audio.length).toBe(input.length);
       expect(Buffer.compare(run.audio, expected)).toBe(0);
       expect(run.done).toMatchObject({ type: 'done', stats: { model: 'nsm-2', input_seconds: 3, credits_charged: 1 } });
+    }
+  }, 60_000);
+
+  test.each(['nsm-1', 'nsm-2', 'nsm-4'])('%s at 8 kHz (telephony): output equals /denoise of the same 8 kHz file, whatever the chunk sizes', async (model) => {
+    const wav8k = spawnSync(config.ffmpegPath, ['-v', 'error', '-i', fixture('speech-noisy-16k-mono.wav'), '-ar', '8000', '-c:a', 'pcm_s16le', '-f', 'wav', '-'], { maxBuffer: 1 << 24 }).stdout;
+    const file = await request(handle.app)
+      .post(`${API}/denoise`)
+      .set('Authorization', `Bearer ${token}`)
+      .attach('file', wav8k, 'call.wav')
+      .field('model', model)
+      .buffer(true)
+      .parse((res, cb) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => cb(null, Buffer.concat(chunks)));
+      });
+    expect(file.status).toBe(200);
+    expect(JSON.parse(String(file.headers['x-ns-stats']))).toMatchObject({ output_sample_rate: 8000, processing_sample_rate: 8000 });
+    const expected = wavData(file.body as Buffer);
+    const pcm = wavData(wav8k);
+    const auth = { Authorization: `Bearer ${token}` };
+    for (const sizes of [[320], [2, 998, 64, 160, 6000]]) {
+      const run = await runStream(`${base}?model=${model}&sample_rate=8000`, auth, pcm, sizes);
+      expect(run.errors).toEqual([]);
+      expect(run.audio.length).toBe(pcm.length);
+      expect(Buffer.compare(run.audio, expected)).toBe(0);
     }
   }, 60_000);
 

@@ -1,5 +1,5 @@
 // Side-by-side measurement behind docs/streaming.md, "G.711": the live worker's tick loop alone (src/inference/
-// live-host.ts, the graphs batched as in the server), N nsm-2 streams at 8 kHz, each sending 20 ms chunks of a real
+// live/host.ts, the graphs batched as in the server), N nsm-2 streams at 8 kHz, each sending 20 ms chunks of a real
 // recording, a tenth of the streams per tick (as ticks every 2 ms carry them), as fast as the loop runs. CPU time of
 // this process (ONNX Runtime's threads included) per stream-second of audio, for pcm_s16le, mulaw and alaw in
 // alternating order, round after round; the ratios to pcm_s16le are per round. No server, no WebSocket: what differs
@@ -12,7 +12,7 @@ const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const { loadConfig } = require(path.resolve('dist/src/config'));
 const { loadGraphs } = require(path.resolve('dist/src/inference/sessions'));
-const { LiveHost } = require(path.resolve('dist/src/inference/live-host'));
+const { LiveHost } = require(path.resolve('dist/src/inference/live/host'));
 
 const [STREAMS = 100, SECONDS = 8, ROUNDS = 4] = process.argv.slice(2, 5).map(Number);
 const RATES = (process.argv[5] ?? '8000').split(',').map(Number);

@@ -3,7 +3,7 @@
 // process per stream-second for each; the ratio is the canceller's share of what nsm-2 costs per stream.
 import { loadConfig } from '../../src/config';
 import { EchoCanceller, type EchoCancellerOptions } from '../../src/dsp/aec';
-import { LiveHost } from '../../src/inference/live-host';
+import { LiveHost } from '../../src/inference/live/host';
 import { loadGraphs } from '../../src/inference/sessions';
 import { bootstrapRatio } from '../lib/stats';
 import { loadTalkers } from './echo-talkers';

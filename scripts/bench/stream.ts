@@ -10,6 +10,9 @@
 // --stream-encoding pcm_s16le,mulaw (and --stream-rate 8000, --stream-rounds N) runs each level once per encoding, one
 // after the other, in alternating order from round to round, and prints the paired ratio of CPU per stream-second
 // (the machine's speed moves between runs: only figures taken side by side compare).
+// --stream-vad runs each level without and with vad=true side by side (alternating order), prints the paired CPU
+// ratio, and for each speech event its latency: arrival − the sending of the frame that holds its deciding audio
+// (the input sample just before decided_ms), so the denoiser's delay, the VAD's batching and the network are in it.
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -46,6 +49,10 @@ export interface StreamLevel {
   clientLoopP99: number;
   errors: string[];
   holds: boolean;
+  /** vad=true: the speech events received in the window and their latency (ms; see the header). */
+  vad?: boolean;
+  events?: number;
+  eventLatency?: { p50: number; p90: number; max: number };
 }
 
 interface Client {
@@ -64,7 +71,7 @@ export function loadSpeech(ffmpeg: string, file: string, rate: number, format = 
 
 export async function runStreamLevel(
   server: Server,
-  opts: { model: string; streams: number; seconds: number; rate: number; pcm: Buffer; encoding?: LiveEncoding; withFiles?: Buffer | null },
+  opts: { model: string; streams: number; seconds: number; rate: number; pcm: Buffer; encoding?: LiveEncoding; withFiles?: Buffer | null; vad?: boolean },
 ): Promise<StreamLevel> {
   const encoding = opts.encoding ?? 'pcm_s16le';
   const sampleBytes = LIVE_SAMPLE_BYTES[encoding];
@@ -75,7 +82,8 @@ export async function runStreamLevel(
   let frames = 0;
   let measuring = false;
   const errors: string[] = [];
-  const url = `ws://127.0.0.1:${server.port}/v1/noise-suppressor/stream?model=${opts.model}&sample_rate=${opts.rate}&encoding=${encoding}`;
+  const eventMs: number[] = [];
+  const url = `ws://127.0.0.1:${server.port}/v1/noise-suppressor/stream?model=${opts.model}&sample_rate=${opts.rate}&encoding=${encoding}${opts.vad ? '&vad=true' : ''}`;
   const clients: Client[] = await Promise.all(
     Array.from({ length: opts.streams }, () =>
       new Promise<Client>((resolve, reject) => {
@@ -86,7 +94,11 @@ export async function runStreamLevel(
         ws.on('message', (data, isBinary) => {
           const now = performance.now();
           if (!isBinary) {
-            const msg = JSON.parse(String(data)) as { type: string; latency_samples?: number; error?: { message: string } };
+            const msg = JSON.parse(String(data)) as { type: string; latency_samples?: number; error?: { message: string }; decided_ms?: number };
+            if (msg.decided_ms !== undefined && measuring) {
+              const k = Math.floor((Math.max(1, Math.round((msg.decided_ms * opts.rate) / 1000)) - 1) / frameSamples);
+              if (c.sendTimes[k] !== undefined) eventMs.push(now - c.sendTimes[k]);
+            }
             if (msg.type === 'ready') {
               c.delay = msg.latency_samples ?? 0;
               resolve(c);
@@ -175,6 +187,11 @@ export async function runStreamLevel(
     errors: [...new Set(errors)].slice(0, 5),
     holds: false,
   };
+  if (opts.vad) {
+    const sorted = [...eventMs].sort((a, b) => a - b);
+    const at = (q: number): number => (sorted.length ? Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] * 10) / 10 : NaN);
+    Object.assign(level, { vad: true, events: sorted.length, eventLatency: { p50: at(0.5), p90: at(0.9), max: at(1) } });
+  }
   level.holds = level.p50 <= 10 && level.p99 <= 30 && level.underruns === 0 && errors.length === 0;
   return level;
 }
@@ -249,6 +266,8 @@ export interface StreamBenchOptions {
   rate?: number;
   /** Times the whole table is run (the encodings' order alternating); default 1. */
   rounds?: number;
+  /** Each level without and with vad=true, side by side. */
+  vadPairs?: boolean;
   log(line: string): void;
 }
 
@@ -275,12 +294,13 @@ export async function runStreamBench(o: StreamBenchOptions): Promise<unknown> {
       for (const model of o.models) {
         for (const n of o.levels) {
           const level: StreamLevel[] = [];
-          for (const encoding of order) {
-            const r = await runStreamLevel(server, { model, streams: n, seconds: o.seconds, rate, pcm: inputs[encoding], encoding, withFiles: fileWav });
+          const vads = !o.vadPairs ? [false] : round % 2 === 0 ? [false, true] : [true, false];
+          for (const [encoding, vad] of order.flatMap((e) => vads.map((v) => [e, v] as const))) {
+            const r = await runStreamLevel(server, { model, streams: n, seconds: o.seconds, rate, pcm: inputs[encoding], encoding, withFiles: fileWav, vad });
             rows.push(r);
             level.push(r);
             o.log(
-              `${model.padEnd(9)} ${encoding.padEnd(9)} ${String(n).padStart(8)} ${r.p50.toFixed(2).padStart(7)} ${r.p90.toFixed(2).padStart(7)} ${r.p99.toFixed(2).padStart(7)} ${String(r.max).padStart(7)} ${String(r.underruns).padStart(10)} ${r.cpuMsPerStreamSecond.toFixed(2).padStart(16)} ${String(r.streamsPerCore).padStart(13)} ${String(r.fileCalls).padStart(6)} ${r.clientLoopP99.toFixed(1).padStart(19)}  ${r.holds ? 'yes' : 'no'}${r.errors.length ? '  ' + r.errors.join('; ') : ''}`,
+              `${model.padEnd(9)} ${encoding.padEnd(9)} ${String(n).padStart(8)} ${r.p50.toFixed(2).padStart(7)} ${r.p90.toFixed(2).padStart(7)} ${r.p99.toFixed(2).padStart(7)} ${String(r.max).padStart(7)} ${String(r.underruns).padStart(10)} ${r.cpuMsPerStreamSecond.toFixed(2).padStart(16)} ${String(r.streamsPerCore).padStart(13)} ${String(r.fileCalls).padStart(6)} ${r.clientLoopP99.toFixed(1).padStart(19)}  ${r.holds ? 'yes' : 'no'}${vadNote(r)}${r.errors.length ? '  ' + r.errors.join('; ') : ''}`,
             );
           }
           if (level.every((r) => !r.holds && r.p99 > 200)) break; // past saturation: larger counts only take longer
@@ -304,6 +324,17 @@ export async function runStreamBench(o: StreamBenchOptions): Promise<unknown> {
       }
     }
   }
+  if (o.vadPairs) {
+    for (const model of o.models) {
+      for (const n of o.levels) {
+        const of = (v: boolean): StreamLevel[] => rows.filter((r) => r.model === model && r.streams === n && !!r.vad === v);
+        const [off, on] = [of(false), of(true)];
+        if (off.length === 0 || off.length !== on.length) continue;
+        const ratios = on.map((r, i) => Math.round((r.cpuMsPerStreamSecond / off[i].cpuMsPerStreamSecond) * 1000) / 1000);
+        o.log(`${model} ${n} streams: CPU per stream-second vad=true / without = ${ratios.join(', ')} (mean ${Math.round(mean(ratios) * 1000) / 1000}); event latency p50 ${on.map((r) => r.eventLatency?.p50).join(', ')} ms, p90 ${on.map((r) => r.eventLatency?.p90).join(', ')} ms, max ${on.map((r) => r.eventLatency?.max).join(', ')} ms.`);
+      }
+    }
+  }
   for (const p of paired) {
     o.log(`${p.model} ${p.streams} streams: CPU per stream-second ${p.encoding} / ${encodings[0]} = ${p.cpuRatios.join(', ')} (mean ${p.meanRatio}); p99 ${p.p99.join(', ')} ms against ${p.p99Base.join(', ')} ms.`);
   }
@@ -318,6 +349,11 @@ export async function runStreamBench(o: StreamBenchOptions): Promise<unknown> {
   for (const [model, n] of Object.entries(best)) o.log(`${model}: largest count holding p50 <= 10 ms, p99 <= 30 ms, 0 underruns: ${n}.`);
   const ratio = rows.filter((r) => r.holds).map((r) => ({ model: r.model, encoding: r.encoding, streams: r.streams, vsRnnoise: Math.round((r.streamsPerCore / rnPerCore) * 100) / 100 }));
   return { rows, paired, rnnoise: { cpuMsPerStreamSecond: rnCpu, streamsPerCore: rnPerCore }, largestHolding: best, streamsPerCoreVsRnnoise: ratio };
+}
+
+function vadNote(r: StreamLevel): string {
+  if (!r.vad || !r.eventLatency) return '';
+  return `  vad: ${r.events} events, latency p50 ${r.eventLatency.p50} p90 ${r.eventLatency.p90} max ${r.eventLatency.max} ms`;
 }
 
 function tenSecondWav(pcm16k: Buffer): Buffer {

@@ -1,7 +1,7 @@
 // The VAD's cost on live streams next to nsm-2's live chain, in one process on simulated time (scripts/bench/vad.ts
 // calls it; `npm run bench -- --vad`). N streams each send a 20 ms chunk of 16-bit PCM every 20 ms, their phases
 // spread over the 20 ms; every `tickMs` the chunks that arrived form one tick, as the live pool makes them
-// (src/inference/live.ts: ticks at least LIVE_TICK_MS = 2 ms apart, each with every stream's waiting chunks). A tick
+// (src/inference/live/pool.ts: ticks at least LIVE_TICK_MS = 2 ms apart, each with every stream's waiting chunks). A tick
 // runs the streams' chains (LiveHost, the live worker's code: batched DTLN, PCM edges, dither) and then, on the same
 // ticks, each VAD variant (VadBatch on the chain's output and its input). CPU (process.cpuUsage, all threads: ONNX
 // Runtime's too) is taken over whole passes (the chain over every tick, then each VAD variant over the same ticks),
@@ -9,8 +9,8 @@
 // small parts. The audio is the call mixtures (vad-mix.ts), about half of it pauses.
 import * as ort from 'onnxruntime-node';
 import { decodeFrames, encodeInt16 } from '../../src/dsp/pcm';
-import { LiveHost } from '../../src/inference/live-host';
-import type { LiveItem } from '../../src/inference/protocol';
+import { LiveHost } from '../../src/inference/live/host';
+import type { LiveItem } from '../../src/inference/live/packing';
 import { loadGraphs } from '../../src/inference/sessions';
 import { VadBatch, type VadBatchOptions, type VadChunk } from '../../src/vad/batch';
 import { VAD_DEFAULTS } from '../../src/vad/options';
@@ -127,4 +127,76 @@ export async function liveVadCost(
     gatedShare: Object.fromEntries(variants.map((v) => [v.name, gated[v.name] / Math.max(1, gated[v.name] + rows[v.name])])),
     ticks,
   };
+}
+
+export interface HostOverheadResult {
+  /** CPU ms per stream-second of the live worker's tick without and with vad=true, per round. */
+  withoutMsPerStreamS: number[];
+  withMsPerStreamS: number[];
+  /** with / without, pooled over rounds, and its 95 % bootstrap interval over rounds. */
+  ratio: { ratio: number; lo: number; hi: number };
+  events: number;
+  ticks: number;
+}
+
+/**
+ * What vad=true costs as shipped: the live worker's LiveHost on the same ticks with every stream opened without and
+ * with speech events (the chains, the taps' copies, one VadBatch and the events' times; on simulated time, so the
+ * batch waits as it would in real time). Both passes in every round, their order turning from round to round.
+ */
+export async function liveHostVadOverhead(
+  modelsDir: string,
+  clips: Float32Array[],
+  vadSession: ort.InferenceSession,
+  opts: { streams: number; seconds: number; tickMs: number; rounds: number },
+): Promise<HostOverheadResult> {
+  const graphs = await loadGraphs(modelsDir);
+  const without: number[] = [];
+  const withVad: number[] = [];
+  let events = 0;
+  let ticks = 0;
+  for (let round = 0; round < opts.rounds; round++) {
+    const rnd = seeded(2000 + round);
+    const starts = Array.from({ length: opts.streams }, (_, i) => ({ clip: clips[i % clips.length], phase: rnd() * 20, at: 0 }));
+    for (const s of starts) s.at = Math.floor(rnd() * s.clip.length);
+    // The ticks, made once: per tick its time and each stream's bytes (as liveVadCost makes them).
+    const total = (opts.seconds * 1000) / 20;
+    const sent = starts.map(() => 0);
+    const at = starts.map((s) => s.at);
+    const plan: Array<{ t: number; items: Array<{ id: number; bytes: Uint8Array }> }> = [];
+    for (let t = opts.tickMs; sent.some((n) => n < total); t += opts.tickMs) {
+      const items: Array<{ id: number; bytes: Uint8Array }> = [];
+      starts.forEach((s, id) => {
+        let n = 0;
+        while (sent[id] + n < total && s.phase + 20 * (sent[id] + n + 1) <= t) n++;
+        if (n === 0) return;
+        const x = new Float32Array(n * CHUNK);
+        for (let i = 0; i < x.length; i++) x[i] = s.clip[(at[id] + i) % s.clip.length];
+        at[id] = (at[id] + x.length) % s.clip.length;
+        sent[id] += n;
+        const b = encodeInt16([x]);
+        items.push({ id, bytes: new Uint8Array(b.buffer, b.byteOffset, b.byteLength) });
+      });
+      if (items.length > 0) plan.push({ t, items });
+    }
+    ticks += plan.length;
+    for (const vad of round % 2 ? [true, false] : [false, true]) {
+      const host = new LiveHost(graphs);
+      for (let i = 0; i < opts.streams; i++) {
+        host.open(
+          { streamId: i, model: 'nsm-2', channels: 1, sampleRate: RATE, encoding: 'pcm_s16le', attenuationLimitDb: 0, ...(vad ? { vad: VAD_DEFAULTS } : {}) },
+          vad ? vadSession : undefined,
+        );
+      }
+      const c0 = cpuMs();
+      for (const { t, items } of plan) {
+        // Fresh items each pass (the host may keep views of what it is given).
+        const out = await host.tick(items.map(({ id, bytes }) => ({ streamId: id, bytes: bytes.slice(), end: false })), t);
+        if (vad) for (const r of out) events += r.events?.length ?? 0;
+      }
+      (vad ? withVad : without).push((cpuMs() - c0) / (opts.streams * opts.seconds));
+    }
+  }
+  const r = bootstrapRatio(without, withVad);
+  return { withoutMsPerStreamS: without, withMsPerStreamS: withVad, ratio: { ratio: r.ratio, lo: r.lo, hi: r.hi }, events, ticks };
 }

@@ -1,4 +1,5 @@
-// `npm run bench -- --vad [--vad-quality-only | --vad-cost-only]`: voice-activity quality and cost (docs/speech.md).
+// `npm run bench -- --vad [--vad-quality-only | --vad-cost-only | --vad-stream-only]`: voice-activity quality and cost
+// (docs/speech.md); --vad-stream-only: only what vad=true adds to the live worker's CPU (docs/streaming.md).
 //   Quality: frame F1 against speech labelled from clean references (vad-mix.ts), on the kit's 15 noisy/clean pairs as
 //   recorded (83 % speech) and on call mixtures of the kit's clean speech and noises with pauses between utterances
 //   (about half non-speech) at −5, 0, 5 and 20 dB SNR, 32 clips each. Systems: Silero v5 and v6 on the noisy input (a)
@@ -19,7 +20,7 @@ import { VAD_BATCH_DEFAULTS } from '../../src/vad/batch';
 import { SpeechDetector } from '../../src/vad/detector';
 import { gated } from '../../src/vad/gate';
 import { VAD_DEFAULTS } from '../../src/vad/options';
-import { VadStream } from '../../src/vad/silero';
+import { loadVadSession, VadStream } from '../../src/vad/silero';
 import { VAD_FRAME, VAD_FRAME_S } from '../../src/vad/silero-graph';
 import { runTracks, VadTrack } from '../../src/vad/track';
 import { decodeAudio } from '../lib/audio-io';
@@ -28,7 +29,7 @@ import { evalDir } from '../lib/metrics';
 import { bootstrapMean, bootstrapRatio, pairedDiff } from '../lib/stats';
 import { convertSilero, SHIPPED_SILERO, type SileroVersion } from '../vad/silero';
 import { callMixtures, GRID, kitMaterial, labelSpeech, MIX_RATE as RATE } from './vad-mix';
-import { liveVadCost, type VadVariant } from './vad-live';
+import { liveHostVadOverhead, liveVadCost, type VadVariant } from './vad-live';
 
 const CALL_SNRS = [-5, 0, 5, 20];
 const CALLS_PER_SNR = 32;
@@ -278,6 +279,10 @@ export async function runVadBench(log: (line: string) => void = console.log, arg
     fs.writeFileSync(convFile, convertSilero(SHIPPED_SILERO, 'conv').bytes);
     const conv = await ort.InferenceSession.create(convFile, options);
     const material = kitMaterial(dir);
+    if (args.includes('--vad-stream-only')) {
+      out.stream = await streamCost(config.modelsDir, material, log);
+      return out;
+    }
     if (!args.includes('--vad-cost-only')) {
       let exe: string | null = null;
       try {
@@ -301,11 +306,30 @@ export async function runVadBench(log: (line: string) => void = console.log, arg
         await engine.close();
       }
     }
-    if (!args.includes('--vad-quality-only')) out.cost = await costs(config.modelsDir, sessions[SHIPPED_SILERO], conv, material, log);
+    if (!args.includes('--vad-quality-only')) {
+      out.cost = await costs(config.modelsDir, sessions[SHIPPED_SILERO], conv, material, log);
+      out.stream = await streamCost(config.modelsDir, material, log);
+    }
     return out;
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }
+}
+
+/** What vad=true adds to the live worker's CPU per stream-second as shipped (vad-live.ts liveHostVadOverhead). */
+async function streamCost(modelsDir: string, material: ReturnType<typeof kitMaterial>, log: (line: string) => void): Promise<Record<string, unknown>> {
+  const calls = callMixtures(material, { snrsDb: [0], perSnr: 16, seed: 77 }).map((m) => m.noisy);
+  const session = await loadVadSession(modelsDir);
+  const out: Record<string, unknown> = {};
+  for (const streams of [20, 100]) {
+    const opts = { streams, seconds: 5, tickMs: 2, rounds: 6 };
+    const r = await liveHostVadOverhead(modelsDir, calls, session, opts);
+    out[`${streams} streams`] = r;
+    const f = (xs: number[]): string => xs.map((v) => v.toFixed(2)).join(' / ');
+    log(`\nvad=true as shipped (LiveHost, ${streams} nsm-2 streams × 20 ms chunks, ${opts.seconds} s of call audio, ${opts.rounds} alternating rounds, ${r.events} events):`);
+    log(`  CPU ms per stream-second without ${f(r.withoutMsPerStreamS)}; with vad=true ${f(r.withMsPerStreamS)}; with / without ${fmt({ mean: r.ratio.ratio, lo: r.ratio.lo, hi: r.ratio.hi })}`);
+  }
+  return out;
 }
 
 function cpuMs(): number {

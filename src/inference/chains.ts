@@ -6,6 +6,7 @@ import { DtlnGraphs } from './dtln';
 import { Dtln16Chain } from './dtln-chain';
 import { Stage1Chain } from './dtln-stage1';
 import { FullBandChain } from './fullband';
+import { NarrowBandChain } from './narrowband';
 import { ResidualGate } from '../dsp/gate';
 import { PostFilter } from '../dsp/postfilter';
 import { FULLBAND_HIGHBAND, MODELS, type ChainSpec } from './models';
@@ -89,16 +90,25 @@ export interface ChainOptions {
    */
   fullBand?: boolean;
   /**
+   * 16 kHz models only: run at 8 kHz (NarrowBandChain: the 16 kHz chain between 2:1 resamplers), for 8 kHz inputs
+   * whose rate is kept and 8 kHz live streams. Ignored where the model runs full band.
+   */
+  narrowBand?: boolean;
+  /**
    * Frames per block between a cascade's passes (cascade.ts). Files use the default (fewer runs); live streams pass
    * their hop so that a pass does not hold back half a second of audio. The output is the same either way.
    */
   cascadeBlockFrames?: number;
 }
 
-/** A model's chain as its spec (models.ts) describes it: the 16 kHz chain, in FullBandChain where it runs full band. */
+/**
+ * A model's chain as its spec (models.ts) describes it: the 16 kHz chain, in FullBandChain where it runs full band, in
+ * NarrowBandChain where it runs at 8 kHz.
+ */
 export function createChain(model: ModelId, channels: number, graphs: DtlnGraphs, opts: ChainOptions = {}): ChainProcessor {
   const spec = MODELS[model];
   if (!spec) throw new Error(`unknown model ${String(model)}`);
   const chain = buildChain(spec.chain, channels, graphs, opts.cascadeBlockFrames);
-  return spec.fullBand === 'always' || opts.fullBand ? new FullBandChain(chain, { highBand: FULLBAND_HIGHBAND }) : chain;
+  if (spec.fullBand === 'always' || opts.fullBand) return new FullBandChain(chain, { highBand: FULLBAND_HIGHBAND });
+  return opts.narrowBand ? new NarrowBandChain(chain) : chain;
 }

@@ -22,13 +22,13 @@ export interface DtlnGraphs {
   stage1: ort.InferenceSession;
   stage2: ort.InferenceSession;
   /**
-   * Live streams (batching.ts): cores and stage-1 chains built on these graphs hand their chunks to this joiner, which
+   * Live streams (live/batching.ts): cores and stage-1 chains built on these graphs hand their chunks to this joiner, which
    * runs those of every stream that pushed in the same turn of the event loop together, on `joiner.graphs`.
    */
   joiner?: CoreJoiner;
 }
 
-/** Groups the calls of many streams made in one turn into joint runs (implemented in batching.ts). */
+/** Groups the calls of many streams made in one turn into joint runs (implemented in live/batching.ts). */
 export interface CoreJoiner {
   /** The sessions themselves (the joint runs call them directly). */
   readonly graphs: DtlnGraphs;
@@ -259,7 +259,7 @@ export class DtlnCore {
         })
       : null;
     // The states move on only once every run went through: a run that fails leaves the cores as they were, so the
-    // joiner can run their calls again one by one (batching.ts).
+    // joiner can run their calls again one by one (live/batching.ts).
     const h1 = DtlnCore.splitStates(cores, rows, r1.hN.data as Float32Array, (c) => c.h1);
     const c1 = DtlnCore.splitStates(cores, rows, r1.cN.data as Float32Array, (c) => c.c1);
     cores.forEach((core, i) => {

@@ -9,7 +9,7 @@ import { MODELS, streamLayout } from './models';
 import { MAX_IN_FLIGHT, PoolWorker } from './pool-worker';
 import type { ToWorker } from './protocol';
 import { StreamHandle, type StreamHost } from './stream-handle';
-import { LivePool } from './live';
+import { LivePool } from './live/pool';
 import type { ThreadPriority } from './thread-priority';
 import type {
   DenoiseOptions,
@@ -60,7 +60,7 @@ class Engine implements InferenceEngine, StreamHost {
   }
 
   /**
-   * A live stream (live.ts): chunks in as they come, output to `sink` in order. It runs on a live worker, at the
+   * A live stream (live/pool.ts): chunks in as they come, output to `sink` in order. It runs on a live worker, at the
    * server's priority, while the file workers run lowered (FILE_WORK_IDLE, FILE_WORK_NICE): when the CPU is short the
    * OS runs live ticks first, and a tick never waits for a file's session.run to end.
    */
@@ -197,7 +197,7 @@ class Engine implements InferenceEngine, StreamHost {
     if (opts.echoReference && pcmInput) throw new Error('echo cancellation takes planar input, not PCM edges');
     if (this.workers.every((w) => w.dead)) throw new Error('no inference worker available');
     const id = ++this.streamCounter;
-    const layout = streamLayout(opts.model, !!opts.fullBand);
+    const layout = streamLayout(opts.model, !!opts.fullBand, !!opts.narrowBand);
     // Not awaited: the stream's first push is queued right behind `open` (same worker, same rank), so the worker goes
     // from one to the other without waiting for this thread to see the answer to `open` in between.
     // With an echo reference every push carries it as one more channel, after the microphone's.
@@ -205,6 +205,7 @@ class Engine implements InferenceEngine, StreamHost {
       msg: {
         type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels,
         attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness,
+        ...(opts.narrowBand ? { narrowBand: true } : {}),
         ...(pcmInput ? { pcmInput } : {}),
         ...(opts.speech ? { speech: opts.speech } : {}),
         ...(opts.echoReference ? { echoReference: true } : {}),

@@ -31,6 +31,8 @@ export type ChainSpec = StageSpec[];
 /** The rate every chain core runs at, and the rate of a full-band stream. */
 export const CORE_RATE = 16000;
 export const FULL_BAND_RATE = 48000;
+/** Telephony: a 16 kHz model runs there between 2:1 resamplers (narrowband.ts), for 8 kHz inputs whose rate is kept. */
+export const NARROW_BAND_RATE = 8000;
 /** Crossover between the 16 kHz chain's band and the guided high band (the 48 <-> 16 kHz resamplers' edge). */
 export const CROSSOVER_HZ = 8000;
 
@@ -223,11 +225,13 @@ export function manifestFields(id: ModelId): { id: ModelId; label: string; sampl
 
 /**
  * The rate a stream runs at and what it does to each band up to half that rate. 'on-request' models run full band
- * (48 kHz, FullBandChain around their chain) when asked; 'always' models always do.
+ * (48 kHz, FullBandChain around their chain) when asked; 'always' models always do. Narrow band (8 kHz,
+ * NarrowBandChain) only where the model is not full band.
  */
-export function streamLayout(model: ModelId, fullBand: boolean): { sampleRate: number; bands: BandProcessing[] } {
-  const rate = MODELS[model].fullBand === 'always' || fullBand ? FULL_BAND_RATE : CORE_RATE;
-  const bands: BandProcessing[] = [{ from_hz: 0, to_hz: CROSSOVER_HZ, processing: 'denoised_16k' }];
+export function streamLayout(model: ModelId, fullBand: boolean, narrowBand = false): { sampleRate: number; bands: BandProcessing[] } {
+  const full = MODELS[model].fullBand === 'always' || fullBand;
+  const rate = full ? FULL_BAND_RATE : narrowBand ? NARROW_BAND_RATE : CORE_RATE;
+  const bands: BandProcessing[] = [{ from_hz: 0, to_hz: Math.min(CROSSOVER_HZ, rate / 2), processing: 'denoised_16k' }];
   if (rate > CORE_RATE) bands.push({ from_hz: CROSSOVER_HZ, to_hz: rate / 2, processing: 'guided_high_band' });
   return { sampleRate: rate, bands };
 }

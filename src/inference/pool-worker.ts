@@ -2,7 +2,7 @@
 // MAX_IN_FLIGHT requests posted to it at a time (it runs them one at a time, in order), and the streams pinned to it.
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import type { LiveWorker } from './live';
+import type { LiveWorker } from './live/pool';
 import type { FromWorker, ToWorker } from './protocol';
 import type { ThreadPriority } from './thread-priority';
 
@@ -35,7 +35,7 @@ export interface PinnedStream {
 
 export class PoolWorker implements LiveWorker {
   readonly worker: Worker;
-  /** Live streams pinned here (live.ts), and their requests awaiting an answer, by reqId. */
+  /** Live streams pinned here (live/pool.ts), and their requests awaiting an answer, by reqId. */
   liveStreams = 0;
   private readonly liveReplies = new Map<number, { resolve(msg: FromWorker): void; reject(err: Error): void }>();
   readonly ready: Promise<void>;
@@ -131,7 +131,7 @@ export class PoolWorker implements LiveWorker {
     this.pump();
   }
 
-  /** Live requests (live.ts) are posted at once, not queued behind file requests; resolves with the answer. */
+  /** Live requests (live/pool.ts) are posted at once, not queued behind file requests; resolves with the answer. */
   postLive(msg: Extract<ToWorker, { type: 'live-open' | 'live-tick' }>, transfer: ArrayBuffer[]): Promise<FromWorker> {
     if (this.dead) return Promise.reject(new Error('inference worker is gone'));
     return new Promise<FromWorker>((resolve, reject) => {

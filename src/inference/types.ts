@@ -3,7 +3,8 @@
 // PcmDenoiseStream takes and returns interleaved PCM bytes instead, converted on the engine's side.
 import type { ThreadPriority } from './thread-priority';
 import type { WavSampleFormat } from '../dsp/pcm';
-import type { SpeechReport, SpeechRequest } from '../vad/options';
+import type { VadEvent } from '../vad/batch';
+import type { SpeechReport, SpeechRequest, VadOptions } from '../vad/options';
 
 /** How one frequency band of the output was processed (reported in X-NS-Stats `bands`). */
 export interface BandProcessing {
@@ -44,6 +45,11 @@ export interface DenoiseOptions {
    * its guidance above), for inputs above 16 kHz whose rate is kept. nsm-2-hd is always full band.
    */
   fullBand?: boolean;
+  /**
+   * 16 kHz models: run at 8 kHz (the model's chain between the 2:1 resamplers of dsp/halfband.ts, in the worker), for
+   * 8 kHz inputs whose rate is kept: the same chain an 8 kHz live stream runs.
+   */
+  narrowBand?: boolean;
   /**
    * Meter the stream's input and output (BS.1770 block powers at sampleRate, src/dsp/loudness.ts) in the worker, next
    * to the chain, instead of on the caller's thread: read them with loudness() once end() has resolved.
@@ -134,11 +140,15 @@ export interface LiveOptions {
   sampleRate: number;
   encoding: LiveEncoding;
   attenuationLimitDb: number;
+  /** Speech events (vad=true) with these settings; absent: none. */
+  vad?: VadOptions;
 }
 
 /** Where a live stream's output goes, in order. */
 export interface LiveSink {
   output(bytes: Uint8Array): void;
+  /** A speech event (vad=true), after the output of the tick that decided it; times on the input timeline. */
+  event?(e: VadEvent): void;
   /** The stream failed (worker lost, bad input); nothing more comes. */
   error(err: Error): void;
 }
@@ -163,7 +173,7 @@ export interface LiveState {
 
 export interface InferenceEngine {
   openStream(opts: DenoiseOptions): Promise<DenoiseStream>;
-  /** A live stream (live.ts): batched with the other live streams, ahead of file work. */
+  /** A live stream (live/pool.ts): batched with the other live streams, ahead of file work. */
   openLive?(opts: LiveOptions, sink: LiveSink): Promise<LiveStream>;
   liveState?(): LiveState;
   /** Each worker thread's kernel id and priority (file workers lowered: FILE_WORK_NICE, FILE_WORK_IDLE). */

@@ -13,13 +13,14 @@ import { EchoFront } from './echo-front';
 import { DtlnGraphs } from './dtln';
 import { PcmEdges } from './pcm-edges';
 import { loadGraphs } from './sessions';
-import { LiveHost } from './live-host';
+import { LiveHost } from './live/host';
 import { AlignedStream, dryMixForLimit } from './stream';
 import { lowerThisThread, threadId, type ThreadPriority } from './thread-priority';
 import { concatAll } from '../dsp/concat';
 import { loadVadSession } from '../vad/silero';
 import { SpeechTrack } from '../vad/speech-track';
-import { packLive, packedTransfer, spansItsBuffer, unpackLive, type ToWorker, type FromWorker } from './protocol';
+import { spansItsBuffer, type ToWorker, type FromWorker } from './protocol';
+import { packLive, packedTransfer, unpackLive } from './live/packing';
 
 interface WorkerInit {
   modelsDir: string;
@@ -89,7 +90,7 @@ async function handle(msg: ToWorker): Promise<void> {
   switch (msg.type) {
     case 'open': {
       if (msg.echoReference && msg.pcmInput) throw new Error('echo cancellation takes planar input, not PCM edges');
-      const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand });
+      const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand, narrowBand: msg.narrowBand });
       const meter = (): LoudnessMeter => new LoudnessMeter(chain.sampleRate, msg.channels);
       // The VAD's gate compares the output with the input it lines up with (the denoiser's own output: the limit's mix undone).
       const speech = msg.speech
@@ -175,12 +176,14 @@ async function handleLive(msg: Extract<ToWorker, { type: 'live-open' | 'live-tic
   const host = live!;
   try {
     if (msg.type === 'live-open') {
-      const opened = host.open(msg.open);
+      const opened = host.open(msg.open, msg.open.vad ? await vad() : undefined);
       send({ type: 'live-opened', reqId: msg.reqId, ...opened });
     } else if (msg.type === 'live-abort') {
       host.abort(msg.streamId);
     } else {
       const packed = packLive(await host.tick(unpackLive(msg.packed)));
+      const due = host.vadDueMs();
+      if (due !== undefined) packed.vadDueMs = due;
       send({ type: 'live-result', reqId: msg.reqId, packed }, packedTransfer(packed));
     }
   } catch (err) {

@@ -3,27 +3,33 @@
 // client auth, limits, credits and the request log (src/streaming); this end only denoises, in order.
 //
 // Internal protocol (version 1), after the guard (MODEL_SERVICE_TOKEN, draining):
-//   query: model, sample_rate, encoding, channels, attenuation_limit_db; refused before the upgrade with {"detail"}:
-//   400 bad query, 422 model not installed, 503 no live stream could be opened (no worker, draining);
+//   query: the public one's settings (live-protocol/query.ts, read by the same parser); refused before the upgrade
+//   with {"detail"}: 400 bad query, 422 model not installed, 503 no live stream could be opened (no worker, draining);
 //   after it: {"type":"ready","latency_samples":N}; binary audio (whole frames of the encoding: PCM, μ-law or A-law)
-//   in → binary audio in the same encoding out, in order;
+//   in → binary audio in the same encoding out, in order; with vad=true, {"type":"speech_start"|"speech_end","at_ms",
+//   "decided_ms"} text messages after the output of the tick that decided them;
 //   {"type":"end"} → the rest flushed, {"type":"done"}, close 1000. A fault: {"type":"error","message"} then close
 //   1011 (1007 for input that is not whole frames). At shutdown open streams get SHUTDOWN_GRACE_MS, then 1012.
+//   (The messages and close codes: live-protocol/messages.ts and close.ts; the phases: live-protocol/phases.ts.)
 // Bounded buffering: while more than LIVE_HIGH_WATER bytes of a stream are inside this process (received and not yet
 // sent back and flushed to the socket), its socket is not read, so TCP pushes back on the gateway.
 import express, { type Request, type Response } from 'express';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { Config } from '../config';
-import { LIVE_ENCODINGS, LIVE_SAMPLE_BYTES, MODEL_IDS, type InferenceEngine, type LiveEncoding, type LiveOptions, type LiveSink, type LiveStream, type ModelId } from '../inference/types';
+import type { InferenceEngine, LiveOptions, LiveSink, LiveStream } from '../inference/types';
+import { CLOSE } from '../live-protocol/close';
+import { parseClientText, replicaDone, replicaError, replicaReady, speechMessage, type ReplicaMessage } from '../live-protocol/messages';
+import { LivePhases } from '../live-protocol/phases';
+import { inputFrameBytes, LiveQueryError, parseLiveQuery } from '../live-protocol/query';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { assertModelInstalled } from './params';
+import { assertVadInstalled } from './speech-params';
 import { pendingUpgrade } from '../http/upgrades';
 
 export const LIVE_STREAM_PATH = '/internal/stream';
 /** Pause reading a stream's socket above this many bytes inside; resume below LIVE_LOW_WATER. */
 export const LIVE_HIGH_WATER = 1024 * 1024;
 export const LIVE_LOW_WATER = 256 * 1024;
-const CLOSE = { normal: 1000, invalidData: 1007, internal: 1011, restarting: 1012 } as const;
 
 export interface LiveEndpoint {
   router: express.Router;
@@ -39,39 +45,23 @@ export interface LiveEndpointDeps {
   log: (line: string) => void;
 }
 
-function text(query: Record<string, unknown>, name: string): string | undefined {
-  const v = query[name];
-  if (v === undefined) return undefined;
-  if (typeof v !== 'string') throw badRequest(`"${name}" was given more than once`);
-  return v;
-}
-
-function integer(value: string, name: string, min: number, max: number): number {
-  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) throw badRequest(`"${name}" must be an integer from ${min} to ${max}`);
-  return Number(value);
-}
-
 /** The stream's settings from the query (the gateway checked them already; this end trusts nothing it did not check). */
-export function parseLiveQuery(config: Config, query: Record<string, unknown>): LiveOptions {
-  const model = (text(query, 'model') ?? 'nsm-2') as ModelId;
-  if (!MODEL_IDS.includes(model)) throw badRequest(`"model" must be one of ${MODEL_IDS.join(', ')}`);
-  const encoding = (text(query, 'encoding') ?? 'pcm_s16le') as LiveEncoding;
-  if (!LIVE_ENCODINGS.includes(encoding)) throw badRequest(`"encoding" must be one of ${LIVE_ENCODINGS.join(', ')}`);
-  const limit = Number(text(query, 'attenuation_limit_db') ?? config.defaultAttenuationLimitDb);
-  if (!Number.isFinite(limit) || limit < 0 || limit > 100) throw badRequest('"attenuation_limit_db" must be a number from 0 to 100');
-  const options: LiveOptions = {
-    model,
-    sampleRate: integer(text(query, 'sample_rate') ?? '16000', 'sample_rate', 8000, 48000),
-    encoding,
-    channels: integer(text(query, 'channels') ?? '1', 'channels', 1, 2),
-    attenuationLimitDb: limit,
-  };
-  assertModelInstalled(config, model);
+function settingsOf(config: Config, query: Record<string, unknown>): LiveOptions {
+  let options: LiveOptions;
+  try {
+    options = parseLiveQuery(query, config.defaultAttenuationLimitDb);
+  } catch (err) {
+    if (err instanceof LiveQueryError) throw badRequest(err.message);
+    throw err;
+  }
+  assertModelInstalled(config, options.model);
+  if (options.vad) assertVadInstalled(config);
   return options;
 }
 
-/** One live stream between the gateway's socket and the engine. */
+/** One live stream between the gateway's socket and the engine; its phase as the gateway's session's (phases.ts). */
 class LiveConnection {
+  private readonly phases = new LivePhases();
   private ws: WebSocket | null = null;
   private live: LiveStream | null = null;
   private readonly frame: number;
@@ -79,20 +69,22 @@ class LiveConnection {
   private bytesOut = 0;
   /** Output handed to the socket and not yet flushed to it. */
   private unflushed = 0;
+  /** The gateway's socket is not being read (LIVE_HIGH_WATER). */
   private paused = false;
-  private ending = false;
-  private over = false;
   /** A fault that came before the socket was accepted. */
   private early: { message: string; code: number } | null = null;
   private resolveClosed!: () => void;
   readonly closed = new Promise<void>((resolve) => (this.resolveClosed = resolve));
   readonly sink: LiveSink = {
     output: (bytes) => this.output(bytes),
+    event: (e) => {
+      if (!this.phases.over && this.ws?.readyState === WebSocket.OPEN) this.sendJson(speechMessage(e));
+    },
     error: (err) => this.fail(`denoising failed: ${err.message}`, CLOSE.internal),
   };
 
   constructor(opts: LiveOptions) {
-    this.frame = LIVE_SAMPLE_BYTES[opts.encoding] * opts.channels;
+    this.frame = inputFrameBytes(opts);
   }
 
   start(ws: WebSocket, live: LiveStream): void {
@@ -109,38 +101,40 @@ class LiveConnection {
     ws.on('close', () => this.end());
     ws.on('error', () => undefined); // 'close' follows
     if (this.early) return this.fail(this.early.message, this.early.code);
-    ws.send(JSON.stringify({ type: 'ready', latency_samples: live.latencySamples }));
+    this.phases.to('live');
+    this.sendJson(replicaReady(live.latencySamples));
   }
 
   /** Closes the stream with an error message and `code`. */
   fail(message: string, code: number): void {
-    if (this.over) return;
+    if (this.phases.over) return;
     const ws = this.ws;
     if (!ws) {
       this.early ??= { message, code };
       return;
     }
     if (ws.readyState === WebSocket.OPEN) {
-      ws.send(JSON.stringify({ type: 'error', message }));
+      this.sendJson(replicaError(message));
       ws.close(code, message.slice(0, 100));
     }
-    this.end();
+    this.end(true);
+  }
+
+  private sendJson(message: ReplicaMessage): void {
+    this.ws!.send(JSON.stringify(message));
   }
 
   private onMessage(data: Buffer, isBinary: boolean): void {
-    if (this.over || this.ending) return;
+    if (this.phases.now !== 'live') return;
     if (!isBinary) {
-      let type: unknown;
-      try {
-        type = (JSON.parse(data.toString('utf8')) as { type?: unknown }).type;
-      } catch {
-        type = undefined;
-      }
-      if (type !== 'end') return this.fail('a text message must be {"type":"end"}', CLOSE.invalidData);
-      this.ending = true;
+      const read = parseClientText(data.toString('utf8'));
+      if ('refused' in read) return this.fail(read.refused, CLOSE.invalidData);
+      // `end`: the engine flushes (ending and flushing are one step here: nothing waits for credits).
+      this.phases.to('ending');
+      this.phases.to('flushing');
       this.live!.end().then(() => {
-        if (this.over || this.ws?.readyState !== WebSocket.OPEN) return;
-        this.ws.send(JSON.stringify({ type: 'done' }));
+        if (this.phases.over || this.ws?.readyState !== WebSocket.OPEN) return;
+        this.sendJson(replicaDone());
         this.ws.close(CLOSE.normal, 'done');
       }, () => undefined);
       return;
@@ -153,7 +147,7 @@ class LiveConnection {
 
   private output(bytes: Uint8Array): void {
     const ws = this.ws;
-    if (this.over || !ws || ws.readyState !== WebSocket.OPEN) return;
+    if (this.phases.over || !ws || ws.readyState !== WebSocket.OPEN) return;
     const n = bytes.byteLength;
     this.bytesOut += n;
     this.unflushed += n;
@@ -167,7 +161,7 @@ class LiveConnection {
   /** Stops reading the socket while too much of this stream is inside; reads again once most of it went out. */
   private flow(): void {
     const ws = this.ws;
-    if (!ws || this.over) return;
+    if (!ws || this.phases.over) return;
     const inside = this.bytesIn - this.bytesOut + this.unflushed;
     if (!this.paused && inside > LIVE_HIGH_WATER) {
       this.paused = true;
@@ -178,10 +172,10 @@ class LiveConnection {
     }
   }
 
-  /** The socket closed (or is closing): the engine's side of the stream goes too. */
-  private end(): void {
-    if (this.over) return;
-    this.over = true;
+  /** The socket closed (or is closing, `failed`: after a fault): the engine's side of the stream goes too. */
+  private end(failed = false): void {
+    if (this.phases.over) return;
+    this.phases.to(failed ? 'failed' : 'done');
     if (this.paused) this.ws?.resume();
     this.live?.abort();
     this.resolveClosed();
@@ -204,7 +198,7 @@ export function createLiveStreamEndpoint(deps: LiveEndpointDeps): LiveEndpoint {
     }
     let opts: LiveOptions;
     try {
-      opts = parseLiveQuery(config, req.query as Record<string, unknown>);
+      opts = settingsOf(config, req.query as Record<string, unknown>);
     } catch (err) {
       if (err instanceof HttpError) return sendHttpError(res, err);
       throw err;

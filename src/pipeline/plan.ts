@@ -7,7 +7,7 @@ import { encodedRate, FORMATS } from '../audio/formats';
 import { checkInputLimits } from '../audio/limits';
 import { writesInProcess, type SinkOptions } from '../audio/sinks';
 import type { AudioSource } from '../audio/sources';
-import { FULL_BAND_RATE, MODELS } from '../inference/models';
+import { FULL_BAND_RATE, MODELS, NARROW_BAND_RATE } from '../inference/models';
 import type { DenoiseOptions, InferenceEngine, ModelId } from '../inference/types';
 import type { DenoiseFileOptions, DenoiseTarget } from './types';
 
@@ -29,11 +29,16 @@ export function modelRateFor(model: ModelId): number {
 /**
  * The rate to decode to, given the input's own rate. Above 16 kHz with the input's rate kept, a model that runs full
  * band on request does so at 48 kHz (its chain below 8 kHz, the input's own band above it, filtered under the chain's
- * guidance): decoded at 48 kHz for that.
+ * guidance): decoded at 48 kHz for that. An 8 kHz input with its rate kept is decoded as it is and runs narrow band
+ * (the chain between 2:1 resamplers in the worker, as an 8 kHz live stream does: equal outputs).
  */
 export function decodeRateFor(opts: DenoiseFileOptions): (inputRate: number) => number {
   const spec = MODELS[opts.model];
-  return (inputRate) => (opts.keepInputSampleRate && spec.fullBand === 'on-request' && inputRate > 16000 ? FULL_BAND_RATE : spec.sampleRate);
+  return (inputRate) => {
+    if (!opts.keepInputSampleRate || spec.fullBand !== 'on-request') return spec.sampleRate;
+    if (inputRate > 16000) return FULL_BAND_RATE;
+    return inputRate === NARROW_BAND_RATE ? NARROW_BAND_RATE : spec.sampleRate;
+  };
 }
 
 export interface RunPlan {
@@ -81,7 +86,8 @@ export function planRun(
     model: opts.model,
     channels: source.channels,
     attenuationLimitDb: opts.attenuationLimitDb,
-    fullBand: modelRate !== nativeRate,
+    fullBand: modelRate > nativeRate,
+    narrowBand: modelRate < nativeRate,
     measureLoudness: true,
     ...(opts.speech ? { speech: opts.speech } : {}),
     ...(opts.echoReference ? { echoReference: true } : {}),

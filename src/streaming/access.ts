@@ -8,7 +8,7 @@ import { scopesAllow } from '../gateway/routes';
 import type { EndpointSpec } from '../gateway/types';
 import { ipAllowed } from '../http/ip';
 import type { GatewayStore } from '../store/gateway/types';
-import { CLOSE, StreamFault } from './errors';
+import { CLOSE, StreamFault } from '../live-protocol/close';
 
 /** Resolves with the fault that ends the stream now, or null while it may go on. */
 export type AccessCheck = () => Promise<StreamFault | null>;

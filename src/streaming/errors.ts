@@ -1,5 +1,6 @@
-// Errors of the streaming endpoint. Before the upgrade: ordinary HTTP answers in the gateway's envelope
-// {"error": {"type", "message", "request_id"}}. After it: a text message {"type":"error","error":{...}} and a close code.
+// Refusals of the streaming endpoint before the upgrade: ordinary HTTP answers in the gateway's envelope
+// {"error": {"type", "message", "request_id"}}. After the upgrade a fault is an error message and a close code
+// (live-protocol/close.ts, messages.ts).
 import type { Response } from 'express';
 import { requestIdOf } from '../http/errors';
 
@@ -35,30 +36,4 @@ export function sendStreamRefusal(res: Response, err: StreamRefusal): number {
   if (err.retryAfterS !== undefined) res.setHeader('Retry-After', String(err.retryAfterS));
   res.status(status).json({ error: { type: err.type, message: err.message, request_id: requestIdOf(res) } });
   return status;
-}
-
-/** Close codes after the upgrade (docs/streaming.md). */
-export const CLOSE = {
-  normal: 1000,
-  invalidData: 1007,
-  internal: 1011,
-  restarting: 1012,
-  overloaded: 1013,
-  /** The key was revoked, expired or deleted while the stream ran (streaming/access.ts). */
-  keyRefused: 4401,
-  creditsExhausted: 4402,
-  /** The key's IP list, scopes or the workspace's plan no longer allow the stream (streaming/access.ts). */
-  forbidden: 4403,
-  tooSlow: 4408,
-} as const;
-
-/** A fault mid-stream: its error message type and close code. */
-export class StreamFault extends Error {
-  constructor(
-    readonly type: string,
-    message: string,
-    readonly code: number,
-  ) {
-    super(message);
-  }
 }

@@ -26,10 +26,10 @@ import { CLIENT_GONE_STATUS } from '../upstream/refusals';
 import { NoReplicaForStream, StreamRequestRejected } from '../upstream/stream-socket';
 import { accessCheck } from './access';
 import { StreamCredits } from './credits';
+import { LiveQueryError, parseLiveQuery, type LiveParams } from '../live-protocol/query';
 import { sendStreamRefusal, StreamRefusal } from './errors';
 import { createLeaseKeeper } from './leases';
 import { createStreamMetrics, type StreamMetrics } from './metrics';
-import { parseStreamParams, type StreamParams } from './params';
 import { openRelay } from './relay';
 import { StreamSession, type LiveSource, type SessionLimits } from './session';
 
@@ -84,6 +84,16 @@ export interface Streaming {
   close(): void;
 }
 
+/** The stream's settings from its query (live-protocol/query.ts); a bad one is a 400 before the upgrade. */
+function settingsOf(query: Record<string, unknown>, defaultAttenuationLimitDb: number): LiveParams {
+  try {
+    return parseLiveQuery(query, defaultAttenuationLimitDb);
+  } catch (err) {
+    if (err instanceof LiveQueryError) throw new StreamRefusal('invalid_request', err.message);
+    throw err;
+  }
+}
+
 export function createStreaming(deps: StreamingDeps): Streaming {
   const { config, store, engine, logger } = deps;
   const replicas = deps.replicas ?? null;
@@ -125,7 +135,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
         res.setHeader('Sec-WebSocket-Version', '13');
         throw new StreamRefusal('invalid_request', 'missing or unsupported Sec-WebSocket-Version header (13 is supported)');
       }
-      const params = parseStreamParams(req.query as Record<string, unknown>, config.defaultAttenuationLimitDb);
+      const params = settingsOf(req.query as Record<string, unknown>, config.defaultAttenuationLimitDb);
       if (draining || deps.draining?.()) throw new StreamRefusal('upstream_unavailable', 'the server is restarting; reconnect shortly', RETRY_AFTER_S);
       if (!engine?.openLive && !replicas) throw new StreamRefusal('upstream_unavailable', 'no model service can run live streams', RETRY_AFTER_S);
       const workspace = ctx.workspaceId ? await store.getWorkspace(ctx.workspaceId) : null;
@@ -178,11 +188,12 @@ export function createStreaming(deps: StreamingDeps): Streaming {
    * The denoising side: the in-process engine, or a stream opened on a replica now, before the upgrade (`drop` lets
    * it go if the upgrade does not happen). null when no replica could take it (the refusal was sent).
    */
-  async function denoiserFor(params: StreamParams, ctx: GatewayContext, res: Response): Promise<Denoiser | null> {
+  async function denoiserFor(params: LiveParams, ctx: GatewayContext, res: Response): Promise<Denoiser | null> {
     if (engine?.openLive) {
       const open = engine.openLive.bind(engine);
-      const { model, channels, sampleRate, encoding, attenuationLimitDb } = params;
-      return { source: (sink) => open({ model, channels, sampleRate, encoding, attenuationLimitDb }, sink), drop: () => undefined };
+      const { model, channels, sampleRate, encoding, attenuationLimitDb, vad } = params;
+      const opts = { model, channels, sampleRate, encoding, attenuationLimitDb, ...(vad ? { vad } : {}) };
+      return { source: (sink) => open(opts, sink), drop: () => undefined };
     }
     try {
       const relay = await openRelay(replicas!, params, { requestId: ctx.requestId, connectTimeoutMs: config.upstreamConnectTimeoutMs });
@@ -208,7 +219,7 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     res: Response,
     ctx: GatewayContext,
     upgrade: PendingUpgrade,
-    params: StreamParams,
+    params: LiveParams,
     credits: StreamCredits,
     denoiser: Denoiser,
   ): Promise<ForwardOutcome> {

@@ -7,10 +7,11 @@
 // and the replica stops reading this socket while too much is inside it.
 import WebSocket from 'ws';
 import type { LiveSink, LiveStream } from '../inference/types';
+import { CLOSE, StreamFault } from '../live-protocol/close';
+import { parseReplicaText } from '../live-protocol/messages';
+import { liveQuery, type LiveParams } from '../live-protocol/query';
 import type { ModelServiceReplicas } from '../upstream/replicas';
 import { NoReplicaForStream, openReplicaStream, type ReplicaStream } from '../upstream/stream-socket';
-import { CLOSE, StreamFault } from './errors';
-import type { StreamParams } from './params';
 
 /** Largest message taken from a replica: one tick's output for a client message of up to 1 MiB, plus the flush. */
 const MAX_REPLICA_MESSAGE = 4 * 1024 * 1024;
@@ -24,14 +25,8 @@ export interface RelayOptions {
 }
 
 /** Opens the stream on a replica and waits for its `ready` (throws NoReplicaForStream / StreamRequestRejected). */
-export async function openRelay(replicas: ModelServiceReplicas, params: StreamParams, opts: RelayOptions): Promise<RelayedStream> {
-  const query = new URLSearchParams({
-    model: params.model,
-    sample_rate: String(params.sampleRate),
-    encoding: params.encoding,
-    channels: String(params.channels),
-    attenuation_limit_db: String(params.attenuationLimitDb),
-  });
+export async function openRelay(replicas: ModelServiceReplicas, params: LiveParams, opts: RelayOptions): Promise<RelayedStream> {
+  const query = liveQuery(params);
   const stream = await openReplicaStream(replicas, {
     path: `/internal/stream?${query.toString()}`,
     headers: { 'x-request-id': opts.requestId },
@@ -130,23 +125,18 @@ export class RelayedStream implements LiveStream {
       this.sink?.output(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
       return;
     }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(data.toString('utf8'));
-    } catch {
-      return;
-    }
-    // Whatever the replica sends, nothing here may throw (a `null` would): only objects are messages.
-    if (parsed === null || typeof parsed !== 'object') return;
-    const msg = parsed as { type?: unknown; latency_samples?: unknown; message?: unknown };
-    if (msg.type === 'ready' && typeof msg.latency_samples === 'number') {
+    // Whatever the replica sends, nothing here may throw: anything but its protocol's messages is ignored.
+    const msg = parseReplicaText(data.toString('utf8'));
+    if (msg?.type === 'ready') {
       this.latencySamples = msg.latency_samples;
       this.isReady = true;
       this.resolveReady();
-    } else if (msg.type === 'done') {
+    } else if (msg?.type === 'done') {
       this.done = true;
-    } else if (msg.type === 'error' && typeof msg.message === 'string') {
+    } else if (msg?.type === 'error') {
       this.lastError = msg.message.slice(0, 300);
+    } else if (msg?.type === 'speech_start' || msg?.type === 'speech_end') {
+      this.sink?.event?.(msg);
     }
   }
 

@@ -1,20 +1,26 @@
 // One live stream over an accepted WebSocket: `ready`, then binary PCM in and denoised PCM out in order, `end` →
-// flush → `done` with stats → close 1000. Faults close with a code the client can act on (errors.ts CLOSE): key
-// refused 4401/4403, credits used up 4402, client idle or too slow 4408, internal 1011, restarting 1012. The
-// denoising is the in-process engine's or a model-service replica's (relay.ts): either way a LiveSource. While more
-// than maxInsideBytes of the stream are inside (received, not yet sent back), the client's socket is not read: TCP
-// pushes back on the client. Audio and `end` that come before the denoising side is up wait in `early` (bounded by
-// the same rule: at most maxInsideBytes plus one message) and go in first. No client message can throw out of the
-// handlers: anything unexpected ends that stream (1011) and nothing else. The key is checked again every renewal
-// period (access.ts).
+// flush → `done` with stats → close 1000. Faults close with a code the client can act on (live-protocol/close.ts):
+// key refused 4401/4403, credits used up 4402, client idle or too slow 4408, internal 1011, restarting 1012. The
+// denoising is the in-process engine's or a model-service replica's (relay.ts): either way a LiveSource. Where the
+// stream stands is its phase (live-protocol/phases.ts: opening → live → ending → flushing → done, or failed). While
+// more than maxInsideBytes of the stream are inside (received, not yet sent back), the client's socket is not read
+// (client-reader.ts). Audio and `end` that come while opening wait in `early` (bounded by the same rule: at most
+// maxInsideBytes plus one message) and go in first. No client message can throw out of the handlers: anything
+// unexpected ends that stream (1011) and nothing else. The key is checked again every renewal period (access.ts).
+// Speech events (vad=true) wait until the output up to their time has been sent (speech-events.ts), the last ones
+// before `done`.
 import type WebSocket from 'ws';
 import type { LiveSink, LiveStream } from '../inference/types';
+import { CLOSE, StreamFault } from '../live-protocol/close';
+import { doneMessage, errorMessage, parseClientText, readyMessage, speechMessage, type ServerMessage } from '../live-protocol/messages';
+import { LivePhases } from '../live-protocol/phases';
+import { inputFrameBytes, outputFrameBytes, type LiveParams } from '../live-protocol/query';
 import type { Logger } from '../logging';
 import type { AccessCheck } from './access';
+import { ClientReader } from './client-reader';
 import type { HoldResult, StreamCredits } from './credits';
-import { CLOSE, StreamFault } from './errors';
 import type { StreamMeter } from './metrics';
-import { frameBytes, type StreamParams } from './params';
+import { SpeechEvents } from './speech-events';
 
 /** Opens the denoising side of a stream, its output going to `sink`. */
 export type LiveSource = (sink: LiveSink) => Promise<LiveStream>;
@@ -44,6 +50,8 @@ export interface SessionResult {
 }
 
 export class StreamSession {
+  private readonly phases = new LivePhases();
+  /** The denoising side, once it is up (opening ends when it is, unless `end` came first). */
   private live: LiveStream | null = null;
   private inFrames = 0;
   /** Frames handed to the denoising side (or waiting in `early` for it): what the stream is billed for. */
@@ -51,30 +59,27 @@ export class StreamSession {
   private outFrames = 0;
   private bytesIn = 0;
   private bytesOut = 0;
-  private readonly frame: number;
-  private idleTimer: NodeJS.Timeout | null = null;
-  private lastAudioAt = 0;
-  /** Chunks waiting for the next credit hold (audio never runs on credits not held). */
-  private waitingForCredit: Uint8Array[] | null = null;
-  /** Audio accepted before the denoising side was up (sent in once it is). */
+  /** Bytes of one frame of the client's audio, and of the output. */
+  private readonly inFrame: number;
+  private readonly outFrame: number;
+  private readonly reader: ClientReader;
+  /** Chunks waiting for the next credit hold (audio never runs on credits not held); null while none is awaited. */
+  private creditWait: Uint8Array[] | null = null;
+  /** Audio accepted while opening (sent in once the denoising side is up). */
   private early: Uint8Array[] = [];
-  private ending = false;
-  private flushing = false;
   /** The fault to end with once what was accepted has been flushed (credits ran out). */
   private endFault: StreamFault | null = null;
   /** What the WebSocket layer refused (invalid UTF-8, a message over 1 MiB, a protocol error), for the request log. */
   private protocolError: Error | null = null;
   private accessTimer: NodeJS.Timeout | null = null;
-  private over = false;
-  /** The client's socket is not being read (maxInsideBytes). */
-  private paused = false;
   private meter: StreamMeter | null = null;
+  private readonly speech = new SpeechEvents();
   private resolveDone!: (r: SessionResult) => void;
   readonly done: Promise<SessionResult>;
 
   constructor(
     private readonly ws: WebSocket,
-    private readonly params: StreamParams,
+    private readonly params: LiveParams,
     private readonly requestId: string,
     private readonly source: LiveSource,
     private readonly credits: StreamCredits,
@@ -83,7 +88,11 @@ export class StreamSession {
     private readonly meterFor?: (latencySamples: number) => StreamMeter,
     private readonly access?: AccessCheck,
   ) {
-    this.frame = frameBytes(params);
+    this.inFrame = inputFrameBytes(params);
+    this.outFrame = outputFrameBytes(params);
+    this.reader = new ClientReader(ws, limits, () =>
+      this.stop(this.fault(new StreamFault('request_timeout', `no audio for ${this.limits.idleMs / 1000} s`, CLOSE.tooSlow))),
+    );
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
   }
 
@@ -105,6 +114,10 @@ export class StreamSession {
     try {
       this.live = await this.source({
         output: (bytes) => this.send(bytes),
+        event: (e) => {
+          this.speech.add(e);
+          this.sendSpeech(false);
+        },
         // A relayed stream says what went wrong on its replica (restarting: 1012); anything else is internal.
         error: (err) =>
           this.stop(this.fault(err instanceof StreamFault ? err : new StreamFault('internal_error', `denoising failed: ${err.message}`, CLOSE.internal))),
@@ -113,29 +126,21 @@ export class StreamSession {
       await this.fault(new StreamFault('internal_error', `could not start the stream: ${(err as Error).message}`, CLOSE.internal));
       return;
     }
-    if (this.over) {
+    if (this.phases.over) {
       this.live.abort();
       return;
     }
+    if (this.phases.now === 'opening') this.phases.to('live');
     this.meter = this.meterFor?.(this.live.latencySamples) ?? null;
-    this.sendJson({
-      type: 'ready',
-      request_id: this.requestId,
-      model: this.params.model,
-      sample_rate: this.params.sampleRate,
-      encoding: this.params.encoding,
-      channels: this.params.channels,
-      latency_ms: Math.round(((this.live.latencySamples * 1000) / this.params.sampleRate) * 100) / 100,
-      latency_samples: this.live.latencySamples,
-    });
+    this.sendJson(readyMessage(this.requestId, this.params, this.live.latencySamples));
     // What came before `ready` goes in first, in order.
     const early = this.early;
     this.early = [];
     for (const bytes of early) {
-      this.meter?.input(bytes.byteLength / this.frame);
+      this.meter?.input(bytes.byteLength / this.inFrame);
       this.live.push(bytes);
     }
-    if (!this.ending) this.armIdle();
+    if (this.phases.now === 'live') this.reader.audioCame();
     this.maybeFlush();
   }
 
@@ -156,25 +161,25 @@ export class StreamSession {
   }
 
   private handleMessage(data: Buffer, isBinary: boolean): void {
-    if (this.over || this.ending) return;
+    if (!this.phases.takesAudio) return;
     if (!isBinary) return this.onText(data);
-    if (data.length % this.frame !== 0) {
-      this.stop(this.fault(new StreamFault('invalid_request', `a binary message must hold whole ${this.frame}-byte frames (got ${data.length} bytes)`, CLOSE.invalidData)));
+    if (data.length % this.inFrame !== 0) {
+      this.stop(this.fault(new StreamFault('invalid_request', `a binary message must hold whole ${this.inFrame}-byte frames (got ${data.length} bytes)`, CLOSE.invalidData)));
       return;
     }
     if (data.length === 0) return;
-    this.armIdle();
+    this.reader.audioCame();
     this.bytesIn += data.length;
-    this.inFrames += data.length / this.frame;
-    if (this.live) this.meter?.input(data.length / this.frame);
+    this.inFrames += data.length / this.inFrame;
+    if (this.live) this.meter?.input(data.length / this.inFrame);
     this.flow();
     if (this.inFrames / this.params.sampleRate > this.limits.maxAudioSeconds) {
       this.stop(this.fault(new StreamFault('payload_too_large', `a stream may carry at most ${this.limits.maxAudioSeconds} s of audio`, CLOSE.normal)));
       return;
     }
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    if (this.waitingForCredit) {
-      this.waitingForCredit.push(bytes);
+    if (this.creditWait) {
+      this.creditWait.push(bytes);
       return;
     }
     const wait = this.credits.cover(this.inFrames / this.params.sampleRate);
@@ -182,22 +187,22 @@ export class StreamSession {
       this.accept(bytes);
       return;
     }
-    this.waitingForCredit = [bytes];
+    this.creditWait = [bytes];
     const failed = (err: Error): Promise<void> => this.fault(new StreamFault('internal_error', `could not hold credits: ${err.message}`, CLOSE.internal));
     this.stop(wait.then((held) => this.afterHold(held)).catch(failed));
   }
 
   /** Audio the credits cover, to the denoising side (or to `early` until it is up). */
   private accept(bytes: Uint8Array): void {
-    this.acceptedFrames += bytes.byteLength / this.frame;
+    this.acceptedFrames += bytes.byteLength / this.inFrame;
     if (this.live) this.live.push(bytes);
     else this.early.push(bytes);
   }
 
   private afterHold(held: HoldResult): void {
-    const queued = this.waitingForCredit ?? [];
-    this.waitingForCredit = null;
-    if (this.over) return;
+    const queued = this.creditWait ?? [];
+    this.creditWait = null;
+    if (this.phases.over) return;
     if (held.ok) {
       for (const b of queued) this.accept(b);
       this.maybeFlush();
@@ -206,8 +211,8 @@ export class StreamSession {
     // No next minute: what the minutes held cover is denoised and flushed, the rest is not; then 4402.
     let room = this.credits.minutes * 60 * this.params.sampleRate - this.acceptedFrames;
     for (const b of queued) {
-      const frames = Math.max(0, Math.min(b.byteLength / this.frame, room));
-      if (frames > 0) this.accept(b.subarray(0, frames * this.frame));
+      const frames = Math.max(0, Math.min(b.byteLength / this.inFrame, room));
+      if (frames > 0) this.accept(b.subarray(0, frames * this.inFrame));
       room -= frames;
     }
     const why = held.exhausted
@@ -215,41 +220,34 @@ export class StreamSession {
       : `the workspace's remaining credits are held by calls in flight`;
     const covered = round3(this.acceptedFrames / this.params.sampleRate);
     this.endFault = new StreamFault('quota_exhausted', `${why}; the stream ends after the ${covered} s its credits cover`, CLOSE.creditsExhausted);
-    this.ending = true;
-    this.clearIdle();
+    // `end` may have come while the hold was awaited: the stream is ending already.
+    if (this.phases.takesAudio) this.phases.to('ending');
+    this.reader.stopIdle();
     this.maybeFlush();
   }
 
   private onText(data: Buffer): void {
-    let msg: unknown;
-    try {
-      msg = JSON.parse(data.toString('utf8'));
-    } catch {
-      this.stop(this.fault(new StreamFault('invalid_request', 'a text message must be JSON: {"type":"end"}', CLOSE.invalidData)));
+    const read = parseClientText(data.toString('utf8'));
+    if ('refused' in read) {
+      this.stop(this.fault(new StreamFault('invalid_request', read.refused, CLOSE.invalidData)));
       return;
     }
-    // Any JSON may come: null, a number, an array, an object without a string type.
-    const type = msg !== null && typeof msg === 'object' && !Array.isArray(msg) ? (msg as { type?: unknown }).type : undefined;
-    if (type === 'end') {
-      this.ending = true;
-      this.clearIdle();
-      this.maybeFlush();
-      return;
-    }
-    const got = typeof type === 'string' ? `type ${JSON.stringify(type.slice(0, 40))}` : `a JSON ${msg === null ? 'null' : Array.isArray(msg) ? 'array' : typeof msg}`;
-    this.stop(this.fault(new StreamFault('invalid_request', `unknown text message (${got}); send binary PCM or {"type":"end"}`, CLOSE.invalidData)));
+    // {"type":"end"}, the one message a client sends.
+    this.phases.to('ending');
+    this.reader.stopIdle();
+    this.maybeFlush();
   }
 
-  /** Flushes once `end` came (or the credits ran out), nothing waits for a credit hold, and the denoising side is up. */
+  /** Flushes once the stream is ending, nothing waits for a credit hold, and the denoising side is up. */
   private maybeFlush(): void {
-    if (!this.ending || this.flushing || this.over || !this.live || this.waitingForCredit) return;
-    this.flushing = true;
+    if (this.phases.now !== 'ending' || !this.live || this.creditWait) return;
+    this.phases.to('flushing');
     this.stop(this.flush());
   }
 
   /** Checks the key again (access.ts); a store that cannot answer leaves the stream running. */
   private async recheck(): Promise<void> {
-    if (this.over || !this.access) return;
+    if (this.phases.over || !this.access) return;
     let fault: StreamFault | null;
     try {
       fault = await this.access();
@@ -271,15 +269,15 @@ export class StreamSession {
   }
 
   private async flush(): Promise<void> {
-    if (this.over || !this.live) return;
-    this.clearIdle();
+    if (this.phases.over || !this.live) return;
+    this.reader.stopIdle();
     await this.live.end();
-    if (this.over) return;
+    if (this.phases.over) return;
+    this.sendSpeech(true);
     if (this.endFault) return this.fault(this.endFault);
     const result = await this.settle(CLOSE.normal);
-    this.sendJson({
-      type: 'done',
-      stats: {
+    this.sendJson(
+      doneMessage({
         model: this.params.model,
         sample_rate: this.params.sampleRate,
         input_seconds: round3(result.inputSeconds),
@@ -287,73 +285,45 @@ export class StreamSession {
         credits_charged: result.creditsCharged,
         bytes_in: result.bytesIn,
         bytes_out: result.bytesOut,
-      },
-    });
+        ...(this.params.vad ? this.speech.stats() : {}),
+      }),
+    );
     this.ws.close(CLOSE.normal, 'done');
     this.resolveDone(result);
   }
 
   private send(bytes: Uint8Array): void {
-    if (this.over || this.ws.readyState !== this.ws.OPEN) return;
+    if (this.phases.over || this.ws.readyState !== this.ws.OPEN) return;
     this.bytesOut += bytes.byteLength;
-    this.outFrames += bytes.byteLength / this.frame;
+    this.outFrames += bytes.byteLength / this.outFrame;
     this.ws.send(bytes, { binary: true });
     this.meter?.output(this.outFrames);
+    this.sendSpeech(false);
     this.flow();
     if (this.ws.bufferedAmount > this.limits.maxBufferedBytes) {
       this.stop(this.fault(new StreamFault('request_timeout', 'the client is not reading the denoised audio fast enough', CLOSE.tooSlow)));
     }
   }
 
-  private sendJson(value: unknown): void {
-    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(value));
+  /** The speech events whose time the output has reached (`all`: every one, after the flush). */
+  private sendSpeech(all: boolean): void {
+    const upTo = all ? Infinity : (this.outFrames * 1000) / this.params.sampleRate;
+    for (const e of this.speech.due(upTo)) this.sendJson(speechMessage(e));
+  }
+
+  private sendJson(message: ServerMessage): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(message));
   }
 
   /** Stops reading the client while too much of the stream is inside; reads again once most of it went out. */
   private flow(): void {
-    if (this.over) return;
-    const inside = this.bytesIn - this.bytesOut;
-    if (!this.paused && inside > this.limits.maxInsideBytes) {
-      this.paused = true;
-      this.ws.pause();
-      // Not reading is not the client's silence.
-      this.clearIdle();
-    } else if (this.paused && inside < this.limits.maxInsideBytes / 4) {
-      this.paused = false;
-      this.ws.resume();
-      if (!this.ending) this.armIdle();
-    }
-  }
-
-  /**
-   * (Re)starts the idle clock. Called for every message (50 a second per stream), so it only notes the time; the one
-   * timer, when it fires, looks at when audio last came and sleeps again for the rest (a timer per message cost the
-   * HTTP thread a clearTimeout and a setTimeout each, with hundreds of streams open).
-   */
-  private armIdle(): void {
-    this.lastAudioAt = performance.now();
-    if (this.idleTimer) return;
-    const sleep = (ms: number): void => {
-      this.idleTimer = setTimeout(check, ms);
-      this.idleTimer.unref();
-    };
-    const check = (): void => {
-      const quiet = performance.now() - this.lastAudioAt;
-      if (quiet < this.limits.idleMs) return sleep(Math.max(1, this.limits.idleMs - quiet));
-      this.idleTimer = null;
-      this.stop(this.fault(new StreamFault('request_timeout', `no audio for ${this.limits.idleMs / 1000} s`, CLOSE.tooSlow)));
-    };
-    sleep(this.limits.idleMs);
-  }
-
-  private clearIdle(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = null;
+    if (this.phases.over) return;
+    this.reader.update(this.bytesIn - this.bytesOut, this.phases.takesAudio);
   }
 
   private async fault(err: StreamFault): Promise<void> {
-    if (this.over) return;
-    this.sendJson({ type: 'error', error: { type: err.type, message: err.message, request_id: this.requestId } });
+    if (this.phases.over) return;
+    this.sendJson(errorMessage(err, this.requestId));
     const result = await this.settle(err.code, err);
     if (this.ws.readyState === this.ws.OPEN) this.ws.close(err.code, err.type.slice(0, 100));
     this.resolveDone(result);
@@ -361,18 +331,19 @@ export class StreamSession {
 
   /** The client went away (or the socket broke, or the WebSocket layer closed it): what was accepted is paid for. */
   private async finish(): Promise<void> {
-    if (this.over) return;
+    if (this.phases.over) return;
     const why = this.protocolError && `the WebSocket layer closed the stream: ${this.protocolError.message}`;
-    this.resolveDone(await this.settle(this.ending ? CLOSE.normal : 1006, why ? new StreamFault('invalid_request', why, 1002) : undefined));
+    const fault = why ? new StreamFault('invalid_request', why, CLOSE.protocolError) : undefined;
+    this.resolveDone(await this.settle(this.phases.closing ? CLOSE.normal : CLOSE.abnormal, fault));
   }
 
   private async settle(closeCode: number, err?: StreamFault): Promise<SessionResult> {
-    this.over = true;
-    this.clearIdle();
+    // Settled twice only when a step failed after the first (stop()): the phase stays what it was.
+    if (!this.phases.over) this.phases.to(err ? 'failed' : 'done');
     if (this.accessTimer) clearInterval(this.accessTimer);
     this.early = [];
-    // The close handshake needs the client's socket read again.
-    if (this.paused) this.ws.resume();
+    // No idle clock, and the client's socket read again: the close handshake needs it.
+    this.reader.release();
     if (this.live && (err || this.ws.readyState !== this.ws.OPEN)) this.live.abort();
     let creditsCharged = 0;
     try {

@@ -74,6 +74,16 @@ export class VadBatch {
     return this.tracks.size;
   }
 
+  /** ms from `now` until the oldest ungated frame waiting is due for its run (maxWaitMs); null when none waits. */
+  dueIn(now = performance.now()): number | null {
+    let oldest = Infinity;
+    for (const id of this.waiting) {
+      const t = this.tracks.get(id);
+      if (t && t.pendingRows > 0) oldest = Math.min(oldest, t.waitingSince);
+    }
+    return oldest === Infinity ? null : Math.max(0, oldest + this.opts.maxWaitMs - now);
+  }
+
   /** A stream, with the input given for the gate (`withInput`, the default) or without. */
   open(id: number, opts: VadStreamOptions, withInput = true): void {
     if (this.tracks.has(id)) throw new Error(`stream ${id} is already open`);

@@ -1,9 +1,11 @@
 // One stream's speech detection up to the network: the denoised output (and, for the gate, the input it lines up with)
-// mixed to mono and brought to 16 kHz (48 kHz streams: the 3:1 decimator, its delay compensated in the times), cut
+// mixed to mono and brought to 16 kHz (48 kHz streams: the 3:1 decimator; 8 kHz ones: the 2:1 half-band
+// interpolator; their delays compensated in the times), cut
 // into 32 ms frames, each frame gated or not (gate.ts); the frames wait here until runTracks() runs the ungated ones
 // of many tracks in one batch (silero.ts) and hands every probability to the track's decision rule (detector.ts).
 // Used by files (speech-track.ts) and live streams (batch.ts) alike.
 import type * as ort from 'onnxruntime-node';
+import { HALF_BAND_DELAY, Interpolator2 } from '../dsp/halfband';
 import { Decimator3, RESAMPLE_DELAY_48K } from '../dsp/resample';
 import { SpeechDetector } from './detector';
 import { gated } from './gate';
@@ -13,7 +15,7 @@ import { VAD_CONTEXT, VAD_FRAME, VAD_FRAME_S, VAD_RATE, VAD_WINDOW } from './sil
 
 export interface VadTrackOptions {
   vad: VadOptions;
-  /** The stream's rate: 16 or 48 kHz. */
+  /** The stream's rate: 8, 16 or 48 kHz. */
   rate: number;
   channels: number;
   /**
@@ -25,6 +27,11 @@ export interface VadTrackOptions {
   dryMix?: number;
   /** false: every frame is run (the bench's comparison); default true. */
   gate?: boolean;
+}
+
+/** The 16 kHz VAD's view of a stream at another rate. */
+interface ToVadRate {
+  process(x: Float32Array): Float32Array;
 }
 
 /** Growable FIFO of mono samples. */
@@ -67,8 +74,8 @@ export class VadTrack {
   private afterGap = false;
   private readonly ratio: number;
   private readonly delay: number;
-  private readonly outDecimator: Decimator3 | null;
-  private readonly inDecimator: Decimator3 | null;
+  private readonly outDecimator: ToVadRate | null;
+  private readonly inDecimator: ToVadRate | null;
   private readonly input: SampleQueue | null;
   private readonly dry: number;
   /** The window being filled: VAD_CONTEXT samples of the previous frame (zeros at first), then `inFrame` of this one. */
@@ -88,13 +95,17 @@ export class VadTrack {
   decided = 0;
 
   constructor(session: ort.InferenceSession, private readonly opts: VadTrackOptions) {
-    if (opts.rate !== VAD_RATE && opts.rate !== 3 * VAD_RATE) throw new Error(`speech detection runs on 16 or 48 kHz streams, not ${opts.rate} Hz`);
+    if (opts.rate !== VAD_RATE / 2 && opts.rate !== VAD_RATE && opts.rate !== 3 * VAD_RATE) {
+      throw new Error(`speech detection runs on 8, 16 or 48 kHz streams, not ${opts.rate} Hz`);
+    }
     this.session = session;
     this.detector = new SpeechDetector(opts.vad, VAD_FRAME_S);
     this.ratio = opts.rate / VAD_RATE;
-    this.delay = this.ratio === 3 ? RESAMPLE_DELAY_48K : 0;
-    this.outDecimator = this.ratio === 3 ? new Decimator3() : null;
-    this.inDecimator = this.ratio === 3 && opts.withInput ? new Decimator3() : null;
+    // Delays in stream samples (the interpolator's is half a 16 kHz tap count: 19.5 samples at 8 kHz).
+    this.delay = this.ratio === 3 ? RESAMPLE_DELAY_48K : this.ratio === 0.5 ? HALF_BAND_DELAY / 2 : 0;
+    const toVad = (): ToVadRate | null => (this.ratio === 3 ? new Decimator3() : this.ratio === 0.5 ? new Interpolator2() : null);
+    this.outDecimator = toVad();
+    this.inDecimator = opts.withInput ? toVad() : null;
     this.input = opts.withInput ? new SampleQueue() : null;
     this.dry = opts.dryMix ?? 0;
   }
@@ -109,7 +120,7 @@ export class VadTrack {
 
   /** The stream sample (at its own rate) where frame f begins. */
   sampleAt(frame: number): number {
-    return Math.max(0, frame * VAD_FRAME * this.ratio - this.delay);
+    return Math.max(0, Math.round(frame * VAD_FRAME * this.ratio - this.delay));
   }
 
   /** Input in, before the output it lines up with (planar at the stream's rate; copied). */
@@ -128,7 +139,7 @@ export class VadTrack {
   /** After the last output: the decimators' delay is carried through, and the last partial frame is completed with zeros. */
   endOutput(now = NaN): void {
     if (this.outDecimator) {
-      const pad = new Float32Array(this.delay + 3);
+      const pad = new Float32Array(Math.ceil(this.delay) + 3);
       if (this.inDecimator) this.input!.push(this.inDecimator.process(pad));
       this.frame(this.outDecimator.process(pad), now);
     }

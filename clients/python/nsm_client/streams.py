@@ -271,7 +271,9 @@ class Streams:
              on_audio: Optional[Callable[[bytes], Any]] = None,
              on_message: Optional[Callable[[Dict[str, Any]], Any]] = None, **query: Any) -> _Opener:
         """Opens a live stream. ``query`` goes to the server as it is: model, sample_rate, encoding, channels,
-        attenuation_limit_db, ticket, and options added later (e.g. ``encoding="mulaw"``, ``vad=True``).
+        attenuation_limit_db, ticket, and options added later (e.g. ``encoding="mulaw"``). ``vad=True`` (with
+        ``vad_threshold``, ``vad_min_speech_ms``, ``vad_hangover_ms``) adds speech events: ``on_message`` gets
+        ``{"type": "speech_start" | "speech_end", "at_ms", "decided_ms"}`` after the audio up to ``at_ms``.
         ``pace=20`` sends 20 ms frames in real time. A refusal with 429/502/503/504 (too many streams, rate limit,
         draining) is retried under the client's retry rule before the error is raised."""
 

@@ -5,7 +5,7 @@ export type { NsmClientOptions, CallOptions, DenoiseResult, BatchZipResult, Batc
 export { Jobs, dispositionName } from './jobs.js';
 export type { WaitOptions, DownloadOptions, DownloadResult } from './jobs.js';
 export { LiveStream } from './stream.js';
-export type { ReadyMessage, DoneMessage, ServerMessage, PaceOptions, AudioChunk } from './stream.js';
+export type { ReadyMessage, DoneMessage, ServerMessage, SpeechEventMessage, PaceOptions, AudioChunk } from './stream.js';
 export type { WebSocketConstructor } from './socket.js';
 export type { FileInput, FieldValue } from './files.js';
 export type { RetryOptions, RetryEvent } from './http.js';

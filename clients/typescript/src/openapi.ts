@@ -425,7 +425,7 @@ export interface components {
             /** @description output_format=video only: chapters copied. */
             chapters?: number;
             attenuation_limit_db?: number;
-            /** @description Rate the model chain ran at: the model's rate, or 48000 when a 16 kHz model ran full band (input above 16 kHz, keep_input_sample_rate true) */
+            /** @description Rate the model chain ran at: the model's rate, or 48000 when a 16 kHz model ran full band (input above 16 kHz, keep_input_sample_rate true), or 8000 when it ran narrow band (an 8 kHz input, keep_input_sample_rate true) */
             processing_sample_rate?: number;
             /** @description What was done to each frequency band of the output, up to half the lower of the input and output rates */
             bands?: {
@@ -437,7 +437,7 @@ export interface components {
                  */
                 processing: "denoised_16k" | "guided_high_band";
             }[];
-            /** @description Integrated loudness (BS.1770, LUFS) of the input as the model hears it: at the rate the chain ran (processing_sample_rate: 48 kHz for nsm-2-hd and for full-band runs of nsm-1…4, else 16 kHz, where content above 8 kHz is not counted). null for silence or under 0.4 s. */
+            /** @description Integrated loudness (BS.1770, LUFS) of the input as the model hears it: at the rate the chain ran (processing_sample_rate: 48 kHz for nsm-2-hd and for full-band runs of nsm-1…4, 8 kHz for their narrow-band runs, else 16 kHz, where content above 8 kHz is not counted). null for silence or under 0.4 s. */
             input_loudness_lufs?: number | null;
             /** @description Integrated loudness of the output (after normalisation when loudness_lufs was given; for mp3, opus and m4a then measured on the encoded file, decoded again). */
             output_loudness_lufs?: number | null;
@@ -2054,6 +2054,14 @@ export interface operations {
                 channels?: 1 | 2;
                 /** @description As for /denoise. */
                 attenuation_limit_db?: number;
+                /** @description Speech events: text messages `{"type":"speech_start"|"speech_end","at_ms","decided_ms"}` on the input timeline, each after the output up to its time, decided on the denoised audio (docs/streaming.md, "Speech events"); `done.stats` then has `speech_s` and `speech_segment_count`. true, false, 1 or 0. */
+                vad?: boolean;
+                /** @description With vad=true only: the speech probability that starts speech, as for /denoise. */
+                vad_threshold?: number;
+                /** @description With vad=true only: shorter speech is dropped, as for /denoise. */
+                vad_min_speech_ms?: number;
+                /** @description With vad=true only: speech ends only after this long below the lower threshold, as for /denoise. */
+                vad_hangover_ms?: number;
                 /** @description A ticket from POST /stream/tickets, in place of the key headers (single use, 60 s). */
                 ticket?: string;
             };

@@ -47,6 +47,17 @@ export interface DoneMessage {
   [key: string]: unknown;
 }
 
+/**
+ * With `vad: true` in the query: where speech starts or ends (`at_ms`) and the end of the audio that decided it
+ * (`decided_ms`), ms on the input timeline; sent after the output up to `at_ms`, the last one before `done`.
+ * Listen with `stream.on('speech_start', …)` / `stream.on('speech_end', …)`.
+ */
+export interface SpeechEventMessage {
+  type: 'speech_start' | 'speech_end';
+  at_ms: number;
+  decided_ms: number;
+}
+
 export interface ServerMessage {
   type: string;
   [key: string]: unknown;

@@ -3,9 +3,11 @@
 // has at most one tick in flight, and the next one takes every chunk that arrived meanwhile, for all its live streams
 // in one message (packed: two transferred buffers). So ticks follow each other as fast as the worker answers (but no
 // closer than LIVE_TICK_MS): small and immediate when few streams are open, larger (more streams per session.run) as
-// load rises.
-import { packLive, packedTransfer, unpackLive, type FromWorker, type LiveItem, type LiveItemToPack, type ToWorker } from './protocol';
-import type { LiveOptions, LiveSink, LiveState, LiveStream } from './types';
+// load rises. A worker with speech frames waiting (vad=true) names when they are due; if no chunk comes by then, an
+// empty tick runs them, so a speech event never waits for more input.
+import type { FromWorker, ToWorker } from '../protocol';
+import { packLive, packedTransfer, unpackLive, type LiveItem, type LiveItemToPack } from './packing';
+import type { LiveOptions, LiveSink, LiveState, LiveStream } from '../types';
 
 /** What the pool needs of a worker (engine.ts PoolWorker). */
 export interface LiveWorker {
@@ -34,6 +36,8 @@ export class LivePool {
   private readonly scheduled = new Set<LiveWorker>();
   private ticks = 0;
   private readonly lastStart = new Map<LiveWorker, number>();
+  /** Per worker: the empty tick that runs speech frames due (vadDueMs) when nothing else comes. */
+  private readonly vadTimers = new Map<LiveWorker, NodeJS.Timeout>();
   private items = 0;
 
   constructor(
@@ -104,6 +108,25 @@ export class LivePool {
     }
     this.ticking.delete(worker);
     this.scheduled.delete(worker);
+    this.clearVadTimer(worker);
+  }
+
+  private clearVadTimer(worker: LiveWorker): void {
+    const timer = this.vadTimers.get(worker);
+    if (timer) clearTimeout(timer);
+    this.vadTimers.delete(worker);
+  }
+
+  /** Runs the worker's due speech frames in `ms` unless a tick goes first (which reports anew). */
+  private vadFlushIn(worker: LiveWorker, ms: number): void {
+    this.clearVadTimer(worker);
+    const timer = setTimeout(() => {
+      this.vadTimers.delete(worker);
+      if (this.ticking.has(worker) || this.scheduled.has(worker)) return;
+      this.tick(worker, true).catch((err: Error) => this.workerGone(worker, err));
+    }, ms);
+    timer.unref();
+    this.vadTimers.set(worker, timer);
   }
 
   private fail(e: Entry, err: Error): void {
@@ -132,7 +155,8 @@ export class LivePool {
     else setImmediate(fire);
   }
 
-  private async tick(worker: LiveWorker): Promise<void> {
+  /** `flush`: tick even with no chunks (speech frames are due). */
+  private async tick(worker: LiveWorker, flush = false): Promise<void> {
     const items: LiveItemToPack[] = [];
     for (const [id, e] of this.entries) {
       if (e.worker !== worker || e.endSent || (e.chunks.length === 0 && !e.ending)) continue;
@@ -140,7 +164,8 @@ export class LivePool {
       items.push({ streamId: id, bytes: e.chunks, end: e.ending });
       e.chunks = [];
     }
-    if (items.length === 0) return;
+    if (items.length === 0 && !flush) return;
+    this.clearVadTimer(worker);
     this.lastStart.set(worker, performance.now());
     this.ticking.add(worker);
     this.ticks++;
@@ -149,8 +174,10 @@ export class LivePool {
     try {
       const packed = packLive(items);
       const reply = await worker.postLive({ type: 'live-tick', reqId: this.nextReqId(), packed }, packedTransfer(packed));
-      if (reply.type === 'live-result') results = unpackLive(reply.packed);
-      else throw new Error(reply.type === 'error' ? reply.message : `unexpected answer ${reply.type}`);
+      if (reply.type === 'live-result') {
+        results = unpackLive(reply.packed);
+        if (reply.packed.vadDueMs !== undefined) this.vadFlushIn(worker, reply.packed.vadDueMs);
+      } else throw new Error(reply.type === 'error' ? reply.message : `unexpected answer ${reply.type}`);
     } catch (err) {
       for (const item of items) {
         const e = this.entries.get(item.streamId);
@@ -174,6 +201,7 @@ export class LivePool {
           continue;
         }
         if (r.bytes.byteLength > 0) e.sink.output(r.bytes);
+        if (r.events) for (const ev of r.events) e.sink.event?.(ev);
         if (r.end) {
           this.entries.delete(r.streamId);
           worker.liveStreams--;

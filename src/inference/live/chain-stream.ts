@@ -1,28 +1,30 @@
-// Live streams, the worker's side: each stream is the model's aligned chain (AlignedStream) between PCM edges
-// (decoding the client's s16/f32/μ-law/A-law bytes; dithered 16-bit output, float output, or G.711: the dithered 16-bit
-// output encoded, so a G.711 stream's output is its 16-bit twin's, encoded) and, when the client's rate is not the
-// chain's, a resampler each way. All live streams of this worker share the graphs through batching.ts, so one tick
-// (the chunks every stream sent since the last) costs one session.run per graph per shape. Input reaches the chain in
-// whole frame hops only: then every stream's DTLN cores hold the same samples and can be joined.
-import { concat } from '../dsp/concat';
-import { LowFrequencyDither } from '../dsp/dither';
-import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../dsp/g711';
-import { decodeFramesInto } from '../dsp/pcm';
-import { RationalResampler } from '../dsp/rational-resampler';
-import { batchingGraphs, type BatchStats } from './batching';
-import { MODELS } from './models';
-import { createChain } from './chains';
-import type { DtlnGraphs } from './dtln';
-import type { LiveOpen, LiveItem } from './protocol';
-import { LIVE_SAMPLE_BYTES } from './types';
-import { AlignedStream } from './stream';
+// One live stream in the worker: the model's aligned chain (AlignedStream) between the edges of the client's bytes
+// (decoding s16/f32/μ-law/A-law; dithered 16-bit output, float output, or G.711: the dithered 16-bit output encoded, so
+// a G.711 stream's output is its 16-bit twin's, encoded) and, when the client's rate is not the chain's, a resampler
+// each way. The chain is the one /denoise runs for a file at that rate kept: at 16 kHz the model's, above 16 kHz full
+// band at 48 kHz, at 8 kHz narrow band (its resamplers inside it: equal to /denoise of the 8 kHz file); at any other
+// rate the 16 kHz chain (below 16 kHz) or the full-band one (above) between RationalResamplers. Input reaches the
+// chain in whole frame hops only: then every stream's DTLN cores hold the same samples and their runs can be joined
+// (batching.ts).
+import { concat } from '../../dsp/concat';
+import { LowFrequencyDither } from '../../dsp/dither';
+import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../../dsp/g711';
+import { decodeFramesInto } from '../../dsp/pcm';
+import { RationalResampler } from '../../dsp/rational-resampler';
+import { createChain } from '../chains';
+import { NARROW_BAND_RATE } from '../models';
+import type { DtlnGraphs } from '../dtln';
+import type { LiveOpen } from './packing';
+import { LIVE_SAMPLE_BYTES } from '../types';
+import { AlignedStream } from '../stream';
 
 /** The chain's frame hop at 16 kHz (nsm-1 runs stage 1 at half DTLN's frame rate). */
 function hopAt16k(model: string): number {
   return model === 'nsm-1' ? 256 : 128;
 }
 
-export class LiveStream {
+/** A live stream's chain and byte edges, in the worker (the main thread's handle is types.ts LiveStream). */
+export class LiveChainStream {
   readonly chainRate: number;
   /** Samples at the client's rate from input sample n to the moment output sample n can be computed. */
   readonly latencySamples: number;
@@ -41,11 +43,18 @@ export class LiveStream {
   private toSkip: number;
   private inSamples = 0;
   private outSamples = 0;
+  /**
+   * Sees every chunk the chain takes and its aligned output (chain rate; views: copy what is kept), for speech events
+   * (host.ts). `chainShift`: chain samples by which that timeline runs ahead of the input's (the resampler's delay).
+   */
+  tap: ((input: Float32Array[], output: Float32Array[]) => void) | null = null;
+  readonly chainShift: number;
 
   constructor(opts: LiveOpen, graphs: DtlnGraphs) {
     const fullBand = opts.model === 'nsm-2-hd' || opts.sampleRate > 16000;
+    const narrowBand = !fullBand && opts.sampleRate === NARROW_BAND_RATE;
     // Cascade passes hand over one hop at a time: a live stream cannot wait for half-second blocks.
-    const chain = createChain(opts.model, opts.channels, graphs, { fullBand, cascadeBlockFrames: 1 });
+    const chain = createChain(opts.model, opts.channels, graphs, { fullBand, narrowBand, cascadeBlockFrames: 1 });
     this.chainRate = chain.sampleRate;
     this.stream = new AlignedStream(chain, opts.attenuationLimitDb);
     this.quantum = (hopAt16k(opts.model) * this.chainRate) / 16000;
@@ -56,6 +65,7 @@ export class LiveStream {
       ? (this.toChain!.delay * opts.sampleRate) / this.chainRate + this.fromChain!.delay
       : 0;
     this.toSkip = Math.round(resamplerDelay);
+    this.chainShift = resample ? this.toChain!.delay : 0;
     const ratio = opts.sampleRate / this.chainRate;
     this.latencySamples = Math.ceil((chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
     this.law = opts.encoding === 'mulaw' || opts.encoding === 'alaw' ? opts.encoding : null;
@@ -100,6 +110,11 @@ export class LiveStream {
     decodeFramesInto(buf, { format: this.format, channels: this.channels, blockAlign: this.frame }, planar, off);
   }
 
+  /** Input frames taken so far (the client's rate). */
+  get inputFrames(): number {
+    return this.inSamples;
+  }
+
   /** Flushes: the output of every input sample not yet answered (total output = total input). */
   async end(): Promise<Uint8Array> {
     const parts: Float32Array[][] = [];
@@ -108,9 +123,12 @@ export class LiveStream {
     if (this.pendLen > 0) {
       const rest = this.pend.map((x) => x.slice(0, this.pendLen));
       this.pendLen = 0;
-      parts.push(this.fromChain ? this.fromChain.process(await this.stream.push(rest)) : await this.stream.push(rest));
+      const out = await this.stream.push(rest);
+      this.tap?.(rest, out);
+      parts.push(this.fromChain ? this.fromChain.process(out) : out);
     }
     const flushed = await this.stream.end();
+    this.tap?.(flushed.map(() => new Float32Array(0)), flushed);
     parts.push(this.fromChain ? this.fromChain.process(flushed) : flushed);
     const out = parts.reduce((acc, p) => acc.map((x, c) => concat(x, p[c])));
     return this.encode(this.take(out));
@@ -134,6 +152,7 @@ export class LiveStream {
     for (const x of this.pend) x.copyWithin(0, usable, this.pendLen);
     this.pendLen -= usable;
     const out = await this.stream.push(hops);
+    this.tap?.(hops, out);
     return this.fromChain ? this.fromChain.process(out) : out;
   }
 
@@ -171,54 +190,5 @@ export class LiveStream {
     const out = new Float32Array(frames * this.channels);
     for (let c = 0; c < this.channels; c++) for (let f = 0; f < frames; f++) out[f * this.channels + c] = planar[c][f];
     return new Uint8Array(out.buffer);
-  }
-}
-
-
-/** The worker's live streams and the batching graphs they share. */
-export class LiveHost {
-  private readonly streams = new Map<number, LiveStream>();
-  private readonly graphs: DtlnGraphs;
-  readonly stats: BatchStats = { runs: 0, rows: 0 };
-
-  constructor(graphs: DtlnGraphs) {
-    this.graphs = batchingGraphs(graphs, this.stats);
-  }
-
-  get size(): number {
-    return this.streams.size;
-  }
-
-  open(opts: LiveOpen): { latencySamples: number; chainRate: number } {
-    if (!MODELS[opts.model]) throw new Error(`unknown model ${opts.model}`);
-    const s = new LiveStream(opts, this.graphs);
-    this.streams.set(opts.streamId, s);
-    return { latencySamples: s.latencySamples, chainRate: s.chainRate };
-  }
-
-  abort(streamId: number): boolean {
-    return this.streams.delete(streamId);
-  }
-
-  /** Runs one tick: every stream's chunk at once (their graph runs are merged), results in the items' order. */
-  async tick(items: LiveItem[]): Promise<LiveItem[]> {
-    return Promise.all(
-      items.map(async ({ streamId, bytes, end }): Promise<LiveItem> => {
-        const s = this.streams.get(streamId);
-        if (!s) return { streamId, bytes: new Uint8Array(0), end: false, error: `unknown live stream ${streamId}` };
-        try {
-          let out = bytes.byteLength > 0 ? await s.push(bytes) : new Uint8Array(0);
-          if (end) {
-            const tail = await s.end();
-            out = out.byteLength === 0 ? tail : Buffer.concat([out, tail]); // packLive copies it anyway
-            this.streams.delete(streamId);
-          }
-          return { streamId, bytes: out, end };
-        } catch (err) {
-          this.streams.delete(streamId);
-          return { streamId, bytes: new Uint8Array(0), end: false, error: (err as Error).message };
-        }
-      }),
-    );
   }
 }
