@@ -191,8 +191,9 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   async function denoiserFor(params: LiveParams, ctx: GatewayContext, res: Response): Promise<Denoiser | null> {
     if (engine?.openLive) {
       const open = engine.openLive.bind(engine);
-      const { model, channels, sampleRate, encoding, attenuationLimitDb } = params;
-      return { source: (sink) => open({ model, channels, sampleRate, encoding, attenuationLimitDb }, sink), drop: () => undefined };
+      const { model, channels, sampleRate, encoding, attenuationLimitDb, echoReference } = params;
+      const opts = { model, channels, sampleRate, encoding, attenuationLimitDb, ...(echoReference ? { echoReference } : {}) };
+      return { source: (sink) => open(opts, sink), drop: () => undefined };
     }
     try {
       const relay = await openRelay(replicas!, params, { requestId: ctx.requestId, connectTimeoutMs: config.upstreamConnectTimeoutMs });

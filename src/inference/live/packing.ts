@@ -1,6 +1,6 @@
 // What crosses to a live worker and back (the live-open and live-tick messages of protocol.ts): a stream's settings,
 // and a tick's items packed into two transferable buffers.
-import type { LiveEncoding, ModelId } from '../types';
+import type { EchoReport, LiveEncoding, ModelId } from '../types';
 
 /** What a live stream is: its id, chain and the client's PCM. */
 export interface LiveOpen {
@@ -10,6 +10,8 @@ export interface LiveOpen {
   sampleRate: number;
   encoding: LiveEncoding;
   attenuationLimitDb: number;
+  /** The last of `channels` is the echo reference (echo-front.ts before the chain). */
+  echoReference?: boolean;
 }
 
 /**
@@ -22,6 +24,8 @@ export interface LiveItem {
   bytes: Uint8Array;
   end: boolean;
   error?: string;
+  /** Back with `end`, for a stream with an echo reference: the canceller's figures. */
+  echo?: EchoReport;
 }
 
 /**
@@ -29,12 +33,14 @@ export interface LiveItem {
  * as its own transferred buffer cost the main thread more than the WebSocket reads (profile of 300 nsm-1 streams).
  */
 export interface PackedLive {
-  /** Per item: stream id, byte length, flags (1: end, 2: error). */
+  /** Per item: stream id, byte length, flags (1: end, 2: error, 4: echo figures). */
   meta: Int32Array;
   /** The items' bytes one after another. */
   data: Uint8Array;
   /** The messages of the items flagged 2, in order. */
   errors: string[];
+  /** The echo figures of the items flagged 4, in order. */
+  echoes: EchoReport[];
 }
 
 /** An item to pack: its bytes in one piece or in the pieces they arrived in (copied once, here). */
@@ -47,6 +53,7 @@ export function packLive(items: readonly LiveItemToPack[]): PackedLive {
   for (const list of pieces) for (const p of list) total += p.byteLength;
   const data = new Uint8Array(total);
   const errors: string[] = [];
+  const echoes: EchoReport[] = [];
   let o = 0;
   items.forEach((it, i) => {
     const start = o;
@@ -56,10 +63,11 @@ export function packLive(items: readonly LiveItemToPack[]): PackedLive {
     }
     meta[i * 3] = it.streamId;
     meta[i * 3 + 1] = o - start;
-    meta[i * 3 + 2] = (it.end ? 1 : 0) | (it.error !== undefined ? 2 : 0);
+    meta[i * 3 + 2] = (it.end ? 1 : 0) | (it.error !== undefined ? 2 : 0) | (it.echo ? 4 : 0);
     if (it.error !== undefined) errors.push(it.error);
+    if (it.echo) echoes.push(it.echo);
   });
-  return { meta, data, errors };
+  return { meta, data, errors, echoes };
 }
 
 /** packLive's inverse; each item's bytes are a view into `data` (nothing is copied). */
@@ -67,11 +75,13 @@ export function unpackLive(p: PackedLive): LiveItem[] {
   const items: LiveItem[] = [];
   let o = 0;
   let e = 0;
+  let k = 0;
   for (let i = 0; i < p.meta.length; i += 3) {
     const len = p.meta[i + 1];
     const flags = p.meta[i + 2];
     const item: LiveItem = { streamId: p.meta[i], bytes: p.data.subarray(o, o + len), end: (flags & 1) !== 0 };
     if (flags & 2) item.error = p.errors[e++];
+    if (flags & 4) item.echo = p.echoes[k++];
     items.push(item);
     o += len;
   }

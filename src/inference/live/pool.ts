@@ -6,7 +6,7 @@
 // load rises.
 import type { FromWorker, ToWorker } from '../protocol';
 import { packLive, packedTransfer, unpackLive, type LiveItem, type LiveItemToPack } from './packing';
-import type { LiveOptions, LiveSink, LiveState, LiveStream } from '../types';
+import type { EchoReport, LiveOptions, LiveSink, LiveState, LiveStream } from '../types';
 
 /** What the pool needs of a worker (engine.ts PoolWorker). */
 export interface LiveWorker {
@@ -27,6 +27,8 @@ interface Entry {
   endSent: boolean;
   onEnded?: () => void;
   failed: boolean;
+  /** The canceller's figures, with the end of a stream that had an echo reference. */
+  echo: EchoReport | null;
 }
 
 export class LivePool {
@@ -70,7 +72,7 @@ export class LivePool {
       worker.liveStreams--;
       throw new Error(reply.type === 'error' ? reply.message : `unexpected answer ${reply.type}`);
     }
-    const entry: Entry = { worker, sink, chunks: [], ending: false, endSent: false, failed: false };
+    const entry: Entry = { worker, sink, chunks: [], ending: false, endSent: false, failed: false, echo: null };
     this.entries.set(id, entry);
     return {
       id,
@@ -93,6 +95,7 @@ export class LivePool {
         entry.onEnded?.();
         worker.abortLive(id);
       },
+      echo: () => entry.echo,
     };
   }
 
@@ -176,6 +179,7 @@ export class LivePool {
         }
         if (r.bytes.byteLength > 0) e.sink.output(r.bytes);
         if (r.end) {
+          e.echo = r.echo ?? null;
           this.entries.delete(r.streamId);
           worker.liveStreams--;
           e.onEnded?.();
