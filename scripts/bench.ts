@@ -15,6 +15,7 @@
 //                                      underruns and CPU per stream at 25..300 streams, RNNoise side by side;
 //                                      --stream-models, --stream-levels, --stream-seconds, --with-files,
 //                                      --stream-encoding pcm_s16le,mulaw (side by side), --stream-rate, --stream-rounds
+//                                      --stream-echo [both] (channels=2&echo_reference=last; both: without and with)
 //   npm run bench -- --vad             only voice activity (scripts/bench/vad.ts): F1 against clean references, cost
 //                                      (--vad-quality-only, --vad-cost-only)
 import fs from 'node:fs';
@@ -82,6 +83,7 @@ async function main(): Promise<void> {
       encodings: opt('--stream-encoding', 'pcm_s16le').split(',') as LiveEncoding[],
       rate: Number(opt('--stream-rate', '16000')),
       rounds: Number(opt('--stream-rounds', '1')),
+      ...(args.includes('--stream-echo') ? { echo: opt('--stream-echo', 'only') === 'both' ? ('both' as const) : ('only' as const) } : {}),
       log: (line) => console.log(line),
     });
     writeJson();
