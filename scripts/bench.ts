@@ -16,6 +16,7 @@
 //                                      --stream-models, --stream-levels, --stream-seconds, --with-files,
 //                                      --stream-encoding pcm_s16le,mulaw (side by side), --stream-rate, --stream-rounds,
 //                                      --stream-vad (without and with vad=true side by side; speech events' latency)
+//                                      --stream-echo [both] (channels=2&echo_reference=last; both: without and with)
 //   npm run bench -- --vad             only voice activity (scripts/bench/vad.ts): F1 against clean references, cost
 //                                      (--vad-quality-only, --vad-cost-only)
 import fs from 'node:fs';
@@ -84,6 +85,7 @@ async function main(): Promise<void> {
       rate: Number(opt('--stream-rate', '16000')),
       rounds: Number(opt('--stream-rounds', '1')),
       vadPairs: args.includes('--stream-vad'),
+      ...(args.includes('--stream-echo') ? { echo: opt('--stream-echo', 'only') === 'both' ? ('both' as const) : ('only' as const) } : {}),
       log: (line) => console.log(line),
     });
     writeJson();

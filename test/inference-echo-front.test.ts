@@ -1,8 +1,9 @@
 // The echo canceller in front of the chains (src/inference/echo-front.ts), on generated scenes (echo-helpers.ts): a
 // silent reference gives the input back bit for bit at 16 and 48 kHz whatever the chunking, the output is as long as
-// the input and lines up with it, chunking does not change it, and at 48 kHz the echo goes from both bands: below
+// the input and lines up with it, chunking does not change it (8 kHz too: the canceller between the half-band pair), and at 48 kHz the echo goes from both bands: below
 // 8 kHz (the canceller) and above (the high band scaled by what the canceller removed in 4-7.5 kHz).
 import { EchoFront } from '../src/inference/echo-front';
+import { Decimator2 } from '../src/dsp/halfband';
 import { designLowpass } from '../src/dsp/resample';
 import { db, echoScene, energy } from './echo-helpers';
 
@@ -47,6 +48,11 @@ function highBand(x: Float32Array): Float32Array {
     y[i] = x[i] - acc;
   }
   return y;
+}
+
+/** A 16 kHz scene's microphone and reference at 8 kHz (the half-band decimator). */
+function at8k(scene: { mic: Float32Array; ref: Float32Array }): { mic: Float32Array; ref: Float32Array } {
+  return { mic: new Decimator2().process(scene.mic), ref: new Decimator2().process(scene.ref) };
 }
 
 describe('echo front', () => {
@@ -120,5 +126,23 @@ describe('echo front', () => {
       const nearIn = energy(scene.near, 6 * 16000) * (c === 0 ? 1 : 0.25);
       expect(db(energy(out[c], 6 * 16000), nearIn)).toBeGreaterThan(-6);
     }
+  });
+
+  test('8 kHz (telephony): silent reference is the input itself; the echo goes; chunking changes nothing, with a late reference too', async () => {
+    const rate = 8000;
+    const scene = at8k(await echoScene({ rate: 16000, seconds: 8, delayMs: 60 }));
+    const silent = new Float32Array(scene.mic.length);
+    for (const sizes of [[scene.mic.length], [1000, 37, 4096]]) expect(sameBits(await run(new EchoFront(1, rate), scene.mic, silent, sizes), scene.mic)).toBe(true);
+    const front = new EchoFront(1, rate);
+    const out = await run(front, scene.mic, scene.ref, [160]);
+    expect(out.length).toBe(scene.mic.length);
+    expect(front.stats().referenceActive).toBe(true);
+    expect(db(energy(scene.mic, 4 * rate), energy(out, 4 * rate))).toBeGreaterThan(20);
+    expect(sameBits(await run(new EchoFront(1, rate), scene.mic, scene.ref, [4000, 333, 7]), out)).toBe(true);
+    const late = scene.ref.slice();
+    late.fill(0, 0, 3 * rate + 17);
+    const lateOut = await run(new EchoFront(1, rate), scene.mic, late, [rate]);
+    expect(sameBits(lateOut.subarray(0, 2.9 * rate), scene.mic.subarray(0, 2.9 * rate))).toBe(true);
+    for (const sizes of [[997, 6000, 128], [1], [64, 3]]) expect(sameBits(await run(new EchoFront(1, rate), scene.mic, late, sizes), lateOut)).toBe(true);
   });
 });

@@ -2,7 +2,7 @@
 // gateway and the model service (and the relay's query read back to the same settings), the text messages both ways,
 // and the phase table (allowed moves pass, every other move throws).
 import { CLOSE, StreamFault } from '../src/live-protocol/close';
-import { doneMessage, errorMessage, parseClientText, parseReplicaText, readyMessage, replicaDone, replicaError, replicaReady } from '../src/live-protocol/messages';
+import { doneMessage, echoStats, errorMessage, parseClientText, parseReplicaText, readyMessage, replicaDone, replicaError, replicaReady } from '../src/live-protocol/messages';
 import { LivePhases, type LivePhase } from '../src/live-protocol/phases';
 import { inputFrameBytes, liveQuery, LiveQueryError, outputFrameBytes, parseLiveQuery, type LiveParams } from '../src/live-protocol/query';
 
@@ -19,6 +19,7 @@ describe('query', () => {
       { model: 'nsm-4', sampleRate: 8000, encoding: 'mulaw', channels: 2, attenuationLimitDb: 0 },
       { model: 'nsm-2-hd', sampleRate: 48000, encoding: 'pcm_f32le', channels: 1, attenuationLimitDb: 37.5 },
       { model: 'nsm-1', sampleRate: 11025, encoding: 'alaw', channels: 1, attenuationLimitDb: 100 },
+      { model: 'nsm-2', sampleRate: 16000, encoding: 'pcm_s16le', channels: 3, attenuationLimitDb: 6, echoReference: true },
     ];
     for (const p of settings) expect(parseLiveQuery(q(liveQuery(p).toString()), 99)).toEqual(p);
     // A ticket is part of the public query (browsers), and never in the relayed one.
@@ -56,6 +57,12 @@ describe('query', () => {
     expect(inputFrameBytes({ encoding: 'pcm_s16le', channels: 2 })).toBe(4);
     expect(inputFrameBytes({ encoding: 'pcm_f32le', channels: 1 })).toBe(4);
     expect(outputFrameBytes({ encoding: 'mulaw', channels: 2 })).toBe(2);
+    // An echo reference is one more input channel, not output.
+    expect(inputFrameBytes({ encoding: 'pcm_s16le', channels: 2 })).toBe(4);
+    expect(outputFrameBytes({ encoding: 'pcm_s16le', channels: 2, echoReference: true })).toBe(2);
+    expect(parseLiveQuery(q('channels=2&echo_reference=last'), 0)).toMatchObject({ channels: 2, echoReference: true });
+    expect(() => parseLiveQuery(q('channels=2&echo_reference=first'), 0)).toThrow('"echo_reference" must be last');
+    expect(() => parseLiveQuery(q('echo_reference=last'), 0)).toThrow('"echo_reference" needs "channels" of at least 2');
   });
 });
 
@@ -75,6 +82,10 @@ describe('messages', () => {
     expect(JSON.stringify(ready)).toBe(
       '{"type":"ready","request_id":"req_1","model":"nsm-2","sample_rate":8000,"encoding":"mulaw","channels":1,"latency_ms":35.13,"latency_samples":281}',
     );
+    const echoReady = readyMessage('req_1', { model: 'nsm-2', sampleRate: 16000, encoding: 'pcm_s16le', channels: 2, attenuationLimitDb: 0, echoReference: true }, 640);
+    expect(echoReady).toMatchObject({ channels: 2, echo_reference: true, output_channels: 1 });
+    expect(echoStats({ delayMs: 72.4, erleDb: 12.345, referenceActive: true })).toEqual({ echo_reference: true, echo_reference_active: true, echo_delay_ms: 72, echo_erle_db: 12.3 });
+    expect(echoStats({ delayMs: null, erleDb: null, referenceActive: false })).toEqual({ echo_reference: true, echo_reference_active: false, echo_delay_ms: null, echo_erle_db: null });
     const stats = { model: 'nsm-2', sample_rate: 8000, input_seconds: 1, output_seconds: 1, credits_charged: 1, bytes_in: 8000, bytes_out: 8000 };
     expect(doneMessage(stats)).toEqual({ type: 'done', stats });
     expect(errorMessage(new StreamFault('quota_exhausted', 'out', CLOSE.creditsExhausted), 'req_2')).toEqual({
@@ -84,7 +95,10 @@ describe('messages', () => {
   });
 
   test('a replica\'s messages round-trip; anything else is ignored', () => {
-    for (const m of [replicaReady(512), replicaDone(), replicaError('lost')]) expect(parseReplicaText(JSON.stringify(m))).toEqual(m);
+    const echo = { delayMs: 64, erleDb: null, referenceActive: true };
+    for (const m of [replicaReady(512), replicaDone(), replicaDone(echo), replicaError('lost')]) expect(parseReplicaText(JSON.stringify(m))).toEqual(m);
+    // Echo figures that are not figures are dropped, not trusted.
+    expect(parseReplicaText('{"type":"done","echo":{"delayMs":"x","erleDb":1,"referenceActive":true}}')).toEqual({ type: 'done' });
     for (const text of ['', 'null', '7', '"ready"', '{"type":"ready"}', '{"type":"error","message":3}', '{"type":"speech"}']) {
       expect(parseReplicaText(text)).toBeNull();
     }

@@ -1,5 +1,6 @@
 // AudioWorklet processors of the console's Live page (live.js): 'live-capture' cuts the microphone into frames of
-// mono float samples for the WebSocket; 'live-playback' plays the denoised audio that comes back from a small jitter
+// mono float samples for the WebSocket (with `reference`, frames of two interleaved channels: the microphone, then
+// what the page plays, from its second input: the echo reference); 'live-playback' plays the denoised audio that comes back from a small jitter
 // buffer, so network and server hiccups of a few tens of milliseconds do not click.
 'use strict';
 
@@ -9,7 +10,8 @@ class LiveCapture extends AudioWorkletProcessor {
   constructor(options) {
     super();
     this.size = options.processorOptions.frameSamples;
-    this.frame = new Float32Array(this.size);
+    this.channels = options.processorOptions.reference ? 2 : 1;
+    this.frame = new Float32Array(this.size * this.channels);
     this.filled = 0;
     this.on = true;
     this.port.onmessage = (e) => {
@@ -21,16 +23,24 @@ class LiveCapture extends AudioWorkletProcessor {
     if (!this.on) return false;
     const ch = inputs[0] && inputs[0][0];
     if (!ch) return true; // the source has no audio yet (or its track ended)
+    // The reference: what the page sends to the speakers in this same render quantum (nothing connected: silence).
+    const ref = this.channels === 2 && inputs[1] && inputs[1][0];
     let i = 0;
     while (i < ch.length) {
       const n = Math.min(ch.length - i, this.size - this.filled);
-      this.frame.set(ch.subarray(i, i + n), this.filled);
+      if (this.channels === 1) this.frame.set(ch.subarray(i, i + n), this.filled);
+      else {
+        for (let k = 0; k < n; k++) {
+          this.frame[2 * (this.filled + k)] = ch[i + k];
+          this.frame[2 * (this.filled + k) + 1] = ref ? ref[i + k] : 0;
+        }
+      }
       this.filled += n;
       i += n;
       if (this.filled === this.size) {
         // Transferred, not copied: the next frame gets a fresh buffer.
         this.port.postMessage(this.frame, [this.frame.buffer]);
-        this.frame = new Float32Array(this.size);
+        this.frame = new Float32Array(this.size * this.channels);
         this.filled = 0;
       }
     }

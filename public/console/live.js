@@ -1,6 +1,8 @@
 // The console's Live page: the microphone through the real streaming API (GET /v1/noise-suppressor/stream, a
 // WebSocket opened with a single-use ticket that the session's playground key asks for) and back to the speakers,
-// with level meters, the latency, a before/after switch and the model. console.js calls NSLivePage.load(helpers)
+// with level meters, the latency, a before/after switch and the model. With "cancel echo" the page plays the sample
+// through the speakers and sends everything it plays as the stream's echo reference (channels=2&echo_reference=last),
+// so the sample's echo (and the playback's) is removed from what comes back. console.js calls NSLivePage.load(helpers)
 // when the page is shown and NSLivePage.leave() when another page is (or the session ends). Data goes in as text only.
 'use strict';
 (function () {
@@ -44,6 +46,9 @@
               el('span', { class: 'range-row' },
                 el('input', { id: 'live-atten', type: 'range', min: 0, max: 100, step: 1, value: 0 }),
                 el('output', { id: 'live-atten-value', text: '0' })))),
+          el('label', { class: 'live-echo' }, el('input', { id: 'live-echo', type: 'checkbox' }),
+            ' Play a sample through the speakers and cancel its echo ',
+            el('span', { class: 'muted', text: '(speakers, not headphones: what the page plays goes with the stream as its echo reference)' })),
           el('div', { class: 'actions' },
             el('button', { type: 'submit', id: 'live-start', class: 'primary', text: '● Start' }),
             el('button', { type: 'button', id: 'live-stop', class: 'ghost', text: '■ Stop', disabled: true }),
@@ -165,7 +170,7 @@
     if (!workspaceId || !model) return;
     setRunning(true);
     setStatus('connecting', 'Starting…');
-    const r = { stopping: false, ended: false, ready: null, requestId: '', error: null, t0: Date.now() };
+    const r = { stopping: false, ended: false, ready: null, requestId: '', error: null, t0: Date.now(), echo: $('#live-echo').checked };
     run = r;
     try {
       r.mic = await navigator.mediaDevices.getUserMedia({
@@ -178,8 +183,8 @@
       r.frameSamples = Math.round((rate * FRAME_MS) / 1000);
       const source = r.ctx.createMediaStreamSource(r.mic);
       r.capture = new AudioWorkletNode(r.ctx, 'live-capture', {
-        numberOfInputs: 1, numberOfOutputs: 1, outputChannelCount: [1], channelCount: 1, channelCountMode: 'explicit',
-        processorOptions: { frameSamples: r.frameSamples },
+        numberOfInputs: r.echo ? 2 : 1, numberOfOutputs: 1, outputChannelCount: [1], channelCount: 1, channelCountMode: 'explicit',
+        processorOptions: { frameSamples: r.frameSamples, reference: r.echo },
       });
       r.playback = new AudioWorkletNode(r.ctx, 'live-playback', {
         numberOfInputs: 0, numberOfOutputs: 1, outputChannelCount: [1],
@@ -191,6 +196,11 @@
       r.capture.connect(r.ctx.destination); // silent; keeps the capture pulled by the graph
       source.connect(r.rawGain).connect(r.ctx.destination);
       r.playback.connect(r.outGain).connect(r.ctx.destination);
+      if (r.echo) {
+        // The reference is all the page plays (the sample, added below, and what "Listen to" plays), as it plays it.
+        r.rawGain.connect(r.capture, 0, 1);
+        r.outGain.connect(r.capture, 0, 1);
+      }
       applyHear(r);
       await r.ctx.resume();
       resetStats(r, rate);
@@ -198,11 +208,13 @@
       r.playback.port.onmessage = (e) => { r.player = e.data; };
       const { ticket: t, key } = await ticket(workspaceId);
       r.keyId = key.key_id;
+      if (r.echo) await playSample(r, key);
       if (r.stopping) return;
       const q = new URLSearchParams({
-        ticket: t, model: model.id, sample_rate: String(rate), encoding: 'pcm_f32le', channels: '1',
+        ticket: t, model: model.id, sample_rate: String(rate), encoding: 'pcm_f32le', channels: r.echo ? '2' : '1',
         attenuation_limit_db: $('#live-atten').value,
       });
+      if (r.echo) q.set('echo_reference', 'last');
       const ws = new WebSocket(`${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}${API}/stream?${q}`);
       ws.binaryType = 'arraybuffer';
       r.ws = ws;
@@ -216,6 +228,17 @@
       if (stopped) setStatus('stopped', 'Stopped.');
       else setStatus('error', `Could not start: ${e.message || e}`, true);
     }
+  }
+
+  /** The sample (GET /sample), in a loop, to the speakers and to the capture's reference input. */
+  async function playSample(r, key) {
+    const res = await fetch(`${API}/sample`, { headers: { 'X-API-Key': key.token } });
+    if (!res.ok) throw new Error(`GET /sample: ${res.status}`);
+    const buffer = await r.ctx.decodeAudioData(await res.arrayBuffer());
+    r.sample = new AudioBufferSourceNode(r.ctx, { buffer, loop: true });
+    r.sample.connect(r.ctx.destination);
+    r.sample.connect(r.capture, 0, 1);
+    r.sample.start();
   }
 
   function resetStats(r, rate) {
@@ -245,13 +268,15 @@
   }
 
   function onFrame(r, frame) {
-    r.inDb = Math.max(levelDb(frame), r.inDb - 3);
+    // With a reference, frames interleave the microphone and the reference: the meter and `sent` keep the microphone.
+    const mic = r.echo ? frame.filter((_, i) => i % 2 === 0) : frame;
+    r.inDb = Math.max(levelDb(mic), r.inDb - 3);
     if (!r.ready || r.stopping || r.ws.readyState !== WebSocket.OPEN) return;
-    keep('sent', frame);
+    keep('sent', mic);
     // pcm_f32le: a Float32Array's bytes are little-endian on every platform browsers run on.
     r.ws.send(frame.buffer);
     r.sendTimes[(r.sentSamples / r.frameSamples) % r.sendTimes.length] = performance.now();
-    r.sentSamples += frame.length;
+    r.sentSamples += mic.length;
   }
 
   function onAudio(r, buf) {
@@ -276,12 +301,14 @@
     try { msg = JSON.parse(text); } catch { return; }
     if (msg.type === 'ready') {
       r.ready = msg;
+      window.__live.ready = msg;
       r.requestId = msg.request_id;
       r.latencySamples = typeof msg.latency_samples === 'number' ? msg.latency_samples : Math.round((msg.latency_ms * r.rate) / 1000);
       $('#live-model-delay').textContent = `${msg.latency_ms} ms`;
-      setStatus('streaming', `Streaming with ${msg.model}.`);
+      setStatus('streaming', `Streaming with ${msg.model}${msg.echo_reference ? ', cancelling the sample\'s echo' : ''}.`);
     } else if (msg.type === 'done') {
       r.done = msg.stats;
+      window.__live.done = msg.stats;
     } else if (msg.type === 'error') {
       r.error = `${msg.error.type}: ${msg.error.message}`;
     }

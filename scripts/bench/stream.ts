@@ -13,6 +13,9 @@
 // --stream-vad runs each level without and with vad=true side by side (alternating order), prints the paired CPU
 // ratio, and for each speech event its latency: arrival − the sending of the frame that holds its deciding audio
 // (the input sample just before decided_ms), so the denoiser's delay, the VAD's batching and the network are in it.
+// --stream-echo (pcm_s16le): the streams carry an echo reference (channels=2&echo_reference=last): the recording 3 s
+// later as the reference, its echo (60 ms behind, -6 dB) added to the microphone, so the canceller works throughout;
+// --stream-echo both runs each level without and with the reference side by side, as the encodings are.
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,6 +33,8 @@ const FRAME_MS = 20;
 export interface StreamLevel {
   model: string;
   encoding: LiveEncoding;
+  /** The streams carried an echo reference (channels=2&echo_reference=last). */
+  echo: boolean;
   rate: number;
   streams: number;
   seconds: number;
@@ -71,19 +76,20 @@ export function loadSpeech(ffmpeg: string, file: string, rate: number, format = 
 
 export async function runStreamLevel(
   server: Server,
-  opts: { model: string; streams: number; seconds: number; rate: number; pcm: Buffer; encoding?: LiveEncoding; withFiles?: Buffer | null; vad?: boolean },
+  opts: { model: string; streams: number; seconds: number; rate: number; pcm: Buffer; encoding?: LiveEncoding; withFiles?: Buffer | null; vad?: boolean; echo?: boolean },
 ): Promise<StreamLevel> {
   const encoding = opts.encoding ?? 'pcm_s16le';
   const sampleBytes = LIVE_SAMPLE_BYTES[encoding];
   const frameSamples = (opts.rate * FRAME_MS) / 1000;
-  const frameBytes = frameSamples * sampleBytes;
+  // With an echo reference `pcm` holds two channels (microphone, reference) and the output one.
+  const frameBytes = frameSamples * sampleBytes * (opts.echo ? 2 : 1);
   const hist = new LatencyHistogram();
   let underruns = 0;
   let frames = 0;
   let measuring = false;
   const errors: string[] = [];
   const eventMs: number[] = [];
-  const url = `ws://127.0.0.1:${server.port}/v1/noise-suppressor/stream?model=${opts.model}&sample_rate=${opts.rate}&encoding=${encoding}${opts.vad ? '&vad=true' : ''}`;
+  const url = `ws://127.0.0.1:${server.port}/v1/noise-suppressor/stream?model=${opts.model}&sample_rate=${opts.rate}&encoding=${encoding}${opts.vad ? '&vad=true' : ''}${opts.echo ? '&channels=2&echo_reference=last' : ''}`;
   const clients: Client[] = await Promise.all(
     Array.from({ length: opts.streams }, () =>
       new Promise<Client>((resolve, reject) => {
@@ -171,6 +177,7 @@ export async function runStreamLevel(
   const level: StreamLevel = {
     model: opts.model,
     encoding,
+    echo: !!opts.echo,
     rate: opts.rate,
     streams: opts.streams,
     seconds: Math.round(window * 10) / 10,
@@ -268,6 +275,8 @@ export interface StreamBenchOptions {
   rounds?: number;
   /** Each level without and with vad=true, side by side. */
   vadPairs?: boolean;
+  /** Streams with an echo reference: only ('only'), or without and with side by side ('both'); pcm_s16le only. */
+  echo?: 'only' | 'both';
   log(line: string): void;
 }
 
@@ -276,31 +285,55 @@ const RAW_FORMAT: Record<LiveEncoding, string> = { pcm_s16le: 's16le', pcm_f32le
 
 const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 
+/** The microphone (the recording plus the echo of the reference) and the reference (the recording 3 s later), interleaved s16. */
+function withEchoReference(pcm: Buffer, rate: number): Buffer {
+  const n = pcm.length / 2;
+  const at = (i: number): number => pcm.readInt16LE(2 * (((i % n) + n) % n));
+  const shift = 3 * rate;
+  const delay = Math.round(0.06 * rate);
+  const out = Buffer.alloc(4 * n);
+  for (let i = 0; i < n; i++) {
+    const mic = at(i) + 0.5 * at(i + shift - delay);
+    out.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(mic))), 4 * i);
+    out.writeInt16LE(at(i + shift), 4 * i + 2);
+  }
+  return out;
+}
+
 /** The stream table: for each model, each stream count (each encoding side by side); then RNNoise. */
 export async function runStreamBench(o: StreamBenchOptions): Promise<unknown> {
   const encodings = o.encodings ?? ['pcm_s16le'];
   const rate = o.rate ?? 16000;
   const rounds = o.rounds ?? 1;
   const inputs = Object.fromEntries(encodings.map((e) => [e, loadSpeech(o.ffmpeg, o.speechFile, rate, RAW_FORMAT[e])])) as Record<LiveEncoding, Buffer>;
+  if (o.echo && (encodings.length > 1 || encodings[0] !== 'pcm_s16le')) throw new Error('--stream-echo runs pcm_s16le streams only');
+  const echoInput = o.echo ? withEchoReference(inputs.pcm_s16le, rate) : null;
+  // The variants run side by side at each level: the encodings, or the streams without and with an echo reference.
+  const variants: Array<{ encoding: LiveEncoding; echo: boolean }> = !o.echo
+    ? encodings.map((encoding) => ({ encoding, echo: false }))
+    : o.echo === 'both'
+      ? [{ encoding: 'pcm_s16le', echo: false }, { encoding: 'pcm_s16le', echo: true }]
+      : [{ encoding: 'pcm_s16le', echo: true }];
   const pcm48 = loadSpeech(o.ffmpeg, o.speechFile, 48000);
   const fileWav = o.withFiles ? tenSecondWav(loadSpeech(o.ffmpeg, o.speechFile, 16000)) : null;
   const server = await startServer(o.workers);
   const rows: StreamLevel[] = [];
   try {
-    o.log(`Live streams: ${os.cpus().length} cores, WORKERS=${o.workers}, 20 ms frames of ${path.basename(o.speechFile)} at ${rate / 1000} kHz (${encodings.join(', ')}) in real time, ${o.seconds} s per level${rounds > 1 ? `, ${rounds} rounds` : ''}${o.withFiles ? ', 4 clients posting 10 s files to /denoise meanwhile' : ''}.`);
-    o.log('model     encoding   streams  p50 ms  p90 ms  p99 ms  max ms  underruns  CPU ms/stream-s  streams/core  files  client loop p99 ms  holds');
+    o.log(`Live streams: ${os.cpus().length} cores, WORKERS=${o.workers}, 20 ms frames of ${path.basename(o.speechFile)} at ${rate / 1000} kHz (${encodings.join(', ')}${o.echo ? `, echo reference: ${o.echo}` : ''}) in real time, ${o.seconds} s per level${rounds > 1 ? `, ${rounds} rounds` : ''}${o.withFiles ? ', 4 clients posting 10 s files to /denoise meanwhile' : ''}.`);
+    o.log('model     encoding  echo  streams  p50 ms  p90 ms  p99 ms  max ms  underruns  CPU ms/stream-s  streams/core  files  client loop p99 ms  holds');
     for (let round = 0; round < rounds; round++) {
-      const order = round % 2 === 0 ? encodings : [...encodings].reverse();
+      const order = round % 2 === 0 ? variants : [...variants].reverse();
       for (const model of o.models) {
         for (const n of o.levels) {
           const level: StreamLevel[] = [];
           const vads = !o.vadPairs ? [false] : round % 2 === 0 ? [false, true] : [true, false];
-          for (const [encoding, vad] of order.flatMap((e) => vads.map((v) => [e, v] as const))) {
-            const r = await runStreamLevel(server, { model, streams: n, seconds: o.seconds, rate, pcm: inputs[encoding], encoding, withFiles: fileWav, vad });
+          for (const [{ encoding, echo }, vad] of order.flatMap((v) => vads.map((x) => [v, x] as const))) {
+            const pcm = echo ? echoInput! : inputs[encoding];
+            const r = await runStreamLevel(server, { model, streams: n, seconds: o.seconds, rate, pcm, encoding, withFiles: fileWav, echo, vad });
             rows.push(r);
             level.push(r);
             o.log(
-              `${model.padEnd(9)} ${encoding.padEnd(9)} ${String(n).padStart(8)} ${r.p50.toFixed(2).padStart(7)} ${r.p90.toFixed(2).padStart(7)} ${r.p99.toFixed(2).padStart(7)} ${String(r.max).padStart(7)} ${String(r.underruns).padStart(10)} ${r.cpuMsPerStreamSecond.toFixed(2).padStart(16)} ${String(r.streamsPerCore).padStart(13)} ${String(r.fileCalls).padStart(6)} ${r.clientLoopP99.toFixed(1).padStart(19)}  ${r.holds ? 'yes' : 'no'}${vadNote(r)}${r.errors.length ? '  ' + r.errors.join('; ') : ''}`,
+              `${model.padEnd(9)} ${encoding.padEnd(9)} ${(echo ? 'yes' : 'no').padEnd(4)} ${String(n).padStart(8)} ${r.p50.toFixed(2).padStart(7)} ${r.p90.toFixed(2).padStart(7)} ${r.p99.toFixed(2).padStart(7)} ${String(r.max).padStart(7)} ${String(r.underruns).padStart(10)} ${r.cpuMsPerStreamSecond.toFixed(2).padStart(16)} ${String(r.streamsPerCore).padStart(13)} ${String(r.fileCalls).padStart(6)} ${r.clientLoopP99.toFixed(1).padStart(19)}  ${r.holds ? 'yes' : 'no'}${vadNote(r)}${r.errors.length ? '  ' + r.errors.join('; ') : ''}`,
             );
           }
           if (level.every((r) => !r.holds && r.p99 > 200)) break; // past saturation: larger counts only take longer
@@ -310,17 +343,19 @@ export async function runStreamBench(o: StreamBenchOptions): Promise<unknown> {
   } finally {
     await stopServer(server);
   }
-  // Side by side: each encoding's CPU per stream-second over the first encoding's, at the same level of the same round.
-  const paired: Array<{ model: string; streams: number; encoding: LiveEncoding; cpuRatios: number[]; meanRatio: number; p99: number[]; p99Base: number[] }> = [];
-  for (const encoding of encodings.slice(1)) {
+  // Side by side: each variant's CPU per stream-second over the first one's, at the same level of the same round.
+  const label = (v: { encoding: LiveEncoding; echo: boolean }): string => (v.echo ? `${v.encoding}+echo_reference` : v.encoding);
+  const paired: Array<{ model: string; streams: number; encoding: string; cpuRatios: number[]; meanRatio: number; p99: number[]; p99Base: number[] }> = [];
+  for (const variant of variants.slice(1)) {
     for (const model of o.models) {
       for (const n of o.levels) {
-        const of = (e: LiveEncoding): StreamLevel[] => rows.filter((r) => r.model === model && r.streams === n && r.encoding === e);
-        const base = of(encodings[0]);
-        const other = of(encoding);
+        const of = (v: { encoding: LiveEncoding; echo: boolean }): StreamLevel[] =>
+          rows.filter((r) => r.model === model && r.streams === n && r.encoding === v.encoding && r.echo === v.echo && !r.vad);
+        const base = of(variants[0]);
+        const other = of(variant);
         if (base.length === 0 || base.length !== other.length) continue;
         const cpuRatios = other.map((r, i) => Math.round((r.cpuMsPerStreamSecond / base[i].cpuMsPerStreamSecond) * 1000) / 1000);
-        paired.push({ model, streams: n, encoding, cpuRatios, meanRatio: Math.round(mean(cpuRatios) * 1000) / 1000, p99: other.map((r) => r.p99), p99Base: base.map((r) => r.p99) });
+        paired.push({ model, streams: n, encoding: label(variant), cpuRatios, meanRatio: Math.round(mean(cpuRatios) * 1000) / 1000, p99: other.map((r) => r.p99), p99Base: base.map((r) => r.p99) });
       }
     }
   }
@@ -336,14 +371,14 @@ export async function runStreamBench(o: StreamBenchOptions): Promise<unknown> {
     }
   }
   for (const p of paired) {
-    o.log(`${p.model} ${p.streams} streams: CPU per stream-second ${p.encoding} / ${encodings[0]} = ${p.cpuRatios.join(', ')} (mean ${p.meanRatio}); p99 ${p.p99.join(', ')} ms against ${p.p99Base.join(', ')} ms.`);
+    o.log(`${p.model} ${p.streams} streams: CPU per stream-second ${p.encoding} / ${label(variants[0])} = ${p.cpuRatios.join(', ')} (mean ${p.meanRatio}); p99 ${p.p99.join(', ')} ms against ${p.p99Base.join(', ')} ms.`);
   }
   const rnCpu = await rnnoiseCpuPerStreamSecond(pcm48);
   const rnPerCore = Math.floor(1000 / rnCpu);
   o.log(`RNNoise (WebAssembly, in-process, no server): ${rnCpu.toFixed(2)} CPU ms per stream-second = ${rnPerCore} streams per core in real time.`);
   const best: Record<string, number> = {};
   for (const r of rows) {
-    const key = encodings.length > 1 ? `${r.model} ${r.encoding}` : r.model;
+    const key = variants.length > 1 ? `${r.model} ${label(r)}` : r.model;
     if (r.holds) best[key] = Math.max(best[key] ?? 0, r.streams);
   }
   for (const [model, n] of Object.entries(best)) o.log(`${model}: largest count holding p50 <= 10 ms, p99 <= 30 ms, 0 underruns: ${n}.`);

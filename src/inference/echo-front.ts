@@ -5,6 +5,8 @@
 // microphone. It uses the canceller (src/dsp/aec) through its public interface only:
 //
 // - 16 kHz chains: EchoStage, the canceller as a chain stage.
+// - 8 kHz chains (narrow band, telephony): NarrowBandChain around EchoStage, the microphone and the reference
+//   interpolated to 16 kHz alike and the canceller's output decimated back (the half-band pair of dsp/halfband.ts).
 // - 48 kHz chains (nsm-2-hd, full-band runs): FullBandChain around EchoStage, with the broadband high-band gain:
 //   the canceller runs on the 16 kHz band (mic and reference decimated alike), and the input's own band above 8 kHz
 //   is scaled per hop by what the canceller removed in 4-7.5 kHz (FullBandChain's BandGainProbe on the canceller's
@@ -16,6 +18,7 @@
 import { AEC_HOP, AEC_LATENCY, AEC_SAMPLE_RATE, EchoCanceller } from '../dsp/aec';
 import { concatAll } from '../dsp/concat';
 import { FullBandChain } from './fullband';
+import { NarrowBandChain } from './narrowband';
 import { AlignedStream, type ChainProcessor } from './stream';
 import type { EchoReport } from './types';
 
@@ -82,11 +85,16 @@ export class EchoStage implements ChainProcessor {
 export class EchoFront {
   private readonly stage: EchoStage;
   private readonly aligned: AlignedStream;
-  /** 48 kHz: 3; 16 kHz: 1 (where the stage's own output is exact). */
-  private readonly factor: number;
-  /** 48 kHz: the microphone input not yet matched by output, while the exact stretch may still cover it. */
+  /** The first output sample (at sampleRate) past the exact stretch, from the stage's exactUntil (16 kHz input). */
+  private readonly exactLimit: (exactUntil16k: number) => number;
+  /** 8 and 48 kHz: the microphone input not yet matched by output, while the exact stretch may still cover it. */
   private pendingMic: Float32Array[] | null;
   private outCount = 0;
+  /**
+   * Input samples (at sampleRate) from an input sample's arrival to the moment its output is out: the canceller's
+   * delay, and at 48 kHz the band split's and its probe's (a live stream adds it to its latency).
+   */
+  readonly delay: number;
 
   constructor(
     readonly channels: number,
@@ -94,15 +102,27 @@ export class EchoFront {
   ) {
     this.stage = new EchoStage(channels);
     if (sampleRate === AEC_SAMPLE_RATE) {
-      this.factor = 1;
+      this.exactLimit = (e) => e;
       this.aligned = new AlignedStream(this.stage, 0);
       this.pendingMic = null;
-    } else if (sampleRate === 3 * AEC_SAMPLE_RATE) {
-      this.factor = 3;
-      this.aligned = new AlignedStream(new FullBandChain(this.stage, { highBand: null }), 0);
+      this.delay = this.stage.latency;
+    } else if (sampleRate === AEC_SAMPLE_RATE / 2) {
+      const narrow = new NarrowBandChain(this.stage);
+      // Output sample k is out once the chain has output k + latency, i.e. once 2 (k + latency + 1) samples have
+      // reached the stage; the canceller's start is known once E + HOP + LATENCY have (E: exactUntil). From this k on,
+      // an output sample always comes after the start is known (the rule of exact(), below).
+      this.exactLimit = (e) => Math.ceil((e + AEC_HOP + AEC_LATENCY) / 2) - narrow.latency;
+      this.aligned = new AlignedStream(narrow, 0);
       this.pendingMic = Array.from({ length: channels }, () => new Float32Array(0));
+      this.delay = narrow.latency + (narrow.holdback ?? 0);
+    } else if (sampleRate === 3 * AEC_SAMPLE_RATE) {
+      this.exactLimit = (e) => 3 * e;
+      const band = new FullBandChain(this.stage, { highBand: null });
+      this.aligned = new AlignedStream(band, 0);
+      this.pendingMic = Array.from({ length: channels }, () => new Float32Array(0));
+      this.delay = band.latency + band.holdback;
     } else {
-      throw new Error(`echo cancellation runs at 16 or 48 kHz, not ${sampleRate} Hz`);
+      throw new Error(`echo cancellation runs at 8, 16 or 48 kHz, not ${sampleRate} Hz`);
     }
   }
 
@@ -122,10 +142,10 @@ export class EchoFront {
   }
 
   /**
-   * 48 kHz: the output within the exact stretch replaced by the input itself. The stretch ends where the canceller's
-   * output stops being the microphone (3 × its 16 kHz index): the band split's output there already depends on a
-   * little of what comes after it (the interpolator's half length, the probe's 3 hops ahead), so the first few ms
-   * after the reference starts are the input too. Ending it there, not earlier, keeps the output independent of the
+   * 8 and 48 kHz: the output within the exact stretch replaced by the input itself. The stretch ends where the
+   * canceller's output stops being the microphone (3 × its 16 kHz index at 48 kHz; at 8 kHz a few ms past half of it):
+   * the band split's output there already depends on a little of what comes after it (the interpolator's half length,
+   * the probe's 3 hops ahead), so the first few ms after the reference starts are the input too. Ending it there, not earlier, keeps the output independent of the
    * chunking: an output sample before it can be returned before the canceller's start is known, and is then always
    * the input; one after it depends on that start, so it is returned only once the start is known.
    */
@@ -135,7 +155,7 @@ export class EchoFront {
     if (!pending) return out;
     const start = this.outCount;
     this.outCount += len;
-    const limit = this.factor * this.stage.exactUntil;
+    const limit = this.exactLimit(this.stage.exactUntil);
     const copy = Math.max(0, Math.min(len, limit - start));
     const result = out.map((ch, c) => {
       if (copy === 0) return ch;

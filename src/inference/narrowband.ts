@@ -15,6 +15,8 @@ import type { ChainProcessor } from './stream';
 export class NarrowBandChain implements ChainProcessor {
   readonly sampleRate = NARROW_BAND_RATE;
   readonly channels: number;
+  /** More than `channels` when the core takes extra inputs (the echo reference: echo-front.ts): resampled, not output. */
+  readonly inputChannels?: number;
   readonly latency: number;
   readonly holdback?: number;
   private readonly up: Interpolator2[];
@@ -30,7 +32,8 @@ export class NarrowBandChain implements ChainProcessor {
     const phase = (delay16 % 2) as 0 | 1;
     this.latency = (delay16 - phase) / 2;
     if (core.holdback) this.holdback = Math.ceil(core.holdback / 2);
-    this.up = Array.from({ length: this.channels }, () => new Interpolator2());
+    if (core.inputChannels) this.inputChannels = core.inputChannels;
+    this.up = Array.from({ length: core.inputChannels ?? this.channels }, () => new Interpolator2());
     this.down = Array.from({ length: this.channels }, () => new Decimator2(phase));
   }
 

@@ -136,12 +136,15 @@ export const LIVE_SAMPLE_BYTES: Record<LiveEncoding, number> = { pcm_s16le: 2, p
 
 export interface LiveOptions {
   model: ModelId;
+  /** Channels of the client's input frames (with echoReference, the reference included). */
   channels: number;
   sampleRate: number;
   encoding: LiveEncoding;
   attenuationLimitDb: number;
   /** Speech events (vad=true) with these settings; absent: none. */
   vad?: VadOptions;
+  /** The last input channel is the echo reference (echo_reference=last): cancelled before the model, not output. */
+  echoReference?: boolean;
 }
 
 /** Where a live stream's output goes, in order. */
@@ -162,6 +165,8 @@ export interface LiveStream {
   /** Flushes; resolves after the last output went to the sink (total output = total input). */
   end(): Promise<void>;
   abort(): void;
+  /** With echoReference, after end() resolved: the canceller's figures; else null. */
+  echo?(): EchoReport | null;
 }
 
 /** Counters for metrics and the bench. */

@@ -7,8 +7,9 @@
 //                             view of a replica)
 // A new message is a type in its union and a builder (or a case of a parser) here; both ends then share it.
 import type { VadEvent } from '../vad/batch';
+import type { EchoReport } from '../inference/types';
 import type { StreamFault } from './close';
-import type { LiveParams } from './query';
+import { outputChannels, type LiveParams } from './query';
 
 // -- client → server
 
@@ -44,6 +45,22 @@ export interface DoneStats {
   /** vad=true: seconds of speech and the number of segments, as a file's stats say them. */
   speech_s?: number;
   speech_segment_count?: number;
+  /** With echo_reference: the canceller's figures, named as in a file's stats (docs/echo.md, "Stats"). */
+  echo_reference?: true;
+  echo_reference_active?: boolean;
+  echo_delay_ms?: number | null;
+  echo_erle_db?: number | null;
+}
+
+/** The canceller's figures as the stats name and round them (the file path's too: pipeline/stats.ts). */
+export function echoStats(report: EchoReport): Required<Pick<DoneStats, 'echo_reference' | 'echo_reference_active' | 'echo_delay_ms' | 'echo_erle_db'>> {
+  const round = (x: number | null, digits: number): number | null => (x === null || !Number.isFinite(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
+  return {
+    echo_reference: true,
+    echo_reference_active: report.referenceActive,
+    echo_delay_ms: round(report.delayMs, 0),
+    echo_erle_db: round(report.erleDb, 1),
+  };
 }
 
 export interface ReadyMessage {
@@ -60,6 +77,9 @@ export interface ReadyMessage {
   vad_threshold?: number;
   vad_min_speech_ms?: number;
   vad_hangover_ms?: number;
+  /** With echo_reference=last: the last input channel is the reference, and the output has one channel less. */
+  echo_reference?: true;
+  output_channels?: number;
 }
 
 /**
@@ -92,6 +112,7 @@ export function readyMessage(requestId: string, p: LiveParams, latencySamples: n
     ...(p.vad
       ? { vad: true, vad_threshold: p.vad.threshold, vad_min_speech_ms: p.vad.minSpeechMs, vad_hangover_ms: p.vad.hangoverMs }
       : {}),
+    ...(p.echoReference ? { echo_reference: true as const, output_channels: outputChannels(p) } : {}),
   };
 }
 
@@ -112,12 +133,22 @@ export function errorMessage(fault: StreamFault, requestId: string): ServerMessa
 
 export type ReplicaMessage =
   | { type: 'ready'; latency_samples: number }
-  | { type: 'done' }
+  | { type: 'done'; echo?: EchoReport }
   | { type: 'error'; message: string }
   | SpeechMessage;
 
 export const replicaReady = (latencySamples: number): ReplicaMessage => ({ type: 'ready', latency_samples: latencySamples });
-export const replicaDone = (): ReplicaMessage => ({ type: 'done' });
+/** `done`, with the canceller's figures when the stream had an echo reference. */
+export const replicaDone = (echo?: EchoReport | null): ReplicaMessage => (echo ? { type: 'done', echo } : { type: 'done' });
+
+/** An echo report as a replica sent it, or undefined when it is not one. */
+function echoReportOf(v: unknown): EchoReport | undefined {
+  if (v === null || typeof v !== 'object') return undefined;
+  const r = v as { delayMs?: unknown; erleDb?: unknown; referenceActive?: unknown };
+  const num = (x: unknown): x is number | null => x === null || (typeof x === 'number' && Number.isFinite(x));
+  if (!num(r.delayMs) || !num(r.erleDb) || typeof r.referenceActive !== 'boolean') return undefined;
+  return { delayMs: r.delayMs, erleDb: r.erleDb, referenceActive: r.referenceActive };
+}
 export const replicaError = (message: string): ReplicaMessage => ({ type: 'error', message });
 
 /** A replica's text message, or null for anything else (ignored: whatever a replica sends, nothing here throws). */
@@ -129,9 +160,9 @@ export function parseReplicaText(text: string): ReplicaMessage | null {
     return null;
   }
   if (parsed === null || typeof parsed !== 'object') return null;
-  const msg = parsed as { type?: unknown; latency_samples?: unknown; message?: unknown; at_ms?: unknown; decided_ms?: unknown };
+  const msg = parsed as { type?: unknown; latency_samples?: unknown; message?: unknown; at_ms?: unknown; decided_ms?: unknown; echo?: unknown };
   if (msg.type === 'ready' && typeof msg.latency_samples === 'number') return { type: 'ready', latency_samples: msg.latency_samples };
-  if (msg.type === 'done') return { type: 'done' };
+  if (msg.type === 'done') return replicaDone(echoReportOf(msg.echo));
   if (msg.type === 'error' && typeof msg.message === 'string') return { type: 'error', message: msg.message };
   if ((msg.type === 'speech_start' || msg.type === 'speech_end') && ms(msg.at_ms) && ms(msg.decided_ms)) {
     return { type: msg.type, at_ms: msg.at_ms, decided_ms: msg.decided_ms };

@@ -9,8 +9,12 @@ import { DEFAULT_MODEL, LIVE_ENCODINGS, LIVE_SAMPLE_BYTES, MODEL_IDS, type LiveE
 export type LiveParams = LiveOptions;
 
 /** Every query parameter a stream takes. `ticket` is the public side's (browser authentication), never relayed. */
-export const LIVE_QUERY_FIELDS = ['model', 'sample_rate', 'encoding', 'channels', 'attenuation_limit_db', 'vad', 'vad_threshold', 'vad_min_speech_ms', 'vad_hangover_ms', 'ticket'];
+export const LIVE_QUERY_FIELDS = ['model', 'sample_rate', 'encoding', 'channels', 'attenuation_limit_db', 'vad', 'vad_threshold', 'vad_min_speech_ms', 'vad_hangover_ms', 'echo_reference', 'ticket'];
 export const LIVE_RATES = { min: 8000, max: 48000, default: 16000 } as const;
+/** Output channels a stream may have; with an echo reference the input has one more (docs/echo.md, "Live streams"). */
+export const LIVE_MAX_CHANNELS = 2;
+/** The values of `echo_reference`: `last`, the last channel of every input frame is the reference. */
+export const LIVE_ECHO_REFERENCES = ['last'];
 
 /** Speech events' settings (vad=true): the names, bounds and units of /denoise's speech fields (docs/speech.md). */
 const VAD_SETTINGS: Array<{ field: string; key: keyof VadOptions; unit: string }> = [
@@ -55,8 +59,16 @@ export function parseLiveQuery(query: Record<string, unknown>, defaultAttenuatio
   if (!LIVE_ENCODINGS.includes(encoding)) {
     throw new LiveQueryError(`"encoding" must be one of ${LIVE_ENCODINGS.join(', ')} (got "${String(encoding).slice(0, 40)}")`);
   }
+  const echoText = one(query, 'echo_reference');
+  if (echoText !== undefined && !LIVE_ECHO_REFERENCES.includes(echoText)) {
+    throw new LiveQueryError(`"echo_reference" must be ${LIVE_ECHO_REFERENCES.join(', ')} (got "${echoText.slice(0, 40)}"): the last channel is the reference`);
+  }
+  const echoReference = echoText !== undefined;
   const chText = one(query, 'channels');
-  const channels = chText === undefined ? 1 : integer(chText, 'channels', 1, 2);
+  if (echoReference && chText === undefined) {
+    throw new LiveQueryError('"echo_reference" needs "channels" of at least 2: the microphone channels, then the reference');
+  }
+  const channels = chText === undefined ? 1 : integer(chText, 'channels', echoReference ? 2 : 1, LIVE_MAX_CHANNELS + (echoReference ? 1 : 0));
   const limitText = one(query, 'attenuation_limit_db');
   let attenuationLimitDb = defaultAttenuationLimitDb;
   if (limitText !== undefined) {
@@ -67,7 +79,7 @@ export function parseLiveQuery(query: Record<string, unknown>, defaultAttenuatio
     attenuationLimitDb = v;
   }
   const vad = vadOf(query);
-  return { model: model as ModelId, sampleRate, encoding, channels, attenuationLimitDb, ...(vad ? { vad } : {}) };
+  return { model: model as ModelId, sampleRate, encoding, channels, attenuationLimitDb, ...(vad ? { vad } : {}), ...(echoReference ? { echoReference: true } : {}) };
 }
 
 /** vad=true and its settings (defaults filled in), or null without it; a setting without vad=true is refused. */
@@ -103,7 +115,13 @@ export function liveQuery(p: LiveParams): URLSearchParams {
     ...(p.vad
       ? { vad: 'true', vad_threshold: String(p.vad.threshold), vad_min_speech_ms: String(p.vad.minSpeechMs), vad_hangover_ms: String(p.vad.hangoverMs) }
       : {}),
+    ...(p.echoReference ? { echo_reference: 'last' } : {}),
   });
+}
+
+/** Channels of the output: the input's, less the echo reference. */
+export function outputChannels(p: Pick<LiveParams, 'channels' | 'echoReference'>): number {
+  return p.channels - (p.echoReference ? 1 : 0);
 }
 
 /**
@@ -116,6 +134,6 @@ export function inputFrameBytes(p: Pick<LiveParams, 'encoding' | 'channels'>): n
 }
 
 /** Bytes of one frame of the server's binary messages (the denoised channels, in the stream's encoding). */
-export function outputFrameBytes(p: Pick<LiveParams, 'encoding' | 'channels'>): number {
-  return LIVE_SAMPLE_BYTES[p.encoding] * p.channels;
+export function outputFrameBytes(p: Pick<LiveParams, 'encoding' | 'channels' | 'echoReference'>): number {
+  return LIVE_SAMPLE_BYTES[p.encoding] * outputChannels(p);
 }

@@ -20,7 +20,7 @@ import type { InferenceEngine, LiveOptions, LiveSink, LiveStream } from '../infe
 import { CLOSE } from '../live-protocol/close';
 import { parseClientText, replicaDone, replicaError, replicaReady, speechMessage, type ReplicaMessage } from '../live-protocol/messages';
 import { LivePhases } from '../live-protocol/phases';
-import { inputFrameBytes, LiveQueryError, parseLiveQuery } from '../live-protocol/query';
+import { inputFrameBytes, LiveQueryError, outputFrameBytes, parseLiveQuery } from '../live-protocol/query';
 import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { assertModelInstalled } from './params';
 import { assertVadInstalled } from './speech-params';
@@ -85,7 +85,11 @@ class LiveConnection {
 
   constructor(opts: LiveOptions) {
     this.frame = inputFrameBytes(opts);
+    this.outFrame = outputFrameBytes(opts);
   }
+
+  /** Bytes of one output frame (less than an input frame's when the input carries an echo reference). */
+  private readonly outFrame: number;
 
   start(ws: WebSocket, live: LiveStream): void {
     this.ws = ws;
@@ -134,7 +138,7 @@ class LiveConnection {
       this.phases.to('flushing');
       this.live!.end().then(() => {
         if (this.phases.over || this.ws?.readyState !== WebSocket.OPEN) return;
-        this.sendJson(replicaDone());
+        this.sendJson(replicaDone(this.live!.echo?.()));
         this.ws.close(CLOSE.normal, 'done');
       }, () => undefined);
       return;
@@ -162,7 +166,8 @@ class LiveConnection {
   private flow(): void {
     const ws = this.ws;
     if (!ws || this.phases.over) return;
-    const inside = this.bytesIn - this.bytesOut + this.unflushed;
+    // In input bytes: an echo reference's channel comes in and never goes out.
+    const inside = this.bytesIn - ((this.bytesOut - this.unflushed) / this.outFrame) * this.frame;
     if (!this.paused && inside > LIVE_HIGH_WATER) {
       this.paused = true;
       ws.pause();

@@ -191,8 +191,8 @@ export function createStreaming(deps: StreamingDeps): Streaming {
   async function denoiserFor(params: LiveParams, ctx: GatewayContext, res: Response): Promise<Denoiser | null> {
     if (engine?.openLive) {
       const open = engine.openLive.bind(engine);
-      const { model, channels, sampleRate, encoding, attenuationLimitDb, vad } = params;
-      const opts = { model, channels, sampleRate, encoding, attenuationLimitDb, ...(vad ? { vad } : {}) };
+      const { model, channels, sampleRate, encoding, attenuationLimitDb, vad, echoReference } = params;
+      const opts = { model, channels, sampleRate, encoding, attenuationLimitDb, ...(vad ? { vad } : {}), ...(echoReference ? { echoReference } : {}) };
       return { source: (sink) => open(opts, sink), drop: () => undefined };
     }
     try {

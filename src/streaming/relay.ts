@@ -6,7 +6,7 @@
 // Buffering is bounded: the session stops reading its client while too much is inside (session.ts, maxInsideBytes),
 // and the replica stops reading this socket while too much is inside it.
 import WebSocket from 'ws';
-import type { LiveSink, LiveStream } from '../inference/types';
+import type { EchoReport, LiveSink, LiveStream } from '../inference/types';
 import { CLOSE, StreamFault } from '../live-protocol/close';
 import { parseReplicaText } from '../live-protocol/messages';
 import { liveQuery, type LiveParams } from '../live-protocol/query';
@@ -62,6 +62,8 @@ export class RelayedStream implements LiveStream {
   private lastError: string | null = null;
   private isReady = false;
   private done = false;
+  /** The replica's echo canceller figures, with its `done`. */
+  private echoReport: EchoReport | null = null;
   private aborted = false;
   private over = false;
   private resolveReady!: () => void;
@@ -101,6 +103,11 @@ export class RelayedStream implements LiveStream {
     return this.ended;
   }
 
+  /** With echo_reference, after end() resolved: the canceller's figures the replica sent with its `done`. */
+  echo(): EchoReport | null {
+    return this.echoReport;
+  }
+
   /** Drops the stream at once (a replica that stopped reading must not hold the gateway for a close handshake). */
   abort(): void {
     if (this.over) return;
@@ -133,6 +140,7 @@ export class RelayedStream implements LiveStream {
       this.resolveReady();
     } else if (msg?.type === 'done') {
       this.done = true;
+      this.echoReport = msg.echo ?? null;
     } else if (msg?.type === 'error') {
       this.lastError = msg.message.slice(0, 300);
     } else if (msg?.type === 'speech_start' || msg?.type === 'speech_end') {

@@ -12,7 +12,7 @@
 import type WebSocket from 'ws';
 import type { LiveSink, LiveStream } from '../inference/types';
 import { CLOSE, StreamFault } from '../live-protocol/close';
-import { doneMessage, errorMessage, parseClientText, readyMessage, speechMessage, type ServerMessage } from '../live-protocol/messages';
+import { doneMessage, echoStats, errorMessage, parseClientText, readyMessage, speechMessage, type ServerMessage } from '../live-protocol/messages';
 import { LivePhases } from '../live-protocol/phases';
 import { inputFrameBytes, outputFrameBytes, type LiveParams } from '../live-protocol/query';
 import type { Logger } from '../logging';
@@ -276,6 +276,7 @@ export class StreamSession {
     this.sendSpeech(true);
     if (this.endFault) return this.fault(this.endFault);
     const result = await this.settle(CLOSE.normal);
+    const echo = this.params.echoReference ? this.live.echo?.() : null;
     this.sendJson(
       doneMessage({
         model: this.params.model,
@@ -286,6 +287,7 @@ export class StreamSession {
         bytes_in: result.bytesIn,
         bytes_out: result.bytesOut,
         ...(this.params.vad ? this.speech.stats() : {}),
+        ...(echo ? echoStats(echo) : {}),
       }),
     );
     this.ws.close(CLOSE.normal, 'done');
@@ -318,7 +320,8 @@ export class StreamSession {
   /** Stops reading the client while too much of the stream is inside; reads again once most of it went out. */
   private flow(): void {
     if (this.phases.over) return;
-    this.reader.update(this.bytesIn - this.bytesOut, this.phases.takesAudio);
+    // Counted in input bytes: an echo reference's channel comes in and never goes out.
+    this.reader.update(this.bytesIn - this.outFrames * this.inFrame, this.phases.takesAudio);
   }
 
   private async fault(err: StreamFault): Promise<void> {

@@ -183,7 +183,7 @@ describe('console sessions and CSRF', () => {
     expect(again.body.key_id).toBe(key.body.key_id);
     const rec = (await h.store.getToken(key.body.key_id))!;
     expect(rec.name).toBe(PLAYGROUND_KEY_NAME);
-    expect(rec.scopes.sort()).toEqual(['noise-suppressor:denoise', 'noise-suppressor:models', 'noise-suppressor:stream']);
+    expect(rec.scopes.sort()).toEqual(['noise-suppressor:denoise', 'noise-suppressor:models', 'noise-suppressor:sample', 'noise-suppressor:stream']);
     expect(rec.expiresAt).not.toBeNull();
 
     await request(h.app).post('/console/api/logout').set('Cookie', cookie).expect(403); // CSRF needed for sign-out too

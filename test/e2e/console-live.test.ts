@@ -1,7 +1,9 @@
 // The console's Live page in headless Chromium against the REAL app (gateway, WebSocket stream, ONNX inference,
 // SQLite), with a fake microphone fed from a noisy recording: the page streams it and keeps what comes back
 // (window.__live); that audio must be the denoised recording (much lower noise floor, the same samples /denoise gives
-// for what the page sent), and the stream must be one row of the request log. Screenshots at 390 and 1280 px.
+// for what the page sent), and the stream must be one row of the request log. Screenshots at 390 and 1280 px. With
+// "cancel echo" the page plays the sample and streams two channels (the microphone, then what it plays): ready says
+// echo_reference, one channel comes back.
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -227,6 +229,26 @@ describe('console Live page in a real browser', () => {
     expect(rows[0]).toMatchObject({ status: 101, creditsCharged: 1, bytesIn: sent.length * 4, bytesOut: received.length * 4, errorType: null });
     const tickets = await handle.store.queryRequests({ workspaceId: wsId, endpoint: 'stream/tickets', limit: 10, offset: 0 });
     expect(tickets.map((t) => t.status)).toEqual([201]);
+    expect(browserErrors).toEqual([]);
+  });
+
+  test('cancel echo: the sample plays, the stream carries it as the reference (ready says so), mono comes back', async () => {
+    await page.check('#live-echo');
+    await page.click('#live-start');
+    await page.waitForSelector('#live-status[data-state="streaming"], #live-status[data-state="error"]', { timeout: 30_000 });
+    expect(await page.textContent('#live-status')).toBe('Streaming with nsm-2, cancelling the sample\'s echo.');
+    const ready = await page.evaluate(() => (window as any).__live.ready);
+    expect(ready).toMatchObject({ type: 'ready', channels: 2, echo_reference: true, output_channels: 1, encoding: 'pcm_f32le' });
+    await until(async () => ((await page.evaluate(() => (window as any).__live.kept.received / (window as any).__live.sampleRate)) >= 2 ? true : undefined), 60_000, 200);
+    await page.click('#live-stop');
+    await page.waitForSelector('#live-status[data-state="stopped"]', { timeout: 30_000 });
+    const kept = await page.evaluate(() => (window as any).__live.kept);
+    expect(kept.received).toBe(kept.sent);
+    // The sample did reach the reference channel: the canceller saw it.
+    expect(await page.evaluate(() => (window as any).__live.done)).toMatchObject({ echo_reference: true, echo_reference_active: true });
+    // The request log: two float channels in for each one out.
+    const rows = await handle.store.queryRequests({ workspaceId: wsId, endpoint: 'stream', limit: 10, offset: 0 });
+    expect(rows[0]).toMatchObject({ status: 101, creditsCharged: 1, bytesIn: kept.sent * 8, bytesOut: kept.received * 4, errorType: null });
     expect(browserErrors).toEqual([]);
   });
 });

@@ -2050,8 +2050,10 @@ export interface operations {
                 sample_rate?: number;
                 /** @description Sample encoding both ways, interleaved: 16-bit or float PCM (little-endian), or G.711 μ-law / A-law (one byte per sample, as telephony carries it, typically at 8000 Hz). */
                 encoding?: "pcm_s16le" | "pcm_f32le" | "mulaw" | "alaw";
-                /** @description Channels. */
-                channels?: 1 | 2;
+                /** @description Channels of the input frames: 1 or 2; with echo_reference=last, 2 or 3 (the microphone channels, then the reference), and the output has one channel less. */
+                channels?: 1 | 2 | 3;
+                /** @description Echo cancellation (docs/echo.md): the last channel of every input frame is the reference, what the client plays at that moment; its echo is removed from the other channels before the model, and the output carries those channels only. Needs channels of 2 or more. `ready` says `echo_reference: true` and `output_channels`; `done.stats` carries echo_reference_active, echo_delay_ms and echo_erle_db as a file's stats do. The output equals POST /denoise of the microphone channels with the reference as echo_reference, byte for byte (at 8, 16 and 48 kHz). */
+                echo_reference?: "last";
                 /** @description As for /denoise. */
                 attenuation_limit_db?: number;
                 /** @description Speech events: text messages `{"type":"speech_start"|"speech_end","at_ms","decided_ms"}` on the input timeline, each after the output up to its time, decided on the denoised audio (docs/streaming.md, "Speech events"); `done.stats` then has `speech_s` and `speech_segment_count`. true, false, 1 or 0. */

@@ -29,6 +29,9 @@ export interface ReadyMessage {
   channels: number;
   latency_ms: number;
   latency_samples: number;
+  /** With echo_reference=last: the last input channel is the reference; the output has `output_channels`. */
+  echo_reference?: boolean;
+  output_channels?: number;
   [key: string]: unknown;
 }
 

@@ -15,7 +15,8 @@ import { tokenStatus } from './shapes';
 
 /** Name given to the workspace's playground key. */
 export const PLAYGROUND_KEY_NAME = 'console playground';
-export const PLAYGROUND_SCOPES = ['noise-suppressor:denoise', 'noise-suppressor:models', 'noise-suppressor:stream'];
+// (sample: the Live page plays it to show echo cancellation.)
+export const PLAYGROUND_SCOPES = ['noise-suppressor:denoise', 'noise-suppressor:models', 'noise-suppressor:stream', 'noise-suppressor:sample'];
 
 /** Settings entry naming the id of a workspace's playground key. */
 export const playgroundKeySetting = (workspaceId: string): string => `console.playground_key.${workspaceId}`;

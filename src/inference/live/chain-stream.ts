@@ -5,17 +5,19 @@
 // band at 48 kHz, at 8 kHz narrow band (its resamplers inside it: equal to /denoise of the 8 kHz file); at any other
 // rate the 16 kHz chain (below 16 kHz) or the full-band one (above) between RationalResamplers. Input reaches the
 // chain in whole frame hops only: then every stream's DTLN cores hold the same samples and their runs can be joined
-// (batching.ts).
+// (batching.ts). With an echo reference (the last input channel) EchoFront runs before the chain, at the chain's rate,
+// as in the file path's worker (echo-front.ts): the chain and the output have one channel less than the input.
 import { concat } from '../../dsp/concat';
 import { LowFrequencyDither } from '../../dsp/dither';
 import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../../dsp/g711';
 import { decodeFramesInto } from '../../dsp/pcm';
 import { RationalResampler } from '../../dsp/rational-resampler';
 import { createChain } from '../chains';
+import { EchoFront } from '../echo-front';
 import { NARROW_BAND_RATE } from '../models';
 import type { DtlnGraphs } from '../dtln';
 import type { LiveOpen } from './packing';
-import { LIVE_SAMPLE_BYTES } from '../types';
+import { LIVE_SAMPLE_BYTES, type EchoReport } from '../types';
 import { AlignedStream } from '../stream';
 
 /** The chain's frame hop at 16 kHz (nsm-1 runs stage 1 at half DTLN's frame rate). */
@@ -29,6 +31,8 @@ export class LiveChainStream {
   /** Samples at the client's rate from input sample n to the moment output sample n can be computed. */
   readonly latencySamples: number;
   private readonly stream: AlignedStream;
+  /** With an echo reference: the canceller before the chain (input: the microphone channels, then the reference). */
+  private readonly echo: EchoFront | null;
   private readonly quantum: number;
   private readonly toChain: RationalResampler | null;
   private readonly fromChain: RationalResampler | null;
@@ -53,31 +57,39 @@ export class LiveChainStream {
   constructor(opts: LiveOpen, graphs: DtlnGraphs) {
     const fullBand = opts.model === 'nsm-2-hd' || opts.sampleRate > 16000;
     const narrowBand = !fullBand && opts.sampleRate === NARROW_BAND_RATE;
+    const outChannels = opts.channels - (opts.echoReference ? 1 : 0);
     // Cascade passes hand over one hop at a time: a live stream cannot wait for half-second blocks.
-    const chain = createChain(opts.model, opts.channels, graphs, { fullBand, narrowBand, cascadeBlockFrames: 1 });
+    const chain = createChain(opts.model, outChannels, graphs, { fullBand, narrowBand, cascadeBlockFrames: 1 });
     this.chainRate = chain.sampleRate;
     this.stream = new AlignedStream(chain, opts.attenuationLimitDb);
+    this.echo = opts.echoReference ? new EchoFront(outChannels, this.chainRate) : null;
     this.quantum = (hopAt16k(opts.model) * this.chainRate) / 16000;
     const resample = opts.sampleRate !== this.chainRate;
     this.toChain = resample ? new RationalResampler(opts.sampleRate, this.chainRate, opts.channels) : null;
-    this.fromChain = resample ? new RationalResampler(this.chainRate, opts.sampleRate, opts.channels) : null;
+    this.fromChain = resample ? new RationalResampler(this.chainRate, opts.sampleRate, outChannels) : null;
     const resamplerDelay = resample
       ? (this.toChain!.delay * opts.sampleRate) / this.chainRate + this.fromChain!.delay
       : 0;
     this.toSkip = Math.round(resamplerDelay);
     this.chainShift = resample ? this.toChain!.delay : 0;
     const ratio = opts.sampleRate / this.chainRate;
-    this.latencySamples = Math.ceil((chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
+    // The canceller's output lags its input by its delay, so the chain's whole hops end that far behind the client's:
+    // up to a hop more when the delay is not whole hops.
+    const echoDelay = this.echo ? Math.ceil(this.echo.delay / this.quantum) * this.quantum : 0;
+    this.latencySamples = Math.ceil((echoDelay + chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
     this.law = opts.encoding === 'mulaw' || opts.encoding === 'alaw' ? opts.encoding : null;
     this.format = opts.encoding === 'pcm_f32le' ? 'f32' : 's16';
     // G.711 is encoded from the dithered 16-bit output: the 16-bit stream's bytes, through the codec.
-    this.dither = opts.encoding === 'pcm_s16le' || this.law ? new LowFrequencyDither(opts.sampleRate, opts.channels) : null;
+    this.dither = opts.encoding === 'pcm_s16le' || this.law ? new LowFrequencyDither(opts.sampleRate, outChannels) : null;
     this.pend = Array.from({ length: opts.channels }, () => new Float32Array(2 * this.quantum));
     this.channels = opts.channels;
+    this.outChannels = outChannels;
     this.frame = LIVE_SAMPLE_BYTES[opts.encoding] * opts.channels;
   }
 
+  /** Input channels (with an echo reference, the reference last) and output channels. */
   private readonly channels: number;
+  private readonly outChannels: number;
   private readonly frame: number;
   /** μ-law or A-law bytes at the edges (null: PCM in `format`). */
   private readonly law: G711Law | null;
@@ -123,9 +135,15 @@ export class LiveChainStream {
     if (this.pendLen > 0) {
       const rest = this.pend.map((x) => x.slice(0, this.pendLen));
       this.pendLen = 0;
-      const out = await this.stream.push(rest);
-      this.tap?.(rest, out);
+      const out = await this.chainPush(rest);
       parts.push(this.fromChain ? this.fromChain.process(out) : out);
+    }
+    // The canceller's tail through the chain before its flush (as the file path's worker does).
+    if (this.echo) {
+      const input = await this.echo.end();
+      const tail = await this.stream.push(input);
+      this.tap?.(input, tail);
+      parts.push(this.fromChain ? this.fromChain.process(tail) : tail.map((x) => x.slice())); // (its buffers are the chain's)
     }
     const flushed = await this.stream.end();
     this.tap?.(flushed.map(() => new Float32Array(0)), flushed);
@@ -151,9 +169,22 @@ export class LiveChainStream {
     const hops = this.pend.map((x) => x.slice(0, usable));
     for (const x of this.pend) x.copyWithin(0, usable, this.pendLen);
     this.pendLen -= usable;
-    const out = await this.stream.push(hops);
-    this.tap?.(hops, out);
+    const out = await this.chainPush(hops);
     return this.fromChain ? this.fromChain.process(out) : out;
+  }
+
+  /** Chain-rate input (with the reference, when there is one) through the canceller and the chain. */
+  private async chainPush(planar: Float32Array[]): Promise<Float32Array[]> {
+    // The tap sees what the chain took (the canceller's output, with a reference) beside the chain's output.
+    const input = this.echo ? await this.echo.push(planar) : planar;
+    const out = await this.stream.push(input);
+    this.tap?.(input, out);
+    return out;
+  }
+
+  /** With an echo reference, after end(): the canceller's figures; else null. */
+  echoStats(): EchoReport | null {
+    return this.echo ? this.echo.stats() : null;
   }
 
   /** Room for `more` samples after what waits. */
@@ -187,8 +218,9 @@ export class LiveChainStream {
       return this.law ? g711EncodeInt16(this.law, pcm) : pcm;
     }
     const frames = planar[0].length;
-    const out = new Float32Array(frames * this.channels);
-    for (let c = 0; c < this.channels; c++) for (let f = 0; f < frames; f++) out[f * this.channels + c] = planar[c][f];
+    const ch = this.outChannels;
+    const out = new Float32Array(frames * ch);
+    for (let c = 0; c < ch; c++) for (let f = 0; f < frames; f++) out[f * ch + c] = planar[c][f];
     return new Uint8Array(out.buffer);
   }
 }

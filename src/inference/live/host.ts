@@ -57,12 +57,12 @@ export class LiveHost {
         if (!s) return { streamId, bytes: new Uint8Array(0), end: false, error: `unknown live stream ${streamId}` };
         try {
           let out = bytes.byteLength > 0 ? await s.push(bytes) : new Uint8Array(0);
-          if (end) {
-            const tail = await s.end();
-            out = out.byteLength === 0 ? tail : Buffer.concat([out, tail]); // packLive copies it anyway
-            this.streams.delete(streamId);
-          }
-          return { streamId, bytes: out, end };
+          if (!end) return { streamId, bytes: out, end };
+          const tail = await s.end();
+          out = out.byteLength === 0 ? tail : Buffer.concat([out, tail]); // packLive copies it anyway
+          this.streams.delete(streamId);
+          const echo = s.echoStats();
+          return echo ? { streamId, bytes: out, end, echo } : { streamId, bytes: out, end };
         } catch (err) {
           this.streams.delete(streamId);
           return { streamId, bytes: new Uint8Array(0), end: false, error: (err as Error).message };

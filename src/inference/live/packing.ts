@@ -1,8 +1,9 @@
 // What crosses to a live worker and back (the live-open and live-tick messages of protocol.ts): a stream's settings,
-// and a tick's items packed into two transferable buffers (with a tick's speech events beside them, vad=true).
+// and a tick's items packed into two transferable buffers (with a tick's speech events, vad=true, and the echo
+// canceller's figures at a stream's end beside them).
 import type { VadEvent } from '../../vad/batch';
 import type { VadOptions } from '../../vad/options';
-import type { LiveEncoding, ModelId } from '../types';
+import type { EchoReport, LiveEncoding, ModelId } from '../types';
 
 /** What a live stream is: its id, chain and the client's PCM. */
 export interface LiveOpen {
@@ -14,6 +15,8 @@ export interface LiveOpen {
   attenuationLimitDb: number;
   /** Speech events with these settings (vad=true). */
   vad?: VadOptions;
+  /** The last of `channels` is the echo reference (echo-front.ts before the chain). */
+  echoReference?: boolean;
 }
 
 /**
@@ -28,6 +31,8 @@ export interface LiveItem {
   error?: string;
   /** Back, vad=true: the speech events decided in this tick (an item may carry them and no bytes). */
   events?: VadEvent[];
+  /** Back with `end`, for a stream with an echo reference: the canceller's figures. */
+  echo?: EchoReport;
 }
 
 /**
@@ -35,7 +40,7 @@ export interface LiveItem {
  * as its own transferred buffer cost the main thread more than the WebSocket reads (profile of 300 nsm-1 streams).
  */
 export interface PackedLive {
-  /** Per item: stream id, byte length, flags (1: end, 2: error, 4: events). */
+  /** Per item: stream id, byte length, flags (1: end, 2: error, 4: events, 8: echo figures). */
   meta: Int32Array;
   /** The items' bytes one after another. */
   data: Uint8Array;
@@ -48,6 +53,8 @@ export interface PackedLive {
    * pool then posts an empty tick: events never wait for more input). Absent: nothing waits.
    */
   vadDueMs?: number;
+  /** The echo figures of the items flagged 8, in order. */
+  echoes?: EchoReport[];
 }
 
 /** An item to pack: its bytes in one piece or in the pieces they arrived in (copied once, here). */
@@ -61,6 +68,7 @@ export function packLive(items: readonly LiveItemToPack[]): PackedLive {
   const data = new Uint8Array(total);
   const errors: string[] = [];
   const events: VadEvent[][] = [];
+  const echoes: EchoReport[] = [];
   let o = 0;
   items.forEach((it, i) => {
     const start = o;
@@ -71,11 +79,12 @@ export function packLive(items: readonly LiveItemToPack[]): PackedLive {
     meta[i * 3] = it.streamId;
     meta[i * 3 + 1] = o - start;
     const hasEvents = (it.events?.length ?? 0) > 0;
-    meta[i * 3 + 2] = (it.end ? 1 : 0) | (it.error !== undefined ? 2 : 0) | (hasEvents ? 4 : 0);
+    meta[i * 3 + 2] = (it.end ? 1 : 0) | (it.error !== undefined ? 2 : 0) | (hasEvents ? 4 : 0) | (it.echo ? 8 : 0);
     if (it.error !== undefined) errors.push(it.error);
     if (hasEvents) events.push(it.events!);
+    if (it.echo) echoes.push(it.echo);
   });
-  return events.length > 0 ? { meta, data, errors, events } : { meta, data, errors };
+  return { meta, data, errors, ...(events.length > 0 ? { events } : {}), ...(echoes.length > 0 ? { echoes } : {}) };
 }
 
 /** packLive's inverse; each item's bytes are a view into `data` (nothing is copied). */
@@ -84,12 +93,14 @@ export function unpackLive(p: PackedLive): LiveItem[] {
   let o = 0;
   let e = 0;
   let v = 0;
+  let k = 0;
   for (let i = 0; i < p.meta.length; i += 3) {
     const len = p.meta[i + 1];
     const flags = p.meta[i + 2];
     const item: LiveItem = { streamId: p.meta[i], bytes: p.data.subarray(o, o + len), end: (flags & 1) !== 0 };
     if (flags & 2) item.error = p.errors[e++];
     if (flags & 4 && p.events) item.events = p.events[v++];
+    if (flags & 8 && p.echoes) item.echo = p.echoes[k++];
     items.push(item);
     o += len;
   }

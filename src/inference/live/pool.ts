@@ -7,7 +7,7 @@
 // empty tick runs them, so a speech event never waits for more input.
 import type { FromWorker, ToWorker } from '../protocol';
 import { packLive, packedTransfer, unpackLive, type LiveItem, type LiveItemToPack } from './packing';
-import type { LiveOptions, LiveSink, LiveState, LiveStream } from '../types';
+import type { EchoReport, LiveOptions, LiveSink, LiveState, LiveStream } from '../types';
 
 /** What the pool needs of a worker (engine.ts PoolWorker). */
 export interface LiveWorker {
@@ -28,6 +28,8 @@ interface Entry {
   endSent: boolean;
   onEnded?: () => void;
   failed: boolean;
+  /** The canceller's figures, with the end of a stream that had an echo reference. */
+  echo: EchoReport | null;
 }
 
 export class LivePool {
@@ -73,7 +75,7 @@ export class LivePool {
       worker.liveStreams--;
       throw new Error(reply.type === 'error' ? reply.message : `unexpected answer ${reply.type}`);
     }
-    const entry: Entry = { worker, sink, chunks: [], ending: false, endSent: false, failed: false };
+    const entry: Entry = { worker, sink, chunks: [], ending: false, endSent: false, failed: false, echo: null };
     this.entries.set(id, entry);
     return {
       id,
@@ -96,6 +98,7 @@ export class LivePool {
         entry.onEnded?.();
         worker.abortLive(id);
       },
+      echo: () => entry.echo,
     };
   }
 
@@ -203,6 +206,7 @@ export class LivePool {
         if (r.bytes.byteLength > 0) e.sink.output(r.bytes);
         if (r.events) for (const ev of r.events) e.sink.event?.(ev);
         if (r.end) {
+          e.echo = r.echo ?? null;
           this.entries.delete(r.streamId);
           worker.liveStreams--;
           e.onEnded?.();
