@@ -195,7 +195,7 @@ test('live streams with asyncio: paced, callback, ticket, sync helper, refusals 
   expect(rep.sync).toEqual({ outBytes: pcm.length, sha: expected, output_seconds: 3 });
   expect(rep.ticket).toBe('ready');
   expect(rep.unknownOption).toMatchObject({ class: 'InvalidRequestError', type: 'invalid_request', status: 400 });
-  expect(rep.unknownOption.message).toMatch(/vad/);
+  expect(rep.unknownOption.message).toMatch(/turbo/);
   expect(rep.badToken).toMatchObject({ class: 'AuthenticationError', type: 'invalid_token', status: 401, request_id: expect.stringMatching(/^req_/) });
   expect(rep.midStream).toMatchObject({ class: 'StreamError', type: 'invalid_request', closeCode: 1007 });
 });

@@ -43,9 +43,9 @@ async def main():
     keyless = NsmClient(BASE)
     async with keyless.streams.open(model="nsm-1", ticket=ticket) as s:
         report["ticket"] = s.ready["type"]
-    # Options are forwarded: this build does not know `vad` yet and refuses it by name.
+    # Options are forwarded: an option the server does not know (`turbo`) is refused by name.
     try:
-        await client.streams.open(model="nsm-1", vad=True)
+        await client.streams.open(model="nsm-1", turbo=True)
     except NsmError as e:
         report["unknownOption"] = err(e)
     try:

@@ -81,8 +81,8 @@ if (globalThis.WebSocket) {
   t.close();
 }
 
-// 5. Options are forwarded as they are: this server does not know `vad` yet and says so (400 before the upgrade).
-report.unknownOption = await caught(client.streams.open({ model: 'nsm-1', vad: true }).ready);
+// 5. Options are forwarded as they are: an option this server does not know (`turbo`) is refused by name (400 before the upgrade).
+report.unknownOption = await caught(client.streams.open({ model: 'nsm-1', turbo: true }).ready);
 
 // 6. A fault mid-stream: a text message the protocol does not have → error message, close 1007.
 {
