@@ -9,7 +9,6 @@ import { deliveryFor, DELIVERY_HISTORY_MS, type WebhookDispatcher } from '../out
 import type { JobRecord, JobStore, JobsLog } from '../types';
 import { writerGone, type JobFiles } from './files';
 
-export const HOUSEKEEPING_MS = 5_000;
 export const RETENTION_SWEEP_MS = 60_000;
 /** Files no job refers to are removed once untouched this long (uploads in progress keep theirs fresh). */
 const ORPHAN_AGE_MS = 60 * 60_000;
