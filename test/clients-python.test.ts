@@ -36,7 +36,7 @@ function expectOk(r: Run): void {
 }
 
 beforeAll(async () => {
-  server = await startServer({ JOBS_ALLOW_PRIVATE_URLS: 'true', JOBS_MAX_ACTIVE_PER_WORKSPACE: '1' });
+  server = await startServer({ JOBS_ALLOW_PRIVATE_URLS: 'true', JOBS_MAX_ACTIVE_PER_WORKSPACE: '1', JOBS_HOUSEKEEPING_SECONDS: '1' });
   token = await server.token();
   stall = await startStallingServer();
   out = makeTmpDir('nsm-py-client-');
@@ -112,7 +112,7 @@ test('a real 429 too_many_jobs on POST /jobs (charged) is retried after Retry-Af
   expect(r.report.second).toEqual({ status: 'queued' });
   expect(r.report.first).toBe('canceled');
   expect(r.report.secondFinal).toBe('succeeded');
-  await new Promise((res) => setTimeout(res, 6000)); // the cancel's refund settles in the next housekeeping pass (5 s)
+  await new Promise((res) => setTimeout(res, 2500)); // the cancel's refund settles in the next housekeeping pass (every 1 s here)
   expect(await server.creditsUsed(jobsToken)).toBe(1);
 });
 

@@ -136,6 +136,8 @@ export interface JobsConfig {
   runner: boolean;
   /** A running job whose runner has not renewed its lease for this long is re-queued (JOBS_LEASE_SECONDS, 30 s). */
   leaseMs: number;
+  /** Time between the runner's housekeeping passes (JOBS_HOUSEKEEPING_SECONDS, 5 s). */
+  housekeepingMs: number;
   /** Queued + running jobs one workspace may have at once (JOBS_MAX_ACTIVE_PER_WORKSPACE, 20). */
   maxActivePerWorkspace: number;
   /** New jobs are refused while DATA_DIR would have less than this free (JOBS_MIN_FREE_DISK_MB, 1024 MB). */
@@ -254,6 +256,7 @@ function jobsConfig(e: Environment, dataDir: string, workers: number): JobsConfi
     concurrency: e.JOBS_CONCURRENCY ?? Math.max(1, Math.floor(workers / 2)),
     runner: e.JOBS_RUNNER,
     leaseMs: e.JOBS_LEASE_SECONDS * 1000,
+    housekeepingMs: Math.round(e.JOBS_HOUSEKEEPING_SECONDS * 1000),
     maxActivePerWorkspace: e.JOBS_MAX_ACTIVE_PER_WORKSPACE,
     minFreeDiskBytes: e.JOBS_MIN_FREE_DISK_MB * MB,
     maxAttempts: 3,

@@ -10,7 +10,6 @@ import type { JobRecord, JobStore } from '../../store/jobs/types';
 import type { JobsLog } from '../log';
 import { writerGone, type JobFiles } from './files';
 
-export const HOUSEKEEPING_MS = 5_000;
 export const RETENTION_SWEEP_MS = 60_000;
 /** Files no job refers to are removed once untouched this long (uploads in progress keep theirs fresh). */
 const ORPHAN_AGE_MS = 60 * 60_000;

@@ -24,7 +24,7 @@ import type { JobsLog } from '../log';
 import { UrlNotAllowedError, parseUserUrl } from '../outbound/url-guard';
 import { videoExtensionOf } from '../../video';
 import { deliveryFor, type WebhookDispatcher } from '../outbound/webhooks';
-import { housekeepPass, HOUSEKEEPING_MS, RETENTION_SWEEP_MS, settleRefund } from './housekeeping';
+import { housekeepPass, RETENTION_SWEEP_MS, settleRefund } from './housekeeping';
 import { keepLease, StopSignal } from './lease';
 
 export interface RunnerDeps {
@@ -331,12 +331,12 @@ export class JobRunner {
     }
   }
 
-  /** Re-queues jobs of dead runners, settles refunds, deletes expired jobs and stray files; then again in 5 s. */
+  /** Re-queues jobs of dead runners, settles refunds, deletes expired jobs and stray files; again in housekeepingMs. */
   private async housekeeping(): Promise<void> {
     if (this.stopped) return;
     await this.housekeepNow();
     if (!this.stopped) {
-      this.housekeepingTimer = setTimeout(() => void this.housekeeping(), HOUSEKEEPING_MS);
+      this.housekeepingTimer = setTimeout(() => void this.housekeeping(), this.deps.config.jobs.housekeepingMs);
       this.housekeepingTimer.unref();
     }
   }
