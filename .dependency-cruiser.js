@@ -56,6 +56,13 @@ module.exports = {
       to: { path: '^src/', pathNot: '^src/dsp/' },
     },
     {
+      name: 'inference-models-without-runtime',
+      comment: 'the networks and chains (inference/models/) run anywhere: they do not import the worker runtime',
+      severity: 'error',
+      from: { path: '^src/inference/models/' },
+      to: { path: '^src/inference/(runtime|live)/' },
+    },
+    {
       name: 'src-not-from-tests-or-scripts',
       comment: 'shipped code does not import tests or scripts',
       severity: 'error',

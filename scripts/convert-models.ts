@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
-import { manifestFields, STAGE1_FILE, STAGE2_FILE } from '../src/inference/models';
+import { manifestFields, STAGE1_FILE, STAGE2_FILE } from '../src/inference/models/specs';
 import { MODEL_IDS, type ModelManifestEntry } from '../src/inference/types';
 import { extractStage1, extractStage2, LstmWeights } from './dtln/extract';
 import { buildStage1, buildStage2 } from './dtln/onnx-graphs';
@@ -85,7 +85,7 @@ export function convertAll(outDir: string): Manifest {
     source: { package: '@vonage/noise-suppression', version: pkgJson.version, files: ['dist/model_1.tflite', 'dist/model_2.tflite'] },
     default: 'nsm-2',
     graphs,
-    // What each public model id runs is its spec (src/inference/models.ts).
+    // What each public model id runs is its spec (src/inference/models/specs.ts).
     models: MODEL_IDS.map(manifestFields).map((m) => {
       const parts = m.files.map((f) => content.get(f)!);
       const bytes = parts.reduce((a, b) => a + b.length, 0);

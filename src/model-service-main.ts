@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import { runShutdown, waitForIdle } from './app/shutdown';
 import { ConfigError, loadConfig } from './config';
-import { createInferenceEngine } from './inference/engine';
+import { createInferenceEngine } from './inference/runtime/engine';
 import type { InferenceEngine } from './inference/types';
 import { loggerFromConfig, type Logger } from './logging';
 import { createModelServiceMetrics } from './model-service/metrics';

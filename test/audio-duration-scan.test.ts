@@ -10,7 +10,7 @@ import { createApp, type AppHandle } from '../src/app';
 import { startDurationScan } from '../src/audio/duration-scan';
 import { probeAudio } from '../src/audio/probe';
 import { loadConfig, type Config } from '../src/config';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { AudioInputError, AudioTooLongError, denoiseFile, type DenoiseFileOptions } from '../src/pipeline';
 import { childProcesses, fixture, FORMAT_FIXTURES, makeTmpDir } from './audio-helpers';

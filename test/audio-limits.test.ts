@@ -5,7 +5,7 @@ import path from 'node:path';
 import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import { loadConfig, type Config } from '../src/config';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { AudioInputError, AudioTooLongError, denoiseFile, type DenoiseFileOptions } from '../src/pipeline';
 import { readPcm, writePcm } from '../src/pipeline/clips';

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import {
   AudioAbortedError,

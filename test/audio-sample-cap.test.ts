@@ -8,7 +8,7 @@ import { createApp, type AppHandle } from '../src/app';
 import { loadConfig, type Config } from '../src/config';
 import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';
 import { checkDecodedDuration, checkInputLimits } from '../src/audio/limits';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { AudioTooLongError, denoiseFile, type DenoiseFileOptions } from '../src/pipeline';
 import { childProcesses, makeTmpDir } from './audio-helpers';

@@ -1,10 +1,10 @@
 // The 8 <-> 16 kHz half-band pair (src/dsp/halfband.ts) and the narrow-band chain around a 16 kHz chain
-// (src/inference/narrowband.ts): the filter's response, the same bits whatever the chunking, and whole-sample alignment
+// (src/inference/models/narrowband.ts): the filter's response, the same bits whatever the chunking, and whole-sample alignment
 // (the pair with a chain of even or odd latency between them gives the input back, shifted by the declared latency).
 import { Decimator2, HALF_BAND_DELAY, HALF_BAND_TAPS, halfBandTaps, Interpolator2 } from '../src/dsp/halfband';
 import { DelayLine } from '../src/dsp/resample';
-import { NarrowBandChain } from '../src/inference/narrowband';
-import { AlignedStream, type ChainProcessor } from '../src/inference/stream';
+import { NarrowBandChain } from '../src/inference/models/narrowband';
+import { AlignedStream, type ChainProcessor } from '../src/inference/models/aligned-stream';
 
 /** |H(f)| in dB of `h` at `f` Hz (16 kHz). */
 function responseDb(h: Float64Array, f: number): number {

@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import type { Config } from '../src/config';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import { MODEL_IDS, type InferenceEngine } from '../src/inference/types';
 import { createModelServiceApp } from '../src/model-service/app';
 import { designLowpass } from '../src/dsp/resample';

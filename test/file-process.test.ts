@@ -6,7 +6,7 @@
 // stop the child by itself.
 import fs from 'node:fs';
 import { CHRT_PATH } from '../src/config/system-tools';
-import { readThreadPriority } from '../src/inference/thread-priority';
+import { readThreadPriority } from '../src/inference/runtime/thread-priority';
 import { alive, denoise, filePid, startServer, statField, stop } from './file-process-helpers';
 import { eventually, fixture, rawRequest } from './service-helpers';
 import { STREAM_PATH, StreamClient, wavData } from './streaming-helpers';

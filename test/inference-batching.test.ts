@@ -4,7 +4,7 @@
 // shared (more than one stream per joint run when several push together).
 import fs from 'node:fs';
 import { loadConfig } from '../src/config';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine, ModelId } from '../src/inference/types';
 import { fixture } from './service-helpers';
 
@@ -89,9 +89,9 @@ describe('the delay a live stream declares', () => {
     ['nsm-1', 16000], ['nsm-2', 16000], ['nsm-3', 16000], ['nsm-4', 16000],
     ['nsm-2', 8000], ['nsm-2', 44100], ['nsm-2', 48000], ['nsm-2-hd', 48000], ['nsm-2-hd', 16000],
   ];
-  let graphs: import('../src/inference/dtln').DtlnGraphs;
+  let graphs: import('../src/inference/models/dtln').DtlnGraphs;
   beforeAll(async () => {
-    const { loadGraphs } = await import('../src/inference/sessions');
+    const { loadGraphs } = await import('../src/inference/runtime/sessions');
     graphs = await loadGraphs(loadConfig().modelsDir);
   });
 

@@ -1,13 +1,13 @@
-// DTLN passes run as one batch (src/inference/cascade.ts, DtlnCore.processJoint) against the same passes run one
+// DTLN passes run as one batch (src/inference/models/cascade.ts, DtlnCore.processJoint) against the same passes run one
 // after the other: the same samples bit for bit, whatever the chunking, for several channels and frame grids.
 import { loadConfig } from '../src/config';
-import { DtlnCascade } from '../src/inference/cascade';
-import { Dtln16Chain } from '../src/inference/dtln-chain';
-import { buildChain, SerialChain } from '../src/inference/chains';
-import { MODEL_CHAINS } from '../src/inference/models';
-import { DtlnCore, type DtlnGraphs } from '../src/inference/dtln';
-import { loadGraphs } from '../src/inference/sessions';
-import { AlignedStream, type ChainProcessor } from '../src/inference/stream';
+import { DtlnCascade } from '../src/inference/models/cascade';
+import { Dtln16Chain } from '../src/inference/models/dtln-chain';
+import { buildChain, SerialChain } from '../src/inference/models/chains';
+import { MODEL_CHAINS } from '../src/inference/models/specs';
+import { DtlnCore, type DtlnGraphs } from '../src/inference/models/dtln';
+import { loadGraphs } from '../src/inference/runtime/sessions';
+import { AlignedStream, type ChainProcessor } from '../src/inference/models/aligned-stream';
 import { seededRandom } from '../src/audio/synthetic-noise';
 
 let graphs: DtlnGraphs;

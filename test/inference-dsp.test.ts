@@ -98,7 +98,7 @@ describe('48 kHz <-> 16 kHz resamplers equal the direct form to float32 rounding
 
 describe('ONNX Runtime leaves no empty debug log behind (issue 9, item 13)', () => {
   it('no <tmpdir>/mat-debug-<pid>.log once the engine has started', async () => {
-    const { createInferenceEngine } = await import('../src/inference/engine');
+    const { createInferenceEngine } = await import('../src/inference/runtime/engine');
     const { loadConfig } = await import('../src/config');
     const fs = await import('node:fs');
     const os = await import('node:os');

@@ -1,8 +1,8 @@
-// The echo canceller in front of the chains (src/inference/echo-front.ts), on generated scenes (echo-helpers.ts): a
+// The echo canceller in front of the chains (src/inference/models/echo-front.ts), on generated scenes (echo-helpers.ts): a
 // silent reference gives the input back bit for bit at 16 and 48 kHz whatever the chunking, the output is as long as
 // the input and lines up with it, chunking does not change it (8 kHz too: the canceller between the half-band pair), and at 48 kHz the echo goes from both bands: below
 // 8 kHz (the canceller) and above (the high band scaled by what the canceller removed in 4-7.5 kHz).
-import { EchoFront } from '../src/inference/echo-front';
+import { EchoFront } from '../src/inference/models/echo-front';
 import { Decimator2 } from '../src/dsp/halfband';
 import { designLowpass } from '../src/dsp/resample';
 import { db, echoScene, energy } from './echo-helpers';

@@ -2,7 +2,7 @@
 // loud passages untouched, onsets open ahead of time, quiet residue between loud passages turned down by the
 // configured law and no more than the cap.
 import { ResidualGate } from '../src/dsp/gate';
-import { RESIDUAL_GATE } from '../src/inference/models';
+import { RESIDUAL_GATE } from '../src/inference/models/specs';
 import { concatAll } from '../src/dsp/concat';
 
 const join = (...parts: Float32Array[]): Float32Array => concatAll(parts);

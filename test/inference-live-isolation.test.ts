@@ -8,10 +8,10 @@
 import type * as ort from 'onnxruntime-node';
 import fs from 'node:fs';
 import { loadConfig } from '../src/config';
-import type { DtlnGraphs } from '../src/inference/dtln';
+import type { DtlnGraphs } from '../src/inference/models/dtln';
 import { LiveHost } from '../src/inference/live/host';
 import type { LiveItem } from '../src/inference/live/packing';
-import { loadGraphs } from '../src/inference/sessions';
+import { loadGraphs } from '../src/inference/runtime/sessions';
 import type { ModelId } from '../src/inference/types';
 import { fixture } from './service-helpers';
 import { wavData } from './streaming-helpers';

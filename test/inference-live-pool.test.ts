@@ -2,7 +2,7 @@
 // minTickMs ago wait for the next tick, so ticks carry more streams; at 0, ticks follow each other as soon as answered.
 // A worker stand-in answers at once, so only the pool's own timing shows.
 import { LivePool, type LiveWorker } from '../src/inference/live/pool';
-import type { FromWorker, ToWorker } from '../src/inference/protocol';
+import type { FromWorker, ToWorker } from '../src/inference/runtime/protocol';
 import { packLive, unpackLive } from '../src/inference/live/packing';
 
 function echoWorker(starts: number[]): LiveWorker {

@@ -1,10 +1,10 @@
-// The model specs (src/inference/models.ts): validate() refuses specs the engine could not run as described, the
+// The model specs (src/inference/models/specs.ts): validate() refuses specs the engine could not run as described, the
 // declared latencies and graph files match the chains as built, and the manifest's model entries come from the specs.
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../src/config';
-import { createChain } from '../src/inference/chains';
-import { DtlnGraphs } from '../src/inference/dtln';
+import { createChain } from '../src/inference/models/chains';
+import { DtlnGraphs } from '../src/inference/models/dtln';
 import {
   graphsFor,
   manifestFields,
@@ -17,8 +17,8 @@ import {
   validate,
   validateAll,
   type ModelSpec,
-} from '../src/inference/models';
-import { loadGraphs } from '../src/inference/sessions';
+} from '../src/inference/models/specs';
+import { loadGraphs } from '../src/inference/runtime/sessions';
 import { MODEL_IDS } from '../src/inference/types';
 
 const config = loadConfig();

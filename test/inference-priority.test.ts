@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';
 import { loadConfig } from '../src/config';
 import { CHRT_PATH } from '../src/config/system-tools';
-import { createInferenceEngine } from '../src/inference/engine';
-import { readThreadPriority } from '../src/inference/thread-priority';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
+import { readThreadPriority } from '../src/inference/runtime/thread-priority';
 import type { InferenceEngine } from '../src/inference/types';
 
 const SCHED_IDLE = 5;

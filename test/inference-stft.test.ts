@@ -4,8 +4,8 @@
 import fs from 'node:fs';
 import { loadConfig } from '../src/config';
 import { RealFFT } from '../src/dsp/fft';
-import { DtlnCore, type DtlnGraphs } from '../src/inference/dtln';
-import { loadGraphs } from '../src/inference/sessions';
+import { DtlnCore, type DtlnGraphs } from '../src/inference/models/dtln';
+import { loadGraphs } from '../src/inference/runtime/sessions';
 import { createStft, STFT_BINS, STFT_BLOCK, WASM_FILE, wasmStftProblem } from '../src/dsp/stft';
 import { seededRandom, speechSourcePath } from '../src/audio/synthetic-noise';
 import { decodeAudio } from '../scripts/lib/audio-io';

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { denoiseFile } from '../src/pipeline';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import type { Config } from '../src/config';
 import { eventually, fixture, testConfig } from './service-helpers';

@@ -9,7 +9,7 @@ import request from 'supertest';
 import { createApp, type AppHandle } from '../src/app';
 import { loadConfig, PROJECT_ROOT, type Config } from '../src/config';
 import { lufsOf } from '../src/dsp/loudness';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import type { JobView } from '../src/jobs/views';
 import { parseDenoiseParams } from '../src/model-service/params';

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig, PROJECT_ROOT } from '../src/config';
 import { LoudnessMeter } from '../src/dsp/loudness';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { denoiseFile, type DenoiseStats, type OutputFormat } from '../src/pipeline';
 import { readPcm, writePcm } from '../src/pipeline/clips';

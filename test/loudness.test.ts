@@ -11,7 +11,7 @@ import { FloatSpool } from '../src/audio/spool';
 import { chooseGain, linearGainFor, MAX_LIMITER_COST_LU, modelInputGainDb, scaledBlocks } from '../src/pipeline/loudness';
 import { readPcm, writePcm } from '../src/pipeline/clips';
 import { denoiseFile } from '../src/pipeline';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { fixture, makeTmpDir } from './audio-helpers';
 

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import request from 'supertest';
 import { closeServer, createApp, startModelServiceServer, type AppHandle } from '../src/app';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import { JOB_STREAM_PATH } from '../src/model-service/job-stream';
 import { loadConfig, type Config } from '../src/config';
 import { spawnFfmpeg, waitForExit } from '../src/audio/ffmpeg';

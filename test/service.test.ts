@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import request from 'supertest';
 import type { Config } from '../src/config';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import { createModelServiceApp } from '../src/model-service/app';
 import { CATALOG_TTL_MS } from '../src/model-service/catalog';

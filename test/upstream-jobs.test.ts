@@ -8,7 +8,7 @@ import path from 'node:path';
 import request from 'supertest';
 import { createApp, startModelServiceServer, closeServer, type AppHandle } from '../src/app';
 import type { Config } from '../src/config';
-import { createInferenceEngine } from '../src/inference/engine';
+import { createInferenceEngine } from '../src/inference/runtime/engine';
 import type { InferenceEngine } from '../src/inference/types';
 import type { JobView } from '../src/jobs/views';
 import { JOB_STREAM_PATH } from '../src/model-service/job-stream';

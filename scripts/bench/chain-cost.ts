@@ -4,10 +4,10 @@
 //   node dist/scripts/bench/chain-cost.js [--seconds 20] [--runs 5] NAME=SPEC ...   (SPEC: scripts/lib/chain-dsl.ts,
 //   or a model id nsm-1..nsm-4)
 import { loadConfig } from '../../src/config';
-import { buildChain } from '../../src/inference/chains';
-import { MODEL_CHAINS, type ChainSpec } from '../../src/inference/models';
-import { loadGraphs } from '../../src/inference/sessions';
-import { AlignedStream } from '../../src/inference/stream';
+import { buildChain } from '../../src/inference/models/chains';
+import { MODEL_CHAINS, type ChainSpec } from '../../src/inference/models/specs';
+import { loadGraphs } from '../../src/inference/runtime/sessions';
+import { AlignedStream } from '../../src/inference/models/aligned-stream';
 import { decodeAudio } from '../lib/audio-io';
 import { parseChainSpec } from '../lib/chain-dsl';
 import { listClips } from '../lib/eval-kit';

@@ -4,7 +4,7 @@
 import { loadConfig } from '../../src/config';
 import { EchoCanceller, type EchoCancellerOptions } from '../../src/dsp/aec';
 import { LiveHost } from '../../src/inference/live/host';
-import { loadGraphs } from '../../src/inference/sessions';
+import { loadGraphs } from '../../src/inference/runtime/sessions';
 import { bootstrapRatio } from '../lib/stats';
 import { loadTalkers } from './echo-talkers';
 import { makeScene } from './echo-scenes';

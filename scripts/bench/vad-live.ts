@@ -11,7 +11,7 @@ import * as ort from 'onnxruntime-node';
 import { decodeFrames, encodeInt16 } from '../../src/dsp/pcm';
 import { LiveHost } from '../../src/inference/live/host';
 import type { LiveItem } from '../../src/inference/live/packing';
-import { loadGraphs } from '../../src/inference/sessions';
+import { loadGraphs } from '../../src/inference/runtime/sessions';
 import { VadBatch, type VadBatchOptions, type VadChunk } from '../../src/vad/batch';
 import { VAD_DEFAULTS } from '../../src/vad/options';
 import { bootstrapRatio, seeded } from '../lib/stats';

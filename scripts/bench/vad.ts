@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { loadConfig } from '../../src/config';
-import { createInferenceEngine } from '../../src/inference/engine';
+import { createInferenceEngine } from '../../src/inference/runtime/engine';
 import type { InferenceEngine } from '../../src/inference/types';
 import { VAD_BATCH_DEFAULTS } from '../../src/vad/batch';
 import { SpeechDetector } from '../../src/vad/detector';

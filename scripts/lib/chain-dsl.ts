@@ -4,7 +4,7 @@
 //                          stage1:<hop> (DTLN stage 1 alone at that frame hop, Hann synthesis)
 //                          gate:<depth dB>:<ratio>:<max attenuation dB>[:<lookahead hops>:<hold hops>:<release ms>[:<peak decay dB/s>]]
 //   e.g. "dtln+dtln+pf:4:-15:1.5:lift", "dtln@0,64+dtln".  A JSON ChainSpec (starting with "[") is accepted too.
-import type { ChainSpec, StageSpec } from '../../src/inference/models';
+import type { ChainSpec, StageSpec } from '../../src/inference/models/specs';
 
 export function parseChainSpec(text: string): ChainSpec {
   const t = text.trim();

@@ -5,7 +5,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config';
 import type { FileProcess } from '../file-process';
-import { createInferenceEngine } from '../inference/engine';
+import { createInferenceEngine } from '../inference/runtime/engine';
 import type { InferenceEngine } from '../inference/types';
 import type { MetricsJson, Registry } from '../metrics';
 import { createModelServiceApp, type ModelServiceApp } from '../model-service/app';

@@ -17,7 +17,7 @@ import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseFileOption
 import { VIDEO_EXTENSIONS, VideoRequestError, type VideoContainer } from '../video';
 import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
-import { createInferenceEngine } from '../inference/engine';
+import { createInferenceEngine } from '../inference/runtime/engine';
 import type { InferenceEngine } from '../inference/types';
 import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';

@@ -1,7 +1,7 @@
 // Contract between the audio pipeline and the inference engine.
 // Audio crosses it as float32 samples in [-1, 1] at the stream's rate, planar (one array per channel); a
 // PcmDenoiseStream takes and returns interleaved PCM bytes instead, converted on the engine's side.
-import type { ThreadPriority } from './thread-priority';
+import type { ThreadPriority } from './runtime/thread-priority';
 import type { WavSampleFormat } from '../dsp/pcm';
 import type { VadEvent } from '../vad/batch';
 import type { SpeechReport, SpeechRequest, VadOptions } from '../vad/options';

@@ -2,7 +2,7 @@
 // which graph files are installed), read again at most a second later, so installing models needs no restart. (Every
 // /denoise checks its model against it; reading the manifest and stat-ing every graph file took ~80 µs a call.)
 import type { Config } from '../config';
-import { listModels, type ModelListEntry } from '../inference/engine';
+import { listModels, type ModelListEntry } from '../inference/runtime/engine';
 import { MODEL_IDS, type ModelId } from '../inference/types';
 
 export type ModelRecord = ModelListEntry;

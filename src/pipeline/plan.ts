@@ -7,7 +7,7 @@ import { encodedRate, FORMATS } from '../audio/formats';
 import { checkInputLimits } from '../audio/limits';
 import { writesInProcess, type SinkOptions } from '../audio/sinks';
 import type { AudioSource } from '../audio/sources';
-import { FULL_BAND_RATE, MODELS, NARROW_BAND_RATE } from '../inference/models';
+import { FULL_BAND_RATE, MODELS, NARROW_BAND_RATE } from '../inference/models/specs';
 import type { DenoiseOptions, InferenceEngine, ModelId } from '../inference/types';
 import type { DenoiseFileOptions, DenoiseTarget } from './types';
 

@@ -4,7 +4,7 @@ import { gatedLoudness, noiseRemovedDb } from '../dsp/loudness';
 import type { OutputFormat } from '../audio/formats';
 import { scaledBlocks } from './loudness';
 import type { AudioSource } from '../audio/sources';
-import { bandsUpTo } from '../inference/models';
+import { bandsUpTo } from '../inference/models/specs';
 import type { BandProcessing, EchoReport, ModelId, StreamControl, StreamLoudness } from '../inference/types';
 import { modelRateFor } from './plan';
 import type { DenoiseFileOptions } from './types';

@@ -9,7 +9,7 @@
 //
 // Why: a live stream pushes 20 ms at a time, so each run holds 1-3 frames; one stream alone pays ONNX Runtime's fixed
 // cost per run (~160 µs per graph for 2 frames), 64 streams together ~19 µs each (docs/streaming.md, "Batching").
-import type { CoreJoiner, DtlnGraphs } from '../dtln';
+import type { CoreJoiner, DtlnGraphs } from '../models/dtln';
 
 /**
  * Rows per session.run at most. Past ~64 rows the per-row cost rises again on these machines (B=64: 19 µs per row

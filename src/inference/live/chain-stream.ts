@@ -12,13 +12,13 @@ import { LowFrequencyDither } from '../../dsp/dither';
 import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../../dsp/g711';
 import { decodeFramesInto } from '../../dsp/pcm';
 import { RationalResampler } from '../../dsp/rational-resampler';
-import { createChain } from '../chains';
-import { EchoFront } from '../echo-front';
-import { NARROW_BAND_RATE } from '../models';
-import type { DtlnGraphs } from '../dtln';
+import { createChain } from '../models/chains';
+import { EchoFront } from '../models/echo-front';
+import { NARROW_BAND_RATE } from '../models/specs';
+import type { DtlnGraphs } from '../models/dtln';
 import type { LiveOpen } from './packing';
 import { LIVE_SAMPLE_BYTES, type EchoReport } from '../types';
-import { AlignedStream } from '../stream';
+import { AlignedStream } from '../models/aligned-stream';
 
 /** The chain's frame hop at 16 kHz (nsm-1 runs stage 1 at half DTLN's frame rate). */
 function hopAt16k(model: string): number {

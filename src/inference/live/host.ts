@@ -5,8 +5,8 @@
 import type * as ort from 'onnxruntime-node';
 import { batchingGraphs, type BatchStats } from './batching';
 import { LiveChainStream } from './chain-stream';
-import { MODELS } from '../models';
-import type { DtlnGraphs } from '../dtln';
+import { MODELS } from '../models/specs';
+import type { DtlnGraphs } from '../models/dtln';
 import type { LiveOpen, LiveItem } from './packing';
 import { LiveSpeech } from './speech';
 

@@ -5,7 +5,7 @@
 // closer than LIVE_TICK_MS): small and immediate when few streams are open, larger (more streams per session.run) as
 // load rises. A worker with speech frames waiting (vad=true) names when they are due; if no chunk comes by then, an
 // empty tick runs them, so a speech event never waits for more input.
-import type { FromWorker, ToWorker } from '../protocol';
+import type { FromWorker, ToWorker } from '../runtime/protocol';
 import { packLive, packedTransfer, unpackLive, type LiveItem, type LiveItemToPack } from './packing';
 import type { EchoReport, LiveOptions, LiveSink, LiveState, LiveStream } from '../types';
 

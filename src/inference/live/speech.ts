@@ -4,7 +4,7 @@
 // taken off, as /denoise's resampler has none) and kept within the input.
 import type * as ort from 'onnxruntime-node';
 import { VadBatch, type VadChunk, type VadEvent } from '../../vad/batch';
-import { dryMixForLimit } from '../stream';
+import { dryMixForLimit } from '../models/aligned-stream';
 import type { LiveChainStream } from './chain-stream';
 import type { LiveItem, LiveOpen } from './packing';
 

@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
-import { DtlnGraphs } from './dtln';
-import { STAGE1_FILE, STAGE2_FILE } from './models';
+import { DtlnGraphs } from '../models/dtln';
+import { STAGE1_FILE, STAGE2_FILE } from '../models/specs';
 
 export const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
   intraOpNumThreads: 1,

@@ -2,7 +2,7 @@
 // MAX_IN_FLIGHT requests posted to it at a time (it runs them one at a time, in order), and the streams pinned to it.
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import type { LiveWorker } from './live/pool';
+import type { LiveWorker } from '../live/pool';
 import type { FromWorker, ToWorker } from './protocol';
 import type { ThreadPriority } from './thread-priority';
 

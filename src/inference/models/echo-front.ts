@@ -15,12 +15,12 @@
 // A silent reference changes nothing: until the reference first carries signal the canceller's output is the
 // microphone itself (its contract), and EchoFront returns the input itself for that stretch, bit for bit (at 48 kHz
 // the band split alone would not give the input back exactly).
-import { AEC_HOP, AEC_LATENCY, AEC_SAMPLE_RATE, EchoCanceller } from '../dsp/aec';
-import { concatAll } from '../dsp/concat';
+import { AEC_HOP, AEC_LATENCY, AEC_SAMPLE_RATE, EchoCanceller } from '../../dsp/aec';
+import { concatAll } from '../../dsp/concat';
 import { FullBandChain } from './fullband';
 import { NarrowBandChain } from './narrowband';
-import { AlignedStream, type ChainProcessor } from './stream';
-import type { EchoReport } from './types';
+import { AlignedStream, type ChainProcessor } from './aligned-stream';
+import type { EchoReport } from '../types';
 
 /** The canceller as a 16 kHz chain stage: microphone channels and the reference in, microphone channels out. */
 export class EchoStage implements ChainProcessor {

@@ -1,7 +1,7 @@
 // Turns a chain (delayed, hop-quantised output) into an aligned stream: output sample n lines up with input sample
 // n, total output length == total input length, and attenuation_limit_db is applied on the aligned signals.
 
-import { concat, concatAll } from '../dsp/concat';
+import { concat, concatAll } from '../../dsp/concat';
 
 export interface ChainProcessor {
   readonly sampleRate: number;

@@ -1,9 +1,9 @@
 // Messages between the pool (main thread) and an inference worker. A live tick's items travel packed (live/packing.ts).
 import type { ThreadPriority } from './thread-priority';
-import type { WavSampleFormat } from '../dsp/pcm';
-import type { EchoReport, ModelId, StreamLoudness } from './types';
-import type { LiveOpen, PackedLive } from './live/packing';
-import type { SpeechReport, SpeechRequest } from '../vad/options';
+import type { WavSampleFormat } from '../../dsp/pcm';
+import type { EchoReport, ModelId, StreamLoudness } from '../types';
+import type { LiveOpen, PackedLive } from '../live/packing';
+import type { SpeechReport, SpeechRequest } from '../../vad/options';
 
 export type ToWorker =
   | { type: 'open'; reqId: number; streamId: number; model: ModelId; channels: number; attenuationLimitDb: number; fullBand?: boolean; narrowBand?: boolean; measureLoudness?: boolean; pcmInput?: WavSampleFormat; speech?: SpeechRequest; echoReference?: boolean }

@@ -3,7 +3,7 @@
 // overlap-adds the blocks.
 // LSTM states and the framing / overlap-add buffers are carried between calls, so chunking does not change output.
 import * as ort from 'onnxruntime-node';
-import { borrowStft, returnStft, type StftBackend, type StftBuffers } from '../dsp/stft';
+import { borrowStft, returnStft, type StftBackend, type StftBuffers } from '../../dsp/stft';
 
 export const BLOCK = 512;
 export const HOP = 128;

@@ -3,13 +3,13 @@
 // says; at most MAX_IN_FLIGHT requests posted per worker, which runs them one at a time, in order), audio moved with
 // transferable ArrayBuffers. A worker that dies is replaced; only the streams pinned to it fail, with a clear error.
 // Here the pool and the binding; one worker and its queue in pool-worker.ts, a stream's requests in stream-handle.ts.
-import type { WavSampleFormat } from '../dsp/pcm';
-import type { Config } from '../config';
-import { MODELS, streamLayout } from './models';
+import type { WavSampleFormat } from '../../dsp/pcm';
+import type { Config } from '../../config';
+import { MODELS, streamLayout } from '../models/specs';
 import { MAX_IN_FLIGHT, PoolWorker } from './pool-worker';
 import type { ToWorker } from './protocol';
-import { StreamHandle, type StreamHost } from './stream-handle';
-import { LivePool } from './live/pool';
+import { StreamHandle, type StreamHost } from './file-stream-handle';
+import { LivePool } from '../live/pool';
 import type { ThreadPriority } from './thread-priority';
 import type {
   DenoiseOptions,
@@ -21,9 +21,9 @@ import type {
   LiveStream,
   PcmDenoiseStream,
   PoolState,
-} from './types';
+} from '../types';
 
-export { listModels, type ModelListEntry } from './model-list';
+export { listModels, type ModelListEntry } from '../models/model-list';
 
 // BINDING. A new stream is not pinned when it opens but when a worker has room for it: when fewer than MAX_IN_FLIGHT
 // of the worker's requests would run before the stream's (those posted, and those queued that rank ahead of it).

@@ -9,8 +9,8 @@
 // input is chunked does not matter; the last, partial blocks go through when AlignedStream.end() pushes silence.
 import type { Dtln16Chain } from './dtln-chain';
 import { DtlnCore, HOP } from './dtln';
-import { concat, concatAll } from '../dsp/concat';
-import { type ChainProcessor } from './stream';
+import { concat, concatAll } from '../../dsp/concat';
+import { type ChainProcessor } from './aligned-stream';
 
 /**
  * Frames per block (0.5 s). Smaller blocks: less audio held back between passes (emitted later, and pushed through by

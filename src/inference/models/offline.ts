@@ -1,9 +1,9 @@
 // Whole-buffer denoising on the calling thread (tests, benchmark, evaluation). The service uses the worker pool.
 import { createChain } from './chains';
 import { DtlnGraphs } from './dtln';
-import { concatAll } from '../dsp/concat';
-import { AlignedStream } from './stream';
-import { ModelId } from './types';
+import { concatAll } from '../../dsp/concat';
+import { AlignedStream } from './aligned-stream';
+import { ModelId } from '../types';
 
 /** Runs `planar` through a model chain in chunks of `chunk` samples (default: one chunk), returns aligned output. */
 export async function denoiseBuffer(

@@ -7,20 +7,20 @@
 // before the chain (echo_reference: echo-front.ts).
 import { parentPort, workerData } from 'node:worker_threads';
 import type * as ort from 'onnxruntime-node';
-import { LoudnessMeter } from '../dsp/loudness';
-import { createChain } from './chains';
-import { EchoFront } from './echo-front';
-import { DtlnGraphs } from './dtln';
-import { PcmEdges } from './pcm-edges';
+import { LoudnessMeter } from '../../dsp/loudness';
+import { createChain } from '../models/chains';
+import { EchoFront } from '../models/echo-front';
+import { DtlnGraphs } from '../models/dtln';
+import { PcmEdges } from '../models/pcm-edges';
 import { loadGraphs } from './sessions';
-import { LiveHost } from './live/host';
-import { AlignedStream, dryMixForLimit } from './stream';
+import { LiveHost } from '../live/host';
+import { AlignedStream, dryMixForLimit } from '../models/aligned-stream';
 import { lowerThisThread, threadId, type ThreadPriority } from './thread-priority';
-import { concatAll } from '../dsp/concat';
-import { loadVadSession } from '../vad/silero';
-import { SpeechTrack } from '../vad/speech-track';
+import { concatAll } from '../../dsp/concat';
+import { loadVadSession } from '../../vad/silero';
+import { SpeechTrack } from '../../vad/speech-track';
 import { spansItsBuffer, type ToWorker, type FromWorker } from './protocol';
-import { packLive, packedTransfer, unpackLive } from './live/packing';
+import { packLive, packedTransfer, unpackLive } from '../live/packing';
 
 interface WorkerInit {
   modelsDir: string;

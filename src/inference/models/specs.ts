@@ -1,10 +1,10 @@
 // One ModelSpec per public model id (cf. sherpa-onnx's one config object per model with Validate()): label, rate,
 // graph files, 16 kHz chain, full-band behaviour and bands, latency, cost. Validated when this module loads; the
 // manifest (scripts/convert-models.ts), GET /models (model-list.ts), chains.ts, the engine and the pipeline read it.
-import type { GateOptions } from '../dsp/gate';
-import type { HighBandOptions } from '../dsp/highband';
-import type { PostFilterOptions } from '../dsp/postfilter';
-import { DEFAULT_MODEL, MODEL_IDS, type BandProcessing, type ModelId } from './types';
+import type { GateOptions } from '../../dsp/gate';
+import type { HighBandOptions } from '../../dsp/highband';
+import type { PostFilterOptions } from '../../dsp/postfilter';
+import { DEFAULT_MODEL, MODEL_IDS, type BandProcessing, type ModelId } from '../types';
 
 // No onnxruntime-node here, nor anything that imports it: the main thread loads this module (the catalogue, the
 // engine, the file pipeline, the CLI's start-up) and only the worker threads run ONNX Runtime.

@@ -1,8 +1,8 @@
 // One DTLN pass at 16 kHz as a chain stage (Dtln16Chain): the unit nsm-1..nsm-4 are built from (chains.ts) and that
 // cascade.ts runs several of in one batch.
-import { DelayLine } from '../dsp/resample';
+import { DelayLine } from '../../dsp/resample';
 import { DtlnCore, DtlnGraphs, DTLN_LATENCY } from './dtln';
-import type { ChainProcessor } from './stream';
+import type { ChainProcessor } from './aligned-stream';
 
 /** A DTLN pass at hop 128: both stages (nsm-2) or stage 1 alone with Hann resynthesis, optionally averaged over shifted frame grids. */
 export class Dtln16Chain implements ChainProcessor {

@@ -8,9 +8,9 @@
 // samples whose index has the parity of that sum, so the output is the input's timeline shifted by a whole number of
 // 8 kHz samples, (2 HALF_BAND_DELAY + L) / 2 rounded down, and nothing is half a sample off, whatever L (the models'
 // chains all have an even L: phase 0).
-import { Decimator2, HALF_BAND_DELAY, Interpolator2 } from '../dsp/halfband';
-import { NARROW_BAND_RATE } from './models';
-import type { ChainProcessor } from './stream';
+import { Decimator2, HALF_BAND_DELAY, Interpolator2 } from '../../dsp/halfband';
+import { NARROW_BAND_RATE } from './specs';
+import type { ChainProcessor } from './aligned-stream';
 
 export class NarrowBandChain implements ChainProcessor {
   readonly sampleRate = NARROW_BAND_RATE;

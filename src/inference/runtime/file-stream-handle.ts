@@ -2,8 +2,8 @@
 // the engine pins it to a worker (engine.ts, BINDING), then go to that worker; audio moves as transferred buffers.
 import { spansItsBuffer, type ToWorker } from './protocol';
 import type { Job, PoolWorker, Reply } from './pool-worker';
-import type { BandProcessing, DenoiseStream, EchoReport, StreamLoudness } from './types';
-import type { SpeechReport } from '../vad/options';
+import type { BandProcessing, DenoiseStream, EchoReport, StreamLoudness } from '../types';
+import type { SpeechReport } from '../../vad/options';
 
 /**
  * Queue order on a worker. A stream's first messages (open and the next three: a 10 s call's whole life with 8 s

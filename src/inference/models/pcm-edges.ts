@@ -2,8 +2,8 @@
 // decoded as the in-process WAV source decodes them (wav.ts decodeFrames), and the chain's output is dithered and
 // rounded to 16-bit little-endian PCM as the in-process WAV sink does (dither.ts), so that these per-sample loops run
 // in the worker thread with the chain rather than on the server's one main thread (docs/engine.md, "PCM edges").
-import { LowFrequencyDither } from '../dsp/dither';
-import { decodeFrames, SAMPLE_BYTES, type WavSampleFormat } from '../dsp/pcm';
+import { LowFrequencyDither } from '../../dsp/dither';
+import { decodeFrames, SAMPLE_BYTES, type WavSampleFormat } from '../../dsp/pcm';
 
 /** One stream's PCM edges: the input's sample format and channel count, and the output's dither state. */
 export class PcmEdges {

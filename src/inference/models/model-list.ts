@@ -2,9 +2,9 @@
 // when present, and whether every graph file its chain needs is there.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Config } from '../config';
-import { MODELS } from './models';
-import { DEFAULT_MODEL, MODEL_IDS, type ModelId, type ModelManifestEntry } from './types';
+import type { Config } from '../../config';
+import { MODELS } from './specs';
+import { DEFAULT_MODEL, MODEL_IDS, type ModelId, type ModelManifestEntry } from '../types';
 
 export interface ModelListEntry {
   id: ModelId;

@@ -9,12 +9,12 @@
 // of its band, i.e. whether a frame is speech or noise there. HB (highband.ts) filters the input's own high band per
 // bin with a noise estimate tracked while g says "noise", limited by the broadband gain g; with `highBand: null` the
 // broadband gain alone is applied.
-import { DelayLine, Decimator3, Interpolator3, RESAMPLE_DELAY_48K } from '../dsp/resample';
+import { DelayLine, Decimator3, Interpolator3, RESAMPLE_DELAY_48K } from '../../dsp/resample';
 import { BLOCK, HOP } from './dtln';
-import { sharedRowFft } from '../dsp/fft-pairs';
-import { HighBandFilter, HighBandOptions } from '../dsp/highband';
-import { concat } from '../dsp/concat';
-import { ChainProcessor } from './stream';
+import { sharedRowFft } from '../../dsp/fft-pairs';
+import { HighBandFilter, HighBandOptions } from '../../dsp/highband';
+import { concat } from '../../dsp/concat';
+import { ChainProcessor } from './aligned-stream';
 
 /** Band edges of the gain probe at 16 kHz / 512 points (31.25 Hz per bin): 4 to 7.5 kHz (the resampler rolls off above). */
 const PROBE_LO = 128;

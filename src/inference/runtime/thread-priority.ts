@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CHRT_PATH } from '../config/system-tools';
+import { CHRT_PATH } from '../../config/system-tools';
 
 /** This thread's kernel id (Linux), or null. */
 export function threadId(): number | null {

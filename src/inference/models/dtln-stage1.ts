@@ -4,7 +4,7 @@
 // DtlnCore without stage 2 at that hop (dtln.ts: the same STFT back end, batching of live streams and carried
 // state), seen as a chain: its channels are the core's batch streams, and its output is delayed by BLOCK - hop.
 import { BLOCK, DtlnCore, type DtlnGraphs } from './dtln';
-import { ChainProcessor } from './stream';
+import { ChainProcessor } from './aligned-stream';
 
 export class Stage1Chain implements ChainProcessor {
   readonly sampleRate = 16000;

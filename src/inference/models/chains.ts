@@ -7,11 +7,11 @@ import { Dtln16Chain } from './dtln-chain';
 import { Stage1Chain } from './dtln-stage1';
 import { FullBandChain } from './fullband';
 import { NarrowBandChain } from './narrowband';
-import { ResidualGate } from '../dsp/gate';
-import { PostFilter } from '../dsp/postfilter';
-import { FULLBAND_HIGHBAND, MODELS, type ChainSpec } from './models';
-import { ChainProcessor } from './stream';
-import { ModelId } from './types';
+import { ResidualGate } from '../../dsp/gate';
+import { PostFilter } from '../../dsp/postfilter';
+import { FULLBAND_HIGHBAND, MODELS, type ChainSpec } from './specs';
+import { ChainProcessor } from './aligned-stream';
+import { ModelId } from '../types';
 
 export { FullBandChain } from './fullband';
 
