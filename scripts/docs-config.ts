@@ -1,5 +1,5 @@
 // `npm run docs:config`: writes the table of environment variables into docs/operations.md, between the markers,
-// from the schema in src/config/env.ts. test/config-docs.test.ts fails while the committed table differs.
+// from the schema in src/config/env.ts. test/integration/config-docs.test.ts fails while the committed table differs.
 import fs from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/config';

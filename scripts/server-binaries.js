@@ -32,7 +32,7 @@ function findRedisServer(candidates = REDIS_CANDIDATES) {
   return candidates.find((p) => fs.existsSync(p)) ?? null;
 }
 
-/** The nginx binary the load-balancer test (test/streaming-nginx.test.ts) runs, or null. */
+/** The nginx binary the load-balancer test (test/integration/streaming-nginx.test.ts) runs, or null. */
 function findNginx(candidates = NGINX_CANDIDATES) {
   return candidates.find((p) => fs.existsSync(p)) ?? null;
 }

@@ -45,13 +45,13 @@ const PREREQUISITES = [
   {
     // Debian's python3 (it comes with the package) importing the optional dependency of the Python client's streams.
     deb: 'python3-websockets',
-    for: 'the Python client tests (test/clients-python.test.ts: its live streams)',
+    for: 'the Python client tests (test/e2e/clients-python.test.ts: its live streams)',
     check: () => executable('/usr/bin/python3') && spawnSync('/usr/bin/python3', ['-c', 'import websockets'], { stdio: 'ignore' }).status === 0,
   },
   {
     // `nginx`, not `nginx-light`: the same binary on Debian 12, and the only one of the two left in Debian 13.
     deb: 'nginx',
-    for: 'the load balancer test of live streams (test/streaming-nginx.test.ts, deploy/nginx/nginx.conf)',
+    for: 'the load balancer test of live streams (test/integration/streaming-nginx.test.ts, deploy/nginx/nginx.conf)',
     check: () => findNginx() !== null,
   },
 ];

@@ -1,6 +1,6 @@
 // Side-by-side measurement behind docs/gateway.md ("State sits behind GatewayStore"): time per credit reserve +
 // settle of the gateway store written once over src/db/dialect.ts (this tree) against the engine-specific stores it
-// replaced (commit 1867fbc), on SQLite and on a real PostgreSQL server (test/real-servers.ts), with 1 and 8 callers on
+// replaced (commit 1867fbc), on SQLite and on a real PostgreSQL server (test/helpers/real-servers.ts), with 1 and 8 callers on
 // one workspace, in alternating rounds (so the load of a shared machine falls on both). Run from the repository root:
 //
 //   npm run build
@@ -14,7 +14,7 @@ const path = require('node:path');
 
 const OLD = path.resolve(process.argv[2] ?? '/tmp/old-store', 'dist/src/store/index.js');
 const NEW = path.resolve('dist/src/store/index.js');
-const { startPostgres } = require(path.resolve('dist/test/real-servers.js'));
+const { startPostgres } = require(path.resolve('dist/test/helpers/real-servers.js'));
 const ROUNDS = 10;
 const CALLS = 2000;
 

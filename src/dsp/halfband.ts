@@ -9,7 +9,7 @@
 // Each direction delays by HALF_BAND_DELAY samples at 16 kHz, odd; both together, with a 16 kHz chain of even latency
 // between them, make a whole number of 8 kHz samples (NarrowBandChain picks the decimator's phase so): nothing sits
 // half a sample off. Response (16 kHz, each filter): within 0.1 dB to ~3.64 kHz, -6 dB at 4 kHz, at least 71 dB down
-// above 4.5 kHz (test/dsp-halfband.test.ts measures it).
+// above 4.5 kHz (test/unit/dsp-halfband.test.ts measures it).
 //
 // Outputs are summed in float64 in a fixed order and rounded once to float32, from the same input samples whatever the
 // chunking: any chunking gives the same bits (a live stream's 20 ms chunks, a file's 8 s ones).

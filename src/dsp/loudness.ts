@@ -9,7 +9,7 @@
 //   true peak     4× oversampling (polyphase windowed-sinc interpolator) below 96 kHz, 2× from 96 kHz, as Annex 2
 //
 // Memory per file is one number per 100 ms (the sub-block energies), so an hour costs ~280 KB. The meter is checked
-// against ffmpeg's ebur128 filter in test/loudness.test.ts. Why not a library: the npm packages found measure whole
+// against ffmpeg's ebur128 filter in test/integration/loudness.test.ts. Why not a library: the npm packages found measure whole
 // in-memory signals (mono/stereo only), which would break the pipeline's bounded memory; ffmpeg's ebur128 runs only
 // where an ffmpeg child already runs, and the in-process WAV path has none.
 

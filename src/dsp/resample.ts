@@ -64,7 +64,7 @@ export const RESAMPLE_DELAY_48K = (RESAMPLE_TAPS - 1) / 2;
  *   interpolation  y[3m + p]   = sum_j 3 g_p[j] x[m - j]             (one input, three outputs)
  * Long runs go through overlap-save FFT blocks (FFT_SIZE points at 16 kHz, PHASE_TAPS - 1 samples of history per
  * block); short runs (a few samples per call) are summed directly. Both paths accumulate in float64 and round once to
- * float32, so they agree with the textbook direct form to float32 rounding (test/inference.test.ts compares them) and
+ * float32, so they agree with the textbook direct form to float32 rounding (test/integration/inference.test.ts compares them) and
  * chunking does not change the output beyond that.
  */
 const PHASE_TAPS = Math.ceil(RESAMPLE_TAPS / 3);

@@ -14,7 +14,7 @@
 // PCM edges: when a WAV is read as it is (in-process) and the output is the in-process 16-bit WAV, the source's bytes
 // go to the engine undecoded and come back as the 16-bit PCM the sink writes (PcmDenoiseStream): decoding, dither and
 // rounding run in the worker thread with the chain, so this thread (the server's one main thread, which every request
-// shares) only moves bytes. The bytes are those of the float path (test/audio-pipeline.test.ts, "PCM edges").
+// shares) only moves bytes. The bytes are those of the float path (test/integration/audio-pipeline.test.ts, "PCM edges").
 //
 // Loudness (loudness.ts): the input and the cleaned audio are metered on the way (BS.1770 at the model's rate) for
 // the stats, by the engine's worker thread (measureLoudness), which takes that work off the server's main thread.

@@ -1,6 +1,6 @@
 // Console sessions and the sign-in limiter: the contracts (SessionStore, LoginLimiter) and their in-memory engines
 // (the single box). The Redis engines (redis/console-state.ts) implement the same contracts for several replicas; one
-// contract suite covers both (test/shared-state-contract.test.ts).
+// contract suite covers both (test/integration/shared-state-contract.test.ts).
 import crypto from 'node:crypto';
 
 export interface PlaygroundKey {

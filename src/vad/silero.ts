@@ -2,7 +2,7 @@
 // sequence or of many at once (the batch dimension) in one session.run; the STFT magnitudes it starts from are
 // computed here with the row FFT, all rows of a run in one pass. A sequence is a run of frames from an LSTM state;
 // VadStream carries one stream's state and its last samples between pushes, so any chunking gives the probabilities
-// of one pass, and a stream batched with others gets what it gets alone, bit for bit (test/vad-silero.test.ts).
+// of one pass, and a stream batched with others gets what it gets alone, bit for bit (test/integration/vad-silero.test.ts).
 import fs from 'node:fs';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';

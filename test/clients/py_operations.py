@@ -1,4 +1,4 @@
-"""Driver of test/clients-python.test.ts: every HTTP operation of nsm_client against the real server. Prints one
+"""Driver of test/e2e/clients-python.test.ts: every HTTP operation of nsm_client against the real server. Prints one
 JSON report as its last line. Run with `python3 -S` too: the HTTP part must work without websockets."""
 import hashlib
 import json

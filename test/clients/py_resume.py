@@ -1,4 +1,4 @@
-"""Driver of test/clients-python.test.ts: a job result through a proxy that cuts the answer mid-body (URL is the
+"""Driver of test/e2e/clients-python.test.ts: a job result through a proxy that cuts the answer mid-body (URL is the
 proxy, JOB_ID a succeeded job); nsm_client resumes with Range."""
 import hashlib
 import json

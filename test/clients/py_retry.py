@@ -1,4 +1,4 @@
-"""Driver of test/clients-python.test.ts: the retry rule of nsm_client (MODE=jobs|rate|proxy)."""
+"""Driver of test/e2e/clients-python.test.ts: the retry rule of nsm_client (MODE=jobs|rate|proxy)."""
 import json
 import os
 import time

@@ -1,4 +1,4 @@
-"""Driver of test/clients-python.test.ts: live streams with nsm_client (asyncio + websockets) against the real
+"""Driver of test/e2e/clients-python.test.ts: live streams with nsm_client (asyncio + websockets) against the real
 server: paced, unpaced with a callback, the sync helper, a refused option, a mid-stream error, refusals typed."""
 import asyncio
 import hashlib

@@ -1,4 +1,4 @@
-// Driver of test/clients-typescript.test.ts: every HTTP operation of nsm-client against the real server, from an
+// Driver of test/e2e/clients-typescript.test.ts: every HTTP operation of nsm-client against the real server, from an
 // installed package (`import 'nsm-client'`). Prints one JSON report as its last line.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';

@@ -1,4 +1,4 @@
-// Driver of test/clients-typescript.test.ts: a job result downloaded through a proxy that cuts the first answer
+// Driver of test/e2e/clients-typescript.test.ts: a job result downloaded through a proxy that cuts the first answer
 // mid-body; nsm-client resumes with Range. URL is the proxy, JOB_ID a succeeded job.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';

@@ -1,4 +1,4 @@
-// Driver of test/clients-typescript.test.ts: the retry rule of nsm-client (MODE=rate|jobs|proxy).
+// Driver of test/e2e/clients-typescript.test.ts: the retry rule of nsm-client (MODE=rate|jobs|proxy).
 import { NsmClient } from 'nsm-client';
 
 const { URL: BASE, TOKEN, FIXTURE, MODE } = process.env;

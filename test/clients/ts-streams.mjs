@@ -1,4 +1,4 @@
-// Driver of test/clients-typescript.test.ts: live streams with nsm-client against the real server (PCM of a 16 kHz
+// Driver of test/e2e/clients-typescript.test.ts: live streams with nsm-client against the real server (PCM of a 16 kHz
 // mono WAV): paced with events, a Node Duplex, a Web TransformStream, a WHATWG WebSocket with a ticket (run with
 // --experimental-websocket on Node 20), a refused option, a mid-stream error, and, against FAKE_URL (a stand-in
 // that speaks protocol messages the server does not send yet), unknown messages surfaced as events.

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { createApp, closeServer, type AppHandle } from '../../src/app';
 import { loadConfig, PROJECT_ROOT } from '../../src/config';
-import { makeLongWav, startReceiver, until } from '../jobs-helpers';
+import { makeLongWav, startReceiver, until } from '../helpers/jobs-helpers';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SECRET = 'e2e-jobs-admin-secret';

@@ -1,7 +1,7 @@
 // Every console page in headless Chromium at phone (390 px), tablet (768 px) and desktop width (1280 px), against the REAL app
 // with real data (long workspace and file names, IP allow-lists, a finished job with its webhook delivery, refused
 // calls with their reasons): nothing makes the page scroll sideways or sticks out of the viewport, no select cuts
-// off its text, scope names stay whole (test/e2e/layout.ts). Also: the request log is compact on a phone and shows
+// off its text, scope names stay whole (test/helpers/layout.ts). Also: the request log is compact on a phone and shows
 // the reason of jobs-API refusals; the keys list has its IP allow-list column. Screenshots go to test-output/.
 import fs from 'node:fs';
 import http from 'node:http';
@@ -11,8 +11,8 @@ import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { createApp, closeServer, type AppHandle } from '../../src/app';
 import { loadConfig, PROJECT_ROOT } from '../../src/config';
-import { startReceiver, until } from '../jobs-helpers';
-import { layoutProblems } from './layout';
+import { startReceiver, until } from '../helpers/jobs-helpers';
+import { layoutProblems } from '../helpers/layout';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SECRET = 'e2e-layout-admin-secret';

@@ -12,8 +12,8 @@ import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { createApp, closeServer, type AppHandle } from '../../src/app';
 import { loadConfig, PROJECT_ROOT } from '../../src/config';
-import { until } from '../jobs-helpers';
-import { layoutProblems } from './layout';
+import { until } from '../helpers/jobs-helpers';
+import { layoutProblems } from '../helpers/layout';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SECRET = 'e2e-live-admin-secret';

@@ -11,7 +11,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { createApp, closeServer, type AppHandle } from '../../src/app';
 import { loadConfig, PROJECT_ROOT } from '../../src/config';
 import { ensureAdminSecret } from '../../src/console';
-import { layoutProblems } from './layout';
+import { layoutProblems } from '../helpers/layout';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SECRET = 'e2e-console-admin-secret';

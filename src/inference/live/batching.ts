@@ -2,7 +2,7 @@
 // its chunk to the joiner instead of running it: the calls made before the event loop turns are grouped by key, and
 // each group runs once (one STFT pass over all its rows, one session.run per graph), every caller getting its own
 // rows back. The rows of a batch are computed independently (ONNX Runtime's LSTM and GEMMs treat each row alone:
-// checked bit for bit in test/inference-batching.test.ts), so a stream's output does not depend on which streams
+// checked bit for bit in test/unit/inference-batching.test.ts), so a stream's output does not depend on which streams
 // shared its runs.
 //
 // A joint run that fails is run again call by call, so that only the streams whose own run fails are failed.

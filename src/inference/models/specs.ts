@@ -55,7 +55,7 @@ export interface ModelSpec {
   fullBand: 'always' | 'on-request';
   /**
    * Samples the chain delays its output by (AlignedStream compensates it): at `sampleRate`, and at 48 kHz when it
-   * runs full band. test/inference-models.test.ts checks both against the chains as built.
+   * runs full band. test/unit/inference-models.test.ts checks both against the chains as built.
    */
   latency: { samples: number; fullBandSamples: number };
   /** Engine CPU per audio second relative to nsm-2 at 16 kHz (docs/engine.md, measured): a hint, not used to process. */

@@ -1,7 +1,7 @@
 // Credits of the gateway store: the conditional charge, and holds (reservations) of calls in flight. The check and
 // the change are one conditional upsert (`used + reserved + amount <= limit`, tested by the statement that adds, on
 // the row it locks), so however many threads, processes or PostgreSQL replicas charge at once, credits are never
-// overspent; a hold's row and its count change in one transaction. test/store-credit-race.test.ts shows that this
+// overspent; a hold's row and its count change in one transaction. test/integration/store-credit-race.test.ts shows that this
 // needs no synchronous transaction on SQLite (src/db/sqlite.ts runs one process's transactions on a file in turn),
 // and what goes wrong when the check is a statement of its own.
 import type { Sql, SqlDatabase } from '../../db/dialect';

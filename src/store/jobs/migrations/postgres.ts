@@ -1,5 +1,5 @@
 // The job tables on PostgreSQL (the gateway store's database, DATABASE_URL) as numbered migrations, recorded in
-// jobs_schema_migrations. Version N is the same change as version N in ./sqlite.ts (test/jobs-schema.test.ts compares
+// jobs_schema_migrations. Version N is the same change as version N in ./sqlite.ts (test/integration/jobs-schema.test.ts compares
 // the resulting schemas). APPEND ONLY: never edit a migration that has shipped; add the next number at the end of
 // both lists.
 import type { Migration } from '../../../db/migrations';

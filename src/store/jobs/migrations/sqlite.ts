@@ -1,5 +1,5 @@
 // The job tables on SQLite (DATA_DIR/jobs.db) as numbered migrations, recorded in jobs_schema_migrations. Version N
-// is the same change as version N in ./postgres.ts (test/jobs-schema.test.ts compares the resulting schemas).
+// is the same change as version N in ./postgres.ts (test/integration/jobs-schema.test.ts compares the resulting schemas).
 // APPEND ONLY: never edit a migration that has shipped; add the next number at the end of both lists.
 // Times are INTEGER ms since the epoch, JSON is TEXT (PostgreSQL: timestamptz, jsonb).
 import type { Migration } from '../../../db/migrations';
