@@ -3,7 +3,8 @@
 // back to back by 6 clients for 30 s), then driven for N minutes at RATE_FACTOR of it (Poisson arrivals) with a mix:
 // /denoise of every input format, batches, jobs with webhooks to a loopback receiver (some cancelled), live streams,
 // a few hostile files (junk, empty, truncated) and slow senders; and, beside the mix, live streams of 3 s to a minute
-// paced in real time on a workspace of their own (--streams N open on average), with their underruns as the bench
+// paced in real time on a workspace of their own (--streams N open on average; a quarter with speech events, a quarter
+// with an echo reference as a second channel), with their underruns as the bench
 // counts them and their credits checked exactly (the workspace's charge = the sum of ceil(minutes) of each stream).
 // Every window it prints requests by status,
 // unexpected 5xx, p50/p99, RSS and open descriptors of the server's node processes (with its file-work process;
@@ -192,9 +193,10 @@ interface LiveWindow {
   underruns: number;
   frames: number;
   maxLateMs: number;
+  speechEvents: number;
 }
 
-const newLiveWindow = (): LiveWindow => ({ started: 0, done: 0, failed: new Map(), underruns: 0, frames: 0, maxLateMs: 0 });
+const newLiveWindow = (): LiveWindow => ({ started: 0, done: 0, failed: new Map(), underruns: 0, frames: 0, maxLateMs: 0, speechEvents: 0 });
 
 /** Over the whole run: what the paced streams sent, and what their workspace should have been charged. */
 const live = { all: newLiveWindow(), seconds: 0, owed: 0, doneStatsMismatch: 0 };
@@ -204,6 +206,7 @@ function recordLive(w: LiveWindow, r: PacedResult): void {
     x.underruns += r.underruns;
     x.frames += r.outFrames;
     x.maxLateMs = Math.max(x.maxLateMs, r.maxLateMs);
+    x.speechEvents += r.speechEvents;
     if (!r.refused && r.code === 1000 && r.done) x.done++;
     else {
       const why = r.refused ? `HTTP ${r.code}` : `${r.code}${r.errors.length ? ` ${r.errors[0]}` : ''}`;
@@ -220,7 +223,7 @@ function recordLive(w: LiveWindow, r: PacedResult): void {
 
 function liveText(w: LiveWindow): string {
   const failed = [...w.failed].map(([k, v]) => `${k}: ${v}`).join(', ') || 'none';
-  return `live streams: ${w.started} started, ${w.done} done, failed ${failed}; underruns ${w.underruns} of ${Math.round(w.frames)} output frames (max added latency ${Math.round(w.maxLateMs)} ms)`;
+  return `live streams: ${w.started} started, ${w.done} done, failed ${failed}; underruns ${w.underruns} of ${Math.round(w.frames)} output frames (max added latency ${Math.round(w.maxLateMs)} ms); speech events ${w.speechEvents}`;
 }
 
 /** A workspace (and key) of the paced streams' own, so that their credits can be checked exactly. */
@@ -362,7 +365,7 @@ async function main(): Promise<void> {
         if (performance.now() >= end) break;
         lw.started++;
         live.all.started++;
-        const p = pacedStream(server.port, liveKey.token, livePcm, pick(LIVE_SECONDS), pick(['nsm-1', 'nsm-2'])).then((r) => recordLive(lw, r));
+        const p = pacedStream(server.port, liveKey.token, livePcm, pick(LIVE_SECONDS), pick(['nsm-1', 'nsm-2']), pick(['plain', 'plain', 'vad', 'echo'] as const)).then((r) => recordLive(lw, r));
         liveInFlight.add(p);
         void p.finally(() => liveInFlight.delete(p));
       }

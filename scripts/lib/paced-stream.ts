@@ -20,13 +20,33 @@ export interface PacedResult {
   outFrames: number;
   underruns: number;
   maxLateMs: number;
+  /** speech_start/speech_end messages received (vad). */
+  speechEvents: number;
+}
+
+/** 'vad': speech events on; 'echo': a second channel, the same speech from half the clip away, as the echo reference. */
+export type PacedVariant = 'plain' | 'vad' | 'echo';
+
+/** Frame k of `pcm` (looped), or for 'echo' that frame interleaved with the reference's. */
+function frameOf(pcm: Buffer, pcmFrames: number, k: number, echo: boolean): Buffer {
+  const at = (j: number): Buffer => pcm.subarray((j % pcmFrames) * FRAME_SAMPLES * 2, ((j % pcmFrames) + 1) * FRAME_SAMPLES * 2);
+  if (!echo) return at(k);
+  const mic = at(k);
+  const ref = at(k + Math.floor(pcmFrames / 2));
+  const out = Buffer.alloc(FRAME_SAMPLES * 4);
+  for (let i = 0; i < FRAME_SAMPLES; i++) {
+    out.writeInt16LE(mic.readInt16LE(2 * i), 4 * i);
+    out.writeInt16LE(ref.readInt16LE(2 * i), 4 * i + 2);
+  }
+  return out;
 }
 
 /** Streams `seconds` of `pcm` (looped) through `model` at real-time pace; resolves when the stream has closed. */
-export function pacedStream(port: number, token: string, pcm: Buffer, seconds: number, model = 'nsm-2'): Promise<PacedResult> {
+export function pacedStream(port: number, token: string, pcm: Buffer, seconds: number, model = 'nsm-2', variant: PacedVariant = 'plain'): Promise<PacedResult> {
   return new Promise((resolve) => {
-    const r: PacedResult = { sentSeconds: 0, code: 0, refused: false, done: null, errors: [], outFrames: 0, underruns: 0, maxLateMs: 0 };
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/noise-suppressor/stream?model=${model}`, { headers: { Authorization: `Bearer ${token}` }, perMessageDeflate: false });
+    const r: PacedResult = { sentSeconds: 0, code: 0, refused: false, done: null, errors: [], outFrames: 0, underruns: 0, maxLateMs: 0, speechEvents: 0 };
+    const extra = variant === 'vad' ? '&vad=true' : variant === 'echo' ? '&channels=2&echo_reference=last' : '';
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/noise-suppressor/stream?model=${model}${extra}`, { headers: { Authorization: `Bearer ${token}` }, perMessageDeflate: false });
     const frames = Math.round((seconds * 1000) / FRAME_MS);
     const pcmFrames = Math.floor(pcm.length / (FRAME_SAMPLES * 2));
     const sendTimes: number[] = [];
@@ -42,9 +62,9 @@ export function pacedStream(port: number, token: string, pcm: Buffer, seconds: n
     const pace = (start: number): void => {
       const due = Math.min(frames, Math.floor((performance.now() - start) / FRAME_MS) + 1);
       while (sendTimes.length < due && ws.readyState === WebSocket.OPEN) {
-        const k = sendTimes.length % pcmFrames;
+        const k = sendTimes.length;
         sendTimes.push(performance.now());
-        ws.send(pcm.subarray(k * FRAME_SAMPLES * 2, (k + 1) * FRAME_SAMPLES * 2));
+        ws.send(frameOf(pcm, pcmFrames, k, variant === 'echo'));
       }
       if (sendTimes.length >= frames) {
         r.sentSeconds = (sendTimes.length * FRAME_MS) / 1000;
@@ -61,6 +81,7 @@ export function pacedStream(port: number, token: string, pcm: Buffer, seconds: n
           delay = msg.latency_samples ?? 0;
           pace(performance.now());
         } else if (msg.type === 'done') r.done = msg.stats ?? null;
+        else if (msg.type === 'speech_start' || msg.type === 'speech_end') r.speechEvents++;
         else if (msg.type === 'error') r.errors.push(msg.error?.type ?? 'error');
         return;
       }
