@@ -16,6 +16,7 @@ interface Exports {
   sfilter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, yRe: number, yIm: number, norm: number, kp: number): void;
   supdate(P: number, offs: number, rRe: number, rIm: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void;
   corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void;
+  backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void;
 }
 
 let compiled: WebAssembly.Module | null | undefined;
@@ -86,6 +87,10 @@ export class AecArena {
 
   supdate(P: number, offs: number, rRe: number, rIm: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void {
     this.k.supdate(P, offs * 4, rRe * 4, rIm * 4, wRe * 4, wIm * 4, g * 4, eRe * 4, eIm * 4, kp);
+  }
+
+  backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void {
+    this.k.backprop(P, offs * 4, eRe * 4, eIm * 4, wRe * 4, wIm * 4, zRe * 4, zIm * 4, kp);
   }
 
   corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void {
@@ -168,6 +173,25 @@ function jsKernels(f: Float32Array, i32: Int32Array): Exports {
           const b = f[gg + k] * f[ei + k];
           f[wr + w + k] += ar * a + ai * b;
           f[wi + w + k] += ar * b - ai * a;
+        }
+      }
+    },
+    backprop(P, offs, eRe, eIm, wRe, wIm, zRe, zIm, kp) {
+      const [o, er, ei, wr, wi, zr, zi] = [offs, eRe, eIm, wRe, wIm, zRe, zIm].map((b) => b >> 2);
+      for (let k = 0; k < kp; k++) {
+        f[zr + k] = 0;
+        f[zi + k] = 0;
+      }
+      for (let p = 0; p < P; p++) {
+        const base = i32[o + p];
+        const w = p * kp;
+        for (let k = 0; k < kp; k++) {
+          const br = f[wr + w + k];
+          const bi = f[wi + w + k];
+          const xr = f[er + base + k];
+          const xi = f[ei + base + k];
+          f[zr + k] += br * xr + bi * xi;
+          f[zi + k] += br * xi - bi * xr;
         }
       }
     },

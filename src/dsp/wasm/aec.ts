@@ -6,6 +6,7 @@
 //   update     the diagonal Kalman update of every partition (kalman-filter.ts has the equations)
 //   sfilter    the shadow filter's Ŷ and Σ_p |X_p|² (its normalisation)
 //   supdate    the shadow's normalised block-LMS step, W_p += g X_p* E
+//   backprop   Z = Σ_p conj(W_p) E_p over partitions (E from a ring: the error propagated back to one reference frame)
 //   corr       the delay estimator's correlation of one microphone vector with the reference history, per lag
 
 @inline function ld(p: usize): v128 {
@@ -100,6 +101,26 @@ export function supdate(P: i32, offs: usize, ringRe: usize, ringIm: usize, wRe: 
       v128.store(wRe + w, f32x4.add(ld(wRe + w), f32x4.add(f32x4.mul(ar, er), f32x4.mul(ai, ei))));
       v128.store(wIm + w, f32x4.add(ld(wIm + w), f32x4.sub(f32x4.mul(ar, ei), f32x4.mul(ai, er))));
     }
+  }
+}
+
+export function backprop(P: i32, offs: usize, eRe: usize, eIm: usize, wRe: usize, wIm: usize, zRe: usize, zIm: usize, kp: i32): void {
+  const row = <usize>kp << 2;
+  for (let k: usize = 0; k < row; k += 16) {
+    let zr = f32x4.splat(0);
+    let zi = f32x4.splat(0);
+    for (let p = 0; p < P; p++) {
+      const base = (<usize>load<i32>(offs + (<usize>p << 2)) << 2) + k;
+      const w = <usize>p * row + k;
+      const er = ld(eRe + base);
+      const ei = ld(eIm + base);
+      const br = ld(wRe + w);
+      const bi = ld(wIm + w);
+      zr = f32x4.add(zr, f32x4.add(f32x4.mul(br, er), f32x4.mul(bi, ei)));
+      zi = f32x4.add(zi, f32x4.sub(f32x4.mul(br, ei), f32x4.mul(bi, er)));
+    }
+    v128.store(zRe + k, zr);
+    v128.store(zIm + k, zi);
   }
 }
 
