@@ -15,6 +15,9 @@ import type { RealFFT } from '../fft';
 import type { AecArena, Slab } from './kernel';
 import type { RefRing } from './ref-ring';
 
+/** A bulk-delay move of this many partitions or more reopens the filter's uncertainty (shift()). */
+const BIG_SHIFT = 6;
+
 export interface KalmanOptions {
   /** Block length R (the hop); the FFT is 2R. */
   block: number;
@@ -47,6 +50,8 @@ export class PartitionedKalmanFilter {
   readonly pVar: Slab;
   /** Residual echo power the filter expects in E (Φ), per bin, from the last filter() call (R/M applied). */
   readonly phi: Slab;
+  /** The echo's power summed incoherently over the partitions, Σ_p |X_p|² |W_p|² (R/M applied), from filter(). */
+  readonly spow: Slab;
   /** The echo estimate's spectrum from the last filter() call. */
   readonly yRe: Slab;
   readonly yIm: Slab;
@@ -64,7 +69,7 @@ export class PartitionedKalmanFilter {
 
   static floats(block: number, partitions: number): number {
     const stride = (block + 4) & ~3;
-    return 3 * stride * partitions + 7 * stride + partitions + 4;
+    return 3 * stride * partitions + 8 * stride + partitions + 4;
   }
 
   constructor(arena: AecArena, opts: KalmanOptions) {
@@ -80,6 +85,7 @@ export class PartitionedKalmanFilter {
     this.wIm = arena.alloc(n);
     this.pVar = arena.alloc(n);
     this.phi = arena.alloc(this.stride);
+    this.spow = arena.alloc(this.stride);
     this.yRe = arena.alloc(this.stride);
     this.yIm = arena.alloc(this.stride);
     this.inv = arena.alloc(this.stride);
@@ -103,9 +109,13 @@ export class PartitionedKalmanFilter {
   /** Ŷ = Σ_p X_{newest − lag − p} W_p and Φ. */
   filter(ring: RefRing, lag: number): void {
     this.setOffsets(ring, lag);
-    this.arena.filter(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.yRe.at, this.yIm.at, this.phi.at, this.stride);
+    this.arena.filter(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.yRe.at, this.yIm.at, this.phi.at, this.spow.at, this.stride);
     const phi = this.phi.a;
-    for (let k = 0; k < this.bins; k++) phi[k] *= 0.5; // R / M
+    const sp = this.spow.a;
+    for (let k = 0; k < this.bins; k++) {
+      phi[k] *= 0.5; // R / M
+      sp[k] *= 0.5;
+    }
   }
 
   /**
@@ -176,6 +186,16 @@ export class PartitionedKalmanFilter {
       this.wRe.a.fill(0, p * S, (p + 1) * S);
       this.wIm.a.fill(0, p * S, (p + 1) * S);
       this.pVar.a.fill(this.pInit[p], p * S, p * S + this.bins);
+    }
+    // After a large move (the first delay estimate), the others at least their new position's prior: coefficients
+    // learnt where the prior was small (the far end of the filter, before the delay was known) are no surer for having
+    // moved to where the echo is. A correction of a few hops keeps what the filter knows (raising the uncertainty
+    // then made it follow the near-end talker in double talk).
+    if (Math.abs(s) < BIG_SHIFT) return;
+    const pv = this.pVar.a;
+    for (let p = 0; p < P; p++) {
+      const v = this.pInit[p];
+      for (let k = p * S; k < p * S + this.bins; k++) if (pv[k] < v) pv[k] = v;
     }
   }
 }
