@@ -29,6 +29,7 @@ const UNIT_TESTS = [
   'server-binaries',
   'store',
   'streaming-leases',
+  'vad-batch',
   'vad-decisions',
 ];
 

@@ -16,6 +16,7 @@
 //                                      --stream-models, --stream-levels, --stream-seconds, --with-files,
 //                                      --stream-encoding pcm_s16le,mulaw (side by side), --stream-rate, --stream-rounds
 //   npm run bench -- --vad             only voice activity (scripts/bench/vad.ts): F1 against clean references, cost
+//                                      (--vad-quality-only, --vad-cost-only)
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

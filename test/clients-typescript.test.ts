@@ -102,6 +102,11 @@ test('every HTTP operation: models, sample, health, denoise, batch (zip and json
   expect(jobs.cancel).toEqual({ status: 'canceled', source: 'url' });
   expect(jobs.notFinished).toMatchObject({ class: 'ConflictError', type: 'job_not_finished', status: 409 });
   expect(rep.ticket).toEqual({ prefix: 'tk_', ttl_s: 60 });
+  const fixtureBytes = fs.statSync(fixture('speech-noisy-16k-mono.wav')).size;
+  expect(rep.echo).toEqual({
+    denoise: { reference: true, active: true, bytes: direct.body.length },
+    job: { reference: { source: 'upload', url: null, filename: 'speech-noisy-16k-mono.wav', bytes: fixtureBytes }, status: 'succeeded', active: true },
+  });
 });
 
 test('a real 429 too_many_jobs on POST /jobs (charged) is retried after Retry-After, and charged once', async () => {

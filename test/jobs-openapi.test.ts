@@ -21,7 +21,7 @@ test('every jobs route is described, with its methods', () => {
 
 test('form fields, error types and job fields match the code', () => {
   const post = spec.paths['/v1/noise-suppressor/jobs'].post;
-  expect(Object.keys(post.requestBody.content['multipart/form-data'].schema.properties).sort()).toEqual(['file', ...JOB_FIELDS].sort());
+  expect(Object.keys(post.requestBody.content['multipart/form-data'].schema.properties).sort()).toEqual(['file', 'echo_reference', ...JOB_FIELDS].sort()); // the two file parts and the text fields
   expect([...spec.components.schemas.JobErrorEnvelope.properties.error.properties.type.enum].sort()).toEqual(Object.keys(JOB_ERRORS).sort());
   const job: JobRecord = {
     id: 'job_x', workspaceId: 'w', tokenId: null, requestId: null, status: 'queued', progress: 0,

@@ -165,7 +165,7 @@ describe('speech segments and silence trimming', () => {
     const res = await request(handle.app).post(`${API}/jobs`).set('Authorization', `Bearer ${token}`)
       .field('speech_segments', 'true').field('trim_silence', 'true').field('vad_hangover_ms', '500').attach('file', input);
     expect(res.status).toBe(202);
-    expect(res.body.params).toMatchObject({ speech_segments: true, trim_silence: true, trim_silence_max_pause_s: 0.5, vad_threshold: 0.5, vad_min_speech_ms: 250, vad_hangover_ms: 500 });
+    expect(res.body.params).toMatchObject({ speech_segments: true, trim_silence: true, trim_silence_max_pause_s: 0.5, vad_threshold: 0.7, vad_min_speech_ms: 250, vad_hangover_ms: 500 });
     const done = await until(async () => {
       const job = (await request(handle.app).get(`${API}/jobs/${res.body.id}`).set('Authorization', `Bearer ${token}`)).body as JobView;
       return job.status === 'succeeded' || job.status === 'failed' ? job : undefined;

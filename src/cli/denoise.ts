@@ -1,8 +1,8 @@
 // `nsm denoise`: files (or stdin) through the local engine, no server (the subcommand table is in nsm.ts).
 //
 //   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
-//                     [--keep-rate|--model-rate] [--speech-segments] [--trim-silence [--max-pause S]] [--force]
-//                     [--json] [--quiet]
+//                     [--keep-rate|--model-rate] [--speech-segments] [--trim-silence [--max-pause S]]
+//                     [--echo-reference FAR] [--force] [--json] [--quiet]
 //
 // It shares the service's pipeline (ffmpeg decode, ONNX engine, ffmpeg encode). Outputs are written to a temporary
 // name beside the target and renamed when complete, so an interrupted or failed run never leaves half a file and
@@ -22,6 +22,7 @@ import type { InferenceEngine } from '../inference/types';
 import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { progressReporter } from './progress';
+import { shown, summaryLine } from './denoise-summary';
 import { TRIM_DEFAULT_MAX_PAUSE_S, TRIM_MAX_PAUSE_BOUNDS, VAD_DEFAULTS, type SpeechRequest, type SpeechSegment } from '../vad/options';
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
@@ -37,7 +38,7 @@ export const DENOISE_HELP = `nsm denoise — remove background noise from speech
 Usage:
   nsm denoise IN... [-o OUT | -d DIR] [--model M] [--attenuation-limit L] [--format F] [--loudness LUFS]
                     [--keep-rate | --model-rate] [--speech-segments] [--trim-silence [--max-pause S]]
-                    [--force] [--json] [--quiet]
+                    [--echo-reference FAR] [--force] [--json] [--quiet]
 
   IN may be several files (nsm denoise *.mp3) or - for standard input.
 
@@ -62,6 +63,9 @@ Options:
                             the input) in the --json line, else listed on stderr
       --trim-silence        shorten every pause longer than --max-pause to it (crossfaded cuts)
       --max-pause S         the longest pause kept with --trim-silence, ${TRIM_MAX_PAUSE_BOUNDS.min}-${TRIM_MAX_PAUSE_BOUNDS.max} s (default ${TRIM_DEFAULT_MAX_PAUSE_S})
+      --echo-reference FAR  remove the echo of FAR from IN before denoising: FAR is what the loudspeaker played
+                            (the far end's track of the call, the agent's speech), any format and rate, its
+                            timeline starting with IN's (one input only; docs/echo.md)
       --force               replace output files that already exist (default: refuse, change nothing)
       --json                one JSON line of stats per file on stdout (not with -o -)
   -q, --quiet               no progress or summary lines on stderr
@@ -74,7 +78,7 @@ Environment: MODELS_DIR, FFMPEG_PATH, WORKERS, DEFAULT_ATTENUATION_LIMIT_DB.
 `;
 
 /** Kept for callers of the old single-command help. */
-export { UsageError };
+export { UsageError, summaryLine };
 
 export interface DenoiseJob {
   /** A path, or '-' for standard input. */
@@ -96,6 +100,8 @@ export interface DenoiseArgs {
   keepInputSampleRate: boolean;
   /** --speech-segments / --trim-silence (the VAD's defaults: docs/speech.md); null: neither. */
   speech: SpeechRequest | null;
+  /** --echo-reference FAR (docs/echo.md), or null. */
+  echoReference: string | null;
   force: boolean;
   json: boolean;
   quiet: boolean;
@@ -119,6 +125,7 @@ const DENOISE_OPTIONS: Record<string, OptionSpec> = {
   'speech-segments': { type: 'boolean' },
   'trim-silence': { type: 'boolean' },
   'max-pause': { type: 'string' },
+  'echo-reference': { type: 'string' },
   force: { type: 'boolean' },
   json: { type: 'boolean' },
   quiet: { type: 'boolean', short: 'q' },
@@ -195,8 +202,11 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     seen.set(key, job.input);
   }
   if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
+  const echoReference = stringOf(line, 'echo-reference') ?? null;
+  if (echoReference !== null && inputs.length > 1) throw new UsageError('--echo-reference goes with one input: each recording has its own far end');
+  if (echoReference === '-') throw new UsageError('--echo-reference must be a file (standard input is for the input)');
   if (video && speech?.trimMaxPauseS != null) throw new UsageError('--trim-silence does not apply to a video output: the video keeps its length');
-  return { jobs, outDir: outDir ?? null, model, attenuationLimitDb: limit, format: fmt, video, loudnessLufs: loudness, keepInputSampleRate: keep, speech, force, json, quiet };
+  return { jobs, outDir: outDir ?? null, model, attenuationLimitDb: limit, format: fmt, video, loudnessLufs: loudness, keepInputSampleRate: keep, speech, echoReference, force, json, quiet };
 }
 
 function speechArgs(line: ReturnType<typeof parseCommandLine>): SpeechRequest | null {
@@ -209,23 +219,6 @@ function speechArgs(line: ReturnType<typeof parseCommandLine>): SpeechRequest | 
   }
   const segments = flag(line, 'speech-segments');
   return segments || trim ? { segments, trimMaxPauseS: trim ? pause : null, vad: { ...VAD_DEFAULTS } } : null;
-}
-
-const shown = (p: string, stdio: 'stdin' | 'stdout'): string => (p === '-' ? stdio : p);
-
-/** One line per file on stderr: where it went and what it became. */
-export function summaryLine(job: DenoiseJob, stats: DenoiseStats): string {
-  const ch = stats.channels === 1 ? 'mono' : stats.channels === 2 ? 'stereo' : `${stats.channels} ch`;
-  const lufs = (v: number | null) => (v === null ? 'silent' : `${v.toFixed(1)} LUFS`);
-  const loudness = stats.loudness_target_lufs !== undefined
-    ? `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)} (target ${stats.loudness_target_lufs}, peak ${stats.output_true_peak_dbtp === null || stats.output_true_peak_dbtp === undefined ? '–' : stats.output_true_peak_dbtp.toFixed(1) + ' dBTP'})`
-    : `, loudness ${lufs(stats.input_loudness_lufs)} → ${lufs(stats.output_loudness_lufs)}`;
-  const noise = stats.noise_removed_db === null ? '' : `, noise −${stats.noise_removed_db.toFixed(1)} dB`;
-  const speech = stats.speech_s === undefined ? '' : `, speech ${stats.speech_s.toFixed(2)} s in ${stats.speech_segment_count} segment${stats.speech_segment_count === 1 ? '' : 's'}`;
-  const trim = stats.silence_removed_s === undefined ? '' : `, pauses trimmed by ${stats.silence_removed_s.toFixed(2)} s to ${stats.output_duration_s?.toFixed(2)} s`;
-  return `wrote ${shown(job.output, 'stdout')} (from ${shown(job.input, 'stdin')}): ${stats.duration_s.toFixed(2)} s ${ch} ` +
-    `${stats.output_sample_rate} Hz ${stats.output_format}, ${stats.model}, ${stats.processing_s.toFixed(2)} s (rtf ${stats.rtf.toFixed(3)})` +
-    loudness + noise + speech + trim;
 }
 
 /** Reads standard input into a file (ffmpeg probes and decodes files; a pipe cannot be probed twice). */
@@ -271,6 +264,7 @@ export async function runDenoise(argv: string[]): Promise<number> {
   const outDirMissing = args.outDir !== null && !fs.existsSync(args.outDir);
   const outDirNotDir = args.outDir !== null && !outDirMissing && !fs.statSync(args.outDir).isDirectory();
   if (outDirNotDir) problems.push(`${args.outDir} is not a directory`);
+  if (args.echoReference !== null && !fs.existsSync(args.echoReference)) problems.push(`input not found: ${args.echoReference} (--echo-reference)`);
   for (const job of args.jobs) {
     if (job.input !== '-' && !fs.existsSync(job.input)) problems.push(`input not found: ${job.input}`);
     if (job.output !== '-' && !outDirMissing && !outDirNotDir) {
@@ -318,6 +312,7 @@ export async function runDenoise(argv: string[]): Promise<number> {
           keepInputSampleRate: args.keepInputSampleRate,
           speech: args.speech,
           onSpeechSegments: (s) => (segments = s),
+          echoReference: args.echoReference,
           signal: controller.signal,
           onProgress: progress ? (d: number, t: number | null) => progress.update(d, t) : undefined,
         };

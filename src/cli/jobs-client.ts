@@ -72,27 +72,36 @@ export class Client {
   }
 }
 
-/** A multipart body streamed from disk: fields, then the file; Content-Length known in advance. */
-export function multipartUpload(file: string, fields: Array<[string, string]>, onBytes: (n: number) => void) {
+/** A multipart body streamed from disk: fields, then the file parts one after another; Content-Length known in advance. */
+export function multipartUpload(files: Array<{ field: string; path: string }>, fields: Array<[string, string]>, onBytes: (n: number) => void) {
   const boundary = '----nsm' + Math.random().toString(16).slice(2) + Date.now().toString(16);
-  const safeName = path.basename(file).replace(/["\r\n\\]/g, '_');
-  const head = Buffer.from(
-    fields.map(([k, v]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`).join('') +
-      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${safeName}"\r\nContent-Type: application/octet-stream\r\n\r\n`,
-    'utf8',
-  );
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`, 'utf8');
-  const size = head.length + fs.statSync(file).size + tail.length;
+  const partHead = (f: { field: string; path: string }, first: boolean): Buffer =>
+    Buffer.from(
+      `${first ? '' : '\r\n'}--${boundary}\r\nContent-Disposition: form-data; name="${f.field}"; filename="${path.basename(f.path).replace(/["\r\n\\]/g, '_')}"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+      'utf8',
+    );
+  const fieldsHead = Buffer.from(fields.map(([k, v]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`).join(''), 'utf8');
+  const heads = files.map((f, i) => partHead(f, i === 0));
+  const tail = Buffer.from(`${files.length > 0 ? '\r\n' : ''}--${boundary}--\r\n`, 'utf8');
+  const size = fieldsHead.length + files.reduce((n, f, i) => n + heads[i].length + fs.statSync(f.path).size, 0) + tail.length;
   return {
     headers: { 'Content-Type': `multipart/form-data; boundary=${boundary}`, 'Content-Length': String(size) },
     size,
     write(req: http.ClientRequest): void {
-      req.write(head);
-      const input = fs.createReadStream(file);
-      input.on('data', (c) => onBytes(c.length));
-      input.on('end', () => req.end(tail));
-      input.on('error', (err) => req.destroy(err));
-      input.pipe(req, { end: false });
+      req.write(fieldsHead);
+      const next = (i: number): void => {
+        if (i === files.length) {
+          req.end(tail);
+          return;
+        }
+        req.write(heads[i]);
+        const input = fs.createReadStream(files[i].path);
+        input.on('data', (c) => onBytes(c.length));
+        input.on('end', () => next(i + 1));
+        input.on('error', (err) => req.destroy(err));
+        input.pipe(req, { end: false });
+      };
+      next(0);
     },
   };
 }

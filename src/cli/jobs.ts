@@ -34,6 +34,9 @@ Submit options:
                             back in its container (MP4/MOV/MKV/WebM) with its sound cleaned
   -l, --loudness L          normalise the result to this integrated loudness (${LOUDNESS_RANGE.min} to ${LOUDNESS_RANGE.max}, e.g. -16),
                             or podcast, broadcast, keep (the input's speech loudness)
+      --echo-reference FAR  upload FAR, what the loudspeaker played (its timeline starts with the input's), and
+                            remove its echo before denoising (docs/echo.md)
+      --echo-reference-url URL  the same, fetched by the server
       --keep-rate | --model-rate
       --webhook-url URL     POSTed a signed job.succeeded / job.failed event
       --wait                wait for the job, then download the result
@@ -62,6 +65,8 @@ const JOBS_OPTIONS: Record<string, OptionSpec> = {
   loudness: { type: 'string', short: 'l', aliases: ['loudness-lufs'] },
   output: { type: 'string', short: 'o' },
   url: { type: 'string' },
+  'echo-reference': { type: 'string' },
+  'echo-reference-url': { type: 'string' },
   'webhook-url': { type: 'string' },
   server: { type: 'string' },
   token: { type: 'string' },
@@ -245,8 +250,17 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         if (flag(opts, 'model-rate')) fields.push(['keep_input_sample_rate', 'false']);
         const hook = stringOf(opts, 'webhook-url');
         if (hook !== undefined) fields.push(['webhook_url', hook]);
+        const reference = stringOf(opts, 'echo-reference');
+        const referenceUrl = stringOf(opts, 'echo-reference-url');
+        if (reference !== undefined && referenceUrl !== undefined) throw new UsageError('use either --echo-reference FILE or --echo-reference-url URL, not both');
+        if (referenceUrl !== undefined) fields.push(['echo_reference_url', referenceUrl]);
+        if (reference !== undefined && !(fs.existsSync(reference) && fs.statSync(reference).isFile())) {
+          io.err.write(`nsm jobs: input not found: ${reference} (--echo-reference)\n`);
+          return JOBS_EXIT.badInput;
+        }
+        const parts = reference !== undefined ? [{ field: 'echo_reference', path: reference }] : [];
         let answer: ApiAnswer;
-        if (url) {
+        if (url && parts.length === 0) {
           fields.push(['url', url]);
           const body = Buffer.from(fields.map(([k, v]) => `--b\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`).join('') + '--b--\r\n');
           answer = await client.json('POST', 'jobs', {
@@ -254,17 +268,18 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
             body: (req) => req.end(body),
           });
         } else {
-          if (!fs.existsSync(file!) || !fs.statSync(file!).isFile()) {
+          if (url) fields.push(['url', url]);
+          else if (!fs.existsSync(file!) || !fs.statSync(file!).isFile()) {
             io.err.write(`nsm jobs: input not found: ${file}\n`);
             return JOBS_EXIT.badInput;
           }
           let sent = 0;
-          const upload = multipartUpload(file!, fields, (n) => {
+          const upload = multipartUpload([...(url ? [] : [{ field: 'file', path: file! }]), ...parts], fields, (n) => {
             sent += n;
             progress.show(`uploading ${bar(sent / Math.max(1, upload.size))} ${mb(sent)}`);
           });
           answer = await client.json('POST', 'jobs', { headers: upload.headers, body: (req) => upload.write(req) });
-          progress.line(`uploaded ${file} (${mb(sent)})`);
+          progress.line(`uploaded ${url ? reference : file} (${mb(sent)})`);
         }
         const job = answer.json;
         if (!flag(opts, 'wait')) {

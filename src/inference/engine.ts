@@ -183,6 +183,7 @@ class Engine implements InferenceEngine, StreamHost {
       end: () => h.endPcm(),
       loudness: () => h.loudness(),
       speech: () => h.speech(),
+      echo: () => h.echo(),
       abort: () => h.abort(),
     };
   }
@@ -193,17 +194,20 @@ class Engine implements InferenceEngine, StreamHost {
     if (!Number.isInteger(opts.channels) || opts.channels < 1) throw new Error(`invalid channel count ${opts.channels}`);
     if (!(opts.attenuationLimitDb >= 0)) throw new Error(`invalid attenuation limit ${opts.attenuationLimitDb}`);
     if (this.options.liveOnly) throw new Error('this engine runs live streams only (file work runs in the file-work process)');
+    if (opts.echoReference && pcmInput) throw new Error('echo cancellation takes planar input, not PCM edges');
     if (this.workers.every((w) => w.dead)) throw new Error('no inference worker available');
     const id = ++this.streamCounter;
     const layout = streamLayout(opts.model, !!opts.fullBand);
     // Not awaited: the stream's first push is queued right behind `open` (same worker, same rank), so the worker goes
     // from one to the other without waiting for this thread to see the answer to `open` in between.
-    const handle = new StreamHandle(this, id, layout.sampleRate, opts.channels, layout.bands, {
+    // With an echo reference every push carries it as one more channel, after the microphone's.
+    const handle = new StreamHandle(this, id, layout.sampleRate, opts.channels + (opts.echoReference ? 1 : 0), layout.bands, {
       msg: {
         type: 'open', reqId: this.nextReqId(), streamId: id, model: opts.model, channels: opts.channels,
         attenuationLimitDb: opts.attenuationLimitDb, fullBand: !!opts.fullBand, measureLoudness: !!opts.measureLoudness,
         ...(pcmInput ? { pcmInput } : {}),
         ...(opts.speech ? { speech: opts.speech } : {}),
+        ...(opts.echoReference ? { echoReference: true } : {}),
       },
       rank: id,
       transfer: [],

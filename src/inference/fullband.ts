@@ -92,6 +92,8 @@ export class FullBandChain implements ChainProcessor {
   readonly latency: number;
   readonly holdback: number;
   readonly channels: number;
+  /** More than `channels` when the core takes extra inputs (the echo reference: echo-front.ts): resampled, not output. */
+  readonly inputChannels: number;
   private readonly down: Decimator3[];
   private readonly upWet: Interpolator3[];
   private readonly upDry: Interpolator3[];
@@ -115,7 +117,8 @@ export class FullBandChain implements ChainProcessor {
     if (core.sampleRate !== 16000) throw new Error('the full-band chain needs a 16 kHz core');
     const channels = (this.channels = core.channels);
     const mk = <T>(f: () => T): T[] => Array.from({ length: channels }, f);
-    this.down = mk(() => new Decimator3());
+    this.inputChannels = core.inputChannels ?? channels;
+    this.down = Array.from({ length: this.inputChannels }, () => new Decimator3());
     this.upWet = mk(() => new Interpolator3());
     this.upDry = mk(() => new Interpolator3());
     this.coreInDelay = mk(() => new DelayLine(core.latency));

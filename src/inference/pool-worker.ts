@@ -14,7 +14,7 @@ const WORKER_SCRIPT = path.join(__dirname, 'worker.js');
 export const MAX_IN_FLIGHT = 2;
 
 /** A worker's answer to one request (fire-and-forget messages resolve with NO_REPLY). */
-export type Reply = Pick<Extract<FromWorker, { type: 'result' }>, 'planar' | 'pcm' | 'loudness' | 'speech'>;
+export type Reply = Pick<Extract<FromWorker, { type: 'result' }>, 'planar' | 'pcm' | 'loudness' | 'speech' | 'echo'>;
 export const NO_REPLY: Reply = { planar: [] };
 
 export interface Job {

@@ -1,11 +1,11 @@
 // Messages between the pool (main thread) and an inference worker.
 import type { ThreadPriority } from './thread-priority';
 import type { WavSampleFormat } from '../dsp/pcm';
-import type { LiveEncoding, ModelId, StreamLoudness } from './types';
+import type { EchoReport, LiveEncoding, ModelId, StreamLoudness } from './types';
 import type { SpeechReport, SpeechRequest } from '../vad/options';
 
 export type ToWorker =
-  | { type: 'open'; reqId: number; streamId: number; model: ModelId; channels: number; attenuationLimitDb: number; fullBand?: boolean; measureLoudness?: boolean; pcmInput?: WavSampleFormat; speech?: SpeechRequest }
+  | { type: 'open'; reqId: number; streamId: number; model: ModelId; channels: number; attenuationLimitDb: number; fullBand?: boolean; measureLoudness?: boolean; pcmInput?: WavSampleFormat; speech?: SpeechRequest; echoReference?: boolean }
   | { type: 'push'; reqId: number; streamId: number; planar: Float32Array[] }
   /** A stream opened with pcmInput: interleaved bytes of whole frames; answered with `pcm` (16-bit, dithered). */
   | { type: 'push-pcm'; reqId: number; streamId: number; bytes: Uint8Array }
@@ -108,7 +108,7 @@ export function spansItsBuffer(view: ArrayBufferView): boolean {
 export type FromWorker =
   | { type: 'ready'; priority: ThreadPriority }
   | { type: 'init-error'; message: string }
-  | { type: 'result'; reqId: number; planar: Float32Array[]; pcm?: Uint8Array; loudness?: StreamLoudness; speech?: SpeechReport }
+  | { type: 'result'; reqId: number; planar: Float32Array[]; pcm?: Uint8Array; loudness?: StreamLoudness; speech?: SpeechReport; echo?: EchoReport }
   | { type: 'error'; reqId: number; message: string }
   | { type: 'live-opened'; reqId: number; latencySamples: number; chainRate: number }
   | { type: 'live-result'; reqId: number; packed: PackedLive };

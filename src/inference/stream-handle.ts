@@ -2,7 +2,7 @@
 // the engine pins it to a worker (engine.ts, BINDING), then go to that worker; audio moves as transferred buffers.
 import { spansItsBuffer, type ToWorker } from './protocol';
 import type { Job, PoolWorker, Reply } from './pool-worker';
-import type { BandProcessing, DenoiseStream, StreamLoudness } from './types';
+import type { BandProcessing, DenoiseStream, EchoReport, StreamLoudness } from './types';
 import type { SpeechReport } from '../vad/options';
 
 /**
@@ -44,6 +44,7 @@ export class StreamHandle implements DenoiseStream {
   private messages = 1;
   private measured: StreamLoudness | null = null;
   private speechReport: SpeechReport | null = null;
+  private echoReport: EchoReport | null = null;
   /** The worker it is pinned to; null while it waits for one (BINDING). */
   private owner: PoolWorker | null = null;
   /** Its requests, `open` first, while it waits for a worker. */
@@ -55,6 +56,7 @@ export class StreamHandle implements DenoiseStream {
     private readonly engine: StreamHost,
     readonly id: number,
     readonly sampleRate: number,
+    /** Channels of each push (with an echo reference, the microphone's and the reference). */
     private readonly channels: number,
     readonly bands: BandProcessing[],
     open: Omit<Job, 'resolve' | 'reject'>,
@@ -117,6 +119,7 @@ export class StreamHandle implements DenoiseStream {
     const p = this.request((reqId) => ({ type: 'end', reqId, streamId: this.id }), []).then((r) => {
       this.measured = r.loudness ?? null;
       this.speechReport = r.speech ?? null;
+      this.echoReport = r.echo ?? null;
       return r;
     });
     this.finished = true;
@@ -129,6 +132,10 @@ export class StreamHandle implements DenoiseStream {
 
   speech(): SpeechReport | null {
     return this.speechReport;
+  }
+
+  echo(): EchoReport | null {
+    return this.echoReport;
   }
 
   abort(): void {

@@ -5,7 +5,13 @@ import { concat, concatAll } from '../dsp/concat';
 
 export interface ChainProcessor {
   readonly sampleRate: number;
+  /** Output channels (and input channels unless inputChannels says otherwise). */
   readonly channels: number;
+  /**
+   * Input channels when they are more than the output's: the echo canceller's stage (echo-front.ts) takes the
+   * microphone channels and the echo reference last, and returns the microphone channels.
+   */
+  readonly inputChannels?: number;
   /** Output stream index i corresponds to input index i - latency. */
   readonly latency: number;
   /**
@@ -31,6 +37,7 @@ export class AlignedStream {
   private outCount = 0;
   /** Input samples not yet matched by output; only kept when mixing with the dry signal. */
   private pendingDry: Float32Array[];
+  private readonly inputChannels: number;
 
   constructor(
     private readonly chain: ChainProcessor,
@@ -38,6 +45,8 @@ export class AlignedStream {
   ) {
     this.dry = dryMixForLimit(attenuationLimitDb);
     this.toSkip = chain.latency;
+    this.inputChannels = chain.inputChannels ?? chain.channels;
+    if (this.dry > 0 && this.inputChannels !== chain.channels) throw new Error('a dry mix needs as many input channels as output channels');
     this.pendingDry = Array.from({ length: chain.channels }, () => new Float32Array(0));
   }
 
@@ -46,8 +55,8 @@ export class AlignedStream {
   }
 
   async push(planar: Float32Array[]): Promise<Float32Array[]> {
-    if (planar.length !== this.chain.channels) {
-      throw new Error(`expected ${this.chain.channels} channels, got ${planar.length}`);
+    if (planar.length !== this.inputChannels) {
+      throw new Error(`expected ${this.inputChannels} channels, got ${planar.length}`);
     }
     const n = planar[0].length;
     for (const c of planar) if (c.length !== n) throw new Error('channels of a chunk must have equal length');
@@ -63,7 +72,7 @@ export class AlignedStream {
     let guard = 0;
     while (this.outCount < this.inCount) {
       const need = this.inCount - this.outCount + this.toSkip;
-      const zeros = Array.from({ length: this.chain.channels }, () => new Float32Array(need + 512));
+      const zeros = Array.from({ length: this.inputChannels }, () => new Float32Array(need + 512));
       const y = await this.chain.process(zeros);
       parts.push(this.emit(y, this.inCount - this.outCount));
       if (++guard > 1000) throw new Error('chain did not flush');

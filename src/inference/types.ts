@@ -51,6 +51,22 @@ export interface DenoiseOptions {
   measureLoudness?: boolean;
   /** Speech detection on the output in the worker (speech_segments, trim_silence: src/vad); read speech() after end(). */
   speech?: SpeechRequest | null;
+  /**
+   * Echo cancellation before the model (echo-front.ts, docs/echo.md): every push carries `channels` microphone
+   * channels and the echo reference as one more, last; the output has the microphone channels. Read echo() after end().
+   * Not with PCM edges (openPcmStream).
+   */
+  echoReference?: boolean;
+}
+
+/** What the echo canceller of a stream reported (src/dsp/aec's stats). */
+export interface EchoReport {
+  /** The bulk delay it estimated between reference and microphone, ms; null before a confident estimate. */
+  delayMs: number | null;
+  /** Echo return loss enhancement: microphone over output energy while the reference was active, dB. */
+  erleDb: number | null;
+  /** Whether the reference ever carried signal (before that, the output is the input). */
+  referenceActive: boolean;
 }
 
 /** A stream's loudness measurements: the weighted mean square of each 400 ms block (hop 100 ms), in order. */
@@ -70,6 +86,8 @@ export interface StreamControl {
   loudness(): StreamLoudness | null;
   /** With speech detection, after end() resolved: the segments and what trimming removed; else null. */
   speech?(): SpeechReport | null;
+  /** With echoReference, after end() resolved: the canceller's figures; else null. */
+  echo?(): EchoReport | null;
   /** Frees worker state without flushing (on errors/aborts). */
   abort(): void;
 }

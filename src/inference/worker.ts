@@ -2,17 +2,19 @@
 // The pool may post a request before the previous one is answered; requests run one at a time, in arrival order, so
 // streams on a worker never run concurrently and replies come back in order. Per-sample work around the chain that
 // would otherwise fall on the server's main thread runs here too: loudness metering, and for PCM streams the decoding
-// of the input bytes and the dither and 16-bit rounding of the output, and speech detection on the output (src/vad:
-// speech_segments, trim_silence), whose graph is loaded at the first stream that asks for it.
+// of the input bytes and the dither and 16-bit rounding of the output, speech detection on the output (src/vad:
+// speech_segments, trim_silence), whose graph is loaded at the first stream that asks for it, and echo cancellation
+// before the chain (echo_reference: echo-front.ts).
 import { parentPort, workerData } from 'node:worker_threads';
 import type * as ort from 'onnxruntime-node';
 import { LoudnessMeter } from '../dsp/loudness';
 import { createChain } from './chains';
+import { EchoFront } from './echo-front';
 import { DtlnGraphs } from './dtln';
 import { PcmEdges } from './pcm-edges';
 import { loadGraphs } from './sessions';
 import { LiveHost } from './live-host';
-import { AlignedStream } from './stream';
+import { AlignedStream, dryMixForLimit } from './stream';
 import { lowerThisThread, threadId, type ThreadPriority } from './thread-priority';
 import { concatAll } from '../dsp/concat';
 import { loadVadSession } from '../vad/silero';
@@ -45,6 +47,8 @@ interface Hosted {
   /** Streams opened with speech detection; with trimming, `alignedMeter` meters the output before the cuts. */
   speech: SpeechTrack | null;
   alignedMeter: LoudnessMeter | null;
+  /** Streams opened with echoReference: the canceller before the chain (input: the microphone channels, then the reference). */
+  echo: EchoFront | null;
 }
 
 const streams = new Map<number, Hosted>();
@@ -84,15 +88,20 @@ function compact(planar: Float32Array[]): Float32Array[] {
 async function handle(msg: ToWorker): Promise<void> {
   switch (msg.type) {
     case 'open': {
+      if (msg.echoReference && msg.pcmInput) throw new Error('echo cancellation takes planar input, not PCM edges');
       const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand });
       const meter = (): LoudnessMeter => new LoudnessMeter(chain.sampleRate, msg.channels);
-      const speech = msg.speech ? new SpeechTrack(await vad(), msg.speech, chain.sampleRate, msg.channels) : null;
+      // The VAD's gate compares the output with the input it lines up with (the denoiser's own output: the limit's mix undone).
+      const speech = msg.speech
+        ? new SpeechTrack(await vad(), msg.speech, chain.sampleRate, msg.channels, { withInput: true, dryMix: dryMixForLimit(msg.attenuationLimitDb) })
+        : null;
       streams.set(msg.streamId, {
         stream: new AlignedStream(chain, msg.attenuationLimitDb),
         meters: msg.measureLoudness ? { input: meter(), output: meter() } : null,
         pcm: msg.pcmInput ? new PcmEdges(msg.pcmInput, msg.channels, chain.sampleRate) : null,
         speech,
         alignedMeter: msg.measureLoudness && msg.speech?.trimMaxPauseS != null ? meter() : null,
+        echo: msg.echoReference ? new EchoFront(msg.channels, chain.sampleRate) : null,
       });
       send({ type: 'result', reqId: msg.reqId, planar: [] });
       return;
@@ -102,15 +111,31 @@ async function handle(msg: ToWorker): Promise<void> {
     case 'end': {
       const hosted = streams.get(msg.streamId);
       if (!hosted) throw new Error(`unknown stream ${msg.streamId}`);
-      const { stream, meters, pcm, speech, alignedMeter } = hosted;
+      const { stream, meters, pcm, speech, alignedMeter, echo } = hosted;
       let input: Float32Array[] | null = null;
       if (msg.type === 'push') input = msg.planar;
       else if (msg.type === 'push-pcm') {
         if (!pcm) throw new Error(`stream ${msg.streamId} was not opened for PCM`);
         input = pcm.decode(msg.bytes);
       }
-      if (input) meters?.input.push(input); // before the chain, which may reuse the arrays
-      let raw = input ? await stream.push(input) : await stream.end();
+      // The input is metered as it came (the microphone, before the canceller), before the chain, which may reuse the
+      // arrays; the VAD's gate compares the output with the same microphone (echo the canceller removed is not speech).
+      if (input) {
+        const mic = echo ? input.slice(0, echo.channels) : input;
+        meters?.input.push(mic);
+        speech?.input(mic);
+      }
+      let raw: Float32Array[];
+      if (echo) {
+        // The echo-free microphone, aligned; at the end, the canceller's tail goes through the chain before its flush.
+        if (input) raw = await stream.push(await echo.push(input));
+        else {
+          const head = (await stream.push(await echo.end())).map((ch) => ch.slice()); // (its buffers are the chain's)
+          raw = joinPlanar(head, await stream.end());
+        }
+      } else {
+        raw = input ? await stream.push(input) : await stream.end();
+      }
       if (speech) {
         alignedMeter?.push(raw);
         raw = await speech.process(raw);
@@ -132,6 +157,7 @@ async function handle(msg: ToWorker): Promise<void> {
           if (alignedMeter) moved.push((reply.loudness.alignedOutput = alignedMeter.blockPowers()));
         }
         if (speech) moved.push((reply.speech = speech.report()).segments);
+        if (echo) reply.echo = echo.stats();
       }
       send(reply, transferList(moved));
       return;

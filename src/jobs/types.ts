@@ -42,7 +42,12 @@ export interface JobInput {
   filename: string;
   /** Bytes of the stored input; null until a URL input has been fetched. */
   bytes: number | null;
+  /** The echo reference (docs/echo.md), when the job has one: uploaded as `echo_reference`, or `echo_reference_url`. */
+  echo_reference?: JobReferenceInput;
 }
+
+/** Where a job's echo reference comes from (bytes: null until a URL reference has been fetched). */
+export type JobReferenceInput = Omit<JobInput, 'echo_reference'>;
 
 export interface JobError {
   /** invalid_audio, url_not_allowed, url_fetch_failed, too_large, processing_failed, model_service_unavailable, … */

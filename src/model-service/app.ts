@@ -12,7 +12,7 @@ import { createLiveStreamEndpoint } from './live-stream';
 import type { ModelServiceMetrics } from './metrics';
 import { FORMATS, type OutputFormat } from '../audio/formats';
 import { loadCatalog } from './catalog';
-import { badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
+import { audioErrorType, badRequest, HttpError, sendDetail, sendHttpError } from './http-error';
 import { AdmissionGate, createGuard } from './guard';
 import { FileBase64, sendJsonWithFiles } from './json-files';
 import { cleanInputName, headerJson, OutputNamer, safeBaseName } from './names';
@@ -103,7 +103,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
 
   const fail = (res: Response) => (err: unknown) => {
     if (err instanceof HttpError) return sendHttpError(res, err);
-    if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, err.status === 413 ? 'payload_too_large' : 'invalid_audio');
+    if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, audioErrorType(err));
     if (err instanceof AudioAbortedError) return; // the client is gone
     if (err instanceof VideoRequestError) return sendDetail(res, 400, err.message, 'invalid_request');
     if (err instanceof InsufficientStorageError) {
@@ -119,7 +119,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
     if (!req.is('multipart/form-data')) {
       throw badRequest(`send multipart/form-data with the audio in "${kind === 'single' ? 'file' : 'files'}"`);
     }
-    const files = await receiveUpload(config, kind, scope, req, res, limits);
+    const { files, reference } = await receiveUpload(config, kind, scope, req, res, limits);
     const params = parseDenoiseParams(config, kind, req.body as Record<string, unknown>);
     if (files.length === 0) {
       throw badRequest(
@@ -129,7 +129,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
       );
     }
     assertModelInstalled(config, params.model, params.speech);
-    return { files, params };
+    return { files, params, reference };
   }
 
   const diskFloor = new RequestDiskFloor(config);
@@ -150,11 +150,13 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
       res,
       async (scope) => {
         await diskFloor.check(req);
-        const { files, params } = await receive('single', scope, req, res);
+        const { files, params, reference } = await receive('single', scope, req, res);
         const upload = files[0];
+        // The echo reference (docs/echo.md): removed from the file before the model.
+        const echoReference = reference ? uploadInput(reference, scope) : null;
         if (params.video) {
           const video = { config, engine, disk: diskFloor.budget, metrics: deps.metrics };
-          await answerVideo(video, scope, upload, params.response, pipelineOptions(params, scope.signal), res);
+          await answerVideo(video, scope, upload, params.response, { ...pipelineOptions(params, scope.signal), echoReference }, res);
           return;
         }
         const ext = params.outputFormat;
@@ -163,7 +165,7 @@ export function createModelServiceApp(deps: ModelServiceDeps): ModelServiceApp {
           { config, engine },
           uploadInput(upload, scope),
           { inMemory: true, path: async () => path.join(await scope.dir(), `output.${ext}`) },
-          { ...pipelineOptions(params, scope.signal), onSpeechSegments: (s) => (segments = s) },
+          { ...pipelineOptions(params, scope.signal), onSpeechSegments: (s) => (segments = s), echoReference },
         );
         deps.metrics?.fileDone(stats);
         const filename = `${safeBaseName(upload.originalname)}_denoised.${ext}`;

@@ -42,6 +42,11 @@ export class HttpError extends Error {
   }
 }
 
+/** The type of an audio error's answer: 413 payload_too_large, 400 invalid_request (files that do not go together), else invalid_audio. */
+export function audioErrorType(err: { status: number }): ModelServiceErrorType {
+  return err.status === 413 ? 'payload_too_large' : err.status === 400 ? 'invalid_request' : 'invalid_audio';
+}
+
 export const badRequest = (detail: string): HttpError => new HttpError(400, detail, 'invalid_request');
 export const unprocessable = (detail: string, type: ModelServiceErrorType = 'invalid_audio'): HttpError =>
   new HttpError(422, detail, type);

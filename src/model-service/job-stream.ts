@@ -8,6 +8,9 @@
 //   {"type":"result","stats":{...},"bytes":N,"content_type":"audio/wav"}  followed by exactly N bytes of audio, end
 //     (with speech_segments=true the result line also has "speech_segments":[{"start_s":..,"end_s":..},...])
 //   {"type":"error","status":422,"detail":"could not decode: ..."}         end
+// With an echo reference (docs/echo.md) the body is the input's bytes followed by the reference's, and the query says
+// where the input ends: `input_bytes=N` (the first N bytes are the input, the rest the reference). One body keeps one
+// exchange per job: the refusal before the body (Expect: 100-continue) and the size limit cover both files.
 // Errors found before the work starts are ordinary {"detail"} answers: 400 bad parameters, 413 too large,
 // 422 model not installed, 503 {"detail":"busy"} + Retry-After when this service already runs its share of job
 // streams (JOBS_CONCURRENCY), so jobs never take more than that share of the engine's workers.
@@ -15,7 +18,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Transform } from 'node:stream';
+import { Transform, Writable } from 'node:stream';
 import express, { type Request, type Response } from 'express';
 import type { Config } from '../config';
 import type { InferenceEngine } from '../inference/types';
@@ -23,7 +26,7 @@ import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseFileOption
 import { FORMATS } from '../audio/formats';
 import type { ModelServiceMetrics } from './metrics';
 import { continueIfExpected } from './guard';
-import { HttpError, sendDetail, sendHttpError, tooLarge } from './http-error';
+import { audioErrorType, badRequest, HttpError, sendDetail, sendHttpError, tooLarge } from './http-error';
 import { assertModelInstalled, JOB_DENOISE_FIELDS, parseDenoiseParams, speechOf, type SpeechSegment } from './params';
 import { withRequestScope } from './request-scope';
 import { InsufficientStorageError, type DiskBudget } from '../storage/disk-budget';
@@ -86,8 +89,10 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
         const declared = Number(req.headers['content-length']);
         const max = config.jobs.maxUploadBytes;
         if (Number.isFinite(declared) && declared > max) throw tooLarge(`the input is larger than ${max} bytes`);
+        const inputBytes = inputBytesOf(q.input_bytes, max);
 
         const inputPath = path.join(await scope.dir(), 'input');
+        const referencePath = inputBytes === null ? null : path.join(await scope.dir(), 'echo-reference');
         let received = 0;
         const counter = new Transform({
           transform(chunk: Buffer, _enc, cb) {
@@ -96,8 +101,12 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
             cb(null, chunk);
           },
         });
-        await pipeline(req, counter, fs.createWriteStream(inputPath), { signal: scope.signal });
+        const sink = referencePath && inputBytes !== null ? splitWriter(inputPath, inputBytes, referencePath) : fs.createWriteStream(inputPath);
+        await pipeline(req, counter, sink, { signal: scope.signal });
         if (received === 0) throw new HttpError(422, 'could not decode: the input is empty');
+        if (inputBytes !== null && received <= inputBytes) {
+          throw new HttpError(422, received < inputBytes ? `the body ended after ${received} of the input's ${inputBytes} bytes` : 'echo_reference: file is empty');
+        }
 
         res.status(200);
         res.setHeader('Content-Type', JOB_STREAM_CONTENT_TYPE);
@@ -132,6 +141,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
             disk: deps.disk,
             speech: params.speech,
             onSpeechSegments: (s) => (segments = s),
+            echoReference: referencePath,
             signal: scope.signal,
             // 1 s chunks (not the file pipeline's 8 s): a synchronous call that shares this job's worker waits for
             // at most one second of the job's audio, whatever the model.
@@ -144,8 +154,9 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
           const run = () => (plan ? denoiseVideo({ config, engine }, inputPath, out, plan, options) : denoiseFile({ config, engine }, inputPath, out, options));
           const stats = await run();
           deps.metrics?.fileDone(stats);
-          // The input is no longer needed; free the disk before the output streams out.
+          // The inputs are no longer needed; free the disk before the output streams out.
           await fsp.rm(inputPath, { force: true });
+          if (referencePath) await fsp.rm(referencePath, { force: true });
           const { size } = await fsp.stat(out);
           clearInterval(keepalive);
           line({ type: 'result', stats, ...speechOf(segments), bytes: size, content_type: contentType });
@@ -166,7 +177,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
       },
       (err) => {
         if (err instanceof HttpError) return sendHttpError(res, err);
-        if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, err.status === 413 ? 'payload_too_large' : 'invalid_audio');
+        if (err instanceof AudioInputError) return sendDetail(res, err.status, err.message, audioErrorType(err));
         if (err instanceof AudioAbortedError) return;
         log(`[model-service] job stream error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
         sendDetail(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
@@ -175,4 +186,49 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
   });
 
   return router;
+}
+
+/** `input_bytes`: where the input ends and the echo reference begins in the body; null without a reference. */
+function inputBytesOf(raw: unknown, max: number): number | null {
+  if (raw === undefined) return null;
+  const n = typeof raw === 'string' && /^\d{1,16}$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= 1 && n < max)) throw badRequest(`input_bytes must be a whole number from 1 to ${max - 1}, got "${String(raw).slice(0, 40)}"`);
+  return n;
+}
+
+/** Writes the first `firstBytes` bytes of what it gets to `first`, the rest to `second` (both files, with backpressure). */
+function splitWriter(first: string, firstBytes: number, second: string): Writable {
+  const a = fs.createWriteStream(first);
+  const b = fs.createWriteStream(second);
+  let written = 0;
+  const writer = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      const head = chunk.subarray(0, Math.max(0, Math.min(chunk.length, firstBytes - written)));
+      const tail = chunk.subarray(head.length);
+      written += chunk.length;
+      const toSecond = (err?: Error | null): void => {
+        if (err) return cb(err);
+        if (tail.length === 0) return cb();
+        b.write(tail, cb);
+      };
+      if (head.length > 0) a.write(head, toSecond);
+      else toSecond();
+    },
+    final(cb) {
+      let open = 2;
+      const closed = (): void => {
+        if (--open === 0) cb();
+      };
+      a.end(closed);
+      b.end(closed);
+    },
+    destroy(err, cb) {
+      a.destroy();
+      b.destroy();
+      cb(err);
+    },
+  });
+  a.on('error', (err) => writer.destroy(err));
+  b.on('error', (err) => writer.destroy(err));
+  return writer;
 }

@@ -33,6 +33,8 @@ export type EndpointKind = 'single' | 'batch';
 export const COMMON_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'response', 'loudness_lufs', 'loudness', ...SPEECH_FIELDS];
 const RESPONSES: Record<EndpointKind, string[]> = { single: ['audio', 'json'], batch: ['zip', 'json'] };
 export const FILE_FIELD: Record<EndpointKind, string> = { single: 'file', batch: 'files' };
+/** The optional second file part of /denoise and jobs: what the loudspeaker played (docs/echo.md). */
+export const ECHO_REFERENCE_FIELD = 'echo_reference';
 
 /** The /denoise fields a job takes (everything but `response`); job-stream.ts reads the same for a job's input. */
 export const JOB_DENOISE_FIELDS = ['model', 'attenuation_limit_db', 'output_format', 'keep_input_sample_rate', 'loudness_lufs', 'loudness', ...SPEECH_FIELDS];
@@ -60,10 +62,14 @@ export function parseDenoiseParams(
   const fields = body ?? {};
   for (const name of Object.keys(fields)) {
     if (COMMON_FIELDS.includes(name)) continue;
-    if (name === FILE_FIELD[kind] || name === 'file' || name === 'files') {
+    if (name === ECHO_REFERENCE_FIELD && kind === 'batch') {
+      throw badRequest(`"${ECHO_REFERENCE_FIELD}" is not taken by /denoise/batch: send each file with its reference to /denoise, or as a job`);
+    }
+    if (name === FILE_FIELD[kind] || name === 'file' || name === 'files' || name === ECHO_REFERENCE_FIELD) {
       throw badRequest(`"${name}" must be a file part (multipart/form-data with a filename), not a text field`);
     }
-    throw badRequest(`unknown field "${name}"; accepted fields: ${FILE_FIELD[kind]}, ${COMMON_FIELDS.join(', ')}`);
+    const files = kind === 'single' ? `${FILE_FIELD[kind]}, ${ECHO_REFERENCE_FIELD}` : FILE_FIELD[kind];
+    throw badRequest(`unknown field "${name}"; accepted fields: ${files}, ${COMMON_FIELDS.join(', ')}`);
   }
 
   const modelRaw = single(fields, 'model');

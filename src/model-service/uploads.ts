@@ -1,6 +1,8 @@
 // Uploads: streamed by multer into the request's temp directory (request-scope.ts), created when first needed. A
 // single file (/denoise) up to IN_MEMORY_UPLOAD_BYTES stays in memory instead, and goes to disk once it grows past
 // that: the common short clip then costs no temp files at all (their syscalls cost more CPU than the WAV work).
+// /denoise also takes the optional echo reference (ECHO_REFERENCE_FIELD), stored the same way; the file and the
+// reference count together toward the per-file limit (the request's size), so the gateway's body limit still holds.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -10,7 +12,7 @@ import type { Config } from '../config';
 import { MemoryFile } from '../audio/memory-file';
 import type { SourceInput } from '../pipeline';
 import { badRequest, HttpError, tooLarge } from './http-error';
-import { FILE_FIELD, parseDenoiseParams, type EndpointKind } from './params';
+import { ECHO_REFERENCE_FIELD, FILE_FIELD, parseDenoiseParams, type EndpointKind } from './params';
 import type { RequestScope } from './request-scope';
 
 export const MAX_FILE_BYTES = 100 * 1024 * 1024;
@@ -140,6 +142,7 @@ class ScopedStorage implements multer.StorageEngine {
 function uploadError(kind: EndpointKind, limits: UploadLimits, err: unknown): unknown {
   if (err instanceof HttpError) return err;
   if (err instanceof TotalSizeExceeded) {
+    if (kind === 'single') return tooLarge(`file and ${ECHO_REFERENCE_FIELD} together are larger than ${size(limits.maxFileBytes)}, the most one call accepts`);
     return tooLarge(`the request's files exceed ${size(limits.maxBatchBytes)} in total`);
   }
   if (err instanceof multer.MulterError) {
@@ -155,6 +158,13 @@ function uploadError(kind: EndpointKind, limits: UploadLimits, err: unknown): un
         if (err.field === expected) {
           return badRequest(`only one "file" per call; send several files to /denoise/batch as repeated "files"`);
         }
+        if (err.field === ECHO_REFERENCE_FIELD) {
+          return badRequest(
+            kind === 'single'
+              ? `only one "${ECHO_REFERENCE_FIELD}" per call`
+              : `"${ECHO_REFERENCE_FIELD}" is not taken by /denoise/batch: send each file with its reference to /denoise, or as a job`,
+          );
+        }
         return badRequest(`unexpected file field "${err.field ?? ''}"; send the audio as "${expected}"`);
       default:
         return badRequest(`malformed form data: ${err.message}`);
@@ -165,9 +175,15 @@ function uploadError(kind: EndpointKind, limits: UploadLimits, err: unknown): un
   return badRequest(`malformed multipart/form-data body: ${message}`);
 }
 
+/** What a request uploaded: its files (in upload order) and, on /denoise, the echo reference. */
+export interface ReceivedUpload {
+  files: Express.Multer.File[];
+  reference: Express.Multer.File | null;
+}
+
 /**
- * Receives the multipart body: a /denoise file up to IN_MEMORY_UPLOAD_BYTES into memory (`held`), anything else into
- * the scope's directory (`path`). Resolves with the stored files (in upload order); text fields end up in req.body.
+ * Receives the multipart body: a /denoise file (and echo reference) up to IN_MEMORY_UPLOAD_BYTES each into memory
+ * (`held`), anything else into the scope's directory (`path`). Text fields end up in req.body.
  */
 export function receiveUpload(
   config: Config,
@@ -176,12 +192,13 @@ export function receiveUpload(
   req: Request,
   res: Response,
   limits: UploadLimits = DEFAULT_UPLOAD_LIMITS,
-): Promise<Express.Multer.File[]> {
+): Promise<ReceivedUpload> {
   const expected = FILE_FIELD[kind];
-  // The per-file limit is multer's fileSize; the storage enforces the batch's total on top.
+  // The per-file limit is multer's fileSize; the storage enforces the request's total on top (a batch's, or a call's
+  // file and echo reference together).
   const storage =
     kind === 'single'
-      ? new ScopedStorage(scope, Infinity, IN_MEMORY_UPLOAD_BYTES)
+      ? new ScopedStorage(scope, limits.maxFileBytes, IN_MEMORY_UPLOAD_BYTES)
       : new ScopedStorage(scope, limits.maxBatchBytes, 0);
   const upload = multer({
     storage,
@@ -199,8 +216,8 @@ export function receiveUpload(
     },
     fileFilter: (fileReq, file, cb) => {
       try {
-        if (file.fieldname !== expected) {
-          throw badRequest(`unexpected file field "${file.fieldname}"; send the audio as "${expected}"`);
+        if (file.fieldname !== expected && !(kind === 'single' && file.fieldname === ECHO_REFERENCE_FIELD)) {
+          throw badRequest(`unexpected file field "${file.fieldname}"; send the audio as "${expected}"${kind === 'single' ? ` (and the echo reference as "${ECHO_REFERENCE_FIELD}")` : ''}`);
         }
         parseDenoiseParams(config, kind, fileReq.body as Record<string, unknown>);
         cb(null, true);
@@ -209,7 +226,10 @@ export function receiveUpload(
       }
     },
   });
-  const middleware = kind === 'single' ? upload.single(expected) : upload.array(expected, limits.maxBatchFiles);
+  const middleware =
+    kind === 'single'
+      ? upload.fields([{ name: expected, maxCount: 1 }, { name: ECHO_REFERENCE_FIELD, maxCount: 1 }])
+      : upload.array(expected, limits.maxBatchFiles);
   return new Promise((resolve, reject) => {
     // Abandoned while still receiving (shutdown answered 503; the request stream may then never end or close):
     // stop reading, close the files, and let the scope clean up.
@@ -224,8 +244,9 @@ export function receiveUpload(
     middleware(req, res, (err?: unknown) => {
       scope.signal.removeEventListener('abort', onAbort);
       if (err) return reject(uploadError(kind, limits, err));
-      if (kind === 'single') resolve(req.file ? [req.file] : []);
-      else resolve(Array.isArray(req.files) ? req.files : []);
+      if (kind === 'batch') return resolve({ files: Array.isArray(req.files) ? req.files : [], reference: null });
+      const byField = (req.files ?? {}) as Record<string, Express.Multer.File[] | undefined>;
+      resolve({ files: byField[expected] ?? [], reference: byField[ECHO_REFERENCE_FIELD]?.[0] ?? null });
     });
   });
 }
@@ -241,7 +262,8 @@ export function uploadInput(file: Express.Multer.File, scope: RequestScope): Sou
   let spilled: Promise<string> | null = null;
   const spill = (): Promise<string> =>
     (spilled ??= (async () => {
-      const target = path.join(await scope.dir(), 'upload-0');
+      // (Named by field: files stored on disk are upload-<n>.)
+      const target = path.join(await scope.dir(), `${file.fieldname}.spill`);
       await fsp.writeFile(target, memory.contents());
       return target;
     })());

@@ -84,6 +84,7 @@ export function planRun(
     fullBand: modelRate !== nativeRate,
     measureLoudness: true,
     ...(opts.speech ? { speech: opts.speech } : {}),
+    ...(opts.echoReference ? { echoReference: true } : {}),
   };
   const directWav = loudnessTarget === null && writesInProcess(sink);
   return {
@@ -92,7 +93,8 @@ export function planRun(
     loudnessTarget,
     sink,
     stream,
-    pcmInput: directWav && engine.openPcmStream ? source.pcm : undefined,
+    // (The echo reference joins the input as planar float: no PCM edges with it.)
+    pcmInput: directWav && engine.openPcmStream && !opts.echoReference ? source.pcm : undefined,
     inMemory: target.inMemory && source.inMemory === true && directWav,
     chunkFrames: Math.max(
       256,

@@ -1,7 +1,7 @@
 // One run of the file pipeline (PipelineRun): opens the source, the engine stream and the sink as plan.ts decides,
-// pumps chunks from one to the next (one ahead, memory bounded); with a loudness target reads the input whole first
-// (pass 0: a quiet one is lifted for the model) and normalises from the spool after (normalize-pass.ts); on abort or
-// failure stops children and frees the stream and files.
+// pumps chunks from one to the next (one ahead, memory bounded; an echo reference beside the input: echo-reference.ts);
+// with a loudness target reads the input whole first (pass 0: a quiet one is lifted for the model) and normalises from
+// the spool after (normalize-pass.ts); on abort or failure stops children and frees the stream and files.
 import path from 'node:path';
 import { AudioAbortedError, AudioInputError } from '../audio/errors';
 import { truePeakCeiling } from '../audio/formats';
@@ -16,6 +16,7 @@ import { keepTarget, modelInputGainDb, scaledBlocks } from './loudness';
 import { MEASURE_RATE, normalizeInto, type PassIo } from './normalize-pass';
 import { RunDiskUse } from './disk-use';
 import { decodeRateFor, planRun } from './plan';
+import { ReferenceTrack } from './echo-reference';
 import { measuredLoudness, type RunResult } from './stats';
 import type { DenoiseFileDeps, DenoiseFileOptions, DenoiseOutput, DenoiseTarget } from './types';
 
@@ -42,6 +43,7 @@ export class PipelineRun {
   /** The output file, once there is one (null while the output is in memory). */
   outputPath: string | null = null;
   private source: AudioSource | null = null;
+  private reference: ReferenceTrack | null = null;
   private sink: AudioSink | null = null;
   /** The decoder that measures the output after pass 2. */
   private measuring: AudioSource | null = null;
@@ -126,6 +128,9 @@ export class PipelineRun {
     );
     this.source = source;
     this.throwIfFailed();
+    const refOpts = { inProcessWav: opts.inProcessWav !== false, onFailure: (e: Error) => this.fail(e) };
+    const ref = opts.echoReference ? ReferenceTrack.open(config, opts.echoReference, source.rate, source.durationS, refOpts) : null;
+    this.reference = ref && (await this.acquire(ref, (r) => r.abort()));
     const plan = planRun(config, opts, source, engine, this.target);
     const { modelRate, pcmInput, chunkFrames, loudnessTarget: target } = plan;
     const sinkOptions = { ...plan.sink, onFailure: (e: Error) => this.fail(e) };
@@ -181,8 +186,9 @@ export class PipelineRun {
       });
     } else {
       const floatStream = stream as DenoiseStream;
+      const ref = this.reference;
       framesIn = await this.pump<Float32Array[], Float32Array[]>(chunkFrames, modelRate, {
-        read: (n) => (lifted ? lifted.read() : source.read(n)),
+        read: (n) => (ref ? ref.alongside(lifted ? lifted.read() : source.read(n)) : lifted ? lifted.read() : source.read(n)),
         frames: (planar) => planar[0].length,
         push: (planar) => floatStream.push(planar),
         end: () => floatStream.end(),
@@ -226,7 +232,9 @@ export class PipelineRun {
     const output: DenoiseOutput = memory ? { memory } : { path: this.outputPath! };
     const speech = opts.speech ? (stream.speech?.() ?? null) : null;
     if (opts.speech && !speech) throw new Error('the inference engine returned no speech detection');
-    return { frames: framesIn, source, stream, outputRate: plan.outputRate, loudness, output, speech };
+    const echo = opts.echoReference ? (stream.echo?.() ?? null) : null;
+    if (opts.echoReference && !echo) throw new Error('the inference engine returned no echo canceller figures');
+    return { frames: framesIn, source, stream, outputRate: plan.outputRate, loudness, output, speech, echo };
   }
 
   /**
@@ -258,6 +266,7 @@ export class PipelineRun {
     if (this.aborted) throw new AudioAbortedError();
     await this.guard(edges.finish ? edges.finish() : source.finish());
     if (framesIn === 0) throw new AudioInputError('could not decode: no audio samples in the file');
+    await this.guard(this.reference?.finish(framesIn) ?? Promise.resolve()); // its length against the input's (400)
 
     this.throwIfFailed(); // end() cannot be aborted once sent, so do not send it for a run that already failed
     // Sent before the last chunk's answer is back, so the worker flushes right after it instead of waiting for this
@@ -377,7 +386,7 @@ export class PipelineRun {
       }
       this.stream = null;
     }
-    await Promise.all([source?.abort(), sink?.abort(), check?.abort()]);
+    await Promise.all([source?.abort(), sink?.abort(), check?.abort(), this.reference?.abort()]); // (abort repeats safely)
   }
 
   async dispose(): Promise<void> {

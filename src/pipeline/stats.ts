@@ -5,7 +5,7 @@ import type { OutputFormat } from '../audio/formats';
 import { scaledBlocks } from './loudness';
 import type { AudioSource } from '../audio/sources';
 import { bandsUpTo } from '../inference/models';
-import type { BandProcessing, ModelId, StreamControl, StreamLoudness } from '../inference/types';
+import type { BandProcessing, EchoReport, ModelId, StreamControl, StreamLoudness } from '../inference/types';
 import { modelRateFor } from './plan';
 import type { DenoiseFileOptions } from './types';
 import { round3, speechSeconds, type SpeechReport } from '../vad/options';
@@ -51,6 +51,16 @@ export interface DenoiseStats {
   speech_segment_count?: number;
   silence_removed_s?: number;
   output_duration_s?: number;
+  /**
+   * With an echo reference only (docs/echo.md): that it was given; whether it ever carried signal (false: a silent
+   * reference, the output is what it would be without it); the echo's delay behind the reference the canceller
+   * estimated (ms; null before a confident estimate); the echo return loss enhancement while the reference was active
+   * (dB: microphone over cleaned energy before the denoiser, near-end speech included; null when never active).
+   */
+  echo_reference?: true;
+  echo_reference_active?: boolean;
+  echo_delay_ms?: number | null;
+  echo_erle_db?: number | null;
 }
 
 /** The run's loudness: metered in the worker (input and output), then changed by normalisation's second pass. */
@@ -101,6 +111,8 @@ export interface RunResult {
   loudness: LoudnessResult;
   /** With speech detection: what the worker reported. */
   speech: SpeechReport | null;
+  /** With an echo reference: the canceller's figures. */
+  echo?: EchoReport | null;
 }
 
 /** The stats of a finished run that took `processingS` seconds. */
@@ -132,6 +144,12 @@ export function runStats(opts: DenoiseFileOptions, run: RunResult, processingS: 
       stats.silence_removed_s = round3(run.speech.removedS);
       stats.output_duration_s = round3(run.speech.outputFrames / stream.sampleRate);
     }
+  }
+  if (run.echo) {
+    stats.echo_reference = true;
+    stats.echo_reference_active = run.echo.referenceActive;
+    stats.echo_delay_ms = roundOrNull(run.echo.delayMs, 0);
+    stats.echo_erle_db = roundOrNull(run.echo.erleDb, 1);
   }
   if (loudness.target !== null) {
     stats.loudness_target_lufs = loudness.target;

@@ -3,6 +3,7 @@
 import type { Config } from '../config';
 import type { OutputFormat } from '../audio/formats';
 import type { MemoryFile } from '../audio/memory-file';
+import type { SourceInput } from '../audio/sources';
 import type { InferenceEngine, ModelId } from '../inference/types';
 import type { DiskBudget } from '../storage/disk-budget';
 import type { SpeechRequest, SpeechSegment } from '../vad/options';
@@ -39,6 +40,11 @@ export interface DenoiseFileOptions {
   speech?: SpeechRequest | null;
   /** With `speech`: called once, after the run, with the speech segments (seconds of the input). */
   onSpeechSegments?(segments: SpeechSegment[]): void;
+  /**
+   * The echo reference (echo-reference.ts, docs/echo.md): what the loudspeaker played, its timeline starting with the
+   * input's; its echo is removed from the input before the model. null/undefined: none, output as before.
+   */
+  echoReference?: SourceInput | null;
 }
 
 /** Where denoise() puts the output. */

@@ -1,13 +1,16 @@
-// Silero VAD on ONNX Runtime: the graph of models/silero_vad.onnx (scripts/vad/silero.ts) runs every frame a chunk
-// completes, of one stream or of many at once (the batch dimension), in one session.run; the STFT magnitudes it
-// starts from are computed here with the row FFT. VadStream carries a stream's LSTM state and its last samples
-// between pushes, so any chunking gives the probabilities of one pass (test/vad-silero.test.ts).
+// Silero VAD on ONNX Runtime: the graph of models/silero_vad.onnx (scripts/vad/silero.ts) runs the frames of one
+// sequence or of many at once (the batch dimension) in one session.run; the STFT magnitudes it starts from are
+// computed here with the row FFT, all rows of a run in one pass. A sequence is a run of frames from an LSTM state;
+// VadStream carries one stream's state and its last samples between pushes, so any chunking gives the probabilities
+// of one pass, and a stream batched with others gets what it gets alone, bit for bit (test/vad-silero.test.ts).
 import fs from 'node:fs';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { sharedRowFft } from '../dsp/fft-pairs';
 import { VAD_BINS, VAD_CONTEXT, VAD_FILE, VAD_FRAME, VAD_PAD, VAD_STFT_FRAMES, VAD_STFT_HOP, VAD_STFT_SIZE, VAD_UNITS, VAD_WINDOW } from './silero-graph';
 
+// Measured alternatives (docs/speech.md, "Cost"): without the memory arena or memory patterns, or at the 'basic' or
+// 'extended' optimisation level, a run costs the same within ±5 %.
 const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
   intraOpNumThreads: 1,
   interOpNumThreads: 1,
@@ -15,8 +18,12 @@ const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
   executionMode: 'sequential',
 };
 
-/** Frames of all streams together per session.run: bounds the tensors when a caller pushes a long chunk. */
+/** Frames of all sequences together per session.run: bounds the tensors when a caller pushes a long chunk. */
 const MAX_ROWS_PER_RUN = 512;
+/** Values per frame of the graph's input: 129 bins × 4 STFT frames. */
+const MAG_ROW = VAD_BINS * VAD_STFT_FRAMES;
+/** A window reflect-padded for the STFT: 576 + 64 samples, exactly 5 hops. */
+const PADDED = VAD_WINDOW + VAD_PAD;
 
 /** Periodic Hann of the STFT (the reference graph's basis is this window times a DFT: checked by the conversion). */
 const HANN = Float64Array.from({ length: VAD_STFT_SIZE }, (_, i) => 0.5 * (1 - Math.cos((2 * Math.PI * i) / VAD_STFT_SIZE)));
@@ -27,35 +34,129 @@ export async function loadVadSession(modelsDir: string): Promise<ort.InferenceSe
   return ort.InferenceSession.create(file, SESSION_OPTIONS);
 }
 
+/** The LSTM's memory: 128 values of h and of c. */
+export interface LstmState {
+  h: Float32Array;
+  c: Float32Array;
+}
+
+export function initialState(): LstmState {
+  return { h: new Float32Array(VAD_UNITS), c: new Float32Array(VAD_UNITS) };
+}
+
+export function copyState(s: LstmState): LstmState {
+  return { h: s.h.slice(), c: s.c.slice() };
+}
+
+/** Frames of digital silence that define the silence state (3.2 s). */
+const SILENCE_FRAMES = 100;
+const silence = new WeakMap<ort.InferenceSession, Promise<LstmState>>();
+
 /**
- * Writes the graph's input for `windows` (VAD_WINDOW samples each, one after another) into `mag` at rows
- * `row0 + k * stride` ([.., 129, 4] per row: bins, then the 4 STFT frames). Synchronous: the shared row FFT is not
- * held across an await.
+ * The state the network is left in by 3.2 s of digital silence from its initial state: where a stream's frames were
+ * not run (the gate, gate.ts), the next run starts from it, as if the network had heard silence meanwhile.
  */
-function magnitudes(windows: Float32Array, count: number, mag: Float32Array, row0: number, stride: number): void {
-  const fft = sharedRowFft(VAD_STFT_SIZE);
-  fft.reserve(count * VAD_STFT_FRAMES);
-  const padded = new Float32Array(VAD_WINDOW + VAD_PAD);
-  for (let k = 0; k < count; k++) {
-    const w = windows.subarray(k * VAD_WINDOW, (k + 1) * VAD_WINDOW);
-    padded.set(w);
-    for (let j = 0; j < VAD_PAD; j++) padded[VAD_WINDOW + j] = w[VAD_WINDOW - 2 - j];
-    fft.windowRows(padded, 0, VAD_STFT_HOP, VAD_STFT_FRAMES, HANN, false, k * VAD_STFT_FRAMES);
+export function silenceState(session: ort.InferenceSession): Promise<LstmState> {
+  let s = silence.get(session);
+  if (!s) {
+    const seq: VadSequence = { windows: new Float32Array(SILENCE_FRAMES * VAD_WINDOW), state: initialState() };
+    s = runSequences(session, [seq]).then(() => seq.state);
+    silence.set(session, s);
   }
-  fft.forward(count * VAD_STFT_FRAMES);
+  return s;
+}
+
+/** Padded windows of the rows being transformed (grown as needed; used synchronously only). */
+let padded = new Float32Array(0);
+
+/**
+ * The graph's input for `rows` windows into `mag` (MAG_ROW values per row: bins, then the 4 STFT frames): each window
+ * reflect-padded, windowed and transformed in one pass of the row FFT. `windowAt(r)` gives row r's window as an array
+ * and the offset of its first sample. Synchronous: the shared row FFT is not held across an await.
+ */
+function magnitudes(rows: number, windowAt: (r: number) => [Float32Array, number], mag: Float32Array): void {
+  if (padded.length < rows * PADDED) padded = new Float32Array(rows * PADDED);
+  const fft = sharedRowFft(VAD_STFT_SIZE);
+  fft.reserve(rows * VAD_STFT_FRAMES);
+  for (let r = 0; r < rows; r++) {
+    const [src, at] = windowAt(r);
+    const o = r * PADDED;
+    padded.set(src.subarray(at, at + VAD_WINDOW), o);
+    for (let j = 0; j < VAD_PAD; j++) padded[o + VAD_WINDOW + j] = src[at + VAD_WINDOW - 2 - j];
+    fft.windowRows(padded, o, VAD_STFT_HOP, VAD_STFT_FRAMES, HANN, false, r * VAD_STFT_FRAMES);
+  }
+  fft.forward(rows * VAD_STFT_FRAMES);
   const { re, im } = fft;
-  for (let k = 0; k < count; k++) {
-    const base = (row0 + k * stride) * VAD_BINS * VAD_STFT_FRAMES;
+  for (let r = 0; r < rows; r++) {
+    const base = r * MAG_ROW;
     for (let s = 0; s < VAD_STFT_FRAMES; s++) {
-      const spec = (k * VAD_STFT_FRAMES + s) * VAD_BINS;
+      const spec = (r * VAD_STFT_FRAMES + s) * VAD_BINS;
       for (let b = 0; b < VAD_BINS; b++) {
-        const r = re[spec + b];
-        const i = im[spec + b];
-        mag[base + b * VAD_STFT_FRAMES + s] = Math.sqrt(r * r + i * i);
+        const x = re[spec + b];
+        const y = im[spec + b];
+        mag[base + b * VAD_STFT_FRAMES + s] = Math.sqrt(x * x + y * y);
       }
     }
   }
 }
+
+/** Frames to run from a state: `windows` holds VAD_WINDOW samples per frame; `state` is replaced by the final state. */
+export interface VadSequence {
+  windows: Float32Array;
+  state: LstmState;
+}
+
+/**
+ * Runs sequences of frames on one session, their frames rows of one batch: as many frames per run as the sequence
+ * with the fewest, all stepping together; a sequence with more frames goes on in the next run. Every row is computed
+ * independently, so each sequence gets what it would alone. Returns each sequence's probabilities; counts the runs
+ * made in `stats`.
+ */
+export async function runSequences(session: ort.InferenceSession, seqs: readonly VadSequence[], stats?: { runs: number }): Promise<Float32Array[]> {
+  const results = seqs.map((s) => new Float32Array(s.windows.length / VAD_WINDOW));
+  /** Frames every sequence still running has had. */
+  let done = 0;
+  for (;;) {
+    const live: number[] = [];
+    let fewest = Infinity;
+    for (let i = 0; i < seqs.length; i++) {
+      const left = results[i].length - done;
+      if (left > 0) {
+        live.push(i);
+        fewest = Math.min(fewest, left);
+      }
+    }
+    if (live.length === 0) return results;
+    const B = live.length;
+    const T = Math.max(1, Math.min(fewest, Math.floor(MAX_ROWS_PER_RUN / B)));
+    const mag = new Float32Array(T * B * MAG_ROW);
+    const h0 = new Float32Array(B * VAD_UNITS);
+    const c0 = new Float32Array(B * VAD_UNITS);
+    // Row t·B + b: frame done + t of live sequence b.
+    magnitudes(T * B, (r) => [seqs[live[r % B]].windows, (done + Math.floor(r / B)) * VAD_WINDOW], mag);
+    live.forEach((i, b) => {
+      h0.set(seqs[i].state.h, b * VAD_UNITS);
+      c0.set(seqs[i].state.c, b * VAD_UNITS);
+    });
+    const out = await session.run({
+      mag: new ort.Tensor('float32', mag, [T, B, VAD_BINS, VAD_STFT_FRAMES]),
+      h0: new ort.Tensor('float32', h0, [1, B, VAD_UNITS]),
+      c0: new ort.Tensor('float32', c0, [1, B, VAD_UNITS]),
+    });
+    if (stats) stats.runs++;
+    const prob = out.prob.data as Float32Array;
+    const hN = out.hN.data as Float32Array;
+    const cN = out.cN.data as Float32Array;
+    live.forEach((i, b) => {
+      for (let t = 0; t < T; t++) results[i][done + t] = prob[t * B + b];
+      seqs[i].state.h.set(hN.subarray(b * VAD_UNITS, (b + 1) * VAD_UNITS));
+      seqs[i].state.c.set(cN.subarray(b * VAD_UNITS, (b + 1) * VAD_UNITS));
+    });
+    done += T;
+  }
+}
+
+const NO_WINDOWS = new Float32Array(0);
 
 /** One stream's part of a joint run: its windows (frames × VAD_WINDOW samples). */
 export interface VadPart {
@@ -68,12 +169,11 @@ export interface VadPart {
  * probabilities of the frames they complete (frame f is input samples f·512 … f·512 + 511).
  */
 export class VadStream {
-  private h = new Float32Array(VAD_UNITS);
-  private c = new Float32Array(VAD_UNITS);
+  state: LstmState = initialState();
   /** The next window: VAD_CONTEXT samples of the previous frame (zeros at first), then `filled` of the current one. */
   private readonly pending = new Float32Array(VAD_WINDOW);
   private filled = 0;
-  /** Frames decided so far. */
+  /** Frames run so far. */
   frames = 0;
 
   constructor(readonly session: ort.InferenceSession) {}
@@ -86,7 +186,7 @@ export class VadStream {
   /** The windows of the frames `x` completes (consumes x; the rest waits for the next push). */
   windowsFor(x: Float32Array): Float32Array {
     const count = Math.floor((this.filled + x.length) / VAD_FRAME);
-    const out = new Float32Array(count * VAD_WINDOW);
+    const out = count > 0 ? new Float32Array(count * VAD_WINDOW) : NO_WINDOWS;
     let used = 0;
     for (let k = 0; k < count; k++) {
       const take = VAD_FRAME - this.filled;
@@ -115,45 +215,14 @@ export class VadStream {
     return (await VadStream.runJoint([{ stream: this, windows: this.flushWindows() }]))[0];
   }
 
-  /**
-   * Runs the parts of several streams on one session: their frames are rows of one batch (as many frames per run as
-   * the part with the fewest, all parts stepping together; a part with more frames goes on alone after). Every row is
-   * computed independently, so each stream gets what it would alone. Returns each part's probabilities.
-   */
+  /** Runs the parts of several streams together (runSequences from each stream's state); each part's probabilities. */
   static async runJoint(parts: VadPart[]): Promise<Float32Array[]> {
-    const results = parts.map((p) => new Float32Array(p.windows.length / VAD_WINDOW));
-    /** Frames every part still running has had. */
-    let done = 0;
-    for (;;) {
-      const live = parts.map((p, i) => ({ p, i, left: results[i].length - done })).filter((x) => x.left > 0);
-      if (live.length === 0) return results;
-      const B = live.length;
-      const T = Math.max(1, Math.min(Math.min(...live.map((x) => x.left)), Math.floor(MAX_ROWS_PER_RUN / B)));
-      const mag = new Float32Array(T * B * VAD_BINS * VAD_STFT_FRAMES);
-      const h0 = new Float32Array(B * VAD_UNITS);
-      const c0 = new Float32Array(B * VAD_UNITS);
-      live.forEach(({ p }, b) => {
-        magnitudes(p.windows.subarray(done * VAD_WINDOW, (done + T) * VAD_WINDOW), T, mag, b, B);
-        h0.set(p.stream.h, b * VAD_UNITS);
-        c0.set(p.stream.c, b * VAD_UNITS);
-      });
-      const session = live[0].p.stream.session;
-      const out = await session.run({
-        mag: new ort.Tensor('float32', mag, [T, B, VAD_BINS, VAD_STFT_FRAMES]),
-        h0: new ort.Tensor('float32', h0, [1, B, VAD_UNITS]),
-        c0: new ort.Tensor('float32', c0, [1, B, VAD_UNITS]),
-      });
-      const prob = out.prob.data as Float32Array;
-      const hN = out.hN.data as Float32Array;
-      const cN = out.cN.data as Float32Array;
-      live.forEach(({ p, i }, b) => {
-        for (let t = 0; t < T; t++) results[i][done + t] = prob[t * B + b];
-        p.stream.h = hN.slice(b * VAD_UNITS, (b + 1) * VAD_UNITS);
-        p.stream.c = cN.slice(b * VAD_UNITS, (b + 1) * VAD_UNITS);
-        p.stream.frames += T;
-      });
-      // Parts with more frames than T go on in the next run, together from `done`.
-      done += T;
-    }
+    if (parts.length === 0) return [];
+    const out = await runSequences(
+      parts[0].stream.session,
+      parts.map((p) => ({ windows: p.windows, state: p.stream.state })),
+    );
+    parts.forEach((p, i) => (p.stream.frames += out[i].length));
+    return out;
   }
 }

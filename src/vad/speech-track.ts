@@ -1,45 +1,37 @@
-// Speech detection on one file stream, in the worker next to its chain: the aligned output (what the file gets) is
-// mixed to mono, brought to 16 kHz (full-band streams: the 3:1 decimator, its delay compensated), run through Silero
-// (silero.ts) and the decision rule (detector.ts); the segments are collected, and with trim_silence the output is
-// shortened as it goes (trim.ts). Without trimming the output passes unchanged.
+// Speech detection on one file stream, in the worker next to its chain: the stream's input (for the gate) and its
+// aligned output (what the file gets) go to a VadTrack (track.ts: mono, 16 kHz, 32 ms frames, the gate), whose frames
+// run through Silero and the decision rule after every chunk; the segments are collected, and with trim_silence the
+// output is shortened as it goes (trim.ts). Without trimming the output passes unchanged.
 import type * as ort from 'onnxruntime-node';
-import { Decimator3, RESAMPLE_DELAY_48K } from '../dsp/resample';
-import { SpeechDetector } from './detector';
 import { TRIM_FADE_S, type SpeechReport, type SpeechRequest } from './options';
-import { VadStream } from './silero';
-import { VAD_FRAME, VAD_FRAME_S, VAD_RATE } from './silero-graph';
+import { runTracks, VadTrack } from './track';
 import { SilenceTrimmer } from './trim';
 
 export class SpeechTrack {
-  private readonly vad: VadStream;
-  private readonly detector: SpeechDetector;
+  private readonly track: VadTrack;
   private readonly trimmer: SilenceTrimmer | null;
-  private readonly decimator: Decimator3 | null;
-  /** Output samples per VAD sample, and the output sample VAD sample 0 stands for (minus: the decimator's delay). */
-  private readonly ratio: number;
-  private readonly delay: number;
   private readonly segments: number[] = [];
   private openStart = -1;
   private samplesIn = 0;
 
+  /**
+   * `dryMix`: the attenuation limit's weight of the input in the output (0 when unlimited). Without `withInput` the
+   * gate has only the output's level to go by.
+   */
   constructor(
     session: ort.InferenceSession,
-    private readonly request: SpeechRequest,
+    request: SpeechRequest,
     private readonly rate: number,
     private readonly channels: number,
+    opts: { withInput?: boolean; dryMix?: number } = {},
   ) {
-    if (rate !== VAD_RATE && rate !== 3 * VAD_RATE) throw new Error(`speech detection runs on 16 or 48 kHz streams, not ${rate} Hz`);
-    this.vad = new VadStream(session);
-    this.detector = new SpeechDetector(request.vad, VAD_FRAME_S);
+    this.track = new VadTrack(session, { vad: request.vad, rate, channels, withInput: opts.withInput ?? false, dryMix: opts.dryMix });
     this.trimmer = request.trimMaxPauseS === null ? null : new SilenceTrimmer(channels, rate, request.trimMaxPauseS, TRIM_FADE_S);
-    this.ratio = rate / VAD_RATE;
-    this.decimator = this.ratio === 3 ? new Decimator3() : null;
-    this.delay = this.ratio === 3 ? RESAMPLE_DELAY_48K : 0;
   }
 
-  /** The output sample where VAD frame f begins. */
-  private at(frame: number): number {
-    return Math.max(0, frame * VAD_FRAME * this.ratio - this.delay);
+  /** An input chunk, before the chain (which may reuse its arrays) sees it; only with `withInput`. */
+  input(planar: Float32Array[]): void {
+    this.track.pushInput(planar);
   }
 
   /** An aligned output chunk in; the chunk to write out (the same arrays without trimming). */
@@ -48,14 +40,15 @@ export class SpeechTrack {
     if (n === 0) return out;
     this.samplesIn += n;
     this.trimmer?.pushAudio(out);
-    await this.analyse(this.mono(out), false);
+    this.track.pushOutput(out);
+    await this.decide(false);
     return this.trimmer ? this.trimmer.take() : out;
   }
 
   /** After the last chunk: decides the rest and returns what trimming still held. */
   async finish(): Promise<Float32Array[]> {
-    // The decimator's delay in zeros, so that the last output samples reach the VAD; the last frame is zero-padded.
-    await this.analyse(this.decimator ? new Float32Array(this.delay + 3) : new Float32Array(0), true);
+    this.track.endOutput();
+    await this.decide(true);
     if (!this.trimmer) return Array.from({ length: this.channels }, () => new Float32Array(0));
     return this.trimmer.finish();
   }
@@ -65,34 +58,20 @@ export class SpeechTrack {
     return { segments: Float64Array.from(this.segments), removedS: removed / this.rate, outputFrames: this.samplesIn - removed };
   }
 
-  private mono(out: Float32Array[]): Float32Array {
-    if (out.length === 1) return out[0];
-    const n = out[0].length;
-    const m = new Float32Array(n);
-    for (const ch of out) for (let i = 0; i < n; i++) m[i] += ch[i];
-    const k = 1 / out.length;
-    for (let i = 0; i < n; i++) m[i] *= k;
-    return m;
-  }
-
-  private async analyse(x: Float32Array, last: boolean): Promise<void> {
-    const x16 = this.decimator ? this.decimator.process(x) : x;
-    const probs = await this.vad.push(x16);
-    this.detector.push(probs);
-    if (last) {
-      this.detector.push(await this.vad.flush());
-      this.detector.finish();
-    }
-    const { events, spans } = this.detector.drain();
+  private async decide(last: boolean): Promise<void> {
+    await runTracks([this.track]);
+    const detector = this.track.detector;
+    if (last) detector.finish();
+    const { events, spans } = detector.drain();
     const end = this.samplesIn / this.rate;
     for (const e of events) {
-      const t = Math.min(end, this.at(e.frame) / this.rate);
+      const t = Math.min(end, this.track.sampleAt(e.frame) / this.rate);
       if (e.type === 'speech_start') this.openStart = t;
       else if (this.openStart >= 0) {
         if (t > this.openStart) this.segments.push(this.openStart, t);
         this.openStart = -1;
       }
     }
-    if (this.trimmer) for (const s of spans) this.trimmer.label(this.at(s.to), s.speech);
+    if (this.trimmer) for (const s of spans) this.trimmer.label(this.track.sampleAt(s.to), s.speech);
   }
 }

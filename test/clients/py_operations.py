@@ -86,6 +86,15 @@ report["jobs"] = {
     "cancel": {"status": canceled["status"], "source": running["input"]["source"]},
     "notFinished": caught(lambda: client.jobs.download(running["id"])),
 }
+# The echo reference option (the fixture as its own far end: every sample of it is echo).
+echoed = client.denoise(FIXTURE, model="nsm-1", echo_reference=("far.wav", data))
+echo_job = client.jobs.submit(FIXTURE, model="nsm-1", echo_reference=FIXTURE)
+echo_done = client.jobs.wait(echo_job["id"], interval=0.25)
+report["echo"] = {
+    "denoise": {"reference": echoed.stats.get("echo_reference"), "active": echoed.stats.get("echo_reference_active"), "bytes": len(echoed)},
+    "job": {"reference": echo_job["input"].get("echo_reference"), "status": echo_done["status"],
+            "active": (echo_done.get("stats") or {}).get("echo_reference_active")},
+}
 ticket = client.streams.ticket()
 report["ticket"] = {"prefix": ticket["ticket"][:3], "ttl_s": ticket["ttl_s"]}
 print(json.dumps(report))

@@ -78,6 +78,15 @@ const canceled = await client.jobs.cancel(running.id);
 report.jobs.cancel = { status: canceled.status, source: running.input.source };
 report.jobs.notFinished = await caught(() => client.jobs.download(running.id));
 
+// The echo reference option (the fixture as its own far end: every sample of it is echo).
+const echoed = await client.denoise(FIXTURE, { model: 'nsm-1', echoReference: { data: fs.readFileSync(FIXTURE), filename: 'far.wav' } });
+const echoJob = await client.jobs.submit(FIXTURE, { model: 'nsm-1', echoReference: FIXTURE });
+const echoDone = await client.jobs.wait(echoJob.id, { intervalMs: 250 });
+report.echo = {
+  denoise: { reference: echoed.stats.echo_reference, active: echoed.stats.echo_reference_active, bytes: echoed.audio.length },
+  job: { reference: echoJob.input.echo_reference, status: echoDone.status, active: echoDone.stats?.echo_reference_active },
+};
+
 const ticket = await client.streams.ticket();
 report.ticket = { prefix: ticket.ticket.slice(0, 3), ttl_s: ticket.ttl_s };
 console.log(JSON.stringify(report));

@@ -126,8 +126,10 @@ def prepare_file(value: Any, fallback: str = "audio") -> PreparedFile:
     raise TypeError(f"cannot upload a {type(value).__name__}: give a path, bytes or a binary file")
 
 
-def multipart(fields: Mapping[str, Any], file_field: str, files: Sequence[PreparedFile]) -> Tuple[Callable[[], _Segments], int, str]:
-    """A multipart/form-data body (fields first, then the files): a factory of readers, its length, its type."""
+def multipart(fields: Mapping[str, Any], file_field: str, files: Sequence[PreparedFile],
+              more_files: Sequence[Tuple[str, PreparedFile]] = ()) -> Tuple[Callable[[], _Segments], int, str]:
+    """A multipart/form-data body (fields first, then the files under ``file_field``, then ``more_files``, each under
+    its own field name): a factory of readers, its length, its type."""
     boundary = "----nsm-client-" + uuid.uuid4().hex
     pieces: List[Union[bytes, Tuple[str, int]]] = []
     for name, value in fields.items():
@@ -137,10 +139,10 @@ def multipart(fields: Mapping[str, Any], file_field: str, files: Sequence[Prepar
             value = "true" if value else "false"
         pieces.append(
             f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode("utf-8"))
-    for f in files:
+    for field, f in [*((file_field, f) for f in files), *more_files]:
         safe = f.filename.replace("\\", "_").replace('"', "%22").replace("\r", "").replace("\n", "")
         pieces.append(
-            (f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{safe}"\r\n'
+            (f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="{safe}"\r\n'
              "Content-Type: application/octet-stream\r\n\r\n").encode("utf-8"))
         pieces.append(f.data if f.data is not None else (f.path or "", f.size))
         pieces.append(b"\r\n")

@@ -71,17 +71,20 @@ class Jobs:
     def __init__(self, http: Transport) -> None:
         self._http = http
 
-    def submit(self, file: Optional[FileInput] = None, *, url: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+    def submit(self, file: Optional[FileInput] = None, *, url: Optional[str] = None,
+               echo_reference: Optional[FileInput] = None, **options: Any) -> Dict[str, Any]:
         """POST /jobs with a file (path, bytes, binary file) or ``url=`` for the server to fetch. 1 credit, refunded if
         the job fails or is canceled. Options: model, attenuation_limit_db, output_format, keep_input_sample_rate,
-        loudness_lufs, webhook_url."""
+        loudness_lufs, webhook_url, echo_reference_url; ``echo_reference=`` uploads what the loudspeaker played
+        (its echo is removed first: docs/echo.md)."""
         if (file is None) == (url is None):
             raise ValueError("give a file or url=, not both")
         fields = _fields(options)
         if url is not None:
             fields["url"] = url
         files = [prepare_file(file)] if file is not None else []
-        res = self._http.request("POST", f"{NS}/jobs", body=multipart(fields, "file", files), charged=True)
+        more = [("echo_reference", prepare_file(echo_reference, "reference"))] if echo_reference is not None else []
+        res = self._http.request("POST", f"{NS}/jobs", body=multipart(fields, "file", files, more), charged=True)
         return res.json()
 
     def get(self, job_id: str) -> Dict[str, Any]:
@@ -199,10 +202,13 @@ class NsmClient:
         self.jobs = Jobs(self._http)
         self.streams = Streams(self._http)
 
-    def denoise(self, file: FileInput, **options: Any) -> DenoisedAudio:
+    def denoise(self, file: FileInput, *, echo_reference: Optional[FileInput] = None, **options: Any) -> DenoisedAudio:
         """POST /denoise: one file → the cleaned audio (``bytes``, with ``.stats`` from X-NS-Stats, ``.filename``).
-        Options: model, attenuation_limit_db, output_format, keep_input_sample_rate, loudness_lufs. 1 credit."""
-        body = multipart({**_fields(options), "response": "audio"}, "file", [prepare_file(file)])
+        Options: model, attenuation_limit_db, output_format, keep_input_sample_rate, loudness_lufs. ``echo_reference``
+        (path, bytes, binary file): what the loudspeaker played, its timeline starting with the file's; its echo is
+        removed before denoising (docs/echo.md; the stats then carry echo_delay_ms, echo_erle_db). 1 credit."""
+        more = [("echo_reference", prepare_file(echo_reference, "reference"))] if echo_reference is not None else []
+        body = multipart({**_fields(options), "response": "audio"}, "file", [prepare_file(file)], more)
         res = self._http.request("POST", f"{NS}/denoise", body=body, charged=True)
         audio = DenoisedAudio(res.body)
         audio.stats = res.json_header("X-NS-Stats") or {}

@@ -1,7 +1,7 @@
 // NsmClient: every operation of the API (spec version 1.0.0 and its extensions: jobs, live streams) over fetch and
 // a WebSocket, with the spec's retry rule (http.ts) and typed errors (errors.ts).
 import { NsmError } from './errors.js';
-import { buildForm, prepareFile, type FileInput } from './files.js';
+import { buildForm, prepareFile, withEchoReference, type FileInput } from './files.js';
 import { describe, jsonHeader, RETRY_STATUSES, Transport, type RetryEvent, type RetryOptions } from './http.js';
 import { dispositionName, Jobs } from './jobs.js';
 import { connect, importWs, isWsPackage, type WebSocketConstructor } from './socket.js';
@@ -95,13 +95,17 @@ export class NsmClient {
     this.streams = new Streams(this.http, opts.token, opts.WebSocket);
   }
 
-  /** POST /denoise: one file → the cleaned audio and its stats. 1 credit. */
+  /**
+   * POST /denoise: one file → the cleaned audio and its stats. 1 credit. `options.echoReference`: what the loudspeaker
+   * played, its echo removed first (docs/echo.md; the stats then carry echo_delay_ms and echo_erle_db).
+   */
   async denoise(file: FileInput, options: DenoiseOptions = {}, init: CallOptions = {}): Promise<DenoiseResult> {
     const prepared = await prepareFile(file);
+    const { fields, more } = await withEchoReference(options);
     const res = await this.http.request({
       method: 'POST',
       path: `${NS}/denoise`,
-      body: () => buildForm('file', [prepared], { ...options, response: 'audio' }),
+      body: () => buildForm('file', [prepared], { ...fields, response: 'audio' }, more),
       charged: true,
       signal: init.signal,
     });

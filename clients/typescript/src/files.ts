@@ -47,11 +47,19 @@ export async function prepareFile(input: FileInput, fallbackName = 'audio'): Pro
   return { blob, filename: input.filename ?? inner.filename };
 }
 
-/** A multipart form with the files under `fileField` and the fields after them. */
-export function buildForm(fileField: string, files: PreparedFile[], fields: Record<string, FieldValue>): FormData {
+/** A multipart form: the fields, then the files under `fileField`, then `more` (each under its own field name). */
+export function buildForm(fileField: string, files: PreparedFile[], fields: Record<string, FieldValue>, more: Array<[string, PreparedFile]> = []): FormData {
   const form = new FormData();
   // Fields first: the jobs endpoint checks the fields that precede the file before it stores the upload.
   for (const [k, v] of Object.entries(fields)) if (v !== undefined && v !== null) form.append(k, String(v));
   for (const f of files) form.append(fileField, f.blob, f.filename);
+  for (const [field, f] of more) form.append(field, f.blob, f.filename);
   return form;
+}
+
+/** Takes `echoReference` out of call options: the other fields, and the reference as the `echo_reference` part. */
+export async function withEchoReference(options: { echoReference?: FileInput } & Record<string, unknown>): Promise<{ fields: Record<string, FieldValue>; more: Array<[string, PreparedFile]> }> {
+  const { echoReference, ...fields } = options;
+  const more: Array<[string, PreparedFile]> = echoReference === undefined ? [] : [['echo_reference', await prepareFile(echoReference, 'reference')]];
+  return { fields: fields as Record<string, FieldValue>, more };
 }

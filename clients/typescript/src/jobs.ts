@@ -2,7 +2,7 @@
 // Range resumes: a download whose connection breaks continues from the bytes it has (If-Range on the result's
 // strong ETag, so a changed result restarts from zero instead of splicing two files).
 import { ConnectionError, NsmError } from './errors.js';
-import { buildForm, prepareFile, type FileInput } from './files.js';
+import { buildForm, prepareFile, withEchoReference, type FileInput } from './files.js';
 import { describe, sleep, type Transport } from './http.js';
 import type { Job, JobList, JobOptions, ListJobsOptions } from './types.js';
 
@@ -109,15 +109,20 @@ function memorySink(): Sink {
 export class Jobs {
   constructor(private readonly http: Transport) {}
 
-  /** POST /jobs: a file (path, Blob, bytes) or `{url}` for the server to fetch. 1 credit, refunded if it fails. */
+  /**
+   * POST /jobs: a file (path, Blob, bytes) or `{url}` for the server to fetch. 1 credit, refunded if it fails.
+   * `options.echoReference` uploads what the loudspeaker played (its echo removed first: docs/echo.md); or give
+   * `echo_reference_url`.
+   */
   async submit(input: FileInput | { url: string }, options: JobOptions = {}, init: { signal?: AbortSignal } = {}): Promise<Job> {
     const isUrl = typeof input === 'object' && input !== null && 'url' in input && !('data' in input) && !(input instanceof Blob);
     const file = isUrl ? null : await prepareFile(input as FileInput);
-    const fields = isUrl ? { ...options, url: (input as { url: string }).url } : options;
+    const { fields: rest, more } = await withEchoReference(options);
+    const fields = isUrl ? { ...rest, url: (input as { url: string }).url } : rest;
     const res = await this.http.request({
       method: 'POST',
       path: JOBS,
-      body: () => buildForm('file', file ? [file] : [], fields),
+      body: () => buildForm('file', file ? [file] : [], fields, more),
       charged: true,
       signal: init.signal,
     });

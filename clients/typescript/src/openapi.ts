@@ -17,7 +17,7 @@ export interface paths {
          * Clean one file
          * @description Required scope `noise-suppressor:denoise`. Cost 1 credit (refunded when the model service rejects the input or fails).
          *
-         *     Validation (model service): unknown model, attenuation_limit_db not a number or outside 0-100, bad output_format or response, keep_input_sample_rate not a boolean, a text field given twice, an unknown field, a missing file, a file under another field name, or a body that is not multipart/form-data → 400 `{"detail": "...", "type": "invalid_request", "request_id": "..."}`. Empty, unreadable or non-audio file, or a model that is not installed → 422 `{"detail": "...", "type": "invalid_audio" or "model_not_installed", "request_id": "..."}`. An empty text field counts as omitted.
+         *     Validation (model service): unknown model, attenuation_limit_db not a number or outside 0-100, bad output_format or response, keep_input_sample_rate not a boolean, a text field given twice, an unknown field, a missing file, a file under another field name, or a body that is not multipart/form-data → 400 `{"detail": "...", "type": "invalid_request", "request_id": "..."}`. Empty, unreadable or non-audio file, or a model that is not installed → 422 `{"detail": "...", "type": "invalid_audio" or "model_not_installed", "request_id": "..."}`. An empty text field counts as omitted. With echo_reference: one longer than file by more than 10 s or shorter than half of it → 400 (invalid_request, saying which); an empty or undecodable one → 422 (invalid_audio, the detail starts with 'echo_reference:'); file and echo_reference together over 100 MB → 413. The stats then carry echo_reference, echo_reference_active, echo_delay_ms and echo_erle_db (docs/echo.md).
          */
         post: operations["denoise"];
         delete?: never;
@@ -39,7 +39,7 @@ export interface paths {
          * Clean up to 25 files with identical settings
          * @description Required scope `noise-suppressor:denoise-batch`. Cost 1 credit per call. Files are processed concurrently (as many at once as the engine has workers). A file that fails is listed in the manifest with `status: "error"` and the rest continues. Output names are `<input base name>_denoised.<ext>`; duplicates get `_2`, `_3`, ...; directories, `..` and control characters in client names never reach the zip. response=zip streams `denoised.zip` (chunked) with every output and `manifest.json`.
          *
-         *     Validation (model service): unknown model, attenuation_limit_db not a number or outside 0-100, bad output_format or response, keep_input_sample_rate not a boolean, a text field given twice, an unknown field, a missing file, a file under another field name, or a body that is not multipart/form-data → 400 `{"detail": "..."}`. Empty, unreadable or non-audio file, or a model that is not installed → 422 `{"detail": "..."}`. An empty text field counts as omitted.
+         *     Validation (model service): unknown model, attenuation_limit_db not a number or outside 0-100, bad output_format or response, keep_input_sample_rate not a boolean, a text field given twice, an unknown field, a missing file, a file under another field name, or a body that is not multipart/form-data → 400 `{"detail": "..."}`. Empty, unreadable or non-audio file, or a model that is not installed → 422 `{"detail": "..."}`. An empty text field counts as omitted. An echo_reference part is refused (400): send each file with its reference to /denoise, or as a job.
          */
         post: operations["denoiseBatch"];
         delete?: never;
@@ -461,6 +461,17 @@ export interface components {
             silence_removed_s?: number;
             /** @description Only with trim_silence: the output's duration (duration_s stays the input's). */
             output_duration_s?: number;
+            /**
+             * @description Only with echo_reference: the call had one.
+             * @constant
+             */
+            echo_reference?: true;
+            /** @description Only with echo_reference: whether the reference ever carried signal (above -78 dBFS). false: a silent reference, nothing was changed (the output is the one without it). */
+            echo_reference_active?: boolean;
+            /** @description Only with echo_reference: the echo's bulk delay behind the reference that the canceller estimated (0-504 ms, in 8 ms steps); null before a confident estimate or for a silent reference. */
+            echo_delay_ms?: number | null;
+            /** @description Only with echo_reference: echo return loss enhancement, the canceller's input over its output energy (before the denoiser) over all the time the reference was active, dB. Near-end speech counts in both, so double talk lowers it: it says how much the canceller took out, not how much echo is left. null for a silent reference. */
+            echo_erle_db?: number | null;
         };
         DenoiseJsonResult: {
             filename: string;
@@ -622,6 +633,14 @@ export interface components {
                 filename: string;
                 /** @description null until a URL input is fetched */
                 bytes: number | null;
+                /** @description Only on jobs with an echo reference: where it came from (an echo_reference part, or echo_reference_url); bytes null until a URL reference is fetched. */
+                echo_reference?: {
+                    /** @enum {string} */
+                    source: "upload" | "url";
+                    url: string | null;
+                    filename: string;
+                    bytes: number | null;
+                };
             };
             webhook_url: string | null;
             attempts: number;
@@ -1109,7 +1128,7 @@ export interface operations {
                     trim_silence_max_pause_s?: number;
                     /**
                      * @description With speech_segments or trim_silence only: the speech probability that starts speech; it continues while the probability stays at or above vad_threshold - 0.15.
-                     * @default 0.5
+                     * @default 0.7
                      */
                     vad_threshold?: number;
                     /**
@@ -1122,6 +1141,11 @@ export interface operations {
                      * @default 300
                      */
                     vad_hangover_ms?: number;
+                    /**
+                     * Format: binary
+                     * @description Optional: the echo reference, what the loudspeaker played while `file` was recorded (the far end of a call, an agent's own speech), any format ffmpeg reads, any sample rate, mono or more channels (mixed down to mono). Its timeline starts with file's; the canceller finds a delay of up to 500 ms by itself. Its echo is removed from file before the model runs (docs/echo.md); the output has file's length, rate and channels. A silent reference changes nothing: the output is byte for byte the one without it. file and echo_reference together at most 100 MB (413). 400 when it is longer than file by more than 10 s or shorter than half of it (the detail says which); 422 when it is empty or cannot be decoded (the detail starts with 'echo_reference:'). Not on /denoise/batch (400).
+                     */
+                    echo_reference?: string;
                 };
             };
         };
@@ -1234,7 +1258,7 @@ export interface operations {
                     trim_silence_max_pause_s?: number;
                     /**
                      * @description With speech_segments or trim_silence only: the speech probability that starts speech; it continues while the probability stays at or above vad_threshold - 0.15.
-                     * @default 0.5
+                     * @default 0.7
                      */
                     vad_threshold?: number;
                     /**
@@ -1677,7 +1701,7 @@ export interface operations {
                     trim_silence_max_pause_s?: number;
                     /**
                      * @description With speech_segments or trim_silence only: the speech probability that starts speech; it continues while the probability stays at or above vad_threshold - 0.15.
-                     * @default 0.5
+                     * @default 0.7
                      */
                     vad_threshold?: number;
                     /**
@@ -1695,6 +1719,16 @@ export interface operations {
                      * @description Receives job.succeeded / job.failed; same address rules as url.
                      */
                     webhook_url?: string;
+                    /**
+                     * Format: binary
+                     * @description Optional: the echo reference (what the loudspeaker played; its timeline starts with the input's), removed before the model as on /denoise (docs/echo.md). Counts with file toward JOBS_MAX_UPLOAD_MB. A reference that cannot be decoded fails the job with invalid_audio, one longer than the input by more than 10 s or shorter than half of it with invalid_request (refunded). Not with echo_reference_url.
+                     */
+                    echo_reference?: string;
+                    /**
+                     * Format: uri
+                     * @description Optional: the echo reference's http/https URL, fetched by the runner like url (same address rules), with an uploaded file or a url. Not with an echo_reference part.
+                     */
+                    echo_reference_url?: string;
                 };
             };
         };

@@ -1,6 +1,7 @@
 // Names for the API's shapes, taken from the types generated from openapi.json (src/openapi.ts, by openapi-typescript;
 // `npm run clients:types` in the server repository regenerates them, and its tests fail when they drift).
 import type { components, operations } from './openapi.js';
+import type { FileInput } from './files.js';
 
 type Schemas = components['schemas'];
 
@@ -32,12 +33,19 @@ type Widen<T> = {
   [K in keyof T]?: NonNullable<T[K]> extends string ? NonNullable<T[K]> | (string & {}) | boolean : NonNullable<T[K]> extends number ? number : T[K];
 };
 
-/** Form fields of POST /denoise other than the file (model, attenuation_limit_db, output_format, ...). */
-export type DenoiseOptions = Widen<Omit<Form<'denoise'>, 'file' | 'response'>> & Open;
+/** Extra fields as `Open`; with the echo reference's file among the options, file inputs too (only it is sent as a file). */
+type OpenWithFile = { [field: string]: string | number | boolean | undefined | null | FileInput };
+/** The echo reference (docs/echo.md): what the loudspeaker played, its timeline starting with the input's; its echo
+ * is removed before denoising. A path (Node), Blob, bytes, or {data, filename}; sent as the `echo_reference` part. */
+export interface EchoReferenceOption {
+  echoReference?: FileInput;
+}
+/** Form fields of POST /denoise other than the file (model, attenuation_limit_db, output_format, ...), and echoReference. */
+export type DenoiseOptions = Widen<Omit<Form<'denoise'>, 'file' | 'response' | 'echo_reference'>> & EchoReferenceOption & OpenWithFile;
 /** Form fields of POST /denoise/batch other than the files. */
 export type BatchOptions = Widen<Omit<Form<'denoiseBatch'>, 'files' | 'response'>> & Open;
-/** Form fields of POST /jobs other than the file or url. */
-export type JobOptions = Widen<Omit<Form<'createJob'>, 'file' | 'url'>> & Open;
+/** Form fields of POST /jobs other than the file or url (echo_reference_url among them), and echoReference. */
+export type JobOptions = Widen<Omit<Form<'createJob'>, 'file' | 'url' | 'echo_reference'>> & EchoReferenceOption & OpenWithFile;
 /** Query of GET /jobs. */
 export type ListJobsOptions = Partial<Query<'listJobs'>>;
 /** Query of GET /stream (model, sample_rate, encoding, channels, attenuation_limit_db, ticket) plus any later ones

@@ -1,6 +1,7 @@
 // The jobs endpoints behind the gateway (they run after its token, scope, plan, rate-limit and credit policies, as the
 // handler of the routes whose target is 'jobs'):
-//   POST   /v1/noise-suppressor/jobs               multipart: file (streamed to disk) or url, /denoise params, webhook_url
+//   POST   /v1/noise-suppressor/jobs               multipart: file (streamed to disk) or url, /denoise params, webhook_url,
+//                                                  echo_reference (a second file part) or echo_reference_url
 //   GET    /v1/noise-suppressor/jobs               ?status=&limit=&cursor=  the workspace's jobs, newest first
 //   GET    /v1/noise-suppressor/jobs/{id}          the job object
 //   DELETE /v1/noise-suppressor/jobs/{id}          cancel a queued/running job, or delete a finished job's result
@@ -78,21 +79,25 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     await files.ensure();
     const id = 'job_' + randomBase62(24);
     const tmp = files.incomingFile(id, 'upload');
+    const refTmp = files.incomingFile(id, 'reference-upload');
     const inputPath = files.input(id);
+    const referencePath = files.reference(id);
     let created = false;
     let settled = false;
     req.on('data', (chunk: Buffer) => {
       ctx.bytesIn += chunk.length;
     });
     try {
-      const file = await receive(req, res, tmp, claim);
+      const { file, reference } = await receive(req, res, { file: tmp, echo_reference: refTmp }, claim);
       const form = parseJobForm(config, req.body as Record<string, unknown>);
       if (!file && !form.url) {
         throw new JobApiError('invalid_request', 'missing input: send the audio as the multipart file field "file", or its address in "url"');
       }
       if (file && form.url) throw new JobApiError('invalid_request', 'send either a file or a url, not both');
+      if (reference && form.referenceUrl) throw new JobApiError('invalid_request', 'send either an echo_reference file or an echo_reference_url, not both');
       try {
         if (form.url) await assertPublicHost(form.url, guard, 'url');
+        if (form.referenceUrl) await assertPublicHost(form.referenceUrl, guard, 'echo_reference_url');
         if (form.webhookUrl) await assertPublicHost(form.webhookUrl, guard, 'webhook_url');
       } catch (err) {
         if (err instanceof UrlNotAllowedError) throw new JobApiError('url_not_allowed', err.message);
@@ -102,6 +107,10 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
       if (file) {
         if (file.size === 0) throw new JobApiError('invalid_request', 'the file is empty');
         await fs.promises.rename(tmp, inputPath);
+      }
+      if (reference) {
+        if (reference.size === 0) throw new JobApiError('invalid_request', 'the echo_reference file is empty');
+        await fs.promises.rename(refTmp, referencePath);
       }
       const now = Date.now();
       // The credit is settled BEFORE the job exists: once it does, a runner may fail it and refund at any moment, and a
@@ -116,9 +125,16 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
           tokenId: ctx.tokenId ?? null,
           requestId: ctx.requestId,
           params: form.params,
-          input: file
-            ? { source: 'upload', url: null, filename: cleanInputName(file.originalname) || 'audio', bytes: file.size }
-            : { source: 'url', url: form.url!.toString(), filename: fileNameFromUrl(form.url!), bytes: null },
+          input: {
+            ...(file
+              ? { source: 'upload' as const, url: null, filename: cleanInputName(file.originalname) || 'audio', bytes: file.size }
+              : { source: 'url' as const, url: form.url!.toString(), filename: fileNameFromUrl(form.url!), bytes: null }),
+            ...(reference
+              ? { echo_reference: { source: 'upload' as const, url: null, filename: cleanInputName(reference.originalname) || 'reference', bytes: reference.size } }
+              : form.referenceUrl
+                ? { echo_reference: { source: 'url' as const, url: form.referenceUrl.toString(), filename: fileNameFromUrl(form.referenceUrl), bytes: null } }
+                : {}),
+          },
           webhookUrl: form.webhookUrl ? form.webhookUrl.toString() : null,
           // What this job was charged (0 if settling failed: its hold then lapses and it costs nothing).
           credits: settled ? ctx.creditsCharged : 0,
@@ -142,7 +158,11 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     } finally {
       claim.release();
       await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
-      if (!created) await fs.promises.rm(inputPath, { force: true }).catch(() => undefined);
+      await fs.promises.rm(refTmp, { force: true }).catch(() => undefined);
+      if (!created) {
+        await fs.promises.rm(inputPath, { force: true }).catch(() => undefined);
+        await fs.promises.rm(referencePath, { force: true }).catch(() => undefined);
+      }
       if (settled && !created && ctx.creditsCharged > 0) {
         // Charged, but no job came of it: give the credit back (the gateway no longer holds it). A failing refund is
         // logged and must not replace the error that stopped the job (too_many_jobs, the store being down, ...).

@@ -1,6 +1,7 @@
-// Receiving a job upload: the multipart body streamed by multer, the one `file` part written to disk with every chunk
-// taken from the disk budget first (→ 507 insufficient_storage at the floor), text fields to req.body, under the
-// client clock of /denoise (less than CLIENT_MIN_BYTES_PER_S over CLIENT_IDLE_TIMEOUT_MS → 408 request_timeout).
+// Receiving a job upload: the multipart body streamed by multer, the `file` part (and the optional `echo_reference`
+// part: docs/echo.md) written to disk with every chunk taken from the disk budget first (→ 507 insufficient_storage at
+// the floor), the two together at most JOBS_MAX_UPLOAD_MB, text fields to req.body, under the client clock of
+// /denoise (less than CLIENT_MIN_BYTES_PER_S over CLIENT_IDLE_TIMEOUT_MS → 408 request_timeout).
 import fs from 'node:fs';
 import { Transform } from 'node:stream';
 import type { Request, Response } from 'express';
@@ -13,34 +14,55 @@ import { removeFailedWrite } from '../failed-write';
 import { JobApiError, UploadStalledError } from './errors';
 import { parseJobForm } from './params';
 
+/** The file parts of a job upload and where each one is written. */
+export interface JobUploadPaths {
+  file: string;
+  echo_reference: string;
+}
+
+/** What a job upload brought: the audio and, optionally, its echo reference. */
+export interface JobUpload {
+  file: Express.Multer.File | undefined;
+  reference: Express.Multer.File | undefined;
+}
+
 /**
- * multer storage writing the one `file` part to a given path, counting bytes, each chunk taken from the disk budget
- * before it is written; removes the file on failure.
+ * multer storage writing each file part to its path, counting bytes (all parts together at most `maxTotal`), each
+ * chunk taken from the disk budget before it is written; removes the file on failure.
  */
-class SingleFileStorage implements multer.StorageEngine {
+class JobFileStorage implements multer.StorageEngine {
+  private total = 0;
+
   constructor(
-    private readonly dest: string,
+    private readonly dests: JobUploadPaths,
     private readonly claim: SpaceClaim,
+    private readonly maxTotal: number,
   ) {}
 
   _handleFile(_req: Request, file: Express.Multer.File, cb: (error?: unknown, info?: Partial<Express.Multer.File>) => void): void {
-    const out = fs.createWriteStream(this.dest, { mode: PRIVATE_FILE_MODE });
+    const dest = this.dests[file.fieldname as keyof JobUploadPaths];
+    const out = fs.createWriteStream(dest, { mode: PRIVATE_FILE_MODE });
     let size = 0;
     let failed = false;
     const claim = this.claim;
+    const storage = this;
     const fail = (err: unknown): void => {
       if (failed) return;
       failed = true;
       file.stream.unpipe(gate);
       gate.unpipe(out);
       file.stream.resume();
-      void removeFailedWrite(out, this.dest).then(
+      void removeFailedWrite(out, dest).then(
         () => cb(err),
         () => cb(err),
       );
     };
     const gate = new Transform({
       transform(chunk: Buffer, _enc, done) {
+        storage.total += chunk.length;
+        if (storage.total > storage.maxTotal) {
+          return done(new JobApiError('payload_too_large', `file and echo_reference together are larger than ${storage.maxTotal} bytes (JOBS_MAX_UPLOAD_MB)`));
+        }
         claim.take(chunk.length).then(
           (ok) => {
             if (!ok) return done(new JobApiError('insufficient_storage', 'The server ran short of disk space during the upload; nothing was charged. Retry later.'));
@@ -55,7 +77,7 @@ class SingleFileStorage implements multer.StorageEngine {
     gate.on('error', fail);
     out.on('error', fail);
     out.on('finish', () => {
-      if (!failed) cb(null, { path: this.dest, size });
+      if (!failed) cb(null, { path: dest, size });
     });
     file.stream.pipe(gate).pipe(out);
   }
@@ -74,7 +96,7 @@ function uploadError(config: Config, err: unknown): JobApiError {
       case 'LIMIT_UNEXPECTED_FILE':
         return new JobApiError(
           'invalid_request',
-          err.field === 'file' ? 'send one "file" per job' : `unexpected file field "${err.field ?? ''}"; send the audio as "file"`,
+          err.field === 'file' || err.field === 'echo_reference' ? `send one "${err.field}" per job` : `unexpected file field "${err.field ?? ''}"; send the audio as "file"`,
         );
       default:
         return new JobApiError('invalid_request', `malformed form data: ${err.message}`);
@@ -83,32 +105,38 @@ function uploadError(config: Config, err: unknown): JobApiError {
   return new JobApiError('invalid_request', `malformed multipart/form-data body: ${err instanceof Error ? err.message : String(err)}`);
 }
 
-/** Receives one job upload into `dest`; see the file header. */
-export function uploadReceiver(config: Config): (req: Request, res: Response, dest: string, claim: SpaceClaim) => Promise<Express.Multer.File | undefined> {
+/** Receives one job upload into `dests`; see the file header. */
+export function uploadReceiver(config: Config): (req: Request, res: Response, dests: JobUploadPaths, claim: SpaceClaim) => Promise<JobUpload> {
   const clientMinBytes = Math.max(1, Math.floor((config.clientMinBytesPerSecond * config.clientIdleTimeoutMs) / 1000));
   /**
-   * Streams the multipart body: the file to `dest` (its bytes taken from `claim`), text fields to req.body. Resolves
-   * with the file, if any; rejects with 408 request_timeout when the client sends too slowly.
+   * Streams the multipart body: the file parts to `dests` (their bytes taken from `claim`), text fields to req.body.
+   * Resolves with the files, if any; rejects with 408 request_timeout when the client sends too slowly.
    */
-  return function receive(req: Request, res: Response, dest: string, claim: SpaceClaim): Promise<Express.Multer.File | undefined> {
+  return function receive(req: Request, res: Response, dests: JobUploadPaths, claim: SpaceClaim): Promise<JobUpload> {
     const upload = multer({
-      storage: new SingleFileStorage(dest, claim),
+      storage: new JobFileStorage(dests, claim, config.jobs.maxUploadBytes),
       defParamCharset: 'utf8',
       preservePath: true,
-      limits: { fileSize: config.jobs.maxUploadBytes, files: 1, fields: 20, parts: 24, fieldSize: 64 * 1024 },
+      limits: { fileSize: config.jobs.maxUploadBytes, files: 2, fields: 20, parts: 24, fieldSize: 64 * 1024 },
       fileFilter: (fileReq, file, cb) => {
         try {
-          if (file.fieldname !== 'file') {
-            throw new JobApiError('invalid_request', `unexpected file field "${file.fieldname}"; send the audio as "file"`);
+          if (file.fieldname !== 'file' && file.fieldname !== 'echo_reference') {
+            throw new JobApiError('invalid_request', `unexpected file field "${file.fieldname}"; send the audio as "file" (and the echo reference as "echo_reference")`);
           }
           const form = parseJobForm(config, fileReq.body as Record<string, unknown>);
-          if (form.url) throw new JobApiError('invalid_request', 'send either a file or a url, not both');
+          if (file.fieldname === 'file' && form.url) throw new JobApiError('invalid_request', 'send either a file or a url, not both');
+          if (file.fieldname === 'echo_reference' && form.referenceUrl) {
+            throw new JobApiError('invalid_request', 'send either an echo_reference file or an echo_reference_url, not both');
+          }
           cb(null, true);
         } catch (err) {
           cb(err as Error);
         }
       },
-    }).single('file');
+    }).fields([
+      { name: 'file', maxCount: 1 },
+      { name: 'echo_reference', maxCount: 1 },
+    ]);
     return new Promise((resolve, reject) => {
       // The same progress clock as the forwarder's for /denoise: a stalled or trickling upload is the client's fault.
       const watch = new ProgressWatch(config.clientIdleTimeoutMs, clientMinBytes, () => {
@@ -132,7 +160,10 @@ export function uploadReceiver(config: Config): (req: Request, res: Response, de
       upload(req, res, (err?: unknown) => {
         cleanup();
         if (err) reject(err instanceof InsufficientStorageError ? new JobApiError('insufficient_storage', err.message) : uploadError(config, err));
-        else resolve(req.file);
+        else {
+          const byField = (req.files ?? {}) as Record<string, Express.Multer.File[] | undefined>;
+          resolve({ file: byField.file?.[0], reference: byField.echo_reference?.[0] });
+        }
       });
     });
   };

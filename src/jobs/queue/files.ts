@@ -14,7 +14,7 @@ const HOST_TAG = crypto.createHash('sha256').update(os.hostname()).digest('hex')
 const INSTANCE = crypto.randomBytes(4).toString('hex');
 /** This process as the writer of incoming files: `<host>-<pid>-<instance>`. */
 export const INCOMING_OWNER = `${HOST_TAG}-${process.pid}-${INSTANCE}`;
-const OWNED = /^[^.]+\.(?:upload|download|output)\.([0-9a-f]{8})-(\d+)-([0-9a-f]{8})$/;
+const OWNED = /^[^.]+\.(?:upload|download|output|reference-upload|reference-download)\.([0-9a-f]{8})-(\d+)-([0-9a-f]{8})$/;
 
 
 /**
@@ -62,12 +62,17 @@ export class JobFiles {
     return path.join(this.inputs, id);
   }
 
+  /** A job's echo reference (docs/echo.md), beside its input. */
+  reference(id: string): string {
+    return path.join(this.inputs, `${id}.reference`);
+  }
+
   result(file: string): string {
     return path.join(this.results, path.basename(file));
   }
 
   /** Partial upload, download or model-service output of a job (`kind` keeps them apart), tagged with its writer. */
-  incomingFile(id: string, kind: 'upload' | 'download' | 'output'): string {
+  incomingFile(id: string, kind: 'upload' | 'download' | 'output' | 'reference-upload' | 'reference-download'): string {
     return path.join(this.incoming, `${id}.${kind}.${INCOMING_OWNER}`);
   }
 
@@ -80,7 +85,7 @@ export class JobFiles {
 
   /** Removes every file of a job (input, partial files of any writer, the result). */
   async removeAll(id: string, resultFile: string | null): Promise<void> {
-    const paths = [this.input(id)];
+    const paths = [this.input(id), this.reference(id)];
     const partials = await fs.promises.readdir(this.incoming).catch(() => [] as string[]);
     for (const name of partials) if (name.startsWith(`${id}.`)) paths.push(path.join(this.incoming, name));
     if (resultFile) paths.push(this.result(resultFile));

@@ -1,5 +1,5 @@
 // The runner's side of POST /internal/jobs/denoise (see model-service/job-stream.ts for the format): streams the
-// input file to a model-service replica, reports its progress lines, and writes the audio that follows the result
+// input file (and after it the echo reference, with `input_bytes`) to a model-service replica, reports its progress lines, and writes the audio that follows the result
 // line to a file. Replicas come from the set the forwarder uses (upstream/replicas.ts): one that is down, unhealthy
 // or whose breaker is open is skipped, and a replica that cannot take the job (unreachable before the input was
 // sent, busy, refusing our token) passes it to the next one.
@@ -8,6 +8,7 @@
 // stream that starts is a success; 5xx, a wrong answer or no connection a failure), never held as a half-open
 // breaker's single trial for the whole job; a stream that breaks later fails the job's attempt, not the replica.
 import fs from 'node:fs';
+import { Readable } from 'node:stream';
 import { JOB_STREAM_CONTENT_TYPE, JOB_STREAM_PATH } from '../../model-service/job-stream';
 import { SPEECH_FIELDS } from '../../model-service/speech-params';
 import type { Upstream } from '../../upstream/balancer';
@@ -48,6 +49,8 @@ export interface StreamJobOptions {
   /** The model-service replicas (shared with the forwarder); their token goes with each request. */
   replicas: ModelServiceReplicas;
   inputPath: string;
+  /** The echo reference (docs/echo.md), sent after the input in the same body. */
+  referencePath?: string | null;
   outputPath: string;
   params: JobParams;
   /** The input's name (output_format=video tells MKV from WebM by it). */
@@ -104,20 +107,23 @@ export async function streamJob(opts: StreamJobOptions): Promise<StreamJobResult
     if (v !== undefined && v !== null) query.set(name, String(v));
   }
   let size: number;
+  let referenceSize = 0;
   try {
     size = (await fs.promises.stat(opts.inputPath)).size;
+    if (opts.referencePath) referenceSize = (await fs.promises.stat(opts.referencePath)).size;
   } catch (err) {
     throw new ModelServiceFailed(
       `the job's input is not in JOBS_DIR (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); gateways that share a queue must share JOBS_DIR`,
     );
   }
+  if (opts.referencePath) query.set('input_bytes', String(size));
   const tried = new Set<Upstream>();
   const notTaken: NotTaken[] = [];
   for (;;) {
     if (opts.signal.aborted) throw abortError(opts.signal);
     const call = opts.replicas.acquire(tried);
     if (!call) throw noneTook(notTaken, opts.replicas);
-    const outcome = await streamTo(call, opts, `${JOB_STREAM_PATH}?${query.toString()}`, size);
+    const outcome = await streamTo(call, opts, `${JOB_STREAM_PATH}?${query.toString()}`, size + referenceSize);
     if (!(outcome instanceof NotTaken)) return outcome;
     notTaken.push(outcome);
   }
@@ -145,7 +151,7 @@ function streamTo(call: ReplicaCall, opts: StreamJobOptions, path: string, size:
   return new Promise<StreamJobResult | NotTaken>((resolve, reject) => {
     let settled = false;
     let out: fs.WriteStream | null = null;
-    const input = fs.createReadStream(opts.inputPath);
+    const input = opts.referencePath ? Readable.from(filesInOrder([opts.inputPath, opts.referencePath])) : fs.createReadStream(opts.inputPath);
     /** Ends the try; `verdict` is the replica's, unless the answer's head already gave one. */
     const done = (err: Error | null, result?: StreamJobResult | NotTaken, verdict: Verdict = 'release'): void => {
       if (settled) return;
@@ -198,7 +204,7 @@ function streamTo(call: ReplicaCall, opts: StreamJobOptions, path: string, size:
       call.upstream.markUnhealthy(code);
       notTaken(failed, 'failure');
     });
-    input.on('error', (err) => done(new ModelServiceFailed(`cannot read the job input: ${err.message}`)));
+    input.on('error', (err: Error) => done(new ModelServiceFailed(`cannot read the job input: ${err.message}`)));
     let sending = false;
     const send = (): void => {
       if (sending || settled || responded) return;
@@ -320,4 +326,9 @@ function streamTo(call: ReplicaCall, opts: StreamJobOptions, path: string, size:
       res.on('error', () => done(new ModelServiceFailed('the model service connection broke off')));
     });
   });
+}
+
+/** The bytes of `paths`, one file after the other (the job stream's body with an echo reference). */
+async function* filesInOrder(paths: string[]): AsyncGenerator<Buffer> {
+  for (const p of paths) for await (const chunk of fs.createReadStream(p)) yield chunk as Buffer;
 }

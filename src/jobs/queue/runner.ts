@@ -1,7 +1,7 @@
 // The job runner: claims queued jobs from the store and streams each through a model service over HTTP, keeps its
 // lease alive while it works, and records the outcome. Two kinds of slots, so a slow URL never holds up processing:
-//   fetch slots (FETCH_SLOTS): a job whose input is a URL is first claimed to download it (total deadline, minimum
-//     rate, the disk floor), then goes back to the queue with its input on disk;
+//   fetch slots (FETCH_SLOTS): a job whose input is a URL is first claimed to download it (and an echo_reference_url;
+//     total deadline, minimum rate, the disk floor), then goes back to the queue with its input on disk;
 //   processing slots (JOBS_CONCURRENCY): jobs whose input is on disk, streamed through the model service.
 // Fair share: claims go to the workspace with the fewest running jobs of the kind; when every slot of a kind is
 // taken and another workspace waits, a workspace holding more than its share (slots ÷ workspaces, rounded up) gives
@@ -188,7 +188,8 @@ export class JobRunner {
     const { store } = this.deps;
     const lease = keepLease(this.deps, this.owner, job, abort, this.now);
     try {
-      const { bytes } = await this.ensureInput(job, abort.signal);
+      const { bytes } = (await this.ensureInput(job, abort.signal))!;
+      await this.ensureInput(job, abort.signal, true);
       await store.setInputBytes(job.id, this.owner, bytes);
       // Not an attempt: the run that processes it will be.
       await store.retryJob(job.id, this.owner, this.now(), null, false, this.now());
@@ -206,10 +207,12 @@ export class JobRunner {
     const lease = keepLease(this.deps, this.owner, job, abort, this.now);
     const outputTmp = files.incomingFile(job.id, 'output');
     try {
-      const { path: inputPath } = await this.ensureInput(job, abort.signal);
+      const { path: inputPath } = (await this.ensureInput(job, abort.signal))!;
+      const reference = await this.ensureInput(job, abort.signal, true);
       const out = await streamJob({
         replicas: this.deps.modelServices,
         inputPath,
+        referencePath: reference?.path,
         outputPath: outputTmp,
         params: job.params,
         filename: job.input.filename,
@@ -243,7 +246,7 @@ export class JobRunner {
         await fs.promises.rm(files.result(resultFile), { force: true });
         return;
       }
-      await fs.promises.rm(inputPath, { force: true });
+      await Promise.all([inputPath, reference?.path].map((p) => p && fs.promises.rm(p, { force: true })));
       this.deps.metrics?.finished('succeeded');
       log(`[jobs] ${job.id} succeeded (${out.bytes} bytes, attempt ${job.attempts})`);
       this.deps.webhooks?.wake();
@@ -256,21 +259,21 @@ export class JobRunner {
   }
 
   /**
-   * The job's input on local disk: the upload, or the URL fetched now (once per job: a fetch slot does it, and the
-   * file is kept for retries; a processing slot fetches only if the file went missing).
+   * The job's input (with `reference`, its echo reference; null if it has none) on local disk: the upload, or the URL
+   * fetched now (once per job: a fetch slot does it, and the file is kept for retries; a processing slot fetches only
+   * if the file went missing, or an echo reference URL of an uploaded input).
    */
-  private async ensureInput(job: JobRecord, signal: AbortSignal): Promise<{ path: string; bytes: number }> {
+  private async ensureInput(job: JobRecord, signal: AbortSignal, reference = false): Promise<{ path: string; bytes: number } | null> {
     const { files, config } = this.deps;
-    const inputPath = files.input(job.id);
-    if (job.input.source === 'upload') return { path: inputPath, bytes: job.input.bytes ?? 0 };
-    try {
-      return { path: inputPath, bytes: (await fs.promises.stat(inputPath)).size };
-    } catch {
-      // not fetched yet
-    }
-    const tmp = files.incomingFile(job.id, 'download');
-    const url = parseUserUrl(job.input.url ?? '', 'url');
-    const { bytes } = await downloadToFile(url, tmp, config.jobs.maxUploadBytes, { ...this.deps.fetch, signal }, 'url', (declared) =>
+    const input = reference ? job.input.echo_reference : job.input;
+    if (!input) return null;
+    const inputPath = reference ? files.reference(job.id) : files.input(job.id);
+    if (input.source === 'upload') return { path: inputPath, bytes: input.bytes ?? 0 };
+    const fetched = await fs.promises.stat(inputPath).then((s) => s.size, () => null); // null: not fetched yet
+    if (fetched !== null) return { path: inputPath, bytes: fetched };
+    const tmp = files.incomingFile(job.id, reference ? 'reference-download' : 'download');
+    const field = reference ? 'echo_reference_url' : 'url';
+    const { bytes } = await downloadToFile(parseUserUrl(input.url ?? '', field), tmp, config.jobs.maxUploadBytes, { ...this.deps.fetch, signal }, field, (declared) =>
       this.deps.space.open(declared),
     );
     await fs.promises.rename(tmp, inputPath);
