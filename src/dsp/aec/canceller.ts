@@ -53,6 +53,11 @@ export interface EchoCancellerOptions {
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
   nonlinear?: boolean;
+  /**
+   * Which bulk-delay moves of 6 partitions or more reopen the Kalman variances to their prior (kalman-filter.ts):
+   * only the first move (the first delay estimate; default), every such move, or none.
+   */
+  reopen?: 'first' | 'always' | 'never';
 }
 
 export interface EchoCancellerStats {
@@ -96,6 +101,8 @@ export class EchoCanceller {
   private readonly refPrev = new Float64Array(AEC_HOP);
   private active = false;
   private bulk = 0;
+  /** Bulk-delay moves so far. */
+  private moves = 0;
   private lastLag = -1;
   /** Hops the window was moved earlier than the estimate's margin (see applyDelay). */
   private early = 0;
@@ -134,6 +141,7 @@ export class EchoCanceller {
       constrainEvery: opts.constrainEvery ?? 4,
       shadowEvery: opts.shadowEvery ?? 1,
       nonlinear: opts.nonlinear ?? true,
+      reopen: opts.reopen ?? 'first',
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
@@ -308,8 +316,11 @@ export class EchoCanceller {
     }
     const bulk = Math.max(0, lag - DELAY_MARGIN_HOPS - this.early);
     if (bulk === this.bulk) return;
+    const o = this.opts.reopen;
+    const reopen = o === 'always' || (o === 'first' && this.moves === 0);
+    this.moves++;
     for (const ch of this.chans) {
-      ch.main.shift(this.bulk - bulk);
+      ch.main.shift(this.bulk - bulk, reopen);
       ch.shadow.shift(this.bulk - bulk);
     }
     this.bulk = bulk;
