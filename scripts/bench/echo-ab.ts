@@ -115,11 +115,11 @@ async function main(args: string[]): Promise<void> {
   const kinds = opt('--kinds', 'st,dt,path').split(',') as SceneKind[];
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
   const withMos = args.includes('--aecmos');
-  const sets: Record<string, number> = {};
+  const sets: Record<string, number | string> = {};
   args.forEach((a, i) => {
     if (a !== '--set') return;
     const [k, v] = args[i + 1].split('=');
-    sets[k] = Number(v);
+    sets[k] = Number.isNaN(Number(v)) ? v : Number(v);
   });
   const Other = require(path.join(other, 'src', 'dsp', 'aec')).EchoCanceller as new (o: { channels: number }) => Canceller;
   const names = ['this', 'other'];
