@@ -55,7 +55,8 @@ export interface EchoCancellerOptions {
   nonlinear?: boolean;
   /**
    * Which bulk-delay moves of 6 partitions or more reopen the Kalman variances to their prior (kalman-filter.ts):
-   * only the first move (the first delay estimate; default), every such move, or none.
+   * only the first move (the first delay estimate), every such move, or none (default: on held-out scenes both
+   * others lost up to 16 dB on linear loudspeakers; docs/echo.md).
    */
   reopen?: 'first' | 'always' | 'never';
 }
@@ -141,7 +142,7 @@ export class EchoCanceller {
       constrainEvery: opts.constrainEvery ?? 4,
       shadowEvery: opts.shadowEvery ?? 1,
       nonlinear: opts.nonlinear ?? true,
-      reopen: opts.reopen ?? 'first',
+      reopen: opts.reopen ?? 'never',
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
