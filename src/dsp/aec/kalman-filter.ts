@@ -50,8 +50,6 @@ export class PartitionedKalmanFilter {
   readonly pVar: Slab;
   /** Residual echo power the filter expects in E (Φ), per bin, from the last filter() call (R/M applied). */
   readonly phi: Slab;
-  /** The echo's power summed incoherently over the partitions, Σ_p |X_p|² |W_p|² (R/M applied), from filter(). */
-  readonly spow: Slab;
   /** The echo estimate's spectrum from the last filter() call. */
   readonly yRe: Slab;
   readonly yIm: Slab;
@@ -69,7 +67,7 @@ export class PartitionedKalmanFilter {
 
   static floats(block: number, partitions: number): number {
     const stride = (block + 4) & ~3;
-    return 3 * stride * partitions + 8 * stride + partitions + 4;
+    return 3 * stride * partitions + 7 * stride + partitions + 4;
   }
 
   constructor(arena: AecArena, opts: KalmanOptions) {
@@ -85,7 +83,6 @@ export class PartitionedKalmanFilter {
     this.wIm = arena.alloc(n);
     this.pVar = arena.alloc(n);
     this.phi = arena.alloc(this.stride);
-    this.spow = arena.alloc(this.stride);
     this.yRe = arena.alloc(this.stride);
     this.yIm = arena.alloc(this.stride);
     this.inv = arena.alloc(this.stride);
@@ -109,13 +106,9 @@ export class PartitionedKalmanFilter {
   /** Ŷ = Σ_p X_{newest − lag − p} W_p and Φ. */
   filter(ring: RefRing, lag: number): void {
     this.setOffsets(ring, lag);
-    this.arena.filter(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.yRe.at, this.yIm.at, this.phi.at, this.spow.at, this.stride);
+    this.arena.filter(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.yRe.at, this.yIm.at, this.phi.at, this.stride);
     const phi = this.phi.a;
-    const sp = this.spow.a;
-    for (let k = 0; k < this.bins; k++) {
-      phi[k] *= 0.5; // R / M
-      sp[k] *= 0.5;
-    }
+    for (let k = 0; k < this.bins; k++) phi[k] *= 0.5; // R / M
   }
 
   /**

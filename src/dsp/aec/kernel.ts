@@ -11,7 +11,7 @@ export const AEC_WASM = path.join(__dirname, '..', 'wasm', 'aec.wasm');
 const PAGE = 65536;
 
 interface Exports {
-  filter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, yRe: number, yIm: number, phi: number, spow: number, kp: number): void;
+  filter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, yRe: number, yIm: number, phi: number, kp: number): void;
   update(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, inv: number, eRe: number, eIm: number, a2: number, q: number, kp: number): void;
   sfilter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, yRe: number, yIm: number, norm: number, kp: number): void;
   supdate(P: number, offs: number, rRe: number, rIm: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void;
@@ -73,8 +73,8 @@ export class AecArena {
   }
 
   /** Element offsets → byte addresses for the kernels. */
-  filter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, yRe: number, yIm: number, phi: number, spow: number, kp: number): void {
-    this.k.filter(P, offs * 4, rRe * 4, rIm * 4, rPow * 4, wRe * 4, wIm * 4, pv * 4, yRe * 4, yIm * 4, phi * 4, spow * 4, kp);
+  filter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, yRe: number, yIm: number, phi: number, kp: number): void {
+    this.k.filter(P, offs * 4, rRe * 4, rIm * 4, rPow * 4, wRe * 4, wIm * 4, pv * 4, yRe * 4, yIm * 4, phi * 4, kp);
   }
 
   update(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, inv: number, eRe: number, eIm: number, a2: number, q: number, kp: number): void {
@@ -101,13 +101,12 @@ export class AecArena {
 /** The same loops in JavaScript over the arena's arrays (byte addresses, as the WebAssembly functions take them). */
 function jsKernels(f: Float32Array, i32: Int32Array): Exports {
   return {
-    filter(P, offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi, spow, kp) {
-      const [o, xr, xi, xp, wr, wi, v, yr, yi, ph, sp] = [offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi, spow].map((b) => b >> 2);
+    filter(P, offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi, kp) {
+      const [o, xr, xi, xp, wr, wi, v, yr, yi, ph] = [offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi].map((b) => b >> 2);
       for (let k = 0; k < kp; k++) {
         f[yr + k] = 0;
         f[yi + k] = 0;
         f[ph + k] = 0;
-        f[sp + k] = 0;
       }
       for (let p = 0; p < P; p++) {
         const base = i32[o + p];
@@ -120,7 +119,6 @@ function jsKernels(f: Float32Array, i32: Int32Array): Exports {
           f[yr + k] += ar * br - ai * bi;
           f[yi + k] += ar * bi + ai * br;
           f[ph + k] += f[xp + base + k] * f[v + w + k];
-          f[sp + k] += f[xp + base + k] * (br * br + bi * bi);
         }
       }
     },

@@ -2,8 +2,7 @@
 // and bins (src/dsp/aec/kernel.ts loads it, one instance and memory per canceller), four bins per SIMD operation in
 // float32. Arrays are float32 with `kp` values per row (the bins rounded up to a multiple of 4, the padding zero);
 // `offs` holds, per partition, the element offset of its reference spectrum in the ring (ringRe/ringIm/ringPow).
-//   filter     Ŷ = Σ_p X_p W_p, Φ = Σ_p |X_p|² P_p (the Kalman filter's expected residual) and S = Σ_p |X_p|² |W_p|²
-//              (the echo's power, summed incoherently), both before the R/M factor
+//   filter     Ŷ = Σ_p X_p W_p and Φ = Σ_p |X_p|² P_p (the Kalman filter's expected residual, before the R/M factor)
 //   update     the diagonal Kalman update of every partition (kalman-filter.ts has the equations)
 //   sfilter    the shadow filter's Ŷ and Σ_p |X_p|² (its normalisation)
 //   supdate    the shadow's normalised block-LMS step, W_p += g X_p* E
@@ -14,13 +13,12 @@
   return v128.load(p);
 }
 
-export function filter(P: i32, offs: usize, ringRe: usize, ringIm: usize, ringPow: usize, wRe: usize, wIm: usize, pv: usize, yRe: usize, yIm: usize, phi: usize, spow: usize, kp: i32): void {
+export function filter(P: i32, offs: usize, ringRe: usize, ringIm: usize, ringPow: usize, wRe: usize, wIm: usize, pv: usize, yRe: usize, yIm: usize, phi: usize, kp: i32): void {
   const row = <usize>kp << 2;
   for (let k: usize = 0; k < row; k += 16) {
     let yr = f32x4.splat(0);
     let yi = f32x4.splat(0);
     let ph = f32x4.splat(0);
-    let sp = f32x4.splat(0);
     for (let p = 0; p < P; p++) {
       const base = (<usize>load<i32>(offs + (<usize>p << 2)) << 2) + k;
       const w = <usize>p * row + k;
@@ -28,16 +26,13 @@ export function filter(P: i32, offs: usize, ringRe: usize, ringIm: usize, ringPo
       const ai = ld(ringIm + base);
       const br = ld(wRe + w);
       const bi = ld(wIm + w);
-      const xp = ld(ringPow + base);
       yr = f32x4.add(yr, f32x4.sub(f32x4.mul(ar, br), f32x4.mul(ai, bi)));
       yi = f32x4.add(yi, f32x4.add(f32x4.mul(ar, bi), f32x4.mul(ai, br)));
-      ph = f32x4.add(ph, f32x4.mul(xp, ld(pv + w)));
-      sp = f32x4.add(sp, f32x4.mul(xp, f32x4.add(f32x4.mul(br, br), f32x4.mul(bi, bi))));
+      ph = f32x4.add(ph, f32x4.mul(ld(ringPow + base), ld(pv + w)));
     }
     v128.store(yRe + k, yr);
     v128.store(yIm + k, yi);
     v128.store(phi + k, ph);
-    v128.store(spow + k, sp);
   }
 }
 
