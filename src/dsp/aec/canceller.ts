@@ -53,6 +53,8 @@ export interface EchoCancellerOptions {
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
   nonlinear?: boolean;
+  /** Hops between the loudspeaker model's learning steps (cost; default 4). */
+  nlEvery?: number;
   /**
    * Which bulk-delay moves of 6 partitions or more reopen the Kalman variances to their prior (kalman-filter.ts):
    * only the first move (the first delay estimate), every such move, or none (default: on held-out scenes both
@@ -142,6 +144,7 @@ export class EchoCanceller {
       constrainEvery: opts.constrainEvery ?? 4,
       shadowEvery: opts.shadowEvery ?? 1,
       nonlinear: opts.nonlinear ?? true,
+      nlEvery: opts.nlEvery ?? 4,
       reopen: opts.reopen ?? 'never',
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
@@ -154,7 +157,7 @@ export class EchoCanceller {
       RefRing.floats(BINS, capacity) +
         DelayEstimator.floats(this.maxLagHops) +
         opts.channels * EchoChannel.floats(chan) +
-        (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) : 0),
+        (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride) : 0),
       o.backend,
     );
     this.ring = new RefRing(this.arena, BINS, capacity);
@@ -164,8 +167,8 @@ export class EchoCanceller {
       () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions: o.shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive }),
     );
     if (o.nonlinear) {
-      this.model = new LoudspeakerModel(AEC_HOP, capacity + 2);
-      this.chans[0].learner = new NonlinearLearner(this.arena, this.model, AEC_HOP, this.partitions, stride);
+      this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride);
+      this.chans[0].learner = new NonlinearLearner(this.arena, this.model, AEC_HOP, this.partitions, stride, o.nlEvery);
     }
     for (const ch of this.chans) {
       ch.sup.terms = this.opts.terms;

@@ -170,11 +170,11 @@ export class EchoChannel {
       }
       this.spectrumInto(fft, t, main.eRe.a, main.eIm.a, true);
       this.main.update(ring, this.psiS);
-      if (this.learner) this.learner.step(fft, main, lag, main.eRe.a, main.eIm.a, errMain, echoEnergy);
+      if (this.learner) this.learner.step(main, lag, main.eRe.a, main.eIm.a, errMain, echoEnergy);
       if (this.hops % this.constrainEvery === 0) main.constrainNext(fft, t);
       if (this.hops % this.shadowEvery === 0) this.runShadow(fft, ring, lag, d, errMain, s);
       if (this.hops % 32 === 0) this.estimateDecay();
-    } else if (this.learner) this.learner.step(fft, main, lag, null, null, errMain, echoEnergy);
+    } else if (this.learner) this.learner.step(main, lag, null, null, errMain, echoEnergy);
     this.tailInput(ring, lag, s.tailIn);
     // Suppression and overlap-add synthesis.
     const beta = this.wideRatio.beta;

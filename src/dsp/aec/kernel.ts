@@ -17,6 +17,7 @@ interface Exports {
   supdate(P: number, offs: number, rRe: number, rIm: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void;
   corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void;
   backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void;
+  gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void;
 }
 
 let compiled: WebAssembly.Module | null | undefined;
@@ -91,6 +92,10 @@ export class AecArena {
 
   backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void {
     this.k.backprop(P, offs * 4, eRe * 4, eIm * 4, wRe * 4, wIm * 4, zRe * 4, zIm * 4, kp);
+  }
+
+  gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void {
+    this.k.gram(J, re * 4, im * 4, wt * 4, zRe * 4, zIm * 4, gz * 4, out * 4, kp);
   }
 
   corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void {
@@ -192,6 +197,26 @@ function jsKernels(f: Float32Array, i32: Int32Array): Exports {
           const xi = f[ei + base + k];
           f[zr + k] += br * xr + bi * xi;
           f[zi + k] += br * xi - bi * xr;
+        }
+      }
+    },
+    gram(J, re, im, wt, zRe, zIm, gz, out, kp) {
+      const [r, i, w, zr, zi, gzz, g] = [re, im, wt, zRe, zIm, gz, out].map((b) => b >> 2);
+      for (let j = 0; j < J; j++) {
+        let zacc = 0;
+        for (let k = 0; k < kp; k++) zacc += f[r + j * kp + k] * f[zr + k] + f[i + j * kp + k] * f[zi + k];
+        f[gzz + j] = zacc;
+        for (let k = 0; k < kp; k++) {
+          f[r + j * kp + k] *= f[w + k];
+          f[i + j * kp + k] *= f[w + k];
+        }
+      }
+      for (let j = 0; j < J; j++) {
+        for (let l = j; l < J; l++) {
+          let acc = 0;
+          for (let k = 0; k < kp; k++) acc += f[r + j * kp + k] * f[r + l * kp + k] + f[i + j * kp + k] * f[i + l * kp + k];
+          f[g + j * J + l] = acc;
+          f[g + l * J + j] = acc;
         }
       }
     },

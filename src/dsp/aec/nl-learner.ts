@@ -1,18 +1,15 @@
 // Channel 0's part in learning the loudspeaker model (loudspeaker.ts): keeps the error spectra of the last P hops
-// (P: the main filter's partitions), each weighted by how much the hop looks like far-end single talk, and every
-// other hop propagates them back through the filter to the reference frame they all saw (Z = Σ_p conj(W_p) E, one
-// pass over the partitions: `backprop` in the kernels), turns Z into time samples and hands them to the model.
+// (P: the main filter's partitions), each weighted by how much the hop looks like far-end single talk, and every few
+// hops (the canceller's nlEvery) propagates them back through the filter to the reference frame they all saw
+// (Z = Σ_p conj(W_p) E, one pass over the partitions: `backprop` in the kernels) and hands Z to the model.
 //
 // The weight of a hop: the error's share of the echo estimate, against its minimum over the last ~1.5 s: in far-end
 // single talk the share sits near its minimum (what the filter and the model cannot explain yet), near-end speech
 // raises it, and the weight falls as 1 / share.
-import type { RealFFT } from '../fft';
 import type { PartitionedKalmanFilter } from './kalman-filter';
 import type { AecArena, Slab } from './kernel';
 import { NL_FORGET, type LoudspeakerModel } from './loudspeaker';
 
-/** Learning every EVERY hops. */
-const EVERY = 2;
 /** Far-end hops before the first learning step (the linear filter's first convergence). */
 const START = 250;
 const SUB = 32;
@@ -31,9 +28,9 @@ export class NonlinearLearner {
   private readonly zRe: Slab;
   private readonly zIm: Slab;
   private readonly w: Float64Array;
-  private readonly specRe: Float64Array;
-  private readonly specIm: Float64Array;
-  private readonly z: Float64Array;
+  /** Hops between learning steps, and the statistics' forgetting per step (the same ~4 s whatever the interval). */
+  private readonly every: number;
+  private readonly decay: number;
   private n = 0;
   private lastLag = -1;
   private sinceShift = 0;
@@ -52,8 +49,10 @@ export class NonlinearLearner {
     return 2 * stride * partitions + 2 * stride + partitions + 12;
   }
 
-  constructor(arena: AecArena, model: LoudspeakerModel, hop: number, partitions: number, stride: number) {
+  constructor(arena: AecArena, model: LoudspeakerModel, hop: number, partitions: number, stride: number, every: number) {
     this.arena = arena;
+    this.every = every;
+    this.decay = Math.pow(NL_FORGET, every);
     this.model = model;
     this.P = partitions;
     this.R = hop;
@@ -65,9 +64,6 @@ export class NonlinearLearner {
     this.zRe = arena.alloc(stride);
     this.zIm = arena.alloc(stride);
     this.w = new Float64Array(partitions);
-    this.specRe = new Float64Array(this.bins);
-    this.specIm = new Float64Array(this.bins);
-    this.z = new Float64Array(2 * hop);
     this.power = new Float64Array(hop + 1);
   }
 
@@ -75,7 +71,7 @@ export class NonlinearLearner {
    * One hop: E the error spectrum FFT([0, e]) (null while the far end is silent within the filter's reach), the error's
    * and the echo estimate's energy over the hop, the bulk lag the filter used.
    */
-  step(fft: RealFFT, main: PartitionedKalmanFilter, lag: number, eRe: Float32Array | null, eIm: Float32Array | null, errEnergy: number, echoEnergy: number): void {
+  step(main: PartitionedKalmanFilter, lag: number, eRe: Float32Array | null, eIm: Float32Array | null, errEnergy: number, echoEnergy: number): void {
     const P = this.P;
     const S = this.stride;
     const slot = this.n % P;
@@ -115,7 +111,7 @@ export class NonlinearLearner {
       re.fill(0, o, o + S);
       im.fill(0, o, o + S);
     }
-    if (this.n % EVERY !== 0 || this.sinceShift < P || !this.powerSet || this.active < START) return;
+    if (this.n % this.every !== 0 || this.sinceShift < P || !this.powerSet || this.active < START) return;
     // Partition p pairs with the error of hop n − P + p (oldest first): the frame all of them saw is the one the
     // newest hop's last partition reads, lag + P − 1 blocks back.
     const i32 = this.arena.i32;
@@ -127,11 +123,6 @@ export class NonlinearLearner {
     }
     if (wSum <= 0) return;
     this.arena.backprop(P, this.offs.at, this.eRe.at, this.eIm.at, main.wRe.at, main.wIm.at, this.zRe.at, this.zIm.at, S);
-    for (let k = 0; k < this.bins; k++) {
-      this.specRe[k] = this.zRe.a[k];
-      this.specIm[k] = this.zIm.a[k];
-    }
-    fft.inverse(this.specRe, this.specIm, 0, this.z, 0);
-    this.model.learn(lag + P - 1, this.z, wSum / P, this.power, this.noiseSum / Math.max(this.noiseW, 1e-9), NL_FORGET);
+    this.model.learn(lag + P - 1, this.zRe, this.zIm, wSum / P, this.power, this.noiseSum / Math.max(this.noiseW, 1e-9), this.decay);
   }
 }
