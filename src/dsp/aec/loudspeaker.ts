@@ -16,11 +16,12 @@
 // through their spectra (Parseval: no inverse FFT). The Gram matrix of the filtered basis comes from the basis frames'
 // spectra weighted by the filter's power response per bin (exact up to the cross-terms between partitions). The basis
 // spectra come from the WebAssembly row FFT (fft-pairs.ts), the correlations and the Gram matrix from the `gram`
-// kernel: a learning step cost as much as a whole hop of the canceller when all of it ran in JavaScript. The normal equations accumulate
-// the back-propagated error plus what the model explained when that frame was distorted (the coefficients of each
-// block are kept: using today's instead made the loop overshoot); exponentially weighted (~4 s), ridge-regularised
-// toward 0 by the error power over a prior variance (a basis that explains little stays off), solved by Cholesky
-// (7 × 7) at every learning step (every 4th hop by default: the canceller's nlEvery). Shared by all microphone channels (the loudspeaker is one), learned on channel 0.
+// kernel: a learning step cost as much as a whole hop of the canceller when all of it ran in JavaScript. The normal
+// equations accumulate the back-propagated error plus what the model explained when that frame was distorted (the
+// coefficients of each block are kept: using today's instead made the loop overshoot); exponentially weighted (~4 s),
+// ridge-regularised toward 0 by the error power over a prior variance (a basis that explains little stays off), solved
+// by Cholesky (7 × 7) at every learning step (every 4th hop by default: the canceller's nlEvery). Shared by all
+// microphone channels (the loudspeaker is one), learned on channel 0.
 
 import { sharedRowFft, type RowFft } from '../fft-pairs';
 import type { AecArena, Slab } from './kernel';
