@@ -13,6 +13,8 @@ import { RealFFT } from '../fft';
 import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
 import { AecArena } from './kernel';
+import { LoudspeakerModel } from './loudspeaker';
+import { NonlinearLearner } from './nl-learner';
 import { RefRing } from './ref-ring';
 
 export const AEC_SAMPLE_RATE = 16000;
@@ -49,6 +51,16 @@ export interface EchoCancellerOptions {
   backend?: 'wasm' | 'js';
   /** Ablations: the suppressor's residual terms as a bit mask (Kalman 1, echo-estimate share 2, tail 4, wideband 8). */
   terms?: number;
+  /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
+  nonlinear?: boolean;
+  /** Hops between the loudspeaker model's learning steps (cost; default 4). */
+  nlEvery?: number;
+  /**
+   * Which bulk-delay moves of 6 partitions or more reopen the Kalman variances to their prior (kalman-filter.ts):
+   * only the first move (the first delay estimate), every such move, or none (default: on held-out scenes both
+   * others lost up to 16 dB on linear loudspeakers; docs/echo.md).
+   */
+  reopen?: 'first' | 'always' | 'never';
 }
 
 export interface EchoCancellerStats {
@@ -92,6 +104,8 @@ export class EchoCanceller {
   private readonly refPrev = new Float64Array(AEC_HOP);
   private active = false;
   private bulk = 0;
+  /** Bulk-delay moves so far. */
+  private moves = 0;
   private lastLag = -1;
   /** Hops the window was moved earlier than the estimate's margin (see applyDelay). */
   private early = 0;
@@ -106,6 +120,9 @@ export class EchoCanceller {
   private readonly dPow = new Float64Array(BINS);
   private readonly scratch = new Scratch(AEC_HOP);
   readonly arena: AecArena;
+  /** The loudspeaker's distortion (null when off): the ring holds the spectra of x_eff = x + its distortion. */
+  readonly model: LoudspeakerModel | null = null;
+  private readonly xEff = new Float64Array(AEC_HOP);
 
   constructor(opts: EchoCancellerOptions) {
     if (!(opts.channels >= 1)) throw new Error('the echo canceller needs at least one microphone channel');
@@ -126,14 +143,21 @@ export class EchoCanceller {
       backend: opts.backend ?? 'wasm',
       constrainEvery: opts.constrainEvery ?? 4,
       shadowEvery: opts.shadowEvery ?? 1,
+      nonlinear: opts.nonlinear ?? true,
+      nlEvery: opts.nlEvery ?? 4,
+      reopen: opts.reopen ?? 'never',
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     const o = this.opts;
     const capacity = this.maxLagHops + this.partitions + 1;
     const chan = { hop: AEC_HOP, partitions: this.partitions, shadowPartitions: o.shadowPartitions };
+    const stride = RefRing.strideOf(BINS);
     this.arena = new AecArena(
-      RefRing.floats(BINS, capacity) + DelayEstimator.floats(this.maxLagHops) + opts.channels * EchoChannel.floats(chan),
+      RefRing.floats(BINS, capacity) +
+        DelayEstimator.floats(this.maxLagHops) +
+        opts.channels * EchoChannel.floats(chan) +
+        (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride) : 0),
       o.backend,
     );
     this.ring = new RefRing(this.arena, BINS, capacity);
@@ -142,6 +166,10 @@ export class EchoCanceller {
       { length: opts.channels },
       () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions: o.shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive }),
     );
+    if (o.nonlinear) {
+      this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride);
+      this.chans[0].learner = new NonlinearLearner(this.arena, this.model, AEC_HOP, this.partitions, stride, o.nlEvery);
+    }
     for (const ch of this.chans) {
       ch.sup.terms = this.opts.terms;
       ch.constrainEvery = this.opts.constrainEvery;
@@ -205,11 +233,14 @@ export class EchoCanceller {
     // Reference spectrum of [previous block, this block] into the ring.
     const f = this.frame;
     let refEnergy = 0;
+    const xe = this.xEff;
+    if (this.model) this.model.distort(x, xe);
+    else for (let i = 0; i < AEC_HOP; i++) xe[i] = x[i];
     for (let i = 0; i < AEC_HOP; i++) {
       f[i] = this.refPrev[i];
-      f[AEC_HOP + i] = x[i];
+      f[AEC_HOP + i] = xe[i];
       refEnergy += x[i] * x[i];
-      this.refPrev[i] = x[i];
+      this.refPrev[i] = xe[i];
     }
     const ring = this.ring;
     const ro = ring.advance();
@@ -289,8 +320,11 @@ export class EchoCanceller {
     }
     const bulk = Math.max(0, lag - DELAY_MARGIN_HOPS - this.early);
     if (bulk === this.bulk) return;
+    const o = this.opts.reopen;
+    const reopen = o === 'always' || (o === 'first' && this.moves === 0);
+    this.moves++;
     for (const ch of this.chans) {
-      ch.main.shift(this.bulk - bulk);
+      ch.main.shift(this.bulk - bulk, reopen);
       ch.shadow.shift(this.bulk - bulk);
     }
     this.bulk = bulk;

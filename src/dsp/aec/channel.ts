@@ -3,6 +3,7 @@
 // come from the ring, read `lag` hops back (the bulk delay).
 import type { RealFFT } from '../fft';
 import type { AecArena } from './kernel';
+import type { NonlinearLearner } from './nl-learner';
 import { PartitionedKalmanFilter } from './kalman-filter';
 import type { RefRing } from './ref-ring';
 import { ResidualRatio } from './residual-ratio';
@@ -92,6 +93,8 @@ export class EchoChannel {
   /** Times the shadow's coefficients were adopted (for tests and the bench). */
   adoptions = 0;
   private hops = 0;
+  /** Channel 0 learns the loudspeaker model (the canceller sets it). */
+  learner: NonlinearLearner | null = null;
 
   static floats(o: { hop: number; partitions: number; shadowPartitions: number }): number {
     return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions);
@@ -141,9 +144,11 @@ export class EchoChannel {
     fft.inverse(s.aRe, s.aIm, 0, t, 0);
     const e = s.e;
     let errMain = 0;
+    let echoEnergy = 0;
     for (let i = 0; i < R; i++) {
       e[i] = d[i] - t[R + i];
       errMain += e[i] * e[i];
+      echoEnergy += t[R + i] * t[R + i];
     }
     // The suppressor's frame: the windowed error of this hop and the last.
     for (let i = 0; i < R; i++) {
@@ -165,10 +170,11 @@ export class EchoChannel {
       }
       this.spectrumInto(fft, t, main.eRe.a, main.eIm.a, true);
       this.main.update(ring, this.psiS);
+      if (this.learner) this.learner.step(main, lag, main.eRe.a, main.eIm.a, errMain, echoEnergy);
       if (this.hops % this.constrainEvery === 0) main.constrainNext(fft, t);
       if (this.hops % this.shadowEvery === 0) this.runShadow(fft, ring, lag, d, errMain, s);
       if (this.hops % 32 === 0) this.estimateDecay();
-    }
+    } else if (this.learner) this.learner.step(main, lag, null, null, errMain, echoEnergy);
     this.tailInput(ring, lag, s.tailIn);
     // Suppression and overlap-add synthesis.
     const beta = this.wideRatio.beta;
@@ -301,6 +307,12 @@ export class EchoChannel {
     }
     this.peak = best;
     this.peakFresh = this.hops > 250;
+    if (this.learner) {
+      const pw = this.learner.power;
+      pw.fill(0);
+      for (let p = 0; p < P; p++) for (let k = 0; k < K; k++) pw[k] += w[p * S + k] * w[p * S + k] + wi[p * S + k] * wi[p * S + k];
+      this.learner.powerSet = true;
+    }
     const span = 8;
     for (let b0 = 0; b0 < K; b0 += 16) {
       const b1 = Math.min(K, b0 + 16);

@@ -15,6 +15,9 @@ import type { RealFFT } from '../fft';
 import type { AecArena, Slab } from './kernel';
 import type { RefRing } from './ref-ring';
 
+/** A bulk-delay move of this many partitions or more may reopen the filter's uncertainty (shift()). */
+const BIG_SHIFT = 6;
+
 export interface KalmanOptions {
   /** Block length R (the hop); the FFT is 2R. */
   block: number;
@@ -161,8 +164,11 @@ export class PartitionedKalmanFilter {
     this.nextConstrained = this.nextConstrained + 1 === this.partitions ? 0 : this.nextConstrained + 1;
   }
 
-  /** Moves the coefficients by `shift` partitions (positive: toward later partitions), for a new bulk delay. */
-  shift(shift: number): void {
+  /**
+   * Moves the coefficients by `shift` partitions (positive: toward later partitions), for a new bulk delay; with
+   * `reopen`, a move of BIG_SHIFT or more also raises every variance to at least its new position's prior.
+   */
+  shift(shift: number, reopen = false): void {
     const S = this.stride;
     const P = this.partitions;
     const s = Math.max(-P, Math.min(P, shift));
@@ -176,6 +182,16 @@ export class PartitionedKalmanFilter {
       this.wRe.a.fill(0, p * S, (p + 1) * S);
       this.wIm.a.fill(0, p * S, (p + 1) * S);
       this.pVar.a.fill(this.pInit[p], p * S, p * S + this.bins);
+    }
+    // After a large move (the first delay estimate), the others at least their new position's prior: coefficients
+    // learnt where the prior was small (the far end of the filter, before the delay was known) are no surer for having
+    // moved to where the echo is. A correction of a few hops keeps what the filter knows (raising the uncertainty
+    // then made it follow the near-end talker in double talk).
+    if (!reopen || Math.abs(s) < BIG_SHIFT) return;
+    const pv = this.pVar.a;
+    for (let p = 0; p < P; p++) {
+      const v = this.pInit[p];
+      for (let k = p * S; k < p * S + this.bins; k++) if (pv[k] < v) pv[k] = v;
     }
   }
 }

@@ -16,6 +16,8 @@ interface Exports {
   sfilter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, yRe: number, yIm: number, norm: number, kp: number): void;
   supdate(P: number, offs: number, rRe: number, rIm: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void;
   corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void;
+  backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void;
+  gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void;
 }
 
 let compiled: WebAssembly.Module | null | undefined;
@@ -86,6 +88,14 @@ export class AecArena {
 
   supdate(P: number, offs: number, rRe: number, rIm: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void {
     this.k.supdate(P, offs * 4, rRe * 4, rIm * 4, wRe * 4, wIm * 4, g * 4, eRe * 4, eIm * 4, kp);
+  }
+
+  backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void {
+    this.k.backprop(P, offs * 4, eRe * 4, eIm * 4, wRe * 4, wIm * 4, zRe * 4, zIm * 4, kp);
+  }
+
+  gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void {
+    this.k.gram(J, re * 4, im * 4, wt * 4, zRe * 4, zIm * 4, gz * 4, out * 4, kp);
   }
 
   corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void {
@@ -168,6 +178,45 @@ function jsKernels(f: Float32Array, i32: Int32Array): Exports {
           const b = f[gg + k] * f[ei + k];
           f[wr + w + k] += ar * a + ai * b;
           f[wi + w + k] += ar * b - ai * a;
+        }
+      }
+    },
+    backprop(P, offs, eRe, eIm, wRe, wIm, zRe, zIm, kp) {
+      const [o, er, ei, wr, wi, zr, zi] = [offs, eRe, eIm, wRe, wIm, zRe, zIm].map((b) => b >> 2);
+      for (let k = 0; k < kp; k++) {
+        f[zr + k] = 0;
+        f[zi + k] = 0;
+      }
+      for (let p = 0; p < P; p++) {
+        const base = i32[o + p];
+        const w = p * kp;
+        for (let k = 0; k < kp; k++) {
+          const br = f[wr + w + k];
+          const bi = f[wi + w + k];
+          const xr = f[er + base + k];
+          const xi = f[ei + base + k];
+          f[zr + k] += br * xr + bi * xi;
+          f[zi + k] += br * xi - bi * xr;
+        }
+      }
+    },
+    gram(J, re, im, wt, zRe, zIm, gz, out, kp) {
+      const [r, i, w, zr, zi, gzz, g] = [re, im, wt, zRe, zIm, gz, out].map((b) => b >> 2);
+      for (let j = 0; j < J; j++) {
+        let zacc = 0;
+        for (let k = 0; k < kp; k++) zacc += f[r + j * kp + k] * f[zr + k] + f[i + j * kp + k] * f[zi + k];
+        f[gzz + j] = zacc;
+        for (let k = 0; k < kp; k++) {
+          f[r + j * kp + k] *= f[w + k];
+          f[i + j * kp + k] *= f[w + k];
+        }
+      }
+      for (let j = 0; j < J; j++) {
+        for (let l = j; l < J; l++) {
+          let acc = 0;
+          for (let k = 0; k < kp; k++) acc += f[r + j * kp + k] * f[r + l * kp + k] + f[i + j * kp + k] * f[i + l * kp + k];
+          f[g + j * J + l] = acc;
+          f[g + l * J + j] = acc;
         }
       }
     },

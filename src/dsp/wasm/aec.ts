@@ -6,6 +6,9 @@
 //   update     the diagonal Kalman update of every partition (kalman-filter.ts has the equations)
 //   sfilter    the shadow filter's Ŷ and Σ_p |X_p|² (its normalisation)
 //   supdate    the shadow's normalised block-LMS step, W_p += g X_p* E
+//   backprop   Z = Σ_p conj(W_p) E_p over partitions (E from a ring: the error propagated back to one reference frame)
+//   gram       for J spectra A_j: gz_j = Σ_k Re(A_j Z*) with a spectrum Z, then each A_j scaled by a weight per bin and
+//              G_jl = Σ_k Re(A_j A_l*) (the loudspeaker model's correlations and Gram matrix, its hot spot)
 //   corr       the delay estimator's correlation of one microphone vector with the reference history, per lag
 
 @inline function ld(p: usize): v128 {
@@ -99,6 +102,60 @@ export function supdate(P: i32, offs: usize, ringRe: usize, ringIm: usize, wRe: 
       const ai = ld(ringIm + base);
       v128.store(wRe + w, f32x4.add(ld(wRe + w), f32x4.add(f32x4.mul(ar, er), f32x4.mul(ai, ei))));
       v128.store(wIm + w, f32x4.add(ld(wIm + w), f32x4.sub(f32x4.mul(ar, ei), f32x4.mul(ai, er))));
+    }
+  }
+}
+
+export function backprop(P: i32, offs: usize, eRe: usize, eIm: usize, wRe: usize, wIm: usize, zRe: usize, zIm: usize, kp: i32): void {
+  const row = <usize>kp << 2;
+  for (let k: usize = 0; k < row; k += 16) {
+    let zr = f32x4.splat(0);
+    let zi = f32x4.splat(0);
+    for (let p = 0; p < P; p++) {
+      const base = (<usize>load<i32>(offs + (<usize>p << 2)) << 2) + k;
+      const w = <usize>p * row + k;
+      const er = ld(eRe + base);
+      const ei = ld(eIm + base);
+      const br = ld(wRe + w);
+      const bi = ld(wIm + w);
+      zr = f32x4.add(zr, f32x4.add(f32x4.mul(br, er), f32x4.mul(bi, ei)));
+      zi = f32x4.add(zi, f32x4.sub(f32x4.mul(br, ei), f32x4.mul(bi, er)));
+    }
+    v128.store(zRe + k, zr);
+    v128.store(zIm + k, zi);
+  }
+}
+
+@inline function hsum(v: v128): f32 {
+  return f32x4.extract_lane(v, 0) + f32x4.extract_lane(v, 1) + f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3);
+}
+
+export function gram(J: i32, re: usize, im: usize, wt: usize, zRe: usize, zIm: usize, gz: usize, out: usize, kp: i32): void {
+  const row = <usize>kp << 2;
+  for (let j = 0; j < J; j++) {
+    const o = <usize>j * row;
+    let acc = f32x4.splat(0);
+    for (let k: usize = 0; k < row; k += 16) {
+      acc = f32x4.add(acc, f32x4.add(f32x4.mul(ld(re + o + k), ld(zRe + k)), f32x4.mul(ld(im + o + k), ld(zIm + k))));
+    }
+    store<f32>(gz + (<usize>j << 2), hsum(acc));
+    for (let k: usize = 0; k < row; k += 16) {
+      const w = ld(wt + k);
+      v128.store(re + o + k, f32x4.mul(ld(re + o + k), w));
+      v128.store(im + o + k, f32x4.mul(ld(im + o + k), w));
+    }
+  }
+  for (let j = 0; j < J; j++) {
+    const a = <usize>j * row;
+    for (let l = j; l < J; l++) {
+      const b = <usize>l * row;
+      let acc = f32x4.splat(0);
+      for (let k: usize = 0; k < row; k += 16) {
+        acc = f32x4.add(acc, f32x4.add(f32x4.mul(ld(re + a + k), ld(re + b + k)), f32x4.mul(ld(im + a + k), ld(im + b + k))));
+      }
+      const v = hsum(acc);
+      store<f32>(out + ((<usize>(j * J + l)) << 2), v);
+      store<f32>(out + ((<usize>(l * J + j)) << 2), v);
     }
   }
 }

@@ -1,0 +1,195 @@
+// Two builds of the echo canceller side by side in one run (a development tool, not part of `npm run bench`): this
+// checkout's and another dist's (e.g. main's), on the same scenes, each scene run by both in alternating order, scored
+// the same way, paired per scene. Scenes per talk type and loudspeaker model from seeds 8000+ (disjoint from the
+// bench's 1000+ and the tuning set's 5000+). Then the cost: nsm-2's live streams and both cancellers on the same audio
+// in alternating rounds in this process, each as a share of nsm-2.
+//   node dist/scripts/bench/echo-ab.js --other /work/main/dist [--n 4] [--kinds st,dt,path] [--speakers linear,clip,sigmoid]
+//        [--aecmos] [--no-cpu] [--set key=value]... (options of this checkout's canceller)
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { PROJECT_ROOT, loadConfig } from '../../src/config';
+import { AEC_LATENCY, EchoCanceller } from '../../src/dsp/aec';
+import { LiveHost } from '../../src/inference/live-host';
+import { loadGraphs } from '../../src/inference/sessions';
+import { writeWavFloat } from '../lib/audio-io';
+import { bootstrapMean, bootstrapRatio, pairedDiff } from '../lib/stats';
+import { erle, magSdr } from './echo-metrics';
+import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
+import { loadTalkers } from './echo-talkers';
+
+interface Canceller {
+  process(mic: Float32Array[], ref: Float32Array): Float32Array[];
+}
+type Make = () => Canceller;
+
+function run(make: Make, scene: Scene): { out: Float32Array; cpuS: number } {
+  const aec = make();
+  const n = scene.mic.length;
+  const out = new Float32Array(n + AEC_LATENCY + 320);
+  let w = 0;
+  const t0 = process.cpuUsage();
+  const feed = (mic: Float32Array, ref: Float32Array): void => {
+    const y = aec.process([mic], ref)[0];
+    out.set(y, w);
+    w += y.length;
+  };
+  for (let pos = 0; pos < n; pos += 320) feed(scene.mic.subarray(pos, pos + 320), scene.ref.subarray(pos, pos + 320));
+  const tail = new Float32Array(AEC_LATENCY + 320);
+  feed(tail, tail);
+  const u = process.cpuUsage(t0);
+  return { out: out.slice(AEC_LATENCY, AEC_LATENCY + n), cpuS: (u.user + u.system) / 1e6 };
+}
+
+function aecmos(talk: string, scene: Scene, out: Float32Array, tmp: string): { echo: number; other: number } {
+  const tools = path.resolve(PROJECT_ROOT, '..', 'shared', 'tools', 'aecmos');
+  const files = ['lpb', 'mic', 'enh'].map((n) => path.join(tmp, `${n}.wav`));
+  writeWavFloat(files[0], [scene.ref], FS);
+  writeWavFloat(files[1], [scene.mic], FS);
+  writeWavFloat(files[2], [out], FS);
+  const r = spawnSync(process.execPath, [path.join(tools, 'aecmos.mjs'), path.join(tools, 'aecmos_v4_16k.onnx'), talk, ...files], { cwd: PROJECT_ROOT, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`AECMOS failed: ${r.stderr.slice(-500)}`);
+  const j = JSON.parse(r.stdout.trim().split('\n').pop()!);
+  return { echo: j.echo_mos, other: j.other_mos };
+}
+
+function score(scene: Scene, out: Float32Array): number {
+  const n = scene.mic.length;
+  if (scene.kind === 'st') return erle(scene, out, 10 * FS, n);
+  if (scene.kind === 'path') return erle(scene, out, scene.changeAt! + 2 * FS, n);
+  return magSdr(scene.near, out, 10 * FS, n);
+}
+
+const cpuMs = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
+/** nsm-2's live streams, then A, then B on the same audio, per round; CPU per stream-second of each. */
+async function cost(makes: Make[], streams = 100, rounds = 6, seconds = 2): Promise<{ nsm: number[]; aec: number[][] }> {
+  const scene = makeScene({ kind: 'dt', seed: 77, seconds: rounds * seconds + 3 }, loadTalkers());
+  const host = new LiveHost(await loadGraphs(loadConfig().modelsDir));
+  for (let s = 0; s < streams; s++) host.open({ streamId: s, model: 'nsm-2', channels: 1, sampleRate: 16000, encoding: 'pcm_f32le', attenuationLimitDb: 0 });
+  const aecs = makes.map((m) => Array.from({ length: streams }, m));
+  const nsm: number[] = [];
+  const aec: number[][] = makes.map(() => []);
+  const frames = (seconds * 16000) / 320;
+  for (let r = -1; r < rounds; r++) {
+    const start = (r + 1) * seconds * 16000;
+    let t = cpuMs();
+    for (let f = 0; f < frames; f++) {
+      const bytes = new Uint8Array(scene.mic.slice(start + f * 320, start + (f + 1) * 320).buffer);
+      await host.tick(Array.from({ length: streams }, (_, s) => ({ streamId: s, bytes, end: false })));
+    }
+    const nsmMs = cpuMs() - t;
+    // Alternate which canceller goes first.
+    const order = makes.map((_, i) => i);
+    if (r % 2) order.reverse();
+    const took = new Array<number>(makes.length);
+    for (const i of order) {
+      t = cpuMs();
+      for (let f = 0; f < frames; f++) {
+        const a = start + f * 320;
+        const mic = scene.mic.subarray(a, a + 320);
+        const ref = scene.ref.subarray(a, a + 320);
+        for (const c of aecs[i]) c.process([mic], ref);
+      }
+      took[i] = cpuMs() - t;
+    }
+    if (r < 0) continue; // warm-up round
+    nsm.push(nsmMs);
+    took.forEach((v, i) => aec[i].push(v));
+  }
+  const per = rounds * seconds * streams;
+  return { nsm: nsm.map((v) => v / per), aec: aec.map((xs) => xs.map((v) => v / per)) };
+}
+
+async function main(args: string[]): Promise<void> {
+  const opt = (name: string, def: string): string => {
+    const i = args.indexOf(name);
+    return i >= 0 && args[i + 1] ? args[i + 1] : def;
+  };
+  const other = path.resolve(opt('--other', path.join(PROJECT_ROOT, '..', '..', 'main', 'dist')));
+  const n = Number(opt('--n', '4'));
+  const kinds = opt('--kinds', 'st,dt,path').split(',') as SceneKind[];
+  const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
+  const withMos = args.includes('--aecmos');
+  const sets: Record<string, number | string> = {};
+  args.forEach((a, i) => {
+    if (a !== '--set') return;
+    const [k, v] = args[i + 1].split('=');
+    sets[k] = Number.isNaN(Number(v)) ? v : Number(v);
+  });
+  const Other = require(path.join(other, 'src', 'dsp', 'aec')).EchoCanceller as new (o: { channels: number }) => Canceller;
+  const names = ['this', 'other'];
+  const makes: Make[] = [() => new EchoCanceller({ channels: 1, ...sets }), () => new Other({ channels: 1 })];
+  console.log(`this: ${PROJECT_ROOT} ${JSON.stringify(sets)}; other: ${other}`);
+  const talkers = loadTalkers();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-echo-ab-'));
+  const res = new Map<string, number[][]>();
+  const push = (g: string, vi: number, x: number): void => {
+    if (!res.has(g)) res.set(g, [[], []]);
+    res.get(g)![vi].push(x);
+  };
+  const cpu = [0, 0];
+  const cpuPairs: number[][] = [[], []];
+  let idx = 0;
+  const seeds: Record<string, number> = { st: 8000, dt: 8300, path: 8600 };
+  for (const kind of kinds) {
+    for (const speaker of speakers) {
+      for (let i = 0; i < n; i++) {
+        const scene = makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker }, talkers);
+        const order = idx++ % 2 ? [1, 0] : [0, 1];
+        const outs: Float32Array[] = [];
+        for (const vi of order) {
+          const r = run(makes[vi], scene);
+          outs[vi] = r.out;
+          cpu[vi] += r.cpuS;
+          cpuPairs[vi].push(r.cpuS);
+        }
+        const line: string[] = [];
+        outs.forEach((out, vi) => {
+          const m = score(scene, out);
+          for (const g of [`${kind}-${speaker}`, `${kind}-all`]) push(g, vi, m);
+          let s = `${names[vi]} ${m.toFixed(1)}`;
+          if (withMos) {
+            const mos = aecmos(kind === 'path' ? 'st' : kind, scene, out, tmp);
+            for (const g of [`${kind}-${speaker}`, `${kind}-all`]) {
+              push(`${g}:mosE`, vi, mos.echo);
+              push(`${g}:mosO`, vi, mos.other);
+            }
+            s += ` [${mos.echo.toFixed(2)}/${mos.other.toFixed(2)}]`;
+          }
+          line.push(s);
+        });
+        console.log(`${scene.name.padEnd(10)} ${speaker.padEnd(7)} d ${scene.delayMs.toFixed(0).padStart(3)} rt ${scene.rt60.toFixed(2)}${scene.serDb !== null ? ` ser ${scene.serDb.toFixed(1).padStart(5)}` : ''} | ${line.join(' | ')}`);
+      }
+    }
+  }
+  fs.rmSync(tmp, { recursive: true, force: true });
+  console.log('\nmeans [95 % CI]; this − other paired per scene [95 % CI] (scenes this ahead)');
+  const f = (x: number, d = 2): string => x.toFixed(d);
+  for (const [g, [a, b]] of res) {
+    const ma = bootstrapMean(a);
+    const mb = bootstrapMean(b);
+    const d = pairedDiff(b, a);
+    console.log(`${g.padEnd(20)} this ${f(ma.mean)} [${f(ma.lo)}, ${f(ma.hi)}] | other ${f(mb.mean)} [${f(mb.lo)}, ${f(mb.hi)}] | diff ${d.mean >= 0 ? '+' : ''}${f(d.mean)} [${f(d.lo)}, ${f(d.hi)}] (${d.wins}/${d.n})`);
+  }
+  const sceneRatio = bootstrapRatio(cpuPairs[1], cpuPairs[0]);
+  console.log(`\nCPU per audio second, one stream per scene: this ${f((cpu[0] / (idx * 20)) * 1000)} ms, other ${f((cpu[1] / (idx * 20)) * 1000)} ms; this/other ${f(sceneRatio.ratio)} [${f(sceneRatio.lo)}, ${f(sceneRatio.hi)}]`);
+  if (args.includes('--no-cpu')) return;
+  const c = await cost(makes);
+  const sum = (xs: number[]): number => xs.reduce((s, v) => s + v, 0) / xs.length;
+  c.aec.forEach((xs, vi) => {
+    const r = bootstrapRatio(c.nsm, xs);
+    console.log(`${names[vi]}: ${f(sum(xs))} ms per stream-second, ${f(100 * r.ratio, 0)} % [${f(100 * r.lo, 0)}, ${f(100 * r.hi, 0)}] of nsm-2 (${f(sum(c.nsm))} ms) in the same rounds`);
+  });
+  const r = bootstrapRatio(c.aec[1], c.aec[0]);
+  console.log(`this/other in the same rounds: ${f(r.ratio)} [${f(r.lo)}, ${f(r.hi)}]`);
+}
+
+if (require.main === module) main(process.argv.slice(2)).catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,120 @@
+// The echo canceller's tuning set (a development tool, not part of `npm run bench`): scenes of the bench's generator
+// with seeds of their own (5000+, disjoint from the bench's), per loudspeaker model and talk type, and variants of the
+// canceller's options compared on the same scenes (paired). Quicker than the bench, no baselines:
+//   node dist/scripts/bench/echo-tune.js [--n 4] [--kinds st,dt] [--speakers linear,clip,sigmoid] [--aecmos]
+//        [--v NAME:key=value,key=value]...      (the first variant is the reference of the paired differences)
+// Prints per variant and group: ERLE 10–20 s (st), near-end SDR 10–20 s (dt), and the linear filter's ERLE (st).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { PROJECT_ROOT } from '../../src/config';
+import type { EchoCancellerOptions } from '../../src/dsp/aec';
+import { writeWavFloat } from '../lib/audio-io';
+import { bootstrapMean, pairedDiff } from '../lib/stats';
+import { runOurs } from './echo';
+import { erle, magSdr } from './echo-metrics';
+import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
+import { loadTalkers } from './echo-talkers';
+
+interface Variant {
+  name: string;
+  opts: Partial<EchoCancellerOptions>;
+}
+
+function aecmos(talk: string, scene: Scene, out: Float32Array, tmp: string): { echo: number; other: number } {
+  const tools = path.resolve(PROJECT_ROOT, '..', 'shared', 'tools', 'aecmos');
+  const files = ['lpb', 'mic', 'enh'].map((n) => path.join(tmp, `${n}.wav`));
+  writeWavFloat(files[0], [scene.ref], FS);
+  writeWavFloat(files[1], [scene.mic], FS);
+  writeWavFloat(files[2], [out], FS);
+  const r = spawnSync(process.execPath, [path.join(tools, 'aecmos.mjs'), path.join(tools, 'aecmos_v4_16k.onnx'), talk, ...files], { cwd: PROJECT_ROOT, encoding: 'utf8' });
+  const j = JSON.parse(r.stdout.trim().split('\n').pop()!);
+  return { echo: j.echo_mos, other: j.other_mos };
+}
+
+function main(args: string[]): void {
+  const opt = (name: string, def: string): string => {
+    const i = args.indexOf(name);
+    return i >= 0 && args[i + 1] ? args[i + 1] : def;
+  };
+  const n = Number(opt('--n', '4'));
+  const kinds = opt('--kinds', 'st,dt').split(',') as SceneKind[];
+  const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
+  const withMos = args.includes('--aecmos');
+  const variants: Variant[] = [];
+  args.forEach((a, i) => {
+    if (a !== '--v') return;
+    const [name, rest] = args[i + 1].split(':');
+    const opts: Record<string, number | string> = {};
+    for (const kv of (rest ?? '').split(',').filter(Boolean)) {
+      const [k, v] = kv.split('=');
+      opts[k] = Number.isNaN(Number(v)) ? v : Number(v);
+    }
+    variants.push({ name, opts });
+  });
+  if (variants.length === 0) variants.push({ name: 'default', opts: {} });
+  const talkers = loadTalkers();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-echo-tune-'));
+  // results[variant][group] = per-scene values
+  const res = variants.map(() => new Map<string, number[]>());
+  const push = (v: number, g: string, x: number): void => {
+    const m = res[v];
+    if (!m.has(g)) m.set(g, []);
+    m.get(g)!.push(x);
+  };
+  let cpu = variants.map(() => 0);
+  let audio = 0;
+  const kindSeed: Record<string, number> = { st: 5000, dt: 6000, path: 7000 };
+  for (const kind of kinds) {
+    for (const speaker of speakers) {
+      for (let i = 0; i < n; i++) {
+        const seed = kindSeed[kind] + 100 * speakers.indexOf(speaker) + i;
+        const scene = makeScene({ kind, seed, speaker }, talkers);
+        audio += scene.mic.length / FS;
+        const line: string[] = [];
+        variants.forEach((v, vi) => {
+          const r = runOurs(scene, v.opts);
+          cpu[vi] += r.cpuS;
+          const g = `${kind}-${speaker}`;
+          let m: number;
+          if (kind === 'st') m = erle(scene, r.out, 10 * FS, scene.mic.length);
+          else if (kind === 'path') m = erle(scene, r.out, scene.changeAt! + 2 * FS, scene.mic.length);
+          else m = magSdr(scene.near, r.out, 10 * FS, scene.mic.length);
+          push(vi, g, m);
+          let s = `${v.name} ${m.toFixed(1)}${vi === 0 ? ` est ${r.stats.delayMs ?? '-'}` : ''}`;
+          if (kind === 'st') {
+            const lin = runOurs(scene, { ...v.opts, linearOnly: true });
+            const l = erle(scene, lin.out, 10 * FS, scene.mic.length);
+            push(vi, `${g}:linear`, l);
+            s += ` (lin ${l.toFixed(1)})`;
+          }
+          if (withMos) {
+            const mos = aecmos(kind === 'path' ? 'st' : kind, scene, r.out, tmp);
+            push(vi, `${g}:mosE`, mos.echo);
+            push(vi, `${g}:mosO`, mos.other);
+            s += ` [${mos.echo.toFixed(2)}/${mos.other.toFixed(2)}]`;
+          }
+          line.push(s);
+        });
+        console.log(`${scene.name.padEnd(10)} ${speaker.padEnd(7)} d ${scene.delayMs.toFixed(0).padStart(3)} rt ${scene.rt60.toFixed(2)}${scene.serDb !== null ? ` ser ${scene.serDb.toFixed(1).padStart(5)}` : ''} | ${line.join(' | ')}`);
+      }
+    }
+  }
+  console.log('\nmeans [95 % CI]; paired differences against the first variant');
+  for (const g of res[0].keys()) {
+    const base = res[0].get(g)!;
+    const parts = variants.map((v, vi) => {
+      const xs = res[vi].get(g)!;
+      const m = bootstrapMean(xs, 2000);
+      const d = vi > 0 ? pairedDiff(base, xs) : null;
+      return `${v.name} ${m.mean.toFixed(2)}${d ? ` (${d.mean >= 0 ? '+' : ''}${d.mean.toFixed(2)} [${d.lo.toFixed(2)}, ${d.hi.toFixed(2)}])` : ''}`;
+    });
+    console.log(`${g.padEnd(22)} ${parts.join(' | ')}`);
+  }
+  cpu = cpu.map((c) => (c / audio) * 1000);
+  console.log(`CPU ms per audio second: ${variants.map((v, i) => `${v.name} ${cpu[i].toFixed(2)}`).join(', ')} (st linear-only runs not counted)`);
+  fs.rmSync(tmp, { recursive: true, force: true });
+}
+
+if (require.main === module) main(process.argv.slice(2));
