@@ -22,7 +22,7 @@ function build(root) {
   const { loadConfig } = require(path.join(dist, 'config'));
   return {
     LiveHost: require(hostFile).LiveHost,
-    loadGraphs: require(path.join(dist, 'inference/sessions')).loadGraphs,
+    loadGraphs: require(['inference/runtime/sessions.js', 'inference/sessions.js'].map((f) => path.join(dist, f)).find((f) => fs.existsSync(f))).loadGraphs,
     config: loadConfig(),
   };
 }

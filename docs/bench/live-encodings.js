@@ -11,7 +11,7 @@
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const { loadConfig } = require(path.resolve('dist/src/config'));
-const { loadGraphs } = require(path.resolve('dist/src/inference/sessions'));
+const { loadGraphs } = require(path.resolve('dist/src/inference/runtime/sessions'));
 const { LiveHost } = require(path.resolve('dist/src/inference/live/host'));
 
 const [STREAMS = 100, SECONDS = 8, ROUNDS = 4] = process.argv.slice(2, 5).map(Number);

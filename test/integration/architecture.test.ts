@@ -45,12 +45,12 @@ test('the same rules catch an upward import, a cycle and a folder with no layer'
       fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
       fs.writeFileSync(path.join(dir, file), text);
     };
-    write('src/config/index.ts', "import { ROUTE } from '../../gateway/routes';\nexport const X = ROUTE;\n");
+    write('src/config/index.ts', "import { ROUTE } from '../gateway/routes';\nexport const X = ROUTE;\n");
     write('src/gateway/routes.ts', "export const ROUTE = 1;\n");
-    write('src/gateway/a.ts', "import { B } from '../b';\nexport const A = B + 1;\n");
-    write('src/gateway/b.ts', "import { A } from '../a';\nexport const B = 2;\nexport const C = A;\n");
-    write('src/dsp/fft.ts', "import { X } from '../../config';\nexport const Y = X;\n");
-    write('src/gateway/uses-new.ts', "import { Z } from '../../brand-new/z';\nexport const W = Z;\n");
+    write('src/gateway/a.ts', "import { B } from './b';\nexport const A = B + 1;\n");
+    write('src/gateway/b.ts', "import { A } from './a';\nexport const B = 2;\nexport const C = A;\n");
+    write('src/dsp/fft.ts', "import { X } from '../config';\nexport const Y = X;\n");
+    write('src/gateway/uses-new.ts', "import { Z } from '../brand-new/z';\nexport const W = Z;\n");
     write('src/brand-new/z.ts', "export const Z = 3;\n");
     write('tsconfig.json', JSON.stringify({ compilerOptions: { module: 'commonjs', strict: true }, include: ['src/**/*.ts'] }));
     const result = await cruise(dir, path.join(PROJECT_ROOT, '.dependency-cruiser.js'));

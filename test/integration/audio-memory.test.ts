@@ -19,7 +19,7 @@ const LEAK_LIMIT_MB = 90;
 const CHILD = `
 const { loadConfig } = require(${JSON.stringify(path.resolve(__dirname, '../../src/config/index.js'))});
 const { denoiseFile } = require(${JSON.stringify(path.resolve(__dirname, '../../src/pipeline/index.js'))});
-const { createInferenceEngine } = require(${JSON.stringify(path.resolve(__dirname, '../../src/inference/engine.js'))});
+const { createInferenceEngine } = require(${JSON.stringify(path.resolve(__dirname, '../../src/inference/runtime/engine.js'))});
 const [shortIn, longIn, outDir] = process.argv.slice(1);
 const peakRssKb = () => Number(/VmHWM:\\s+(\\d+)/.exec(require('fs').readFileSync('/proc/self/status', 'utf8'))[1]);
 (async () => {
