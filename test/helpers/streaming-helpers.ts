@@ -1,9 +1,15 @@
 // Helpers for the streaming tests: a WebSocket client (`ws`) driven step by step, the HTTP answer to a refused
 // upgrade, the samples of a WAV, and a gateway test server whose upgrades go through the app.
+import { spawn } from 'node:child_process';
 import http from 'node:http';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import WebSocket from 'ws';
-import type { AppHandle } from '../../src/app';
+import { createApp, type AppHandle } from '../../src/app';
+import { PROJECT_ROOT, type Config } from '../../src/config';
+import type { GatewayStore } from '../../src/store/gateway/types';
+import { freePort } from '../../scripts/lib/free-port';
+import { closeQuietly, eventually } from './service-helpers';
 
 export const STREAM_PATH = '/v1/noise-suppressor/stream';
 
@@ -110,4 +116,31 @@ export async function serveApp(handle: AppHandle): Promise<{ server: http.Server
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   return { server, http: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}${STREAM_PATH}` };
+}
+
+/**
+ * A gateway on `config` and `store` whose streams are relayed to a model-service process of its own
+ * (MODEL_SERVICE_URL, token `token`): its stream URL, and close() for the gateway and the process.
+ */
+export async function relayedGateway(config: Config, store: GatewayStore, token: string): Promise<{ ws: string; close(): Promise<void> }> {
+  const port = await freePort();
+  const replica = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/model-service-main.js')], {
+    env: { PATH: process.env.PATH, DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', MODEL_SERVICE_TOKEN: token, MODEL_SERVICE_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  replica.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  replica.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  await eventually(() => /Model service ready/.test(out) || replica.exitCode !== null, 30_000);
+  if (replica.exitCode !== null) throw new Error(`model service did not start:\n${out}`);
+  const gateway = await createApp({ ...config, modelServiceUrl: `http://127.0.0.1:${port}`, modelServiceToken: token }, { store, log: () => undefined });
+  const served = await serveApp(gateway);
+  return {
+    ws: served.ws,
+    async close() {
+      await closeQuietly(served.server);
+      await gateway.close();
+      replica.kill('SIGKILL');
+    },
+  };
 }

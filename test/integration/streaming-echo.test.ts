@@ -5,24 +5,21 @@
 // μ-law of /denoise's 16-bit output for the decoded samples), in-process and relayed to a model-service process.
 // Also: ready's echo_reference and output_channels, the output arriving within latency_samples, done's canceller
 // figures equal to the file's, billing as a plain stream, and the query's refusals.
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import type http from 'node:http';
 import path from 'node:path';
 import { mulaw } from 'alawmulaw';
 import request from 'supertest';
 import { createApp, type AppHandle } from '../../src/app';
-import { PROJECT_ROOT, type Config } from '../../src/config';
+import type { Config } from '../../src/config';
 import { Decimator2 } from '../../src/dsp/halfband';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
-import { freePort } from '../../scripts/lib/free-port';
 import { echoScene, writeMono } from '../helpers/echo-helpers';
 import { closeQuietly, eventually, testConfig } from '../helpers/service-helpers';
-import { refusal, serveApp, StreamClient, wavData } from '../helpers/streaming-helpers';
+import { refusal, relayedGateway, serveApp, StreamClient, wavData } from '../helpers/streaming-helpers';
 
 const API = '/v1/noise-suppressor';
-const MAIN = path.join(PROJECT_ROOT, 'dist/src/model-service-main.js');
 const TOKEN = 'stream-echo-test-token-0123456789abc';
 const ECHO_FIELDS = ['echo_reference', 'echo_reference_active', 'echo_delay_ms', 'echo_erle_db'];
 
@@ -177,33 +174,15 @@ describe('live streams with an echo reference', () => {
   }, 120_000);
 
   describe('8 kHz μ-law (narrow band), in-process and relayed to a model-service process', () => {
-    let replica: ChildProcess;
-    let gateway: AppHandle;
-    let gatewayServer: http.Server;
+    let relay: { ws: string; close(): Promise<void> } | undefined;
     let relayed: string;
 
     beforeAll(async () => {
-      const port = await freePort();
-      replica = spawn(process.execPath, [MAIN], {
-        env: { PATH: process.env.PATH, DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', MODEL_SERVICE_TOKEN: TOKEN, MODEL_SERVICE_PORT: String(port) },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      replica.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-      replica.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-      await eventually(() => /Model service ready/.test(out) || replica.exitCode !== null, 30_000);
-      if (replica.exitCode !== null) throw new Error(`model service did not start:\n${out}`);
-      gateway = await createApp({ ...config, modelServiceUrl: `http://127.0.0.1:${port}`, modelServiceToken: TOKEN }, { store, log: () => undefined });
-      const served = await serveApp(gateway);
-      gatewayServer = served.server;
-      relayed = served.ws;
+      relay = await relayedGateway(config, store, TOKEN);
+      relayed = relay.ws;
     }, 60_000);
 
-    afterAll(async () => {
-      if (gatewayServer) await closeQuietly(gatewayServer);
-      await gateway?.close();
-      replica?.kill('SIGKILL');
-    });
+    afterAll(() => relay?.close());
 
     test('the μ-law of /denoise\'s output for the decoded samples, byte for byte, both ways; done carries the figures', async () => {
       const expected = await denoise('mic8000.wav', 'far8000.wav');

@@ -6,23 +6,20 @@
 //   the narrow-band chain (the 16 kHz chain between the half-band resamplers of dsp/halfband.ts, in the worker).
 // Also: the relayed path (MODEL_SERVICE_URL: the gateway relays the query to a model-service process's
 // /internal/stream) gives the same bytes, and the refusals name the encodings.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import type http from 'node:http';
-import path from 'node:path';
 import { alaw, mulaw } from 'alawmulaw';
 import request from 'supertest';
 import { createApp, type AppHandle } from '../../src/app';
-import { loadConfig, PROJECT_ROOT, type Config } from '../../src/config';
+import { loadConfig, type Config } from '../../src/config';
 import { g711DecodeInto, g711EncodeInt16 } from '../../src/dsp/g711';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
-import { freePort } from '../../scripts/lib/free-port';
-import { closeQuietly, eventually, fixture, testConfig } from '../helpers/service-helpers';
-import { refusal, serveApp, StreamClient, wavData } from '../helpers/streaming-helpers';
+import { closeQuietly, fixture, testConfig } from '../helpers/service-helpers';
+import { refusal, relayedGateway, serveApp, StreamClient, wavData } from '../helpers/streaming-helpers';
 
 const API = '/v1/noise-suppressor';
-const MAIN = path.join(PROJECT_ROOT, 'dist/src/model-service-main.js');
 const TOKEN = 'stream-g711-test-token-0123456789ab';
 const ffmpeg = loadConfig().ffmpegPath;
 const CODECS = { mulaw, alaw } as const;
@@ -179,33 +176,15 @@ describe('G.711 streams and files', () => {
   });
 
   describe('relayed to a model-service process (MODEL_SERVICE_URL)', () => {
-    let replica: ChildProcess;
-    let gateway: AppHandle;
-    let gatewayServer: http.Server;
+    let relay: { ws: string; close(): Promise<void> } | undefined;
     let relayed: string;
 
     beforeAll(async () => {
-      const port = await freePort();
-      replica = spawn(process.execPath, [MAIN], {
-        env: { PATH: process.env.PATH, DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', MODEL_SERVICE_TOKEN: TOKEN, MODEL_SERVICE_PORT: String(port) },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      replica.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-      replica.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-      await eventually(() => /Model service ready/.test(out) || replica.exitCode !== null, 30_000);
-      if (replica.exitCode !== null) throw new Error(`model service did not start:\n${out}`);
-      gateway = await createApp({ ...config, modelServiceUrl: `http://127.0.0.1:${port}`, modelServiceToken: TOKEN }, { store, log: () => undefined });
-      const served = await serveApp(gateway);
-      gatewayServer = served.server;
-      relayed = served.ws;
+      relay = await relayedGateway(config, store, TOKEN);
+      relayed = relay.ws;
     }, 60_000);
 
-    afterAll(async () => {
-      if (gatewayServer) await closeQuietly(gatewayServer);
-      await gateway?.close();
-      replica?.kill('SIGKILL');
-    });
+    afterAll(() => relay?.close());
 
     test.each(['mulaw', 'alaw'] as const)('%s at 8 kHz: the same bytes as in-process', async (law) => {
       const codes = encode(law, speech(8000));

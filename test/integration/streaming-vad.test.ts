@@ -4,24 +4,21 @@
 // float), and 44.1 kHz (resampled both ways); the audio unchanged by vad=true, and no events or fields without it;
 // bad settings refused before the upgrade; a stream ended or cut mid-speech; the relayed path (a model-service
 // process) gives the same events. Input: the 16 kHz fixture twice with 2.5 s of low noise between (speech-api.test.ts).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import type http from 'node:http';
-import path from 'node:path';
 import { mulaw } from 'alawmulaw';
 import request from 'supertest';
 import { createApp, type AppHandle } from '../../src/app';
-import { loadConfig, PROJECT_ROOT, type Config } from '../../src/config';
+import { loadConfig, type Config } from '../../src/config';
 import { pcm16WavHeader } from '../../src/audio/wav';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
 import { decodeAudio } from '../../scripts/lib/audio-io';
-import { freePort } from '../../scripts/lib/free-port';
 import { closeQuietly, eventually, fixture, testConfig } from '../helpers/service-helpers';
-import { refusal, serveApp, StreamClient } from '../helpers/streaming-helpers';
+import { refusal, relayedGateway, serveApp, StreamClient } from '../helpers/streaming-helpers';
 
 const API = '/v1/noise-suppressor';
-const MAIN = path.join(PROJECT_ROOT, 'dist/src/model-service-main.js');
 const TOKEN = 'stream-vad-test-token-0123456789abcd';
 const ffmpeg = loadConfig().ffmpegPath;
 const FRAME_MS = 32;
@@ -247,33 +244,15 @@ describe('speech events on live streams', () => {
   }, 60_000);
 
   describe('relayed to a model-service process (MODEL_SERVICE_URL)', () => {
-    let replica: ChildProcess;
-    let gateway: AppHandle;
-    let gatewayServer: http.Server;
+    let relay: { ws: string; close(): Promise<void> } | undefined;
     let relayed: string;
 
     beforeAll(async () => {
-      const port = await freePort();
-      replica = spawn(process.execPath, [MAIN], {
-        env: { PATH: process.env.PATH, DATA_DIR: config.dataDir, WORKERS: '1', NODE_ENV: 'test', MODEL_SERVICE_TOKEN: TOKEN, MODEL_SERVICE_PORT: String(port) },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      replica.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-      replica.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-      await eventually(() => /Model service ready/.test(out) || replica.exitCode !== null, 30_000);
-      if (replica.exitCode !== null) throw new Error(`model service did not start:\n${out}`);
-      gateway = await createApp({ ...config, modelServiceUrl: `http://127.0.0.1:${port}`, modelServiceToken: TOKEN }, { store, log: () => undefined });
-      const served = await serveApp(gateway);
-      gatewayServer = served.server;
-      relayed = served.ws;
+      relay = await relayedGateway(config, store, TOKEN);
+      relayed = relay.ws;
     }, 60_000);
 
-    afterAll(async () => {
-      if (gatewayServer) await closeQuietly(gatewayServer);
-      await gateway?.close();
-      replica?.kill('SIGKILL');
-    });
+    afterAll(() => relay?.close());
 
     test('the same events and audio as in-process; a bad setting is the replica\'s 400 too', async () => {
       const here = await stream(`${base}?vad=true&vad_hangover_ms=400`, token, input, 640);
