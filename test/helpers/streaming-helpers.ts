@@ -1,15 +1,17 @@
 // Helpers for the streaming tests: a WebSocket client (`ws`) driven step by step, the HTTP answer to a refused
 // upgrade, the samples of a WAV, and a gateway test server whose upgrades go through the app.
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import WebSocket from 'ws';
 import { createApp, type AppHandle } from '../../src/app';
 import { PROJECT_ROOT, type Config } from '../../src/config';
+import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
 import { freePort } from '../../scripts/lib/free-port';
-import { closeQuietly, eventually } from './service-helpers';
+import { closeQuietly, eventually, testConfig } from './service-helpers';
 
 export const STREAM_PATH = '/v1/noise-suppressor/stream';
 
@@ -141,6 +143,41 @@ export async function relayedGateway(config: Config, store: GatewayStore, token:
       await closeQuietly(served.server);
       await gateway.close();
       replica.kill('SIGKILL');
+    },
+  };
+}
+
+export interface StreamingServer {
+  config: Config;
+  store: GatewayStore;
+  handle: AppHandle;
+  /** ws://… of the stream endpoint. */
+  base: string;
+  /** A key of a workspace on the scale plan. */
+  token: string;
+  /** Stops the server and the app, closes the store, removes the data folder. */
+  close(): Promise<void>;
+}
+
+/** The whole app with its in-process engine on a loopback port and a temp DATA_DIR, with a key of `workspace`. */
+export async function streamingServer(workspace: string): Promise<StreamingServer> {
+  const config = testConfig();
+  const store = openSqliteStore(config);
+  const handle = await createApp(config, { store, log: () => undefined });
+  const served = await serveApp(handle);
+  const ws = await store.createWorkspace(workspace, 'scale');
+  const token = (await store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null })).token;
+  return {
+    config,
+    store,
+    handle,
+    base: served.ws,
+    token,
+    async close() {
+      await closeQuietly(served.server);
+      await handle.close();
+      await store.close();
+      fs.rmSync(config.dataDir, { recursive: true, force: true });
     },
   };
 }

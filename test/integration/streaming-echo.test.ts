@@ -6,18 +6,16 @@
 // Also: ready's echo_reference and output_channels, the output arriving within latency_samples, done's canceller
 // figures equal to the file's, billing as a plain stream, and the query's refusals.
 import fs from 'node:fs';
-import type http from 'node:http';
 import path from 'node:path';
 import { mulaw } from 'alawmulaw';
 import request from 'supertest';
-import { createApp, type AppHandle } from '../../src/app';
+import { type AppHandle } from '../../src/app';
 import type { Config } from '../../src/config';
 import { Decimator2 } from '../../src/dsp/halfband';
-import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
 import { echoScene, writeMono } from '../helpers/echo-helpers';
-import { closeQuietly, eventually, testConfig } from '../helpers/service-helpers';
-import { refusal, relayedGateway, serveApp, StreamClient, wavData } from '../helpers/streaming-helpers';
+import { eventually } from '../helpers/service-helpers';
+import { refusal, relayedGateway, streamingServer, type StreamingServer, StreamClient, wavData } from '../helpers/streaming-helpers';
 
 const API = '/v1/noise-suppressor';
 const TOKEN = 'stream-echo-test-token-0123456789abc';
@@ -60,7 +58,7 @@ describe('live streams with an echo reference', () => {
   let config: Config;
   let store: GatewayStore;
   let handle: AppHandle;
-  let server: http.Server;
+  let running: StreamingServer;
   let base: string;
   let token: string;
   let dir: string;
@@ -95,14 +93,8 @@ describe('live streams with an echo reference', () => {
   }
 
   beforeAll(async () => {
-    config = testConfig();
-    store = openSqliteStore(config);
-    handle = await createApp(config, { store, log: () => undefined });
-    const served = await serveApp(handle);
-    server = served.server;
-    base = served.ws;
-    const ws = await store.createWorkspace('echo', 'scale');
-    token = (await store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null })).token;
+    running = await streamingServer('echo');
+    ({ config, store, handle, base, token } = running);
     dir = fs.mkdtempSync(path.join(config.dataDir, 'stream-echo-'));
     for (const rate of [16000, 48000] as const) {
       const scene = await echoScene({ rate, seconds: 8, nearFrom: 6, delayMs: 70 });
@@ -122,12 +114,7 @@ describe('live streams with an echo reference', () => {
     }
   }, 60_000);
 
-  afterAll(async () => {
-    await closeQuietly(server);
-    await handle.close();
-    await store.close();
-    fs.rmSync(config.dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => running?.close());
 
   const samples = (name: string): Buffer => wavData(fs.readFileSync(file(name)));
 

@@ -7,17 +7,14 @@
 // Also: the relayed path (MODEL_SERVICE_URL: the gateway relays the query to a model-service process's
 // /internal/stream) gives the same bytes, and the refusals name the encodings.
 import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import type http from 'node:http';
 import { alaw, mulaw } from 'alawmulaw';
 import request from 'supertest';
-import { createApp, type AppHandle } from '../../src/app';
+import { type AppHandle } from '../../src/app';
 import { loadConfig, type Config } from '../../src/config';
 import { g711DecodeInto, g711EncodeInt16 } from '../../src/dsp/g711';
-import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
-import { closeQuietly, fixture, testConfig } from '../helpers/service-helpers';
-import { refusal, relayedGateway, serveApp, StreamClient, wavData } from '../helpers/streaming-helpers';
+import { fixture } from '../helpers/service-helpers';
+import { refusal, relayedGateway, streamingServer, type StreamingServer, StreamClient, wavData } from '../helpers/streaming-helpers';
 
 const API = '/v1/noise-suppressor';
 const TOKEN = 'stream-g711-test-token-0123456789ab';
@@ -75,7 +72,7 @@ describe('G.711 streams and files', () => {
   let config: Config;
   let store: GatewayStore;
   let handle: AppHandle;
-  let server: http.Server;
+  let running: StreamingServer;
   let base: string;
   let token: string;
 
@@ -96,22 +93,11 @@ describe('G.711 streams and files', () => {
   }
 
   beforeAll(async () => {
-    config = testConfig();
-    store = openSqliteStore(config);
-    handle = await createApp(config, { store, log: () => undefined });
-    const served = await serveApp(handle);
-    server = served.server;
-    base = served.ws;
-    const ws = await store.createWorkspace('g711', 'scale');
-    token = (await store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null })).token;
+    running = await streamingServer('g711');
+    ({ config, store, handle, base, token } = running);
   });
 
-  afterAll(async () => {
-    await closeQuietly(server);
-    await handle.close();
-    await store.close();
-    fs.rmSync(config.dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => running?.close());
 
   test.each(['mulaw', 'alaw'] as const)('%s at 16 kHz: G.711 of /denoise of the G.711 WAV, byte for byte, any message size', async (law) => {
     const codes = encode(law, speech(16000));

@@ -5,18 +5,15 @@
 // bad settings refused before the upgrade; a stream ended or cut mid-speech; the relayed path (a model-service
 // process) gives the same events. Input: the 16 kHz fixture twice with 2.5 s of low noise between (speech-api.test.ts).
 import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import type http from 'node:http';
 import { mulaw } from 'alawmulaw';
 import request from 'supertest';
-import { createApp, type AppHandle } from '../../src/app';
+import { type AppHandle } from '../../src/app';
 import { loadConfig, type Config } from '../../src/config';
 import { pcm16WavHeader } from '../../src/audio/wav';
-import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
 import { decodeAudio } from '../../scripts/lib/audio-io';
-import { closeQuietly, eventually, fixture, testConfig } from '../helpers/service-helpers';
-import { refusal, relayedGateway, serveApp, StreamClient } from '../helpers/streaming-helpers';
+import { eventually, fixture } from '../helpers/service-helpers';
+import { refusal, relayedGateway, streamingServer, type StreamingServer, StreamClient } from '../helpers/streaming-helpers';
 
 const API = '/v1/noise-suppressor';
 const TOKEN = 'stream-vad-test-token-0123456789abcd';
@@ -95,7 +92,7 @@ describe('speech events on live streams', () => {
   let config: Config;
   let store: GatewayStore;
   let handle: AppHandle;
-  let server: http.Server;
+  let running: StreamingServer;
   let base: string;
   let token: string;
   const input = twoTurns();
@@ -110,22 +107,11 @@ describe('speech events on live streams', () => {
   }
 
   beforeAll(async () => {
-    config = testConfig();
-    store = openSqliteStore(config);
-    handle = await createApp(config, { store, log: () => undefined });
-    const served = await serveApp(handle);
-    server = served.server;
-    base = served.ws;
-    const ws = await store.createWorkspace('vad', 'scale');
-    token = (await store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null })).token;
+    running = await streamingServer('vad');
+    ({ config, store, handle, base, token } = running);
   });
 
-  afterAll(async () => {
-    await closeQuietly(server);
-    await handle.close();
-    await store.close();
-    fs.rmSync(config.dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => running?.close());
 
   test('16 kHz: events in order with the audio, at /denoise\'s segments; the audio as without vad, which sends none', async () => {
     const expected = await fileSegments(wav(input, 16000, 1));
