@@ -101,9 +101,9 @@ describe('jobs use the forwarder replicas', () => {
 
   test('no replica reachable (the only one restarting): the job waits without spending attempts and succeeds once it is back', async () => {
     const port = await freePort();
-    // The runner retries an unreachable service after the breaker's cooldown (BREAKER_COOLDOWN_MS, 30 s by default;
-    // at least 2 s): a short one here, so the tries before and after the replica comes back are seconds apart.
-    const { handle, token } = await gateway([`http://127.0.0.1:${port}`], { breakerCooldownMs: 1000 });
+    // The default breaker cooldown (30 s): the runner must retry an unreachable service every 2 s, not after the
+    // cooldown (it did, and the wait below for two tries timed out).
+    const { handle, token } = await gateway([`http://127.0.0.1:${port}`]);
     const auth = { Authorization: `Bearer ${token}` };
     const res = await request(handle.app).post(`${API}/jobs`).set(auth).field('model', 'nsm-1').attach('file', INPUT);
     expect(res.status).toBe(202);
