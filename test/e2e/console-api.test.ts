@@ -245,7 +245,8 @@ describe('console sessions and CSRF', () => {
   });
 
   test('sessions expire when idle', async () => {
-    const short = makeHarness({ ADMIN_SECRET: SECRET }, { idleTtlMs: 150 });
+    // 30 s of idle time, so a loaded machine cannot expire the session between sign-in and the first call.
+    const short = makeHarness({ ADMIN_SECRET: SECRET }, { idleTtlMs: 30_000 });
     try {
       const { cookie, csrf } = await signIn(short);
       const ws = await short.store.createWorkspace('idle', 'free');
@@ -257,7 +258,7 @@ describe('console sessions and CSRF', () => {
         .expect(200);
       // The session store reads Date.now(): Date is moved past the idle time (and keeps running); timers stay real.
       jest.useFakeTimers({ advanceTimers: true, doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
-      jest.setSystemTime(Date.now() + 250);
+      jest.setSystemTime(Date.now() + 31_000);
       await request(short.app).get('/console/api/workspaces').set('Cookie', cookie).expect(401);
       // The timed-out session's playground key went with it.
       expect((await short.store.getToken(key.body.key_id))!.revokedAt).not.toBeNull();
