@@ -12,7 +12,11 @@
 // above 4.5 kHz (test/unit/dsp-halfband.test.ts measures it).
 //
 // Outputs are summed in float64 in a fixed order and rounded once to float32, from the same input samples whatever the
-// chunking: any chunking gives the same bits (a live stream's 20 ms chunks, a file's 8 s ones).
+// chunking: any chunking gives the same bits (a live stream's 20 ms chunks, a file's 8 s ones). The loops run in
+// WebAssembly SIMD (wasm/halfband.ts, two outputs a step, the same float64 operations per lane: bit-identical), and in
+// the JS below where the .wasm file is missing.
+import fs from 'node:fs';
+import path from 'node:path';
 
 /** Taps of the filter (4k + 3: the centre tap is on an odd index, the zero taps on the others). */
 export const HALF_BAND_TAPS = 79;
@@ -86,6 +90,12 @@ export class Interpolator2 {
     const buf = this.buf;
     buf.set(x, HIST);
     const y = new Float32Array(2 * n);
+    const k = kernel();
+    if (k) {
+      k.interpolate(buf, n, y);
+      buf.copyWithin(0, n, n + HIST);
+      return y;
+    }
     // Input m sits at buf[HIST + m]. Output 2m: taps at 16 kHz distances 2j + 1 either side of centre 2m - DELAY, i.e.
     // inputs m - PAIRS + 1 + j and m - PAIRS - j (j < PAIRS): the pairs around lo = HIST + m - PAIRS and lo + 1.
     // Output 2m + 1: the centre tap on input m - (DELAY - 1) / 2 = m - PAIRS + 1 (DELAY = 2 PAIRS - 1).
@@ -142,7 +152,9 @@ export class Decimator2 {
     const y = new Float32Array(count);
     // v[n], n = 2(next + i) + phase: centre on input n - DELAY, pairs at odd distances around it.
     let centre = 2 * this.next + this.phase - HALF_BAND_DELAY - this.start;
-    for (let i = 0; i < count; i++, centre += 2) {
+    const k = count > 0 ? kernel() : null;
+    if (k) k.decimate(buf, this.held, centre, y);
+    else for (let i = 0; i < count; i++, centre += 2) {
       let acc = 0.5 * buf[centre];
       for (let j = 0; j < PAIRS; j += 4) {
         acc += C[j] * (buf[centre - 2 * j - 1] + buf[centre + 2 * j + 1]);
@@ -161,4 +173,83 @@ export class Decimator2 {
     this.start = keepFrom;
     return y;
   }
+}
+
+export const HALF_BAND_WASM = path.join(__dirname, 'wasm', 'halfband.wasm');
+
+interface HalfBandExports {
+  interpolate(coef: number, pairs: number, src: number, hist: number, n: number, dst: number): void;
+  decimate(coef: number, pairs: number, src: number, centre: number, count: number, dst: number): void;
+}
+
+/** Bytes at the start of the kernel's memory: the two tap sets (C2, then C). */
+const COEF_BYTES = 2 * 8 * PAIRS;
+
+/**
+ * The WebAssembly loops on one memory per thread (the calls are synchronous): the taps copied in once, then each
+ * call's samples copied in after them and its outputs copied out.
+ */
+class HalfBandKernel {
+  private readonly memory = new WebAssembly.Memory({ initial: 1 });
+  private readonly k: HalfBandExports;
+
+  constructor(module: WebAssembly.Module) {
+    this.k = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports as unknown as HalfBandExports;
+    new Float64Array(this.memory.buffer, 0, PAIRS).set(C2);
+    new Float64Array(this.memory.buffer, 8 * PAIRS, PAIRS).set(C);
+  }
+
+  /** The whole memory as float32, kept from call to call. */
+  private f32 = new Float32Array(this.memory.buffer);
+
+  /** Room for `len` samples of `src` (16 bytes over: the decimator reads four at a time) and `out` outputs, the samples copied in; their addresses. */
+  private place(src: Float32Array, len: number, out: number): [number, number] {
+    const at = COEF_BYTES;
+    const dst = at + ((len * 4 + 16 + 15) & ~15);
+    const need = dst + out * 4;
+    if (need > this.f32.byteLength) {
+      this.memory.grow(Math.ceil((need - this.f32.byteLength) / 65536));
+      this.f32 = new Float32Array(this.memory.buffer); // the old view is detached by the growth
+    }
+    this.f32.set(len === src.length ? src : src.subarray(0, len), at >> 2);
+    return [at, dst];
+  }
+
+  private out(dst: number, y: Float32Array): void {
+    y.set(this.f32.subarray(dst >> 2, (dst >> 2) + y.length));
+  }
+
+  interpolate(src: Float32Array, n: number, y: Float32Array): void {
+    const [at, dst] = this.place(src, HIST + n, 2 * n);
+    this.k.interpolate(0, PAIRS, at, HIST, n, dst);
+    this.out(dst, y);
+  }
+
+  decimate(src: Float32Array, len: number, centre: number, y: Float32Array): void {
+    const [at, dst] = this.place(src, len, y.length);
+    this.k.decimate(8 * PAIRS, PAIRS, at, centre, y.length, dst);
+    this.out(dst, y);
+  }
+}
+
+let loaded: HalfBandKernel | null | undefined;
+/** Tests: force the JS loops (false) or the WebAssembly ones (true, when the file loads). */
+let useWasm = true;
+
+function kernel(): HalfBandKernel | null {
+  if (!useWasm) return null;
+  if (loaded === undefined) {
+    try {
+      loaded = new HalfBandKernel(new WebAssembly.Module(fs.readFileSync(HALF_BAND_WASM)));
+    } catch {
+      loaded = null;
+    }
+  }
+  return loaded;
+}
+
+/** Whether the WebAssembly loops run (false: the JS ones); `set` switches them for comparisons. */
+export function halfBandWasm(set?: boolean): boolean {
+  if (set !== undefined) useWasm = set;
+  return useWasm && kernel() !== null;
 }

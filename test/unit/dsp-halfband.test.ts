@@ -1,7 +1,7 @@
 // The 8 <-> 16 kHz half-band pair (src/dsp/halfband.ts) and the narrow-band chain around a 16 kHz chain
 // (src/inference/models/narrowband.ts): the filter's response, the same bits whatever the chunking, and whole-sample alignment
 // (the pair with a chain of even or odd latency between them gives the input back, shifted by the declared latency).
-import { Decimator2, HALF_BAND_DELAY, HALF_BAND_TAPS, halfBandTaps, Interpolator2 } from '../../src/dsp/halfband';
+import { Decimator2, HALF_BAND_DELAY, HALF_BAND_TAPS, halfBandTaps, halfBandWasm, Interpolator2 } from '../../src/dsp/halfband';
 import { DelayLine } from '../../src/dsp/resample';
 import { NarrowBandChain } from '../../src/inference/models/narrowband';
 import { AlignedStream, type ChainProcessor } from '../../src/inference/models/aligned-stream';
@@ -88,6 +88,37 @@ test('any chunking gives the same bits, both ways', () => {
     expect(whole.length).toBe(8000);
     for (const sizes of [[320], [1], [3, 128, 5, 1001], [0, 2, 9]]) expect(Buffer.from(down(sizes, phase).buffer).equals(Buffer.from(whole.buffer))).toBe(true);
   }
+});
+
+test('the WebAssembly loops give the JS loops\' bits, in any chunking, both ways', () => {
+  expect(halfBandWasm()).toBe(true); // built by npm run build: a missing file would make this test compare JS with JS
+  // Loud and near-silent samples, odd chunk sizes (the kernels' single-lane tails), single samples, and whole inputs
+  // larger than the kernel's first memory page (it grows).
+  const x8 = noise(20001, 3).map((v, i) => (i % 997 < 40 ? v * 1e-6 : v * 1.9));
+  const x16 = noise(40003, 4).map((v, i) => (i % 883 < 40 ? v * 1e-6 : v * 1.9));
+  const run = (wasm: boolean): Buffer[] => {
+    halfBandWasm(wasm);
+    try {
+      const outs: Buffer[] = [];
+      for (const sizes of [[x8.length], [1], [7, 64, 3, 161]]) {
+        const r = new Interpolator2();
+        outs.push(Buffer.from(chunked(x8, sizes, (c) => r.process(c)).buffer));
+      }
+      for (const phase of [0, 1] as const) {
+        for (const sizes of [[x16.length], [1], [3, 128, 5, 321]]) {
+          const r = new Decimator2(phase);
+          outs.push(Buffer.from(chunked(x16, sizes, (c) => r.process(c)).buffer));
+        }
+      }
+      return outs;
+    } finally {
+      halfBandWasm(true);
+    }
+  };
+  const js = run(false);
+  const wasm = run(true);
+  expect(wasm.length).toBe(9);
+  wasm.forEach((w, i) => expect(w.equals(js[i])).toBe(true));
 });
 
 test('one interpolated phase is the input itself, delayed', () => {
