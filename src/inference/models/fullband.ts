@@ -259,7 +259,13 @@ class EchoPaths {
     this.probes = mk(() => new BandGainProbe(true));
     this.gainState = mk(() => 1);
     // The probe's gains are on the core input's timeline: the decimator's delay and the core's (x3) to the high band.
-    this.gainDelay48 = mk(() => new DelayLine(RESAMPLE_DELAY_48K + 3 * coreLatency));
+    // Ones first, not zeros: before its first hop the canceller has removed nothing, and the high band stays as it is.
+    const gainDelay = RESAMPLE_DELAY_48K + 3 * coreLatency;
+    this.gainDelay48 = mk(() => {
+      const d = new DelayLine(gainDelay);
+      d.process(new Float32Array(gainDelay).fill(1));
+      return d;
+    });
     this.removalDelay = mk(() => new DelayLine(coreLatency));
     this.upRemoval = mk(() => new Interpolator3());
     this.free = mk(() => []);
