@@ -5,16 +5,16 @@
 // band at 48 kHz, at 8 kHz narrow band (its resamplers inside it: equal to /denoise of the 8 kHz file); at any other
 // rate the 16 kHz chain (below 16 kHz) or the full-band one (above) between RationalResamplers. Input reaches the
 // chain in whole frame hops only: then every stream's DTLN cores hold the same samples and their runs can be joined
-// (batching.ts). With an echo reference (the last input channel) EchoFront runs before the chain, at the chain's rate,
-// as in the file path's worker (echo-front.ts): the chain and the output have one channel less than the input.
+// (batching.ts). With an echo reference (the last input channel) the chain has the canceller in front of its 16 kHz
+// chain, as in the file path's worker (echo-front.ts): the output has one channel less than the input.
 import { concat } from '../../dsp/concat';
 import { LowFrequencyDither } from '../../dsp/dither';
 import { g711DecodeInto, g711EncodeInt16, type G711Law } from '../../dsp/g711';
 import { decodeFramesInto } from '../../dsp/pcm';
 import { RationalResampler } from '../../dsp/rational-resampler';
 import { createChain } from '../models/chains';
-import { EchoFront } from '../models/echo-front';
 import { NARROW_BAND_RATE } from '../models/specs';
+import { AEC_HOP } from '../../dsp/aec';
 import type { DtlnGraphs } from '../models/dtln';
 import type { LiveOpen } from './packing';
 import { LIVE_SAMPLE_BYTES, type EchoReport } from '../types';
@@ -31,9 +31,13 @@ export class LiveChainStream {
   /** Samples at the client's rate from input sample n to the moment output sample n can be computed. */
   readonly latencySamples: number;
   private readonly stream: AlignedStream;
-  /** With an echo reference: the canceller before the chain (input: the microphone channels, then the reference). */
-  private readonly echo: EchoFront | null;
   private readonly quantum: number;
+  /**
+   * Chain-rate samples the first run takes (then whole quanta): with an echo reference, the canceller's hop less
+   * what is whole quanta of it, so that its output, one hop behind, reaches the model in whole frame hops (nsm-1's
+   * hops are two of the canceller's).
+   */
+  private phase: number;
   private readonly toChain: RationalResampler | null;
   private readonly fromChain: RationalResampler | null;
   private readonly dither: LowFrequencyDither | null;
@@ -59,11 +63,11 @@ export class LiveChainStream {
     const narrowBand = !fullBand && opts.sampleRate === NARROW_BAND_RATE;
     const outChannels = opts.channels - (opts.echoReference ? 1 : 0);
     // Cascade passes hand over one hop at a time: a live stream cannot wait for half-second blocks.
-    const chain = createChain(opts.model, outChannels, graphs, { fullBand, narrowBand, cascadeBlockFrames: 1 });
+    const chain = createChain(opts.model, outChannels, graphs, { fullBand, narrowBand, cascadeBlockFrames: 1, echoReference: opts.echoReference });
     this.chainRate = chain.sampleRate;
     this.stream = new AlignedStream(chain, opts.attenuationLimitDb);
-    this.echo = opts.echoReference ? new EchoFront(outChannels, this.chainRate) : null;
     this.quantum = (hopAt16k(opts.model) * this.chainRate) / 16000;
+    this.phase = opts.echoReference ? (AEC_HOP * this.chainRate) / 16000 % this.quantum : 0;
     const resample = opts.sampleRate !== this.chainRate;
     this.toChain = resample ? new RationalResampler(opts.sampleRate, this.chainRate, opts.channels) : null;
     this.fromChain = resample ? new RationalResampler(this.chainRate, opts.sampleRate, outChannels) : null;
@@ -73,10 +77,8 @@ export class LiveChainStream {
     this.toSkip = Math.round(resamplerDelay);
     this.chainShift = resample ? this.toChain!.delay : 0;
     const ratio = opts.sampleRate / this.chainRate;
-    // The canceller's output lags its input by its delay, so the chain's whole hops end that far behind the client's:
-    // up to a hop more when the delay is not whole hops.
-    const echoDelay = this.echo ? Math.ceil(this.echo.delay / this.quantum) * this.quantum : 0;
-    this.latencySamples = Math.ceil((echoDelay + chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
+    // (With an echo reference the holdback has the canceller's hop.)
+    this.latencySamples = Math.ceil((chain.latency + (chain.holdback ?? 0) + this.quantum) * ratio + this.toSkip);
     this.law = opts.encoding === 'mulaw' || opts.encoding === 'alaw' ? opts.encoding : null;
     this.format = opts.encoding === 'pcm_f32le' ? 'f32' : 's16';
     // G.711 is encoded from the dithered 16-bit output: the 16-bit stream's bytes, through the codec.
@@ -138,15 +140,8 @@ export class LiveChainStream {
       const out = await this.chainPush(rest);
       parts.push(this.fromChain ? this.fromChain.process(out) : out);
     }
-    // The canceller's tail through the chain before its flush (as the file path's worker does).
-    if (this.echo) {
-      const input = await this.echo.end();
-      const tail = await this.stream.push(input);
-      this.tap?.(input, tail);
-      parts.push(this.fromChain ? this.fromChain.process(tail) : tail.map((x) => x.slice())); // (its buffers are the chain's)
-    }
     const flushed = await this.stream.end();
-    this.tap?.(flushed.map(() => new Float32Array(0)), flushed);
+    this.tap?.(this.stream.taken, flushed);
     parts.push(this.fromChain ? this.fromChain.process(flushed) : flushed);
     const out = parts.reduce((acc, p) => acc.map((x, c) => concat(x, p[c])));
     return this.encode(this.take(out));
@@ -163,8 +158,9 @@ export class LiveChainStream {
 
   /** The whole hops of what waits, through the chain (and back to the client's rate); the rest waits for more. */
   private async runPending(): Promise<Float32Array[]> {
-    const usable = Math.floor(this.pendLen / this.quantum) * this.quantum;
+    const usable = this.pendLen < this.phase ? 0 : this.phase + Math.floor((this.pendLen - this.phase) / this.quantum) * this.quantum;
     if (usable === 0) return this.pend.map(() => new Float32Array(0));
+    this.phase = 0;
     // A copy: chains may keep their input (the dry signal of an attenuation limit), and the buffer is reused.
     const hops = this.pend.map((x) => x.slice(0, usable));
     for (const x of this.pend) x.copyWithin(0, usable, this.pendLen);
@@ -173,18 +169,17 @@ export class LiveChainStream {
     return this.fromChain ? this.fromChain.process(out) : out;
   }
 
-  /** Chain-rate input (with the reference, when there is one) through the canceller and the chain. */
+  /** Chain-rate input (with the reference, when there is one) through the chain. */
   private async chainPush(planar: Float32Array[]): Promise<Float32Array[]> {
-    // The tap sees what the chain took (the canceller's output, with a reference) beside the chain's output.
-    const input = this.echo ? await this.echo.push(planar) : planar;
-    const out = await this.stream.push(input);
-    this.tap?.(input, out);
+    const out = await this.stream.push(planar);
+    // The tap sees the input (with a reference, the echo-free microphone) beside the chain's output.
+    this.tap?.(this.stream.taken, out);
     return out;
   }
 
   /** With an echo reference, after end(): the canceller's figures; else null. */
   echoStats(): EchoReport | null {
-    return this.echo ? this.echo.stats() : null;
+    return this.stream.echoStats();
   }
 
   /** Room for `more` samples after what waits. */

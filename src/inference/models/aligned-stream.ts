@@ -2,6 +2,7 @@
 // n, total output length == total input length, and attenuation_limit_db is applied on the aligned signals.
 
 import { concat, concatAll } from '../../dsp/concat';
+import type { EchoReport } from '../types';
 
 export interface ChainProcessor {
   readonly sampleRate: number;
@@ -21,6 +22,13 @@ export interface ChainProcessor {
   readonly holdback?: number;
   /** Equal-length planar chunks in; equal-length planar chunks out (any length, possibly 0). */
   process(planar: Float32Array[]): Promise<Float32Array[]>;
+  /**
+   * With an echo reference (echo-front.ts): the echo-free microphone made since the last call, at sampleRate, in the
+   * input's timeline (sample n of all of it together is input sample n). AlignedStream takes it after every call.
+   */
+  takeEchoFree?(): Float32Array[];
+  /** With an echo reference: the canceller's figures. */
+  echoStats?(): EchoReport;
 }
 
 /** Linear mix weight of the (aligned) input that keeps the output within `limitDb` of it; 0 when unlimited. */
@@ -38,6 +46,16 @@ export class AlignedStream {
   /** Input samples not yet matched by output; only kept when mixing with the dry signal. */
   private pendingDry: Float32Array[];
   private readonly inputChannels: number;
+  /**
+   * What the last push() or end() took as the signal its output stands for: the input itself, or with an echo
+   * reference the echo-free microphone (the live tap reads it).
+   */
+  get taken(): Float32Array[] {
+    const parts = this.takenParts;
+    if (parts.length === 1) return parts[0];
+    return Array.from({ length: this.chain.channels }, (_, c) => concatAll(parts.map((p) => p[c])));
+  }
+  private takenParts: Float32Array[][] = [];
 
   constructor(
     private readonly chain: ChainProcessor,
@@ -46,12 +64,17 @@ export class AlignedStream {
     this.dry = dryMixForLimit(attenuationLimitDb);
     this.toSkip = chain.latency;
     this.inputChannels = chain.inputChannels ?? chain.channels;
-    if (this.dry > 0 && this.inputChannels !== chain.channels) throw new Error('a dry mix needs as many input channels as output channels');
+    if (this.dry > 0 && this.inputChannels !== chain.channels && !chain.takeEchoFree) throw new Error('a dry mix needs as many input channels as output channels');
     this.pendingDry = Array.from({ length: chain.channels }, () => new Float32Array(0));
   }
 
   get sampleRate(): number {
     return this.chain.sampleRate;
+  }
+
+  /** With an echo reference: the canceller's figures; else null. */
+  echoStats(): EchoReport | null {
+    return this.chain.echoStats?.() ?? null;
   }
 
   async push(planar: Float32Array[]): Promise<Float32Array[]> {
@@ -60,25 +83,49 @@ export class AlignedStream {
     }
     const n = planar[0].length;
     for (const c of planar) if (c.length !== n) throw new Error('channels of a chunk must have equal length');
-    if (this.dry > 0) this.pendingDry = this.pendingDry.map((p, c) => concat(p, planar[c]));
     this.inCount += n;
+    this.takenParts = [];
+    if (!this.chain.takeEchoFree) {
+      this.takenParts.push(planar);
+      if (this.dry > 0) this.pendingDry = this.pendingDry.map((p, c) => concat(p, planar[c]));
+    }
     const y = await this.chain.process(planar);
+    this.takeEchoFree();
     return this.emit(y, this.inCount - this.outCount);
   }
 
   async end(): Promise<Float32Array[]> {
     const parts: Float32Array[][] = [];
+    this.takenParts = [];
     // Feed silence until the chain has produced every delayed sample of the real input.
     let guard = 0;
     while (this.outCount < this.inCount) {
       const need = this.inCount - this.outCount + this.toSkip;
       const zeros = Array.from({ length: this.inputChannels }, () => new Float32Array(need + 512));
       const y = await this.chain.process(zeros);
+      this.takeEchoFree();
       parts.push(this.emit(y, this.inCount - this.outCount));
       if (++guard > 1000) throw new Error('chain did not flush');
     }
     return parts.length === 1 ? parts[0] : this.pendingDry.map((_, c) => concatAll(parts.map((p) => p[c])));
   }
+
+  /**
+   * With an echo reference the dry signal is the echo-free microphone the chain made (it comes before the output that
+   * needs it: the canceller's output is ahead of the model's), not the input; the excess past the input's end is cut.
+   */
+  private takeEchoFree(): void {
+    if (!this.chain.takeEchoFree) return;
+    const free = this.chain.takeEchoFree();
+    const room = Math.max(0, this.inCount - this.freeCount);
+    const kept = free[0].length > room ? free.map((x) => x.subarray(0, room)) : free;
+    this.takenParts.push(kept);
+    this.freeCount += kept[0].length;
+    if (this.dry > 0) this.pendingDry = this.pendingDry.map((p, c) => concat(p, kept[c]));
+  }
+
+  /** Echo-free samples taken so far (within the input). */
+  private freeCount = 0;
 
   private emit(y: Float32Array[], maxLen: number): Float32Array[] {
     let start = 0;
@@ -89,6 +136,7 @@ export class AlignedStream {
     const len = Math.max(0, Math.min(y[0].length - start, maxLen));
     const out = y.map((ch) => ch.subarray(start, start + len));
     if (this.dry > 0 && len > 0) {
+      if (this.pendingDry[0].length < len) throw new Error('the dry signal fell behind the output');
       const wet = 1 - this.dry;
       for (let c = 0; c < out.length; c++) {
         const d = this.pendingDry[c];

@@ -7,6 +7,7 @@ import { Dtln16Chain } from './dtln-chain';
 import { Stage1Chain } from './dtln-stage1';
 import { FullBandChain } from './fullband';
 import { NarrowBandChain } from './narrowband';
+import { EchoCore } from './echo-front';
 import { ResidualGate } from '../../dsp/gate';
 import { PostFilter } from '../../dsp/postfilter';
 import { FULLBAND_HIGHBAND, MODELS, type ChainSpec } from './specs';
@@ -99,6 +100,11 @@ export interface ChainOptions {
    * their hop so that a pass does not hold back half a second of audio. The output is the same either way.
    */
   cascadeBlockFrames?: number;
+  /**
+   * Echo cancellation in front of the 16 kHz chain (echo-front.ts): the input is the microphone channels and the echo
+   * reference last; the output has the microphone channels.
+   */
+  echoReference?: boolean;
 }
 
 /**
@@ -108,7 +114,8 @@ export interface ChainOptions {
 export function createChain(model: ModelId, channels: number, graphs: DtlnGraphs, opts: ChainOptions = {}): ChainProcessor {
   const spec = MODELS[model];
   if (!spec) throw new Error(`unknown model ${String(model)}`);
-  const chain = buildChain(spec.chain, channels, graphs, opts.cascadeBlockFrames);
+  const built = buildChain(spec.chain, channels, graphs, opts.cascadeBlockFrames);
+  const chain = opts.echoReference ? new EchoCore(built) : built;
   if (spec.fullBand === 'always' || opts.fullBand) return new FullBandChain(chain, { highBand: FULLBAND_HIGHBAND });
   return opts.narrowBand ? new NarrowBandChain(chain) : chain;
 }

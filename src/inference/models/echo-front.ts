@@ -1,170 +1,93 @@
-// Echo cancellation in front of a model's chain (echo_reference: docs/echo.md). The stream's input is the microphone
-// channels plus the echo reference as the last channel; EchoFront returns the microphone channels with the
-// reference's echo removed, aligned with the input sample for sample (the canceller's delay compensated) and as long
-// as it, so that the model's AlignedStream after it sees the echo-free microphone where it would have seen the
-// microphone. It uses the canceller (src/dsp/aec) through its public interface only:
+// Echo cancellation in front of a model's 16 kHz chain (echo_reference: docs/echo.md). EchoCore takes the microphone
+// channels plus the echo reference (last) at 16 kHz, runs the canceller (src/dsp/aec, through its public interface)
+// and hands its output, aligned with its input, straight to the model's 16 kHz chain. createChain (chains.ts) puts it
+// inside the rate's wrapper, so the canceller shares the band split the model runs anyway:
 //
-// - 16 kHz chains: EchoStage, the canceller as a chain stage.
-// - 8 kHz chains (narrow band, telephony): NarrowBandChain around EchoStage, the microphone and the reference
-//   interpolated to 16 kHz alike and the canceller's output decimated back (the half-band pair of dsp/halfband.ts).
-// - 48 kHz chains (nsm-2-hd, full-band runs): FullBandChain around EchoStage, with the broadband high-band gain:
-//   the canceller runs on the 16 kHz band (mic and reference decimated alike), and the input's own band above 8 kHz
-//   is scaled per hop by what the canceller removed in 4-7.5 kHz (FullBandChain's BandGainProbe on the canceller's
-//   input and output): where far-end speech is echoed, its band above 8 kHz is the same far-end speech.
+// - 16 kHz: EchoCore is the chain.
+// - 8 kHz (narrow band): NarrowBandChain around it: the microphone and the reference interpolated alike, the model's
+//   output decimated (one half-band pair, not a second one around the canceller).
+// - 48 kHz (full band): FullBandChain around it: the canceller on the 16 kHz band, the input's own band above 8 kHz
+//   scaled per hop by what the canceller removed in 4-7.5 kHz (fullband.ts).
 //
-// A silent reference changes nothing: until the reference first carries signal the canceller's output is the
-// microphone itself (its contract), and EchoFront returns the input itself for that stretch, bit for bit (at 48 kHz
-// the band split alone would not give the input back exactly).
-import { AEC_HOP, AEC_LATENCY, AEC_SAMPLE_RATE, EchoCanceller } from '../../dsp/aec';
+// So the canceller adds its own delay only (one hop, AEC_LATENCY), at every rate. A silent reference changes nothing:
+// until the reference first carries signal the canceller's output is the microphone itself (its contract), so the
+// model sees exactly what it would have seen without the reference.
+//
+// The wrappers also rebuild the echo-free microphone at their rate (the input less what the canceller removed, so it
+// is the input itself, bit for bit, while nothing was removed): the attenuation limit's dry signal and the live tap.
+import { AEC_LATENCY, AEC_SAMPLE_RATE, EchoCanceller } from '../../dsp/aec';
 import { concatAll } from '../../dsp/concat';
-import { FullBandChain } from './fullband';
-import { NarrowBandChain } from './narrowband';
-import { AlignedStream, type ChainProcessor } from './aligned-stream';
+import type { ChainProcessor } from './aligned-stream';
 import type { EchoReport } from '../types';
 
-/** The canceller as a 16 kHz chain stage: microphone channels and the reference in, microphone channels out. */
-export class EchoStage implements ChainProcessor {
+/** The microphone the canceller took and its output, aligned with each other and with the core's input timeline. */
+export interface Cancelled {
+  mic: Float32Array[];
+  clean: Float32Array[];
+}
+
+export class EchoCore implements ChainProcessor {
   readonly sampleRate = AEC_SAMPLE_RATE;
-  readonly latency = AEC_LATENCY;
+  readonly channels: number;
   readonly inputChannels: number;
+  /** The core's: the canceller's delay is dropped, its output reaches the core AEC_LATENCY samples later (holdback). */
+  readonly latency: number;
+  readonly holdback: number;
   private readonly aec: EchoCanceller;
-  /** Input samples fed so far. */
-  private fed = 0;
-  private active = false;
-  /** Once the reference carried signal: the input samples (from the start) whose output is the microphone itself. */
-  private exactInput = 0;
+  /** Canceller output samples still to drop (its delay). */
+  private toSkip = AEC_LATENCY;
+  /** Microphone input not yet matched by canceller output. */
+  private micQueue: Float32Array[];
+  private taken: Cancelled[] = [];
 
-  constructor(readonly channels: number) {
-    this.inputChannels = channels + 1;
-    this.aec = new EchoCanceller({ channels });
+  constructor(readonly core: ChainProcessor) {
+    if (core.sampleRate !== AEC_SAMPLE_RATE) throw new Error('the echo canceller runs in front of a 16 kHz chain');
+    this.channels = core.channels;
+    this.inputChannels = core.channels + 1;
+    this.latency = core.latency;
+    this.holdback = (core.holdback ?? 0) + AEC_LATENCY;
+    this.aec = new EchoCanceller({ channels: this.channels });
+    this.micQueue = Array.from({ length: this.channels }, () => new Float32Array(0));
   }
 
-  /** Input samples from the start whose output is the microphone itself, bit for bit (all so far while inactive). */
-  get exactUntil(): number {
-    return this.active ? this.exactInput : Infinity;
-  }
-
-  stats(): EchoReport {
+  echoStats(): EchoReport {
     return this.aec.stats();
   }
 
   async process(planar: Float32Array[]): Promise<Float32Array[]> {
-    if (planar.length !== this.inputChannels) throw new Error(`expected ${this.inputChannels} channels, got ${planar.length}`);
+    if (planar.length !== this.inputChannels) throw new Error(`expected ${this.channels} microphone channels and the reference, got ${planar.length} channels`);
     const mic = planar.slice(0, this.channels);
-    const ref = planar[this.channels];
-    const n = ref.length;
-    if (this.active) {
-      this.fed += n;
-      return this.aec.process(mic, ref);
-    }
-    // Hop by hop until the reference first carries signal, to know from which hop on the output is no longer the
-    // microphone itself; then the rest of the chunk at once.
-    const parts: Float32Array[][] = [];
-    let pos = 0;
-    while (pos < n) {
-      const take = this.active ? n - pos : Math.min(n - pos, AEC_HOP - (this.fed % AEC_HOP));
-      parts.push(this.aec.process(mic.map((c) => c.subarray(pos, pos + take)), ref.subarray(pos, pos + take)));
-      pos += take;
-      this.fed += take;
-      if (!this.active && this.fed % AEC_HOP === 0 && this.aec.stats().referenceActive) {
-        // Hop h = fed / HOP - 1 started the canceller: the outputs of the hops before it (output samples before
-        // h * HOP) are the microphone itself, i.e. its input samples before h * HOP - LATENCY.
-        this.active = true;
-        this.exactInput = Math.max(0, this.fed - AEC_HOP - AEC_LATENCY);
-      }
-    }
-    return parts.length === 1 ? parts[0] : mic.map((_, c) => concatAll(parts.map((p) => p[c])));
+    const out = this.aec.process(mic, planar[this.channels]);
+    const skip = Math.min(this.toSkip, out[0].length);
+    this.toSkip -= skip;
+    const clean = out.map((x) => x.subarray(skip));
+    const n = clean[0].length;
+    // Canceller output i (after the drop) is input i: the same count of the queued microphone lines up with it.
+    const queued = this.micQueue.map((q, c) => concatAll([q, mic[c]]));
+    this.micQueue = queued.map((q) => q.subarray(n));
+    this.taken.push({ mic: queued.map((q) => q.subarray(0, n)), clean });
+    return this.core.process(clean);
+  }
+
+  /** What the canceller took and gave since the last call (the wrappers take it after every process()). */
+  takeCancelled(): Cancelled {
+    const parts = this.taken;
+    this.taken = [];
+    if (parts.length === 1) return parts[0];
+    const join = (get: (p: Cancelled) => Float32Array[]): Float32Array[] =>
+      Array.from({ length: this.channels }, (_, c) => concatAll(parts.map((p) => get(p)[c])));
+    return { mic: join((p) => p.mic), clean: join((p) => p.clean) };
+  }
+
+  /** At 16 kHz, where EchoCore is the whole chain: the echo-free microphone is the canceller's output. */
+  takeEchoFree(): Float32Array[] {
+    return this.takeCancelled().clean;
   }
 }
 
-/**
- * The aligned echo-free microphone: push() takes the microphone channels and the reference (last), both at the
- * chain's rate (16 or 48 kHz), and returns the microphone channels aligned with everything pushed so far, minus what
- * the canceller still holds; end() returns the rest (total output = total input).
- */
-export class EchoFront {
-  private readonly stage: EchoStage;
-  private readonly aligned: AlignedStream;
-  /** The first output sample (at sampleRate) past the exact stretch, from the stage's exactUntil (16 kHz input). */
-  private readonly exactLimit: (exactUntil16k: number) => number;
-  /** 8 and 48 kHz: the microphone input not yet matched by output, while the exact stretch may still cover it. */
-  private pendingMic: Float32Array[] | null;
-  private outCount = 0;
-  /**
-   * Input samples (at sampleRate) from an input sample's arrival to the moment its output is out: the canceller's
-   * delay, and at 48 kHz the band split's and its probe's (a live stream adds it to its latency).
-   */
-  readonly delay: number;
-
-  constructor(
-    readonly channels: number,
-    readonly sampleRate: number,
-  ) {
-    this.stage = new EchoStage(channels);
-    if (sampleRate === AEC_SAMPLE_RATE) {
-      this.exactLimit = (e) => e;
-      this.aligned = new AlignedStream(this.stage, 0);
-      this.pendingMic = null;
-      this.delay = this.stage.latency;
-    } else if (sampleRate === AEC_SAMPLE_RATE / 2) {
-      const narrow = new NarrowBandChain(this.stage);
-      // Output sample k is out once the chain has output k + latency, i.e. once 2 (k + latency + 1) samples have
-      // reached the stage; the canceller's start is known once E + HOP + LATENCY have (E: exactUntil). From this k on,
-      // an output sample always comes after the start is known (the rule of exact(), below).
-      this.exactLimit = (e) => Math.ceil((e + AEC_HOP + AEC_LATENCY) / 2) - narrow.latency;
-      this.aligned = new AlignedStream(narrow, 0);
-      this.pendingMic = Array.from({ length: channels }, () => new Float32Array(0));
-      this.delay = narrow.latency + (narrow.holdback ?? 0);
-    } else if (sampleRate === 3 * AEC_SAMPLE_RATE) {
-      this.exactLimit = (e) => 3 * e;
-      const band = new FullBandChain(this.stage, { highBand: null });
-      this.aligned = new AlignedStream(band, 0);
-      this.pendingMic = Array.from({ length: channels }, () => new Float32Array(0));
-      this.delay = band.latency + band.holdback;
-    } else {
-      throw new Error(`echo cancellation runs at 8, 16 or 48 kHz, not ${sampleRate} Hz`);
-    }
-  }
-
-  stats(): EchoReport {
-    return this.stage.stats();
-  }
-
-  async push(planar: Float32Array[]): Promise<Float32Array[]> {
-    if (planar.length !== this.channels + 1) throw new Error(`expected ${this.channels} microphone channels and the reference, got ${planar.length} channels`);
-    // A copy (concatAll always makes one): the chain may reuse its input arrays.
-    if (this.pendingMic) this.pendingMic = this.pendingMic.map((p, c) => concatAll([p, planar[c]]));
-    return this.exact(await this.aligned.push(planar));
-  }
-
-  async end(): Promise<Float32Array[]> {
-    return this.exact(await this.aligned.end());
-  }
-
-  /**
-   * 8 and 48 kHz: the output within the exact stretch replaced by the input itself. The stretch ends where the
-   * canceller's output stops being the microphone (3 × its 16 kHz index at 48 kHz; at 8 kHz a few ms past half of it):
-   * the band split's output there already depends on a little of what comes after it (the interpolator's half length,
-   * the probe's 3 hops ahead), so the first few ms after the reference starts are the input too. Ending it there, not earlier, keeps the output independent of the
-   * chunking: an output sample before it can be returned before the canceller's start is known, and is then always
-   * the input; one after it depends on that start, so it is returned only once the start is known.
-   */
-  private exact(out: Float32Array[]): Float32Array[] {
-    const len = out[0].length;
-    const pending = this.pendingMic;
-    if (!pending) return out;
-    const start = this.outCount;
-    this.outCount += len;
-    const limit = this.exactLimit(this.stage.exactUntil);
-    const copy = Math.max(0, Math.min(len, limit - start));
-    const result = out.map((ch, c) => {
-      if (copy === 0) return ch;
-      const o = ch.slice();
-      o.set(pending[c].subarray(0, copy));
-      return o;
-    });
-    // Past the exact stretch for good: the input is no longer needed.
-    this.pendingMic = this.outCount >= limit ? null : pending.map((p) => p.subarray(len));
-    return result;
-  }
+/** The input less what was removed, elementwise, into a new array: exactly the input where nothing was removed. */
+export function subtract(x: Float32Array, removed: Float32Array, n: number): Float32Array {
+  const y = new Float32Array(n);
+  for (let i = 0; i < n; i++) y[i] = x[i] - removed[i];
+  return y;
 }

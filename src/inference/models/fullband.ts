@@ -9,12 +9,20 @@
 // of its band, i.e. whether a frame is speech or noise there. HB (highband.ts) filters the input's own high band per
 // bin with a noise estimate tracked while g says "noise", limited by the broadband gain g; with `highBand: null` the
 // broadband gain alone is applied.
+//
+// With an echo reference (core: EchoCore, the canceller in front of the 16 kHz chain) the reference is decimated with
+// the microphone, g is measured on the canceller's output (the core's input is echo-free), and the high band is first
+// scaled by g_aec, what the canceller removed in 4-7.5 kHz (a second probe on its input and output): echoed far-end
+// speech above 8 kHz is the same speech it removed below. The echo-free input (the dry signal of an attenuation
+// limit) is x - up(r) - (1 - g_aec) HB_in, r what the canceller removed: x itself while it removed nothing.
 import { DelayLine, Decimator3, Interpolator3, RESAMPLE_DELAY_48K } from '../../dsp/resample';
 import { BLOCK, HOP } from './dtln';
 import { sharedRowFft } from '../../dsp/fft-pairs';
 import { HighBandFilter, HighBandOptions } from '../../dsp/highband';
-import { concat } from '../../dsp/concat';
+import { concat, concatAll } from '../../dsp/concat';
 import { ChainProcessor } from './aligned-stream';
+import { EchoCore, subtract, type Cancelled } from './echo-front';
+import type { EchoReport } from '../types';
 
 /** Band edges of the gain probe at 16 kHz / 512 points (31.25 Hz per bin): 4 to 7.5 kHz (the resampler rolls off above). */
 const PROBE_LO = 128;
@@ -37,7 +45,8 @@ export class BandGainProbe {
   private readonly hist = [1, 1, 1];
   private framesSeen = 0;
 
-  constructor() {
+  /** unity: a frame whose output is its input, sample for sample, gets a gain of exactly 1 (the canceller's probe). */
+  constructor(private readonly unity = false) {
     for (let i = 0; i < BLOCK; i++) this.window[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / BLOCK);
   }
 
@@ -61,7 +70,7 @@ export class BandGainProbe {
       for (let r = 0; r < count; r++) {
         const ein = 1e-9 + bandEnergy(re, im, r * K);
         const eout = bandEnergy(re, im, (count + r) * K);
-        const g = Math.min(1, Math.sqrt(eout / ein));
+        const g = this.unity && sameFrame(this.xBuf, this.yBuf, (f0 + r) * HOP) ? 1 : Math.min(1, Math.sqrt(eout / ein));
         // Frame k (on the zero-padded stream) ends with hop k: hop k - 3 is now covered by all 4 of its frames.
         if (this.framesSeen++ >= 3) gains.push(0.25 * (g + this.hist[0] + this.hist[1] + this.hist[2]));
         this.hist[2] = this.hist[1];
@@ -73,6 +82,12 @@ export class BandGainProbe {
     this.yBuf = this.yBuf.slice(frames * HOP);
     return Float32Array.from(gains);
   }
+}
+
+/** Whether the BLOCK samples of a and b from `at` are the same. */
+function sameFrame(a: Float32Array, b: Float32Array, at: number): boolean {
+  for (let i = at; i < at + BLOCK; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** Energy in PROBE_LO..PROBE_HI of the spectrum row starting at `row`. */
@@ -103,11 +118,14 @@ export class FullBandChain implements ChainProcessor {
   private readonly inDelay48: DelayLine[];
   private readonly gainDelay48: DelayLine[];
   private readonly gainState: number[];
-  private readonly mergers: BandMerger[];
+  private readonly mergers: StreamMerger[];
   private readonly highFilters: HighBandFilter[] | null;
   private readonly lowDelay: DelayLine[];
   /** One-pole smoothing of the per-hop gain at 16 kHz (~4 ms). */
   private readonly smooth = Math.exp(-1 / (0.004 * 16000));
+  private readonly echo: EchoPaths | null;
+  readonly takeEchoFree?: () => Float32Array[];
+  readonly echoStats?: () => EchoReport;
 
   constructor(
     /** The 16 kHz chain for the speech band. */
@@ -128,14 +146,21 @@ export class FullBandChain implements ChainProcessor {
     this.inDelay48 = mk(() => new DelayLine(bandLatency));
     this.gainDelay48 = mk(() => new DelayLine(RESAMPLE_DELAY_48K));
     this.gainState = mk(() => 1);
-    this.mergers = mk(() => new BandMerger());
+    this.mergers = mk(() => new StreamMerger());
     this.highFilters = opts.highBand ? mk(() => new HighBandFilter(opts.highBand!)) : null;
     const filterLatency = this.highFilters ? this.highFilters[0].latency : 0;
     this.lowDelay = mk(() => new DelayLine(filterLatency));
     this.latency = bandLatency + filterLatency;
     // The band-gain probe frames the low band in BLOCK windows: a hop's gain (and so its output) comes BLOCK - HOP
     // samples at 16 kHz after the hop itself.
-    this.holdback = 3 * (BLOCK - HOP);
+    // The core's own holdback (the canceller's hop) delays its output, and so the probe, as much again.
+    this.holdback = 3 * (BLOCK - HOP) + 3 * (core.holdback ?? 0);
+    this.echo = core instanceof EchoCore ? new EchoPaths(core, channels, core.latency, bandLatency, this.smooth) : null;
+    if (this.echo) {
+      const echo = this.echo;
+      this.takeEchoFree = () => echo.takeFree();
+      this.echoStats = () => echo.core.echoStats();
+    }
   }
 
   /**
@@ -155,17 +180,25 @@ export class FullBandChain implements ChainProcessor {
   async process(planar: Float32Array[]): Promise<Float32Array[]> {
     const x16 = planar.map((x, c) => this.down[c].process(x));
     const y16 = await this.core.process(x16);
+    const echo = this.echo;
+    const cancelled = echo ? echo.core.takeCancelled() : null;
     const result: Float32Array[] = [];
     for (let c = 0; c < this.channels; c++) {
       const xd16 = this.coreInDelay[c].process(x16[c]);
-      const hg = this.probes[c].process(xd16, y16[c]);
+      // With the canceller, the model's gain is measured on its own input: the echo-free band.
+      const hg = this.probes[c].process(cancelled ? echo!.cleanDelay[c].process(cancelled.clean[c]) : xd16, y16[c]);
       const low = this.upWet[c].process(y16[c]);
       const lowDry = this.upDry[c].process(xd16);
       const xd = this.inDelay48[c].process(planar[c]);
       // Gain per 16 kHz sample (held per hop, smoothed), repeated x3 and delayed like the interpolator.
       const g48 = new Float32Array(3 * HOP * hg.length);
       this.gainState[c] = spreadGains(hg, this.smooth, this.gainState[c], g48);
-      const bands = this.mergers[c].merge(low, lowDry, xd, this.gainDelay48[c].process(g48));
+      const parts = [low, lowDry, xd, this.gainDelay48[c].process(g48)];
+      if (cancelled) parts.push(...echo!.paths(c, cancelled));
+      const merged = this.mergers[c].merge(parts);
+      const n = merged[0].length;
+      const bands = { low: merged[0], high: difference(merged[2], merged[1], n), gain: merged[3] };
+      if (cancelled) bands.high = echo!.scaleHigh(c, merged[2], bands.high, merged[4], merged[5]);
       if (!this.highFilters) {
         const y = bands.low;
         addProduct(y, bands.gain, bands.high);
@@ -182,30 +215,92 @@ export class FullBandChain implements ChainProcessor {
 }
 
 /**
- * The four 48 kHz paths of FullBandChain are aligned in stream time but arrive in different amounts per call (the
- * core emits whole hops, the probe a hop 3 hops later, the dry paths follow the input), so each keeps its surplus
- * until the others catch up. Returns equal-length low band, high band (input minus the same low-pass path: the
- * crossover is exact) and gain.
+ * The 48 kHz paths of FullBandChain are aligned in stream time but arrive in different amounts per call (the core
+ * emits whole hops, the probe a hop 3 hops later, the dry paths follow the input), so each keeps its surplus until the
+ * others catch up. Returns them at equal lengths.
  */
-class BandMerger {
-  private low: Float32Array = new Float32Array(0);
-  private lowDry: Float32Array = new Float32Array(0);
-  private dry: Float32Array = new Float32Array(0);
-  private gain: Float32Array = new Float32Array(0);
+class StreamMerger {
+  private held: Float32Array[] = [];
 
-  merge(low: Float32Array, lowDry: Float32Array, dry: Float32Array, gain: Float32Array): { low: Float32Array; high: Float32Array; gain: Float32Array } {
-    this.low = concat(this.low, low);
-    this.lowDry = concat(this.lowDry, lowDry);
-    this.dry = concat(this.dry, dry);
-    this.gain = concat(this.gain, gain);
-    const n = Math.min(this.low.length, this.lowDry.length, this.dry.length, this.gain.length);
-    const high = difference(this.dry, this.lowDry, n);
-    const res = { low: this.low.slice(0, n), high, gain: this.gain.slice(0, n) };
-    this.low = this.low.slice(n);
-    this.lowDry = this.lowDry.slice(n);
-    this.dry = this.dry.slice(n);
-    this.gain = this.gain.slice(n);
-    return res;
+  merge(parts: Float32Array[]): Float32Array[] {
+    if (this.held.length === 0) this.held = parts.map(() => new Float32Array(0));
+    this.held = this.held.map((h, i) => concat(h, parts[i]));
+    const n = Math.min(...this.held.map((h) => h.length));
+    const out = this.held.map((h) => h.slice(0, n));
+    this.held = this.held.map((h) => h.slice(n));
+    return out;
+  }
+}
+
+/**
+ * The canceller's paths in FullBandChain: g_aec (what it removed in 4-7.5 kHz, per hop, smoothed as g is) and its
+ * removal r, both at 48 kHz in the high band's timeline (bandLatency behind the input), and the echo-free input.
+ */
+class EchoPaths {
+  readonly cleanDelay: DelayLine[];
+  private readonly probes: BandGainProbe[];
+  private readonly gainState: number[];
+  private readonly gainDelay48: DelayLine[];
+  private readonly removalDelay: DelayLine[];
+  private readonly upRemoval: Interpolator3[];
+  private free: Float32Array[][];
+  /** Echo-free samples still to drop (bandLatency: the high band's delay). */
+  private toSkip: number;
+
+  constructor(
+    readonly core: EchoCore,
+    channels: number,
+    coreLatency: number,
+    bandLatency: number,
+    private readonly smooth: number,
+  ) {
+    const mk = <T>(f: () => T): T[] => Array.from({ length: channels }, f);
+    this.cleanDelay = mk(() => new DelayLine(coreLatency));
+    this.probes = mk(() => new BandGainProbe(true));
+    this.gainState = mk(() => 1);
+    // The probe's gains are on the core input's timeline: the decimator's delay and the core's (x3) to the high band.
+    // Ones first, not zeros: before its first hop the canceller has removed nothing, and the high band stays as it is.
+    const gainDelay = RESAMPLE_DELAY_48K + 3 * coreLatency;
+    this.gainDelay48 = mk(() => {
+      const d = new DelayLine(gainDelay);
+      d.process(new Float32Array(gainDelay).fill(1));
+      return d;
+    });
+    this.removalDelay = mk(() => new DelayLine(coreLatency));
+    this.upRemoval = mk(() => new Interpolator3());
+    this.free = mk(() => []);
+    this.toSkip = bandLatency;
+  }
+
+  /** g_aec and r at 48 kHz, from what the canceller took and gave on channel c. */
+  paths(c: number, { mic, clean }: Cancelled): Float32Array[] {
+    const ga = this.probes[c].process(mic[c], clean[c]);
+    const g48 = new Float32Array(3 * HOP * ga.length);
+    this.gainState[c] = spreadGains(ga, this.smooth, this.gainState[c], g48);
+    const removed = this.upRemoval[c].process(this.removalDelay[c].process(subtract(mic[c], clean[c], mic[c].length)));
+    return [this.gainDelay48[c].process(g48), removed];
+  }
+
+  /** Keeps the echo-free input x - r - (1 - g_aec) high and returns the high band scaled by g_aec. */
+  scaleHigh(c: number, x: Float32Array, high: Float32Array, gAec: Float32Array, removed: Float32Array): Float32Array {
+    const n = high.length;
+    const free = new Float32Array(n);
+    const scaled = new Float32Array(n);
+    for (let i = 0; i < n; i++) {
+      free[i] = x[i] - removed[i] - (1 - gAec[i]) * high[i];
+      scaled[i] = gAec[i] * high[i];
+    }
+    this.free[c].push(free);
+    return scaled;
+  }
+
+  takeFree(): Float32Array[] {
+    let out = this.free.map((parts) => concatAll(parts));
+    this.free = this.free.map(() => []);
+    const skip = Math.min(this.toSkip, out[0].length);
+    this.toSkip -= skip;
+    if (skip > 0) out = out.map((x) => x.subarray(skip));
+    return out;
   }
 }
 

@@ -4,12 +4,11 @@
 // would otherwise fall on the server's main thread runs here too: loudness metering, and for PCM streams the decoding
 // of the input bytes and the dither and 16-bit rounding of the output, speech detection on the output (src/vad:
 // speech_segments, trim_silence), whose graph is loaded at the first stream that asks for it, and echo cancellation
-// before the chain (echo_reference: echo-front.ts).
+// in front of the model's 16 kHz chain (echo_reference: echo-front.ts).
 import { parentPort, workerData } from 'node:worker_threads';
 import type * as ort from 'onnxruntime-node';
 import { LoudnessMeter } from '../../dsp/loudness';
 import { createChain } from '../models/chains';
-import { EchoFront } from '../models/echo-front';
 import { DtlnGraphs } from '../models/dtln';
 import { PcmEdges } from '../models/pcm-edges';
 import { loadGraphs } from './sessions';
@@ -48,8 +47,8 @@ interface Hosted {
   /** Streams opened with speech detection; with trimming, `alignedMeter` meters the output before the cuts. */
   speech: SpeechTrack | null;
   alignedMeter: LoudnessMeter | null;
-  /** Streams opened with echoReference: the canceller before the chain (input: the microphone channels, then the reference). */
-  echo: EchoFront | null;
+  /** Streams opened with echoReference: the input is the microphone channels, then the reference. */
+  echo: { channels: number } | null;
 }
 
 const streams = new Map<number, Hosted>();
@@ -90,7 +89,7 @@ async function handle(msg: ToWorker): Promise<void> {
   switch (msg.type) {
     case 'open': {
       if (msg.echoReference && msg.pcmInput) throw new Error('echo cancellation takes planar input, not PCM edges');
-      const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand, narrowBand: msg.narrowBand });
+      const chain = createChain(msg.model, msg.channels, graphs!, { fullBand: msg.fullBand, narrowBand: msg.narrowBand, echoReference: msg.echoReference });
       const meter = (): LoudnessMeter => new LoudnessMeter(chain.sampleRate, msg.channels);
       // The VAD's gate compares the output with the input it lines up with (the denoiser's own output: the limit's mix undone).
       const speech = msg.speech
@@ -102,7 +101,7 @@ async function handle(msg: ToWorker): Promise<void> {
         pcm: msg.pcmInput ? new PcmEdges(msg.pcmInput, msg.channels, chain.sampleRate) : null,
         speech,
         alignedMeter: msg.measureLoudness && msg.speech?.trimMaxPauseS != null ? meter() : null,
-        echo: msg.echoReference ? new EchoFront(msg.channels, chain.sampleRate) : null,
+        echo: msg.echoReference ? { channels: msg.channels } : null,
       });
       send({ type: 'result', reqId: msg.reqId, planar: [] });
       return;
@@ -126,17 +125,7 @@ async function handle(msg: ToWorker): Promise<void> {
         meters?.input.push(mic);
         speech?.input(mic);
       }
-      let raw: Float32Array[];
-      if (echo) {
-        // The echo-free microphone, aligned; at the end, the canceller's tail goes through the chain before its flush.
-        if (input) raw = await stream.push(await echo.push(input));
-        else {
-          const head = (await stream.push(await echo.end())).map((ch) => ch.slice()); // (its buffers are the chain's)
-          raw = joinPlanar(head, await stream.end());
-        }
-      } else {
-        raw = input ? await stream.push(input) : await stream.end();
-      }
+      let raw = input ? await stream.push(input) : await stream.end();
       if (speech) {
         alignedMeter?.push(raw);
         raw = await speech.process(raw);
@@ -158,7 +147,7 @@ async function handle(msg: ToWorker): Promise<void> {
           if (alignedMeter) moved.push((reply.loudness.alignedOutput = alignedMeter.blockPowers()));
         }
         if (speech) moved.push((reply.speech = speech.report()).segments);
-        if (echo) reply.echo = echo.stats();
+        if (echo) reply.echo = stream.echoStats() ?? undefined;
       }
       send(reply, transferList(moved));
       return;
