@@ -22,11 +22,12 @@ interface Profile {
 /** Parts of the algorithm, by function name and file (WebAssembly functions by their export name, resolved below). */
 const GROUPS: [string, RegExp][] = [
   ['partition loops (WebAssembly: filter, Kalman update, shadow filter and update)', /^wasm (filter|update|sfilter|supdate)$|aec\/(kalman-filter|shadow-filter)\.js/],
-  ['FFTs (RealFFT, JavaScript float64)', /dsp\/fft\.js/],
+  // Before the FFTs: the model's own row FFTs are labelled with it (below).
+  ['loudspeaker model (distortion, learning, its kernels and row FFTs)', /loudspeaker\.js|nl-learner\.js|^wasm (backprop|gram)$/],
+  ['FFTs (RealFFT in JavaScript, or the row FFT in WebAssembly)', /dsp\/fft\.js|fft-pairs/],
   ['channel hop: suppressor, residual ratios, per-bin and per-sample passes', /aec\/(channel|suppressor|residual-ratio)\.js/],
   ['canceller hop: reference ring, activity, ERLE, chunking', /aec\/(canceller|ref-ring)\.js/],
   ['delay estimator', /delay-estimator\.js|^wasm corr$/],
-  ['loudspeaker model (distortion, learning, its kernels and row FFT)', /loudspeaker\.js|nl-learner\.js|^wasm (backprop|gram)$|fft-pairs/],
 ];
 
 function post<T>(s: inspector.Session, method: string, params?: object): Promise<T> {
@@ -92,7 +93,13 @@ async function main(args: string[]): Promise<void> {
     const caller = up === undefined ? '' : byId.get(up)!.callFrame.url;
     let name = `${cf.functionName || '(anonymous)'} ${cf.url.split('/').slice(-2).join('/')}`;
     if (w && caller.endsWith('aec/kernel.js')) name = `wasm ${wasmNames.get(Number(w[1])) ?? w[1]}`;
-    else if (w && caller.includes('fft-pairs')) name = `${name} (fft-pairs)`;
+    if (name.includes('fft-pairs') || (w && caller.includes('fft-pairs'))) {
+      // The row FFT serves the canceller and the loudspeaker model: name the part of the canceller that called it.
+      let a = parent.get(id);
+      while (a !== undefined && !/aec\/[\w-]+\.js$/.test(byId.get(a)!.callFrame.url)) a = parent.get(a);
+      const from = a === undefined ? '?' : byId.get(a)!.callFrame.url.split('/').slice(-2).join('/');
+      name = `${w ? 'wasm row FFT' : name} (fft-pairs, from ${from})`;
+    }
     self.set(name, (self.get(name) ?? 0) + t);
   });
   const pc = (t: number): string => `${((100 * t) / total).toFixed(1).padStart(5)} %`;
