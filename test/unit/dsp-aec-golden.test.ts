@@ -5,20 +5,22 @@
 // Unit tier.
 import crypto from 'node:crypto';
 import { EchoCanceller } from '../../src/dsp/aec';
-import { makeScene } from '../../scripts/bench/echo-scenes';
+import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
 import { talkers } from '../helpers/dsp-aec-helpers';
 
 jest.setTimeout(30_000);
 
 /** SHA-256 of the outputs (float32 bytes, 2 microphone channels, uneven chunks) of a double-talk and a path-change scene. */
+let scenes: Promise<Scene[]> | null = null;
+
 async function outputHash(backend: 'wasm' | 'js'): Promise<string> {
-  const t = await talkers();
+  // Generated once for both tests (the rooms take longer than the canceller).
+  scenes ??= talkers().then((t) => [
+    makeScene({ kind: 'dt', seed: 41, seconds: 5, speaker: 'clip', delayMs: 90, serDb: 0 }, t),
+    makeScene({ kind: 'path', seed: 42, seconds: 12, speaker: 'sigmoid', delayMs: 150 }, t),
+  ]);
   const h = crypto.createHash('sha256');
-  for (const spec of [
-    { kind: 'dt' as const, seed: 41, seconds: 5, speaker: 'clip' as const, delayMs: 90, serDb: 0 },
-    { kind: 'path' as const, seed: 42, seconds: 12, speaker: 'sigmoid' as const, delayMs: 150 },
-  ]) {
-    const s = makeScene(spec, t);
+  for (const s of await scenes) {
     const mic2 = s.mic.map((v, i) => 0.7 * v + 0.2 * (i >= 37 ? s.mic[i - 37] : 0));
     const aec = new EchoCanceller({ channels: 2, backend });
     const sizes = [320, 17, 128, 999];
