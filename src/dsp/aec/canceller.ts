@@ -9,7 +9,7 @@
 // index i is input index i − LATENCY (the first LATENCY output samples are zeros), so the output is as long as the
 // input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
 // carries signal the output is the microphone itself, delayed, bit for bit.
-import { RealFFT } from '../fft';
+import { sharedRowFft, type RowFft } from '../fft-pairs';
 import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
 import { AecArena } from './kernel';
@@ -92,7 +92,11 @@ export class EchoCanceller {
   private readonly opts: Required<Omit<EchoCancellerOptions, 'channels'>>;
   private readonly partitions: number;
   private readonly maxLagHops: number;
-  private readonly fft = new RealFFT(M);
+  /**
+   * The FFTs, two frames per call where a hop has two (this thread's shared row FFT: WebAssembly SIMD, bit-identical
+   * to RealFFT; RealFFT row by row without it).
+   */
+  private readonly fft: RowFft = sharedRowFft(M);
   private readonly win = sqrtHann(M);
   private readonly ring: RefRing;
   readonly delay: DelayEstimator;
@@ -114,9 +118,6 @@ export class EchoCanceller {
   private echoOut = 0;
   /** Microphone energy of the previous hop while the reference was active (its output comes a hop later). */
   private prevMicEnergy = -1;
-  private readonly frame = new Float64Array(M);
-  private readonly xRe = new Float64Array(BINS);
-  private readonly xIm = new Float64Array(BINS);
   private readonly dPow = new Float64Array(BINS);
   private readonly scratch = new Scratch(AEC_HOP);
   readonly arena: AecArena;
@@ -231,7 +232,9 @@ export class EchoCanceller {
     }
     this.hops++;
     // Reference spectrum of [previous block, this block] into the ring.
-    const f = this.frame;
+    const fft = this.fft;
+    fft.reserve(1);
+    const f = fft.sig;
     let refEnergy = 0;
     const xe = this.xEff;
     if (this.model) this.model.distort(x, xe);
@@ -244,14 +247,16 @@ export class EchoCanceller {
     }
     const ring = this.ring;
     const ro = ring.advance();
-    this.fft.forward(f, 0, this.xRe, this.xIm, 0);
+    fft.forward(1);
+    const xRe = fft.re;
+    const xIm = fft.im;
     const rRe = ring.re.a;
     const rIm = ring.im.a;
     const rPow = ring.pow.a;
     let refPowSum = 0;
     for (let k = 0; k < BINS; k++) {
-      const re = this.xRe[k];
-      const im = this.xIm[k];
+      const re = xRe[k];
+      const im = xIm[k];
       const p = re * re + im * im;
       rRe[ro + k] = re;
       rIm[ro + k] = im;

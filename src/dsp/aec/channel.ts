@@ -1,7 +1,7 @@
 // One microphone channel of the echo canceller, one hop at a time: the main Kalman filter and its shadow, the
 // residual estimates, the suppressor and the overlap-add synthesis. The reference's spectra (shared by all channels)
 // come from the ring, read `lag` hops back (the bulk delay).
-import type { RealFFT } from '../fft';
+import type { RowFft } from '../fft-pairs';
 import type { AecArena } from './kernel';
 import type { NonlinearLearner } from './nl-learner';
 import { PartitionedKalmanFilter } from './kalman-filter';
@@ -26,8 +26,6 @@ export interface ChannelOptions {
 
 /** Scratch shared by the channels of one canceller (they run one after the other). */
 export class Scratch {
-  readonly frame: Float64Array;
-  readonly time: Float64Array;
   readonly aRe: Float64Array;
   readonly aIm: Float64Array;
   readonly ePow: Float64Array;
@@ -35,10 +33,10 @@ export class Scratch {
   readonly tailIn: Float64Array;
   readonly nl: Float64Array;
   readonly e: Float64Array;
+  /** The shadow filter's error block. */
+  readonly eSh: Float64Array;
   constructor(hop: number) {
     const bins = hop + 1;
-    this.frame = new Float64Array(2 * hop);
-    this.time = new Float64Array(2 * hop);
     this.aRe = new Float64Array(bins);
     this.aIm = new Float64Array(bins);
     this.ePow = new Float64Array(bins);
@@ -46,6 +44,7 @@ export class Scratch {
     this.tailIn = new Float64Array(bins);
     this.nl = new Float64Array(bins);
     this.e = new Float64Array(hop);
+    this.eSh = new Float64Array(hop);
   }
 }
 
@@ -80,9 +79,6 @@ export class EchoChannel {
   readonly ola: Float64Array;
   private readonly psiS: Float64Array;
   private readonly tailDecay: Float64Array;
-  /** FFT scratch (float64, the bins). */
-  private readonly specRe: Float64Array;
-  private readonly specIm: Float64Array;
   private errMain = 0;
   private errShadow = 0;
   private better = 0;
@@ -116,32 +112,44 @@ export class EchoChannel {
     this.ola = new Float64Array(o.hop);
     this.psiS = new Float64Array(this.bins);
     this.tailDecay = new Float64Array(this.bins).fill(0.8);
-    this.specRe = new Float64Array(this.bins);
-    this.specIm = new Float64Array(this.bins);
   }
 
   /**
    * One hop: `d` the microphone block, `farActive` whether the reference is active within the filter's reach. Leaves
    * |E|² of the suppressor's frame and |Ŷ|² / 2 in the scratch (the caller's delay estimator reads them), and writes
-   * the output block (the previous hop's samples) to out[at..].
+   * the output block (the previous hop's samples) to out[at..]. The FFTs go in pairs where a hop has two independent
+   * ones: the main and the shadow filter's echo estimates back to samples, then the suppressor's frame with the two
+   * errors' spectra (rows 0..2 of the row FFT; everything is copied out before the loudspeaker model, which shares it).
    */
-  run(fft: RealFFT, win: Float64Array, ring: RefRing, lag: number, d: Float32Array, farActive: boolean, s: Scratch, out: Float32Array, at: number): void {
+  run(fft: RowFft, win: Float64Array, ring: RefRing, lag: number, d: Float32Array, farActive: boolean, s: Scratch, out: Float32Array, at: number): void {
     const R = this.hop;
     const K = this.bins;
-    const f = s.frame;
-    const t = s.time;
+    const M = 2 * R;
     const main = this.main;
+    const sh = this.shadow;
+    // The shadow runs on far-end hops (every shadowEvery-th); nothing between here and its update changes its
+    // coefficients, so its echo estimate is taken now, beside the main filter's.
+    const withShadow = farActive && (this.hops + 1) % this.shadowEvery === 0;
     // Main filter: echo estimate (its spectrum's power is the suppressor's |Ŷ|², halved: the 2R-point frame's
     // first half is the overlap-save's discarded part) and error.
     main.filter(ring, lag);
+    if (withShadow) sh.filter(ring, lag);
+    fft.reserve(3);
+    let re = fft.re;
+    let im = fft.im;
+    let t = fft.sig;
     const yRe = main.yRe.a;
     const yIm = main.yIm.a;
     for (let k = 0; k < K; k++) {
-      s.aRe[k] = yRe[k];
-      s.aIm[k] = yIm[k];
+      re[k] = yRe[k];
+      im[k] = yIm[k];
       s.yPow[k] = 0.5 * (yRe[k] * yRe[k] + yIm[k] * yIm[k]);
     }
-    fft.inverse(s.aRe, s.aIm, 0, t, 0);
+    if (withShadow) {
+      re.set(sh.yRe.a.subarray(0, K), K);
+      im.set(sh.yIm.a.subarray(0, K), K);
+    }
+    fft.inverse(withShadow ? 2 : 1);
     const e = s.e;
     let errMain = 0;
     let echoEnergy = 0;
@@ -150,29 +158,54 @@ export class EchoChannel {
       errMain += e[i] * e[i];
       echoEnergy += t[R + i] * t[R + i];
     }
-    // The suppressor's frame: the windowed error of this hop and the last.
+    let errShadow = 0;
+    if (withShadow) {
+      for (let i = 0; i < R; i++) {
+        const v = d[i] - t[M + R + i];
+        s.eSh[i] = v;
+        errShadow += v * v;
+      }
+    }
+    // Row 0: the suppressor's frame, the windowed error of this hop and the last; row 1: [0, e] for the main
+    // filter's update; row 2: [0, e_shadow].
     for (let i = 0; i < R; i++) {
-      f[i] = this.ePrev[i] * win[i];
-      f[R + i] = e[i] * win[R + i];
+      t[i] = this.ePrev[i] * win[i];
+      t[R + i] = e[i] * win[R + i];
       this.ePrev[i] = e[i];
     }
-    fft.forward(f, 0, s.aRe, s.aIm, 0);
-    for (let k = 0; k < K; k++) s.ePow[k] = s.aRe[k] * s.aRe[k] + s.aIm[k] * s.aIm[k];
+    if (farActive) {
+      for (let i = 0; i < R; i++) {
+        t[M + i] = 0;
+        t[M + R + i] = e[i];
+      }
+    }
+    if (withShadow) {
+      for (let i = 0; i < R; i++) {
+        t[2 * M + i] = 0;
+        t[2 * M + R + i] = s.eSh[i];
+      }
+    }
+    fft.forward(withShadow ? 3 : farActive ? 2 : 1);
+    for (let k = 0; k < K; k++) {
+      s.aRe[k] = re[k];
+      s.aIm[k] = im[k];
+      s.ePow[k] = re[k] * re[k] + im[k] * im[k];
+    }
     this.wideband(ring, lag);
     if (farActive) {
       this.hops++;
       this.ratio.update(s.ePow, s.yPow);
       this.wideRatio.update(s.ePow, this.pwBins);
       // Main filter update, E = FFT([0, e]).
-      for (let i = 0; i < R; i++) {
-        t[i] = 0;
-        t[R + i] = e[i];
+      this.spectrumInto(re, im, K, main.eRe.a, main.eIm.a, true);
+      if (withShadow) {
+        this.spectrumInto(re, im, 2 * K, sh.eRe.a, sh.eIm.a, false);
+        sh.update(ring, 1e-6);
       }
-      this.spectrumInto(fft, t, main.eRe.a, main.eIm.a, true);
       this.main.update(ring, this.psiS);
       if (this.learner) this.learner.step(main, lag, main.eRe.a, main.eIm.a, errMain, echoEnergy);
-      if (this.hops % this.constrainEvery === 0) main.constrainNext(fft, t);
-      if (this.hops % this.shadowEvery === 0) this.runShadow(fft, ring, lag, d, errMain, s);
+      if (this.hops % this.constrainEvery === 0) main.constrainNext(fft);
+      if (withShadow) this.judgeShadow(errMain, errShadow);
       if (this.hops % 32 === 0) this.estimateDecay();
     } else if (this.learner) this.learner.step(main, lag, null, null, errMain, echoEnergy);
     this.tailInput(ring, lag, s.tailIn);
@@ -181,61 +214,46 @@ export class EchoChannel {
     for (let k = 0; k < K; k++) s.nl[k] = beta[k] * this.env[k];
     const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, this.ratio.beta, s.tailIn, this.tailDecay, s.nl);
     if (this.o.linearOnly) g.fill(1);
+    // The learner may have grown the row FFT's memory: views again.
+    fft.reserve(1);
+    re = fft.re;
+    im = fft.im;
+    t = fft.sig;
     for (let k = 0; k < K; k++) {
-      s.aRe[k] *= g[k];
-      s.aIm[k] *= g[k];
+      re[k] = s.aRe[k] * g[k];
+      im[k] = s.aIm[k] * g[k];
     }
-    fft.inverse(s.aRe, s.aIm, 0, f, 0);
+    fft.inverse(1);
     for (let i = 0; i < R; i++) {
-      out[at + i] = this.ola[i] + f[i] * win[i];
-      this.ola[i] = f[R + i] * win[R + i];
+      out[at + i] = this.ola[i] + t[i] * win[i];
+      this.ola[i] = t[R + i] * win[R + i];
       this.micPrev[i] = d[i];
     }
   }
 
   /**
-   * FFT of `t` into the arena rows re/im; with `psi`, also updates the near-end power estimate Ψ_S from |E|² (the
-   * part the filter's expected residual Φ does not explain: rises at once, falls smoothly).
+   * A spectrum from the row FFT's re/im (from `off`) into the arena rows re/im; with `psi`, also updates the near-end
+   * power estimate Ψ_S from |E|² (the part the filter's expected residual Φ does not explain: rises at once, falls
+   * smoothly).
    */
-  private spectrumInto(fft: RealFFT, t: Float64Array, re: Float32Array, im: Float32Array, psi: boolean): void {
+  private spectrumInto(sr: Float64Array, si: Float64Array, off: number, re: Float32Array, im: Float32Array, psi: boolean): void {
     const K = this.bins;
-    const sr = this.specRe;
-    const si = this.specIm;
-    fft.forward(t, 0, sr, si, 0);
     const phi = this.main.phi.a;
     const ps = this.psiS;
     for (let k = 0; k < K; k++) {
-      re[k] = sr[k];
-      im[k] = si[k];
+      re[k] = sr[off + k];
+      im[k] = si[off + k];
       if (psi) {
-        const pe = sr[k] * sr[k] + si[k] * si[k];
+        const pe = sr[off + k] * sr[off + k] + si[off + k] * si[off + k];
         const inst = Math.max(pe - phi[k], 1e-3 * pe);
         ps[k] = inst > ps[k] ? inst : 0.9 * ps[k] + 0.1 * inst;
       }
     }
   }
 
-
-  private runShadow(fft: RealFFT, ring: RefRing, lag: number, d: Float32Array, errMain: number, s: Scratch): void {
-    const R = this.hop;
-    const K = this.bins;
+  /** After both filters' updates: adopt the shadow's coefficients when it does clearly better, reset it when clearly worse. */
+  private judgeShadow(errMain: number, errShadow: number): void {
     const sh = this.shadow;
-    const t = s.time;
-    sh.filter(ring, lag);
-    for (let k = 0; k < K; k++) {
-      this.specRe[k] = sh.yRe.a[k];
-      this.specIm[k] = sh.yIm.a[k];
-    }
-    fft.inverse(this.specRe, this.specIm, 0, t, 0);
-    let errShadow = 0;
-    for (let i = 0; i < R; i++) {
-      const v = d[i] - t[R + i];
-      t[i] = 0;
-      t[R + i] = v;
-      errShadow += v * v;
-    }
-    this.spectrumInto(fft, t, sh.eRe.a, sh.eIm.a, false);
-    sh.update(ring, 1e-6);
     this.errMain += ERR_SMOOTH * (errMain - this.errMain);
     this.errShadow += ERR_SMOOTH * (errShadow - this.errShadow);
     if (this.errShadow < ADOPT_RATIO * this.errMain) {

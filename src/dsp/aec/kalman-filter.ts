@@ -11,7 +11,7 @@
 //   update          W_p += K_p E,  P_p ← A² (1 − μ (R/M) |X_p|² P_p / (Φ + Ψ_S)) P_p + (1 − A²) |W_p|²
 // The filter is unconstrained (each partition's 2R-point spectrum is free) except for one partition per hop in turn
 // (constrainNext). Echo path changes are caught by the shadow filter (shadow-filter.ts), which then hands over.
-import type { RealFFT } from '../fft';
+import type { RowFft } from '../fft-pairs';
 import type { AecArena, Slab } from './kernel';
 import type { RefRing } from './ref-ring';
 
@@ -62,8 +62,6 @@ export class PartitionedKalmanFilter {
   /** Initial state-error variance per partition. */
   private readonly pInit: Float64Array;
   private nextConstrained = 0;
-  private readonly cRe: Float64Array;
-  private readonly cIm: Float64Array;
 
   static floats(block: number, partitions: number): number {
     const stride = (block + 4) & ~3;
@@ -94,8 +92,6 @@ export class PartitionedKalmanFilter {
       this.pInit[p] = Math.pow(opts.priorDecay, p);
       this.pVar.a.fill(this.pInit[p], p * this.stride, p * this.stride + this.bins);
     }
-    this.cRe = new Float64Array(this.bins);
-    this.cIm = new Float64Array(this.bins);
   }
 
   private setOffsets(ring: RefRing, lag: number): void {
@@ -144,22 +140,25 @@ export class PartitionedKalmanFilter {
    * unconstrained, so a partition's impulse response grows taps in its second half (circular wrap-around); zeroing
    * them now and then keeps the filter a linear convolution at the cost of 2 FFTs per call instead of 2 per partition.
    */
-  constrainNext(fft: RealFFT, time: Float64Array): void {
+  constrainNext(fft: RowFft): void {
     const K = this.bins;
     const R = this.block;
     const o = this.nextConstrained * this.stride;
     const re = this.wRe.a;
     const im = this.wIm.a;
+    fft.reserve(1);
+    const fr = fft.re;
+    const fi = fft.im;
     for (let k = 0; k < K; k++) {
-      this.cRe[k] = re[o + k];
-      this.cIm[k] = im[o + k];
+      fr[k] = re[o + k];
+      fi[k] = im[o + k];
     }
-    fft.inverse(this.cRe, this.cIm, 0, time, 0);
-    time.fill(0, R, 2 * R);
-    fft.forward(time, 0, this.cRe, this.cIm, 0);
+    fft.inverse(1);
+    fft.sig.fill(0, R, 2 * R);
+    fft.forward(1);
     for (let k = 0; k < K; k++) {
-      re[o + k] = this.cRe[k];
-      im[o + k] = this.cIm[k];
+      re[o + k] = fr[k];
+      im[o + k] = fi[k];
     }
     this.nextConstrained = this.nextConstrained + 1 === this.partitions ? 0 : this.nextConstrained + 1;
   }

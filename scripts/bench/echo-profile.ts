@@ -1,0 +1,120 @@
+// Where the echo canceller's CPU goes (a development tool, not part of `npm run bench`): N cancellers over one
+// generated double-talk scene in 320-sample chunks (as the live host feeds them), profiled by V8's sampling profiler
+// (node:inspector) while they run; prints the self time of every function under EchoCanceller.process as a share,
+// grouped by part of the algorithm, and the garbage collector's share. Scene generation and start-up are not counted.
+//   node dist/scripts/bench/echo-profile.js [--streams 100] [--seconds 6] [--speaker clip] [--top 25]
+import inspector from 'node:inspector';
+import { EchoCanceller } from '../../src/dsp/aec';
+import { makeScene, type Loudspeaker } from './echo-scenes';
+import { loadTalkers } from './echo-talkers';
+
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string };
+  children?: number[];
+}
+interface Profile {
+  nodes: Node[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** Parts of the algorithm, by function name and file (WebAssembly functions by their export name, resolved below). */
+const GROUPS: [string, RegExp][] = [
+  ['partition loops (WebAssembly: filter, Kalman update, shadow filter and update)', /^wasm (filter|update|sfilter|supdate)$|aec\/(kalman-filter|shadow-filter)\.js/],
+  // Before the FFTs: the model's own row FFTs are labelled with it (below).
+  ['loudspeaker model (distortion, learning, its kernels and row FFTs)', /loudspeaker\.js|nl-learner\.js|^wasm (backprop|gram)$/],
+  ['FFTs (RealFFT in JavaScript, or the row FFT in WebAssembly)', /dsp\/fft\.js|fft-pairs/],
+  ['channel hop: suppressor, residual ratios, per-bin and per-sample passes', /aec\/(channel|suppressor|residual-ratio)\.js/],
+  ['canceller hop: reference ring, activity, ERLE, chunking', /aec\/(canceller|ref-ring)\.js/],
+  ['delay estimator', /delay-estimator\.js|^wasm corr$/],
+];
+
+function post<T>(s: inspector.Session, method: string, params?: object): Promise<T> {
+  return new Promise((resolve, reject) => s.post(method, params ?? {}, (err, res) => (err ? reject(err) : resolve(res as T))));
+}
+
+async function main(args: string[]): Promise<void> {
+  const opt = (name: string, def: string): string => {
+    const i = args.indexOf(name);
+    return i >= 0 && args[i + 1] ? args[i + 1] : def;
+  };
+  const streams = Number(opt('--streams', '100'));
+  const seconds = Number(opt('--seconds', '6'));
+  const scene = makeScene({ kind: 'dt', seed: 77, seconds, speaker: opt('--speaker', 'clip') as Loudspeaker }, loadTalkers());
+  const aecs = Array.from({ length: streams }, () => new EchoCanceller({ channels: 1 }));
+  const session = new inspector.Session();
+  session.connect();
+  await post(session, 'Profiler.enable');
+  await post(session, 'Profiler.setSamplingInterval', { interval: 200 });
+  await post(session, 'Profiler.start');
+  const t0 = process.cpuUsage();
+  for (let a = 0; a + 320 <= scene.mic.length; a += 320) {
+    const mic = scene.mic.subarray(a, a + 320);
+    const ref = scene.ref.subarray(a, a + 320);
+    for (const c of aecs) c.process([mic], ref);
+  }
+  const used = process.cpuUsage(t0);
+  const { profile } = await post<{ profile: Profile }>(session, 'Profiler.stop');
+  session.disconnect();
+  // WebAssembly functions show as wasm-function[i]: name the canceller's kernels by their export index.
+  const wasmNames = new Map<number, string>();
+  const mod = new WebAssembly.Module(require('node:fs').readFileSync(require('../../src/dsp/aec/kernel').AEC_WASM));
+  const exps = WebAssembly.Module.exports(mod).filter((e) => e.kind === 'function');
+  const inst = new WebAssembly.Instance(mod, { env: { memory: new WebAssembly.Memory({ initial: 1 }), abort: () => {} } });
+  for (const e of exps) wasmNames.set(Number((inst.exports[e.name] as { name: string }).name), e.name);
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const under = new Map<number, boolean>();
+  const inProcess = (id: number): boolean => {
+    const known = under.get(id);
+    if (known !== undefined) return known;
+    const cf = byId.get(id)!.callFrame;
+    const p = parent.get(id);
+    const r = (cf.functionName === 'process' && cf.url.endsWith('aec/canceller.js')) || (p !== undefined && inProcess(p));
+    under.set(id, r);
+    return r;
+  };
+  const self = new Map<string, number>();
+  let total = 0;
+  let gc = 0;
+  profile.samples.forEach((id, i) => {
+    const t = profile.timeDeltas[i] ?? 0;
+    const cf = byId.get(id)!.callFrame;
+    if (cf.functionName === '(garbage collector)') gc += t;
+    if (!inProcess(id)) return;
+    total += t;
+    // A WebAssembly function is the canceller's kernel when its caller is in kernel.js (the row FFT's are not).
+    const w = /^wasm-function\[(\d+)\]$/.exec(cf.functionName);
+    let up = parent.get(id);
+    // Past the JS-to-WebAssembly wrappers (no URL, or the module's own).
+    while (up !== undefined && /^(wasm:\/\/.*)?$/.test(byId.get(up)!.callFrame.url)) up = parent.get(up);
+    const caller = up === undefined ? '' : byId.get(up)!.callFrame.url;
+    let name = `${cf.functionName || '(anonymous)'} ${cf.url.split('/').slice(-2).join('/')}`;
+    if (w && caller.endsWith('aec/kernel.js')) name = `wasm ${wasmNames.get(Number(w[1])) ?? w[1]}`;
+    if (name.includes('fft-pairs') || (w && caller.includes('fft-pairs'))) {
+      // The row FFT serves the canceller and the loudspeaker model: name the part of the canceller that called it.
+      let a = parent.get(id);
+      while (a !== undefined && !/aec\/[\w-]+\.js$/.test(byId.get(a)!.callFrame.url)) a = parent.get(a);
+      const from = a === undefined ? '?' : byId.get(a)!.callFrame.url.split('/').slice(-2).join('/');
+      name = `${w ? 'wasm row FFT' : name} (fft-pairs, from ${from})`;
+    }
+    self.set(name, (self.get(name) ?? 0) + t);
+  });
+  const pc = (t: number): string => `${((100 * t) / total).toFixed(1).padStart(5)} %`;
+  console.log(`${streams} cancellers × ${seconds} s: ${((used.user + used.system) / 1000 / (streams * seconds)).toFixed(2)} ms CPU per stream-second; garbage collector ${((100 * gc) / (total + gc)).toFixed(1)} % of process() + GC`);
+  const groups = new Map<string, number>();
+  for (const [name, t] of self) {
+    const g = GROUPS.find(([, re]) => re.test(name))?.[0] ?? 'other';
+    groups.set(g, (groups.get(g) ?? 0) + t);
+  }
+  for (const [g, t] of [...groups].sort((a, b) => b[1] - a[1])) console.log(`${pc(t)}  ${g}`);
+  console.log('');
+  for (const [name, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(opt('--top', '25')))) console.log(`${pc(t)}  ${name}`);
+}
+
+if (require.main === module) main(process.argv.slice(2)).catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
