@@ -9,14 +9,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { PROJECT_ROOT, loadConfig } from '../../src/config';
+import { PROJECT_ROOT } from '../../src/config';
 import { AEC_LATENCY, EchoCanceller } from '../../src/dsp/aec';
-import { LiveHost } from '../../src/inference/live/host';
-import { loadGraphs } from '../../src/inference/runtime/sessions';
 import { writeWavFloat } from '../lib/audio-io';
 import { bootstrapMean, bootstrapRatio, pairedDiff } from '../lib/stats';
 import { erle, magSdr } from './echo-metrics';
 import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
+import { costRounds, sceneSecondsFor } from './echo-cpu';
 import { loadTalkers } from './echo-talkers';
 
 interface Canceller {
@@ -61,48 +60,15 @@ function score(scene: Scene, out: Float32Array): number {
   return magSdr(scene.near, out, 10 * FS, n);
 }
 
-const cpuMs = (): number => {
-  const u = process.cpuUsage();
-  return (u.user + u.system) / 1000;
-};
-
 /** nsm-2's live streams, then A, then B on the same audio, per round; CPU per stream-second of each. */
 async function cost(makes: Make[], streams = 100, rounds = 6, seconds = 2): Promise<{ nsm: number[]; aec: number[][] }> {
-  const scene = makeScene({ kind: 'dt', seed: 77, seconds: rounds * seconds + 3 }, loadTalkers());
-  const host = new LiveHost(await loadGraphs(loadConfig().modelsDir));
-  for (let s = 0; s < streams; s++) host.open({ streamId: s, model: 'nsm-2', channels: 1, sampleRate: 16000, encoding: 'pcm_f32le', attenuationLimitDb: 0 });
+  const scene = makeScene({ kind: 'dt', seed: 77, seconds: sceneSecondsFor(rounds, seconds) }, loadTalkers());
   const aecs = makes.map((m) => Array.from({ length: streams }, m));
-  const nsm: number[] = [];
-  const aec: number[][] = makes.map(() => []);
-  const frames = (seconds * 16000) / 320;
-  for (let r = -1; r < rounds; r++) {
-    const start = (r + 1) * seconds * 16000;
-    let t = cpuMs();
-    for (let f = 0; f < frames; f++) {
-      const bytes = new Uint8Array(scene.mic.slice(start + f * 320, start + (f + 1) * 320).buffer);
-      await host.tick(Array.from({ length: streams }, (_, s) => ({ streamId: s, bytes, end: false })));
-    }
-    const nsmMs = cpuMs() - t;
-    // Alternate which canceller goes first.
-    const order = makes.map((_, i) => i);
-    if (r % 2) order.reverse();
-    const took = new Array<number>(makes.length);
-    for (const i of order) {
-      t = cpuMs();
-      for (let f = 0; f < frames; f++) {
-        const a = start + f * 320;
-        const mic = scene.mic.subarray(a, a + 320);
-        const ref = scene.ref.subarray(a, a + 320);
-        for (const c of aecs[i]) c.process([mic], ref);
-      }
-      took[i] = cpuMs() - t;
-    }
-    if (r < 0) continue; // warm-up round
-    nsm.push(nsmMs);
-    took.forEach((v, i) => aec[i].push(v));
-  }
+  // Alternate which canceller goes first.
+  const order = (r: number): number[] => (r % 2 ? makes.map((_, i) => i).reverse() : makes.map((_, i) => i));
+  const { nsm, took } = await costRounds(scene, aecs, { streams, rounds, seconds, order });
   const per = rounds * seconds * streams;
-  return { nsm: nsm.map((v) => v / per), aec: aec.map((xs) => xs.map((v) => v / per)) };
+  return { nsm: nsm.map((v) => v / per), aec: took.map((xs) => xs.map((v) => v / per)) };
 }
 
 async function main(args: string[]): Promise<void> {

@@ -9,15 +9,13 @@
 // of 512 (1024-point spectra, 513 bins) updated every 4th hop: its floor (FFTs again left out).
 //   node dist/scripts/bench/echo-floor.js [--streams 100] [--rounds 6] [--seconds 2] [--other DIST]
 import path from 'node:path';
-import { loadConfig } from '../../src/config';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { PartitionedKalmanFilter } from '../../src/dsp/aec/kalman-filter';
 import { AecArena } from '../../src/dsp/aec/kernel';
 import { RefRing } from '../../src/dsp/aec/ref-ring';
 import { RealFFT } from '../../src/dsp/fft';
-import { LiveHost } from '../../src/inference/live/host';
-import { loadGraphs } from '../../src/inference/runtime/sessions';
 import { bootstrapRatio } from '../lib/stats';
+import { costRounds, sceneSecondsFor, type EchoRunner } from './echo-cpu';
 import { makeScene } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
 
@@ -26,12 +24,9 @@ const K = R + 1;
 const P = 36;
 const CAP = 100;
 
-interface Runner {
-  process(mic: Float32Array[], ref: Float32Array): unknown;
-}
 
 /** One stream's bare filter: ring + Kalman filter in one arena; a hop is ring write + filter (+ update). */
-class Floor implements Runner {
+class Floor implements EchoRunner {
   private readonly arena: AecArena;
   private readonly ring: RefRing;
   private readonly kf: PartitionedKalmanFilter;
@@ -102,7 +97,7 @@ class Section {
 }
 
 /** 8 partitions of 128 every hop, then 7 of 512 every 4th hop: the same 282 ms. */
-class NonUniformFloor implements Runner {
+class NonUniformFloor implements EchoRunner {
   private readonly head: Section;
   private readonly tail: Section;
   private hop = 0;
@@ -136,11 +131,6 @@ function widen(b: Bank, S: number): Bank {
   return out;
 }
 
-const cpuMs = (): number => {
-  const u = process.cpuUsage();
-  return (u.user + u.system) / 1000;
-};
-
 async function main(args: string[]): Promise<void> {
   const opt = (name: string, def: string): string => {
     const i = args.indexOf(name);
@@ -150,7 +140,7 @@ async function main(args: string[]): Promise<void> {
   const rounds = Number(opt('--rounds', '6'));
   const seconds = Number(opt('--seconds', '2'));
   const other = args.includes('--other') ? path.resolve(opt('--other', '')) : null;
-  const scene = makeScene({ kind: 'dt', seed: 77, seconds: (rounds + 1) * seconds + 1 }, loadTalkers());
+  const scene = makeScene({ kind: 'dt', seed: 77, seconds: sceneSecondsFor(rounds, seconds) }, loadTalkers());
   // Spectrum bank: the reference's and the microphone's spectra of the first 4 s, rows of the ring's stride.
   const S = RefRing.strideOf(K);
   const hopsBank = 500;
@@ -172,47 +162,20 @@ async function main(args: string[]): Promise<void> {
     }
   }
   const wide = widen(bank, S);
-  const host = new LiveHost(await loadGraphs(loadConfig().modelsDir));
-  for (let s = 0; s < streams; s++) host.open({ streamId: s, model: 'nsm-2', channels: 1, sampleRate: 16000, encoding: 'pcm_f32le', attenuationLimitDb: 0 });
-  const variants: { name: string; make: () => Runner }[] = [
+  const variants: { name: string; make: () => EchoRunner }[] = [
     { name: 'canceller', make: () => new EchoCanceller({ channels: 1 }) },
     { name: 'floor: filter + update', make: () => new Floor(bank, true) },
     { name: 'floor: filter only', make: () => new Floor(bank, false) },
     { name: 'floor: non-uniform 8+7×4', make: () => new NonUniformFloor(bank, wide) },
   ];
   if (other) {
-    const Other = require(path.join(other, 'src', 'dsp', 'aec')).EchoCanceller as new (o: { channels: number }) => Runner;
+    const Other = require(path.join(other, 'src', 'dsp', 'aec')).EchoCanceller as new (o: { channels: number }) => EchoRunner;
     variants.splice(1, 0, { name: `canceller of ${other}`, make: () => new Other({ channels: 1 }) });
   }
   const sets = variants.map((v) => Array.from({ length: streams }, v.make));
-  const nsm: number[] = [];
-  const took: number[][] = variants.map(() => []);
-  const frames = (seconds * 16000) / 320;
-  for (let r = -1; r < rounds; r++) {
-    const start = (r + 1) * seconds * 16000;
-    let t = cpuMs();
-    for (let f = 0; f < frames; f++) {
-      const bytes = new Uint8Array(scene.mic.slice(start + f * 320, start + (f + 1) * 320).buffer);
-      await host.tick(Array.from({ length: streams }, (_, s) => ({ streamId: s, bytes, end: false })));
-    }
-    const nsmMs = cpuMs() - t;
-    // Rotate the variants' order from round to round.
-    const order = variants.map((_, i) => (i + Math.max(r, 0)) % variants.length);
-    const ms = new Array<number>(variants.length);
-    for (const i of order) {
-      t = cpuMs();
-      for (let f = 0; f < frames; f++) {
-        const a = start + f * 320;
-        const mic = scene.mic.subarray(a, a + 320);
-        const ref = scene.ref.subarray(a, a + 320);
-        for (const c of sets[i]) c.process([mic], ref);
-      }
-      ms[i] = cpuMs() - t;
-    }
-    if (r < 0) continue; // warm-up round
-    nsm.push(nsmMs);
-    ms.forEach((v, i) => took[i].push(v));
-  }
+  // Rotate the variants' order from round to round.
+  const order = (r: number): number[] => variants.map((_, i) => (i + Math.max(r, 0)) % variants.length);
+  const { nsm, took } = await costRounds(scene, sets, { streams, rounds, seconds, order });
   const per = rounds * seconds * streams;
   const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length / (per / rounds);
   const f = (x: number, d = 2): string => x.toFixed(d);
