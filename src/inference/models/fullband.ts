@@ -197,7 +197,7 @@ export class FullBandChain implements ChainProcessor {
       if (cancelled) parts.push(...echo!.paths(c, cancelled));
       const merged = this.mergers[c].merge(parts);
       const n = merged[0].length;
-      const bands = { low: merged[0], high: difference(merged[2], merged[1], n), gain: merged[3] };
+      const bands = { low: merged[0], high: subtract(merged[2], merged[1], n), gain: merged[3] };
       if (cancelled) bands.high = echo!.scaleHigh(c, merged[2], bands.high, merged[4], merged[5]);
       if (!this.highFilters) {
         const y = bands.low;
@@ -330,11 +330,4 @@ function spreadGains(hg: Float32Array, smooth: number, state: number, g48: Float
 function addProduct(y: Float32Array, gain: Float32Array | null, x: Float32Array): void {
   if (gain) for (let i = 0; i < y.length; i++) y[i] += gain[i] * x[i];
   else for (let i = 0; i < y.length; i++) y[i] += x[i];
-}
-
-/** a[i] - b[i] for i < n, a new array. */
-function difference(a: Float32Array, b: Float32Array, n: number): Float32Array {
-  const d = new Float32Array(n);
-  for (let i = 0; i < n; i++) d[i] = a[i] - b[i];
-  return d;
 }
