@@ -102,5 +102,6 @@ test('PriorScale: one factor after a second of reference, never below 1, nothing
   expect(gain(-8.4)).toBe(1);
   expect(gain(-30)).toBe(1);
   expect(gain(-8.4 + 5.9)).toBe(1);
-  expect(gain(-8.4 + 26)).toBeCloseTo(100, 6);
+  expect(gain(-8.4 + 6.1)).toBeCloseTo(Math.pow(10, 0.61), 6);
+  expect(gain(-8.4 + 26)).toBeCloseTo(Math.pow(10, 2.6), 6);
 });

@@ -1,8 +1,8 @@
 // The Kalman filter's prior variances are in units of |W|², the echo path's power gain from reference to microphone,
 // which depends on the levels a client sends (a quiet reference or a loud loudspeaker needs a large filter), not only
-// on the room. The prior was tuned on the bench's scenes; this raises it by the scene's own gain over theirs, estimated
-// once, as microphone over reference energy over the first SETTLE_HOPS hops with the reference active. Too small a
-// prior stalls learning (a reference 20–35 dB quieter lost 4–18 dB of single-talk ERLE and 12–21 dB after a path
+// on the room. The prior was tuned on the bench's scenes; this estimates the scene's gain once, as microphone over
+// reference energy over the first SETTLE_HOPS hops with the reference active, and when it is more than 6 dB above
+// theirs multiplies the prior by the whole ratio. Too small a prior stalls learning (a reference 20–35 dB quieter lost 4–18 dB of single-talk ERLE and 12–21 dB after a path
 // change); one too large costs little, so the prior is never lowered (lowering it for quiet echo cost 2–3 dB after
 // path changes). docs/echo.md, "Levels".
 
@@ -10,7 +10,7 @@
 const SETTLE_HOPS = 125;
 /** Microphone over reference energy on the bench's scenes in their first 2 s of far-end activity (median −8.4 dB, 126 scenes: −11.4..−5.6). */
 const BENCH_GAIN = Math.pow(10, -8.4 / 10);
-/** Up to 6 dB above the bench's gain the prior stays as tuned (the estimate's own spread, from the bulk delay and near-end speech in its second, is as large). */
+/** Up to 6 dB above the bench's gain the prior stays as tuned (the estimate's own spread, from the bulk delay and near-end speech in its second, is about as large; and the canceller stays bit for bit what was tuned). */
 export const PRIOR_ZONE_DB = 6;
 const MAX_SCALE = 1e8;
 
@@ -38,7 +38,9 @@ export class PriorScale {
     this.mic += micEnergy;
     this.ref += refEnergy;
     if (++this.hops < SETTLE_HOPS) return 1;
-    const excess = this.mic / (this.ref * BENCH_GAIN * this.zone);
-    return Math.min(MAX_SCALE, Math.max(1, excess));
+    // The prior then takes the scene's gain as a whole (the bench-relative prior every scene was tuned with): scaling
+    // by the excess over the zone only left scenes 4× short of it and 2–6 dB of ERLE behind (docs/echo.md).
+    const r = this.mic / (this.ref * BENCH_GAIN);
+    return r > this.zone ? Math.min(MAX_SCALE, r) : 1;
   }
 }
