@@ -3,6 +3,7 @@
 // after the echo path changes, and the bulk delay estimate up to 500 ms. Unit tier: no child process, no server.
 import { magSdr, erle } from '../../scripts/bench/echo-metrics';
 import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
+import { PriorScale } from '../../src/dsp/aec/prior-scale';
 import { FS, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
 
 jest.setTimeout(30_000);
@@ -75,4 +76,32 @@ test.each([30, 260, 490])('bulk delay estimate within 40 ms of %i ms', async (de
   // Reverberation can only make the envelope peak late, never early.
   expect(r.stats.delayMs! - scene.delayMs).toBeGreaterThanOrEqual(-10);
   expect(r.stats.delayMs! - scene.delayMs).toBeLessThanOrEqual(40);
+});
+
+test.each([14, 15])('a reference 30 dB quieter (seed %i): the prior follows the echo path gain, back above 25 dB within 2 s of a path change', async (seed) => {
+  // The scene's echo is as loud as ever, the reference 30 dB quieter than the bench's: |W|² is 1000× larger than the
+  // prior was tuned for. With the tuned prior left as it was this scene stayed at 17–20 dB after the change.
+  const scene = makeScene({ kind: 'path', seed, seconds: 10, rt60: 0.3, delayMs: 150, speaker: 'linear' }, await talkers());
+  const ref = scene.ref.map((v) => v * 0.0316);
+  const full = runCanceller([scene.mic], ref);
+  expect(erle(scene, full.out[0], 7 * FS, 10 * FS)).toBeGreaterThan(25);
+});
+
+test('PriorScale: one factor after a second of reference, never below 1, nothing within 6 dB of the bench gain', () => {
+  const gain = (db: number): number => {
+    const s = new PriorScale();
+    let f = 1;
+    for (let h = 0; h < 125; h++) {
+      const g = s.push(1, Math.pow(10, db / 10));
+      if (h < 124) expect(g).toBe(1);
+      else f = g;
+    }
+    expect(s.push(1, 1e6)).toBe(1); // settled: later hops change nothing
+    return f;
+  };
+  expect(gain(-8.4)).toBe(1);
+  expect(gain(-30)).toBe(1);
+  expect(gain(-8.4 + 5.9)).toBe(1);
+  expect(gain(-8.4 + 6.1)).toBeCloseTo(Math.pow(10, 0.61), 6);
+  expect(gain(-8.4 + 26)).toBeCloseTo(Math.pow(10, 2.6), 6);
 });

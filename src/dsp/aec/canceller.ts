@@ -15,6 +15,7 @@ import { DelayEstimator } from './delay-estimator';
 import { AecArena } from './kernel';
 import { LoudspeakerModel } from './loudspeaker';
 import { NonlinearLearner } from './nl-learner';
+import { PRIOR_ZONE_DB, PriorScale } from './prior-scale';
 import { RefRing } from './ref-ring';
 
 export const AEC_SAMPLE_RATE = 16000;
@@ -61,6 +62,8 @@ export interface EchoCancellerOptions {
    * others lost up to 16 dB on linear loudspeakers; docs/echo.md).
    */
   reopen?: 'first' | 'always' | 'never';
+  /** How far (dB) the echo path's gain may exceed the bench's before the Kalman prior follows it (prior-scale.ts; large: never). */
+  priorZoneDb?: number;
 }
 
 export interface EchoCancellerStats {
@@ -114,6 +117,7 @@ export class EchoCanceller {
   /** Hops the window was moved earlier than the estimate's margin (see applyDelay). */
   private early = 0;
   private hops = 0;
+  private readonly priorScale: PriorScale;
   private echoIn = 0;
   private echoOut = 0;
   /** Microphone energy of the previous hop while the reference was active (its output comes a hop later). */
@@ -147,6 +151,7 @@ export class EchoCanceller {
       nonlinear: opts.nonlinear ?? true,
       nlEvery: opts.nlEvery ?? 4,
       reopen: opts.reopen ?? 'never',
+      priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
@@ -161,6 +166,7 @@ export class EchoCanceller {
         (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride) : 0),
       o.backend,
     );
+    this.priorScale = new PriorScale(this.opts.priorZoneDb);
     this.ring = new RefRing(this.arena, BINS, capacity);
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
@@ -271,6 +277,13 @@ export class EchoCanceller {
       for (let k = 2; k < BINS; k += 8) reachPow += rPow[o + k];
     }
     const farActive = reachPow * 16 > SILENT_FRAME_POWER;
+    if (refActive && !this.priorScale.settled) {
+      let micEnergy = 0;
+      const d = this.micIn[0];
+      for (let i = 0; i < AEC_HOP; i++) micEnergy += d[i] * d[i];
+      const f = this.priorScale.push(refEnergy, micEnergy);
+      if (f !== 1) for (const ch of this.chans) ch.main.scalePrior(f);
+    }
 
     for (let c = 0; c < this.channels; c++) {
       const ch = this.chans[c];

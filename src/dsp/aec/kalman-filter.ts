@@ -119,6 +119,13 @@ export class PartitionedKalmanFilter {
     this.arena.update(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.inv.at, this.eRe.at, this.eIm.at, a2, 1 - a2, this.stride);
   }
 
+  /** Multiplies the prior and every variance by f: the echo path's gain is larger than the prior assumed (prior-scale.ts). */
+  scalePrior(f: number): void {
+    for (let p = 0; p < this.partitions; p++) this.pInit[p] *= f;
+    const pv = this.pVar.a;
+    for (let i = 0; i < pv.length; i++) pv[i] *= f;
+  }
+
   /**
    * Takes the first partitions' coefficients from the shadow filter and restarts the uncertainty (every partition's
    * variance at least its prior): the echo path changed, so what the filter was sure of is wrong.
