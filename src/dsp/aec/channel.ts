@@ -32,9 +32,6 @@ export class Scratch {
   readonly yPow: Float64Array;
   readonly tailIn: Float64Array;
   readonly nl: Float64Array;
-  readonly e: Float64Array;
-  /** The shadow filter's error block. */
-  readonly eSh: Float64Array;
   constructor(hop: number) {
     const bins = hop + 1;
     this.aRe = new Float64Array(bins);
@@ -43,8 +40,6 @@ export class Scratch {
     this.yPow = new Float64Array(bins);
     this.tailIn = new Float64Array(bins);
     this.nl = new Float64Array(bins);
-    this.e = new Float64Array(hop);
-    this.eSh = new Float64Array(hop);
   }
 }
 
@@ -63,8 +58,7 @@ export class EchoChannel {
   /** The residual's share of the reference's recent wideband power (nonlinear echo), and that power per bin. */
   readonly wideRatio: ResidualRatio;
   readonly env: Float64Array;
-  /** The reference's wideband power at the echo's main lag, smoothed over a few hops (as a per-bin array). */
-  private readonly pwBins: Float64Array;
+  /** The reference's wideband power at the echo's main lag, smoothed over a few hops (every bin's predictor for wideRatio). */
   private pw = 0;
   /** The main filter's strongest partition (where the echo's direct sound is), and whether it was just measured. */
   peak = 0;
@@ -105,7 +99,6 @@ export class EchoChannel {
     this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias);
     this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias);
     this.env = new Float64Array(this.bins);
-    this.pwBins = new Float64Array(this.bins);
     this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive });
     this.micPrev = new Float64Array(o.hop);
     this.ePrev = new Float64Array(o.hop);
@@ -146,62 +139,110 @@ export class EchoChannel {
       s.yPow[k] = 0.5 * (yRe[k] * yRe[k] + yIm[k] * yIm[k]);
     }
     if (withShadow) {
-      re.set(sh.yRe.a.subarray(0, K), K);
-      im.set(sh.yIm.a.subarray(0, K), K);
+      const shRe = sh.yRe.a;
+      const shIm = sh.yIm.a;
+      for (let k = 0; k < K; k++) {
+        re[K + k] = shRe[k];
+        im[K + k] = shIm[k];
+      }
     }
     fft.inverse(withShadow ? 2 : 1);
-    const e = s.e;
+    // One pass over the hop's samples: the errors and their energies, then the rows of the forward FFTs. Row 0: the
+    // suppressor's frame, the windowed error of this hop and the last; row 1: [0, e] for the main filter's update;
+    // row 2: [0, e_shadow]. Each sample's values are read before its row slots are overwritten, and the sums run in
+    // sample order, as in separate passes.
+    const ePrev = this.ePrev;
     let errMain = 0;
     let echoEnergy = 0;
-    for (let i = 0; i < R; i++) {
-      e[i] = d[i] - t[R + i];
-      errMain += e[i] * e[i];
-      echoEnergy += t[R + i] * t[R + i];
-    }
     let errShadow = 0;
     if (withShadow) {
       for (let i = 0; i < R; i++) {
-        const v = d[i] - t[M + R + i];
-        s.eSh[i] = v;
-        errShadow += v * v;
-      }
-    }
-    // Row 0: the suppressor's frame, the windowed error of this hop and the last; row 1: [0, e] for the main
-    // filter's update; row 2: [0, e_shadow].
-    for (let i = 0; i < R; i++) {
-      t[i] = this.ePrev[i] * win[i];
-      t[R + i] = e[i] * win[R + i];
-      this.ePrev[i] = e[i];
-    }
-    if (farActive) {
-      for (let i = 0; i < R; i++) {
+        const y = t[R + i];
+        const v = d[i] - y;
+        errMain += v * v;
+        echoEnergy += y * y;
+        const u = d[i] - t[M + R + i];
+        errShadow += u * u;
+        t[i] = ePrev[i] * win[i];
+        t[R + i] = v * win[R + i];
+        ePrev[i] = v;
         t[M + i] = 0;
-        t[M + R + i] = e[i];
-      }
-    }
-    if (withShadow) {
-      for (let i = 0; i < R; i++) {
+        t[M + R + i] = v;
         t[2 * M + i] = 0;
-        t[2 * M + R + i] = s.eSh[i];
+        t[2 * M + R + i] = u;
+      }
+    } else if (farActive) {
+      for (let i = 0; i < R; i++) {
+        const y = t[R + i];
+        const v = d[i] - y;
+        errMain += v * v;
+        echoEnergy += y * y;
+        t[i] = ePrev[i] * win[i];
+        t[R + i] = v * win[R + i];
+        ePrev[i] = v;
+        t[M + i] = 0;
+        t[M + R + i] = v;
+      }
+    } else {
+      for (let i = 0; i < R; i++) {
+        const y = t[R + i];
+        const v = d[i] - y;
+        errMain += v * v;
+        echoEnergy += y * y;
+        t[i] = ePrev[i] * win[i];
+        t[R + i] = v * win[R + i];
+        ePrev[i] = v;
       }
     }
     fft.forward(withShadow ? 3 : farActive ? 2 : 1);
-    for (let k = 0; k < K; k++) {
-      s.aRe[k] = re[k];
-      s.aIm[k] = im[k];
-      s.ePow[k] = re[k] * re[k] + im[k] * im[k];
+    // The suppressor's spectrum and |E|²; on far-end hops also the filters' error spectra E = FFT([0, e]) into the
+    // arena (the main filter's with the near-end power estimate Ψ_S: the part of |E|² that the filter's expected
+    // residual Φ does not explain, rising at once and falling smoothly).
+    const aRe = s.aRe;
+    const aIm = s.aIm;
+    const ePow = s.ePow;
+    if (farActive) {
+      const phi = main.phi.a;
+      const ps = this.psiS;
+      const mRe = main.eRe.a;
+      const mIm = main.eIm.a;
+      for (let k = 0; k < K; k++) {
+        const r0 = re[k];
+        const i0 = im[k];
+        aRe[k] = r0;
+        aIm[k] = i0;
+        ePow[k] = r0 * r0 + i0 * i0;
+        const r1 = re[K + k];
+        const i1 = im[K + k];
+        mRe[k] = r1;
+        mIm[k] = i1;
+        const pe = r1 * r1 + i1 * i1;
+        const inst = Math.max(pe - phi[k], 1e-3 * pe);
+        ps[k] = inst > ps[k] ? inst : 0.9 * ps[k] + 0.1 * inst;
+      }
+      if (withShadow) {
+        const sRe = sh.eRe.a;
+        const sIm = sh.eIm.a;
+        for (let k = 0; k < K; k++) {
+          sRe[k] = re[2 * K + k];
+          sIm[k] = im[2 * K + k];
+        }
+      }
+    } else {
+      for (let k = 0; k < K; k++) {
+        const r0 = re[k];
+        const i0 = im[k];
+        aRe[k] = r0;
+        aIm[k] = i0;
+        ePow[k] = r0 * r0 + i0 * i0;
+      }
     }
     this.wideband(ring, lag);
     if (farActive) {
       this.hops++;
-      this.ratio.update(s.ePow, s.yPow);
-      this.wideRatio.update(s.ePow, this.pwBins);
-      // Main filter update, E = FFT([0, e]).
-      this.spectrumInto(re, im, K, main.eRe.a, main.eIm.a, true);
-      if (withShadow) {
-        this.spectrumInto(re, im, 2 * K, sh.eRe.a, sh.eIm.a, false);
-        sh.update(ring, 1e-6);
-      }
+      this.ratio.update(ePow, s.yPow);
+      this.wideRatio.updateFlat(this.ratio, this.pw);
+      if (withShadow) sh.update(ring, 1e-6);
       this.main.update(ring, this.psiS);
       if (this.learner) this.learner.step(main, lag, main.eRe.a, main.eIm.a, errMain, echoEnergy);
       if (this.hops % this.constrainEvery === 0) main.constrainNext(fft);
@@ -228,26 +269,6 @@ export class EchoChannel {
       out[at + i] = this.ola[i] + t[i] * win[i];
       this.ola[i] = t[R + i] * win[R + i];
       this.micPrev[i] = d[i];
-    }
-  }
-
-  /**
-   * A spectrum from the row FFT's re/im (from `off`) into the arena rows re/im; with `psi`, also updates the near-end
-   * power estimate Ψ_S from |E|² (the part the filter's expected residual Φ does not explain: rises at once, falls
-   * smoothly).
-   */
-  private spectrumInto(sr: Float64Array, si: Float64Array, off: number, re: Float32Array, im: Float32Array, psi: boolean): void {
-    const K = this.bins;
-    const phi = this.main.phi.a;
-    const ps = this.psiS;
-    for (let k = 0; k < K; k++) {
-      re[k] = sr[off + k];
-      im[k] = si[off + k];
-      if (psi) {
-        const pe = sr[off + k] * sr[off + k] + si[off + k] * si[off + k];
-        const inst = Math.max(pe - phi[k], 1e-3 * pe);
-        ps[k] = inst > ps[k] ? inst : 0.9 * ps[k] + 0.1 * inst;
-      }
     }
   }
 
@@ -299,7 +320,6 @@ export class EchoChannel {
     const pow = ring.pow.a;
     for (let k = 0; k < this.bins; k++) p += pow[x + k];
     this.pw = 0.5 * this.pw + (0.5 * p) / this.bins;
-    this.pwBins.fill(this.pw);
     for (let k = 0; k < this.bins; k++) this.env[k] = Math.max(this.pw, this.tailDecay[k] * this.env[k]);
   }
 
