@@ -2,6 +2,7 @@
 // residual estimates, the suppressor and the overlap-add synthesis. The reference's spectra (shared by all channels)
 // come from the ring, read `lag` hops back (the bulk delay).
 import type { RowFft } from '../fft-pairs';
+import { jsHopPasses, type HopPasses } from './hop-passes';
 import type { AecArena } from './kernel';
 import type { NonlinearLearner } from './nl-learner';
 import { PartitionedKalmanFilter } from './kalman-filter';
@@ -24,7 +25,7 @@ export interface ChannelOptions {
   overdrive: number;
 }
 
-/** Scratch shared by the channels of one canceller (they run one after the other). */
+/** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
 export class Scratch {
   readonly aRe: Float64Array;
   readonly aIm: Float64Array;
@@ -32,14 +33,21 @@ export class Scratch {
   readonly yPow: Float64Array;
   readonly tailIn: Float64Array;
   readonly nl: Float64Array;
-  constructor(hop: number) {
+  /** The hop's error energies (main, echo estimate, shadow). */
+  readonly res: Float64Array;
+  /** Floats it takes in the arena. */
+  static floats(hop: number): number {
+    return 6 * 2 * ((hop + 4) & ~3) + 8;
+  }
+  constructor(arena: AecArena, hop: number) {
     const bins = hop + 1;
-    this.aRe = new Float64Array(bins);
-    this.aIm = new Float64Array(bins);
-    this.ePow = new Float64Array(bins);
-    this.yPow = new Float64Array(bins);
-    this.tailIn = new Float64Array(bins);
-    this.nl = new Float64Array(bins);
+    this.aRe = arena.f64(bins);
+    this.aIm = arena.f64(bins);
+    this.ePow = arena.f64(bins);
+    this.yPow = arena.f64(bins);
+    this.tailIn = arena.f64(bins);
+    this.nl = arena.f64(bins);
+    this.res = arena.f64(3);
   }
 }
 
@@ -83,11 +91,14 @@ export class EchoChannel {
   /** Times the shadow's coefficients were adopted (for tests and the bench). */
   adoptions = 0;
   private hops = 0;
+  /** The hop's per-bin and per-sample passes (the canceller sets the WebAssembly ones where they reach its memory). */
+  passes: HopPasses = jsHopPasses;
   /** Channel 0 learns the loudspeaker model (the canceller sets it). */
   learner: NonlinearLearner | null = null;
 
   static floats(o: { hop: number; partitions: number; shadowPartitions: number }): number {
-    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions);
+    // Besides the filters: 14 float64 arrays of up to hop + 1 values (the channel's, the suppressor's, the β's).
+    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions) + 14 * 2 * ((o.hop + 4) & ~3);
   }
 
   constructor(arena: AecArena, o: ChannelOptions) {
@@ -96,15 +107,17 @@ export class EchoChannel {
     this.bins = o.hop + 1;
     this.main = new PartitionedKalmanFilter(arena, { block: o.hop, partitions: o.partitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay });
     this.shadow = new ShadowFilter(arena, this.bins, o.shadowPartitions, 0.25);
-    this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias);
-    this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias);
-    this.env = new Float64Array(this.bins);
-    this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive });
-    this.micPrev = new Float64Array(o.hop);
-    this.ePrev = new Float64Array(o.hop);
-    this.ola = new Float64Array(o.hop);
-    this.psiS = new Float64Array(this.bins);
-    this.tailDecay = new Float64Array(this.bins).fill(0.8);
+    // The per-bin and per-sample state in the arena, where the WebAssembly hop passes reach it.
+    const f64 = (n: number): Float64Array => arena.f64(n);
+    this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias, f64);
+    this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias, f64);
+    this.env = f64(this.bins);
+    this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive }, f64);
+    this.micPrev = f64(o.hop);
+    this.ePrev = f64(o.hop);
+    this.ola = f64(o.hop);
+    this.psiS = f64(this.bins);
+    this.tailDecay = f64(this.bins).fill(0.8);
   }
 
   /**
@@ -117,7 +130,6 @@ export class EchoChannel {
   run(fft: RowFft, win: Float64Array, ring: RefRing, lag: number, d: Float32Array, farActive: boolean, s: Scratch, out: Float32Array, at: number): void {
     const R = this.hop;
     const K = this.bins;
-    const M = 2 * R;
     const main = this.main;
     const sh = this.shadow;
     // The shadow runs on far-end hops (every shadowEvery-th); nothing between here and its update changes its
@@ -128,119 +140,24 @@ export class EchoChannel {
     main.filter(ring, lag);
     if (withShadow) sh.filter(ring, lag);
     fft.reserve(3);
-    let re = fft.re;
-    let im = fft.im;
-    let t = fft.sig;
-    const yRe = main.yRe.a;
-    const yIm = main.yIm.a;
-    for (let k = 0; k < K; k++) {
-      re[k] = yRe[k];
-      im[k] = yIm[k];
-      s.yPow[k] = 0.5 * (yRe[k] * yRe[k] + yIm[k] * yIm[k]);
-    }
-    if (withShadow) {
-      const shRe = sh.yRe.a;
-      const shIm = sh.yIm.a;
-      for (let k = 0; k < K; k++) {
-        re[K + k] = shRe[k];
-        im[K + k] = shIm[k];
-      }
-    }
+    const P = this.passes;
+    P.echoRows(K, main.yRe.a, main.yIm.a, withShadow ? sh.yRe.a : null, withShadow ? sh.yIm.a : null, fft.re, fft.im, s.yPow);
     fft.inverse(withShadow ? 2 : 1);
-    // One pass over the hop's samples: the errors and their energies, then the rows of the forward FFTs. Row 0: the
-    // suppressor's frame, the windowed error of this hop and the last; row 1: [0, e] for the main filter's update;
-    // row 2: [0, e_shadow]. Each sample's values are read before its row slots are overwritten, and the sums run in
-    // sample order, as in separate passes.
-    const ePrev = this.ePrev;
-    let errMain = 0;
-    let echoEnergy = 0;
-    let errShadow = 0;
-    if (withShadow) {
-      for (let i = 0; i < R; i++) {
-        const y = t[R + i];
-        const v = d[i] - y;
-        errMain += v * v;
-        echoEnergy += y * y;
-        const u = d[i] - t[M + R + i];
-        errShadow += u * u;
-        t[i] = ePrev[i] * win[i];
-        t[R + i] = v * win[R + i];
-        ePrev[i] = v;
-        t[M + i] = 0;
-        t[M + R + i] = v;
-        t[2 * M + i] = 0;
-        t[2 * M + R + i] = u;
-      }
-    } else if (farActive) {
-      for (let i = 0; i < R; i++) {
-        const y = t[R + i];
-        const v = d[i] - y;
-        errMain += v * v;
-        echoEnergy += y * y;
-        t[i] = ePrev[i] * win[i];
-        t[R + i] = v * win[R + i];
-        ePrev[i] = v;
-        t[M + i] = 0;
-        t[M + R + i] = v;
-      }
-    } else {
-      for (let i = 0; i < R; i++) {
-        const y = t[R + i];
-        const v = d[i] - y;
-        errMain += v * v;
-        echoEnergy += y * y;
-        t[i] = ePrev[i] * win[i];
-        t[R + i] = v * win[R + i];
-        ePrev[i] = v;
-      }
-    }
+    // The errors and their energies, and the rows of the forward FFTs: row 0 the suppressor's frame (the windowed
+    // error of the last hop and this one), row 1 [0, e] for the main filter's update, row 2 [0, e_shadow].
+    const res = s.res;
+    P.errorRows(R, fft.sig, d, this.ePrev, win, withShadow ? 2 : farActive ? 1 : 0, res);
+    const errMain = res[0];
+    const echoEnergy = res[1];
+    const errShadow = res[2];
     fft.forward(withShadow ? 3 : farActive ? 2 : 1);
     // The suppressor's spectrum and |E|²; on far-end hops also the filters' error spectra E = FFT([0, e]) into the
-    // arena (the main filter's with the near-end power estimate Ψ_S: the part of |E|² that the filter's expected
-    // residual Φ does not explain, rising at once and falling smoothly).
-    const aRe = s.aRe;
-    const aIm = s.aIm;
-    const ePow = s.ePow;
-    if (farActive) {
-      const phi = main.phi.a;
-      const ps = this.psiS;
-      const mRe = main.eRe.a;
-      const mIm = main.eIm.a;
-      for (let k = 0; k < K; k++) {
-        const r0 = re[k];
-        const i0 = im[k];
-        aRe[k] = r0;
-        aIm[k] = i0;
-        ePow[k] = r0 * r0 + i0 * i0;
-        const r1 = re[K + k];
-        const i1 = im[K + k];
-        mRe[k] = r1;
-        mIm[k] = i1;
-        const pe = r1 * r1 + i1 * i1;
-        const inst = Math.max(pe - phi[k], 1e-3 * pe);
-        ps[k] = inst > ps[k] ? inst : 0.9 * ps[k] + 0.1 * inst;
-      }
-      if (withShadow) {
-        const sRe = sh.eRe.a;
-        const sIm = sh.eIm.a;
-        for (let k = 0; k < K; k++) {
-          sRe[k] = re[2 * K + k];
-          sIm[k] = im[2 * K + k];
-        }
-      }
-    } else {
-      for (let k = 0; k < K; k++) {
-        const r0 = re[k];
-        const i0 = im[k];
-        aRe[k] = r0;
-        aIm[k] = i0;
-        ePow[k] = r0 * r0 + i0 * i0;
-      }
-    }
+    // arena, and Ψ_S from the main filter's.
+    P.spectra(K, fft.re, fft.im, s.aRe, s.aIm, s.ePow, farActive, main.phi.a, this.psiS, main.eRe.a, main.eIm.a, withShadow, sh.eRe.a, sh.eIm.a);
     this.wideband(ring, lag);
     if (farActive) {
       this.hops++;
-      this.ratio.update(ePow, s.yPow);
+      this.ratio.update(s.ePow, s.yPow);
       this.wideRatio.updateFlat(this.ratio, this.pw);
       if (withShadow) sh.update(ring, 1e-6);
       this.main.update(ring, this.psiS);
@@ -251,25 +168,14 @@ export class EchoChannel {
     } else if (this.learner) this.learner.step(main, lag, null, null, errMain, echoEnergy);
     this.tailInput(ring, lag, s.tailIn);
     // Suppression and overlap-add synthesis.
-    const beta = this.wideRatio.beta;
-    for (let k = 0; k < K; k++) s.nl[k] = beta[k] * this.env[k];
+    P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
     const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, this.ratio.beta, s.tailIn, this.tailDecay, s.nl);
     if (this.o.linearOnly) g.fill(1);
-    // The learner may have grown the row FFT's memory: views again.
+    // The learner may have grown the row FFT's memory (where it is the thread's shared one): views again.
     fft.reserve(1);
-    re = fft.re;
-    im = fft.im;
-    t = fft.sig;
-    for (let k = 0; k < K; k++) {
-      re[k] = s.aRe[k] * g[k];
-      im[k] = s.aIm[k] * g[k];
-    }
+    P.applyGains(K, s.aRe, s.aIm, g, fft.re, fft.im);
     fft.inverse(1);
-    for (let i = 0; i < R; i++) {
-      out[at + i] = this.ola[i] + t[i] * win[i];
-      this.ola[i] = t[R + i] * win[R + i];
-      this.micPrev[i] = d[i];
-    }
+    P.overlapAdd(R, fft.sig, win, this.ola, d, this.micPrev, out, at);
   }
 
   /** After both filters' updates: adopt the shadow's coefficients when it does clearly better, reset it when clearly worse. */

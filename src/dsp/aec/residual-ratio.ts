@@ -32,7 +32,8 @@ export class ResidualRatio {
 
   private readonly bias: number;
 
-  constructor(bins: number, binsPerBand: number, minShare = 0.1, bias = 1) {
+  /** `f64` allocates β (zeroed; by default a plain array). */
+  constructor(bins: number, binsPerBand: number, minShare = 0.1, bias = 1, f64: (n: number) => Float64Array = (n) => new Float64Array(n)) {
     this.minShare = minShare;
     this.bias = bias;
     this.bins = bins;
@@ -40,7 +41,7 @@ export class ResidualRatio {
     this.bands = Math.ceil(bins / binsPerBand);
     this.cur = new Float64Array(this.bands).fill(Infinity);
     this.past = new Float64Array(this.bands * SUBS).fill(1);
-    this.beta = new Float64Array(bins).fill(1);
+    this.beta = f64(bins).fill(1);
     this.eSum = new Float64Array(this.bands);
     this.yMean = new Float64Array(this.bands);
   }
