@@ -81,6 +81,9 @@ export class EchoChannel {
   readonly ola: Float64Array;
   private readonly psiS: Float64Array;
   private readonly tailDecay: Float64Array;
+  /** estimateDecay's energies of the last partitions per band of 16 bins. */
+  private readonly late: Float64Array;
+  private readonly early: Float64Array;
   private errMain = 0;
   private errShadow = 0;
   private better = 0;
@@ -118,6 +121,8 @@ export class EchoChannel {
     this.ola = f64(o.hop);
     this.psiS = f64(this.bins);
     this.tailDecay = f64(this.bins).fill(0.8);
+    this.late = new Float64Array(Math.ceil(this.bins / 16));
+    this.early = new Float64Array(Math.ceil(this.bins / 16));
   }
 
   /**
@@ -239,11 +244,29 @@ export class EchoChannel {
     const S = this.main.stride;
     const w = this.main.wRe.a;
     const wi = this.main.wIm.a;
+    const span = 8;
+    const bands = Math.ceil(K / 16);
+    const late = this.late.fill(0);
+    const early = this.early.fill(0);
+    const pw = this.learner ? this.learner.power.fill(0) : null;
+    // One pass over the coefficients (this ran every 32nd hop as three): each partition's energy (the strongest
+    // partition), the power response for the learner, and the last partitions' energy per band of 16 bins. Every sum
+    // takes its terms in the order the separate passes did (partitions, then bins).
     let best = 0;
     let bestE = -1;
     for (let p = 0; p < P; p++) {
       let e = 0;
-      for (let k = p * S; k < p * S + K; k++) e += w[k] * w[k] + wi[k] * wi[k];
+      const tail = p >= P - span;
+      const isLate = p >= P - span / 2;
+      for (let k = 0; k < K; k++) {
+        const v = w[p * S + k] * w[p * S + k] + wi[p * S + k] * wi[p * S + k];
+        e += v;
+        if (pw) pw[k] += v;
+        if (tail) {
+          if (isLate) late[k >> 4] += v;
+          else early[k >> 4] += v;
+        }
+      }
       if (e > bestE) {
         bestE = e;
         best = p;
@@ -251,27 +274,12 @@ export class EchoChannel {
     }
     this.peak = best;
     this.peakFresh = this.hops > 250;
-    if (this.learner) {
-      const pw = this.learner.power;
-      pw.fill(0);
-      for (let p = 0; p < P; p++) for (let k = 0; k < K; k++) pw[k] += w[p * S + k] * w[p * S + k] + wi[p * S + k] * wi[p * S + k];
-      this.learner.powerSet = true;
-    }
-    const span = 8;
-    for (let b0 = 0; b0 < K; b0 += 16) {
-      const b1 = Math.min(K, b0 + 16);
-      let late = 0;
-      let early = 0;
-      for (let p = P - span; p < P; p++) {
-        for (let k = b0; k < b1; k++) {
-          const v = w[p * S + k] * w[p * S + k] + wi[p * S + k] * wi[p * S + k];
-          if (p >= P - span / 2) late += v;
-          else early += v;
-        }
-      }
-      const d = early > 0 ? Math.pow(late / early, 1 / (span / 2)) : 0.8;
+    if (this.learner) this.learner.powerSet = true;
+    for (let b = 0; b < bands; b++) {
+      // (With fewer than `span` partitions the early sum used to read past the filter's start: NaN, so 0.8.)
+      const d = P >= span && early[b] > 0 ? Math.pow(late[b] / early[b], 1 / (span / 2)) : 0.8;
       const dd = Math.min(0.97, Math.max(0.5, d));
-      for (let k = b0; k < b1; k++) this.tailDecay[k] = dd;
+      for (let k = 16 * b; k < Math.min(K, 16 * b + 16); k++) this.tailDecay[k] = dd;
     }
   }
 }
