@@ -77,7 +77,7 @@ if (absent.length > 0) {
   run([exists('package-lock.json') ? 'ci' : 'install'], { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' });
 } else {
   // The WebAssembly kernels are built by the same step (a dist/ from before they existed lacks them).
-  if (want.includes('build') && (fresh || !exists('dist/src/server.js') || !exists('dist/src/dsp/wasm/dtln-dsp.wasm') || !exists('dist/src/dsp/wasm/fft-pairs.wasm') || !exists('dist/src/dsp/wasm/bin-gains.wasm') || !exists('dist/src/dsp/wasm/aec.wasm') || (changed && buildIsStale()))) run(['run', 'build']);
+  if (want.includes('build') && (fresh || !exists('dist/src/server.js') || !exists('dist/src/dsp/wasm/dtln-dsp.wasm') || !exists('dist/src/dsp/wasm/fft-pairs.wasm') || !exists('dist/src/dsp/wasm/bin-gains.wasm') || !exists('dist/src/dsp/wasm/aec.wasm') || !exists('dist/src/dsp/wasm/aec-hop.wasm') || (changed && buildIsStale()))) run(['run', 'build']);
   const modelsDir = process.env.MODELS_DIR ? path.resolve(process.env.MODELS_DIR) : path.join(root, 'models');
   const modelsReady = ['dtln_stage1.onnx', 'dtln_stage2.onnx', 'manifest.json', 'sample.wav'].every((f) =>
     fs.existsSync(path.join(modelsDir, f)),

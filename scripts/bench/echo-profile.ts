@@ -25,7 +25,7 @@ const GROUPS: [string, RegExp][] = [
   // Before the FFTs: the model's own row FFTs are labelled with it (below).
   ['loudspeaker model (distortion, learning, its kernels and row FFTs)', /loudspeaker\.js|nl-learner\.js|^wasm (backprop|gram)$/],
   ['FFTs (RealFFT in JavaScript, or the row FFT in WebAssembly)', /dsp\/fft\.js|fft-pairs/],
-  ['channel hop: suppressor, residual ratios, per-bin and per-sample passes', /aec\/(channel|suppressor|residual-ratio)\.js/],
+  ['channel hop: suppressor, residual ratios, per-bin and per-sample passes', /aec\/(channel|suppressor|residual-ratio|hop-passes)\.js|^wasm hop /],
   ['canceller hop: reference ring, activity, ERLE, chunking', /aec\/(canceller|ref-ring)\.js/],
   ['delay estimator', /delay-estimator\.js|^wasm corr$/],
 ];
@@ -63,6 +63,13 @@ async function main(args: string[]): Promise<void> {
   const exps = WebAssembly.Module.exports(mod).filter((e) => e.kind === 'function');
   const inst = new WebAssembly.Instance(mod, { env: { memory: new WebAssembly.Memory({ initial: 1 }), abort: () => {} } });
   for (const e of exps) wasmNames.set(Number((inst.exports[e.name] as { name: string }).name), e.name);
+  // The hop passes' module (hop-passes.ts), where its .wasm is built.
+  const hopNames = new Map<number, string>();
+  const hopMod = require('../../src/dsp/aec/hop-passes').hopModule() as WebAssembly.Module | null;
+  if (hopMod) {
+    const hop = new WebAssembly.Instance(hopMod, { env: { memory: new WebAssembly.Memory({ initial: 1 }), abort: () => {} } });
+    for (const e of WebAssembly.Module.exports(hopMod)) if (e.kind === 'function') hopNames.set(Number((hop.exports[e.name] as { name: string }).name), e.name);
+  }
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -93,6 +100,7 @@ async function main(args: string[]): Promise<void> {
     const caller = up === undefined ? '' : byId.get(up)!.callFrame.url;
     let name = `${cf.functionName || '(anonymous)'} ${cf.url.split('/').slice(-2).join('/')}`;
     if (w && caller.endsWith('aec/kernel.js')) name = `wasm ${wasmNames.get(Number(w[1])) ?? w[1]}`;
+    if (w && caller.endsWith('aec/hop-passes.js')) name = `wasm hop ${hopNames.get(Number(w[1])) ?? w[1]}`;
     if (name.includes('fft-pairs') || (w && caller.includes('fft-pairs'))) {
       // The row FFT serves the canceller and the loudspeaker model: name the part of the canceller that called it.
       let a = parent.get(id);

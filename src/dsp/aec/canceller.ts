@@ -9,10 +9,11 @@
 // index i is input index i − LATENCY (the first LATENCY output samples are zeros), so the output is as long as the
 // input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
 // carries signal the output is the microphone itself, delayed, bit for bit.
-import { sharedRowFft, type RowFft } from '../fft-pairs';
+import { createRowFft, sharedRowFft, type RowFft } from '../fft-pairs';
 import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
-import { AecArena } from './kernel';
+import { hopModule, jsHopPasses, wasmHopPasses } from './hop-passes';
+import { AecArena, aecModule } from './kernel';
 import { LoudspeakerModel } from './loudspeaker';
 import { NonlinearLearner } from './nl-learner';
 import { PRIOR_ZONE_DB, PriorScale } from './prior-scale';
@@ -96,11 +97,12 @@ export class EchoCanceller {
   private readonly partitions: number;
   private readonly maxLagHops: number;
   /**
-   * The FFTs, two frames per call where a hop has two (this thread's shared row FFT: WebAssembly SIMD, bit-identical
-   * to RealFFT; RealFFT row by row without it).
+   * The FFTs, two frames per call where a hop has two: with the WebAssembly back end a row FFT of its own (WebAssembly
+   * SIMD, bit-identical to RealFFT) whose memory also holds the arena, so that the hop passes work on both in place;
+   * else this thread's shared one (RealFFT row by row where WebAssembly is missing).
    */
-  private readonly fft: RowFft = sharedRowFft(M);
-  private readonly win = sqrtHann(M);
+  private readonly fft: RowFft;
+  private readonly win: Float64Array;
   private readonly ring: RefRing;
   readonly delay: DelayEstimator;
   readonly chans: EchoChannel[];
@@ -123,11 +125,15 @@ export class EchoCanceller {
   /** Microphone energy of the previous hop while the reference was active (its output comes a hop later). */
   private prevMicEnergy = -1;
   private readonly dPow = new Float64Array(BINS);
-  private readonly scratch = new Scratch(AEC_HOP);
+  private readonly scratch: Scratch;
   readonly arena: AecArena;
   /** The loudspeaker's distortion (null when off): the ring holds the spectra of x_eff = x + its distortion. */
   readonly model: LoudspeakerModel | null = null;
   private readonly xEff = new Float64Array(AEC_HOP);
+  /** The output block of the WebAssembly hop passes (float32, in the arena). */
+  private readonly outBlock: Float32Array;
+  /** Whether the row FFT and the arena share one memory. */
+  private readonly oneMemory: boolean = false;
 
   constructor(opts: EchoCancellerOptions) {
     if (!(opts.channels >= 1)) throw new Error('the echo canceller needs at least one microphone channel');
@@ -159,13 +165,32 @@ export class EchoCanceller {
     const capacity = this.maxLagHops + this.partitions + 1;
     const chan = { hop: AEC_HOP, partitions: this.partitions, shadowPartitions: o.shadowPartitions };
     const stride = RefRing.strideOf(BINS);
-    this.arena = new AecArena(
+    const floats =
       RefRing.floats(BINS, capacity) +
-        DelayEstimator.floats(this.maxLagHops) +
-        opts.channels * EchoChannel.floats(chan) +
-        (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride) : 0),
-      o.backend,
-    );
+      DelayEstimator.floats(this.maxLagHops) +
+      opts.channels * EchoChannel.floats(chan) +
+      (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride) : 0) +
+      Scratch.floats(AEC_HOP) +
+      2 * M + // the window, float64
+      (opts.channels + 1) * AEC_HOP; // the microphone blocks and the output block, float32
+    // One memory for the row FFT (3 rows reserved now, never more: the arena after them must not move) and the arena.
+    const hopMod = o.backend === 'wasm' ? hopModule() : null;
+    const own = hopMod && aecModule() ? createRowFft(M) : null;
+    if (own?.wasm) {
+      own.reserve(3);
+      const base = own.wasm.scratch(floats * 4 + 64);
+      this.fft = own;
+      this.oneMemory = true;
+      this.arena = new AecArena(floats, o.backend, { memory: own.wasm.memory, base });
+    } else {
+      this.fft = sharedRowFft(M);
+      this.arena = new AecArena(floats, o.backend);
+    }
+    this.scratch = new Scratch(this.arena, AEC_HOP);
+    this.win = this.arena.f64(M);
+    this.win.set(sqrtHann(M));
+    this.outBlock = this.arena.alloc(AEC_HOP).a;
+    const passes = hopMod && this.arena.memory && own?.wasm && own.wasm.memory === this.arena.memory ? wasmHopPasses(hopMod, this.arena.memory, this.outBlock) : jsHopPasses;
     this.priorScale = new PriorScale(this.opts.priorZoneDb);
     this.ring = new RefRing(this.arena, BINS, capacity);
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
@@ -178,11 +203,13 @@ export class EchoCanceller {
       this.chans[0].learner = new NonlinearLearner(this.arena, this.model, AEC_HOP, this.partitions, stride, o.nlEvery);
     }
     for (const ch of this.chans) {
+      ch.passes = passes;
+      ch.sup.kernel = passes.suppress;
       ch.sup.terms = this.opts.terms;
       ch.constrainEvery = this.opts.constrainEvery;
       ch.shadowEvery = this.opts.shadowEvery;
     }
-    this.micIn = Array.from({ length: opts.channels }, () => new Float32Array(AEC_HOP));
+    this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(AEC_HOP).a);
   }
 
   stats(): EchoCancellerStats {
@@ -240,6 +267,7 @@ export class EchoCanceller {
     // Reference spectrum of [previous block, this block] into the ring.
     const fft = this.fft;
     fft.reserve(1);
+    if (this.oneMemory && fft.sig.buffer !== this.arena.f32.buffer) throw new Error("the echo canceller's row FFT memory grew under its arena");
     const f = fft.sig;
     let refEnergy = 0;
     const xe = this.xEff;

@@ -2,6 +2,7 @@
 // residual estimates, the suppressor and the overlap-add synthesis. The reference's spectra (shared by all channels)
 // come from the ring, read `lag` hops back (the bulk delay).
 import type { RowFft } from '../fft-pairs';
+import { jsHopPasses, type HopPasses } from './hop-passes';
 import type { AecArena } from './kernel';
 import type { NonlinearLearner } from './nl-learner';
 import { PartitionedKalmanFilter } from './kalman-filter';
@@ -24,7 +25,7 @@ export interface ChannelOptions {
   overdrive: number;
 }
 
-/** Scratch shared by the channels of one canceller (they run one after the other). */
+/** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
 export class Scratch {
   readonly aRe: Float64Array;
   readonly aIm: Float64Array;
@@ -32,19 +33,21 @@ export class Scratch {
   readonly yPow: Float64Array;
   readonly tailIn: Float64Array;
   readonly nl: Float64Array;
-  readonly e: Float64Array;
-  /** The shadow filter's error block. */
-  readonly eSh: Float64Array;
-  constructor(hop: number) {
+  /** The hop's error energies (main, echo estimate, shadow). */
+  readonly res: Float64Array;
+  /** Floats it takes in the arena. */
+  static floats(hop: number): number {
+    return 6 * 2 * ((hop + 4) & ~3) + 8;
+  }
+  constructor(arena: AecArena, hop: number) {
     const bins = hop + 1;
-    this.aRe = new Float64Array(bins);
-    this.aIm = new Float64Array(bins);
-    this.ePow = new Float64Array(bins);
-    this.yPow = new Float64Array(bins);
-    this.tailIn = new Float64Array(bins);
-    this.nl = new Float64Array(bins);
-    this.e = new Float64Array(hop);
-    this.eSh = new Float64Array(hop);
+    this.aRe = arena.f64(bins);
+    this.aIm = arena.f64(bins);
+    this.ePow = arena.f64(bins);
+    this.yPow = arena.f64(bins);
+    this.tailIn = arena.f64(bins);
+    this.nl = arena.f64(bins);
+    this.res = arena.f64(3);
   }
 }
 
@@ -63,8 +66,7 @@ export class EchoChannel {
   /** The residual's share of the reference's recent wideband power (nonlinear echo), and that power per bin. */
   readonly wideRatio: ResidualRatio;
   readonly env: Float64Array;
-  /** The reference's wideband power at the echo's main lag, smoothed over a few hops (as a per-bin array). */
-  private readonly pwBins: Float64Array;
+  /** The reference's wideband power at the echo's main lag, smoothed over a few hops (every bin's predictor for wideRatio). */
   private pw = 0;
   /** The main filter's strongest partition (where the echo's direct sound is), and whether it was just measured. */
   peak = 0;
@@ -79,6 +81,9 @@ export class EchoChannel {
   readonly ola: Float64Array;
   private readonly psiS: Float64Array;
   private readonly tailDecay: Float64Array;
+  /** estimateDecay's energies of the last partitions per band of 16 bins. */
+  private readonly late: Float64Array;
+  private readonly early: Float64Array;
   private errMain = 0;
   private errShadow = 0;
   private better = 0;
@@ -89,11 +94,14 @@ export class EchoChannel {
   /** Times the shadow's coefficients were adopted (for tests and the bench). */
   adoptions = 0;
   private hops = 0;
+  /** The hop's per-bin and per-sample passes (the canceller sets the WebAssembly ones where they reach its memory). */
+  passes: HopPasses = jsHopPasses;
   /** Channel 0 learns the loudspeaker model (the canceller sets it). */
   learner: NonlinearLearner | null = null;
 
   static floats(o: { hop: number; partitions: number; shadowPartitions: number }): number {
-    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions);
+    // Besides the filters: 14 float64 arrays of up to hop + 1 values (the channel's, the suppressor's, the β's).
+    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions) + 14 * 2 * ((o.hop + 4) & ~3);
   }
 
   constructor(arena: AecArena, o: ChannelOptions) {
@@ -102,16 +110,19 @@ export class EchoChannel {
     this.bins = o.hop + 1;
     this.main = new PartitionedKalmanFilter(arena, { block: o.hop, partitions: o.partitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay });
     this.shadow = new ShadowFilter(arena, this.bins, o.shadowPartitions, 0.25);
-    this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias);
-    this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias);
-    this.env = new Float64Array(this.bins);
-    this.pwBins = new Float64Array(this.bins);
-    this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive });
-    this.micPrev = new Float64Array(o.hop);
-    this.ePrev = new Float64Array(o.hop);
-    this.ola = new Float64Array(o.hop);
-    this.psiS = new Float64Array(this.bins);
-    this.tailDecay = new Float64Array(this.bins).fill(0.8);
+    // The per-bin and per-sample state in the arena, where the WebAssembly hop passes reach it.
+    const f64 = (n: number): Float64Array => arena.f64(n);
+    this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias, f64);
+    this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias, f64);
+    this.env = f64(this.bins);
+    this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive }, f64);
+    this.micPrev = f64(o.hop);
+    this.ePrev = f64(o.hop);
+    this.ola = f64(o.hop);
+    this.psiS = f64(this.bins);
+    this.tailDecay = f64(this.bins).fill(0.8);
+    this.late = new Float64Array(Math.ceil(this.bins / 16));
+    this.early = new Float64Array(Math.ceil(this.bins / 16));
   }
 
   /**
@@ -124,7 +135,6 @@ export class EchoChannel {
   run(fft: RowFft, win: Float64Array, ring: RefRing, lag: number, d: Float32Array, farActive: boolean, s: Scratch, out: Float32Array, at: number): void {
     const R = this.hop;
     const K = this.bins;
-    const M = 2 * R;
     const main = this.main;
     const sh = this.shadow;
     // The shadow runs on far-end hops (every shadowEvery-th); nothing between here and its update changes its
@@ -135,73 +145,26 @@ export class EchoChannel {
     main.filter(ring, lag);
     if (withShadow) sh.filter(ring, lag);
     fft.reserve(3);
-    let re = fft.re;
-    let im = fft.im;
-    let t = fft.sig;
-    const yRe = main.yRe.a;
-    const yIm = main.yIm.a;
-    for (let k = 0; k < K; k++) {
-      re[k] = yRe[k];
-      im[k] = yIm[k];
-      s.yPow[k] = 0.5 * (yRe[k] * yRe[k] + yIm[k] * yIm[k]);
-    }
-    if (withShadow) {
-      re.set(sh.yRe.a.subarray(0, K), K);
-      im.set(sh.yIm.a.subarray(0, K), K);
-    }
+    const P = this.passes;
+    P.echoRows(K, main.yRe.a, main.yIm.a, withShadow ? sh.yRe.a : null, withShadow ? sh.yIm.a : null, fft.re, fft.im, s.yPow);
     fft.inverse(withShadow ? 2 : 1);
-    const e = s.e;
-    let errMain = 0;
-    let echoEnergy = 0;
-    for (let i = 0; i < R; i++) {
-      e[i] = d[i] - t[R + i];
-      errMain += e[i] * e[i];
-      echoEnergy += t[R + i] * t[R + i];
-    }
-    let errShadow = 0;
-    if (withShadow) {
-      for (let i = 0; i < R; i++) {
-        const v = d[i] - t[M + R + i];
-        s.eSh[i] = v;
-        errShadow += v * v;
-      }
-    }
-    // Row 0: the suppressor's frame, the windowed error of this hop and the last; row 1: [0, e] for the main
-    // filter's update; row 2: [0, e_shadow].
-    for (let i = 0; i < R; i++) {
-      t[i] = this.ePrev[i] * win[i];
-      t[R + i] = e[i] * win[R + i];
-      this.ePrev[i] = e[i];
-    }
-    if (farActive) {
-      for (let i = 0; i < R; i++) {
-        t[M + i] = 0;
-        t[M + R + i] = e[i];
-      }
-    }
-    if (withShadow) {
-      for (let i = 0; i < R; i++) {
-        t[2 * M + i] = 0;
-        t[2 * M + R + i] = s.eSh[i];
-      }
-    }
+    // The errors and their energies, and the rows of the forward FFTs: row 0 the suppressor's frame (the windowed
+    // error of the last hop and this one), row 1 [0, e] for the main filter's update, row 2 [0, e_shadow].
+    const res = s.res;
+    P.errorRows(R, fft.sig, d, this.ePrev, win, withShadow ? 2 : farActive ? 1 : 0, res);
+    const errMain = res[0];
+    const echoEnergy = res[1];
+    const errShadow = res[2];
     fft.forward(withShadow ? 3 : farActive ? 2 : 1);
-    for (let k = 0; k < K; k++) {
-      s.aRe[k] = re[k];
-      s.aIm[k] = im[k];
-      s.ePow[k] = re[k] * re[k] + im[k] * im[k];
-    }
+    // The suppressor's spectrum and |E|²; on far-end hops also the filters' error spectra E = FFT([0, e]) into the
+    // arena, and Ψ_S from the main filter's.
+    P.spectra(K, fft.re, fft.im, s.aRe, s.aIm, s.ePow, farActive, main.phi.a, this.psiS, main.eRe.a, main.eIm.a, withShadow, sh.eRe.a, sh.eIm.a);
     this.wideband(ring, lag);
     if (farActive) {
       this.hops++;
       this.ratio.update(s.ePow, s.yPow);
-      this.wideRatio.update(s.ePow, this.pwBins);
-      // Main filter update, E = FFT([0, e]).
-      this.spectrumInto(re, im, K, main.eRe.a, main.eIm.a, true);
-      if (withShadow) {
-        this.spectrumInto(re, im, 2 * K, sh.eRe.a, sh.eIm.a, false);
-        sh.update(ring, 1e-6);
-      }
+      this.wideRatio.updateFlat(this.ratio, this.pw);
+      if (withShadow) sh.update(ring, 1e-6);
       this.main.update(ring, this.psiS);
       if (this.learner) this.learner.step(main, lag, main.eRe.a, main.eIm.a, errMain, echoEnergy);
       if (this.hops % this.constrainEvery === 0) main.constrainNext(fft);
@@ -210,45 +173,14 @@ export class EchoChannel {
     } else if (this.learner) this.learner.step(main, lag, null, null, errMain, echoEnergy);
     this.tailInput(ring, lag, s.tailIn);
     // Suppression and overlap-add synthesis.
-    const beta = this.wideRatio.beta;
-    for (let k = 0; k < K; k++) s.nl[k] = beta[k] * this.env[k];
+    P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
     const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, this.ratio.beta, s.tailIn, this.tailDecay, s.nl);
     if (this.o.linearOnly) g.fill(1);
-    // The learner may have grown the row FFT's memory: views again.
+    // The learner may have grown the row FFT's memory (where it is the thread's shared one): views again.
     fft.reserve(1);
-    re = fft.re;
-    im = fft.im;
-    t = fft.sig;
-    for (let k = 0; k < K; k++) {
-      re[k] = s.aRe[k] * g[k];
-      im[k] = s.aIm[k] * g[k];
-    }
+    P.applyGains(K, s.aRe, s.aIm, g, fft.re, fft.im);
     fft.inverse(1);
-    for (let i = 0; i < R; i++) {
-      out[at + i] = this.ola[i] + t[i] * win[i];
-      this.ola[i] = t[R + i] * win[R + i];
-      this.micPrev[i] = d[i];
-    }
-  }
-
-  /**
-   * A spectrum from the row FFT's re/im (from `off`) into the arena rows re/im; with `psi`, also updates the near-end
-   * power estimate Ψ_S from |E|² (the part the filter's expected residual Φ does not explain: rises at once, falls
-   * smoothly).
-   */
-  private spectrumInto(sr: Float64Array, si: Float64Array, off: number, re: Float32Array, im: Float32Array, psi: boolean): void {
-    const K = this.bins;
-    const phi = this.main.phi.a;
-    const ps = this.psiS;
-    for (let k = 0; k < K; k++) {
-      re[k] = sr[off + k];
-      im[k] = si[off + k];
-      if (psi) {
-        const pe = sr[off + k] * sr[off + k] + si[off + k] * si[off + k];
-        const inst = Math.max(pe - phi[k], 1e-3 * pe);
-        ps[k] = inst > ps[k] ? inst : 0.9 * ps[k] + 0.1 * inst;
-      }
-    }
+    P.overlapAdd(R, fft.sig, win, this.ola, d, this.micPrev, out, at);
   }
 
   /** After both filters' updates: adopt the shadow's coefficients when it does clearly better, reset it when clearly worse. */
@@ -299,7 +231,6 @@ export class EchoChannel {
     const pow = ring.pow.a;
     for (let k = 0; k < this.bins; k++) p += pow[x + k];
     this.pw = 0.5 * this.pw + (0.5 * p) / this.bins;
-    this.pwBins.fill(this.pw);
     for (let k = 0; k < this.bins; k++) this.env[k] = Math.max(this.pw, this.tailDecay[k] * this.env[k]);
   }
 
@@ -313,11 +244,29 @@ export class EchoChannel {
     const S = this.main.stride;
     const w = this.main.wRe.a;
     const wi = this.main.wIm.a;
+    const span = 8;
+    const bands = Math.ceil(K / 16);
+    const late = this.late.fill(0);
+    const early = this.early.fill(0);
+    const pw = this.learner ? this.learner.power.fill(0) : null;
+    // One pass over the coefficients (this ran every 32nd hop as three): each partition's energy (the strongest
+    // partition), the power response for the learner, and the last partitions' energy per band of 16 bins. Every sum
+    // takes its terms in the order the separate passes did (partitions, then bins).
     let best = 0;
     let bestE = -1;
     for (let p = 0; p < P; p++) {
       let e = 0;
-      for (let k = p * S; k < p * S + K; k++) e += w[k] * w[k] + wi[k] * wi[k];
+      const tail = p >= P - span;
+      const isLate = p >= P - span / 2;
+      for (let k = 0; k < K; k++) {
+        const v = w[p * S + k] * w[p * S + k] + wi[p * S + k] * wi[p * S + k];
+        e += v;
+        if (pw) pw[k] += v;
+        if (tail) {
+          if (isLate) late[k >> 4] += v;
+          else early[k >> 4] += v;
+        }
+      }
       if (e > bestE) {
         bestE = e;
         best = p;
@@ -325,27 +274,12 @@ export class EchoChannel {
     }
     this.peak = best;
     this.peakFresh = this.hops > 250;
-    if (this.learner) {
-      const pw = this.learner.power;
-      pw.fill(0);
-      for (let p = 0; p < P; p++) for (let k = 0; k < K; k++) pw[k] += w[p * S + k] * w[p * S + k] + wi[p * S + k] * wi[p * S + k];
-      this.learner.powerSet = true;
-    }
-    const span = 8;
-    for (let b0 = 0; b0 < K; b0 += 16) {
-      const b1 = Math.min(K, b0 + 16);
-      let late = 0;
-      let early = 0;
-      for (let p = P - span; p < P; p++) {
-        for (let k = b0; k < b1; k++) {
-          const v = w[p * S + k] * w[p * S + k] + wi[p * S + k] * wi[p * S + k];
-          if (p >= P - span / 2) late += v;
-          else early += v;
-        }
-      }
-      const d = early > 0 ? Math.pow(late / early, 1 / (span / 2)) : 0.8;
+    if (this.learner) this.learner.powerSet = true;
+    for (let b = 0; b < bands; b++) {
+      // (With fewer than `span` partitions the early sum used to read past the filter's start: NaN, so 0.8.)
+      const d = P >= span && early[b] > 0 ? Math.pow(late[b] / early[b], 1 / (span / 2)) : 0.8;
       const dd = Math.min(0.97, Math.max(0.5, d));
-      for (let k = b0; k < b1; k++) this.tailDecay[k] = dd;
+      for (let k = 16 * b; k < Math.min(K, 16 * b + 16); k++) this.tailDecay[k] = dd;
     }
   }
 }

@@ -22,7 +22,8 @@ interface Exports {
 
 let compiled: WebAssembly.Module | null | undefined;
 
-function wasmModule(): WebAssembly.Module | null {
+/** The compiled aec.wasm, or null where it is missing or WebAssembly SIMD is not there. */
+export function aecModule(): WebAssembly.Module | null {
   if (compiled !== undefined) return compiled;
   try {
     compiled = fs.existsSync(AEC_WASM) ? new WebAssembly.Module(fs.readFileSync(AEC_WASM)) : null;
@@ -45,12 +46,24 @@ export class AecArena {
   private next = 0;
   private readonly k: Exports;
 
-  /** `floats`: the total of every alloc() to come (each rounded up to 4). */
-  constructor(floats: number, backend: 'wasm' | 'js' = 'wasm') {
+  /** The memory of the WebAssembly back end (null for the JavaScript one). */
+  readonly memory: WebAssembly.Memory | null = null;
+
+  /**
+   * `floats`: the total of every alloc() to come (each rounded up to 4; f64(n) takes 2n). With `host`, the arena lies
+   * in that memory from byte `base` on (it must hold `floats` more, and never grow: the views would detach), so that
+   * kernels on it (the row FFT's, the hop passes) share it; else it has a memory of its own.
+   */
+  constructor(floats: number, backend: 'wasm' | 'js' = 'wasm', host?: { memory: WebAssembly.Memory; base: number }) {
     const bytes = floats * 4 + 64;
-    const mod = backend === 'wasm' ? wasmModule() : null;
+    const mod = backend === 'wasm' ? aecModule() : null;
     if (mod) {
-      const memory = new WebAssembly.Memory({ initial: Math.ceil(bytes / PAGE) });
+      const memory = host ? host.memory : new WebAssembly.Memory({ initial: Math.ceil(bytes / PAGE) });
+      if (host) {
+        if (host.base % 16 !== 0 || host.base + bytes > memory.buffer.byteLength) throw new Error('echo canceller arena does not fit its host memory');
+        this.next = host.base >> 2;
+      }
+      this.memory = memory;
       const inst = new WebAssembly.Instance(mod, { env: { memory, abort: () => {} } });
       this.k = inst.exports as unknown as Exports;
       this.f32 = new Float32Array(memory.buffer);
@@ -71,6 +84,12 @@ export class AecArena {
     this.next += (n + 3) & ~3;
     if (this.next > this.f32.length) throw new Error('echo canceller arena too small');
     return { a: this.f32.subarray(at, at + n), at };
+  }
+
+  /** n float64 values (16-byte aligned), zeroed: a view of the arena. */
+  f64(n: number): Float64Array {
+    const at = this.alloc(2 * n).at;
+    return new Float64Array(this.f32.buffer, at * 4, n);
   }
 
   /** Element offsets → byte addresses for the kernels. */

@@ -25,8 +25,6 @@ export class ResidualRatio {
   /** β per bin (its band's). */
   readonly beta: Float64Array;
   private readonly eSum: Float64Array;
-  private readonly bandOf: Int32Array;
-  private readonly ySum: Float64Array;
   private readonly yMean: Float64Array;
 
   /** A hop counts when the predictor is at least this share of its recent mean. */
@@ -34,7 +32,8 @@ export class ResidualRatio {
 
   private readonly bias: number;
 
-  constructor(bins: number, binsPerBand: number, minShare = 0.1, bias = 1) {
+  /** `f64` allocates β (zeroed; by default a plain array). */
+  constructor(bins: number, binsPerBand: number, minShare = 0.1, bias = 1, f64: (n: number) => Float64Array = (n) => new Float64Array(n)) {
     this.minShare = minShare;
     this.bias = bias;
     this.bins = bins;
@@ -42,32 +41,60 @@ export class ResidualRatio {
     this.bands = Math.ceil(bins / binsPerBand);
     this.cur = new Float64Array(this.bands).fill(Infinity);
     this.past = new Float64Array(this.bands * SUBS).fill(1);
-    this.beta = new Float64Array(bins).fill(1);
-    this.bandOf = new Int32Array(bins).map((_, k) => (k / binsPerBand) | 0);
+    this.beta = f64(bins).fill(1);
     this.eSum = new Float64Array(this.bands);
-    this.ySum = new Float64Array(this.bands);
     this.yMean = new Float64Array(this.bands);
   }
 
   /** One hop of |E|² and the predictor D, per bin. */
   update(ePow: Float64Array, yPow: Float64Array): void {
-    const B = this.bands;
-    const eSum = this.eSum.fill(0);
-    const ySum = this.ySum.fill(0);
-    const band = this.bandOf;
-    for (let k = 0; k < this.bins; k++) {
-      const b = band[k];
-      eSum[b] += ePow[k];
-      ySum[b] += yPow[k];
-    }
-    for (let b = 0; b < B; b++) {
-      // Only hops where the predictor is strong (against its recent mean level) count.
-      this.yMean[b] += 0.05 * (ySum[b] - this.yMean[b]);
-      if (ySum[b] > this.minShare * this.yMean[b] && ySum[b] > 1e-12) {
-        const r = Math.max(MIN_RATIO, eSum[b] / ySum[b]);
-        if (r < this.cur[b]) this.cur[b] = r;
+    const eSum = this.eSum;
+    const P = this.binsPerBand;
+    // Band sums in bin order (bands are runs of P bins), each band judged as soon as it is summed.
+    for (let b = 0, k = 0; b < this.bands; b++) {
+      const end = Math.min(this.bins, k + P);
+      let es = 0;
+      let ys = 0;
+      for (; k < end; k++) {
+        es += ePow[k];
+        ys += yPow[k];
       }
+      eSum[b] = es;
+      this.judge(b, es, ys);
     }
+    this.advance();
+  }
+
+  /**
+   * The same hop with the predictor `level` in every bin, and |E|²'s band sums taken from `other` (updated this hop
+   * with the same bands): the sums are what update() would add up, in the same order.
+   */
+  updateFlat(other: ResidualRatio, level: number): void {
+    if (other.binsPerBand !== this.binsPerBand || other.bins !== this.bins) throw new Error('residual ratios with different bands');
+    const P = this.binsPerBand;
+    for (let b = 0, k = 0; b < this.bands; b++) {
+      const end = Math.min(this.bins, k + P);
+      let ys = 0;
+      for (; k < end; k++) ys += level;
+      const es = other.eSum[b];
+      this.eSum[b] = es;
+      this.judge(b, es, ys);
+    }
+    this.advance();
+  }
+
+  /** Only hops where the predictor is strong (against its recent mean level) count toward the band's minimum. */
+  private judge(b: number, es: number, ys: number): void {
+    this.yMean[b] += 0.05 * (ys - this.yMean[b]);
+    if (ys > this.minShare * this.yMean[b] && ys > 1e-12) {
+      const r = Math.max(MIN_RATIO, es / ys);
+      if (r < this.cur[b]) this.cur[b] = r;
+    }
+  }
+
+  /** Counts the hop; at the end of a sub-window, the minima move into the ring and β is their minimum. */
+  private advance(): void {
+    const B = this.bands;
     if (++this.count < SUB) return;
     this.count = 0;
     for (let b = 0; b < B; b++) {

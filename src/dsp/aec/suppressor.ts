@@ -7,6 +7,7 @@
 // the reference's recent wideband power (what a strongly distorting loudspeaker spreads anywhere). The gain is a decision-directed Wiener gain (Ephraim &
 // Malah 1984) against that estimate times an over-estimation factor, held above the error's own noise floor so that
 // room noise stays continuous (the denoiser after us handles noise), and never above 1.
+import type { SuppressKernel } from './hop-passes';
 
 export interface SuppressorOptions {
   bins: number;
@@ -34,16 +35,19 @@ export class EchoSuppressor {
   private started = false;
   /** Ablations (bench): which residual terms count, bit mask phi 1, leak 2, tail 4, wideband 8. */
   terms = 15;
+  /** The same loops in WebAssembly (hop-passes.ts; bit-identical), set where every array lies in its memory. */
+  kernel: SuppressKernel | null = null;
 
-  constructor(opts: SuppressorOptions) {
+  /** `f64` allocates its per-bin arrays (zeroed; by default plain arrays). */
+  constructor(opts: SuppressorOptions, f64: (n: number) => Float64Array = (n) => new Float64Array(n)) {
     this.o = opts;
     const K = opts.bins;
-    this.gain = new Float64Array(K).fill(1);
-    this.prevClean = new Float64Array(K);
-    this.noise = new Float64Array(K);
-    this.smoothPow = new Float64Array(K);
-    this.tail = new Float64Array(K);
-    this.resid = new Float64Array(K);
+    this.gain = f64(K).fill(1);
+    this.prevClean = f64(K);
+    this.noise = f64(K);
+    this.smoothPow = f64(K);
+    this.tail = f64(K);
+    this.resid = f64(K);
     // The noise floor may rise 3 dB per second.
     this.noiseRise = Math.pow(10, 3 / 10 / opts.hopsPerSecond);
   }
@@ -83,6 +87,10 @@ export class EchoSuppressor {
     const wNl = m & 8 ? 1 : 0;
     const over = o.overEstimate;
     const rise = this.noiseRise;
+    if (this.kernel) {
+      this.kernel(K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, this.prevClean, noise, sp, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, o.overdrive, o.ddAlpha, o.floor);
+      return g;
+    }
     let eSum = 0;
     let rSum = 0;
     let prevLeak = beta[0] * yPow[0];
