@@ -105,3 +105,12 @@ test('PriorScale: one factor after a second of reference, never below 1, nothing
   expect(gain(-8.4 + 6.1)).toBeCloseTo(Math.pow(10, 0.61), 6);
   expect(gain(-8.4 + 26)).toBeCloseTo(Math.pow(10, 2.6), 6);
 });
+
+test('a filter shorter than the shadow filter (64 ms): adopting the shadow after a path change does not throw, and it cancels', async () => {
+  // The shadow filter's 16 partitions (128 ms) replace the main filter's first ones; with fewer main partitions that
+  // copy ran past the end (RangeError) until the shadow was capped at the main filter's length.
+  const scene = makeScene({ kind: 'path', seed: 14, seconds: 10, rt60: 0.2, delayMs: 20, speaker: 'linear' }, await talkers());
+  const r = runCanceller([scene.mic], scene.ref, { filterMs: 64 });
+  expect(r.out[0].every((v) => Number.isFinite(v))).toBe(true);
+  expect(erle(scene, r.out[0], 7 * FS, 10 * FS)).toBeGreaterThan(10);
+});

@@ -163,7 +163,9 @@ export class EchoCanceller {
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     const o = this.opts;
     const capacity = this.maxLagHops + this.partitions + 1;
-    const chan = { hop: AEC_HOP, partitions: this.partitions, shadowPartitions: o.shadowPartitions };
+    // The shadow filter's coefficients replace the main filter's first partitions: it can have no more than it.
+    const shadowPartitions = Math.min(o.shadowPartitions, this.partitions);
+    const chan = { hop: AEC_HOP, partitions: this.partitions, shadowPartitions };
     const stride = RefRing.strideOf(BINS);
     const floats =
       RefRing.floats(BINS, capacity) +
@@ -196,7 +198,7 @@ export class EchoCanceller {
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
       { length: opts.channels },
-      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions: o.shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive }),
+      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride);
