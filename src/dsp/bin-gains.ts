@@ -4,9 +4,9 @@
 // filters (complex gains). The kernel works on the spectra where a WasmRowFft
 // keeps them (one instance per row-FFT memory); a filter's state is copied into that memory's scratch for a batch of
 // frames and back after it (BatchState), since the memory is shared by every stage of the thread using that size.
-import fs from 'node:fs';
 import path from 'node:path';
 import type { RowFft, WasmRows } from './fft-pairs';
+import { wasmModule } from './wasm-load';
 
 export interface BinGainKernel {
   postFilterFrame(
@@ -24,24 +24,17 @@ export interface BinGainKernel {
 
 export const BIN_GAINS_WASM = path.join(__dirname, 'wasm', 'bin-gains.wasm');
 
-let wasmModule: WebAssembly.Module | null | undefined;
 const kernels = new WeakMap<WebAssembly.Memory, BinGainKernel>();
 
 /** The kernel on fft's memory; null where fft is RealFFT's or bin-gains.wasm does not load. */
 export function binGainKernel(fft: RowFft): BinGainKernel | null {
   if (!fft.wasm) return null;
-  if (wasmModule === undefined) {
-    try {
-      wasmModule = new WebAssembly.Module(fs.readFileSync(BIN_GAINS_WASM));
-    } catch {
-      wasmModule = null;
-    }
-  }
-  if (!wasmModule) return null;
+  const module = wasmModule(BIN_GAINS_WASM);
+  if (!module) return null;
   const memory = fft.wasm.memory;
   let k = kernels.get(memory);
   if (!k) {
-    k = new WebAssembly.Instance(wasmModule, { env: { memory } }).exports as unknown as BinGainKernel;
+    k = new WebAssembly.Instance(module, { env: { memory } }).exports as unknown as BinGainKernel;
     kernels.set(memory, k);
   }
   return k;

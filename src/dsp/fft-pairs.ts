@@ -5,9 +5,9 @@
 // has no WebAssembly SIMD. Callers write their frames into `sig` rows, transform, and read the spectra from `re`/`im`
 // rows (or the reverse), all in one synchronous stretch: one instance per size serves a whole thread (sharedRowFft),
 // its memory growing to the largest batch a caller asks for (callers batch a bounded number of frames).
-import fs from 'node:fs';
 import path from 'node:path';
 import { RealFFT } from './fft';
+import { wasmModule, wasmProblem } from './wasm-load';
 
 export interface RowFft {
   readonly kind: 'wasm' | 'js';
@@ -327,18 +327,8 @@ export function sqrtHannWindow(n: number, divisor: number): Float64Array {
   return Float64Array.from({ length: n }, (_, i) => Math.fround(Math.sqrt(0.5 * (1 - Math.cos((2 * Math.PI * i) / n))) / divisor));
 }
 
-let wasmModule: WebAssembly.Module | null | undefined;
-let wasmProblem: string | null = null;
-
 function loadModule(): WebAssembly.Module | null {
-  if (wasmModule !== undefined) return wasmModule;
-  try {
-    wasmModule = new WebAssembly.Module(fs.readFileSync(FFT_PAIRS_WASM));
-  } catch (err) {
-    wasmProblem = `${FFT_PAIRS_WASM}: ${(err as Error).message}`;
-    wasmModule = null;
-  }
-  return wasmModule;
+  return wasmModule(FFT_PAIRS_WASM);
 }
 
 /** A new instance for size n (a power of two, 16 to 4096): WebAssembly when it loads, else RealFFT. */
@@ -363,5 +353,5 @@ export function sharedRowFft(n: number): RowFft {
 /** null when the WebAssembly kernel loads; else why not (RealFFT is used then). */
 export function rowFftWasmProblem(): string | null {
   loadModule();
-  return wasmProblem;
+  return wasmProblem(FFT_PAIRS_WASM);
 }

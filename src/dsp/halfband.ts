@@ -15,8 +15,8 @@
 // chunking: any chunking gives the same bits (a live stream's 20 ms chunks, a file's 8 s ones). The loops run in
 // WebAssembly SIMD (wasm/halfband.ts, two outputs a step, the same float64 operations per lane: bit-identical), and in
 // the JS below where the .wasm file is missing.
-import fs from 'node:fs';
 import path from 'node:path';
+import { wasmModule } from './wasm-load';
 
 /** Taps of the filter (4k + 3: the centre tap is on an odd index, the zero taps on the others). */
 export const HALF_BAND_TAPS = 79;
@@ -239,11 +239,8 @@ let useWasm = true;
 function kernel(): HalfBandKernel | null {
   if (!useWasm) return null;
   if (loaded === undefined) {
-    try {
-      loaded = new HalfBandKernel(new WebAssembly.Module(fs.readFileSync(HALF_BAND_WASM)));
-    } catch {
-      loaded = null;
-    }
+    const m = wasmModule(HALF_BAND_WASM);
+    loaded = m ? new HalfBandKernel(m) : null;
   }
   return loaded;
 }

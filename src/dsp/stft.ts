@@ -8,10 +8,10 @@
 //             WebAssembly SIMD, and the reference the tests hold the WebAssembly code to.
 // Layout per run of B streams x t frames: rows r = b*t + i (257 bins for spectra, magnitudes and masks; 512 samples
 // for blocks); per stream a signal buffer of t*hop + 512 - hop samples and an overlap-add accumulator as long.
-import fs from 'node:fs';
 import path from 'node:path';
 import { RealFFT } from './fft';
 import { writeFftTables } from './fft-pairs';
+import { wasmModule, wasmProblem } from './wasm-load';
 
 export const STFT_BLOCK = 512;
 export const STFT_HOP = 128;
@@ -126,22 +126,10 @@ function writeTables(mem: ArrayBuffer): void {
   writeFftTables(mem, STFT_BLOCK, { sp: SP, tw: TW, rev: REV });
 }
 
-let wasmModule: WebAssembly.Module | null | undefined;
-/** Why the WebAssembly back end is not used (null while it is). */
-let wasmProblem: string | null = null;
-
 export const WASM_FILE = path.join(__dirname, 'wasm', 'dtln-dsp.wasm');
 
 function loadModule(): WebAssembly.Module | null {
-  if (wasmModule !== undefined) return wasmModule;
-  try {
-    const bytes = fs.readFileSync(WASM_FILE);
-    wasmModule = new WebAssembly.Module(bytes);
-  } catch (err) {
-    wasmProblem = `${WASM_FILE}: ${(err as Error).message}`;
-    wasmModule = null;
-  }
-  return wasmModule;
+  return wasmModule(WASM_FILE);
 }
 
 class WasmStft implements StftBackend {
@@ -268,5 +256,5 @@ export function returnStft(backend: StftBackend): void {
 /** null when the WebAssembly kernels load; else why not (the JS back end is used then). */
 export function wasmStftProblem(): string | null {
   loadModule();
-  return wasmProblem;
+  return wasmProblem(WASM_FILE);
 }

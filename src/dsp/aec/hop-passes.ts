@@ -1,8 +1,8 @@
 // The per-bin and per-sample passes of one channel hop (channel.ts), between its FFTs: in WebAssembly
 // (wasm/aec-hop.ts, bit-identical to the loops here) where the canceller's arena and its row FFT share one memory
 // (kernel.ts), else these JavaScript loops. Every array handed to the WebAssembly passes lies in that memory.
-import fs from 'node:fs';
 import path from 'node:path';
+import { wasmModule } from '../wasm-load';
 
 export const AEC_HOP_WASM = path.join(__dirname, '..', 'wasm', 'aec-hop.wasm');
 
@@ -137,17 +137,9 @@ interface Exports {
   ): void;
 }
 
-let compiled: WebAssembly.Module | null | undefined;
-
 /** The compiled module, or null where the .wasm file is missing or does not compile. */
 export function hopModule(): WebAssembly.Module | null {
-  if (compiled !== undefined) return compiled;
-  try {
-    compiled = fs.existsSync(AEC_HOP_WASM) ? new WebAssembly.Module(fs.readFileSync(AEC_HOP_WASM)) : null;
-  } catch {
-    compiled = null;
-  }
-  return compiled;
+  return wasmModule(AEC_HOP_WASM);
 }
 
 /**

@@ -4,8 +4,8 @@
 // bins at a time; without it (the file missing, or a runtime without WebAssembly SIMD) the same loops run here in
 // JavaScript on the same arrays. The two back ends agree to float32 rounding, not bit for bit; one canceller always
 // uses one, so its output does not depend on how the input was chunked.
-import fs from 'node:fs';
 import path from 'node:path';
+import { wasmModule } from '../wasm-load';
 
 export const AEC_WASM = path.join(__dirname, '..', 'wasm', 'aec.wasm');
 const PAGE = 65536;
@@ -20,17 +20,9 @@ interface Exports {
   gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void;
 }
 
-let compiled: WebAssembly.Module | null | undefined;
-
 /** The compiled aec.wasm, or null where it is missing or WebAssembly SIMD is not there. */
 export function aecModule(): WebAssembly.Module | null {
-  if (compiled !== undefined) return compiled;
-  try {
-    compiled = fs.existsSync(AEC_WASM) ? new WebAssembly.Module(fs.readFileSync(AEC_WASM)) : null;
-  } catch {
-    compiled = null; // no WebAssembly SIMD here
-  }
-  return compiled;
+  return wasmModule(AEC_WASM);
 }
 
 /** A float32 array in the arena: its view and its element offset (what the kernels take). */
