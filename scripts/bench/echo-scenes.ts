@@ -268,16 +268,16 @@ function highPass(y: Float64Array, hz: number): void {
 /**
  * The loudspeaker: the amplifier's and driver's nonlinearity, then the driver's response (a 2nd-order high-pass at
  * 150 Hz: a small loudspeaker reproduces no bass, and no DC whatever the nonlinearity made). 'clip' hard-clips at
- * 55 % of the signal's peak (an amplifier driven too hard); 'sigmoid' is the model of the AEC challenge's synthetic
+ * 55 % of the signal's peak (an amplifier driven too hard; `clipAt` another fraction, for the tuning tools); 'sigmoid' is the model of the AEC challenge's synthetic
  * data (after Zhang & Wang 2018): b = 1.5 x − 0.3 x², then 4 (2 / (1 + e^{−a b}) − 1) with a = 4 for b > 0 and 0.5
  * otherwise, on x scaled to a peak of 1 (output scaled back).
  */
-export function loudspeaker(x: Float32Array, kind: Loudspeaker): Float64Array {
+export function loudspeaker(x: Float32Array, kind: Loudspeaker, clipAt = 0.55): Float64Array {
   const y = Float64Array.from(x);
   let peak = 1e-9;
   for (let i = 0; i < y.length; i++) peak = Math.max(peak, Math.abs(y[i]));
   if (kind === 'clip') {
-    const c = 0.55 * peak;
+    const c = clipAt * peak;
     for (let i = 0; i < y.length; i++) y[i] = Math.max(-c, Math.min(c, y[i]));
   } else if (kind === 'sigmoid') {
     for (let i = 0; i < y.length; i++) {
@@ -363,6 +363,8 @@ export interface SceneSpec {
   delayMs?: number;
   speaker?: Loudspeaker;
   serDb?: number;
+  /** 'clip' loudspeakers: the clipping level as a fraction of the reference's peak (default 0.55). */
+  clipAt?: number;
 }
 
 /** One scene from its spec; talkers' signals are long pools the scene cuts its speech from (at seeded offsets). */
@@ -386,7 +388,7 @@ export function makeScene(spec: SceneSpec, talkers: Talkers): Scene {
   let farPeak = 0;
   for (let i = 0; i < n; i++) farPeak = Math.max(farPeak, Math.abs(far[i]));
   for (let i = 0; i < n; i++) far[i] *= 0.7 / farPeak; // the reference as a client would send it: loud, unclipped
-  const played = loudspeaker(far, speaker);
+  const played = loudspeaker(far, speaker, spec.clipAt);
   const h1 = imageRir({ room, source: spkPos, mic: micPos, length: rirLen });
   const echo = new Float32Array(n);
   const e1 = convolve(played, h1);

@@ -2,6 +2,7 @@
 // with seeds of their own (5000+, disjoint from the bench's), per loudspeaker model and talk type, and variants of the
 // canceller's options compared on the same scenes (paired). Quicker than the bench, no baselines:
 //   node dist/scripts/bench/echo-tune.js [--n 4] [--kinds st,dt] [--speakers linear,clip,sigmoid] [--aecmos]
+//        [--clip-levels 0.4,0.55,0.7]           ('clip' scenes at each of these fractions of the peak; default 0.55)
 //        [--v NAME:key=value,key=value]...      (the first variant is the reference of the paired differences)
 // Prints per variant and group: ERLE 10–20 s (st), near-end SDR 10–20 s (dt), and the linear filter's ERLE (st).
 import fs from 'node:fs';
@@ -42,6 +43,7 @@ function main(args: string[]): void {
   const kinds = opt('--kinds', 'st,dt').split(',') as SceneKind[];
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
   const withMos = args.includes('--aecmos');
+  const clipLevels = opt('--clip-levels', '0.55').split(',').map(Number);
   const variants: Variant[] = [];
   args.forEach((a, i) => {
     if (a !== '--v') return;
@@ -66,17 +68,23 @@ function main(args: string[]): void {
   let cpu = variants.map(() => 0);
   let audio = 0;
   const kindSeed: Record<string, number> = { st: 5000, dt: 6000, path: 7000 };
+  // A 'clip' loudspeaker once per clipping level (a group each, e.g. st-clip40), the others once.
+  const speakerRuns = speakers.flatMap((speaker) =>
+    speaker === 'clip' && (clipLevels.length > 1 || clipLevels[0] !== 0.55)
+      ? clipLevels.map((c) => ({ speaker, clipAt: c, label: `clip${Math.round(c * 100)}` }))
+      : [{ speaker, clipAt: undefined as number | undefined, label: speaker as string }],
+  );
   for (const kind of kinds) {
-    for (const speaker of speakers) {
+    for (const { speaker, clipAt, label } of speakerRuns) {
       for (let i = 0; i < n; i++) {
         const seed = kindSeed[kind] + 100 * speakers.indexOf(speaker) + i;
-        const scene = makeScene({ kind, seed, speaker }, talkers);
+        const scene = makeScene({ kind, seed, speaker, clipAt }, talkers);
         audio += scene.mic.length / FS;
         const line: string[] = [];
         variants.forEach((v, vi) => {
           const r = runOurs(scene, v.opts);
           cpu[vi] += r.cpuS;
-          const g = `${kind}-${speaker}`;
+          const g = `${kind}-${label}`;
           let m: number;
           if (kind === 'st') m = erle(scene, r.out, 10 * FS, scene.mic.length);
           else if (kind === 'path') m = erle(scene, r.out, scene.changeAt! + 2 * FS, scene.mic.length);
@@ -97,7 +105,7 @@ function main(args: string[]): void {
           }
           line.push(s);
         });
-        console.log(`${scene.name.padEnd(10)} ${speaker.padEnd(7)} d ${scene.delayMs.toFixed(0).padStart(3)} rt ${scene.rt60.toFixed(2)}${scene.serDb !== null ? ` ser ${scene.serDb.toFixed(1).padStart(5)}` : ''} | ${line.join(' | ')}`);
+        console.log(`${scene.name.padEnd(10)} ${label.padEnd(7)} d ${scene.delayMs.toFixed(0).padStart(3)} rt ${scene.rt60.toFixed(2)}${scene.serDb !== null ? ` ser ${scene.serDb.toFixed(1).padStart(5)}` : ''} | ${line.join(' | ')}`);
       }
     }
   }

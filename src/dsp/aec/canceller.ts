@@ -57,6 +57,8 @@ export interface EchoCancellerOptions {
   nonlinear?: boolean;
   /** Hops between the loudspeaker model's learning steps (cost; default 4). */
   nlEvery?: number;
+  /** The loudspeaker model's extra odd hinge at the level where its fit saturates (a hard clip's level; loudspeaker.ts). */
+  clipKnot?: boolean;
   /**
    * Which bulk-delay moves of 6 partitions or more reopen the Kalman variances to their prior (kalman-filter.ts):
    * only the first move (the first delay estimate), every such move, or none (default: on held-out scenes both
@@ -156,6 +158,7 @@ export class EchoCanceller {
       shadowEvery: opts.shadowEvery ?? 1,
       nonlinear: opts.nonlinear ?? true,
       nlEvery: opts.nlEvery ?? 4,
+      clipKnot: !!opts.clipKnot,
       reopen: opts.reopen ?? 'never',
       priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
     };
@@ -171,7 +174,7 @@ export class EchoCanceller {
       RefRing.floats(BINS, capacity) +
       DelayEstimator.floats(this.maxLagHops) +
       opts.channels * EchoChannel.floats(chan) +
-      (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride) : 0) +
+      (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride, o.clipKnot) : 0) +
       Scratch.floats(AEC_HOP) +
       2 * M + // the window, float64
       (opts.channels + 1) * AEC_HOP; // the microphone blocks and the output block, float32
@@ -201,7 +204,7 @@ export class EchoCanceller {
       () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive }),
     );
     if (o.nonlinear) {
-      this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride);
+      this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride, o.clipKnot);
       this.chans[0].learner = new NonlinearLearner(this.arena, this.model, AEC_HOP, this.partitions, stride, o.nlEvery);
     }
     for (const ch of this.chans) {

@@ -22,12 +22,20 @@
 // ridge-regularised toward 0 by the error power over a prior variance (a basis that explains little stays off), solved
 // by Cholesky (7 × 7) at every learning step (every 4th hop by default: the canceller's nlEvery). Shared by all
 // microphone channels (the loudspeaker is one), learned on channel 0.
+//
+// Optionally (the canceller's `clipKnot`) an 8th basis: an odd hinge at a knot that follows the level where the fitted
+// response saturates (clip-knot.ts): a hard clip between two octave breakpoints is outside the fixed basis's span.
 
 import { sharedRowFft, type RowFft } from '../fft-pairs';
+import { ClipKnot, momentAt, ridgeSolve } from './clip-knot';
 import type { AecArena, Slab } from './kernel';
 
 const THRESHOLDS = [0.125, 0.25, 0.5];
 export const NL_BASES = 1 + 2 * THRESHOLDS.length;
+/** With the clip knot's basis. */
+const NL_MAX = NL_BASES + 1;
+/** Rows of a learning step at most: the bases and the knot's derivative. */
+const NL_ROWS = NL_MAX + 1;
 /** Forgetting of the statistics per hop (125 hops/s: about 4 s); a learning step every n hops forgets FORGET^n. */
 const FORGET = Math.sqrt(0.996);
 /** Prior standard deviation of a coefficient: the ridge is σ²_e / PRIOR². */
@@ -38,8 +46,8 @@ const PEAK_RELEASE = Math.pow(0.5, 1 / 2500);
 const ORTHO_SMOOTH = 0.995;
 
 export class LoudspeakerModel {
-  readonly J = NL_BASES;
-  readonly c = new Float64Array(NL_BASES);
+  readonly J: number;
+  readonly c = new Float64Array(NL_MAX);
   private readonly R: number;
   private readonly cap: number;
   /** The raw reference blocks (ring of cap blocks) and the unit each was distorted with. */
@@ -55,11 +63,16 @@ export class LoudspeakerModel {
   private readonly xo = new Float64Array(THRESHOLDS.length);
   private xx = 0;
   private readonly proj = new Float64Array(THRESHOLDS.length);
-  private readonly G = new Float64Array(NL_BASES * NL_BASES);
-  private readonly b = new Float64Array(NL_BASES);
-  private readonly A = new Float64Array(NL_BASES * NL_BASES);
-  private readonly sol = new Float64Array(NL_BASES);
-  private readonly g = new Float64Array(NL_BASES);
+  /** The clip knot (null when off) and the level each block was distorted with. */
+  readonly knot: ClipKnot | null;
+  private readonly kHist: Float64Array;
+  private readonly G = new Float64Array(NL_MAX * NL_MAX);
+  private readonly b = new Float64Array(NL_MAX);
+  private readonly A = new Float64Array(NL_MAX * NL_MAX);
+  private readonly sol = new Float64Array(NL_MAX);
+  private readonly g = new Float64Array(NL_ROWS);
+  /** Rows per learning step: J, or J + 1 with the moving knot's derivative (the step function at the knot). */
+  private readonly rowsN: number;
   /** The basis frames' spectra (rows of `stride` in the arena), √S per bin, and the Gram kernel's result. */
   private readonly fft: RowFft;
   /** Views of the row FFT's signal rows, remade when its memory moves. */
@@ -72,31 +85,38 @@ export class LoudspeakerModel {
   private readonly sqrtPow: Slab;
   private readonly gOut: Slab;
   private readonly gz: Slab;
-  private readonly edge0 = new Float64Array(NL_BASES);
-  private readonly edgeN = new Float64Array(NL_BASES);
-  private readonly inc = new Float64Array(NL_BASES * NL_BASES);
+  private readonly edge0 = new Float64Array(NL_ROWS);
+  private readonly edgeN = new Float64Array(NL_ROWS);
+  private readonly inc = new Float64Array(NL_MAX * NL_MAX);
   /** Learning steps taken (the model applies its coefficients once it has some). */
   steps = 0;
 
-  static floats(stride: number): number {
-    return (2 * NL_BASES + 1) * stride + NL_BASES * NL_BASES + NL_BASES + 16;
+  static floats(stride: number, clipKnot = false): number {
+    const J = clipKnot ? NL_ROWS : NL_BASES;
+    return (2 * J + 1) * stride + J * J + J + 16;
   }
 
   /** `hop` R samples per block; `blocks` the history kept (the oldest frame learn() may ask for, plus 2). */
-  constructor(arena: AecArena, hop: number, blocks: number, stride: number) {
+  constructor(arena: AecArena, hop: number, blocks: number, stride: number, clipKnot = false) {
+    this.J = clipKnot ? NL_MAX : NL_BASES;
+    this.rowsN = clipKnot ? NL_ROWS : NL_BASES;
+    this.knot = clipKnot ? new ClipKnot() : null;
+    const J = this.J;
+    const Jr = this.rowsN;
     this.arena = arena;
     this.stride = stride;
     this.R = hop;
     this.cap = blocks;
     this.hist = new Float64Array(hop * blocks);
     this.unit = new Float64Array(blocks);
-    this.cHist = new Float64Array(blocks * NL_BASES);
+    this.cHist = new Float64Array(blocks * J);
+    this.kHist = new Float64Array(blocks);
     this.fft = sharedRowFft(2 * hop);
-    this.fRe = arena.alloc(NL_BASES * stride);
-    this.fIm = arena.alloc(NL_BASES * stride);
+    this.fRe = arena.alloc(Jr * stride);
+    this.fIm = arena.alloc(Jr * stride);
     this.sqrtPow = arena.alloc(stride);
-    this.gOut = arena.alloc(NL_BASES * NL_BASES);
-    this.gz = arena.alloc(NL_BASES);
+    this.gOut = arena.alloc(Jr * Jr);
+    this.gz = arena.alloc(Jr);
   }
 
   /**
@@ -108,6 +128,7 @@ export class LoudspeakerModel {
     const T = THRESHOLDS.length;
     const s = this.u === 0 ? T : Math.round(Math.log2(u / this.u));
     this.u = u;
+    const J = this.J;
     // Index map: new basis j ← old basis from(j) (−1: fresh).
     const from = new Int32Array(this.J);
     from[0] = 0;
@@ -116,7 +137,8 @@ export class LoudspeakerModel {
       from[1 + 2 * t] = o >= 0 && o < T ? 1 + 2 * o : -1;
       from[2 + 2 * t] = o >= 0 && o < T ? 2 + 2 * o : -1;
     }
-    const J = this.J;
+    // The clip knot keeps its level (a fraction of the new unit now), and with it its coefficient and statistics.
+    if (this.knot) from[NL_BASES] = this.knot.rescale(Math.pow(2, -s)) ? NL_BASES : -1;
     const c = Float64Array.from(this.c);
     const b = Float64Array.from(this.b);
     const G = Float64Array.from(this.G);
@@ -156,7 +178,8 @@ export class LoudspeakerModel {
     this.head = this.head + 1 === this.cap ? 0 : this.head + 1;
     const h = this.head * R;
     this.unit[this.head] = u;
-    this.cHist.set(this.c, this.head * NL_BASES);
+    this.kHist[this.head] = this.knot ? this.knot.level : 0;
+    this.cHist.set(this.c.subarray(0, this.J), this.head * this.J);
     // The block into the history, and the odd hinges' projection on x from it (one pass: v (v ∓ th) beyond ±th is
     // |v| (|v| − th) on either side).
     const hist = this.hist;
@@ -186,6 +209,7 @@ export class LoudspeakerModel {
       this.xo[1] = ORTHO_SMOOTH * this.xo[1] + xo1;
       this.xo[2] = ORTHO_SMOOTH * this.xo[2] + xo2;
       for (let t = 0; t < THRESHOLDS.length; t++) this.proj[t] = this.xx > 0 ? this.xo[t] / this.xx : 0;
+      if (this.knot && this.knot.level > 0) this.knot.observe(x, u, this.xx, ORTHO_SMOOTH);
     }
     const c = this.c;
     if (this.steps === 0 || u === 0) {
@@ -196,6 +220,9 @@ export class LoudspeakerModel {
     // hp + hn = v ∓ th, the sign of v); the thresholds ascend, so each test sits inside the one before.
     let lin = 1;
     for (let t = 0; t < THRESHOLDS.length; t++) lin -= c[2 + 2 * t] * this.proj[t];
+    const tk = this.knot ? this.knot.level * u : 0;
+    const ok = tk > 0 ? c[NL_BASES] : 0;
+    if (ok !== 0) lin -= ok * this.knot!.proj;
     const c0 = c[0];
     const e0 = c[1];
     const o0 = c[2];
@@ -219,6 +246,7 @@ export class LoudspeakerModel {
           }
         }
       }
+      if (ok !== 0 && av > tk) y += ok * (v > 0 ? av - tk : tk - av);
       out[i] = y;
     }
   }
@@ -230,13 +258,13 @@ export class LoudspeakerModel {
   private frameBasis(back: number): void {
     const R = this.R;
     const n = 2 * R;
-    this.fft.reserve(NL_BASES);
+    this.fft.reserve(this.rowsN);
     const sig = this.fft.sig;
     if (sig !== this.sigOf) {
       this.sigOf = sig;
-      this.rows = Array.from({ length: NL_BASES }, (_, j) => sig.subarray(j * n, (j + 1) * n));
+      this.rows = Array.from({ length: this.rowsN }, (_, j) => sig.subarray(j * n, (j + 1) * n));
     }
-    const [p0, e0, o0, e1, o1, e2, o2] = this.rows;
+    const [p0, e0, o0, e1, o1, e2, o2, ko, kd] = this.rows;
     const [a0, a1, a2] = this.proj;
     const hist = this.hist;
     for (let half = 0; half < 2; half++) {
@@ -261,6 +289,17 @@ export class LoudspeakerModel {
         o1[o + i] = (v > 0 ? d1 : -d1) - a1 * v;
         e2[o + i] = d2;
         o2[o + i] = (v > 0 ? d2 : -d2) - a2 * v;
+      }
+      if (ko) {
+        const tk = this.kHist[b] * u;
+        const ak = this.knot!.proj;
+        for (let i = 0; i < R; i++) {
+          const v = hist[h + i];
+          const av = v < 0 ? -v : v;
+          const d = tk > 0 && av > tk ? av - tk : 0;
+          ko[o + i] = (v > 0 ? d : -d) - ak * v;
+          if (kd) kd[o + i] = d > 0 ? (v > 0 ? 1 : -1) : 0;
+        }
       }
     }
   }
@@ -294,72 +333,63 @@ export class LoudspeakerModel {
     sq[K - 1] *= Math.SQRT1_2;
     const fr = this.fRe.a;
     const fi = this.fIm.a;
-    this.fft.forward(J);
+    const Jr = this.rowsN;
+    this.fft.forward(Jr);
     const re = this.fft.re;
     const im = this.fft.im;
-    for (let j = 0; j < J; j++) {
+    for (let j = 0; j < Jr; j++) {
       fr.set(re.subarray(j * K, (j + 1) * K), j * S);
       fi.set(im.subarray(j * K, (j + 1) * K), j * S);
       this.edge0[j] = fr[j * S];
       this.edgeN[j] = fr[j * S + K - 1];
     }
-    this.arena.gram(J, this.fRe.at, this.fIm.at, this.sqrtPow.at, zRe.at, zIm.at, this.gz.at, this.gOut.at, S);
+    this.arena.gram(Jr, this.fRe.at, this.fIm.at, this.sqrtPow.at, zRe.at, zIm.at, this.gz.at, this.gOut.at, S);
     // g_j = Σ_i φ_j[i] z[i] = (1/M) Σ_k m_k Re(Φ_j Z*), m_k 1 at DC and Nyquist and 2 between.
     const g = this.g;
     const z0 = zRe.a[0];
     const zN = zRe.a[K - 1];
-    for (let j = 0; j < J; j++) g[j] = (2 * this.gz.a[j] - this.edge0[j] * z0 - this.edgeN[j] * zN) / n;
+    for (let j = 0; j < Jr; j++) g[j] = (2 * this.gz.a[j] - this.edge0[j] * z0 - this.edgeN[j] * zN) / n;
     const sc = (1 / n) * weight;
     const go = this.gOut.a;
-    for (let i = 0; i < J * J; i++) this.inc[i] = sc * go[i];
+    if (Jr === J) for (let i = 0; i < J * J; i++) this.inc[i] = sc * go[i];
+    else for (let j = 0; j < J; j++) for (let l = 0; l < J; l++) this.inc[j * J + l] = sc * go[j * Jr + l];
     for (let i = 0; i < J * J; i++) G[i] += this.inc[i];
     // b accumulates the back-projected error plus what the current model already explains (G_inc c): the normal
     // equations of the echo on the basis, not of the error.
     let fb = this.head - back;
     if (fb < 0) fb += this.cap;
-    const cf = fb * NL_BASES;
+    const cf = fb * J;
     for (let j = 0; j < J; j++) {
       let s = g[j];
       for (let l = 0; l < J; l++) s += this.inc[j * J + l] * this.cHist[cf + l];
       b[j] += s;
     }
     this.steps++;
-    this.solve(noise / (PRIOR * PRIOR));
+    ridgeSolve(J, G, b, noise / (PRIOR * PRIOR), this.A, this.sol, this.c, C_MAX);
+    if (this.knot) this.stepKnot(g[J], sc * go[Jr * Jr - 1], decay);
   }
 
-  /** c = (G + δ I)⁻¹ b by Cholesky; unchanged if the system is not positive definite. */
-  private solve(delta: number): void {
+  /** After a learning step: the knot placed from the fit where there is none yet, else moved by Gauss-Newton. */
+  private stepKnot(gS: number, hS: number, decay: number): void {
+    const knot = this.knot!;
+    const c = this.c;
+    const top = Math.min(1, this.peak / this.u);
+    if (knot.level > 0) {
+      knot.move(gS, hS, decay, c[NL_BASES], top);
+      return;
+    }
+    let lin = 1;
+    for (let t = 0; t < THRESHOLDS.length; t++) lin -= c[2 + 2 * t] * this.proj[t];
+    const moments = [this.xx, this.xo[0], this.xo[1], this.xo[2], 0];
+    if (!knot.place(this.steps, lin, THRESHOLDS, [c[2], c[4], c[6]], top, this.xx, (l) => momentAt(l, [0, ...THRESHOLDS, 1], moments))) return;
+    // A fresh basis: its statistics start from nothing.
     const J = this.J;
-    const A = this.A;
-    let tr = 0;
-    for (let j = 0; j < J; j++) tr += this.G[j * J + j];
-    if (!(tr > 0)) return;
-    const d = Math.max(delta, (1e-6 * tr) / J);
-    for (let i = 0; i < J * J; i++) A[i] = this.G[i];
-    for (let j = 0; j < J; j++) A[j * J + j] += d;
-    for (let j = 0; j < J; j++) {
-      for (let l = 0; l < j; l++) {
-        let s = A[j * J + l];
-        for (let m = 0; m < l; m++) s -= A[j * J + m] * A[l * J + m];
-        A[j * J + l] = s / A[l * J + l];
-      }
-      let s = A[j * J + j];
-      for (let m = 0; m < j; m++) s -= A[j * J + m] * A[j * J + m];
-      if (!(s > 0)) return;
-      A[j * J + j] = Math.sqrt(s);
+    for (let l = 0; l < J; l++) {
+      this.G[NL_BASES * J + l] = 0;
+      this.G[l * J + NL_BASES] = 0;
     }
-    const z = this.sol;
-    for (let j = 0; j < J; j++) {
-      let s = this.b[j];
-      for (let m = 0; m < j; m++) s -= A[j * J + m] * z[m];
-      z[j] = s / A[j * J + j];
-    }
-    for (let j = J - 1; j >= 0; j--) {
-      let s = z[j];
-      for (let m = j + 1; m < J; m++) s -= A[m * J + j] * z[m];
-      z[j] = s / A[j * J + j];
-    }
-    for (let j = 0; j < J; j++) this.c[j] = Math.max(-C_MAX, Math.min(C_MAX, z[j]));
+    this.b[NL_BASES] = 0;
+    this.c[NL_BASES] = 0;
   }
 }
 
