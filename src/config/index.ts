@@ -197,7 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir,
     workers,
     // Two live workers on two cores or more: an echo stream's canceller is per-stream work, not batched, and one
-    // thread held 40 echo streams in 0 of 5 runs, two in 3 of 5 (docs/streaming.md, "How it is scheduled").
+    // thread held 40 echo streams in 0 of 6 runs, two in 4 of 6 (docs/streaming.md, "How it is scheduled").
     liveWorkers: e.LIVE_WORKERS ?? Math.min(2, cpus),
     liveTickMs: e.LIVE_TICK_MS,
     fileWorkProcess: e.FILE_WORK_PROCESS,
