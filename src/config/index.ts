@@ -17,7 +17,7 @@ export interface Config {
   dataDir: string;
   /** Inference worker threads in the pool (file work). */
   workers: number;
-  /** Worker threads for live streams (LIVE_WORKERS), started with the first stream. */
+  /** Worker threads for live streams (LIVE_WORKERS; default 2, 1 on a single CPU), started with the first stream. */
   liveWorkers: number;
   /** Least time between a live worker's tick starts (LIVE_TICK_MS). */
   liveTickMs: number;
@@ -189,13 +189,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parseEnvironment(env);
   const dataDir = path.resolve(e.DATA_DIR ?? path.join(PROJECT_ROOT, 'data'));
   // Unset: the container's CPU quota (cgroup), not the host's cores (cpu-quota.ts).
-  const workers = e.WORKERS ?? defaultWorkers();
+  const cpus = defaultWorkers();
+  const workers = e.WORKERS ?? cpus;
   return {
     port: e.PORT,
     host: e.HOST,
     dataDir,
     workers,
-    liveWorkers: e.LIVE_WORKERS,
+    // Two live workers on two cores or more: an echo stream's canceller is per-stream work, not batched, and one
+    // thread held 40 echo streams in 0 of 6 runs, two in 4 of 6 (docs/streaming.md, "How it is scheduled").
+    liveWorkers: e.LIVE_WORKERS ?? Math.min(2, cpus),
     liveTickMs: e.LIVE_TICK_MS,
     fileWorkProcess: e.FILE_WORK_PROCESS,
     fileWorkNice: e.FILE_WORK_NICE,

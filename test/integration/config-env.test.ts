@@ -56,6 +56,7 @@ test('defaults are unchanged; empty means unset; integers may carry spaces; REDI
     host: '0.0.0.0',
     dataDir: path.join(PROJECT_ROOT, 'data'),
     workers: defaultWorkers(),
+    liveWorkers: Math.min(2, defaultWorkers()),
     modelsDir: path.join(PROJECT_ROOT, 'models'),
     modelServiceUrl: null,
     modelServicePort: 8081,
