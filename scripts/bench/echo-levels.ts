@@ -8,6 +8,7 @@ import { pairedDiff, mean } from '../lib/stats';
 import type { EchoCancellerOptions } from '../../src/dsp/aec';
 import { runOurs } from './echo';
 import { erle, magSdr } from './echo-metrics';
+import { parseVariants } from './echo-tune';
 import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
 
@@ -35,17 +36,7 @@ function main(args: string[]): void {
   const n = Number(opt('--n', '5'));
   const seed0 = Number(opt('--seed', '10000'));
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
-  const variants: [string, Partial<EchoCancellerOptions>][] = [];
-  args.forEach((a, i) => {
-    if (a !== '--v') return;
-    const [name, rest] = args[i + 1].split(':');
-    const o: Record<string, number | string> = {};
-    for (const kv of (rest ?? '').split(',').filter(Boolean)) {
-      const [k, v] = kv.split('=');
-      o[k] = Number.isNaN(Number(v)) ? v : Number(v);
-    }
-    variants.push([name, o as Partial<EchoCancellerOptions>]);
-  });
+  const variants: [string, Partial<EchoCancellerOptions>][] = parseVariants(args).map((v) => [v.name, v.opts]);
   if (variants.length === 0) variants.push(['before', { priorZoneDb: 1000 }], ['now', {}]);
   const talkers = loadTalkers();
   const res = new Map<string, number[][]>();

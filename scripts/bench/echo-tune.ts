@@ -18,7 +18,7 @@ import { erle, magSdr } from './echo-metrics';
 import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
 
-interface Variant {
+export interface Variant {
   name: string;
   opts: Partial<EchoCancellerOptions>;
 }
@@ -34,6 +34,22 @@ function aecmos(talk: string, scene: Scene, out: Float32Array, tmp: string): { e
   return { echo: j.echo_mos, other: j.other_mos };
 }
 
+/** The `--v NAME:key=value,key=value` arguments: variants of the canceller's options (numbers where they parse). */
+export function parseVariants(args: string[]): Variant[] {
+  const variants: Variant[] = [];
+  args.forEach((a, i) => {
+    if (a !== '--v') return;
+    const [name, rest] = args[i + 1].split(':');
+    const opts: Record<string, number | string> = {};
+    for (const kv of (rest ?? '').split(',').filter(Boolean)) {
+      const [k, v] = kv.split('=');
+      opts[k] = Number.isNaN(Number(v)) ? v : Number(v);
+    }
+    variants.push({ name, opts: opts as Partial<EchoCancellerOptions> });
+  });
+  return variants;
+}
+
 function main(args: string[]): void {
   const opt = (name: string, def: string): string => {
     const i = args.indexOf(name);
@@ -44,17 +60,7 @@ function main(args: string[]): void {
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
   const withMos = args.includes('--aecmos');
   const clipLevels = opt('--clip-levels', '0.55').split(',').map(Number);
-  const variants: Variant[] = [];
-  args.forEach((a, i) => {
-    if (a !== '--v') return;
-    const [name, rest] = args[i + 1].split(':');
-    const opts: Record<string, number | string> = {};
-    for (const kv of (rest ?? '').split(',').filter(Boolean)) {
-      const [k, v] = kv.split('=');
-      opts[k] = Number.isNaN(Number(v)) ? v : Number(v);
-    }
-    variants.push({ name, opts });
-  });
+  const variants = parseVariants(args);
   if (variants.length === 0) variants.push({ name: 'default', opts: {} });
   const talkers = loadTalkers();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-echo-tune-'));
