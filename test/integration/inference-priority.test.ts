@@ -41,7 +41,12 @@ async function openLiveStream(engine: InferenceEngine): Promise<void> {
     const engine = await createInferenceEngine({ ...loadConfig(), workers: 2, liveWorkers: 2, fileWorkNice: nice, fileWorkIdle: idle }, { warmUp: false });
     try {
       await openLiveStream(engine);
-      const threads = engine.workerPriorities!();
+      // Live streams start once one live worker is ready; the other reports its priority when it is.
+      let threads = engine.workerPriorities!();
+      for (let i = 0; i < 200 && threads.some((t) => t.priority === null); i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        threads = engine.workerPriorities!();
+      }
       expect(threads.filter((t) => !t.live)).toHaveLength(2);
       expect(threads.filter((t) => t.live)).toHaveLength(2);
       const ownPolicy = readThreadPriority(process.pid)!;
