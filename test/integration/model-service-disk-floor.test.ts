@@ -94,7 +94,10 @@ describe('TMP_MIN_FREE_DISK_MB', () => {
   });
 
   test("a job's input copy takes its bytes from the same floor: a declared input that would cross it is refused before it is read", async () => {
-    await startWithRoom(50 * MB);
+    // The room is measured once, while other test files write and delete temporary files beside this one: 200 MB of
+    // room against 1000 MB declared leaves the answers the same whichever way the disk moves by less than 200 MB
+    // (with 50 MB of room the small input below was once refused in CI).
+    await startWithRoom(200 * MB);
     const engine = await createInferenceEngine(appConfig);
     const service = await startModelServiceServer(appConfig, engine, 'disk-floor-test-token-0123456789', () => undefined);
     try {
@@ -104,8 +107,8 @@ describe('TMP_MIN_FREE_DISK_MB', () => {
           headers: { Authorization: 'Bearer disk-floor-test-token-0123456789', 'Content-Type': 'application/octet-stream', 'Content-Length': declared },
           body: declared === bytes.length ? bytes : undefined,
         });
-      // 200 MB declared against 50 MB of room: answered at once, nothing written (the body is never sent here).
-      const refused = await call(Buffer.alloc(0), 200 * MB);
+      // 1000 MB declared against 200 MB of room: answered at once, nothing written (the body is never sent here).
+      const refused = await call(Buffer.alloc(0), 1000 * MB);
       expect(refused.status).toBe(503);
       expect(refused.headers['retry-after']).toBe('30');
       expect(JSON.parse(refused.body.toString()).detail).toMatch(/short of disk space for this job's input/);
