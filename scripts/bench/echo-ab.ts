@@ -17,6 +17,7 @@ import { erle, magSdr } from './echo-metrics';
 import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { costRounds, sceneSecondsFor } from './echo-cpu';
 import { loadTalkers } from './echo-talkers';
+import { optionReader } from '../lib/args';
 
 interface Canceller {
   process(mic: Float32Array[], ref: Float32Array): Float32Array[];
@@ -72,10 +73,7 @@ async function cost(makes: Make[], streams = 100, rounds = 6, seconds = 2): Prom
 }
 
 async function main(args: string[]): Promise<void> {
-  const opt = (name: string, def: string): string => {
-    const i = args.indexOf(name);
-    return i >= 0 && args[i + 1] ? args[i + 1] : def;
-  };
+  const opt = optionReader(args);
   const other = path.resolve(opt('--other', path.join(PROJECT_ROOT, '..', '..', 'main', 'dist')));
   const n = Number(opt('--n', '4'));
   const kinds = opt('--kinds', 'st,dt,path').split(',') as SceneKind[];

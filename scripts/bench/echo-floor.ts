@@ -18,6 +18,7 @@ import { bootstrapRatio } from '../lib/stats';
 import { costRounds, sceneSecondsFor, type EchoRunner } from './echo-cpu';
 import { makeScene } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
+import { optionReader } from '../lib/args';
 
 const R = 128;
 const K = R + 1;
@@ -132,10 +133,7 @@ function widen(b: Bank, S: number): Bank {
 }
 
 async function main(args: string[]): Promise<void> {
-  const opt = (name: string, def: string): string => {
-    const i = args.indexOf(name);
-    return i >= 0 && args[i + 1] ? args[i + 1] : def;
-  };
+  const opt = optionReader(args);
   const streams = Number(opt('--streams', '100'));
   const rounds = Number(opt('--rounds', '6'));
   const seconds = Number(opt('--seconds', '2'));

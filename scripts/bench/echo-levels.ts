@@ -11,6 +11,7 @@ import { erle, magSdr } from './echo-metrics';
 import { parseVariants } from './echo-tune';
 import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
+import { optionReader } from '../lib/args';
 
 /** Echo and near end scaled together (the signal-to-echo ratio stays; the noise does not move). */
 function scaleEcho(s: Scene, g: number): Scene {
@@ -29,10 +30,7 @@ const LEVELS: [string, (s: Scene) => Scene][] = [
 ];
 
 function main(args: string[]): void {
-  const opt = (name: string, def: string): string => {
-    const i = args.indexOf(name);
-    return i >= 0 && args[i + 1] ? args[i + 1] : def;
-  };
+  const opt = optionReader(args);
   const n = Number(opt('--n', '5'));
   const seed0 = Number(opt('--seed', '10000'));
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];

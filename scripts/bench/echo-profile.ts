@@ -7,6 +7,7 @@ import inspector from 'node:inspector';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { makeScene, type Loudspeaker } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
+import { optionReader } from '../lib/args';
 
 interface Node {
   id: number;
@@ -35,10 +36,7 @@ function post<T>(s: inspector.Session, method: string, params?: object): Promise
 }
 
 async function main(args: string[]): Promise<void> {
-  const opt = (name: string, def: string): string => {
-    const i = args.indexOf(name);
-    return i >= 0 && args[i + 1] ? args[i + 1] : def;
-  };
+  const opt = optionReader(args);
   const streams = Number(opt('--streams', '100'));
   const seconds = Number(opt('--seconds', '6'));
   const scene = makeScene({ kind: 'dt', seed: 77, seconds, speaker: opt('--speaker', 'clip') as Loudspeaker }, loadTalkers());

@@ -17,6 +17,7 @@ import { runOurs } from './echo';
 import { erle, magSdr } from './echo-metrics';
 import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
+import { optionReader } from '../lib/args';
 
 export interface Variant {
   name: string;
@@ -51,10 +52,7 @@ export function parseVariants(args: string[]): Variant[] {
 }
 
 function main(args: string[]): void {
-  const opt = (name: string, def: string): string => {
-    const i = args.indexOf(name);
-    return i >= 0 && args[i + 1] ? args[i + 1] : def;
-  };
+  const opt = optionReader(args);
   const n = Number(opt('--n', '4'));
   const kinds = opt('--kinds', 'st,dt').split(',') as SceneKind[];
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];

@@ -1,0 +1,9 @@
+// Command-line options of the development tools that take `--name value` pairs (the echo benches): one reader.
+
+/** `opt(name, def)`: the value after `name` in args, or def where the option or its value is missing. */
+export function optionReader(args: string[]): (name: string, def: string) => string {
+  return (name, def) => {
+    const i = args.indexOf(name);
+    return i >= 0 && args[i + 1] ? args[i + 1] : def;
+  };
+}
