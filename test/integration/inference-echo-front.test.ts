@@ -8,6 +8,7 @@ import { EchoCore } from '../../src/inference/models/echo-front';
 import { AlignedStream, type ChainProcessor } from '../../src/inference/models/aligned-stream';
 import { FullBandChain } from '../../src/inference/models/fullband';
 import { NarrowBandChain } from '../../src/inference/models/narrowband';
+import { concatAll } from '../../src/dsp/concat';
 import { Decimator2 } from '../../src/dsp/halfband';
 import { designLowpass } from '../../src/dsp/resample';
 import { db, echoScene, energy } from '../helpers/echo-helpers';
@@ -51,15 +52,7 @@ async function run(chain: ChainProcessor, input: Float32Array[], sizes: number[]
   out.push(await stream.end());
   free.push(stream.taken);
   const join = (parts: Float32Array[][]): Float32Array[] =>
-    input.slice(0, chain.channels).map((_, c) => {
-      const y = new Float32Array(parts.reduce((k, p) => k + p[c].length, 0));
-      let o = 0;
-      for (const p of parts) {
-        y.set(p[c], o);
-        o += p[c].length;
-      }
-      return y;
-    });
+    input.slice(0, chain.channels).map((_, c) => concatAll(parts.map((p) => p[c])));
   return { out: join(out), free: join(free) };
 }
 

@@ -3,6 +3,7 @@
 // every stream's frames share one session.run. Times are moved to the input timeline (the input resampler's delay
 // taken off, as /denoise's resampler has none) and kept within the input.
 import type * as ort from 'onnxruntime-node';
+import { concatAll } from '../../dsp/concat';
 import { VadBatch, type VadChunk, type VadEvent } from '../../vad/batch';
 import { dryMixForLimit } from '../models/aligned-stream';
 import type { LiveChainStream } from './chain-stream';
@@ -105,15 +106,7 @@ export class LiveSpeech {
 /** A chunk's pieces as one planar array per channel. */
 function join(parts: Float32Array[][], channels: number): Float32Array[] {
   if (parts.length === 1) return parts[0];
-  return Array.from({ length: channels }, (_, c) => {
-    const out = new Float32Array(parts.reduce((n, p) => n + p[c].length, 0));
-    let o = 0;
-    for (const p of parts) {
-      out.set(p[c], o);
-      o += p[c].length;
-    }
-    return out;
-  });
+  return Array.from({ length: channels }, (_, c) => concatAll(parts.map((p) => p[c])));
 }
 
 /** An event's times on the input timeline (the chain's, less the input resampler's delay), within the input. */
