@@ -7,6 +7,7 @@ import { assertDataDirs, createApp, type AppHandle } from './app';
 import { runShutdown, until } from './app/shutdown';
 import { ConfigError, loadConfig } from './config';
 import { answerClientErrors } from './http/client-errors';
+import { lingerBeforeClose } from './http/lingering-close';
 import { adminSecretFile, ensureAdminSecret } from './console';
 import { loggerFromConfig, type Logger } from './logging';
 import { StartupError } from './startup/data-dir';
@@ -47,6 +48,8 @@ async function main(logger: Logger): Promise<void> {
   server.requestTimeout = 0;
   // Node's own refusals (malformed requests, oversized headers, header timeout) get the error envelope too.
   answerClientErrors(server, logger);
+  // A refusal sent before an upload was read reaches the client still sending it (lingering-close.ts).
+  lingerBeforeClose(server);
   // Signals are handled from before the server listens: whoever sees "listening on" can stop it cleanly at once.
   let stopping = false;
   const shutdown = (signal: string): void => {

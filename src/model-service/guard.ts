@@ -14,6 +14,7 @@ import http from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { sendDetail } from './http-error';
 import { routeUpgrades } from '../http/upgrades';
+import { lingerBeforeClose } from '../http/lingering-close';
 
 export interface AdmissionState {
   /** Units admitted now (a /denoise is 1, a batch is `workers`). */
@@ -137,6 +138,7 @@ export function continueIfExpected(req: Request): void {
 export function createModelServiceServer(handler: http.RequestListener): http.Server {
   const server = http.createServer(handler);
   server.on('checkContinue', (req, res) => handler(req, res));
+  lingerBeforeClose(server);
   // GET /internal/stream (live-stream.ts): the upgrade is answered by the same handler, guard first.
   routeUpgrades(server, handler);
   // The gateway bounds upload and processing time; no second clock here.
