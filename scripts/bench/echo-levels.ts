@@ -4,6 +4,8 @@
 // did not (docs/echo.md, "Levels").
 //   node dist/scripts/bench/echo-levels.js [--n 5] [--seed 10000] [--speakers linear,clip,sigmoid]
 //        [--v NAME:key=value,...]...     (default variants: before (priorZoneDb=1000, the prior never moves) and now)
+//        [--onset]   instead: double talk from the first sample (a near-end talker over `st` scenes at signal-to-echo
+//                    −10, 0, +10, +20 dB) and a playing reference with no echo, near-end SDR 10–20 s
 import { pairedDiff, mean } from '../lib/stats';
 import type { EchoCancellerOptions } from '../../src/dsp/aec';
 import { runOurs } from './echo';
@@ -38,7 +40,26 @@ function main(args: string[]): void {
   if (variants.length === 0) variants.push(['before', { priorZoneDb: 1000 }], ['now', {}]);
   const talkers = loadTalkers();
   const res = new Map<string, number[][]>();
-  const kinds: SceneKind[] = ['st', 'dt', 'path'];
+  const record = (key: string, vals: number[]): void => {
+    if (!res.has(key)) res.set(key, variants.map(() => []));
+    vals.forEach((v, vi) => res.get(key)![vi].push(v));
+  };
+  if (args.includes('--onset')) {
+    // The prior's gain estimate runs over the first second: near-end speech there must not read as echo.
+    for (let i = 0; i < n * speakers.length; i++) {
+      const e = makeScene({ kind: 'st', seed: seed0 + i, speaker: speakers[i % speakers.length] }, talkers);
+      const talk = makeScene({ kind: 'nst', seed: seed0 + 100 + i }, talkers);
+      for (const ser of [-10, 0, 10, 20]) {
+        const g = Math.pow(10, (ser - 4) / 20); // the nst near end is at −26 dBFS, the echo at −30
+        const near = talk.near.map((v) => v * g);
+        const s: Scene = { ...e, near, mic: e.mic.map((v, k) => v + near[k]) };
+        record(`dt from 0 s, SER ${ser}`, variants.map(([, o]) => magSdr(near, runOurs(s, o).out, 10 * FS, 20 * FS)));
+      }
+      const quiet: Scene = { ...e, echo: new Float32Array(e.mic.length), near: talk.near, mic: talk.mic };
+      record('no echo, reference on', variants.map(([, o]) => magSdr(talk.near, runOurs(quiet, o).out, 10 * FS, 20 * FS)));
+    }
+  }
+  const kinds: SceneKind[] = args.includes('--onset') ? [] : ['st', 'dt', 'path'];
   kinds.forEach((kind, ki) => {
     speakers.forEach((speaker, si) => {
       for (let i = 0; i < n; i++) {
@@ -46,12 +67,13 @@ function main(args: string[]): void {
         for (const [level, f] of LEVELS) {
           const s = f(base);
           const from = kind === 'path' ? s.changeAt! + 2 * FS : 10 * FS;
-          const key = `${kind} ${level}`;
-          if (!res.has(key)) res.set(key, variants.map(() => []));
-          variants.forEach(([, o], vi) => {
-            const out = runOurs(s, o).out;
-            res.get(key)![vi].push(kind === 'dt' ? magSdr(s.near, out, from, 20 * FS) : erle(s, out, from, 20 * FS));
-          });
+          record(
+            `${kind} ${level}`,
+            variants.map(([, o]) => {
+              const out = runOurs(s, o).out;
+              return kind === 'dt' ? magSdr(s.near, out, from, 20 * FS) : erle(s, out, from, 20 * FS);
+            }),
+          );
         }
       }
     });

@@ -3,7 +3,10 @@
 // after the echo path changes, and the bulk delay estimate up to 500 ms. Unit tier: no child process, no server.
 import { magSdr, erle } from '../../scripts/bench/echo-metrics';
 import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
-import { PriorScale } from '../../src/dsp/aec/prior-scale';
+import { PRIOR_ZONE_DB, PriorScale } from '../../src/dsp/aec/prior-scale';
+import { AecArena } from '../../src/dsp/aec/kernel';
+import { RefRing } from '../../src/dsp/aec/ref-ring';
+import { RealFFT } from '../../src/dsp/fft';
 import { FS, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
 
 jest.setTimeout(30_000);
@@ -87,23 +90,75 @@ test.each([14, 15])('a reference 30 dB quieter (seed %i): the prior follows the 
   expect(erle(scene, full.out[0], 7 * FS, 10 * FS)).toBeGreaterThan(25);
 });
 
-test('PriorScale: one factor after a second of reference, never below 1, nothing within 6 dB of the bench gain', () => {
-  const gain = (db: number): number => {
-    const s = new PriorScale();
-    let f = 1;
-    for (let h = 0; h < 125; h++) {
-      const g = s.push(1, Math.pow(10, db / 10));
-      if (h < 124) expect(g).toBe(1);
-      else f = g;
-    }
-    expect(s.push(1, 1e6)).toBe(1); // settled: later hops change nothing
-    return f;
+/**
+ * PriorScale on white noise: the reference x, the microphone `gain` dB × x two hops late plus, optionally, near-end
+ * noise `nearDb` louder than that echo. Returns the factor it settles on (1 on every other hop).
+ */
+function priorFactor(gainDb: number, nearDb: number | null, echo = true): number {
+  const hop = 128;
+  const lags = 8;
+  const arena = new AecArena(RefRing.floats(hop + 1, lags), 'js');
+  const ring = new RefRing(arena, hop + 1, lags);
+  const s = new PriorScale(PRIOR_ZONE_DB, hop, lags);
+  const fft = new RealFFT(2 * hop);
+  let seed = 7;
+  const noise = (): number => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed / 2147483648 - 0.5;
   };
-  expect(gain(-8.4)).toBe(1);
-  expect(gain(-30)).toBe(1);
-  expect(gain(-8.4 + 5.9)).toBe(1);
-  expect(gain(-8.4 + 6.1)).toBeCloseTo(Math.pow(10, 0.61), 6);
-  expect(gain(-8.4 + 26)).toBeCloseTo(Math.pow(10, 2.6), 6);
+  const x = Array.from({ length: 140 }, () => Float32Array.from({ length: hop }, noise));
+  const g = Math.pow(10, gainDb / 20);
+  const frame = new Float64Array(2 * hop);
+  const re = new Float64Array(hop + 1);
+  const im = new Float64Array(hop + 1);
+  let factor = 1;
+  for (let h = 2; h < 140; h++) {
+    frame.set(x[h - 1], 0);
+    frame.set(x[h], hop);
+    fft.forward(frame, 0, re, im);
+    const o = ring.advance();
+    for (let k = 0; k <= hop; k++) {
+      ring.re.a[o + k] = re[k];
+      ring.im.a[o + k] = im[k];
+      ring.pow.a[o + k] = re[k] * re[k] + im[k] * im[k];
+    }
+    const mic = Float32Array.from({ length: hop }, (_, i) => (echo ? g * x[h - 2][i] : 0) + (nearDb === null ? 0 : g * Math.pow(10, nearDb / 20) * noise()));
+    let refE = 0;
+    let micE = 0;
+    for (let i = 0; i < hop; i++) {
+      refE += x[h][i] * x[h][i];
+      micE += mic[i] * mic[i];
+    }
+    if (s.settled) {
+      expect(s.push(refE, micE * 1e6, mic, ring)).toBe(1); // settled: later hops change nothing
+      continue;
+    }
+    const f = s.push(refE, micE, mic, ring);
+    s.keep(mic);
+    if (s.settled) factor = f;
+    else expect(f).toBe(1);
+  }
+  expect(s.settled).toBe(true);
+  return factor;
+}
+
+test('PriorScale: one factor after a second of reference, never below 1, nothing within 6 dB of the bench gain', () => {
+  expect(priorFactor(-8.4, null)).toBe(1);
+  expect(priorFactor(-30, null)).toBe(1);
+  expect(priorFactor(-8.4 + 5.5, null)).toBe(1);
+  const f6 = priorFactor(-8.4 + 6.5, null);
+  expect(10 * Math.log10(f6)).toBeGreaterThan(6);
+  expect(10 * Math.log10(f6)).toBeLessThan(7);
+  expect(10 * Math.log10(priorFactor(-8.4 + 26, null))).toBeCloseTo(26, 0);
+});
+
+test('PriorScale: near-end sound does not count as echo (it does not correlate with the reference)', () => {
+  // The energy ratio alone would read 20 dB above the bench's gain here and scale the prior 100×.
+  expect(priorFactor(-8.4, 20)).toBe(1);
+  // No echo at all, only the near end at the level a +20 dB echo would have.
+  expect(priorFactor(-8.4 + 20, 0, false)).toBe(1);
+  // A real +20 dB echo with near-end sound 10 dB above it still scales (within 2 dB).
+  expect(Math.abs(10 * Math.log10(priorFactor(-8.4 + 20, 10)) - 20)).toBeLessThan(2);
 });
 
 test('a filter shorter than the shadow filter (64 ms): adopting the shadow after a path change does not throw, and it cancels', async () => {

@@ -196,7 +196,7 @@ export class EchoCanceller {
     this.win.set(sqrtHann(M));
     this.outBlock = this.arena.alloc(AEC_HOP).a;
     const passes = hopMod && this.arena.memory && own?.wasm && own.wasm.memory === this.arena.memory ? wasmHopPasses(hopMod, this.arena.memory, this.outBlock) : jsHopPasses;
-    this.priorScale = new PriorScale(this.opts.priorZoneDb);
+    this.priorScale = new PriorScale(this.opts.priorZoneDb, AEC_HOP, capacity);
     this.ring = new RefRing(this.arena, BINS, capacity);
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
@@ -310,12 +310,15 @@ export class EchoCanceller {
       for (let k = 2; k < BINS; k += 8) reachPow += rPow[o + k];
     }
     const farActive = reachPow * 16 > SILENT_FRAME_POWER;
-    if (refActive && !this.priorScale.settled) {
-      let micEnergy = 0;
+    if (!this.priorScale.settled) {
       const d = this.micIn[0];
-      for (let i = 0; i < AEC_HOP; i++) micEnergy += d[i] * d[i];
-      const f = this.priorScale.push(refEnergy, micEnergy);
-      if (f !== 1) for (const ch of this.chans) ch.main.scalePrior(f);
+      if (refActive) {
+        let micEnergy = 0;
+        for (let i = 0; i < AEC_HOP; i++) micEnergy += d[i] * d[i];
+        const f = this.priorScale.push(refEnergy, micEnergy, d, ring);
+        if (f !== 1) for (const ch of this.chans) ch.main.scalePrior(f);
+      }
+      this.priorScale.keep(d);
     }
 
     for (let c = 0; c < this.channels; c++) {

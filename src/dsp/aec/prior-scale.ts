@@ -1,10 +1,15 @@
 // The Kalman filter's prior variances are in units of |W|², the echo path's power gain from reference to microphone,
 // which depends on the levels a client sends (a quiet reference or a loud loudspeaker needs a large filter), not only
-// on the room. The prior was tuned on the bench's scenes; this estimates the scene's gain once, as microphone over
-// reference energy over the first SETTLE_HOPS hops with the reference active, and when it is more than 6 dB above
-// theirs multiplies the prior by the whole ratio. Too small a prior stalls learning (a reference 20–35 dB quieter lost 4–18 dB of single-talk ERLE and 12–21 dB after a path
-// change); one too large costs little, so the prior is never lowered (lowering it for quiet echo cost 2–3 dB after
-// path changes). docs/echo.md, "Levels".
+// on the room. The prior was tuned on the bench's scenes; this estimates the scene's gain once, over the first
+// SETTLE_HOPS hops with the reference active, and when it is more than 6 dB above theirs multiplies the prior by the
+// whole ratio. Too small a prior stalls learning (a reference 20–35 dB quieter lost 4–18 dB of single-talk ERLE and
+// 12–21 dB after a path change); one too large costs little, so the prior is never lowered (lowering it for quiet
+// echo cost 2–3 dB after path changes). The gain is the smaller of two estimates: microphone over reference energy,
+// which near-end speech inflates (double talk from the first second at +10 dB signal-to-echo lost 4.3 dB of near-end
+// SDR to a prior scaled for echo that was not there), and the part of the microphone that correlates with the
+// reference (cross-spectra over every lag the filter can reach), which near-end speech cannot inflate. docs/echo.md, "Levels".
+import { RealFFT } from '../fft';
+import type { RefRing } from './ref-ring';
 
 /** Hops of reference activity the estimate runs over (1 s): after that the filter has learnt, and rescaling its variances then would undo it. */
 const SETTLE_HOPS = 125;
@@ -13,15 +18,44 @@ const BENCH_GAIN = Math.pow(10, -8.4 / 10);
 /** Up to 6 dB above the bench's gain the prior stays as tuned (the estimate's own spread, from the bulk delay and near-end speech in its second, is about as large; and the canceller stays bit for bit what was tuned). */
 export const PRIOR_ZONE_DB = 6;
 const MAX_SCALE = 1e8;
+/**
+ * What the cross-spectra's magnitudes owe to chance, Σ_t |X_{t−l}|²|D_t|², counted 1.5 times: consecutive hops' frames
+ * share half their samples, so a bin's spectra correlate 0.5 from one hop to the next (reference and microphone alike),
+ * and the sum's variance is 1 + 2 · 0.5 · 0.5 = 1.5 times the sum of its terms'. Subtracted over the whole sum, not per term (clipping each
+ * term at 0 kept their positive chance: near-end noise 30 dB above the echo then read as 12 dB of excess gain). On 9
+ * scenes (seeds 11000..) a reference with no echo behind it then reads below −17 dB (a bench echo: about −8.4), and
+ * single talk's estimate is within −4..+6 dB of the energy ratio.
+ */
+const CHANCE = 1.5;
 
 export class PriorScale {
   private mic = 0;
   private ref = 0;
   private hops = 0;
   private readonly zone: number;
+  private readonly bins: number;
+  private readonly lags: number;
+  /** Per lag and bin: Σ X*_{t−l} D_t (re, im) and Σ |X_{t−l}|²|D_t|²; per bin Σ |X_t|². Dropped once settled. */
+  private cross: { re: Float64Array; im: Float64Array; chance: Float64Array; refPow: Float64Array; fft: RealFFT; frame: Float64Array; dRe: Float64Array; dIm: Float64Array } | null;
+  /** The previous hop's microphone samples (the frame is two hops, as the reference's in the ring). */
+  private readonly micPrev: Float64Array;
 
-  constructor(zoneDb = PRIOR_ZONE_DB) {
+  constructor(zoneDb = PRIOR_ZONE_DB, hop = 128, lags = 1) {
     this.zone = Math.pow(10, zoneDb / 10);
+    this.bins = hop + 1;
+    this.lags = lags;
+    this.micPrev = new Float64Array(hop);
+    const n = lags * this.bins;
+    this.cross = {
+      re: new Float64Array(n),
+      im: new Float64Array(n),
+      chance: new Float64Array(n),
+      refPow: new Float64Array(this.bins),
+      fft: new RealFFT(2 * hop),
+      frame: new Float64Array(2 * hop),
+      dRe: new Float64Array(this.bins),
+      dIm: new Float64Array(this.bins),
+    };
   }
 
   /** The estimate is made: push() has nothing more to do. */
@@ -29,18 +63,72 @@ export class PriorScale {
     return this.hops >= SETTLE_HOPS;
   }
 
+  /** Every hop until settled, active or not: keeps the previous microphone block for the next hop's frame. */
+  keep(mic: Float32Array): void {
+    for (let i = 0; i < mic.length; i++) this.micPrev[i] = mic[i];
+  }
+
   /**
-   * One hop with the reference active: its energy and the microphone's (channel 0). Returns the factor the prior and
-   * the variances are to be multiplied by: 1 but on the hop the estimate settles.
+   * One hop with the reference active: its energy, the microphone's (channel 0) and its samples, and the ring whose
+   * newest entry is this hop's reference spectrum. Returns the factor the prior and the variances are to be
+   * multiplied by: 1 but on the hop the estimate settles. Call before keep() for the same hop.
    */
-  push(refEnergy: number, micEnergy: number): number {
-    if (this.hops >= SETTLE_HOPS) return 1;
+  push(refEnergy: number, micEnergy: number, mic: Float32Array, ring: RefRing): number {
+    const c = this.cross;
+    if (this.hops >= SETTLE_HOPS || !c) return 1;
     this.mic += micEnergy;
     this.ref += refEnergy;
+    const hop = this.micPrev.length;
+    for (let i = 0; i < hop; i++) {
+      c.frame[i] = this.micPrev[i];
+      c.frame[hop + i] = mic[i];
+    }
+    c.fft.forward(c.frame, 0, c.dRe, c.dIm);
+    const bins = this.bins;
+    const rRe = ring.re.a;
+    const rIm = ring.im.a;
+    const rPow = ring.pow.a;
+    const o0 = ring.offset(0);
+    for (let k = 0; k < bins; k++) c.refPow[k] += rPow[o0 + k];
+    const { re, im, chance, dRe, dIm } = c;
+    for (let l = 0; l < this.lags; l++) {
+      const o = ring.offset(l);
+      const at = l * bins;
+      for (let k = 0; k < bins; k++) {
+        const xr = rRe[o + k];
+        const xi = rIm[o + k];
+        const dr = dRe[k];
+        const di = dIm[k];
+        re[at + k] += xr * dr + xi * di;
+        im[at + k] += xr * di - xi * dr;
+        chance[at + k] += rPow[o + k] * (dr * dr + di * di);
+      }
+    }
     if (++this.hops < SETTLE_HOPS) return 1;
+    const gain = Math.min(this.mic / this.ref, this.correlated());
+    this.cross = null;
     // The prior then takes the scene's gain as a whole (the bench-relative prior every scene was tuned with): scaling
     // by the excess over the zone only left scenes 4× short of it and 2–6 dB of ERLE behind (docs/echo.md).
-    const r = this.mic / (this.ref * BENCH_GAIN);
+    const r = gain / BENCH_GAIN;
     return r > this.zone ? Math.min(MAX_SCALE, r) : 1;
+  }
+
+  /** The echo's share of the microphone over the reference's energy: Σ_k Σ_l (|C_l(k)|² − chance) / P(k) over Σ_k P(k). */
+  private correlated(): number {
+    const c = this.cross!;
+    let num = 0;
+    let den = 0;
+    for (let k = 0; k < this.bins; k++) {
+      const p = c.refPow[k];
+      den += p;
+      if (!(p > 0)) continue;
+      let s = 0;
+      for (let l = 0; l < this.lags; l++) {
+        const at = l * this.bins + k;
+        s += c.re[at] * c.re[at] + c.im[at] * c.im[at] - CHANCE * c.chance[at];
+      }
+      num += s / p;
+    }
+    return den > 0 ? Math.max(0, num) / den : 0;
   }
 }
