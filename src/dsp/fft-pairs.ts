@@ -176,30 +176,33 @@ class WasmRowFft implements RowFft {
   sig = new Float64Array(0);
   re = new Float64Array(0);
   im = new Float64Array(0);
-  private readonly memory = new WebAssembly.Memory({ initial: 1 });
+  private readonly memory: WebAssembly.Memory;
   private readonly k: Kernel;
   /** First byte after the tables and the work arrays. */
   private readonly heap: number;
   private rows = 0;
   private ptr = { sig: 0, re: 0, im: 0, end: 0 };
-  readonly wasm: WasmRows = {
-    memory: this.memory,
-    reAt: (row) => this.ptr.re + row * this.bins * 8,
-    imAt: (row) => this.ptr.im + row * this.bins * 8,
-    scratch: (bytes) => {
-      const at = this.ptr.end;
-      const before = this.memory.buffer;
-      this.grow(at + bytes);
-      if (this.memory.buffer !== before) this.views();
-      return at;
-    },
-  };
+  readonly wasm: WasmRows;
 
   constructor(
     module: WebAssembly.Module,
     readonly n: number,
+    memory?: WebAssembly.Memory,
   ) {
     this.bins = n / 2 + 1;
+    this.memory = memory ?? new WebAssembly.Memory({ initial: 1 });
+    this.wasm = {
+      memory: this.memory,
+      reAt: (row) => this.ptr.re + row * this.bins * 8,
+      imAt: (row) => this.ptr.im + row * this.bins * 8,
+      scratch: (bytes) => {
+        const at = this.ptr.end;
+        const before = this.memory.buffer;
+        this.grow(at + bytes);
+        if (this.memory.buffer !== before) this.views();
+        return at;
+      },
+    };
     this.k = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports as unknown as Kernel;
     const m = n / 2;
     const sizes = fftTableBytes(n);
@@ -331,11 +334,15 @@ function loadModule(): WebAssembly.Module | null {
   return wasmModule(FFT_PAIRS_WASM);
 }
 
-/** A new instance for size n (a power of two, 16 to 4096): WebAssembly when it loads, else RealFFT. */
-export function createRowFft(n: number, prefer: 'wasm' | 'js' = 'wasm'): RowFft {
+/**
+ * A new instance for size n (a power of two, 16 to 4096): WebAssembly when it loads, else RealFFT. With `memory` (a
+ * new, empty one) the WebAssembly instance puts its tables and rows at the start of that memory, for a caller that
+ * places more after them (the echo canceller's heap, aec/heap.ts).
+ */
+export function createRowFft(n: number, prefer: 'wasm' | 'js' = 'wasm', memory?: WebAssembly.Memory): RowFft {
   if (n < 16 || n > 4096 || (n & (n - 1)) !== 0) throw new Error(`row FFT size must be a power of two from 16 to 4096, got ${n}`);
   const mod = prefer === 'wasm' ? loadModule() : null;
-  return mod ? new WasmRowFft(mod, n) : new JsRowFft(n);
+  return mod ? new WasmRowFft(mod, n, memory) : new JsRowFft(n);
 }
 
 const shared = new Map<number, RowFft>();

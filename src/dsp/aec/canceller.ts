@@ -9,11 +9,12 @@
 // index i is input index i − LATENCY (the first LATENCY output samples are zeros), so the output is as long as the
 // input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
 // carries signal the output is the microphone itself, delayed, bit for bit.
-import { createRowFft, sharedRowFft, type RowFft } from '../fft-pairs';
+import { sharedRowFft, type RowFft } from '../fft-pairs';
 import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
-import { hopModule, jsHopPasses, wasmHopPasses } from './hop-passes';
-import { AecArena, aecModule } from './kernel';
+import { takeSlot } from './heap';
+import { jsHopPasses } from './hop-passes';
+import { AecArena } from './kernel';
 import { LoudspeakerModel } from './loudspeaker';
 import { NonlinearLearner } from './nl-learner';
 import { PRIOR_ZONE_DB, PriorScale } from './prior-scale';
@@ -99,9 +100,10 @@ export class EchoCanceller {
   private readonly partitions: number;
   private readonly maxLagHops: number;
   /**
-   * The FFTs, two frames per call where a hop has two: with the WebAssembly back end a row FFT of its own (WebAssembly
-   * SIMD, bit-identical to RealFFT) whose memory also holds the arena, so that the hop passes work on both in place;
-   * else this thread's shared one (RealFFT row by row where WebAssembly is missing).
+   * The FFTs, two frames per call where a hop has two: with the WebAssembly back end the row FFT of this thread's
+   * canceller heap (WebAssembly SIMD, bit-identical to RealFFT; its rows are scratch within a hop) whose memory also
+   * holds the arena, so that the hop passes work on both in place; else this thread's shared one (RealFFT row by row
+   * where WebAssembly is missing).
    */
   private readonly fft: RowFft;
   private readonly win: Float64Array;
@@ -132,8 +134,6 @@ export class EchoCanceller {
   /** The loudspeaker's distortion (null when off): the ring holds the spectra of x_eff = x + its distortion. */
   readonly model: LoudspeakerModel | null = null;
   private readonly xEff = new Float64Array(AEC_HOP);
-  /** The output block of the WebAssembly hop passes (float32, in the arena). */
-  private readonly outBlock: Float32Array;
   /** Whether the row FFT and the arena share one memory. */
   private readonly oneMemory: boolean = false;
 
@@ -177,16 +177,17 @@ export class EchoCanceller {
       (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride, o.clipKnot) : 0) +
       Scratch.floats(AEC_HOP) +
       2 * M + // the window, float64
-      (opts.channels + 1) * AEC_HOP; // the microphone blocks and the output block, float32
-    // One memory for the row FFT (3 rows reserved now, never more: the arena after them must not move) and the arena.
-    const hopMod = o.backend === 'wasm' ? hopModule() : null;
-    const own = hopMod && aecModule() ? createRowFft(M) : null;
-    if (own?.wasm) {
-      own.reserve(3);
-      const base = own.wasm.scratch(floats * 4 + 64);
-      this.fft = own;
+      opts.channels * AEC_HOP; // the microphone blocks, float32
+    // With the WebAssembly back end the arena is a slot of this thread's canceller heap, whose row FFT, partition
+    // loops and hop passes every canceller shares (heap.ts); else a memory of its own and the JavaScript passes.
+    const slot = o.backend === 'wasm' ? takeSlot(this, floats * 4 + 64) : null;
+    let passes = jsHopPasses;
+    if (slot) {
+      const heap = slot.heap;
+      this.fft = heap.fft;
       this.oneMemory = true;
-      this.arena = new AecArena(floats, o.backend, { memory: own.wasm.memory, base });
+      this.arena = new AecArena(floats, o.backend, { memory: heap.memory, base: slot.base, kernels: heap.kernels });
+      passes = heap.passes;
     } else {
       this.fft = sharedRowFft(M);
       this.arena = new AecArena(floats, o.backend);
@@ -194,8 +195,6 @@ export class EchoCanceller {
     this.scratch = new Scratch(this.arena, AEC_HOP);
     this.win = this.arena.f64(M);
     this.win.set(sqrtHann(M));
-    this.outBlock = this.arena.alloc(AEC_HOP).a;
-    const passes = hopMod && this.arena.memory && own?.wasm && own.wasm.memory === this.arena.memory ? wasmHopPasses(hopMod, this.arena.memory, this.outBlock) : jsHopPasses;
     this.priorScale = new PriorScale(this.opts.priorZoneDb, AEC_HOP, capacity);
     this.ring = new RefRing(this.arena, BINS, capacity);
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
@@ -235,7 +234,10 @@ export class EchoCanceller {
     const n = ref.length;
     for (const c of mic) if (c.length !== n) throw new Error('microphone and reference chunks must have equal length');
     const hops = Math.floor((this.pending + n) / AEC_HOP);
-    const out = mic.map(() => new Float32Array(hops * AEC_HOP));
+    // Built by push, not map(): map's result has another elements kind once TurboFan inlines it, and hop(), optimised
+    // for one, deoptimised ("wrong map") on the other again and again.
+    const out: Float32Array[] = [];
+    for (let c = 0; c < this.channels; c++) out.push(new Float32Array(hops * AEC_HOP));
     let pos = 0;
     for (let h = 0; h < hops; h++) {
       const take = AEC_HOP - this.pending;
@@ -363,16 +365,19 @@ export class EchoCanceller {
   private applyDelay(): void {
     const lag = this.delay.lag;
     if (lag < 0) return;
-    if (lag !== this.lastLag) {
-      this.lastLag = lag;
-      this.early = 0;
-    }
+    // The fields are read and written, and the comparisons made, on every call, not in the rare branches: an operation
+    // first met in a stream's rare branch deoptimised hop() ("insufficient type feedback") each time that branch ran
+    // (640 times in 6 s of 40 cancellers, ~1 ms each), for every canceller of the thread.
+    let early = lag !== this.lastLag ? 0 : this.early;
+    this.lastLag = lag;
+    const mayMove = early < EARLY_MAX && lag - DELAY_MARGIN_HOPS - early > 0;
     const ch0 = this.chans[0];
     if (ch0.peakFresh) {
       ch0.peakFresh = false;
-      if (ch0.peak === 0 && this.early < EARLY_MAX && lag - DELAY_MARGIN_HOPS - this.early > 0) this.early += 2;
+      if (ch0.peak === 0 && mayMove) early += 2;
     }
-    const bulk = Math.max(0, lag - DELAY_MARGIN_HOPS - this.early);
+    this.early = early;
+    const bulk = Math.max(0, lag - DELAY_MARGIN_HOPS - early);
     if (bulk === this.bulk) return;
     const o = this.opts.reopen;
     const reopen = o === 'always' || (o === 'first' && this.moves === 0);

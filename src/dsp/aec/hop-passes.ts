@@ -1,6 +1,7 @@
 // The per-bin and per-sample passes of one channel hop (channel.ts), between its FFTs: in WebAssembly
 // (wasm/aec-hop.ts, bit-identical to the loops here) where the canceller's arena and its row FFT share one memory
-// (kernel.ts), else these JavaScript loops. Every array handed to the WebAssembly passes lies in that memory.
+// (the thread's canceller heap, heap.ts: one instance of these passes for all its cancellers), else these JavaScript
+// loops. Every array handed to the WebAssembly passes lies in that memory.
 import path from 'node:path';
 import { wasmModule } from '../wasm-load';
 

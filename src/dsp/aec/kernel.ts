@@ -1,7 +1,8 @@
 // The echo canceller's memory and its loops over partitions and bins. One arena per canceller holds every array the
 // loops touch (float32, rows padded to a multiple of 4 bins); with the WebAssembly SIMD module (wasm/aec.ts, built by
 // `npm run build` to dist/src/dsp/wasm/aec.wasm) the arena is that instance's memory and the loops run there, four
-// bins at a time; without it (the file missing, or a runtime without WebAssembly SIMD) the same loops run here in
+// bins at a time (one instance per thread where the canceller's heap holds the arena, aec/heap.ts, so that every
+// canceller calls the same functions); without it (the file missing, or a runtime without WebAssembly SIMD) the same loops run here in
 // JavaScript on the same arrays. The two back ends agree to float32 rounding, not bit for bit; one canceller always
 // uses one, so its output does not depend on how the input was chunked.
 import path from 'node:path';
@@ -10,7 +11,8 @@ import { wasmModule } from '../wasm-load';
 export const AEC_WASM = path.join(__dirname, '..', 'wasm', 'aec.wasm');
 const PAGE = 65536;
 
-interface Exports {
+/** aec.wasm's functions (byte addresses). */
+export interface AecKernels {
   filter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, yRe: number, yIm: number, phi: number, kp: number): void;
   update(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, inv: number, eRe: number, eIm: number, a2: number, q: number, kp: number): void;
   sfilter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, yRe: number, yIm: number, norm: number, kp: number): void;
@@ -36,7 +38,9 @@ export class AecArena {
   readonly f32: Float32Array;
   readonly i32: Int32Array;
   private next = 0;
-  private readonly k: Exports;
+  private readonly k: AecKernels;
+  /** One past the last float this arena may hand out. */
+  private readonly end: number;
 
   /** The memory of the WebAssembly back end (null for the JavaScript one). */
   readonly memory: WebAssembly.Memory | null = null;
@@ -44,9 +48,10 @@ export class AecArena {
   /**
    * `floats`: the total of every alloc() to come (each rounded up to 4; f64(n) takes 2n). With `host`, the arena lies
    * in that memory from byte `base` on (it must hold `floats` more, and never grow: the views would detach), so that
-   * kernels on it (the row FFT's, the hop passes) share it; else it has a memory of its own.
+   * kernels on it (the row FFT's, the hop passes) share it; else it has a memory of its own. With `host.kernels` (an
+   * instance of aec.wasm on that memory) it calls those instead of making an instance of its own.
    */
-  constructor(floats: number, backend: 'wasm' | 'js' = 'wasm', host?: { memory: WebAssembly.Memory; base: number }) {
+  constructor(floats: number, backend: 'wasm' | 'js' = 'wasm', host?: { memory: WebAssembly.Memory; base: number; kernels?: AecKernels }) {
     const bytes = floats * 4 + 64;
     const mod = backend === 'wasm' ? aecModule() : null;
     if (mod) {
@@ -56,8 +61,7 @@ export class AecArena {
         this.next = host.base >> 2;
       }
       this.memory = memory;
-      const inst = new WebAssembly.Instance(mod, { env: { memory, abort: () => {} } });
-      this.k = inst.exports as unknown as Exports;
+      this.k = host?.kernels ?? aecKernels(mod, memory);
       this.f32 = new Float32Array(memory.buffer);
       this.i32 = new Int32Array(memory.buffer);
       this.kind = 'wasm';
@@ -68,13 +72,14 @@ export class AecArena {
       this.k = jsKernels(this.f32, this.i32);
       this.kind = 'js';
     }
+    this.end = host && this.memory ? (host.base + bytes) >> 2 : this.f32.length;
   }
 
   /** n floats (16-byte aligned), zeroed. */
   alloc(n: number): Slab {
     const at = this.next;
     this.next += (n + 3) & ~3;
-    if (this.next > this.f32.length) throw new Error('echo canceller arena too small');
+    if (this.next > this.end) throw new Error('echo canceller arena too small');
     return { a: this.f32.subarray(at, at + n), at };
   }
 
@@ -114,8 +119,13 @@ export class AecArena {
   }
 }
 
+/** A new instance of aec.wasm on `memory`. */
+export function aecKernels(mod: WebAssembly.Module, memory: WebAssembly.Memory): AecKernels {
+  return new WebAssembly.Instance(mod, { env: { memory, abort: () => {} } }).exports as unknown as AecKernels;
+}
+
 /** The same loops in JavaScript over the arena's arrays (byte addresses, as the WebAssembly functions take them). */
-function jsKernels(f: Float32Array, i32: Int32Array): Exports {
+function jsKernels(f: Float32Array, i32: Int32Array): AecKernels {
   return {
     filter(P, offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi, kp) {
       const [o, xr, xi, xp, wr, wi, v, yr, yi, ph] = [offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi].map((b) => b >> 2);

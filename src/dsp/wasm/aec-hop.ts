@@ -2,8 +2,8 @@
 // echo-canceller channel hop (src/dsp/aec/hop-passes.ts has the same passes in JavaScript and says what each does).
 // Scalar float64, every operation the JavaScript's in the same order (float32 values widened where it reads a
 // Float32Array, rounded where it stores one; sums in sample order; no fused multiply-add in WebAssembly), so the
-// results are bit-identical to it. It runs on one memory per canceller that holds the row FFT's rows and the
-// canceller's arena (src/dsp/aec/kernel.ts), so it reads and writes the FFT rows in place. All addresses in bytes.
+// results are bit-identical to it. It runs on the memory of the thread's canceller heap (src/dsp/aec/heap.ts),
+// which holds the row FFT's rows and every canceller's arena, so it reads and writes the FFT rows in place. All addresses in bytes.
 
 @inline function f64At(p: usize, i: i32): f64 {
   return load<f64>(p + (<usize>i << 3));

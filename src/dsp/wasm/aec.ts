@@ -1,6 +1,6 @@
 // AssemblyScript (compiled to WebAssembly by `npm run build`, not by tsc): the echo canceller's loops over partitions
-// and bins (src/dsp/aec/kernel.ts loads it, one instance and memory per canceller), four bins per SIMD operation in
-// float32. Arrays are float32 with `kp` values per row (the bins rounded up to a multiple of 4, the padding zero);
+// and bins (src/dsp/aec/kernel.ts loads it; one instance per thread on the cancellers' shared heap, aec/heap.ts), four
+// bins per SIMD operation in float32. Arrays are float32 with `kp` values per row (the bins rounded up to a multiple of 4, the padding zero);
 // `offs` holds, per partition, the element offset of its reference spectrum in the ring (ringRe/ringIm/ringPow).
 //   filter     Ŷ = Σ_p X_p W_p and Φ = Σ_p |X_p|² P_p (the Kalman filter's expected residual, before the R/M factor)
 //   update     the diagonal Kalman update of every partition (kalman-filter.ts has the equations)

@@ -115,7 +115,7 @@ class Engine implements InferenceEngine, StreamHost {
       this.options.warmUp ?? true,
       (w, code) => this.onWorkerExit(w, code),
       () => this.dispatch(),
-      live ? { nice: 0, idle: false } : { nice: this.config.fileWorkNice, idle: this.config.fileWorkIdle },
+      live ? { nice: 0, idle: false, live: true } : { nice: this.config.fileWorkNice, idle: this.config.fileWorkIdle },
     );
   }
 

@@ -55,8 +55,11 @@ export class PoolWorker implements LiveWorker {
     private readonly onExit: (w: PoolWorker, code: number) => void,
     /** Called when the worker may have room for a waiting stream (it got ready, or answered a request). */
     private readonly onRoom: () => void,
-    /** The thread's priority (file workers: FILE_WORK_NICE, FILE_WORK_IDLE; live workers as the server). */
-    lower: { nice: number; idle: boolean } = { nice: 0, idle: false },
+    /**
+     * The thread's priority (file workers: FILE_WORK_NICE, FILE_WORK_IDLE; live workers as the server); `live`: a live
+     * worker (its warm-up also runs the echo canceller: worker.ts).
+     */
+    lower: { nice: number; idle: boolean; live?: boolean } = { nice: 0, idle: false },
   ) {
     this.worker = new Worker(WORKER_SCRIPT, { workerData: { modelsDir, warmUp, ...lower } });
     this.ready = new Promise<void>((resolve, reject) => {

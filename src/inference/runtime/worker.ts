@@ -20,6 +20,10 @@ import { loadVadSession } from '../../vad/silero';
 import { SpeechTrack } from '../../vad/speech-track';
 import { spansItsBuffer, type ToWorker, type FromWorker } from './protocol';
 import { packLive, packedTransfer, unpackLive } from '../live/packing';
+import { warmScene } from '../../dsp/aec';
+
+/** Seconds of the echo warm-up scene (live workers). */
+const ECHO_WARM_SECONDS = 3;
 
 interface WorkerInit {
   modelsDir: string;
@@ -30,6 +34,8 @@ interface WorkerInit {
    */
   nice: number;
   idle: boolean;
+  /** A live worker: its warm-up also runs an echo stream (echo-front.ts). */
+  live?: boolean;
 }
 
 const port = parentPort;
@@ -199,6 +205,24 @@ async function warmUp(g: DtlnGraphs): Promise<void> {
   await stream.end();
 }
 
+/**
+ * A live worker's warm-up for echo streams: a generated scene (warm-scene.ts) through a throwaway echo chain in 20 ms
+ * chunks, as streams send them, so that V8 has optimised the canceller's code, with type feedback from every path of
+ * its hop, before the first real echo stream: otherwise a path met for the first time mid-stream deoptimised the code
+ * that every canceller of the worker shares, and all of them ran slow at once (docs/echo.md, Live streams). The
+ * throwaway cancellers' heap slots are reused by streams once collected.
+ */
+async function warmUpEcho(g: DtlnGraphs): Promise<void> {
+  // V8 sizes a class's objects from its first few (slack tracking, 7 constructions): code optimised before that
+  // finished met objects of another map afterwards, and `EchoCanceller.hop` deoptimised with "wrong map" at every new
+  // stream's first hops (146–662 times in 10 s of 40 streams). So the chains are built that often first.
+  for (let i = 0; i < 8; i++) new AlignedStream(createChain('nsm-2', 1, g, { echoReference: true }), 0);
+  const { mic, ref } = warmScene(ECHO_WARM_SECONDS);
+  const stream = new AlignedStream(createChain('nsm-2', 1, g, { echoReference: true }), 0);
+  for (let at = 0; at < mic.length; at += 320) await stream.push([mic.subarray(at, at + 320), ref.subarray(at, at + 320)]);
+  await stream.end();
+}
+
 async function main(): Promise<void> {
   try {
     const init = workerData as WorkerInit;
@@ -206,6 +230,7 @@ async function main(): Promise<void> {
     if (init.nice > 0 || init.idle) priority = await lowerThisThread(init.nice, init.idle);
     graphs = await loadGraphs(init.modelsDir);
     if (init.warmUp) await warmUp(graphs);
+    if (init.warmUp && init.live) await warmUpEcho(graphs);
   } catch (err) {
     send({ type: 'init-error', message: (err as Error).message });
     return;
