@@ -216,6 +216,21 @@ export class KnotSearch {
     return { k: best, level, coef: this.coef[best], gain: this.gain[best] };
   }
 
+  /**
+   * The knot's row and column of the model's normal equations (G: J × J, the knot the basis after the B fixed ones;
+   * b) from candidate k's statistics (k < 0: cleared, the knot released).
+   */
+  adopt(k: number, J: number, G: Float64Array, b: Float64Array): void {
+    const B = this.B;
+    for (let l = 0; l < J; l++) {
+      const v = k >= 0 && l < B ? this.Gkb[k * B + l] : 0;
+      G[B * J + l] = v;
+      G[l * J + B] = v;
+    }
+    G[B * J + B] = k >= 0 ? this.Gkk[k] : 0;
+    b[B] = k >= 0 ? this.bk[k] : 0;
+  }
+
   /** Σ x φ at `level` from the candidates' (linear between them): a knot placed between two candidates. */
   xoAt(level: number): number {
     const K = this.K;

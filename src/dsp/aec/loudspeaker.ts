@@ -378,28 +378,14 @@ export class LoudspeakerModel {
     if (this.knot) this.stepKnot(ridge);
   }
 
-  /**
-   * After a learning step: every few steps the knot placed, moved or released by the
-   * search; where it takes a candidate's place its statistics are that candidate's (its row of the normal equations).
-   */
+  /** After a learning step: every few steps the knot placed, moved or released by the search (clip-knot.ts). */
   private stepKnot(ridge: number): void {
-    const knot = this.knot!;
-    const search = this.search!;
-    const top = Math.min(1, this.peak / this.u);
-    const k = knot.pick(this.steps, search, ridge, top, this.xx);
+    const k = this.knot!.pick(this.steps, this.search!, ridge, Math.min(1, this.peak / this.u), this.xx);
     if (k === -1) return;
-    const J = this.J;
-    const B = NL_BASES;
-    for (let l = 0; l < J; l++) {
-      const v = k >= 0 && l < B ? search.Gkb[k * B + l] : 0;
-      this.G[B * J + l] = v;
-      this.G[l * J + B] = v;
-    }
-    this.G[B * J + B] = k >= 0 ? search.Gkk[k] : 0;
-    this.b[B] = k >= 0 ? search.bk[k] : 0;
-    this.c[B] = 0;
-    ridgeSolve(J, this.G, this.b, ridge, this.A, this.sol, this.c, C_MAX);
-    if (knot.regrid !== undefined) search.zoom(knot.regrid, this.xx);
+    this.search!.adopt(k, this.J, this.G, this.b);
+    this.c[NL_BASES] = 0;
+    ridgeSolve(this.J, this.G, this.b, ridge, this.A, this.sol, this.c, C_MAX);
+    if (this.knot!.regrid !== undefined) this.search!.zoom(this.knot!.regrid, this.xx);
   }
 }
 
