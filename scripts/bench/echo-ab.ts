@@ -5,6 +5,7 @@
 // in alternating rounds in this process, each as a share of nsm-2.
 //   node dist/scripts/bench/echo-ab.js --other /work/main/dist [--n 4] [--kinds st,dt,path] [--speakers linear,clip,sigmoid]
 //        [--aecmos] [--no-cpu] [--set key=value]... (options of this checkout's canceller)
+//        [--clip-levels 0.4,0.55,0.7]  ('clip' scenes at each of these fractions of the peak, a group each; default 0.55)
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -79,6 +80,12 @@ async function main(args: string[]): Promise<void> {
   const kinds = opt('--kinds', 'st,dt,path').split(',') as SceneKind[];
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
   const withMos = args.includes('--aecmos');
+  const clipLevels = opt('--clip-levels', '0.55').split(',').map(Number);
+  const speakerRuns = speakers.flatMap((speaker) =>
+    speaker === 'clip' && (clipLevels.length > 1 || clipLevels[0] !== 0.55)
+      ? clipLevels.map((c) => ({ speaker, clipAt: c as number | undefined, label: `clip${Math.round(c * 100)}` }))
+      : [{ speaker, clipAt: undefined as number | undefined, label: speaker as string }],
+  );
   const sets: Record<string, number | string> = {};
   args.forEach((a, i) => {
     if (a !== '--set') return;
@@ -101,9 +108,9 @@ async function main(args: string[]): Promise<void> {
   let idx = 0;
   const seeds: Record<string, number> = { st: 8000, dt: 8300, path: 8600 };
   for (const kind of kinds) {
-    for (const speaker of speakers) {
+    for (const { speaker, clipAt, label } of speakerRuns) {
       for (let i = 0; i < n; i++) {
-        const scene = makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker }, talkers);
+        const scene = makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker, clipAt }, talkers);
         const order = idx++ % 2 ? [1, 0] : [0, 1];
         const outs: Float32Array[] = [];
         for (const vi of order) {
@@ -115,11 +122,11 @@ async function main(args: string[]): Promise<void> {
         const line: string[] = [];
         outs.forEach((out, vi) => {
           const m = score(scene, out);
-          for (const g of [`${kind}-${speaker}`, `${kind}-all`]) push(g, vi, m);
+          for (const g of [`${kind}-${label}`, `${kind}-all`]) push(g, vi, m);
           let s = `${names[vi]} ${m.toFixed(1)}`;
           if (withMos) {
             const mos = aecmos(kind === 'path' ? 'st' : kind, scene, out, tmp);
-            for (const g of [`${kind}-${speaker}`, `${kind}-all`]) {
+            for (const g of [`${kind}-${label}`, `${kind}-all`]) {
               push(`${g}:mosE`, vi, mos.echo);
               push(`${g}:mosO`, vi, mos.other);
             }
@@ -127,7 +134,7 @@ async function main(args: string[]): Promise<void> {
           }
           line.push(s);
         });
-        console.log(`${scene.name.padEnd(10)} ${speaker.padEnd(7)} d ${scene.delayMs.toFixed(0).padStart(3)} rt ${scene.rt60.toFixed(2)}${scene.serDb !== null ? ` ser ${scene.serDb.toFixed(1).padStart(5)}` : ''} | ${line.join(' | ')}`);
+        console.log(`${scene.name.padEnd(10)} ${label.padEnd(7)} d ${scene.delayMs.toFixed(0).padStart(3)} rt ${scene.rt60.toFixed(2)}${scene.serDb !== null ? ` ser ${scene.serDb.toFixed(1).padStart(5)}` : ''} | ${line.join(' | ')}`);
       }
     }
   }

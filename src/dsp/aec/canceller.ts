@@ -58,7 +58,7 @@ export interface EchoCancellerOptions {
   nonlinear?: boolean;
   /** Hops between the loudspeaker model's learning steps (cost; default 4). */
   nlEvery?: number;
-  /** The loudspeaker model's extra odd hinge at the level where its fit saturates (a hard clip's level; loudspeaker.ts). */
+  /** The loudspeaker model's extra odd hinge at a hard clip's level, found by a search over candidate knots (knot-search.ts). */
   clipKnot?: boolean;
   /**
    * Which bulk-delay moves of 6 partitions or more reopen the Kalman variances to their prior (kalman-filter.ts):

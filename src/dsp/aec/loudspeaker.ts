@@ -23,19 +23,21 @@
 // by Cholesky (7 × 7) at every learning step (every 4th hop by default: the canceller's nlEvery). Shared by all
 // microphone channels (the loudspeaker is one), learned on channel 0.
 //
-// Optionally (the canceller's `clipKnot`) an 8th basis: an odd hinge at a knot that follows the level where the fitted
-// response saturates (clip-knot.ts): a hard clip between two octave breakpoints is outside the fixed basis's span.
+// Optionally (the canceller's `clipKnot`) an 8th basis: an odd hinge at a knot, at the level a search over candidate
+// knots scores best (knot-search.ts, clip-knot.ts): a hard clip between two octave breakpoints is outside the fixed
+// basis's span.
 
 import { sharedRowFft, type RowFft } from '../fft-pairs';
-import { ClipKnot, momentAt, ridgeSolve } from './clip-knot';
+import { ClipKnot, ridgeSolve } from './clip-knot';
+import { KnotSearch, KNOT_LEVELS } from './knot-search';
 import type { AecArena, Slab } from './kernel';
 
 const THRESHOLDS = [0.125, 0.25, 0.5];
 export const NL_BASES = 1 + 2 * THRESHOLDS.length;
 /** With the clip knot's basis. */
 const NL_MAX = NL_BASES + 1;
-/** Rows of a learning step at most: the bases and the knot's derivative. */
-const NL_ROWS = NL_MAX + 1;
+/** Rows of a learning step at most: the bases and the knot's candidates. */
+const NL_ROWS = NL_MAX + KNOT_LEVELS.length;
 /** Forgetting of the statistics per hop (125 hops/s: about 4 s); a learning step every n hops forgets FORGET^n. */
 const FORGET = Math.sqrt(0.996);
 /** Prior standard deviation of a coefficient: the ridge is σ²_e / PRIOR². */
@@ -65,13 +67,14 @@ export class LoudspeakerModel {
   private readonly proj = new Float64Array(THRESHOLDS.length);
   /** The clip knot (null when off) and the level each block was distorted with. */
   readonly knot: ClipKnot | null;
+  private readonly search: KnotSearch | null;
   private readonly kHist: Float64Array;
   private readonly G = new Float64Array(NL_MAX * NL_MAX);
   private readonly b = new Float64Array(NL_MAX);
   private readonly A = new Float64Array(NL_MAX * NL_MAX);
   private readonly sol = new Float64Array(NL_MAX);
   private readonly g = new Float64Array(NL_ROWS);
-  /** Rows per learning step: J, or J + 1 with the moving knot's derivative (the step function at the knot). */
+  /** The bases' rows per learning step (J; the knot's candidates follow them). */
   private readonly rowsN: number;
   /** The basis frames' spectra (rows of `stride` in the arena), √S per bin, and the Gram kernel's result. */
   private readonly fft: RowFft;
@@ -99,10 +102,11 @@ export class LoudspeakerModel {
   /** `hop` R samples per block; `blocks` the history kept (the oldest frame learn() may ask for, plus 2). */
   constructor(arena: AecArena, hop: number, blocks: number, stride: number, clipKnot = false) {
     this.J = clipKnot ? NL_MAX : NL_BASES;
-    this.rowsN = clipKnot ? NL_ROWS : NL_BASES;
+    this.rowsN = clipKnot ? NL_MAX : NL_BASES;
     this.knot = clipKnot ? new ClipKnot() : null;
+    this.search = clipKnot ? new KnotSearch(NL_BASES) : null;
     const J = this.J;
-    const Jr = this.rowsN;
+    const Jr = this.rowsN + (this.search ? this.search.K : 0);
     this.arena = arena;
     this.stride = stride;
     this.R = hop;
@@ -139,6 +143,7 @@ export class LoudspeakerModel {
     }
     // The clip knot keeps its level (a fraction of the new unit now), and with it its coefficient and statistics.
     if (this.knot) from[NL_BASES] = this.knot.rescale(Math.pow(2, -s)) ? NL_BASES : -1;
+    this.search?.reset();
     const c = Float64Array.from(this.c);
     const b = Float64Array.from(this.b);
     const G = Float64Array.from(this.G);
@@ -210,6 +215,7 @@ export class LoudspeakerModel {
       this.xo[2] = ORTHO_SMOOTH * this.xo[2] + xo2;
       for (let t = 0; t < THRESHOLDS.length; t++) this.proj[t] = this.xx > 0 ? this.xo[t] / this.xx : 0;
       if (this.knot && this.knot.level > 0) this.knot.observe(x, u, this.xx, ORTHO_SMOOTH);
+      this.search?.observe(x, u, this.xx, ORTHO_SMOOTH);
     }
     const c = this.c;
     if (this.steps === 0 || u === 0) {
@@ -258,13 +264,14 @@ export class LoudspeakerModel {
   private frameBasis(back: number): void {
     const R = this.R;
     const n = 2 * R;
-    this.fft.reserve(this.rowsN);
+    const search = this.search;
+    this.fft.reserve(this.rowsN + (search ? search.K : 0));
     const sig = this.fft.sig;
     if (sig !== this.sigOf) {
       this.sigOf = sig;
       this.rows = Array.from({ length: this.rowsN }, (_, j) => sig.subarray(j * n, (j + 1) * n));
     }
-    const [p0, e0, o0, e1, o1, e2, o2, ko, kd] = this.rows;
+    const [p0, e0, o0, e1, o1, e2, o2, ko] = this.rows;
     const [a0, a1, a2] = this.proj;
     const hist = this.hist;
     for (let half = 0; half < 2; half++) {
@@ -298,9 +305,9 @@ export class LoudspeakerModel {
           const av = v < 0 ? -v : v;
           const d = tk > 0 && av > tk ? av - tk : 0;
           ko[o + i] = (v > 0 ? d : -d) - ak * v;
-          if (kd) kd[o + i] = d > 0 ? (v > 0 ? 1 : -1) : 0;
         }
       }
+      if (search) search.rows(sig, n, this.rowsN, o, hist, h, R, u);
     }
   }
 
@@ -333,7 +340,7 @@ export class LoudspeakerModel {
     sq[K - 1] *= Math.SQRT1_2;
     const fr = this.fRe.a;
     const fi = this.fIm.a;
-    const Jr = this.rowsN;
+    const Jr = this.rowsN + (this.search ? this.search.K : 0);
     this.fft.forward(Jr);
     const re = this.fft.re;
     const im = this.fft.im;
@@ -365,31 +372,20 @@ export class LoudspeakerModel {
       b[j] += s;
     }
     this.steps++;
-    ridgeSolve(J, G, b, noise / (PRIOR * PRIOR), this.A, this.sol, this.c, C_MAX);
-    if (this.knot) this.stepKnot(g[J], sc * go[Jr * Jr - 1], decay);
+    const ridge = noise / (PRIOR * PRIOR);
+    if (this.search) this.search.accumulate(go, Jr, this.rowsN, sc, g, J, this.cHist, cf, decay);
+    ridgeSolve(J, G, b, ridge, this.A, this.sol, this.c, C_MAX);
+    if (this.knot) this.stepKnot(ridge);
   }
 
-  /** After a learning step: the knot placed from the fit where there is none yet, else moved by Gauss-Newton. */
-  private stepKnot(gS: number, hS: number, decay: number): void {
-    const knot = this.knot!;
-    const c = this.c;
-    const top = Math.min(1, this.peak / this.u);
-    if (knot.level > 0) {
-      knot.move(gS, hS, decay, c[NL_BASES], top);
-      return;
-    }
-    let lin = 1;
-    for (let t = 0; t < THRESHOLDS.length; t++) lin -= c[2 + 2 * t] * this.proj[t];
-    const moments = [this.xx, this.xo[0], this.xo[1], this.xo[2], 0];
-    if (!knot.place(this.steps, lin, THRESHOLDS, [c[2], c[4], c[6]], top, this.xx, (l) => momentAt(l, [0, ...THRESHOLDS, 1], moments))) return;
-    // A fresh basis: its statistics start from nothing.
-    const J = this.J;
-    for (let l = 0; l < J; l++) {
-      this.G[NL_BASES * J + l] = 0;
-      this.G[l * J + NL_BASES] = 0;
-    }
-    this.b[NL_BASES] = 0;
+  /** After a learning step: every few steps the knot placed, moved or released by the search (clip-knot.ts). */
+  private stepKnot(ridge: number): void {
+    const k = this.knot!.pick(this.steps, this.search!, ridge, Math.min(1, this.peak / this.u), this.xx);
+    if (k === -1) return;
+    this.search!.adopt(k, this.J, this.G, this.b);
     this.c[NL_BASES] = 0;
+    ridgeSolve(this.J, this.G, this.b, ridge, this.A, this.sol, this.c, C_MAX);
+    if (this.knot!.regrid !== undefined) this.search!.zoom(this.knot!.regrid, this.xx);
   }
 }
 
