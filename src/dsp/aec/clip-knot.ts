@@ -2,7 +2,7 @@
 // the loudspeaker saturates (a hard clip's level, which the fixed octave breakpoints can only straddle: with the knot at
 // the clip's level the tuning scenes that clipping limited went from 26 to 45–50 dB, with it 0.035 off back to 36–43);
 // and the ridge-regularised solve of the model's normal equations.
-import type { KnotSearch } from './knot-search';
+import { choleskySolve, type KnotSearch } from './knot-search';
 
 /** Learning steps before the search's first pick, and between picks. */
 const PICK_AFTER = 25;
@@ -108,15 +108,7 @@ export function ridgeSolve(J: number, G: Float64Array, b: Float64Array, delta: n
     if (!(s > 0)) return;
     A[j * J + j] = Math.sqrt(s);
   }
-  for (let j = 0; j < J; j++) {
-    let s = b[j];
-    for (let m = 0; m < j; m++) s -= A[j * J + m] * z[m];
-    z[j] = s / A[j * J + j];
-  }
-  for (let j = J - 1; j >= 0; j--) {
-    let s = z[j];
-    for (let m = j + 1; m < J; m++) s -= A[m * J + j] * z[m];
-    z[j] = s / A[j * J + j];
-  }
+  choleskySolve(J, A, b, 0, z);
   for (let j = 0; j < J; j++) c[j] = Math.max(-cMax, Math.min(cMax, z[j]));
 }
+

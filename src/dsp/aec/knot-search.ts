@@ -243,17 +243,20 @@ export class KnotSearch {
 
   /** x = (Gb + dd I)⁻¹ a[at..at+B) with the factor in L. */
   private solve(a: Float64Array, at: number, x: Float64Array): void {
-    const B = this.B;
-    const L = this.L;
-    for (let j = 0; j < B; j++) {
-      let s = a[at + j];
-      for (let m = 0; m < j; m++) s -= L[j * B + m] * x[m];
-      x[j] = s / L[j * B + j];
-    }
-    for (let j = B - 1; j >= 0; j--) {
-      let s = x[j];
-      for (let m = j + 1; m < B; m++) s -= L[m * B + j] * x[m];
-      x[j] = s / L[j * B + j];
-    }
+    choleskySolve(this.B, this.L, a, at, x);
+  }
+}
+
+/** x = (L Lᵀ)⁻¹ b[at..at+n) for the n × n lower Cholesky factor L (row-major; the upper triangle is not read). */
+export function choleskySolve(n: number, L: Float64Array, b: Float64Array, at: number, x: Float64Array): void {
+  for (let j = 0; j < n; j++) {
+    let s = b[at + j];
+    for (let m = 0; m < j; m++) s -= L[j * n + m] * x[m];
+    x[j] = s / L[j * n + j];
+  }
+  for (let j = n - 1; j >= 0; j--) {
+    let s = x[j];
+    for (let m = j + 1; m < n; m++) s -= L[m * n + j] * x[m];
+    x[j] = s / L[j * n + j];
   }
 }
