@@ -124,17 +124,12 @@ function priorFactor(gainDb: number, nearDb: number | null, echo = true): number
     }
     const mic = Float32Array.from({ length: hop }, (_, i) => (echo ? g * x[h - 2][i] : 0) + (nearDb === null ? 0 : g * Math.pow(10, nearDb / 20) * noise()));
     let refE = 0;
-    let micE = 0;
-    for (let i = 0; i < hop; i++) {
-      refE += x[h][i] * x[h][i];
-      micE += mic[i] * mic[i];
-    }
+    for (let i = 0; i < hop; i++) refE += x[h][i] * x[h][i];
     if (s.settled) {
-      expect(s.push(refE, micE * 1e6, mic, ring)).toBe(1); // settled: later hops change nothing
+      expect(s.hop(true, refE, mic.map((v) => v * 1e3), ring)).toBe(1); // settled: later hops change nothing
       continue;
     }
-    const f = s.push(refE, micE, mic, ring);
-    s.keep(mic);
+    const f = s.hop(true, refE, mic, ring);
     if (s.settled) factor = f;
     else expect(f).toBe(1);
   }

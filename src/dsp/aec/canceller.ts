@@ -313,14 +313,8 @@ export class EchoCanceller {
     }
     const farActive = reachPow * 16 > SILENT_FRAME_POWER;
     if (!this.priorScale.settled) {
-      const d = this.micIn[0];
-      if (refActive) {
-        let micEnergy = 0;
-        for (let i = 0; i < AEC_HOP; i++) micEnergy += d[i] * d[i];
-        const f = this.priorScale.push(refEnergy, micEnergy, d, ring);
-        if (f !== 1) for (const ch of this.chans) ch.main.scalePrior(f);
-      }
-      this.priorScale.keep(d);
+      const f = this.priorScale.hop(refActive, refEnergy, this.micIn[0], ring);
+      if (f !== 1) for (const ch of this.chans) ch.main.scalePrior(f);
     }
 
     for (let c = 0; c < this.channels; c++) {

@@ -58,24 +58,28 @@ export class PriorScale {
     };
   }
 
-  /** The estimate is made: push() has nothing more to do. */
+  /** The estimate is made: hop() has nothing more to do. */
   get settled(): boolean {
     return this.hops >= SETTLE_HOPS;
   }
 
-  /** Every hop until settled, active or not: keeps the previous microphone block for the next hop's frame. */
-  keep(mic: Float32Array): void {
+  /**
+   * One hop, until settled: whether the reference is active, its energy, the microphone's samples (channel 0), and the
+   * ring whose newest entry is this hop's reference spectrum. Returns the factor the prior and the variances are to
+   * be multiplied by: 1 but on the hop the estimate settles.
+   */
+  hop(refActive: boolean, refEnergy: number, mic: Float32Array, ring: RefRing): number {
+    const f = refActive ? this.push(refEnergy, mic, ring) : 1;
+    // The previous hop's microphone block: the frame is two hops, as the reference's in the ring.
     for (let i = 0; i < mic.length; i++) this.micPrev[i] = mic[i];
+    return f;
   }
 
-  /**
-   * One hop with the reference active: its energy, the microphone's (channel 0) and its samples, and the ring whose
-   * newest entry is this hop's reference spectrum. Returns the factor the prior and the variances are to be
-   * multiplied by: 1 but on the hop the estimate settles. Call before keep() for the same hop.
-   */
-  push(refEnergy: number, micEnergy: number, mic: Float32Array, ring: RefRing): number {
+  private push(refEnergy: number, mic: Float32Array, ring: RefRing): number {
     const c = this.cross;
     if (this.hops >= SETTLE_HOPS || !c) return 1;
+    let micEnergy = 0;
+    for (let i = 0; i < mic.length; i++) micEnergy += mic[i] * mic[i];
     this.mic += micEnergy;
     this.ref += refEnergy;
     const hop = this.micPrev.length;
