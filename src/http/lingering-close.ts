@@ -18,11 +18,13 @@ export const DEFAULT_LINGER: LingerOptions = { maxMs: 30_000 };
 /** Every connection `server` accepts from now on half-closes and drains instead of closing at once after its last answer. */
 export function lingerBeforeClose(server: http.Server, options: LingerOptions = DEFAULT_LINGER): void {
   server.on('connection', (socket: Socket) => {
-    // Node's HTTP server ends a connection whose last answer is written through destroySoon (and only there).
+    // Node's HTTP server ends a connection whose last answer is written through destroySoon (and only there); Node's
+    // own (end, then destroy once written) still closes it, only later.
+    const closeNow = socket.destroySoon;
     socket.destroySoon = function lingeringDestroySoon(this: Socket): void {
       if (this.destroyed) return;
       if (this.readableEnded || !this.readable) {
-        closeAfterWrite(this);
+        closeNow.call(this);
         return;
       }
       // The body's remaining bytes still go through the HTTP parser, which discards them for a request whose answer
@@ -30,15 +32,9 @@ export function lingerBeforeClose(server: http.Server, options: LingerOptions = 
       const timer = setTimeout(() => this.destroy(), options.maxMs);
       timer.unref();
       this.once('close', () => clearTimeout(timer));
-      this.once('end', () => closeAfterWrite(this));
+      this.once('end', () => closeNow.call(this));
       if (this.writable) this.end();
       this.resume();
     };
   });
-}
-
-function closeAfterWrite(socket: Socket): void {
-  if (socket.writable) socket.end();
-  if (socket.writableFinished) socket.destroy();
-  else socket.once('finish', () => socket.destroy());
 }

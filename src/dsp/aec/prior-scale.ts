@@ -123,20 +123,7 @@ export class PriorScale {
     const rPow = ring.pow.a;
     const o0 = ring.offset(0);
     for (let k = 0; k < bins; k++) c.refPow[k] += rPow[o0 + k];
-    const { re, im, chance, dRe, dIm } = c;
-    for (let l = 0; l < this.lags; l++) {
-      const o = ring.offset(l);
-      const at = l * bins;
-      for (let k = 0; k < bins; k++) {
-        const xr = rRe[o + k];
-        const xi = rIm[o + k];
-        const dr = dRe[k];
-        const di = dIm[k];
-        re[at + k] += xr * dr + xi * di;
-        im[at + k] += xr * di - xi * dr;
-        chance[at + k] += rPow[o + k] * (dr * dr + di * di);
-      }
-    }
+    for (let l = 0; l < this.lags; l++) cross(c.re, c.im, c.chance, l * bins, rRe, rIm, rPow, ring.offset(l), c.dRe, c.dIm, 0, bins);
     this.acausal(rRe, rIm, rPow, o0);
     if (++this.hops < SETTLE_HOPS) return 1;
     const gain = Math.min(this.mic / this.ref, this.correlated());
@@ -153,17 +140,7 @@ export class PriorScale {
     const bins = this.bins;
     const span = ACAUSAL_FROM + ACAUSAL_LAGS;
     for (let a = 0; a < ACAUSAL_LAGS && ACAUSAL_FROM + a <= this.hops; a++) {
-      const ho = ((this.hops - ACAUSAL_FROM - a) % span) * bins;
-      const at = a * bins;
-      for (let k = 0; k < bins; k++) {
-        const xr = rRe[o0 + k];
-        const xi = rIm[o0 + k];
-        const er = histRe[ho + k];
-        const ei = histIm[ho + k];
-        aRe[at + k] += xr * er + xi * ei;
-        aIm[at + k] += xr * ei - xi * er;
-        aChance[at + k] += rPow[o0 + k] * (er * er + ei * ei);
-      }
+      cross(aRe, aIm, aChance, a * bins, rRe, rIm, rPow, o0, histRe, histIm, ((this.hops - ACAUSAL_FROM - a) % span) * bins, bins);
     }
     const mine = (this.hops % span) * bins;
     histRe.set(dRe, mine);
@@ -184,16 +161,12 @@ export class PriorScale {
       den += p;
       if (!(p > 0)) continue;
       let s = 0;
-      for (let l = 0; l < this.lags; l++) {
-        const at = l * this.bins + k;
-        s += c.re[at] * c.re[at] + c.im[at] * c.im[at] - CHANCE * c.chance[at];
-      }
+      for (let l = 0; l < this.lags; l++) s += excess(c.re, c.im, c.chance, l * this.bins + k);
       num += s / p;
       let z = 0;
       for (let a = 0; a < ACAUSAL_LAGS; a++) {
-        const at = a * this.bins + k;
         const n = SETTLE_HOPS - ACAUSAL_FROM - a; // the hops this lag summed
-        z += (c.aRe[at] * c.aRe[at] + c.aIm[at] * c.aIm[at] - CHANCE * c.aChance[at]) / (n * n);
+        z += excess(c.aRe, c.aIm, c.aChance, a * this.bins + k) / (n * n);
       }
       nul += z / p;
     }
@@ -204,4 +177,38 @@ export class PriorScale {
     num -= Math.max(0, (nul * weight) / ACAUSAL_LAGS);
     return den > 0 ? Math.max(0, num) / den : 0;
   }
+}
+
+/**
+ * One hop of a lag's cross-spectrum: sums (re, im) at `at` += X*·D per bin, and chance at `at` += |X|²|D|², for the
+ * reference's spectrum at `xo` in the ring's arrays and a microphone spectrum at `dOff` in dRe/dIm.
+ */
+function cross(
+  re: Float64Array,
+  im: Float64Array,
+  chance: Float64Array,
+  at: number,
+  xRe: Float32Array,
+  xIm: Float32Array,
+  xPow: Float32Array,
+  xo: number,
+  dRe: Float64Array,
+  dIm: Float64Array,
+  dOff: number,
+  bins: number,
+): void {
+  for (let k = 0; k < bins; k++) {
+    const xr = xRe[xo + k];
+    const xi = xIm[xo + k];
+    const dr = dRe[dOff + k];
+    const di = dIm[dOff + k];
+    re[at + k] += xr * dr + xi * di;
+    im[at + k] += xr * di - xi * dr;
+    chance[at + k] += xPow[xo + k] * (dr * dr + di * di);
+  }
+}
+
+/** A lag's |C|² beyond what chance explains (CHANCE × its chance sum), at `at`. */
+function excess(re: Float64Array, im: Float64Array, chance: Float64Array, at: number): number {
+  return re[at] * re[at] + im[at] * im[at] - CHANCE * chance[at];
 }
