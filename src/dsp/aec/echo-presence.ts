@@ -28,6 +28,8 @@ const ABSENT_HOPS = 375;
 /** Hits within ON_HOPS far-end hops that mean an echo is there (3 let a no-echo talker's chance through once in 12 scenes). */
 const ON_HITS = 6;
 const ON_HOPS = 125;
+/** Far-end hops in a row with the error 6 dB above the microphone that mean a learning filter diverged (128 ms). */
+const DIVERGED_HOPS = 16;
 /**
  * While absent, the delay estimator's confidence (its best lag's envelope correlation above the mean over lags, over
  * ~1.6 s) at which the filters start learning: its own threshold for a lag. With the filters empty a near-end talker's
@@ -57,6 +59,7 @@ export class EchoPresence {
   private since = 0;
   private readonly hits = new Float64Array(ON_HITS).fill(-Infinity);
   private hitAt = 0;
+  private worse = 0;
   /** State changes so far (tests, the bench). */
   switches = 0;
   private delay: DelayEstimator | null = null;
@@ -93,9 +96,12 @@ export class EchoPresence {
         if (cue >= CUE) this.to('probation');
       } else if (n - this.hits[this.hitAt] < ON_HOPS && this.hits[this.hitAt] > this.since) this.to('present');
       else if (quiet) this.to('absent');
-      // A filter learning from nothing whose error is 6 dB above the microphone is fitting chance and diverging
-      // (seen with an echo there, after a false "absent"): it starts again.
-      else if (errEnergy > HIT_RATIO * micEnergy) this.resetNow = true;
+      // A learning filter whose error stays 6 dB above the microphone for DIVERGED_HOPS is fitting chance and
+      // diverging (seen with an echo there, after a false "absent": 26 dB above for a second): it starts again.
+      else if (errEnergy > HIT_RATIO * micEnergy ? ++this.worse >= DIVERGED_HOPS : (this.worse = 0) > 0) {
+        this.resetNow = true;
+        this.worse = 0;
+      }
     }
     const target = this.state === 'present' ? 1 : 0;
     if (this.weight !== target) this.weight = target === 1 ? Math.min(1, this.weight + FADE_IN) : Math.max(0, this.weight - FADE_OUT);
@@ -117,6 +123,7 @@ export class EchoPresence {
     const from = this.state;
     this.state = state;
     this.since = this.farHops;
+    this.worse = 0;
     this.switches++;
     // Filters are emptied when the channel turns absent (and stay so until probation); the delay estimate is
     // forgotten whenever the filter has gone ABSENT_HOPS without a hit (a wrong lag is one reason it may have).
