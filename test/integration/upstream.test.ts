@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type net from 'node:net';
 import express from 'express';
+import { modelServiceReady } from '../../src/app/readiness';
 import type { Config } from '../../src/config';
 import { createGateway, gatewayErrorHandler } from '../../src/gateway';
 import type { EndpointSpec } from '../../src/gateway/types';
@@ -316,6 +317,24 @@ describe('model-service forwarder', () => {
     const concurrent = await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() });
     expect(concurrent.status).toBe(503);
     expect(JSON.parse(concurrent.body.toString()).error.type).toBe('circuit_open');
+    expect((await trial).status).toBe(200);
+    expect(forwarder.breaker.snapshot().state).toBe('closed');
+  });
+
+  test("a /readyz that finds the model service ready closes a half-open breaker, also while another call holds the trial", async () => {
+    await startGateway({ breakerThreshold: 1, breakerCooldownMs: 200, upstreamTimeoutMs: 5000 }, upstream.url);
+    mode = 'fail500';
+    expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(500);
+    await new Promise((r) => setTimeout(r, 250));
+    mode = 'slow';
+    const trial = rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() });
+    await new Promise((r) => setTimeout(r, 100));
+    mode = 'ok'; // the trial already has its slow answer coming; the service answers the rest at once
+    // Before the probe: refused, the trial holds the breaker.
+    expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(503);
+    await modelServiceReady(forwarder);
+    expect(forwarder.breaker.snapshot().state).toBe('closed');
+    expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(200);
     expect((await trial).status).toBe(200);
     expect(forwarder.breaker.snapshot().state).toBe('closed');
   });
