@@ -306,7 +306,8 @@ describe('model-service forwarder', () => {
     expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(200);
   });
 
-  test('half-open lets exactly one trial through while it runs', async () => {
+  /** A breaker opened by one failure, then half-open with a slow trial call at the service (its answer to come). */
+  async function slowTrial(): Promise<{ trial: ReturnType<typeof rawRequest> }> {
     await startGateway({ breakerThreshold: 1, breakerCooldownMs: 200, upstreamTimeoutMs: 5000 }, upstream.url);
     mode = 'fail500';
     expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(500);
@@ -314,6 +315,11 @@ describe('model-service forwarder', () => {
     mode = 'slow';
     const trial = rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() });
     await new Promise((r) => setTimeout(r, 100));
+    return { trial };
+  }
+
+  test('half-open lets exactly one trial through while it runs', async () => {
+    const { trial } = await slowTrial();
     const concurrent = await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() });
     expect(concurrent.status).toBe(503);
     expect(JSON.parse(concurrent.body.toString()).error.type).toBe('circuit_open');
@@ -322,13 +328,7 @@ describe('model-service forwarder', () => {
   });
 
   test("a /readyz that finds the model service ready closes a half-open breaker, also while another call holds the trial", async () => {
-    await startGateway({ breakerThreshold: 1, breakerCooldownMs: 200, upstreamTimeoutMs: 5000 }, upstream.url);
-    mode = 'fail500';
-    expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(500);
-    await new Promise((r) => setTimeout(r, 250));
-    mode = 'slow';
-    const trial = rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() });
-    await new Promise((r) => setTimeout(r, 100));
+    const { trial } = await slowTrial();
     mode = 'ok'; // the trial already has its slow answer coming; the service answers the rest at once
     // Before the probe: refused, the trial holds the breaker.
     expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(503);
