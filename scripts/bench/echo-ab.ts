@@ -6,12 +6,18 @@
 //   node dist/scripts/bench/echo-ab.js --other /work/main/dist [--n 4] [--kinds st,dt,path] [--speakers linear,clip,sigmoid]
 //        [--aecmos] [--no-cpu] [--set key=value]... (options of this checkout's canceller)
 //        [--clip-levels 0.4,0.55,0.7]  ('clip' scenes at each of these fractions of the peak, a group each; default 0.55)
+//        [--seed-base N]  (st scenes from seed N, dt N + 300, path N + 600; default 8000. 5000 with --kinds st: echo-tune's)
+//        [--other-set key=value]...    (options of the other dist's canceller)
+//        [--oracle-knot]  (this side's clip knot, with clipKnot=1, fixed from the first learning step at the scene's true
+//                          clip level and counted as settled: the upper bound of the knot's search)
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { PROJECT_ROOT } from '../../src/config';
 import { AEC_LATENCY, EchoCanceller } from '../../src/dsp/aec';
+import { LoudspeakerModel } from '../../src/dsp/aec/loudspeaker';
+import { KNOT_LOW, SETTLE_PICKS } from '../../src/dsp/aec/clip-knot';
 import { writeWavFloat } from '../lib/audio-io';
 import { bootstrapMean, bootstrapRatio, pairedDiff } from '../lib/stats';
 import { erle, magSdr } from './echo-metrics';
@@ -73,6 +79,33 @@ async function cost(makes: Make[], streams = 100, rounds = 6, seconds = 2): Prom
   return { nsm: nsm.map((v) => v / per), aec: took.map((xs) => xs.map((v) => v / per)) };
 }
 
+/** The scene's clip level in the reference's digital units (0: none) for --oracle-knot. */
+let oracleLevel = 0;
+
+/**
+ * --oracle-knot: the model's knot step replaced by one that holds the knot at oracleLevel (a fraction of the model's
+ * unit, so it follows the unit's octave moves) and marks it settled; the knot's statistics accumulate from its first
+ * step. Scenes without a clip (oracleLevel 0) keep the search.
+ */
+function useOracleKnot(): void {
+  type Knot = { level: number; xo: number; proj: number; stable: number };
+  type Model = { knot: Knot | null; u: number; stepKnot(ridge: number): void };
+  const proto = LoudspeakerModel.prototype as unknown as Model;
+  const search = proto.stepKnot;
+  proto.stepKnot = function (this: Model, ridge: number): void {
+    const k = this.knot;
+    if (!k || oracleLevel <= 0) return search.call(this, ridge);
+    const level = oracleLevel / this.u;
+    if (level < KNOT_LOW || level >= 1) return;
+    if (k.level === 0) {
+      k.xo = 0;
+      k.proj = 0;
+    }
+    k.level = level;
+    k.stable = Math.max(k.stable, SETTLE_PICKS);
+  };
+}
+
 async function main(args: string[]): Promise<void> {
   const opt = optionReader(args);
   const other = path.resolve(opt('--other', path.join(PROJECT_ROOT, '..', '..', 'main', 'dist')));
@@ -86,16 +119,23 @@ async function main(args: string[]): Promise<void> {
       ? clipLevels.map((c) => ({ speaker, clipAt: c as number | undefined, label: `clip${Math.round(c * 100)}` }))
       : [{ speaker, clipAt: undefined as number | undefined, label: speaker as string }],
   );
-  const sets: Record<string, number | string> = {};
-  args.forEach((a, i) => {
-    if (a !== '--set') return;
-    const [k, v] = args[i + 1].split('=');
-    sets[k] = Number.isNaN(Number(v)) ? v : Number(v);
-  });
+  const setsOf = (flag: string): Record<string, number | string> => {
+    const sets: Record<string, number | string> = {};
+    args.forEach((a, i) => {
+      if (a !== flag) return;
+      const [k, v] = args[i + 1].split('=');
+      sets[k] = Number.isNaN(Number(v)) ? v : Number(v);
+    });
+    return sets;
+  };
+  const sets = setsOf('--set');
+  const otherSets = setsOf('--other-set');
+  const oracle = args.includes('--oracle-knot');
+  if (oracle) useOracleKnot();
   const Other = require(path.join(other, 'src', 'dsp', 'aec')).EchoCanceller as new (o: { channels: number }) => Canceller;
   const names = ['this', 'other'];
-  const makes: Make[] = [() => new EchoCanceller({ channels: 1, ...sets }), () => new Other({ channels: 1 })];
-  console.log(`this: ${PROJECT_ROOT} ${JSON.stringify(sets)}; other: ${other}`);
+  const makes: Make[] = [() => new EchoCanceller({ channels: 1, ...sets }), () => new Other({ channels: 1, ...otherSets })];
+  console.log(`this: ${PROJECT_ROOT} ${JSON.stringify(sets)}${oracle ? ' (oracle knot)' : ''}; other: ${other} ${JSON.stringify(otherSets)}`);
   const talkers = loadTalkers();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-echo-ab-'));
   const res = new Map<string, number[][]>();
@@ -106,11 +146,14 @@ async function main(args: string[]): Promise<void> {
   const cpu = [0, 0];
   const cpuPairs: number[][] = [[], []];
   let idx = 0;
-  const seeds: Record<string, number> = { st: 8000, dt: 8300, path: 8600 };
+  const base = Number(opt('--seed-base', '8000'));
+  const seeds: Record<string, number> = { st: base, dt: base + 300, path: base + 600 };
   for (const kind of kinds) {
     for (const { speaker, clipAt, label } of speakerRuns) {
       for (let i = 0; i < n; i++) {
         const scene = makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker, clipAt }, talkers);
+        // The generator scales the reference to a peak of 0.7 and clips at clipAt of it.
+        oracleLevel = speaker === 'clip' ? 0.7 * (clipAt ?? 0.55) : 0;
         const order = idx++ % 2 ? [1, 0] : [0, 1];
         const outs: Float32Array[] = [];
         for (const vi of order) {

@@ -20,16 +20,23 @@ export function readinessChecks(store: GatewayStore, sharedState: SharedState, p
             if (localEngine.state().size < 1) throw new Error('no inference workers');
           },
         }
-      : {
-          name: 'model_service',
-          // Ready when at least one upstream whose breaker is not open answers its /readyz.
-          check: async () => {
-            const usable = forwarder.upstreams().filter((u) => u.state !== 'open');
-            if (usable.length === 0) throw new Error('every model-service circuit breaker is open');
-            await Promise.any(usable.map((u) => httpReady(u.upstream))).catch((err: AggregateError) => {
-              throw new Error(err.errors.map((e: Error) => e.message).join('; '));
-            });
-          },
-        },
+      : { name: 'model_service', check: () => modelServiceReady(forwarder) },
   ];
+}
+
+/**
+ * Ready when at least one upstream whose breaker is not open answers its /readyz. An answer is also a health probe: it
+ * closes a breaker whose cool-down is over (with one replica no health checker runs, and without this a /readyz of 200
+ * could be followed by a call refused while another call, such as a job's, held the breaker's one trial).
+ */
+export async function modelServiceReady(forwarder: ModelServiceForwarder): Promise<void> {
+  const usable = forwarder.replicas.filter((u) => u.breaker.snapshot().state !== 'open');
+  if (usable.length === 0) throw new Error('every model-service circuit breaker is open');
+  const ready = async (u: (typeof usable)[number]): Promise<void> => {
+    await httpReady(u.label);
+    u.breaker.probeSucceeded();
+  };
+  await Promise.any(usable.map(ready)).catch((err: AggregateError) => {
+    throw new Error(err.errors.map((e: Error) => e.message).join('; '));
+  });
 }

@@ -54,10 +54,13 @@ export class CircuitBreaker {
 
   /**
    * A health probe of the service succeeded. Once the cool-down is over this counts as the trial call and closes the
-   * circuit, so a replica that came back takes traffic again without a client call having to risk the trial.
+   * circuit, so a replica that came back takes traffic again without a client call having to risk the trial. Also while
+   * a trial call is still running (a long one, such as a job's upload): the probe has already shown the service
+   * answers, and other calls should not be refused for as long as that trial takes. The trial's own outcome then
+   * counts as any call's.
    */
   probeSucceeded(): void {
-    if (this.snapshot().state === 'half-open' && !this.trialInFlight) {
+    if (this.snapshot().state === 'half-open') {
       this.state = 'closed';
       this.failures = 0;
     }

@@ -68,7 +68,8 @@ async function job(s: Server, id: string): Promise<{ status: string; error: unkn
       const back = await nextChild(s, seen, 30_000);
       await eventually(() => s.lines().some((l) => l.event === 'file_process_restarted' && l.pid === back), 60_000);
       await eventually(async () => (await readyz(s)) === 200, 15_000);
-      expect((await denoise(s, fixture('speech-noisy-16k-mono.wav'))).status).toBe(200);
+      const first = await denoise(s, fixture('speech-noisy-16k-mono.wav'));
+      expect({ status: first.status, body: first.status === 200 ? '' : first.body.toString() }).toEqual({ status: 200, body: '' });
       await eventually(async () => (await job(s, jobId)).status === 'succeeded', 90_000);
 
       // None of the killed start-ups got ready; each death scheduled the next start, the delays doubling.

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type net from 'node:net';
 import express from 'express';
+import { modelServiceReady } from '../../src/app/readiness';
 import type { Config } from '../../src/config';
 import { createGateway, gatewayErrorHandler } from '../../src/gateway';
 import type { EndpointSpec } from '../../src/gateway/types';
@@ -305,7 +306,8 @@ describe('model-service forwarder', () => {
     expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(200);
   });
 
-  test('half-open lets exactly one trial through while it runs', async () => {
+  /** A breaker opened by one failure, then half-open with a slow trial call at the service (its answer to come). */
+  async function slowTrial(): Promise<{ trial: ReturnType<typeof rawRequest> }> {
     await startGateway({ breakerThreshold: 1, breakerCooldownMs: 200, upstreamTimeoutMs: 5000 }, upstream.url);
     mode = 'fail500';
     expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(500);
@@ -313,9 +315,26 @@ describe('model-service forwarder', () => {
     mode = 'slow';
     const trial = rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() });
     await new Promise((r) => setTimeout(r, 100));
+    return { trial };
+  }
+
+  test('half-open lets exactly one trial through while it runs', async () => {
+    const { trial } = await slowTrial();
     const concurrent = await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() });
     expect(concurrent.status).toBe(503);
     expect(JSON.parse(concurrent.body.toString()).error.type).toBe('circuit_open');
+    expect((await trial).status).toBe(200);
+    expect(forwarder.breaker.snapshot().state).toBe('closed');
+  });
+
+  test("a /readyz that finds the model service ready closes a half-open breaker, also while another call holds the trial", async () => {
+    const { trial } = await slowTrial();
+    mode = 'ok'; // the trial already has its slow answer coming; the service answers the rest at once
+    // Before the probe: refused, the trial holds the breaker.
+    expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(503);
+    await modelServiceReady(forwarder);
+    expect(forwarder.breaker.snapshot().state).toBe('closed');
+    expect((await rawRequest(`${gatewayUrl}/v1/noise-suppressor/health`, { headers: auth() })).status).toBe(200);
     expect((await trial).status).toBe(200);
     expect(forwarder.breaker.snapshot().state).toBe('closed');
   });

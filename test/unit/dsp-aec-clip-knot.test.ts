@@ -1,7 +1,7 @@
 // The loudspeaker model's clip knot (src/dsp/aec/knot-search.ts, clip-knot.ts): candidate knots scored by the residual
 // they leave beside a fixed basis find a hard clip's level (coarse grid, then the fine grid around the pick); the ridge
 // solve. Unit tier.
-import { ridgeSolve } from '../../src/dsp/aec/clip-knot';
+import { ClipKnot, ridgeSolve, SETTLE_PICKS } from '../../src/dsp/aec/clip-knot';
 import { KnotSearch } from '../../src/dsp/aec/knot-search';
 
 /** Laplacian samples (speech-like amplitudes) with a fixed seed, scaled to a peak of about `peak`. */
@@ -103,4 +103,47 @@ test('ridgeSolve solves a positive definite system and leaves c alone when it is
   const c2 = Float64Array.from([7, 7]);
   ridgeSolve(2, Float64Array.from([1, 2, 2, 1]), b, 0, new Float64Array(4), new Float64Array(2), c2, 10);
   expect(Array.from(c2)).toEqual([7, 7]);
+});
+
+test('ridgeSolve: the last coefficient can have a ridge of its own (the settled knot), the others keep δ', () => {
+  const G = Float64Array.from([2, 0, 0, 2]);
+  const b = Float64Array.from([1, 1]);
+  const c = new Float64Array(2);
+  ridgeSolve(2, G, b, 2, new Float64Array(4), new Float64Array(2), c, 10, 0.04);
+  expect(c[0]).toBeCloseTo(1 / (2 + 2), 9);
+  expect(c[1]).toBeCloseTo(1 / (2 + 2 * 0.04), 9);
+});
+
+test('the knot settles after picks that leave it in place, and a stretch without samples above it does not release it', () => {
+  const knot = new ClipKnot();
+  const search = new KnotSearch(1);
+  const x = laplace(128 * 400, 11, 0.7);
+  let xx = feed(search, x, 0.385, 128);
+  // The coarse pick places the knot and asks for the fine grid around it.
+  expect(knot.pick(32, search, 1e-9, 1, xx)).toBeGreaterThanOrEqual(0);
+  expect(knot.level).toBeGreaterThan(0.3);
+  expect(knot.stable).toBe(0);
+  search.zoom(knot.regrid!, xx);
+  let steps = 32;
+  for (let i = 0; i < 6; i++) {
+    xx = feed(search, x, 0.385, 128, xx);
+    steps += 8;
+    knot.pick(steps, search, 1e-9, 1, xx);
+  }
+  expect(Math.abs(knot.level - 0.385)).toBeLessThan(0.015);
+  expect(knot.stable).toBeGreaterThanOrEqual(SETTLE_PICKS);
+  const level = knot.level;
+  // Then only quiet passages (below every candidate): the picks' coefficients are the ridge's, which says nothing.
+  const quiet = new KnotSearch(1);
+  const q = laplace(128 * 200, 5, 0.15);
+  let qx = feed(quiet, q, 10, 128);
+  const p = quiet.evaluate(1e-6, 1)!;
+  expect(p.coef).toBeGreaterThan(-0.2);
+  expect(p.evidence).toBeLessThan(1);
+  for (let i = 0; i < 8; i++) {
+    steps += 8;
+    expect(knot.pick(steps, quiet, 1e-6, 1, qx)).toBe(-1);
+    qx = feed(quiet, q, 10, 128, qx);
+  }
+  expect(knot.level).toBe(level);
 });

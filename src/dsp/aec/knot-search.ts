@@ -16,6 +16,8 @@ export interface KnotPick {
   level: number;
   coef: number;
   gain: number;
+  /** The best candidate's energy beyond the fixed basis's span over the ridge (below ~1 its coefficient says little). */
+  evidence: number;
 }
 
 export class KnotSearch {
@@ -35,6 +37,7 @@ export class KnotSearch {
   readonly bk: Float64Array;
   readonly gain: Float64Array;
   readonly coef: Float64Array;
+  readonly energy: Float64Array;
   private readonly L: Float64Array;
   private readonly cb: Float64Array;
   private readonly v: Float64Array;
@@ -55,6 +58,7 @@ export class KnotSearch {
     this.bk = new Float64Array(K);
     this.gain = new Float64Array(K);
     this.coef = new Float64Array(K);
+    this.energy = new Float64Array(K);
     this.L = new Float64Array(B * B);
     this.cb = new Float64Array(B);
     this.v = new Float64Array(B);
@@ -198,6 +202,7 @@ export class KnotSearch {
       }
       this.gain[k] = s > 0 ? (r * r) / s : 0;
       this.coef[k] = s > 0 ? r / s : 0;
+      this.energy[k] = (s - dd) / dd;
       if (this.levels[k] < below && (best < 0 || this.gain[k] > this.gain[best])) best = k;
     }
     if (best < 0) return null;
@@ -213,7 +218,7 @@ export class KnotSearch {
         level += t * (t < 0 ? this.levels[best] - this.levels[best - 1] : this.levels[best + 1] - this.levels[best]);
       }
     }
-    return { k: best, level, coef: this.coef[best], gain: this.gain[best] };
+    return { k: best, level, coef: this.coef[best], gain: this.gain[best], evidence: this.energy[best] };
   }
 
   /**

@@ -25,7 +25,7 @@
 //
 // Optionally (the canceller's `clipKnot`) an 8th basis: an odd hinge at a knot, at the level a search over candidate
 // knots scores best (knot-search.ts, clip-knot.ts): a hard clip between two octave breakpoints is outside the fixed
-// basis's span.
+// basis's span. Once the knot has settled its coefficient's ridge is weaker (a clip's −1 is far beyond PRIOR).
 
 import { sharedRowFft, type RowFft } from '../fft-pairs';
 import { ClipKnot, ridgeSolve } from './clip-knot';
@@ -374,8 +374,12 @@ export class LoudspeakerModel {
     this.steps++;
     const ridge = noise / (PRIOR * PRIOR);
     if (this.search) this.search.accumulate(go, Jr, this.rowsN, sc, g, J, this.cHist, cf, decay);
-    ridgeSolve(J, G, b, ridge, this.A, this.sol, this.c, C_MAX);
-    if (this.knot) this.stepKnot(ridge);
+    // The knot's coefficient: a ridge of its own once it has settled, and a saturation's range (clip-knot.ts).
+    ridgeSolve(J, G, b, ridge, this.A, this.sol, this.c, C_MAX, this.knot ? this.knot.ridgeScale(THRESHOLDS, PRIOR) : 1);
+    if (this.knot) {
+      this.c[NL_BASES] = ClipKnot.bound(this.c[NL_BASES]);
+      this.stepKnot(ridge);
+    }
   }
 
   /** After a learning step: every few steps the knot placed, moved or released by the search (clip-knot.ts). */
@@ -384,7 +388,8 @@ export class LoudspeakerModel {
     if (k === -1) return;
     this.search!.adopt(k, this.J, this.G, this.b);
     this.c[NL_BASES] = 0;
-    ridgeSolve(this.J, this.G, this.b, ridge, this.A, this.sol, this.c, C_MAX);
+    ridgeSolve(this.J, this.G, this.b, ridge, this.A, this.sol, this.c, C_MAX, this.knot!.ridgeScale(THRESHOLDS, PRIOR));
+    this.c[NL_BASES] = ClipKnot.bound(this.c[NL_BASES]);
     if (this.knot!.regrid !== undefined) this.search!.zoom(this.knot!.regrid, this.xx);
   }
 }
