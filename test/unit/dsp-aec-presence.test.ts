@@ -40,10 +40,11 @@ test('an echo that appears after 8 s without one is found and cancelled, whateve
   const s = await scene(16, 8, false);
   const r = runCanceller([s.mic], s.ref);
   expect(r.aec.chans[0].presence!.state).toBe('present');
-  // From 2 s after it appears: 38.4 dB, about what the same echo scores from the start of a call (37.3); the
-  // canceller without the decision, which had fitted chance for 8 s and held a chance delay estimate, reached 12.1.
+  // From 2 s after it appears: 25.5 dB (2 s windows 32.4, 37.8, 23.4; the same echo from the start of a call: 37.3);
+  // the canceller without the decision, which had fitted chance for 8 s and held a chance delay estimate, reached 12.1.
+  // (38.4 with a 3 s decision, which cost an echo scene with a slow delay estimate 16 dB: echo-presence.ts ABSENT_HOPS.)
   const late = erle(s, r.out[0], 10 * FS, 16 * FS);
-  expect(late).toBeGreaterThan(30);
+  expect(late).toBeGreaterThan(20);
   expect(late).toBeGreaterThan(erle(s, runCanceller([s.mic], s.ref, { presence: false }).out[0], 10 * FS, 16 * FS) + 10);
   // The decision is inside the canceller and reads only the audio: other chunk sizes, the same output bit for bit.
   const other = runCanceller([s.mic], s.ref, {}, [17, 999, 128, 3200]);
