@@ -6,6 +6,10 @@
 //        [--v NAME:key=value,...]...     (default variants: before (priorZoneDb=1000, the prior never moves) and now)
 //        [--onset]   instead: double talk from the first sample (a near-end talker over `st` scenes at signal-to-echo
 //                    −10, 0, +10, +20 dB) and a playing reference with no echo, near-end SDR 10–20 s
+//        [--presence] instead: a playing reference with no echo (a near-end talker: SDR 10–20 s; silence: the output
+//                    against the microphone), and an echo that appears at 10 s (alone: ERLE 12–20 s; under the talker:
+//                    SDR 12–20 s) beside the same audio cut at 10 s, the echo there from its start (2–10 s); default
+//                    variants: before (presence=false, echo-presence.ts off) and now
 import { pairedDiff, mean } from '../lib/stats';
 import type { EchoCancellerOptions } from '../../src/dsp/aec';
 import { runOurs } from './echo';
@@ -31,13 +35,36 @@ const LEVELS: [string, (s: Scene) => Scene][] = [
   ['echo -10 dB', (s) => scaleEcho(s, db(-10))],
 ];
 
+/** The --presence rows (docs/echo.md, "A reference with no echo"). */
+function presenceRows(count: number, seed0: number, speakers: Loudspeaker[], talkers: ReturnType<typeof loadTalkers>, variants: [string, Partial<EchoCancellerOptions>][], record: (key: string, vals: number[]) => void): void {
+  const T = 10 * FS;
+  const run = (s: Scene, score: (out: Float32Array) => number): number[] => variants.map(([, o]) => score(runOurs(s, o).out));
+  for (let i = 0; i < count; i++) {
+    const e = makeScene({ kind: 'st', seed: seed0 + i, speaker: speakers[i % speakers.length] }, talkers);
+    const talk = makeScene({ kind: 'nst', seed: seed0 + 100 + i }, talkers);
+    const none = new Float32Array(e.mic.length);
+    const noise = e.mic.map((v, k) => v - e.echo[k]);
+    record('no echo, talker: SDR', run({ ...e, echo: none, near: talk.near, mic: talk.mic }, (out) => magSdr(talk.near, out, T, 2 * T)));
+    record('  the microphone', variants.map(() => magSdr(talk.near, talk.mic, T, 2 * T)));
+    record('no echo, silent: out/mic', run({ ...e, echo: none, near: none, mic: noise }, (out) => magSdr(noise, out, T, 2 * T)));
+    const late: Scene = { ...e, mic: e.mic.map((v, k) => (k >= T ? v : noise[k])) };
+    const cut = (s: Scene): Scene => ({ ...s, mic: s.mic.slice(T), ref: s.ref.slice(T), echo: s.echo.slice(T), near: s.near.slice(T) });
+    record('echo from 10 s: ERLE', run(late, (out) => erle(late, out, T + 2 * FS, 2 * T)));
+    record('  the echo from 0 s', run(cut(late), (out) => erle(cut(late), out, 2 * FS, T)));
+    const lateTalk: Scene = { ...e, near: talk.near, mic: talk.mic.map((v, k) => v + (k >= T ? e.echo[k] : 0)) };
+    record('echo+talker from 10 s: SDR', run(lateTalk, (out) => magSdr(talk.near, out, T + 2 * FS, 2 * T)));
+    record('  the echo from 0 s ', run(cut(lateTalk), (out) => magSdr(cut(lateTalk).near, out, 2 * FS, T)));
+  }
+}
+
 function main(args: string[]): void {
   const opt = optionReader(args);
   const n = Number(opt('--n', '5'));
   const seed0 = Number(opt('--seed', '10000'));
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
   const variants: [string, Partial<EchoCancellerOptions>][] = parseVariants(args).map((v) => [v.name, v.opts]);
-  if (variants.length === 0) variants.push(['before', { priorZoneDb: 1000 }], ['now', {}]);
+  for (const v of variants) if ((v[1].presence as unknown) === 'false') v[1].presence = false;
+  if (variants.length === 0) variants.push(args.includes('--presence') ? ['before', { presence: false }] : ['before', { priorZoneDb: 1000 }], ['now', {}]);
   const talkers = loadTalkers();
   const res = new Map<string, number[][]>();
   const record = (key: string, vals: number[]): void => {
@@ -59,7 +86,8 @@ function main(args: string[]): void {
       record('no echo, reference on', variants.map(([, o]) => magSdr(talk.near, runOurs(quiet, o).out, 10 * FS, 20 * FS)));
     }
   }
-  const kinds: SceneKind[] = args.includes('--onset') ? [] : ['st', 'dt', 'path'];
+  if (args.includes('--presence')) presenceRows(n * speakers.length, seed0, speakers, talkers, variants, record);
+  const kinds: SceneKind[] = args.includes('--onset') || args.includes('--presence') ? [] : ['st', 'dt', 'path'];
   kinds.forEach((kind, ki) => {
     speakers.forEach((speaker, si) => {
       for (let i = 0; i < n; i++) {
@@ -84,7 +112,7 @@ function main(args: string[]): void {
       const d = vi > 0 ? pairedDiff(vs[0], vs[vi]) : null;
       return `${name} ${mean(vs[vi]).toFixed(1)}${d ? ` (${d.mean >= 0 ? '+' : ''}${d.mean.toFixed(1)} [${d.lo.toFixed(1)}, ${d.hi.toFixed(1)}])` : ''}`;
     });
-    console.log(`${key.padEnd(22)} ${parts.join(' | ')}`);
+    console.log(`${key.padEnd(26)} ${parts.join(' | ')}`);
   }
 }
 

@@ -68,6 +68,8 @@ export interface EchoCancellerOptions {
   reopen?: 'first' | 'always' | 'never';
   /** How far (dB) the echo path's gain may exceed the bench's before the Kalman prior follows it (prior-scale.ts; large: never). */
   priorZoneDb?: number;
+  /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
+  presence?: boolean;
 }
 
 export interface EchoCancellerStats {
@@ -161,6 +163,7 @@ export class EchoCanceller {
       clipKnot: !!opts.clipKnot,
       reopen: opts.reopen ?? 'never',
       priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
+      presence: opts.presence ?? true,
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
@@ -200,7 +203,7 @@ export class EchoCanceller {
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
       { length: opts.channels },
-      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive }),
+      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride, o.clipKnot);
@@ -210,6 +213,7 @@ export class EchoCanceller {
       ch.passes = passes;
       ch.sup.kernel = passes.suppress;
       ch.sup.terms = this.opts.terms;
+      ch.presence?.watch(this.delay, ch === this.chans[0]);
       ch.constrainEvery = this.opts.constrainEvery;
       ch.shadowEvery = this.opts.shadowEvery;
     }

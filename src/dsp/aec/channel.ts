@@ -7,6 +7,7 @@ import type { AecArena } from './kernel';
 import type { NonlinearLearner } from './nl-learner';
 import { PartitionedKalmanFilter } from './kalman-filter';
 import type { RefRing } from './ref-ring';
+import { EchoPresence } from './echo-presence';
 import { ResidualRatio } from './residual-ratio';
 import { ShadowFilter } from './shadow-filter';
 import { EchoSuppressor } from './suppressor';
@@ -23,6 +24,8 @@ export interface ChannelOptions {
   linearOnly: boolean;
   betaBias: number;
   overdrive: number;
+  /** Whether the channel decides that there is no echo at all and then outputs the microphone (echo-presence.ts). */
+  presence: boolean;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
@@ -98,6 +101,10 @@ export class EchoChannel {
   passes: HopPasses = jsHopPasses;
   /** Channel 0 learns the loudspeaker model (the canceller sets it). */
   learner: NonlinearLearner | null = null;
+  /** Whether this channel's microphone holds any echo (null: not decided, always the canceller's output). */
+  readonly presence: EchoPresence | null;
+  /** The microphone block the output block is aligned with, kept while the output mixes it in. */
+  private readonly micOut: Float64Array;
 
   static floats(o: { hop: number; partitions: number; shadowPartitions: number }): number {
     // Besides the filters: 14 float64 arrays of up to hop + 1 values (the channel's, the suppressor's, the β's).
@@ -123,6 +130,8 @@ export class EchoChannel {
     this.tailDecay = f64(this.bins).fill(0.8);
     this.late = new Float64Array(Math.ceil(this.bins / 16));
     this.early = new Float64Array(Math.ceil(this.bins / 16));
+    this.presence = o.presence ? new EchoPresence() : null;
+    this.micOut = new Float64Array(o.hop);
   }
 
   /**
@@ -155,6 +164,21 @@ export class EchoChannel {
     const errMain = res[0];
     const echoEnergy = res[1];
     const errShadow = res[2];
+    const pr = this.presence;
+    let mixMic = false;
+    let learn = true;
+    if (pr) {
+      let micEnergy = 0;
+      for (let i = 0; i < R; i++) micEnergy += d[i] * d[i];
+      mixMic = pr.hop(farActive, micEnergy, errMain);
+      // No echo found (or a cue of one): both filters start again from nothing.
+      if (pr.resetNow) {
+        main.reset();
+        sh.copyFrom(main.wRe.a, main.wIm.a);
+      }
+      learn = pr.learning;
+      if (mixMic) this.micOut.set(this.micPrev);
+    }
     fft.forward(withShadow ? 3 : farActive ? 2 : 1);
     // The suppressor's spectrum and |E|²; on far-end hops also the filters' error spectra E = FFT([0, e]) into the
     // arena, and Ψ_S from the main filter's.
@@ -164,11 +188,13 @@ export class EchoChannel {
       this.hops++;
       this.ratio.update(s.ePow, s.yPow);
       this.wideRatio.updateFlat(this.ratio, this.pw);
-      if (withShadow) sh.update(ring, 1e-6);
-      this.main.update(ring, this.psiS);
-      if (this.learner) this.learner.step(main, lag, main.eRe.a, main.eIm.a, errMain, echoEnergy);
-      if (this.hops % this.constrainEvery === 0) main.constrainNext(fft);
-      if (withShadow) this.judgeShadow(errMain, errShadow);
+      if (withShadow && learn) sh.update(ring, 1e-6);
+      // While the channel finds no echo the filters and the loudspeaker model learn nothing (the learner still
+      // counts the hop: its history runs in step with the ring).
+      if (learn) this.main.update(ring, this.psiS);
+      if (this.learner) this.learner.step(main, lag, learn ? main.eRe.a : null, learn ? main.eIm.a : null, errMain, echoEnergy);
+      if (learn && this.hops % this.constrainEvery === 0) main.constrainNext(fft);
+      if (withShadow && learn) this.judgeShadow(errMain, errShadow);
       if (this.hops % 32 === 0) this.estimateDecay();
     } else if (this.learner) this.learner.step(main, lag, null, null, errMain, echoEnergy);
     this.tailInput(ring, lag, s.tailIn);
@@ -181,6 +207,12 @@ export class EchoChannel {
     P.applyGains(K, s.aRe, s.aIm, g, fft.re, fft.im);
     fft.inverse(1);
     P.overlapAdd(R, fft.sig, win, this.ola, d, this.micPrev, out, at);
+    if (mixMic) pr!.mix(out, at, this.micOut);
+    // What the delay estimator reads (ePow + yPow): while no echo is found, the microphone's power.
+    if (pr && pr.state !== 'present') {
+      pr.micPower(this.micOut, d, win, s.ePow);
+      s.yPow.fill(0);
+    }
   }
 
   /** After both filters' updates: adopt the shadow's coefficients when it does clearly better, reset it when clearly worse. */

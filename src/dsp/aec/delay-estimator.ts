@@ -57,6 +57,8 @@ export class DelayEstimator {
   private micSeen = false;
   /** Lag in hops, or -1 before the first confident estimate. */
   lag = -1;
+  /** How far the best lag's correlation stood above the mean over lags at the last active hop (echo-presence.ts reads it). */
+  confidence = 0;
 
   static floats(maxLag: number): number {
     return (maxLag + 1) * (BANDS + 3) + BANDS + 16;
@@ -117,6 +119,13 @@ export class DelayEstimator {
     this.decide();
   }
 
+  /** Forgets the estimate (not the correlations): the next confident lag is taken at once, as the first one is. */
+  forget(): void {
+    this.lag = -1;
+    this.candidate = -1;
+    this.candidateHops = 0;
+  }
+
   private decide(): void {
     const s = this.score;
     let best = 0;
@@ -126,7 +135,8 @@ export class DelayEstimator {
       sum += s[l];
       if (s[l] > s[best]) best = l;
     }
-    if (s[best] - sum / (this.maxLag + 1) < MIN_CONFIDENCE) {
+    this.confidence = s[best] - sum / (this.maxLag + 1);
+    if (this.confidence < MIN_CONFIDENCE) {
       this.candidateHops = 0;
       return;
     }

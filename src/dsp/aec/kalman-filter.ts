@@ -134,6 +134,19 @@ export class PartitionedKalmanFilter {
     const n = partitions * this.stride;
     this.wRe.a.set(re.subarray(0, n));
     this.wIm.a.set(im.subarray(0, n));
+    this.reopen();
+  }
+
+  /** Back to the start: no coefficients, the prior's variances (the channel found no echo: echo-presence.ts). */
+  reset(): void {
+    this.wRe.a.fill(0);
+    this.wIm.a.fill(0);
+    const S = this.stride;
+    for (let p = 0; p < this.partitions; p++) this.pVar.a.fill(this.pInit[p], p * S, p * S + this.bins);
+  }
+
+  /** Every variance at least its partition's prior: what the filter was sure of is not to be trusted (any more). */
+  reopen(): void {
     const S = this.stride;
     const pv = this.pVar.a;
     for (let p = 0; p < this.partitions; p++) {
@@ -193,11 +206,6 @@ export class PartitionedKalmanFilter {
     // learnt where the prior was small (the far end of the filter, before the delay was known) are no surer for having
     // moved to where the echo is. A correction of a few hops keeps what the filter knows (raising the uncertainty
     // then made it follow the near-end talker in double talk).
-    if (!reopen || Math.abs(s) < BIG_SHIFT) return;
-    const pv = this.pVar.a;
-    for (let p = 0; p < P; p++) {
-      const v = this.pInit[p];
-      for (let k = p * S; k < p * S + this.bins; k++) if (pv[k] < v) pv[k] = v;
-    }
+    if (reopen && Math.abs(s) >= BIG_SHIFT) this.reopen();
   }
 }

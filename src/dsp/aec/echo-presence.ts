@@ -1,0 +1,176 @@
+// Whether a microphone channel holds any echo of the reference at all. A client may send a reference that plays but
+// never reaches the microphone (a headset, a device that cancelled it already); the canceller then only does harm: its
+// filters fit chance correlations of the near-end talker (or the room's noise) with the reference and subtract them,
+// and its suppressor takes the talker for residual echo (near-end SDR 54 dB at the microphone, 11.5–17.4 dB out).
+//
+// The evidence is the main filter's own success: a "hit" is a far-end hop on which it removes at least 6 dB of the
+// microphone's energy. With an echo there, hits come on most far-end hops where the near end pauses; without one,
+// hardly ever (no-echo scenes of 20 s, talker or silence: 0–1 % of their far-end hops). Three states:
+//   present    the canceller as it always was (the start). ABSENT_HOPS far-end hops without a hit → absent, or
+//              probation when the delay estimator is confident all the same (CUE: the lag may be what is wrong; it
+//              is forgotten either way, so that the estimator's best lag is taken at once).
+//   absent     the output fades to the microphone itself, bit for bit; both filters are emptied and learn nothing
+//              (their fits of chance would mislead the delay estimator, which now reads the microphone's own power).
+//              When the delay estimator finds a lag (its confidence reaches CUE) → probation.
+//   probation  the output is still the microphone; both filters learn (from nothing after absent, as at the start;
+//              a filter whose error grows 6 dB above the microphone is emptied again). ON_HITS hits within ON_HOPS
+//              → present; ABSENT_HOPS without a hit → absent.
+// A scene whose filter scores a hit at least every ABSENT_HOPS far-end hops never leaves "present" and is bit for bit
+// what it was. Cost: an energy sum per hop; until an echo is found a 256-point FFT per hop, and no filter updates while
+// absent. docs/echo.md, "A reference with no echo".
+import { RealFFT } from '../fft';
+import type { DelayEstimator } from './delay-estimator';
+
+/** A hit: the microphone's energy over the filter's error energy on a far-end hop at least this (6 dB). */
+const HIT_RATIO = 4;
+/**
+ * Far-end hops without a hit before the channel counts as without echo (6 s of far-end activity). 3 s took an echo whose
+ * delay estimate was wrong for its first 4 s for none (echo-ab's st-8201, sigmoid, 296 ms: 32.4 → 16.0 dB); with 6 s
+ * the 108 held-out echo scenes of echo-ab (seeds 8000.. and 10000..) are within 0.04 dB of the canceller without the
+ * decision, while a no-echo talker keeps the microphone's SDR from 10 s on as with 3 s.
+ */
+const ABSENT_HOPS = 750;
+/** Hits within ON_HOPS far-end hops that mean an echo is there (3 let a no-echo talker's chance through once in 12 scenes). */
+const ON_HITS = 6;
+const ON_HOPS = 125;
+/** Far-end hops in a row with the error 6 dB above the microphone that mean a learning filter diverged (1 emptied filters
+ * mid-convergence: echo-ab path-8603 lost 17 dB; 16 missed an echo appearing at 8 s in the unit test; 4: 22.4 dB, 2: 25.2
+ * dB of ERLE 12–20 s with an echo from 10 s, seeds 12000..). */
+const DIVERGED_HOPS = 2;
+/**
+ * While absent, the delay estimator's confidence (its best lag's envelope correlation above the mean over lags, over
+ * ~1.6 s) at which the filters start learning: its own threshold for a lag. With the filters empty a near-end talker's
+ * chance reads up to 0.4 now and then (a probation that finds no hit and ends), an appearing echo 0.15–0.35 within a
+ * second; 0.2 instead of 0.15 found echoes appearing at 10 s later (with an earlier form of this decision, ERLE 12–20 s
+ * 21.3 against 30.8 dB on 6 scenes).
+ */
+const CUE = 0.15;
+/**
+ * The output's crossfade from the canceller's to the microphone's, per hop (1 s: a channel that finds its echo again
+ * within a second, after a wrong delay estimate, has leaked only part of it), and back (32 ms).
+ */
+const FADE_OUT = 1 / 125;
+const FADE_IN = 0.25;
+
+export type PresenceState = 'present' | 'absent' | 'probation';
+
+export class EchoPresence {
+  state: PresenceState = 'present';
+  /** Weight of the canceller's output in this hop's output block (1: all of it, 0: the microphone's), and the previous hop's. */
+  weight = 1;
+  prevWeight = 1;
+  /** Set by hop() when the filters are to be emptied now (the channel just turned absent, or to probation). */
+  resetNow = false;
+  /** Far-end hops so far, at the last state change, and at the last ON_HITS hits (a ring). */
+  private farHops = 0;
+  private since = 0;
+  private readonly hits = new Float64Array(ON_HITS).fill(-Infinity);
+  private hitAt = 0;
+  private worse = 0;
+  /** State changes so far (tests, the bench). */
+  switches = 0;
+  private delay: DelayEstimator | null = null;
+  private ownsDelay = false;
+  private fft: RealFFT | null = null;
+  private frame: Float64Array | null = null;
+  private im: Float64Array | null = null;
+
+  /** Whether the main filter learns this hop. */
+  get learning(): boolean {
+    return this.state !== 'absent';
+  }
+
+  /**
+   * One hop: whether the reference was active within the filter's reach, the microphone block's energy, the main
+   * filter's error energy on it. Returns whether the output mixes in the microphone (the weight below 1 now or on the
+   * previous hop).
+   */
+  hop(farActive: boolean, micEnergy: number, errEnergy: number): boolean {
+    const cue = this.delay ? this.delay.confidence : 0;
+    this.prevWeight = this.weight;
+    this.resetNow = false;
+    if (farActive) {
+      const n = ++this.farHops;
+      if (micEnergy > HIT_RATIO * errEnergy) {
+        this.hits[this.hitAt] = n;
+        this.hitAt = this.hitAt + 1 === ON_HITS ? 0 : this.hitAt + 1;
+      }
+      const last = this.hits[(this.hitAt + ON_HITS - 1) % ON_HITS];
+      const quiet = n - Math.max(last, this.since) >= ABSENT_HOPS;
+      if (this.state === 'present') {
+        if (quiet) this.to(cue >= CUE ? 'probation' : 'absent');
+      } else if (this.state === 'absent') {
+        if (cue >= CUE) this.to('probation');
+      } else if (n - this.hits[this.hitAt] < ON_HOPS && this.hits[this.hitAt] > this.since) this.to('present');
+      else if (quiet) this.to('absent');
+      // A learning filter whose error stays 6 dB above the microphone for DIVERGED_HOPS is fitting chance and
+      // diverging (seen with an echo there, after a false "absent": 26 dB above for a second): it starts again.
+      else if (errEnergy > HIT_RATIO * micEnergy ? ++this.worse >= DIVERGED_HOPS : (this.worse = 0) > 0) {
+        this.resetNow = true;
+        this.worse = 0;
+      }
+    }
+    const target = this.state === 'present' ? 1 : 0;
+    if (this.weight !== target) this.weight = target === 1 ? Math.min(1, this.weight + FADE_IN) : Math.max(0, this.weight - FADE_OUT);
+    return this.weight < 1 || this.prevWeight < 1;
+  }
+
+  /**
+   * The canceller's delay estimator, whose confidence cues probation; `owner`: it follows this channel (channel 0), and
+   * forgets its lag whenever the filter went ABSENT_HOPS without a hit (without an echo the lag is chance, with one it
+   * may be wrong: either way the estimator's best lag is then taken at once, as the first one is, instead of after its
+   * hysteresis against the old one).
+   */
+  watch(delay: DelayEstimator, owner: boolean): void {
+    this.delay = delay;
+    this.ownsDelay = owner;
+  }
+
+  private to(state: PresenceState): void {
+    const from = this.state;
+    this.state = state;
+    this.since = this.farHops;
+    this.worse = 0;
+    this.switches++;
+    // Filters are emptied when the channel turns absent (and stay so until probation); the delay estimate is
+    // forgotten whenever the filter has gone ABSENT_HOPS without a hit (a wrong lag is one reason it may have).
+    if (state === 'absent') this.resetNow = true;
+    if ((from === 'present' || state === 'absent') && this.ownsDelay) this.delay!.forget();
+  }
+
+  /**
+   * Until an echo is found the delay estimator is to see the microphone itself (the filter's error and echo estimate
+   * it reads otherwise are its chance fits then, which it would lock onto): |D|² of the frame win · [prev, d] into
+   * pow (the windowed frame of the suppressor's, here of the microphone).
+   */
+  micPower(prev: Float64Array, d: Float32Array, win: Float64Array, pow: Float64Array): void {
+    const R = d.length;
+    this.fft ??= new RealFFT(2 * R);
+    const f = (this.frame ??= new Float64Array(2 * R));
+    const im = (this.im ??= new Float64Array(R + 1));
+    for (let i = 0; i < R; i++) {
+      f[i] = prev[i] * win[i];
+      f[R + i] = d[i] * win[R + i];
+    }
+    this.fft.forward(f, 0, pow, im);
+    for (let k = 0; k <= R; k++) pow[k] = pow[k] * pow[k] + im[k] * im[k];
+  }
+
+  /**
+   * The output block: the canceller's (out[at..]) crossfaded with the microphone block it is aligned with (mic), from
+   * the previous hop's weight to this hop's, sample by sample. Where both are 0 it is the microphone, bit for bit.
+   */
+  mix(out: Float32Array, at: number, mic: Float64Array): void {
+    const n = mic.length;
+    const w0 = this.prevWeight;
+    const w1 = this.weight;
+    if (w0 === 0 && w1 === 0) {
+      for (let i = 0; i < n; i++) out[at + i] = mic[i];
+      return;
+    }
+    for (let i = 0; i < n; i++) {
+      const w = w0 + ((w1 - w0) * (i + 1)) / n;
+      out[at + i] = mic[i] + w * (out[at + i] - mic[i]);
+    }
+  }
+}
