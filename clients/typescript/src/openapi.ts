@@ -468,7 +468,7 @@ export interface components {
             echo_reference?: true;
             /** @description Only with echo_reference: whether the reference ever carried signal (above -78 dBFS). false: a silent reference, nothing was changed (the output is the one without it). */
             echo_reference_active?: boolean;
-            /** @description Only with echo_reference: the echo's bulk delay behind the reference that the canceller estimated (0-504 ms, in 8 ms steps); null before a confident estimate or for a silent reference. */
+            /** @description Only with echo_reference: the echo's bulk delay behind the reference that the canceller estimated (0-504 ms, in 8 ms steps); null before a confident estimate or for a silent reference. Where no echo was found behind a playing reference it means nothing (0 or null) and echo_erle_db reads about 0. */
             echo_delay_ms?: number | null;
             /** @description Only with echo_reference: echo return loss enhancement, the canceller's input over its output energy (before the denoiser) over all the time the reference was active, dB. Near-end speech counts in both, so double talk lowers it: it says how much the canceller took out, not how much echo is left. null for a silent reference. */
             echo_erle_db?: number | null;
