@@ -29,7 +29,12 @@ export async function startServer(env: Record<string, string> = {}, dataDir?: st
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
   const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
   await eventually(() => output.includes('listening on') || child.exitCode !== null, 30_000).catch(() => undefined);
-  if (!output.includes('listening on')) throw new Error(`server did not start:\n${output}`);
+  if (!output.includes('listening on')) {
+    // Not left running: its child process would keep jest from exiting after the failure.
+    child.kill('SIGKILL');
+    await exited;
+    throw new Error(`server did not start:\n${output}`);
+  }
   const lines = () =>
     output
       .trim()
