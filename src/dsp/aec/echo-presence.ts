@@ -103,12 +103,7 @@ export class EchoPresence {
         if (cue >= CUE) this.to('probation');
       } else if (n - this.hits[this.hitAt] < ON_HOPS && this.hits[this.hitAt] > this.since) this.to('present');
       else if (quiet) this.to('absent');
-      // A learning filter whose error stays 6 dB above the microphone for DIVERGED_HOPS is fitting chance and
-      // diverging (seen with an echo there, after a false "absent": 26 dB above for a second): it starts again.
-      else if (errEnergy > HIT_RATIO * micEnergy ? ++this.worse >= DIVERGED_HOPS : (this.worse = 0) > 0) {
-        this.resetNow = true;
-        this.worse = 0;
-      }
+      else this.watchDivergence(errEnergy > HIT_RATIO * micEnergy);
     }
     const target = this.state === 'present' ? 1 : 0;
     if (this.weight !== target) this.weight = target === 1 ? Math.min(1, this.weight + FADE_IN) : Math.max(0, this.weight - FADE_OUT);
@@ -124,6 +119,18 @@ export class EchoPresence {
   watch(delay: DelayEstimator, owner: boolean): void {
     this.delay = delay;
     this.ownsDelay = owner;
+  }
+
+  /**
+   * In probation: a learning filter whose error stays 6 dB above the microphone (`worse`) for DIVERGED_HOPS hops in a
+   * row is fitting chance and diverging (seen with an echo there, after a false "absent": 26 dB above for a second): it
+   * starts again.
+   */
+  private watchDivergence(worse: boolean): void {
+    this.worse = worse ? this.worse + 1 : 0;
+    if (this.worse < DIVERGED_HOPS) return;
+    this.resetNow = true;
+    this.worse = 0;
   }
 
   private to(state: PresenceState): void {
