@@ -210,7 +210,7 @@ export class EchoChannel {
     if (mixMic) pr!.mix(out, at, this.micOut);
     // What the delay estimator reads (ePow + yPow): while no echo is found, the microphone's power.
     if (pr && pr.state !== 'present') {
-      pr.micPower(this.micOut, d, win, s.ePow);
+      pr.micPower(this.micOut, d, win, fft, s.ePow);
       s.yPow.fill(0);
     }
   }

@@ -16,9 +16,9 @@
 //              a filter whose error grows 6 dB above the microphone is emptied again). ON_HITS hits within ON_HOPS
 //              → present; ABSENT_HOPS without a hit → absent.
 // A scene whose filter scores a hit at least every ABSENT_HOPS far-end hops never leaves "present" and is bit for bit
-// what it was. Cost: an energy sum per hop; until an echo is found a 256-point FFT per hop, and no filter updates while
-// absent. docs/echo.md, "A reference with no echo".
-import { RealFFT } from '../fft';
+// what it was. Cost: an energy sum per hop; until an echo is found a 256-point FFT per hop (the channel's row FFT), and
+// no filter updates while absent. docs/echo.md, "A reference with no echo".
+import type { RowFft } from '../fft-pairs';
 import type { DelayEstimator } from './delay-estimator';
 
 /** A hit: the microphone's energy over the filter's error energy on a far-end hop at least this (6 dB). */
@@ -71,9 +71,6 @@ export class EchoPresence {
   switches = 0;
   private delay: DelayEstimator | null = null;
   private ownsDelay = false;
-  private fft: RealFFT | null = null;
-  private frame: Float64Array | null = null;
-  private im: Float64Array | null = null;
 
   /** Whether the main filter learns this hop. */
   get learning(): boolean {
@@ -147,20 +144,20 @@ export class EchoPresence {
 
   /**
    * Until an echo is found the delay estimator is to see the microphone itself (the filter's error and echo estimate
-   * it reads otherwise are its chance fits then, which it would lock onto): |D|² of the frame win · [prev, d] into
-   * pow (the windowed frame of the suppressor's, here of the microphone).
+   * it reads otherwise are its chance fits then, which it would lock onto): its power |D|² (pow) of the frame
+   * win · [prev, d], made with the channel's row FFT (its first row, scratch once the hop's output is out).
    */
-  micPower(prev: Float64Array, d: Float32Array, win: Float64Array, pow: Float64Array): void {
+  micPower(prev: Float64Array, d: Float32Array, win: Float64Array, fft: RowFft, pow: Float64Array): void {
     const R = d.length;
-    this.fft ??= new RealFFT(2 * R);
-    const f = (this.frame ??= new Float64Array(2 * R));
-    const im = (this.im ??= new Float64Array(R + 1));
+    const f = fft.sig;
     for (let i = 0; i < R; i++) {
       f[i] = prev[i] * win[i];
       f[R + i] = d[i] * win[R + i];
     }
-    this.fft.forward(f, 0, pow, im);
-    for (let k = 0; k <= R; k++) pow[k] = pow[k] * pow[k] + im[k] * im[k];
+    fft.forward(1);
+    const re = fft.re;
+    const im = fft.im;
+    for (let k = 0; k <= R; k++) pow[k] = re[k] * re[k] + im[k] * im[k];
   }
 
   /**
