@@ -63,7 +63,6 @@ function main(args: string[]): void {
   const seed0 = Number(opt('--seed', '10000'));
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
   const variants: [string, Partial<EchoCancellerOptions>][] = parseVariants(args).map((v) => [v.name, v.opts]);
-  for (const v of variants) if ((v[1].presence as unknown) === 'false') v[1].presence = false;
   if (variants.length === 0) variants.push(args.includes('--presence') ? ['before', { presence: false }] : ['before', { priorZoneDb: 1000 }], ['now', {}]);
   const talkers = loadTalkers();
   const res = new Map<string, number[][]>();

@@ -17,7 +17,7 @@ import { runOurs } from './echo';
 import { erle, magSdr } from './echo-metrics';
 import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
-import { optionReader } from '../lib/args';
+import { optionReader, settingValue } from '../lib/args';
 
 export interface Variant {
   name: string;
@@ -41,10 +41,10 @@ export function parseVariants(args: string[]): Variant[] {
   args.forEach((a, i) => {
     if (a !== '--v') return;
     const [name, rest] = args[i + 1].split(':');
-    const opts: Record<string, number | string> = {};
+    const opts: Record<string, number | boolean | string> = {};
     for (const kv of (rest ?? '').split(',').filter(Boolean)) {
       const [k, v] = kv.split('=');
-      opts[k] = Number.isNaN(Number(v)) ? v : Number(v);
+      opts[k] = settingValue(v);
     }
     variants.push({ name, opts: opts as Partial<EchoCancellerOptions> });
   });

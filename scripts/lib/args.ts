@@ -7,3 +7,9 @@ export function optionReader(args: string[]): (name: string, def: string) => str
     return i >= 0 && args[i + 1] ? args[i + 1] : def;
   };
 }
+
+/** A `key=value` setting's value: a number where it reads as one, true / false, else the text. */
+export function settingValue(v: string): number | boolean | string {
+  if (v === 'true' || v === 'false') return v === 'true';
+  return Number.isNaN(Number(v)) ? v : Number(v);
+}
