@@ -1,7 +1,8 @@
 // The echo cancellers' shared WebAssembly heap (src/dsp/aec/heap.ts): every canceller of a thread calls the same
 // instances, on slots of one memory, and that changes nothing in its output: cancellers run interleaved on the heap's
 // shared FFT rows give what one alone gives, and a slot freed by a collected canceller (dirty) is reused, zeroed, with
-// the same output again. Unit tier.
+// the same output again; a released canceller (its stream over) gives its slot back at once, once, and cannot touch it
+// again. Unit tier.
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { EchoCanceller } from '../../src/dsp/aec';
@@ -77,4 +78,40 @@ test("a collected canceller's slot is reused, zeroed, with the same output", asy
   const reused = new EchoCanceller({ channels: 1 });
   expect(reused.chans[0].micPrev.byteOffset).toBe(at);
   expect(run(reused, scene).equals(alone)).toBe(true);
+});
+
+test('release() gives the slot back at once, for the next canceller, zeroed; once only; the old one is closed', () => {
+  const done = new EchoCanceller({ channels: 1 });
+  run(done, scene, scene.mic.length / 2);
+  const heap = aecHeaps().find((h) => h.memory === done.arena.memory)!;
+  const used = heap.used;
+  const at = done.chans[0].micPrev.byteOffset;
+  const figures = done.stats();
+  expect(figures.referenceActive).toBe(true);
+  done.release();
+  expect(heap.used).toBe(used - 1);
+  done.release(); // idempotent: the slot is not given back twice (it would be handed to two cancellers)
+  expect(heap.used).toBe(used - 1);
+  const next = new EchoCanceller({ channels: 1 });
+  expect(next.chans[0].micPrev.byteOffset).toBe(at);
+  expect(heap.used).toBe(used);
+  // The released canceller still reports its figures, and refuses to run on memory that is now the next one's.
+  expect(done.stats()).toEqual(figures);
+  const c = chunkOf(scene, 0);
+  expect(() => done.process([c.mic], c.ref)).toThrow(/after release/);
+  expect(run(next, scene).equals(alone)).toBe(true);
+});
+
+test('many cancellers one after another, each released, stay in one slot of one heap', () => {
+  const heapsBefore = aecHeaps().length;
+  const first = new EchoCanceller({ channels: 1 });
+  const at = first.chans[0].micPrev.byteOffset;
+  first.release();
+  for (let i = 0; i < 300; i++) {
+    const aec = new EchoCanceller({ channels: 1 });
+    expect(aec.chans[0].micPrev.byteOffset).toBe(at);
+    run(aec, scene, 2 * CHUNK);
+    aec.release();
+  }
+  expect(aecHeaps().length).toBe(heapsBefore);
 });

@@ -12,7 +12,7 @@
 import { sharedRowFft, type RowFft } from '../fft-pairs';
 import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
-import { takeSlot } from './heap';
+import { giveSlot, takeSlot, type HeapSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
 import { AecArena } from './kernel';
 import { LoudspeakerModel } from './loudspeaker';
@@ -138,6 +138,12 @@ export class EchoCanceller {
   private readonly xEff = new Float64Array(AEC_HOP);
   /** Whether the row FFT and the arena share one memory. */
   private readonly oneMemory: boolean = false;
+  /** The heap slot the arena lies in (WebAssembly back end), and the figures kept when it was given back. */
+  private readonly slot: HeapSlot | null;
+  // A boolean, not the snapshot, is what process() tests: a field that goes from null to an object changes its
+  // field type on the map all cancellers share and would deoptimise every running canceller's code once.
+  private released = false;
+  private final: EchoCancellerStats | null = null;
 
   constructor(opts: EchoCancellerOptions) {
     if (!(opts.channels >= 1)) throw new Error('the echo canceller needs at least one microphone channel');
@@ -183,7 +189,7 @@ export class EchoCanceller {
       opts.channels * AEC_HOP; // the microphone blocks, float32
     // With the WebAssembly back end the arena is a slot of this thread's canceller heap, whose row FFT, partition
     // loops and hop passes every canceller shares (heap.ts); else a memory of its own and the JavaScript passes.
-    const slot = o.backend === 'wasm' ? takeSlot(this, floats * 4 + 64) : null;
+    const slot = (this.slot = o.backend === 'wasm' ? takeSlot(this, floats * 4 + 64) : null);
     let passes = jsHopPasses;
     if (slot) {
       const heap = slot.heap;
@@ -221,6 +227,7 @@ export class EchoCanceller {
   }
 
   stats(): EchoCancellerStats {
+    if (this.released && this.final) return this.final;
     const lag = this.delay.lag;
     return {
       delayMs: this.active && lag >= 0 ? (lag * AEC_HOP * 1000) / AEC_SAMPLE_RATE : null,
@@ -230,10 +237,23 @@ export class EchoCanceller {
   }
 
   /**
+   * The stream is over: its heap slot goes back to the thread's heap now, for the next canceller, instead of when this
+   * one is garbage-collected. stats() keeps answering with the figures as they were; process() throws from now on
+   * (the slot's memory may already be another canceller's). Idempotent.
+   */
+  release(): void {
+    if (this.released) return;
+    this.final = this.stats();
+    this.released = true;
+    if (this.slot) giveSlot(this.slot);
+  }
+
+  /**
    * Microphone channels and the reference, equal lengths, any length. Returns the output of every hop completed by
    * this chunk (a multiple of AEC_HOP samples per channel), delayed by AEC_LATENCY.
    */
   process(mic: Float32Array[], ref: Float32Array): Float32Array[] {
+    if (this.released) throw new Error('echo canceller used after release()');
     if (mic.length !== this.channels) throw new Error(`expected ${this.channels} microphone channels, got ${mic.length}`);
     const n = ref.length;
     for (const c of mic) if (c.length !== n) throw new Error('microphone and reference chunks must have equal length');

@@ -5,9 +5,10 @@
 // running canceller ("wrong call target"; docs/echo.md, Live streams). Shared instances keep those sites monomorphic.
 //
 // A heap's memory never grows once made (the cancellers hold views of it, which a grow would detach): it is made at
-// HEAP_BYTES, and a thread that needs more slots at once makes another heap. A slot is given back when its canceller
-// is garbage-collected (FinalizationRegistry: a stream that ends or is dropped has no other close path to the
-// canceller), and slots of the same size are reused, zeroed first, as a new memory's are.
+// HEAP_BYTES, and a thread that needs more slots at once makes another heap. A slot is given back when its stream
+// ends (giveSlot, through EchoCanceller.release()), or else when its canceller is garbage-collected
+// (FinalizationRegistry: the path of a canceller nobody released); slots of the same size are reused, zeroed first,
+// as a new memory's are.
 import { createRowFft, type RowFft } from '../fft-pairs';
 import { hopModule, wasmHopPasses, type HopPasses } from './hop-passes';
 import { aecKernels, aecModule, type AecKernels } from './kernel';
@@ -100,8 +101,17 @@ export function takeSlot(owner: object, bytes: number): HeapSlot | null {
 }
 
 function register(owner: object, slot: HeapSlot): HeapSlot {
-  slots.register(owner, slot);
+  slots.register(owner, slot, slot);
   return slot;
+}
+
+/**
+ * Gives a slot back now (its owner is done with it: it must not touch the slot's memory again, which the next
+ * canceller gets zeroed). Once per slot: the garbage collector no longer gives it back a second time.
+ */
+export function giveSlot(slot: HeapSlot): void {
+  if (!slots.unregister(slot)) return; // already given back
+  slot.heap.give(slot.base, slot.bytes);
 }
 
 /** This thread's heaps (tests, diagnostics). */

@@ -182,6 +182,11 @@ export class LiveChainStream {
     return this.stream.echoStats();
   }
 
+  /** The stream is over (ended, failed or aborted): its canceller's memory goes back now. */
+  release(): void {
+    this.stream.release();
+  }
+
   /** Room for `more` samples after what waits. */
   private reserve(more: number): void {
     const need = this.pendLen + more;

@@ -37,6 +37,8 @@ export class LiveHost {
 
   abort(streamId: number): boolean {
     this.speech.close(streamId);
+    // A tick still awaiting this stream's model has run its canceller part already; its next push finds it gone.
+    this.streams.get(streamId)?.release();
     return this.streams.delete(streamId);
   }
 
@@ -62,8 +64,10 @@ export class LiveHost {
           out = out.byteLength === 0 ? tail : Buffer.concat([out, tail]); // packLive copies it anyway
           this.streams.delete(streamId);
           const echo = s.echoStats();
+          s.release();
           return echo ? { streamId, bytes: out, end, echo } : { streamId, bytes: out, end };
         } catch (err) {
+          s.release();
           this.streams.delete(streamId);
           return { streamId, bytes: new Uint8Array(0), end: false, error: (err as Error).message };
         }

@@ -29,6 +29,11 @@ export interface ChainProcessor {
   takeEchoFree?(): Float32Array[];
   /** With an echo reference: the canceller's figures. */
   echoStats?(): EchoReport;
+  /**
+   * With an echo reference: the stream is over (ended or dropped); the canceller gives its memory back now. echoStats
+   * still answers; process() must not be called again.
+   */
+  release?(): void;
 }
 
 /** Linear mix weight of the (aligned) input that keeps the output within `limitDb` of it; 0 when unlimited. */
@@ -75,6 +80,11 @@ export class AlignedStream {
   /** With an echo reference: the canceller's figures; else null. */
   echoStats(): EchoReport | null {
     return this.chain.echoStats?.() ?? null;
+  }
+
+  /** The stream is over (after end() and echoStats(), or dropped): the chain gives back what it holds (release()). */
+  release(): void {
+    this.chain.release?.();
   }
 
   async push(planar: Float32Array[]): Promise<Float32Array[]> {

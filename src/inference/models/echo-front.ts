@@ -54,6 +54,10 @@ export class EchoCore implements ChainProcessor {
     return this.aec.stats();
   }
 
+  release(): void {
+    this.aec.release();
+  }
+
   async process(planar: Float32Array[]): Promise<Float32Array[]> {
     if (planar.length !== this.inputChannels) throw new Error(`expected ${this.channels} microphone channels and the reference, got ${planar.length} channels`);
     const mic = planar.slice(0, this.channels);

@@ -126,6 +126,7 @@ export class FullBandChain implements ChainProcessor {
   private readonly echo: EchoPaths | null;
   readonly takeEchoFree?: () => Float32Array[];
   readonly echoStats?: () => EchoReport;
+  readonly release?: () => void;
 
   constructor(
     /** The 16 kHz chain for the speech band. */
@@ -160,6 +161,7 @@ export class FullBandChain implements ChainProcessor {
       const echo = this.echo;
       this.takeEchoFree = () => echo.takeFree();
       this.echoStats = () => echo.core.echoStats();
+      this.release = () => echo.core.release();
     }
   }
 

@@ -50,11 +50,13 @@ export class NarrowBandChain implements ChainProcessor {
     if (core instanceof EchoCore) {
       this.takeEchoFree = () => this.echoFree();
       this.echoStats = () => core.echoStats();
+      this.release = () => core.release();
     }
   }
 
   readonly takeEchoFree?: () => Float32Array[];
   readonly echoStats?: () => EchoReport;
+  readonly release?: () => void;
 
   async process(planar: Float32Array[]): Promise<Float32Array[]> {
     const y16 = await this.core.process(planar.map((x, c) => this.up[c].process(x)));

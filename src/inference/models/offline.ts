@@ -23,5 +23,6 @@ export async function denoiseBuffer(
     pos += len;
   }
   parts.push(await stream.end());
+  stream.release();
   return planar.map((_, c) => concatAll(parts.map((p) => p[c])));
 }

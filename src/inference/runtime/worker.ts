@@ -154,11 +154,15 @@ async function handle(msg: ToWorker): Promise<void> {
         }
         if (speech) moved.push((reply.speech = speech.report()).segments);
         if (echo) reply.echo = stream.echoStats() ?? undefined;
+        stream.release();
       }
       send(reply, transferList(moved));
       return;
     }
     case 'abort':
+      // A push of this stream still awaiting its model has run its canceller part already (process() is synchronous
+      // up to the model); a later one finds the stream gone.
+      streams.get(msg.streamId)?.stream.release();
       streams.delete(msg.streamId);
       return;
     case 'crash':
@@ -210,17 +214,19 @@ async function warmUp(g: DtlnGraphs): Promise<void> {
  * chunks, as streams send them, so that V8 has optimised the canceller's code, with type feedback from every path of
  * its hop, before the first real echo stream: otherwise a path met for the first time mid-stream deoptimised the code
  * that every canceller of the worker shares, and all of them ran slow at once (docs/echo.md, Live streams). The
- * throwaway cancellers' heap slots are reused by streams once collected.
+ * throwaway cancellers give their heap slots back at the end (release(), whose path is then warm too).
  */
 async function warmUpEcho(g: DtlnGraphs): Promise<void> {
   // V8 sizes a class's objects from its first few (slack tracking, 7 constructions): code optimised before that
   // finished met objects of another map afterwards, and `EchoCanceller.hop` deoptimised with "wrong map" at every new
   // stream's first hops (146–662 times in 10 s of 40 streams). So the chains are built that often first.
-  for (let i = 0; i < 8; i++) new AlignedStream(createChain('nsm-2', 1, g, { echoReference: true }), 0);
+  const built = Array.from({ length: 8 }, () => new AlignedStream(createChain('nsm-2', 1, g, { echoReference: true }), 0));
   const { mic, ref } = warmScene(ECHO_WARM_SECONDS);
   const stream = new AlignedStream(createChain('nsm-2', 1, g, { echoReference: true }), 0);
   for (let at = 0; at < mic.length; at += 320) await stream.push([mic.subarray(at, at + 320), ref.subarray(at, at + 320)]);
   await stream.end();
+  stream.echoStats();
+  for (const s of [...built, stream]) s.release();
 }
 
 async function main(): Promise<void> {
