@@ -20,6 +20,7 @@ import path from 'node:path';
 import { PROJECT_ROOT, loadConfig } from '../../src/config';
 import { EchoCanceller, AEC_LATENCY, type EchoCancellerOptions } from '../../src/dsp/aec';
 import { writeWavFloat } from '../lib/audio-io';
+import { settingValue } from '../lib/args';
 import { bootstrapMean, pairedDiff, type MeanCi } from '../lib/stats';
 import { FS, makeScene, type Scene, type SceneKind, type Talkers } from './echo-scenes';
 import { erle, magSdr } from './echo-metrics';
@@ -206,11 +207,12 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
   const quick = args.includes('--echo-quick');
   const perKind = Number(opt('--echo-scenes') ?? (quick ? 3 : 8));
   const withMos = !quick && !args.includes('--echo-no-aecmos');
-  const overrides: Record<string, number> = {};
+  // The same key=value reading as echo-tune's --v and echo-ab's --set (numbers, true / false, else the text).
+  const overrides: Record<string, number | boolean | string> = {};
   args.forEach((a, i) => {
     if (a === '--echo-set' && args[i + 1]) {
       const [k, v] = args[i + 1].split('=');
-      overrides[k] = Number(v);
+      overrides[k] = settingValue(v ?? '');
     }
   });
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-echo-'));
@@ -328,7 +330,7 @@ function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, numb
   }
 }
 
-function writeSpectrograms(dir: string, scenes: Scene[], baselines: Baseline[], lags: Record<string, number>, tmp: string, overrides: Record<string, number>): void {
+function writeSpectrograms(dir: string, scenes: Scene[], baselines: Baseline[], lags: Record<string, number>, tmp: string, overrides: Partial<EchoCancellerOptions>): void {
   fs.mkdirSync(dir, { recursive: true });
   const ff = loadConfig().ffmpegPath;
   for (const kind of KINDS) {

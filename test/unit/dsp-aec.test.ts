@@ -94,12 +94,12 @@ test.each([14, 15])('a reference 30 dB quieter (seed %i): the prior follows the 
  * PriorScale on white noise: the reference x, the microphone `gain` dB × x two hops late plus, optionally, near-end
  * noise `nearDb` louder than that echo. Returns the factor it settles on (1 on every other hop).
  */
-function priorFactor(gainDb: number, nearDb: number | null, echo = true, tonal = false): number {
+function priorFactor(gainDb: number, nearDb: number | null, echo = true, tonal = false, backend: 'js' | 'wasm' = 'js'): number {
   const hop = 128;
   const lags = 8;
-  const arena = new AecArena(RefRing.floats(hop + 1, lags), 'js');
+  const arena = new AecArena(RefRing.floats(hop + 1, lags) + PriorScale.floats(hop, lags), backend);
   const ring = new RefRing(arena, hop + 1, lags);
-  const s = new PriorScale(PRIOR_ZONE_DB, hop, lags);
+  const s = new PriorScale(arena, PRIOR_ZONE_DB, hop, lags);
   const fft = new RealFFT(2 * hop);
   let seed = 7;
   const noise = (): number => {
@@ -166,6 +166,15 @@ test('PriorScale: near-end sound does not count as echo (it does not correlate w
   expect(priorFactor(-8.4 + 14, 0, false, true)).toBe(1);
   // A real +20 dB echo with near-end sound 10 dB above it still scales (within 2 dB).
   expect(Math.abs(10 * Math.log10(priorFactor(-8.4 + 20, 10)) - 20)).toBeLessThan(2);
+});
+
+test('PriorScale: its cross-spectra give the same factor, bit for bit, in WebAssembly as in JavaScript', () => {
+  // The sums are float64 in both back ends with each lane's operations in the JavaScript's order, so the factor (and
+  // the canceller's output: dsp-aec-golden.test.ts) does not depend on the back end's kernel.
+  for (const [gain, near, echo, tonal] of [[-8.4 + 6.5, null, true, false], [-8.4 + 26, null, true, false], [-8.4 + 20, 10, true, false], [-8.4 + 14, 0, false, true]] as const) {
+    const js = priorFactor(gain, near, echo, tonal, 'js');
+    expect(priorFactor(gain, near, echo, tonal, 'wasm')).toBe(js);
+  }
 });
 
 test('a filter shorter than the shadow filter (64 ms): adopting the shadow after a path change does not throw, and it cancels', async () => {

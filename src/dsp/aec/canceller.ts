@@ -182,6 +182,7 @@ export class EchoCanceller {
     const floats =
       RefRing.floats(BINS, capacity) +
       DelayEstimator.floats(this.maxLagHops) +
+      PriorScale.floats(AEC_HOP, capacity) +
       opts.channels * EchoChannel.floats(chan) +
       (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride, o.clipKnot) : 0) +
       Scratch.floats(AEC_HOP) +
@@ -204,7 +205,7 @@ export class EchoCanceller {
     this.scratch = new Scratch(this.arena, AEC_HOP);
     this.win = this.arena.f64(M);
     this.win.set(sqrtHann(M));
-    this.priorScale = new PriorScale(this.opts.priorZoneDb, AEC_HOP, capacity);
+    this.priorScale = new PriorScale(this.arena, this.opts.priorZoneDb, AEC_HOP, capacity);
     this.ring = new RefRing(this.arena, BINS, capacity);
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(

@@ -13,8 +13,8 @@ import { createRowFft, type RowFft } from '../fft-pairs';
 import { hopModule, wasmHopPasses, type HopPasses } from './hop-passes';
 import { aecKernels, aecModule, type AecKernels } from './kernel';
 
-/** Bytes of one heap's memory: ~100 single-channel cancellers (~0.4 MB each); untouched pages cost no RAM. */
-const HEAP_BYTES = 48 << 20;
+/** Bytes of one heap's memory: ~130 single-channel cancellers (~0.73 MB each, 0.41 MB of it the prior scale's sums); untouched pages cost no RAM. */
+const HEAP_BYTES = 96 << 20;
 /** The row FFT's size and rows (the canceller's M and the most rows a hop uses at once). */
 const FFT_N = 256;
 const FFT_ROWS = 3;

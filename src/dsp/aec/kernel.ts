@@ -20,6 +20,7 @@ export interface AecKernels {
   corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void;
   backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void;
   gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void;
+  pcross(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void;
 }
 
 /** The compiled aec.wasm, or null where it is missing or WebAssembly SIMD is not there. */
@@ -117,6 +118,15 @@ export class AecArena {
   corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void {
     this.k.corr(hist * 4, norms * 4, head, lags, mic * 4, cxy * 4, cxx * 4, a);
   }
+
+  /**
+   * The prior scale's cross-spectra (float64, bit-identical in both back ends): ring entries `head`, `head − 1`, … of
+   * rows of `kp` floats at the element offsets rRe/rIm/rPow, against D (dRe, dIm), into rows of kp of re, im, ch, one
+   * row per lag. The float64 arrays are given by byte address (`byteOffset` of a view from f64(), plus 8 per element).
+   */
+  pcross(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void {
+    this.k.pcross(L, head, cap, rRe * 4, rIm * 4, rPow * 4, dRe, dIm, re, im, ch, kp);
+  }
 }
 
 /** A new instance of aec.wasm on `memory`. */
@@ -126,6 +136,7 @@ export function aecKernels(mod: WebAssembly.Module, memory: WebAssembly.Memory):
 
 /** The same loops in JavaScript over the arena's arrays (byte addresses, as the WebAssembly functions take them). */
 function jsKernels(f: Float32Array, i32: Int32Array): AecKernels {
+  const d = new Float64Array(f.buffer, f.byteOffset, f.length >> 1);
   return {
     filter(P, offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi, kp) {
       const [o, xr, xi, xp, wr, wi, v, yr, yi, ph] = [offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi].map((b) => b >> 2);
@@ -249,6 +260,24 @@ function jsKernels(f: Float32Array, i32: Int32Array): AecKernels {
         f[cy + l] += a * (xy - f[cy + l]);
         f[cx + l] += a * (f[n + i] - f[cx + l]);
         i = i === 0 ? lags - 1 : i - 1;
+      }
+    },
+    pcross(L, head, cap, rRe, rIm, rPow, dRe, dIm, re, im, ch, kp) {
+      const [xr, xi, xp] = [rRe, rIm, rPow].map((b) => b >> 2);
+      const [dr, di, sr, si, sc] = [dRe, dIm, re, im, ch].map((b) => b >> 3);
+      for (let l = 0, i = head; l < L; l++) {
+        const x = i * kp;
+        const o = l * kp;
+        for (let k = 0; k < kp; k++) {
+          const ar = f[xr + x + k];
+          const ai = f[xi + x + k];
+          const br = d[dr + k];
+          const bi = d[di + k];
+          d[sr + o + k] += ar * br + ai * bi;
+          d[si + o + k] += ar * bi - ai * br;
+          d[sc + o + k] += f[xp + x + k] * (br * br + bi * bi);
+        }
+        i = i === 0 ? cap - 1 : i - 1;
       }
     },
   };

@@ -9,7 +9,8 @@
 // SDR to a prior scaled for echo that was not there), and the part of the microphone that correlates with the
 // reference (cross-spectra over every lag the filter can reach), which near-end speech cannot inflate. docs/echo.md, "Levels".
 import { RealFFT } from '../fft';
-import type { RefRing } from './ref-ring';
+import type { AecArena } from './kernel';
+import { RefRing } from './ref-ring';
 
 /** Hops of reference activity the estimate runs over (1 s): after that the filter has learnt, and rescaling its variances then would undo it. */
 const SETTLE_HOPS = 125;
@@ -43,8 +44,17 @@ export class PriorScale {
   private hops = 0;
   private readonly zone: number;
   private readonly bins: number;
+  /** Row length of the float64 sums: the ring's (bins padded to a multiple of 4; the padding stays 0). */
+  private readonly stride: number;
   private readonly lags: number;
-  /** Per lag and bin: Σ X*_{t−l} D_t (re, im) and Σ |X_{t−l}|²|D_t|²; per bin Σ |X_t|². Dropped once settled. */
+  private readonly arena: AecArena;
+  /**
+   * Per lag (rows of `stride`): Σ X*_{t−l} D_t (re, im) and Σ |X_{t−l}|²|D_t|²; per bin Σ |X_t|². The sums lie in the
+   * canceller's arena, where the arena's `pcross` kernel (WebAssembly SIMD in float64, or the same loop in
+   * JavaScript: bit-identical either way) adds a hop to every lag at once: in JavaScript this was 5× the cost of the
+   * rest of the canceller's hop for its first second, a burst when many streams start together (docs/echo.md,
+   * "Levels"). Dropped once settled.
+   */
   private cross: {
     re: Float64Array;
     im: Float64Array;
@@ -64,26 +74,35 @@ export class PriorScale {
   /** The previous hop's microphone samples (the frame is two hops, as the reference's in the ring). */
   private readonly micPrev: Float64Array;
 
-  constructor(zoneDb = PRIOR_ZONE_DB, hop = 128, lags = 1) {
+  /** Floats of the arena this takes (for hop `hop` and `lags` lags). */
+  static floats(hop: number, lags: number): number {
+    const stride = RefRing.strideOf(hop + 1);
+    return 2 * stride * (3 * lags + 2 + 3 * ACAUSAL_LAGS + 2 * (ACAUSAL_FROM + ACAUSAL_LAGS)) + 4 * 10;
+  }
+
+  constructor(arena: AecArena, zoneDb = PRIOR_ZONE_DB, hop = 128, lags = 1) {
+    this.arena = arena;
     this.zone = Math.pow(10, zoneDb / 10);
     this.bins = hop + 1;
+    this.stride = RefRing.strideOf(this.bins);
     this.lags = lags;
     this.micPrev = new Float64Array(hop);
-    const n = lags * this.bins;
+    const n = lags * this.stride;
+    const S = this.stride;
     this.cross = {
-      re: new Float64Array(n),
-      im: new Float64Array(n),
-      chance: new Float64Array(n),
+      re: arena.f64(n),
+      im: arena.f64(n),
+      chance: arena.f64(n),
       refPow: new Float64Array(this.bins),
       fft: new RealFFT(2 * hop),
       frame: new Float64Array(2 * hop),
-      dRe: new Float64Array(this.bins),
-      dIm: new Float64Array(this.bins),
-      aRe: new Float64Array(ACAUSAL_LAGS * this.bins),
-      aIm: new Float64Array(ACAUSAL_LAGS * this.bins),
-      aChance: new Float64Array(ACAUSAL_LAGS * this.bins),
-      histRe: new Float64Array((ACAUSAL_FROM + ACAUSAL_LAGS) * this.bins),
-      histIm: new Float64Array((ACAUSAL_FROM + ACAUSAL_LAGS) * this.bins),
+      dRe: arena.f64(S),
+      dIm: arena.f64(S),
+      aRe: arena.f64(ACAUSAL_LAGS * S),
+      aIm: arena.f64(ACAUSAL_LAGS * S),
+      aChance: arena.f64(ACAUSAL_LAGS * S),
+      histRe: arena.f64((ACAUSAL_FROM + ACAUSAL_LAGS) * S),
+      histIm: arena.f64((ACAUSAL_FROM + ACAUSAL_LAGS) * S),
     };
   }
 
@@ -107,6 +126,7 @@ export class PriorScale {
   private push(refEnergy: number, mic: Float32Array, ring: RefRing): number {
     const c = this.cross;
     if (this.hops >= SETTLE_HOPS || !c) return 1;
+    if (ring.stride !== this.stride || ring.capacity < this.lags) throw new Error('prior scale: the ring does not match');
     let micEnergy = 0;
     for (let i = 0; i < mic.length; i++) micEnergy += mic[i] * mic[i];
     this.mic += micEnergy;
@@ -117,14 +137,12 @@ export class PriorScale {
       c.frame[hop + i] = mic[i];
     }
     c.fft.forward(c.frame, 0, c.dRe, c.dIm);
-    const bins = this.bins;
-    const rRe = ring.re.a;
-    const rIm = ring.im.a;
     const rPow = ring.pow.a;
     const o0 = ring.offset(0);
-    for (let k = 0; k < bins; k++) c.refPow[k] += rPow[o0 + k];
-    for (let l = 0; l < this.lags; l++) cross(c.re, c.im, c.chance, l * bins, rRe, rIm, rPow, ring.offset(l), c.dRe, c.dIm, 0, bins);
-    this.acausal(rRe, rIm, rPow, o0);
+    for (let k = 0; k < this.bins; k++) c.refPow[k] += rPow[o0 + k];
+    const head = o0 / this.stride;
+    this.arena.pcross(this.lags, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, c.dRe.byteOffset, c.dIm.byteOffset, c.re.byteOffset, c.im.byteOffset, c.chance.byteOffset, this.stride);
+    this.acausal(ring, head);
     if (++this.hops < SETTLE_HOPS) return 1;
     const gain = Math.min(this.mic / this.ref, this.correlated());
     this.cross = null;
@@ -134,15 +152,17 @@ export class PriorScale {
     return r > this.zone ? Math.min(MAX_SCALE, r) : 1;
   }
 
-  /** This hop's reference (at o0 in the ring's arrays) against the microphone of earlier hops; then keeps this hop's. */
-  private acausal(rRe: Float32Array, rIm: Float32Array, rPow: Float32Array, o0: number): void {
+  /** This hop's reference (ring entry `head`) against the microphone of earlier hops; then keeps this hop's. */
+  private acausal(ring: RefRing, head: number): void {
     const { aRe, aIm, aChance, histRe, histIm, dRe, dIm } = this.cross!;
-    const bins = this.bins;
+    const S = this.stride;
+    const row = 8 * S; // bytes
     const span = ACAUSAL_FROM + ACAUSAL_LAGS;
     for (let a = 0; a < ACAUSAL_LAGS && ACAUSAL_FROM + a <= this.hops; a++) {
-      cross(aRe, aIm, aChance, a * bins, rRe, rIm, rPow, o0, histRe, histIm, ((this.hops - ACAUSAL_FROM - a) % span) * bins, bins);
+      const h = ((this.hops - ACAUSAL_FROM - a) % span) * row;
+      this.arena.pcross(1, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, histRe.byteOffset + h, histIm.byteOffset + h, aRe.byteOffset + a * row, aIm.byteOffset + a * row, aChance.byteOffset + a * row, S);
     }
-    const mine = (this.hops % span) * bins;
+    const mine = (this.hops % span) * S;
     histRe.set(dRe, mine);
     histIm.set(dIm, mine);
   }
@@ -153,6 +173,7 @@ export class PriorScale {
    */
   private correlated(): number {
     const c = this.cross!;
+    const S = this.stride;
     let num = 0;
     let den = 0;
     let nul = 0;
@@ -161,12 +182,12 @@ export class PriorScale {
       den += p;
       if (!(p > 0)) continue;
       let s = 0;
-      for (let l = 0; l < this.lags; l++) s += excess(c.re, c.im, c.chance, l * this.bins + k);
+      for (let l = 0; l < this.lags; l++) s += excess(c.re, c.im, c.chance, l * S + k);
       num += s / p;
       let z = 0;
       for (let a = 0; a < ACAUSAL_LAGS; a++) {
         const n = SETTLE_HOPS - ACAUSAL_FROM - a; // the hops this lag summed
-        z += excess(c.aRe, c.aIm, c.aChance, a * this.bins + k) / (n * n);
+        z += excess(c.aRe, c.aIm, c.aChance, a * S + k) / (n * n);
       }
       nul += z / p;
     }
@@ -176,35 +197,6 @@ export class PriorScale {
     for (let l = 0; l < this.lags; l++) weight += Math.max(0, SETTLE_HOPS - l) ** 2;
     num -= Math.max(0, (nul * weight) / ACAUSAL_LAGS);
     return den > 0 ? Math.max(0, num) / den : 0;
-  }
-}
-
-/**
- * One hop of a lag's cross-spectrum: sums (re, im) at `at` += X*·D per bin, and chance at `at` += |X|²|D|², for the
- * reference's spectrum at `xo` in the ring's arrays and a microphone spectrum at `dOff` in dRe/dIm.
- */
-function cross(
-  re: Float64Array,
-  im: Float64Array,
-  chance: Float64Array,
-  at: number,
-  xRe: Float32Array,
-  xIm: Float32Array,
-  xPow: Float32Array,
-  xo: number,
-  dRe: Float64Array,
-  dIm: Float64Array,
-  dOff: number,
-  bins: number,
-): void {
-  for (let k = 0; k < bins; k++) {
-    const xr = xRe[xo + k];
-    const xi = xIm[xo + k];
-    const dr = dRe[dOff + k];
-    const di = dIm[dOff + k];
-    re[at + k] += xr * dr + xi * di;
-    im[at + k] += xr * di - xi * dr;
-    chance[at + k] += xPow[xo + k] * (dr * dr + di * di);
   }
 }
 

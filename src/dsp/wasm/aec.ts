@@ -10,6 +10,8 @@
 //   gram       for J spectra A_j: gz_j = Σ_k Re(A_j Z*) with a spectrum Z, then each A_j scaled by a weight per bin and
 //              G_jl = Σ_k Re(A_j A_l*) (the loudspeaker model's correlations and Gram matrix, its hot spot)
 //   corr       the delay estimator's correlation of one microphone vector with the reference history, per lag
+//   pcross     the prior scale's cross-spectra of ring entries with one microphone spectrum, per lag, in float64 (two
+//              bins per operation; each lane's operations are prior-scale.ts's JavaScript, so the sums are bit-identical)
 
 @inline function ld(p: usize): v128 {
   return v128.load(p);
@@ -190,5 +192,39 @@ export function corr(hist: usize, norms: usize, head: i32, lags: i32, mic: usize
     const x = cxx + (<usize>l << 2);
     store<f32>(x, load<f32>(x) + a * (load<f32>(norms + (<usize>i << 2)) - load<f32>(x)));
     i = i == 0 ? lags - 1 : i - 1;
+  }
+}
+
+/** Two float32 values at p, promoted to float64 lanes. */
+@inline function ld2(p: usize): v128 {
+  return f64x2.promote_low_f32x4(v128.load64_zero(p));
+}
+
+/**
+ * For L lags, ring entries head, head − 1, … (wrapping below 0 to cap − 1), rows of kp float32 at ringRe/ringIm/ringPow,
+ * against one spectrum D (kp float64 at dRe, dIm): per bin, with lag l's rows of kp float64 at re, im, ch,
+ *   re += xr·dr + xi·di,   im += xr·di − xi·dr,   ch += |X|²·(dr² + di²)
+ * kp even; the padding bins add zeros.
+ */
+export function pcross(L: i32, head: i32, cap: i32, ringRe: usize, ringIm: usize, ringPow: usize, dRe: usize, dIm: usize, re: usize, im: usize, ch: usize, kp: i32): void {
+  const frow = <usize>kp << 2;
+  const drow = <usize>kp << 3;
+  let i = head;
+  for (let l = 0; l < L; l++) {
+    const x = <usize>i * frow;
+    const o = <usize>l * drow;
+    for (let k: usize = 0; k < <usize>kp; k += 2) {
+      const xr = ld2(ringRe + x + (k << 2));
+      const xi = ld2(ringIm + x + (k << 2));
+      const dr = v128.load(dRe + (k << 3));
+      const di = v128.load(dIm + (k << 3));
+      const r = re + o + (k << 3);
+      const j = im + o + (k << 3);
+      const c = ch + o + (k << 3);
+      v128.store(r, f64x2.add(v128.load(r), f64x2.add(f64x2.mul(xr, dr), f64x2.mul(xi, di))));
+      v128.store(j, f64x2.add(v128.load(j), f64x2.sub(f64x2.mul(xr, di), f64x2.mul(xi, dr))));
+      v128.store(c, f64x2.add(v128.load(c), f64x2.mul(ld2(ringPow + x + (k << 2)), f64x2.add(f64x2.mul(dr, dr), f64x2.mul(di, di)))));
+    }
+    i = i == 0 ? cap - 1 : i - 1;
   }
 }
