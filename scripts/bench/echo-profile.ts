@@ -29,6 +29,8 @@ const GROUPS: [string, RegExp][] = [
   ['channel hop: suppressor, residual ratios, per-bin and per-sample passes', /aec\/(channel|suppressor|residual-ratio|hop-passes)\.js|^wasm hop /],
   ['canceller hop: reference ring, activity, ERLE, chunking', /aec\/(canceller|ref-ring)\.js/],
   ['delay estimator', /delay-estimator\.js|^wasm corr$/],
+  // Only until it settles (a stream's first second of reference): its share falls with --seconds.
+  ['prior scale (the first 125 hops of reference only)', /prior-scale\.js|^wasm pcross$/],
 ];
 
 function post<T>(s: inspector.Session, method: string, params?: object): Promise<T> {
