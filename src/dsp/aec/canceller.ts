@@ -52,7 +52,7 @@ export interface EchoCancellerOptions {
   shadowEvery?: number;
   /** Loops in WebAssembly SIMD (default, where available) or JavaScript. */
   backend?: 'wasm' | 'js';
-  /** Ablations: the suppressor's residual terms as a bit mask (Kalman 1, echo-estimate share 2, tail 4, wideband 8). */
+  /** The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16 (level-rise.ts). */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
   nonlinear?: boolean;
@@ -70,16 +70,6 @@ export interface EchoCancellerOptions {
   priorZoneDb?: number;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
   presence?: boolean;
-  /** β raised on the reference's loud hops, those within this many dB of its recent peak (loud-residual.ts; 0: off). */
-  loudDb?: number;
-  loudDecayDb?: number;
-  loudCapDb?: number;
-  newHold?: number;
-  newDb?: number;
-  newDecayDb?: number;
-  newBetaDb?: number;
-  newGateDb?: number;
-  newDomDb?: number;
 }
 
 export interface EchoCancellerStats {
@@ -174,15 +164,6 @@ export class EchoCanceller {
       reopen: opts.reopen ?? 'never',
       priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
       presence: opts.presence ?? true,
-      loudDb: opts.loudDb ?? 0,
-      loudDecayDb: opts.loudDecayDb ?? 1,
-      loudCapDb: opts.loudCapDb ?? 10,
-      newHold: opts.newHold ?? 0,
-      newDb: opts.newDb ?? 0,
-      newDecayDb: opts.newDecayDb ?? 0.5,
-      newBetaDb: opts.newBetaDb ?? 0,
-      newGateDb: opts.newGateDb ?? 100,
-      newDomDb: opts.newDomDb ?? 100,
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
@@ -222,7 +203,7 @@ export class EchoCanceller {
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
       { length: opts.channels },
-      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, loud: o.loudDb > 0 || o.newHold > 0 ? { db: o.loudDb, decayDb: o.loudDecayDb, capDb: o.loudCapDb, hopsPerSecond: 125, newHold: o.newHold, newDb: o.newDb, newDecayDb: o.newDecayDb, newBetaDb: o.newBetaDb, newGateDb: o.newGateDb, newDomDb: o.newDomDb } : null }),
+      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride, o.clipKnot);

@@ -46,12 +46,8 @@ export class ResidualRatio {
     this.yMean = new Float64Array(this.bands);
   }
 
-  /** One hop of |E|² and the predictor D, per bin; with `judge` false the hop only moves the window on. */
-  update(ePow: Float64Array, yPow: Float64Array, judge = true): void {
-    if (!judge) {
-      this.advance();
-      return;
-    }
+  /** One hop of |E|² and the predictor D, per bin. */
+  update(ePow: Float64Array, yPow: Float64Array): void {
     const eSum = this.eSum;
     const P = this.binsPerBand;
     // Band sums in bin order (bands are runs of P bins), each band judged as soon as it is summed.
