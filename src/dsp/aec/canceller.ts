@@ -52,7 +52,7 @@ export interface EchoCancellerOptions {
   shadowEvery?: number;
   /** Loops in WebAssembly SIMD (default, where available) or JavaScript. */
   backend?: 'wasm' | 'js';
-  /** Ablations: the suppressor's residual terms as a bit mask (Kalman 1, echo-estimate share 2, tail 4, wideband 8). */
+  /** The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16 (level-rise.ts). */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
   nonlinear?: boolean;

@@ -8,6 +8,7 @@ import type { NonlinearLearner } from './nl-learner';
 import { PartitionedKalmanFilter } from './kalman-filter';
 import type { RefRing } from './ref-ring';
 import { EchoPresence } from './echo-presence';
+import { LevelRise } from './level-rise';
 import { ResidualRatio } from './residual-ratio';
 import { ShadowFilter } from './shadow-filter';
 import { EchoSuppressor } from './suppressor';
@@ -75,6 +76,8 @@ export class EchoChannel {
   peak = 0;
   peakFresh = false;
   readonly sup: EchoSuppressor;
+  /** β raised after the reference rises above its recent peak in single talk (used where the suppressor's terms have 16). */
+  readonly rise: LevelRise;
   private readonly hop: number;
   private readonly bins: number;
   private readonly o: ChannelOptions;
@@ -107,8 +110,8 @@ export class EchoChannel {
   private readonly micOut: Float64Array;
 
   static floats(o: { hop: number; partitions: number; shadowPartitions: number }): number {
-    // Besides the filters: 14 float64 arrays of up to hop + 1 values (the channel's, the suppressor's, the β's).
-    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions) + 14 * 2 * ((o.hop + 4) & ~3);
+    // Besides the filters: 15 float64 arrays of up to hop + 1 values (the channel's, the suppressor's, the β's).
+    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions) + 15 * 2 * ((o.hop + 4) & ~3);
   }
 
   constructor(arena: AecArena, o: ChannelOptions) {
@@ -122,6 +125,7 @@ export class EchoChannel {
     this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias, f64);
     this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias, f64);
     this.env = f64(this.bins);
+    this.rise = new LevelRise(this.bins, 125, f64);
     this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive }, f64);
     this.micPrev = f64(o.hop);
     this.ePrev = f64(o.hop);
@@ -184,6 +188,8 @@ export class EchoChannel {
     // arena, and Ψ_S from the main filter's.
     P.spectra(K, fft.re, fft.im, s.aRe, s.aIm, s.ePow, farActive, main.phi.a, this.psiS, main.eRe.a, main.eIm.a, withShadow, sh.eRe.a, sh.eIm.a);
     this.wideband(ring, lag);
+    const rise = this.sup.terms & 16 ? this.rise : null;
+    if (rise) rise.hop(this.pw, farActive);
     if (farActive) {
       this.hops++;
       this.ratio.update(s.ePow, s.yPow);
@@ -200,7 +206,9 @@ export class EchoChannel {
     this.tailInput(ring, lag, s.tailIn);
     // Suppression and overlap-add synthesis.
     P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
-    const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, this.ratio.beta, s.tailIn, this.tailDecay, s.nl);
+    const beta = rise ? rise.apply(this.ratio.beta, s.ePow, s.yPow) : this.ratio.beta;
+    const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, beta, s.tailIn, this.tailDecay, s.nl);
+    if (rise && farActive) rise.judge(s.ePow, this.sup.resid);
     if (this.o.linearOnly) g.fill(1);
     // The learner may have grown the row FFT's memory (where it is the thread's shared one): views again.
     fft.reserve(1);

@@ -33,7 +33,7 @@ export class EchoSuppressor {
   readonly resid: Float64Array;
   private readonly noiseRise: number;
   private started = false;
-  /** Ablations (bench): which residual terms count, bit mask phi 1, leak 2, tail 4, wideband 8. */
+  /** Which residual terms count, bit mask phi 1, leak 2, tail 4, wideband 8; 16: the channel raises β after a level rise (level-rise.ts). */
   terms = 15;
   /** The same loops in WebAssembly (hop-passes.ts; bit-identical), set where every array lies in its memory. */
   kernel: SuppressKernel | null = null;
