@@ -19,6 +19,7 @@ const HEAP_BYTES = 96 << 20;
 const FFT_N = 256;
 const FFT_ROWS = 3;
 const HOP = 128;
+const PARAMS = 16;
 
 export interface HeapSlot {
   readonly heap: AecHeap;
@@ -45,11 +46,12 @@ export class AecHeap {
     if (!this.fft.wasm) throw new Error('the echo canceller heap needs the WebAssembly row FFT');
     this.fft.reserve(FFT_ROWS);
     // The scratch call grows the memory to its final size now, before any view of it is handed out.
-    const outBlock = this.fft.wasm.scratch(align64(HOP * 4) + bytes);
-    this.start = align64(outBlock + HOP * 4);
+    // The hop passes' output block (HOP float32) and their scalar parameters (PARAMS float64), then the slots.
+    const outBlock = this.fft.wasm.scratch(align64(HOP * 4 + PARAMS * 8) + bytes);
+    this.start = align64(outBlock + HOP * 4 + PARAMS * 8);
     this.next = this.start;
     this.kernels = aecKernels(aecMod, this.memory);
-    this.passes = wasmHopPasses(hopMod, this.memory, new Float32Array(this.memory.buffer, outBlock, HOP));
+    this.passes = wasmHopPasses(hopMod, this.memory, new Float32Array(this.memory.buffer, outBlock, HOP), new Float64Array(this.memory.buffer, outBlock + HOP * 4, PARAMS));
   }
 
   /** A zeroed slot of `bytes`, or null when this heap has no room. */

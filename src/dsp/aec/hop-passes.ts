@@ -133,8 +133,7 @@ interface Exports {
   mulInto(K: number, a: number, b: number, out: number): void;
   suppress(
     K: number, ePow: number, yPow: number, phi: number, beta: number, tailIn: number, tailDecay: number, nl: number,
-    g: number, prevClean: number, noise: number, smoothPow: number, tail: number, resid: number,
-    wPhi: number, wLeak: number, wTail: number, wNl: number, over: number, rise: number, overdrive: number, dd: number, floor: number,
+    g: number, prevClean: number, noise: number, smoothPow: number, tail: number, resid: number, par: number,
   ): void;
 }
 
@@ -147,7 +146,7 @@ export function hopModule(): WebAssembly.Module | null {
  * The WebAssembly passes on `memory`. Arrays are passed by their byte offsets: the caller guarantees they are views of
  * that memory. The output block goes through `outBlock` (R float32 in the memory) and is copied to the caller's array.
  */
-export function wasmHopPasses(mod: WebAssembly.Module, memory: WebAssembly.Memory, outBlock: Float32Array): HopPasses {
+export function wasmHopPasses(mod: WebAssembly.Module, memory: WebAssembly.Memory, outBlock: Float32Array, par: Float64Array): HopPasses {
   const k = new WebAssembly.Instance(mod, { env: { memory, abort: () => {} } }).exports as unknown as Exports;
   return {
     echoRows: (K, yRe, yIm, sRe, sIm, re, im, yPow) =>
@@ -161,9 +160,18 @@ export function wasmHopPasses(mod: WebAssembly.Module, memory: WebAssembly.Memor
       out.set(outBlock, at);
     },
     mulInto: (K, a, b, out) => k.mulInto(K, a.byteOffset, b.byteOffset, out.byteOffset),
-    suppress: (K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, prevClean, noise, smoothPow, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor) =>
+    suppress: (K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, prevClean, noise, smoothPow, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor) => {
+      par[0] = wPhi;
+      par[1] = wLeak;
+      par[2] = wTail;
+      par[3] = wNl;
+      par[4] = over;
+      par[5] = rise;
+      par[6] = overdrive;
+      par[7] = dd;
+      par[8] = floor;
       k.suppress(K, ePow.byteOffset, yPow.byteOffset, phi.byteOffset, beta.byteOffset, tailIn.byteOffset, tailDecay.byteOffset, nl.byteOffset,
-        g.byteOffset, prevClean.byteOffset, noise.byteOffset, smoothPow.byteOffset, tail.byteOffset, resid.byteOffset,
-        wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor),
+        g.byteOffset, prevClean.byteOffset, noise.byteOffset, smoothPow.byteOffset, tail.byteOffset, resid.byteOffset, par.byteOffset);
+    },
   };
 }

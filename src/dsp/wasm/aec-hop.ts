@@ -129,9 +129,19 @@ export function mulInto(K: i32, a: usize, b: usize, out: usize): void {
  */
 export function suppress(
   K: i32, ePow: usize, yPow: usize, phi: usize, beta: usize, tailIn: usize, tailDecay: usize, nl: usize,
-  g: usize, prevClean: usize, noise: usize, smoothPow: usize, tail: usize, resid: usize,
-  wPhi: f64, wLeak: f64, wTail: f64, wNl: f64, over: f64, rise: f64, overdrive: f64, dd: f64, floor: f64,
+  g: usize, prevClean: usize, noise: usize, smoothPow: usize, tail: usize, resid: usize, par: usize,
 ): void {
+  // The nine scalars come through memory (par: wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor): V8 called
+  // the function with them as arguments through a generic JS-to-WebAssembly wrapper, ~3 % of the canceller's time.
+  const wPhi = f64At(par, 0);
+  const wLeak = f64At(par, 1);
+  const wTail = f64At(par, 2);
+  const wNl = f64At(par, 3);
+  const over = f64At(par, 4);
+  const rise = f64At(par, 5);
+  const overdrive = f64At(par, 6);
+  const dd = f64At(par, 7);
+  const floor = f64At(par, 8);
   let eSum: f64 = 0;
   let rSum: f64 = 0;
   let prevLeak = f64At(beta, 0) * f64At(yPow, 0);
