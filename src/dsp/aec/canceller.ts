@@ -70,6 +70,8 @@ export interface EchoCancellerOptions {
   priorZoneDb?: number;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
   presence?: boolean;
+  /** An echo appearing after the channel found none is searched for as at a call's start (echo-presence.ts's `restart`; default true, false for the A/B). */
+  presenceRestart?: boolean;
 }
 
 export interface EchoCancellerStats {
@@ -164,6 +166,7 @@ export class EchoCanceller {
       reopen: opts.reopen ?? 'never',
       priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
       presence: opts.presence ?? true,
+      presenceRestart: opts.presenceRestart ?? true,
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
@@ -214,6 +217,7 @@ export class EchoCanceller {
       ch.sup.kernel = passes.suppress;
       ch.sup.terms = this.opts.terms;
       ch.presence?.watch(this.delay, ch === this.chans[0]);
+      if (ch.presence) ch.presence.restart = this.opts.presenceRestart;
       ch.constrainEvery = this.opts.constrainEvery;
       ch.shadowEvery = this.opts.shadowEvery;
     }

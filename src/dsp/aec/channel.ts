@@ -175,8 +175,12 @@ export class EchoChannel {
       if (pr.resetNow) {
         main.reset();
         sh.copyFrom(main.wRe.a, main.wIm.a);
+        // The loudspeaker model (channel 0's) was fitted to the same chance: it starts again with the filter.
+        if (pr.restart && this.learner) this.learner.reset();
       }
-      learn = pr.learning;
+      // Not on the hop they were emptied: this hop's error and Φ are the old filter's, and the prior's variances against
+      // the old Φ gave gains above 1 and negative variances (seen: the mean variance of the first partitions at −13).
+      learn = pr.learning && !(pr.resetNow && pr.restart);
       if (mixMic) this.micOut.set(this.micPrev);
     }
     fft.forward(withShadow ? 3 : farActive ? 2 : 1);

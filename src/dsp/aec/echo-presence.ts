@@ -61,6 +61,15 @@ export class EchoPresence {
   prevWeight = 1;
   /** Set by hop() when the filters are to be emptied now (the channel just turned absent, or to probation). */
   resetNow = false;
+  /**
+   * Whether an echo appearing after "absent" or "probation" is searched for as at a call's start (default; false: as
+   * before 2026-11-29, for the A/B): while the channel is not present the delay estimator takes its best lag at once
+   * (`follow`) instead of holding the chance lag it had when the echo appears; the filters skip the update on the hop
+   * they are emptied (its error and Φ are the old filter's); and the loudspeaker model starts again with them.
+   * (Emptying the filters at every probation, not only after absent, made a no-echo talker "present" in 1 of 24
+   * scenes, seeds 14000..: a fresh filter's chance hits.)
+   */
+  restart = true;
   /** Far-end hops so far, at the last state change, and at the last ON_HITS hits (a ring). */
   private farHops = 0;
   private since = 0;
@@ -103,6 +112,7 @@ export class EchoPresence {
       else this.watchDivergence(errEnergy > HIT_RATIO * micEnergy);
     }
     const target = this.state === 'present' ? 1 : 0;
+    if (this.restart && this.ownsDelay) this.delay!.follow = this.state !== 'present';
     if (this.weight !== target) this.weight = target === 1 ? Math.min(1, this.weight + FADE_IN) : Math.max(0, this.weight - FADE_OUT);
     return this.weight < 1 || this.prevWeight < 1;
   }

@@ -163,6 +163,25 @@ export class LoudspeakerModel {
     }
   }
 
+  /**
+   * Back to no distortion and no statistics (the coefficients apply again after the next learning step): channel 0 found
+   * no echo, and what the model learnt meanwhile was fitted to chance (echo-presence.ts). The history of reference
+   * blocks and the unit stay (they are the reference's, not learnt).
+   */
+  reset(): void {
+    this.c.fill(0);
+    this.b.fill(0);
+    this.G.fill(0);
+    this.steps = 0;
+    if (this.knot) {
+      this.knot.level = 0;
+      this.knot.xo = 0;
+      this.knot.proj = 0;
+      this.knot.stable = 0;
+    }
+    this.search?.reset();
+  }
+
   /** Stores the reference block x and writes x_eff = x + Σ c_j φ_j(x) to out. */
   distort(x: Float32Array, out: Float64Array): void {
     const R = this.R;

@@ -68,6 +68,23 @@ export class NonlinearLearner {
   }
 
   /**
+   * Back to the start, the model with it: the filter starts from nothing again (echo-presence.ts), so the model waits
+   * for its first convergence (START far-end hops) as at a call's start, with none of the weights or errors of before.
+   */
+  reset(): void {
+    this.model.reset();
+    this.active = 0;
+    this.curMin = Infinity;
+    this.mins.fill(Infinity);
+    this.noiseSum = 0;
+    this.noiseW = 0;
+    this.w.fill(0);
+    this.eRe.a.fill(0);
+    this.eIm.a.fill(0);
+    this.powerSet = false;
+  }
+
+  /**
    * One hop: E the error spectrum FFT([0, e]) (null while the far end is silent within the filter's reach), the error's
    * and the echo estimate's energy over the hop, the bulk lag the filter used.
    */
