@@ -10,7 +10,7 @@
 // input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
 // carries signal the output is the microphone itself, delayed, bit for bit.
 import { sharedRowFft, type RowFft } from '../fft-pairs';
-import { EchoChannel, Scratch } from './channel';
+import { EchoChannel, Scratch, type PresenceOptions } from './channel';
 import { DelayEstimator } from './delay-estimator';
 import { takeSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
@@ -27,7 +27,7 @@ const BINS = AEC_HOP + 1;
 /** Output sample i is input sample i − AEC_LATENCY: the suppressor's overlap-add holds one hop. */
 export const AEC_LATENCY = AEC_HOP;
 
-export interface EchoCancellerOptions {
+export interface EchoCancellerOptions extends PresenceOptions {
   channels: number;
   /** Echo path the adaptive filter covers after the bulk delay, ms (default 282: 250 ms plus the 32 ms margin kept before the delay estimate). */
   filterMs?: number;
@@ -70,8 +70,6 @@ export interface EchoCancellerOptions {
   priorZoneDb?: number;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
   presence?: boolean;
-  /** An echo appearing after the channel found none is searched for as at a call's start (echo-presence.ts's `restart`; default true, false for the A/B). */
-  presenceRestart?: boolean;
 }
 
 export interface EchoCancellerStats {
@@ -100,7 +98,7 @@ function sqrtHann(n: number): Float64Array {
 export class EchoCanceller {
   readonly channels: number;
   readonly latency = AEC_LATENCY;
-  private readonly opts: Required<Omit<EchoCancellerOptions, 'channels'>>;
+  private readonly opts: Required<Omit<EchoCancellerOptions, 'channels' | 'presenceRestart'>>;
   private readonly partitions: number;
   private readonly maxLagHops: number;
   /**
@@ -166,7 +164,6 @@ export class EchoCanceller {
       reopen: opts.reopen ?? 'never',
       priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
       presence: opts.presence ?? true,
-      presenceRestart: opts.presenceRestart ?? true,
     };
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
@@ -206,7 +203,7 @@ export class EchoCanceller {
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
       { length: opts.channels },
-      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence }),
+      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride, o.clipKnot);
@@ -217,7 +214,6 @@ export class EchoCanceller {
       ch.sup.kernel = passes.suppress;
       ch.sup.terms = this.opts.terms;
       ch.presence?.watch(this.delay, ch === this.chans[0]);
-      if (ch.presence) ch.presence.restart = this.opts.presenceRestart;
       ch.constrainEvery = this.opts.constrainEvery;
       ch.shadowEvery = this.opts.shadowEvery;
     }

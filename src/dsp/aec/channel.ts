@@ -8,6 +8,7 @@ import type { NonlinearLearner } from './nl-learner';
 import { PartitionedKalmanFilter } from './kalman-filter';
 import type { RefRing } from './ref-ring';
 import { EchoPresence } from './echo-presence';
+export type { PresenceOptions } from './echo-presence';
 import { ResidualRatio } from './residual-ratio';
 import { ShadowFilter } from './shadow-filter';
 import { EchoSuppressor } from './suppressor';
@@ -26,6 +27,8 @@ export interface ChannelOptions {
   overdrive: number;
   /** Whether the channel decides that there is no echo at all and then outputs the microphone (echo-presence.ts). */
   presence: boolean;
+  /** Whether an echo appearing after the channel found none is searched for as at a call's start (EchoPresence.restart). */
+  presenceRestart: boolean;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
@@ -130,7 +133,7 @@ export class EchoChannel {
     this.tailDecay = f64(this.bins).fill(0.8);
     this.late = new Float64Array(Math.ceil(this.bins / 16));
     this.early = new Float64Array(Math.ceil(this.bins / 16));
-    this.presence = o.presence ? new EchoPresence() : null;
+    this.presence = o.presence ? new EchoPresence(o.presenceRestart) : null;
     this.micOut = new Float64Array(o.hop);
   }
 

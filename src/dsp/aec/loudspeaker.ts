@@ -67,10 +67,11 @@ export class LoudspeakerModel {
   private readonly proj = new Float64Array(THRESHOLDS.length);
   /** The clip knot (null when off) and the level each block was distorted with. */
   readonly knot: ClipKnot | null;
-  private readonly search: KnotSearch | null;
+  readonly search: KnotSearch | null;
   private readonly kHist: Float64Array;
-  private readonly G = new Float64Array(NL_MAX * NL_MAX);
-  private readonly b = new Float64Array(NL_MAX);
+  /** The learning statistics (public for NonlinearLearner.reset). */
+  readonly G = new Float64Array(NL_MAX * NL_MAX);
+  readonly b = new Float64Array(NL_MAX);
   private readonly A = new Float64Array(NL_MAX * NL_MAX);
   private readonly sol = new Float64Array(NL_MAX);
   private readonly g = new Float64Array(NL_ROWS);
@@ -161,25 +162,6 @@ export class LoudspeakerModel {
       const o = t + s;
       this.xo[t] = o >= 0 && o < T ? xo[o] : 0;
     }
-  }
-
-  /**
-   * Back to no distortion and no statistics (the coefficients apply again after the next learning step): channel 0 found
-   * no echo, and what the model learnt meanwhile was fitted to chance (echo-presence.ts). The history of reference
-   * blocks and the unit stay (they are the reference's, not learnt).
-   */
-  reset(): void {
-    this.c.fill(0);
-    this.b.fill(0);
-    this.G.fill(0);
-    this.steps = 0;
-    if (this.knot) {
-      this.knot.level = 0;
-      this.knot.xo = 0;
-      this.knot.proj = 0;
-      this.knot.stable = 0;
-    }
-    this.search?.reset();
   }
 
   /** Stores the reference block x and writes x_eff = x + Σ c_j φ_j(x) to out. */

@@ -72,7 +72,13 @@ export class NonlinearLearner {
    * for its first convergence (START far-end hops) as at a call's start, with none of the weights or errors of before.
    */
   reset(): void {
-    this.model.reset();
+    // The model: no distortion (its coefficients apply again after its next learning step) and no statistics; the
+    // history of reference blocks and the unit stay (they are the reference's, not learnt).
+    const m = this.model;
+    for (const a of [m.c, m.b, m.G]) a.fill(0);
+    m.steps = 0;
+    if (m.knot) Object.assign(m.knot, { level: 0, xo: 0, proj: 0, stable: 0 });
+    m.search?.reset();
     this.active = 0;
     this.curMin = Infinity;
     this.mins.fill(Infinity);
