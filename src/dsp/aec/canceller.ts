@@ -10,7 +10,7 @@
 // input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
 // carries signal the output is the microphone itself, delayed, bit for bit.
 import { sharedRowFft, type RowFft } from '../fft-pairs';
-import { EchoChannel, Scratch } from './channel';
+import { EchoChannel, Scratch, type PresenceOptions } from './channel';
 import { DelayEstimator } from './delay-estimator';
 import { giveSlot, takeSlot, type HeapSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
@@ -27,7 +27,7 @@ const BINS = AEC_HOP + 1;
 /** Output sample i is input sample i − AEC_LATENCY: the suppressor's overlap-add holds one hop. */
 export const AEC_LATENCY = AEC_HOP;
 
-export interface EchoCancellerOptions {
+export interface EchoCancellerOptions extends PresenceOptions {
   channels: number;
   /** Echo path the adaptive filter covers after the bulk delay, ms (default 282: 250 ms plus the 32 ms margin kept before the delay estimate). */
   filterMs?: number;
@@ -98,7 +98,7 @@ function sqrtHann(n: number): Float64Array {
 export class EchoCanceller {
   readonly channels: number;
   readonly latency = AEC_LATENCY;
-  private readonly opts: Required<Omit<EchoCancellerOptions, 'channels'>>;
+  private readonly opts: Required<Omit<EchoCancellerOptions, 'channels' | 'presenceRestart'>>;
   private readonly partitions: number;
   private readonly maxLagHops: number;
   /**
@@ -210,7 +210,7 @@ export class EchoCanceller {
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
       { length: opts.channels },
-      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence }),
+      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride, o.clipKnot);

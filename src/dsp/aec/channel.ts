@@ -9,6 +9,7 @@ import { PartitionedKalmanFilter } from './kalman-filter';
 import type { RefRing } from './ref-ring';
 import { EchoPresence } from './echo-presence';
 import { LevelRise } from './level-rise';
+export type { PresenceOptions } from './echo-presence';
 import { ResidualRatio } from './residual-ratio';
 import { ShadowFilter } from './shadow-filter';
 import { EchoSuppressor } from './suppressor';
@@ -27,6 +28,8 @@ export interface ChannelOptions {
   overdrive: number;
   /** Whether the channel decides that there is no echo at all and then outputs the microphone (echo-presence.ts). */
   presence: boolean;
+  /** Whether an echo appearing after the channel found none is searched for as at a call's start (EchoPresence.restart). */
+  presenceRestart: boolean;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
@@ -134,7 +137,7 @@ export class EchoChannel {
     this.tailDecay = f64(this.bins).fill(0.8);
     this.late = new Float64Array(Math.ceil(this.bins / 16));
     this.early = new Float64Array(Math.ceil(this.bins / 16));
-    this.presence = o.presence ? new EchoPresence() : null;
+    this.presence = o.presence ? new EchoPresence(o.presenceRestart) : null;
     this.micOut = new Float64Array(o.hop);
   }
 
@@ -179,8 +182,12 @@ export class EchoChannel {
       if (pr.resetNow) {
         main.reset();
         sh.copyFrom(main.wRe.a, main.wIm.a);
+        // The loudspeaker model (channel 0's) was fitted to the same chance: it starts again with the filter.
+        if (pr.restart && this.learner) this.learner.reset();
       }
-      learn = pr.learning;
+      // Not on the hop they were emptied: this hop's error and Φ are the old filter's, and the prior's variances against
+      // the old Φ gave gains above 1 and negative variances (seen: the mean variance of the first partitions at −13).
+      learn = pr.learning && !(pr.resetNow && pr.restart);
       if (mixMic) this.micOut.set(this.micPrev);
     }
     fft.forward(withShadow ? 3 : farActive ? 2 : 1);

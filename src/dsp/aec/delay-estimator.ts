@@ -59,6 +59,13 @@ export class DelayEstimator {
   lag = -1;
   /** How far the best lag's correlation stood above the mean over lags at the last active hop (echo-presence.ts reads it). */
   confidence = 0;
+  /**
+   * While set, a lag that beats the current one by SWITCH_MARGIN is taken at once, without waiting HOLD hops: channel 0
+   * has found no echo (echo-presence.ts), so the lag held is chance, and an echo appearing must not wait for its
+   * correlation to beat chance's for HOLD hops. (Taking the best lag on every hop let it wander between neighbours
+   * in double talk: echo-ab's dt-8400 −0.8 dB.)
+   */
+  follow = false;
 
   static floats(maxLag: number): number {
     return (maxLag + 1) * (BANDS + 3) + BANDS + 16;
@@ -145,6 +152,11 @@ export class DelayEstimator {
       return;
     }
     if (Math.abs(best - this.lag) >= 2 && s[best] > s[this.lag] + SWITCH_MARGIN) {
+      if (this.follow) {
+        this.lag = best;
+        this.candidateHops = 0;
+        return;
+      }
       if (Math.abs(best - this.candidate) <= 1) this.candidateHops++;
       else {
         this.candidate = best;

@@ -15,6 +15,8 @@
 //   probation  the output is still the microphone; both filters learn (from nothing after absent, as at the start;
 //              a filter whose error grows 6 dB above the microphone is emptied again). ON_HITS hits within ON_HOPS
 //              → present; ABSENT_HOPS without a hit → absent.
+// An echo appearing after "absent" or "probation" is searched for as at a call's start (`restart`): the delay estimator
+// takes a better lag at once, a filter emptied skips that hop's update, the loudspeaker model starts again with it.
 // A scene whose filter scores a hit at least every ABSENT_HOPS far-end hops never leaves "present" and is bit for bit
 // what it was. Cost: an energy sum per hop; until an echo is found a 256-point FFT per hop (the channel's row FFT), and
 // no filter updates while absent. docs/echo.md, "A reference with no echo".
@@ -54,6 +56,12 @@ const FADE_IN = 0.25;
 
 export type PresenceState = 'present' | 'absent' | 'probation';
 
+/** The canceller's option for it (EchoCancellerOptions). */
+export interface PresenceOptions {
+  /** An echo appearing after the channel found none is searched for as at a call's start (EchoPresence.restart; default true, false: as before, for the A/B). */
+  presenceRestart?: boolean;
+}
+
 export class EchoPresence {
   state: PresenceState = 'present';
   /** Weight of the canceller's output in this hop's output block (1: all of it, 0: the microphone's), and the previous hop's. */
@@ -61,6 +69,16 @@ export class EchoPresence {
   prevWeight = 1;
   /** Set by hop() when the filters are to be emptied now (the channel just turned absent, or to probation). */
   resetNow = false;
+  /**
+   * Whether an echo appearing after "absent" or "probation" is searched for as at a call's start (default; false: as
+   * before 2026-11-29, for the A/B): while the channel is not present the delay estimator takes its best lag at once
+   * (`follow`) instead of holding the chance lag it had when the echo appears; the filters skip the update on the hop
+   * they are emptied (its error and Φ are the old filter's); and the loudspeaker model starts again with them (without
+   * that the lag's following lost more than it gained: ERLE 12–20 s of an echo from 10 s, seeds 12000.., 24.2 against
+   * 26.0 before and 29.3 with it). (Emptying the filters at every probation, not only after absent, made a no-echo
+   * talker "present" in 1 of 24 scenes, seeds 14000..: a fresh filter's chance hits.) docs/echo.md, "An echo appearing later".
+   */
+  readonly restart: boolean;
   /** Far-end hops so far, at the last state change, and at the last ON_HITS hits (a ring). */
   private farHops = 0;
   private since = 0;
@@ -71,6 +89,10 @@ export class EchoPresence {
   switches = 0;
   private delay: DelayEstimator | null = null;
   private ownsDelay = false;
+
+  constructor(restart = true) {
+    this.restart = restart;
+  }
 
   /** Whether the main filter learns this hop. */
   get learning(): boolean {
@@ -103,6 +125,7 @@ export class EchoPresence {
       else this.watchDivergence(errEnergy > HIT_RATIO * micEnergy);
     }
     const target = this.state === 'present' ? 1 : 0;
+    if (this.restart && this.ownsDelay) this.delay!.follow = this.state !== 'present';
     if (this.weight !== target) this.weight = target === 1 ? Math.min(1, this.weight + FADE_IN) : Math.max(0, this.weight - FADE_OUT);
     return this.weight < 1 || this.prevWeight < 1;
   }

@@ -67,10 +67,11 @@ export class LoudspeakerModel {
   private readonly proj = new Float64Array(THRESHOLDS.length);
   /** The clip knot (null when off) and the level each block was distorted with. */
   readonly knot: ClipKnot | null;
-  private readonly search: KnotSearch | null;
+  readonly search: KnotSearch | null;
   private readonly kHist: Float64Array;
-  private readonly G = new Float64Array(NL_MAX * NL_MAX);
-  private readonly b = new Float64Array(NL_MAX);
+  /** The learning statistics (public for NonlinearLearner.reset). */
+  readonly G = new Float64Array(NL_MAX * NL_MAX);
+  readonly b = new Float64Array(NL_MAX);
   private readonly A = new Float64Array(NL_MAX * NL_MAX);
   private readonly sol = new Float64Array(NL_MAX);
   private readonly g = new Float64Array(NL_ROWS);

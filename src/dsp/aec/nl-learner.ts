@@ -68,6 +68,29 @@ export class NonlinearLearner {
   }
 
   /**
+   * Back to the start, the model with it: the filter starts from nothing again (echo-presence.ts), so the model waits
+   * for its first convergence (START far-end hops) as at a call's start, with none of the weights or errors of before.
+   */
+  reset(): void {
+    // The model: no distortion (its coefficients apply again after its next learning step) and no statistics; the
+    // history of reference blocks and the unit stay (they are the reference's, not learnt).
+    const m = this.model;
+    for (const a of [m.c, m.b, m.G]) a.fill(0);
+    m.steps = 0;
+    if (m.knot) Object.assign(m.knot, { level: 0, xo: 0, proj: 0, stable: 0 });
+    m.search?.reset();
+    this.active = 0;
+    this.curMin = Infinity;
+    this.mins.fill(Infinity);
+    this.noiseSum = 0;
+    this.noiseW = 0;
+    this.w.fill(0);
+    this.eRe.a.fill(0);
+    this.eIm.a.fill(0);
+    this.powerSet = false;
+  }
+
+  /**
    * One hop: E the error spectrum FFT([0, e]) (null while the far end is silent within the filter's reach), the error's
    * and the echo estimate's energy over the hop, the bulk lag the filter used.
    */
