@@ -10,14 +10,15 @@
 // input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
 // carries signal the output is the microphone itself, delayed, bit for bit.
 import { sharedRowFft, type RowFft } from '../fft-pairs';
-import { EchoChannel, Scratch, type PresenceOptions } from './channel';
+import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
 import { giveSlot, takeSlot, type HeapSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
 import { AecArena } from './kernel';
 import { LoudspeakerModel } from './loudspeaker';
 import { NonlinearLearner } from './nl-learner';
-import { PRIOR_ZONE_DB, PriorScale } from './prior-scale';
+import { resolveOptions, type EchoCancellerOptions, type EchoCancellerStats, type ResolvedOptions } from './options';
+import { PriorScale } from './prior-scale';
 import { RefRing } from './ref-ring';
 
 export const AEC_SAMPLE_RATE = 16000;
@@ -26,60 +27,7 @@ const M = 2 * AEC_HOP;
 const BINS = AEC_HOP + 1;
 /** Output sample i is input sample i − AEC_LATENCY: the suppressor's overlap-add holds one hop. */
 export const AEC_LATENCY = AEC_HOP;
-
-export interface EchoCancellerOptions extends PresenceOptions {
-  channels: number;
-  /** Echo path the adaptive filter covers after the bulk delay, ms (default 282: 250 ms plus the 32 ms margin kept before the delay estimate). */
-  filterMs?: number;
-  /** Largest bulk delay searched, ms (default 500). */
-  maxDelayMs?: number;
-  /** Kalman step size and forgetting (A²); suppressor over-estimation and floor (dB). */
-  step?: number;
-  forget?: number;
-  priorDecay?: number;
-  overEstimate?: number;
-  floorDb?: number;
-  /** Bias compensation of the minimum-statistics residual ratios (the minimum of a fluctuating ratio is low). */
-  betaBias?: number;
-  /** Extra over-estimation of the residual echo while no near-end speech is evident (1: none). */
-  overdrive?: number;
-  /** Partitions of the shadow filter (default 16: 128 ms). */
-  shadowPartitions?: number;
-  /** Diagnostics (the bench's ablations): output the linear filter's error without the suppressor. */
-  linearOnly?: boolean;
-  /** Hops between gradient constraints and between shadow-filter runs (cost; defaults 4 and 1). */
-  constrainEvery?: number;
-  shadowEvery?: number;
-  /** Loops in WebAssembly SIMD (default, where available) or JavaScript. */
-  backend?: 'wasm' | 'js';
-  /** The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16 (level-rise.ts). */
-  terms?: number;
-  /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
-  nonlinear?: boolean;
-  /** Hops between the loudspeaker model's learning steps (cost; default 4). */
-  nlEvery?: number;
-  /** The loudspeaker model's extra odd hinge at a hard clip's level, found by a search over candidate knots (knot-search.ts). */
-  clipKnot?: boolean;
-  /**
-   * Which bulk-delay moves of 6 partitions or more reopen the Kalman variances to their prior (kalman-filter.ts):
-   * only the first move (the first delay estimate), every such move, or none (default: on held-out scenes both
-   * others lost up to 16 dB on linear loudspeakers; docs/echo.md).
-   */
-  reopen?: 'first' | 'always' | 'never';
-  /** How far (dB) the echo path's gain may exceed the bench's before the Kalman prior follows it (prior-scale.ts; large: never). */
-  priorZoneDb?: number;
-  /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
-  presence?: boolean;
-}
-
-export interface EchoCancellerStats {
-  /** The bulk delay estimate in ms (null before the first confident estimate). */
-  delayMs: number | null;
-  /** Echo return loss enhancement so far, dB: microphone over output energy while the reference was active. */
-  erleDb: number | null;
-  /** Whether the reference ever carried signal (before that, the output is the input). */
-  referenceActive: boolean;
-}
+export type { EchoCancellerOptions, EchoCancellerStats } from './options';
 
 /** A reference block counts as signal once a sample's magnitude exceeds this (about −78 dBFS: 4 LSB of 16-bit). */
 const ACTIVE_PEAK = 4 / 32768;
@@ -98,7 +46,7 @@ function sqrtHann(n: number): Float64Array {
 export class EchoCanceller {
   readonly channels: number;
   readonly latency = AEC_LATENCY;
-  private readonly opts: Required<Omit<EchoCancellerOptions, 'channels' | 'presenceRestart'>>;
+  private readonly opts: ResolvedOptions;
   private readonly partitions: number;
   private readonly maxLagHops: number;
   /**
@@ -148,29 +96,7 @@ export class EchoCanceller {
   constructor(opts: EchoCancellerOptions) {
     if (!(opts.channels >= 1)) throw new Error('the echo canceller needs at least one microphone channel');
     this.channels = opts.channels;
-    this.opts = {
-      filterMs: opts.filterMs ?? 282,
-      maxDelayMs: opts.maxDelayMs ?? 500,
-      step: opts.step ?? 0.5,
-      forget: opts.forget ?? 0.99995,
-      priorDecay: opts.priorDecay ?? 0.85,
-      overEstimate: opts.overEstimate ?? 1,
-      floorDb: opts.floorDb ?? -50,
-      shadowPartitions: opts.shadowPartitions ?? 16,
-      betaBias: opts.betaBias ?? 1,
-      overdrive: opts.overdrive ?? 10,
-      linearOnly: opts.linearOnly ?? false,
-      terms: opts.terms ?? 15,
-      backend: opts.backend ?? 'wasm',
-      constrainEvery: opts.constrainEvery ?? 4,
-      shadowEvery: opts.shadowEvery ?? 1,
-      nonlinear: opts.nonlinear ?? true,
-      nlEvery: opts.nlEvery ?? 4,
-      clipKnot: !!opts.clipKnot,
-      reopen: opts.reopen ?? 'never',
-      priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
-      presence: opts.presence ?? true,
-    };
+    this.opts = resolveOptions(opts);
     this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
     const o = this.opts;
