@@ -37,7 +37,7 @@ export class LevelRise {
   private held = 0;
   /** The error over the suppressor's estimate, smoothed over far-end hops (high at the start: nothing evident yet). */
   private dom = DOM_MAX;
-  /** The error's and the echo estimate's energies (250 Hz–6 kHz), smoothed over far-end hops (both 0 at the start: no rise counts before the first far-end hop). */
+  /** The error's and the echo estimate's energies (250 Hz–6 kHz), smoothed over far-end hops (0 at the start: no rise counts yet). */
   private eSum = 0;
   private ySum = 0;
 
