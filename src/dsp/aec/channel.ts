@@ -215,7 +215,7 @@ export class EchoChannel {
     P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
     const beta = rise ? rise.apply(this.ratio.beta, s.ePow, s.yPow) : this.ratio.beta;
     const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, beta, s.tailIn, this.tailDecay, s.nl);
-    if (rise && farActive) rise.judge(s.ePow, this.sup.resid);
+    if (rise && farActive) rise.judge(s.ePow, this.sup.resid, s.yPow);
     if (this.o.linearOnly) g.fill(1);
     // The learner may have grown the row FFT's memory (where it is the thread's shared one): views again.
     fft.reserve(1);

@@ -28,7 +28,7 @@ export interface EchoCancellerOptions extends PresenceOptions {
   shadowEvery?: number;
   /** Loops in WebAssembly SIMD (default, where available) or JavaScript. */
   backend?: 'wasm' | 'js';
-  /** The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16 (level-rise.ts). */
+  /** The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16 (level-rise.ts; default 31, all). */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
   nonlinear?: boolean;
@@ -73,7 +73,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     betaBias: opts.betaBias ?? 1,
     overdrive: opts.overdrive ?? 10,
     linearOnly: opts.linearOnly ?? false,
-    terms: opts.terms ?? 15,
+    terms: opts.terms ?? 31,
     backend: opts.backend ?? 'wasm',
     constrainEvery: opts.constrainEvery ?? 4,
     shadowEvery: opts.shadowEvery ?? 1,
