@@ -336,7 +336,12 @@ describe('progress, bad inputs, failures, abort', () => {
       signal: controller.signal,
       onProgress: (done) => {
         if (done >= 2 && !controller.signal.aborted) {
-          runningChildren = childProcesses().map((c) => c.comm);
+          // Both children must be running when we abort: under load a progress report can come while the encoder is
+          // still between fork and exec (its comm not yet "ffmpeg"; a fresh-clone CI run failed so once). Later reports
+          // wait for it; by 30 s of the minute both must have been seen.
+          const now = childProcesses().map((c) => c.comm);
+          if (now.filter((c) => c === 'ffmpeg').length < 2 && done < 30) return;
+          runningChildren = now;
           controller.abort();
         }
       },
