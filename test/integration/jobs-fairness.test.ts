@@ -108,7 +108,7 @@ describe('job slots across workspaces', () => {
       tokens.push((await handle.store.createToken({ workspaceId: ws.id, name: 't', scopes: ['*'], allowedIps: [], expiresAt: null })).token);
     }
     longWav = path.join(config.dataDir, 'long.wav');
-    makeLongWav(config.ffmpegPath, longWav, 600);
+    makeLongWav(config.ffmpegPath, longWav, 1800); // long enough that neither long job ends before the waiting one gets a slot, under CI load too (600 s did once)
   });
 
   afterAll(async () => {
