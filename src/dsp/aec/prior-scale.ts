@@ -76,8 +76,10 @@ export class PriorScale {
 
   /** Floats of the arena this takes (for hop `hop` and `lags` lags). */
   static floats(hop: number, lags: number): number {
+    // float64 rows of `stride` (a multiple of 4, so no alloc() rounds up): the sums of every lag (3), D (2), the
+    // acausal sums (3) and the microphone history (2).
     const stride = RefRing.strideOf(hop + 1);
-    return 2 * stride * (3 * lags + 2 + 3 * ACAUSAL_LAGS + 2 * (ACAUSAL_FROM + ACAUSAL_LAGS)) + 4 * 10;
+    return 2 * stride * (3 * lags + 2 + 3 * ACAUSAL_LAGS + 2 * (ACAUSAL_FROM + ACAUSAL_LAGS));
   }
 
   constructor(arena: AecArena, zoneDb = PRIOR_ZONE_DB, hop = 128, lags = 1) {
