@@ -87,8 +87,13 @@ describe('jobs use the forwarder replicas', () => {
       const { handle, token } = await gateway([failing.url, service.url], { breakerThreshold: 1, breakerCooldownMs: 600_000 });
       const [a] = handle.forwarder.replicas;
       // The gateway's own calls open the stand-in's breaker (one failure is enough here).
+      // Their answers do not matter, only the breaker's state after them; a call the stand-in fails may be answered
+      // before its upload is all sent, and the client then sees EPIPE instead (a fresh-clone CI run did once).
       for (let i = 0; i < 5 && a.breaker.snapshot().state !== 'open'; i++) {
-        await request(handle.app).post(`${API}/denoise`).set({ Authorization: `Bearer ${token}` }).field('model', 'nsm-1').attach('file', INPUT);
+        await request(handle.app).post(`${API}/denoise`).set({ Authorization: `Bearer ${token}` }).field('model', 'nsm-1').attach('file', INPUT)
+          .catch((err: NodeJS.ErrnoException) => {
+            if (err.code !== 'EPIPE' && err.code !== 'ECONNRESET') throw err;
+          });
       }
       expect(a.breaker.snapshot().state).toBe('open');
       const job = await runJob(handle, token);
