@@ -13,6 +13,8 @@
 //   --echo-set KEY=VALUE  canceller option override (repeatable), e.g. --echo-set overEstimate=3
 //   --echo-oracle         also the baselines told each scene's true bulk delay (speexdsp with its reference aligned,
 //                         WebRTC with the delay reported and delay-agnostic mode off): their best case
+//   --echo-chain MODEL    also what POST /denoise returns: the canceller, then MODEL's chain (echo-chain.ts; default
+//                         nsm-2); --echo-no-chain skips it
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -26,8 +28,11 @@ import { FS, makeScene, type Scene, type SceneKind, type Talkers } from './echo-
 import { erle, magSdr } from './echo-metrics';
 import { loadTalkers } from './echo-talkers';
 import { measureCpu, type CpuResult } from './echo-cpu';
+import { runChain } from './echo-chain';
+import { loadGraphs } from '../../src/inference/runtime/sessions';
+import { MODEL_IDS, type ModelId } from '../../src/inference/types';
 
-export type SystemId = 'ours' | 'speex' | 'webrtc' | 'speex-d' | 'webrtc-d' | 'mic';
+export type SystemId = 'ours' | 'chain' | 'speex' | 'webrtc' | 'speex-d' | 'webrtc-d' | 'mic';
 
 interface Baseline {
   id: 'speex' | 'webrtc' | 'speex-d' | 'webrtc-d';
@@ -231,7 +236,10 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
     for (const b of available) lags[b.id] = findLag(calib.mic, runBaseline(b, calib, tmp).out, 1600);
     console.log(`output lags (samples): ${Object.entries(lags).map(([k, v]) => `${k} ${v}`).join(', ')}`);
     const rows: Row[] = [];
-    const cpu: Record<string, number> = Object.fromEntries(['ours', ...available.map((b) => b.id)].map((k) => [k, 0]));
+    const chainModel = args.includes('--echo-no-chain') ? null : ((opt('--echo-chain') ?? 'nsm-2') as ModelId);
+    if (chainModel && !MODEL_IDS.includes(chainModel)) throw new Error(`--echo-chain: unknown model ${chainModel}`);
+    const graphs = chainModel ? await loadGraphs(loadConfig().modelsDir) : null;
+    const cpu: Record<string, number> = Object.fromEntries(['ours', ...(chainModel ? ['chain'] : []), ...available.map((b) => b.id)].map((k) => [k, 0]));
     let audioS = 0;
     let identical = true;
     for (const scene of scenes) {
@@ -239,6 +247,11 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
       const ours = runOurs(scene, overrides);
       cpu.ours += ours.cpuS;
       outs.push(['ours', ours.out]);
+      if (chainModel && graphs) {
+        const c = await runChain(graphs, chainModel, scene);
+        cpu.chain += c.cpuS;
+        outs.push(['chain', c.out]);
+      }
       if (scene.kind === 'nst') {
         for (let i = 0; i < scene.mic.length; i++) if (ours.out[i] !== scene.mic[i]) identical = false;
       }
@@ -260,7 +273,7 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
     const cpuPerS: Record<string, number> = {};
     for (const k of Object.keys(cpu)) cpuPerS[k] = (cpu[k] / audioS) * 1000;
     const nsm2 = args.includes('--echo-no-cpu') ? null : await measureCpu({ overrides });
-    printTable(rows, available, cpuPerS, nsm2, identical);
+    printTable(rows, available, cpuPerS, nsm2, identical, chainModel);
     const spec = opt('--echo-spectrograms');
     if (spec) writeSpectrograms(spec, scenes, available, lags, tmp, overrides);
     return {
@@ -279,10 +292,12 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
 
 const fmt = (m: MeanCi, d = 1): string => `${m.mean.toFixed(d)} [${m.lo.toFixed(d)}, ${m.hi.toFixed(d)}]`;
 
-function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, number>, nsm2: CpuResult | null, identical: boolean): void {
-  const systems: SystemId[] = ['ours', ...baselines.map((b) => b.id), 'mic'];
+function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, number>, nsm2: CpuResult | null, identical: boolean, chainModel: ModelId | null): void {
+  const ourSystems: SystemId[] = chainModel ? ['ours', 'chain'] : ['ours'];
+  const systems: SystemId[] = [...ourSystems, ...baselines.map((b) => b.id), 'mic'];
   const label: Record<SystemId, string> = {
     ours: 'ours',
+    chain: `ours+${chainModel ?? ''}`,
     speex: 'speexdsp',
     webrtc: 'WebRTC AEC',
     'speex-d': 'speexdsp+d',
@@ -308,17 +323,19 @@ function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, numb
       const extra = kind === 'path' ? `  before the change ${bootstrapMean(r.map((x) => x.extra!)).mean.toFixed(1)}` : '';
       console.log(`  ${label[s].padEnd(12)} ${fmt(m).padEnd(22)}${mosE ? `  AECMOS echo ${fmt(mosE, 2)} other ${fmt(mosO!, 2)}` : ''}${extra}`);
     }
-    for (const b of systems.filter((s) => s !== 'ours' && s !== 'mic')) {
-      const a = of(b).map((x) => x.metric);
-      const o = of('ours').map((x) => (Number.isFinite(x.metric) ? x.metric : 99));
-      const d = pairedDiff(a, o);
-      let mos = '';
-      if (of(b).every((x) => x.aecmos) && of('ours').every((x) => x.aecmos)) {
-        const de = pairedDiff(of(b).map((x) => x.aecmos!.echo), of('ours').map((x) => x.aecmos!.echo));
-        const dOther = pairedDiff(of(b).map((x) => x.aecmos!.other), of('ours').map((x) => x.aecmos!.other));
-        mos = `  AECMOS echo ${fmt(de, 2)}, other ${fmt(dOther, 2)}`;
+    for (const us of ourSystems) {
+      for (const b of systems.filter((s) => !ourSystems.includes(s) && s !== 'mic')) {
+        const a = of(b).map((x) => x.metric);
+        const o = of(us).map((x) => (Number.isFinite(x.metric) ? x.metric : 99));
+        const d = pairedDiff(a, o);
+        let mos = '';
+        if (of(b).every((x) => x.aecmos) && of(us).every((x) => x.aecmos)) {
+          const de = pairedDiff(of(b).map((x) => x.aecmos!.echo), of(us).map((x) => x.aecmos!.echo));
+          const dOther = pairedDiff(of(b).map((x) => x.aecmos!.other), of(us).map((x) => x.aecmos!.other));
+          mos = `  AECMOS echo ${fmt(de, 2)}, other ${fmt(dOther, 2)}`;
+        }
+        console.log(`  ${label[us]} − ${label[b].padEnd(10)} ${fmt(d)} (ahead in ${d.wins}/${d.n})${mos}`);
       }
-      console.log(`  ours − ${label[b].padEnd(10)} ${fmt(d)} (ours ahead in ${d.wins}/${d.n})${mos}`);
     }
   }
   console.log(`\nSilent reference: our output ${identical ? 'IS' : 'is NOT'} the input bit for bit on every nst scene.`);
