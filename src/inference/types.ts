@@ -174,6 +174,8 @@ export interface LiveState {
   streams: number;
   ticks: number;
   items: number;
+  /** Live streams pinned to each live worker, in the workers' order. */
+  perWorker: number[];
 }
 
 export interface InferenceEngine {

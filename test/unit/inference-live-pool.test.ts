@@ -8,6 +8,8 @@ import { packLive, unpackLive } from '../../src/inference/live/packing';
 function echoWorker(starts: number[]): LiveWorker {
   return {
     usable: true,
+    starting: false,
+    ready: Promise.resolve(),
     liveStreams: 0,
     async postLive(msg: Extract<ToWorker, { type: 'live-open' | 'live-tick' }>): Promise<FromWorker> {
       if (msg.type === 'live-open') return { type: 'live-opened', reqId: msg.reqId, latencySamples: 0, chainRate: 16000 };

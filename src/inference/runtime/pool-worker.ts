@@ -105,6 +105,11 @@ export class PoolWorker implements LiveWorker {
     return this.isReady && !this.dead;
   }
 
+  /** Still starting (not ready, not dead, no start-up error): it takes streams once `ready` resolves. */
+  get starting(): boolean {
+    return !this.isReady && !this.dead && !this.initError;
+  }
+
   /** Requests posted and not answered yet, file or live (close() waits for them before terminating). */
   get busy(): boolean {
     return this.inFlight.length > 0 || this.liveReplies.size > 0;
