@@ -272,14 +272,14 @@ export class EchoCanceller {
     this.prevZero = blockZero;
     const refActive = refPowSum > SILENT_FRAME_POWER;
     // Far-end activity for adaptation: the reference within the filter's reach.
+    // Every spectrum the filter reads (and the tail past it) is exactly 0: its echo estimate is 0 without reading them.
+    const reachZero = this.zeroRun > this.bulk + this.partitions;
     let reachPow = 0;
-    for (let p = 0; p < this.partitions; p += 4) {
+    for (let p = 0; p < this.partitions && !reachZero; p += 4) {
       const o = ring.offset(this.bulk + p);
       for (let k = 2; k < BINS; k += 8) reachPow += rPow[o + k];
     }
     const farActive = reachPow * 16 > SILENT_FRAME_POWER;
-    // Every spectrum the filter reads (and the tail past it) is exactly 0: its echo estimate is 0 without reading them.
-    const reachZero = this.zeroRun > this.bulk + this.partitions;
     if (!this.priorScale.settled) {
       const f = this.priorScale.hop(refActive, refEnergy, this.micIn[0], ring);
       if (f !== 1) for (const ch of this.chans) ch.main.scalePrior(f);
@@ -297,7 +297,7 @@ export class EchoCanceller {
           this.dPow[k] = p;
           micPowSum += p;
         }
-        this.delay.push(rPow, ro, refActive, this.dPow, 0, micPowSum > SILENT_FRAME_POWER);
+        this.delay.push(rPow, ro, refActive, this.dPow, 0, micPowSum > SILENT_FRAME_POWER, this.zeroRun > 0);
         this.account(refEnergy, ch.micPrev, out[c], at);
       }
     }

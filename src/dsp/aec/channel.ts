@@ -164,8 +164,14 @@ export class EchoChannel {
     if (withShadow) sh.filter(ring, lag);
     fft.reserve(3);
     const P = this.passes;
-    P.echoRows(K, main.yRe.a, main.yIm.a, withShadow ? sh.yRe.a : null, withShadow ? sh.yIm.a : null, fft.re, fft.im, s.yPow);
-    fft.inverse(withShadow ? 2 : 1);
+    if (reachZero) {
+      // ŷ = 0 (the shadow does not run: the far end is not active) without its inverse FFT.
+      s.yPow.fill(0);
+      fft.sig.fill(0, R, 2 * R);
+    } else {
+      P.echoRows(K, main.yRe.a, main.yIm.a, withShadow ? sh.yRe.a : null, withShadow ? sh.yIm.a : null, fft.re, fft.im, s.yPow);
+      fft.inverse(withShadow ? 2 : 1);
+    }
     // The errors and their energies, and the rows of the forward FFTs: row 0 the suppressor's frame (the windowed
     // error of the last hop and this one), row 1 [0, e] for the main filter's update, row 2 [0, e_shadow].
     const res = s.res;
@@ -212,7 +218,8 @@ export class EchoChannel {
       if (withShadow && learn) this.judgeShadow(errMain, errShadow);
       if (this.hops % 32 === 0) this.estimateDecay();
     } else if (this.learner) this.learner.step(main, lag, null, null, errMain, echoEnergy);
-    this.tailInput(ring, lag, s.tailIn);
+    if (reachZero) s.tailIn.fill(0);
+    else this.tailInput(ring, lag, s.tailIn);
     // Suppression and overlap-add synthesis.
     P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
     const beta = rise ? rise.apply(this.ratio.beta, s.ePow, s.yPow) : this.ratio.beta;
