@@ -8,6 +8,8 @@
 // the docs' next step proposes: the first 8 partitions (64 ms) every hop, the remaining 28 × 128 samples as 7 partitions
 // of 512 (1024-point spectra, 513 bins) updated every 4th hop: its floor (FFTs again left out).
 //   node dist/scripts/bench/echo-floor.js [--streams 100] [--rounds 6] [--seconds 2] [--other DIST]
+//        [--kind st]  (the scene's kind: dt, the default, or st: far-end single talk)
+//        [--agent]  (a voice agent's reference: digital silence in turns of 1–4 s, about half the time; echo-talkers.ts)
 import path from 'node:path';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { PartitionedKalmanFilter } from '../../src/dsp/aec/kalman-filter';
@@ -16,8 +18,8 @@ import { RefRing } from '../../src/dsp/aec/ref-ring';
 import { RealFFT } from '../../src/dsp/fft';
 import { bootstrapRatio } from '../lib/stats';
 import { costRounds, sceneSecondsFor, type EchoRunner } from './echo-cpu';
-import { makeScene } from './echo-scenes';
-import { loadTalkers } from './echo-talkers';
+import { makeScene, type SceneKind } from './echo-scenes';
+import { agentTalkers, loadTalkers } from './echo-talkers';
 import { optionReader } from '../lib/args';
 
 const R = 128;
@@ -138,7 +140,8 @@ async function main(args: string[]): Promise<void> {
   const rounds = Number(opt('--rounds', '6'));
   const seconds = Number(opt('--seconds', '2'));
   const other = args.includes('--other') ? path.resolve(opt('--other', '')) : null;
-  const scene = makeScene({ kind: 'dt', seed: 77, seconds: sceneSecondsFor(rounds, seconds) }, loadTalkers());
+  const talkers = args.includes('--agent') ? agentTalkers(loadTalkers()) : loadTalkers();
+  const scene = makeScene({ kind: opt('--kind', 'dt') as SceneKind, seed: 77, seconds: sceneSecondsFor(rounds, seconds) }, talkers);
   // Spectrum bank: the reference's and the microphone's spectra of the first 4 s, rows of the ring's stride.
   const S = RefRing.strideOf(K);
   const hopsBank = 500;

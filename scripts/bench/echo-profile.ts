@@ -3,10 +3,12 @@
 // (node:inspector) while they run; prints the self time of every function under EchoCanceller.process as a share,
 // grouped by part of the algorithm, and the garbage collector's share. Scene generation and start-up are not counted.
 //   node dist/scripts/bench/echo-profile.js [--streams 100] [--seconds 6] [--speaker clip] [--top 25]
+//        [--warm S]  (S seconds run before the profiler starts: a stream's first second, the prior scale's, left out)
+//        [--agent]   (a voice agent's reference: digital silence in turns of 1–4 s, about half the time)
 import inspector from 'node:inspector';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { makeScene, type Loudspeaker } from './echo-scenes';
-import { loadTalkers } from './echo-talkers';
+import { agentTalkers, loadTalkers } from './echo-talkers';
 import { optionReader } from '../lib/args';
 
 interface Node {
@@ -41,15 +43,19 @@ async function main(args: string[]): Promise<void> {
   const opt = optionReader(args);
   const streams = Number(opt('--streams', '100'));
   const seconds = Number(opt('--seconds', '6'));
-  const scene = makeScene({ kind: 'dt', seed: 77, seconds, speaker: opt('--speaker', 'clip') as Loudspeaker }, loadTalkers());
+  const warm = Number(opt('--warm', '0'));
+  const talkers = args.includes('--agent') ? agentTalkers(loadTalkers()) : loadTalkers();
+  const scene = makeScene({ kind: 'dt', seed: 77, seconds: seconds + warm, speaker: opt('--speaker', 'clip') as Loudspeaker }, talkers);
   const aecs = Array.from({ length: streams }, () => new EchoCanceller({ channels: 1 }));
+  const from = Math.round(warm * 50) * 320;
+  for (let a = 0; a + 320 <= from; a += 320) for (const c of aecs) c.process([scene.mic.subarray(a, a + 320)], scene.ref.subarray(a, a + 320));
   const session = new inspector.Session();
   session.connect();
   await post(session, 'Profiler.enable');
   await post(session, 'Profiler.setSamplingInterval', { interval: 200 });
   await post(session, 'Profiler.start');
   const t0 = process.cpuUsage();
-  for (let a = 0; a + 320 <= scene.mic.length; a += 320) {
+  for (let a = from; a + 320 <= scene.mic.length; a += 320) {
     const mic = scene.mic.subarray(a, a + 320);
     const ref = scene.ref.subarray(a, a + 320);
     for (const c of aecs) c.process([mic], ref);

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { PROJECT_ROOT } from '../../src/config';
 import { decodeAudio } from '../lib/audio-io';
 import { evalDir } from '../lib/metrics';
+import { seeded } from '../lib/stats';
 import { activeRms, FS, type Talkers } from './echo-scenes';
 
 export function loadTalkers(): Talkers {
@@ -36,3 +37,19 @@ export function loadTalkers(): Talkers {
   return { far, near };
 }
 
+
+/**
+ * A voice agent's far end (the CPU tools' --agent): the far pool with digital silence in turns of 1–4 s, about half
+ * of it, as an agent's reference is exact zeros whenever it is not speaking. A copy: `t` is unchanged.
+ */
+export function agentTalkers(t: Talkers, seed = 4242): Talkers {
+  const rnd = seeded(seed);
+  const far = Float32Array.from(t.far);
+  let on = true;
+  for (let i = 0; i < far.length; on = !on) {
+    const end = Math.min(far.length, i + Math.round((1 + 3 * rnd()) * FS));
+    if (!on) far.fill(0, i, end);
+    i = end;
+  }
+  return { far, near: t.near };
+}

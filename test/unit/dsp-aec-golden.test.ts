@@ -6,21 +6,25 @@
 import crypto from 'node:crypto';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
+import { agentTalkers } from '../../scripts/bench/echo-talkers';
 import { talkers } from '../helpers/dsp-aec-helpers';
 
 jest.setTimeout(30_000);
 
 /** SHA-256 of the outputs (float32 bytes, 2 microphone channels, uneven chunks) of a double-talk and a path-change scene. */
 let scenes: Promise<Scene[]> | null = null;
+/** A voice agent's reference: digital silence in turns of 1–4 s (the canceller skips work on spectra of exact zeros). */
+let agentScenes: Promise<Scene[]> | null = null;
 
-async function outputHash(backend: 'wasm' | 'js'): Promise<string> {
+async function outputHash(backend: 'wasm' | 'js', agent = false): Promise<string> {
   // Generated once for both tests (the rooms take longer than the canceller).
   scenes ??= talkers().then((t) => [
     makeScene({ kind: 'dt', seed: 41, seconds: 5, speaker: 'clip', delayMs: 90, serDb: 0 }, t),
     makeScene({ kind: 'path', seed: 42, seconds: 12, speaker: 'sigmoid', delayMs: 150 }, t),
   ]);
+  agentScenes ??= talkers().then((t) => [makeScene({ kind: 'dt', seed: 43, seconds: 12, speaker: 'clip', delayMs: 120, serDb: 0 }, agentTalkers(t, 7))]);
   const h = crypto.createHash('sha256');
-  for (const s of await scenes) {
+  for (const s of await (agent ? agentScenes : scenes)) {
     const mic2 = s.mic.map((v, i) => 0.7 * v + 0.2 * (i >= 37 ? s.mic[i - 37] : 0));
     const aec = new EchoCanceller({ channels: 2, backend });
     const sizes = [320, 17, 128, 999];
@@ -42,4 +46,16 @@ test('the output with the WebAssembly loops is bit for bit what it was', async (
 
 test('the output with the JavaScript loops is bit for bit what it was', async () => {
   expect(await outputHash('js')).toBe('7affc25849149e8eab31762ff111faddfae517b339f22e2aa0b37ed7b30a3862');
+});
+
+test("a reference of digital silence in turns (a voice agent's) gives what it gave before the shortcuts for silence", async () => {
+  // The scene holds silences longer than the filter's reach (282 ms after the bulk delay), where they apply.
+  const [s] = await agentScenes!;
+  let run = 0;
+  let longest = 0;
+  for (const v of s.ref) longest = Math.max(longest, (run = v === 0 ? run + 1 : 0));
+  expect(longest).toBeGreaterThan(16000);
+  // Hashes from main's build at 5d5d982, before the shortcuts.
+  expect(await outputHash('wasm', true)).toBe('64fa5f1f42bcbd64f0da6e4f13ea6672cbb002f9e27e06172c2634f063a6b9a7');
+  expect(await outputHash('js', true)).toBe('493760a7859568831c39d9c8fd41405c7001a845026b21896008eaecc880006d');
 });

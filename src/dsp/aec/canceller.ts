@@ -65,6 +65,9 @@ export class EchoCanceller {
   private readonly refIn = new Float32Array(AEC_HOP);
   private pending = 0;
   private readonly refPrev = new Float64Array(AEC_HOP);
+  /** Whether refPrev is all zeros, and how many of the ring's newest spectra are (digital silence in the reference). */
+  private prevZero = true;
+  private zeroRun = 0;
   private active = false;
   private bulk = 0;
   /** Bulk-delay moves so far. */
@@ -231,34 +234,48 @@ export class EchoCanceller {
     const xe = this.xEff;
     if (this.model) this.model.distort(x, xe);
     else for (let i = 0; i < AEC_HOP; i++) xe[i] = x[i];
+    let blockZero = true;
     for (let i = 0; i < AEC_HOP; i++) {
       f[i] = this.refPrev[i];
       f[AEC_HOP + i] = xe[i];
       refEnergy += x[i] * x[i];
       this.refPrev[i] = xe[i];
+      if (xe[i] !== 0) blockZero = false;
     }
     const ring = this.ring;
     const ro = ring.advance();
-    fft.forward(1);
-    const xRe = fft.re;
-    const xIm = fft.im;
     const rRe = ring.re.a;
     const rIm = ring.im.a;
     const rPow = ring.pow.a;
     let refPowSum = 0;
-    for (let k = 0; k < BINS; k++) {
-      const re = xRe[k];
-      const im = xIm[k];
-      const p = re * re + im * im;
-      rRe[ro + k] = re;
-      rIm[ro + k] = im;
-      rPow[ro + k] = p;
-      refPowSum += p;
+    if (blockZero && this.prevZero) {
+      // A frame of digital silence (a voice agent's reference whenever it is not speaking): its spectrum is 0, no FFT.
+      rRe.fill(0, ro, ro + BINS);
+      rIm.fill(0, ro, ro + BINS);
+      rPow.fill(0, ro, ro + BINS);
+      this.zeroRun++;
+    } else {
+      fft.forward(1);
+      const xRe = fft.re;
+      const xIm = fft.im;
+      for (let k = 0; k < BINS; k++) {
+        const re = xRe[k];
+        const im = xIm[k];
+        const p = re * re + im * im;
+        rRe[ro + k] = re;
+        rIm[ro + k] = im;
+        rPow[ro + k] = p;
+        refPowSum += p;
+      }
+      this.zeroRun = 0;
     }
+    this.prevZero = blockZero;
     const refActive = refPowSum > SILENT_FRAME_POWER;
     // Far-end activity for adaptation: the reference within the filter's reach.
+    // Every spectrum the filter reads (and the tail past it) is exactly 0: its echo estimate is 0 without reading them.
+    const reachZero = this.zeroRun > this.bulk + this.partitions;
     let reachPow = 0;
-    for (let p = 0; p < this.partitions; p += 4) {
+    for (let p = 0; p < this.partitions && !reachZero; p += 4) {
       const o = ring.offset(this.bulk + p);
       for (let k = 2; k < BINS; k += 8) reachPow += rPow[o + k];
     }
@@ -270,7 +287,7 @@ export class EchoCanceller {
 
     for (let c = 0; c < this.channels; c++) {
       const ch = this.chans[c];
-      ch.run(this.fft, this.win, ring, this.bulk, this.micIn[c], farActive, this.scratch, out[c], at);
+      ch.run(this.fft, this.win, ring, this.bulk, this.micIn[c], farActive, reachZero, this.scratch, out[c], at);
       if (c === 0) {
         // The delay estimator's microphone power: error plus echo estimate (uncorrelated enough for band energies).
         const sc = this.scratch;
@@ -280,7 +297,7 @@ export class EchoCanceller {
           this.dPow[k] = p;
           micPowSum += p;
         }
-        this.delay.push(rPow, ro, refActive, this.dPow, 0, micPowSum > SILENT_FRAME_POWER);
+        this.delay.push(rPow, ro, refActive, this.dPow, 0, micPowSum > SILENT_FRAME_POWER, this.zeroRun > 0);
         this.account(refEnergy, ch.micPrev, out[c], at);
       }
     }

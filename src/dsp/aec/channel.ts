@@ -142,13 +142,14 @@ export class EchoChannel {
   }
 
   /**
-   * One hop: `d` the microphone block, `farActive` whether the reference is active within the filter's reach. Leaves
+   * One hop: `d` the microphone block, `farActive` whether the reference is active within the filter's reach,
+   * `reachZero` whether every spectrum the filter reads is exactly 0 (then Ŷ and Φ are 0 without the filter's pass). Leaves
    * |E|² of the suppressor's frame and |Ŷ|² / 2 in the scratch (the caller's delay estimator reads them), and writes
    * the output block (the previous hop's samples) to out[at..]. The FFTs go in pairs where a hop has two independent
    * ones: the main and the shadow filter's echo estimates back to samples, then the suppressor's frame with the two
    * errors' spectra (rows 0..2 of the row FFT; everything is copied out before the loudspeaker model, which shares it).
    */
-  run(fft: RowFft, win: Float64Array, ring: RefRing, lag: number, d: Float32Array, farActive: boolean, s: Scratch, out: Float32Array, at: number): void {
+  run(fft: RowFft, win: Float64Array, ring: RefRing, lag: number, d: Float32Array, farActive: boolean, reachZero: boolean, s: Scratch, out: Float32Array, at: number): void {
     const R = this.hop;
     const K = this.bins;
     const main = this.main;
@@ -158,12 +159,19 @@ export class EchoChannel {
     const withShadow = farActive && (this.hops + 1) % this.shadowEvery === 0;
     // Main filter: echo estimate (its spectrum's power is the suppressor's |Ŷ|², halved: the 2R-point frame's
     // first half is the overlap-save's discarded part) and error.
-    main.filter(ring, lag);
+    if (reachZero) main.silence();
+    else main.filter(ring, lag);
     if (withShadow) sh.filter(ring, lag);
     fft.reserve(3);
     const P = this.passes;
-    P.echoRows(K, main.yRe.a, main.yIm.a, withShadow ? sh.yRe.a : null, withShadow ? sh.yIm.a : null, fft.re, fft.im, s.yPow);
-    fft.inverse(withShadow ? 2 : 1);
+    if (reachZero) {
+      // ŷ = 0 (the shadow does not run: the far end is not active) without its inverse FFT.
+      s.yPow.fill(0);
+      fft.sig.fill(0, R, 2 * R);
+    } else {
+      P.echoRows(K, main.yRe.a, main.yIm.a, withShadow ? sh.yRe.a : null, withShadow ? sh.yIm.a : null, fft.re, fft.im, s.yPow);
+      fft.inverse(withShadow ? 2 : 1);
+    }
     // The errors and their energies, and the rows of the forward FFTs: row 0 the suppressor's frame (the windowed
     // error of the last hop and this one), row 1 [0, e] for the main filter's update, row 2 [0, e_shadow].
     const res = s.res;
@@ -210,7 +218,8 @@ export class EchoChannel {
       if (withShadow && learn) this.judgeShadow(errMain, errShadow);
       if (this.hops % 32 === 0) this.estimateDecay();
     } else if (this.learner) this.learner.step(main, lag, null, null, errMain, echoEnergy);
-    this.tailInput(ring, lag, s.tailIn);
+    if (reachZero) s.tailIn.fill(0);
+    else this.tailInput(ring, lag, s.tailIn);
     // Suppression and overlap-add synthesis.
     P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
     const beta = rise ? rise.apply(this.ratio.beta, s.ePow, s.yPow) : this.ratio.beta;

@@ -85,13 +85,14 @@ export class DelayEstimator {
   }
 
   /** Mean-removed band log-energies of pow[off..] into out[outOff..]; returns their squared norm. */
-  private features(pow: Float32Array | Float64Array, off: number, mean: Float64Array, seen: boolean, out: Float32Array, outOff: number): number {
+  private features(pow: Float32Array | Float64Array, off: number, mean: Float64Array, seen: boolean, out: Float32Array, outOff: number, zero = false): number {
     let b = this.firstBin + off;
     let norm = 0;
     for (let i = 0; i < BANDS; i++) {
       let s = 0;
-      for (let j = 0; j < this.binsPerBand; j++) s += pow[b++];
-      const e = Math.max(Math.log(s + 1e-30), LOG_FLOOR);
+      if (!zero) for (let j = 0; j < this.binsPerBand; j++) s += pow[b++];
+      // A spectrum of exact zeros is at the floor in every band (log(1e-30) is far below it): no logarithms.
+      const e = zero ? LOG_FLOOR : Math.max(Math.log(s + 1e-30), LOG_FLOOR);
       if (!seen) mean[i] = e;
       else mean[i] += MEAN_SMOOTH * (e - mean[i]);
       const v = e - mean[i];
@@ -102,15 +103,15 @@ export class DelayEstimator {
   }
 
   /**
-   * One hop: the reference's power spectrum (refPow from refOff) and the microphone's (micPow from micOff). The
+   * One hop: the reference's power spectrum (refPow from refOff; `refZero`: all of it exactly 0) and the microphone's (micPow from micOff). The
    * correlations are updated only while the microphone is above its floor (`micActive`) and the reference has carried
    * signal.
    */
-  push(refPow: Float32Array, refOff: number, refActive: boolean, micPow: Float64Array, micOff: number, micActive: boolean): void {
+  push(refPow: Float32Array, refOff: number, refActive: boolean, micPow: Float64Array, micOff: number, micActive: boolean, refZero = false): void {
     this.refHead = this.refHead === this.maxLag ? 0 : this.refHead + 1;
     const ro = this.refHead * BANDS;
     if (refActive || this.refSeen) {
-      this.refNorm.a[this.refHead] = this.features(refPow, refOff, this.refMean, this.refSeen, this.refHist.a, ro);
+      this.refNorm.a[this.refHead] = this.features(refPow, refOff, this.refMean, this.refSeen, this.refHist.a, ro, refZero);
       this.refSeen = true;
     } else {
       this.refHist.a.fill(0, ro, ro + BANDS);

@@ -107,6 +107,13 @@ export class PartitionedKalmanFilter {
     for (let k = 0; k < this.bins; k++) phi[k] *= 0.5; // R / M
   }
 
+  /** What filter() gives when every spectrum it would read is exactly 0: Ŷ = 0 and Φ = 0 (the update never follows it). */
+  silence(): void {
+    this.yRe.a.fill(0);
+    this.yIm.a.fill(0);
+    this.phi.a.fill(0);
+  }
+
   /**
    * One update with the error spectrum E = FFT([0_R, e]) in eRe/eIm; `psiS`: the estimated near-end power in E, per
    * bin. Uses the offsets of the last filter() call (same lag).
