@@ -110,4 +110,28 @@ describe('ONNX Runtime leaves no empty debug log behind (issue 9, item 13)', () 
       await engine.close();
     }
   });
+
+  it("an empty one of a process that is gone (killed before it could remove its own) goes too; a live process's stays", async () => {
+    const { removeOrtDebugLog } = await import('../../src/inference/runtime/sessions');
+    const fs = await import('node:fs');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    const { spawnSync } = await import('node:child_process');
+    // A pid that was just in use and has exited: a child that ran and was reaped.
+    const gone = spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' });
+    const deadPid = Number(gone.stdout.trim());
+    const dead = path.join(os.tmpdir(), `mat-debug-${deadPid}.log`);
+    const alive = path.join(os.tmpdir(), `mat-debug-${process.ppid}.log`); // jest's parent: alive throughout
+    const aliveExisted = fs.existsSync(alive);
+    fs.writeFileSync(dead, '');
+    if (!aliveExisted) fs.writeFileSync(alive, '');
+    try {
+      removeOrtDebugLog();
+      expect(fs.existsSync(dead)).toBe(false);
+      expect(fs.existsSync(alive)).toBe(true);
+    } finally {
+      fs.rmSync(dead, { force: true });
+      if (!aliveExisted) fs.rmSync(alive, { force: true });
+    }
+  });
 });

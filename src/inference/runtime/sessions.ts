@@ -27,13 +27,35 @@ export async function loadGraphs(modelsDir: string): Promise<DtlnGraphs> {
 /**
  * ONNX Runtime's bundled telemetry SDK creates an empty `<tmpdir>/mat-debug-<pid>.log` when its environment starts
  * (once per process, at the first session) and never writes to it; no option turns that off, so it is removed here:
- * otherwise every server, CLI run and test process leaves one behind.
+ * otherwise every server, CLI run and test process leaves one behind. Also removed: such empty files of processes that
+ * are gone (killed before they got here: a chaos run found one left by a process of its own, 1 in 5 runs).
  */
 export function removeOrtDebugLog(): void {
-  const file = path.join(os.tmpdir(), `mat-debug-${process.pid}.log`);
+  const dir = os.tmpdir();
+  let names: string[] = [];
   try {
-    if (fs.statSync(file).size === 0) fs.rmSync(file, { force: true });
+    names = fs.readdirSync(dir).filter((n) => /^mat-debug-\d+\.log$/.test(n));
   } catch {
-    // not there (already removed, or this build of ONNX Runtime does not create it)
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(name.slice('mat-debug-'.length, -'.log'.length));
+    if (pid !== process.pid && processAlive(pid)) continue;
+    const file = path.join(dir, name);
+    try {
+      if (fs.statSync(file).size === 0) fs.rmSync(file, { force: true });
+    } catch {
+      // removed meanwhile, or not ours to remove
+    }
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists, under another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -11,7 +11,7 @@ import { LoudnessMeter } from '../../dsp/loudness';
 import { createChain } from '../models/chains';
 import { DtlnGraphs } from '../models/dtln';
 import { PcmEdges } from '../models/pcm-edges';
-import { loadGraphs } from './sessions';
+import { loadGraphs, removeOrtDebugLog } from './sessions';
 import { LiveHost } from '../live/host';
 import { AlignedStream, dryMixForLimit } from '../models/aligned-stream';
 import { lowerThisThread, threadId, type ThreadPriority } from './thread-priority';
@@ -65,7 +65,7 @@ let modelsDir = '';
 let vadSession: Promise<ort.InferenceSession> | null = null;
 
 function vad(): Promise<ort.InferenceSession> {
-  vadSession ??= loadVadSession(modelsDir);
+  vadSession ??= loadVadSession(modelsDir).then((session) => (removeOrtDebugLog(), session)); // as loadGraphs does
   vadSession.catch(() => (vadSession = null)); // a missing graph is reported to that stream; a later one tries again
   return vadSession;
 }
