@@ -4,8 +4,9 @@
 // the upper bands), which lie within a few times the estimate as well. Per hop the two look alike (the error over the
 // estimate bursts in single talk too); energies summed over seconds do not (docs/echo.md, "The near end in double
 // talk"): over 250 Hz–6 kHz the error's energy stays ~20 dB under the echo estimate's in single talk and within ~6 dB
-// of it or above with a near-end talker; against the suppressor's residual estimate it stays under it in single talk
-// and after an echo path change (the Kalman filter's Φ is large there), while a near-end talker takes it above. Where
+// of it or above with a near-end talker; against the suppressor's residual estimate it stays 3 dB or more under it in
+// single talk, after an echo path change (the Kalman filter's Φ is large there) and while the filter first converges,
+// while a near-end talker takes it above. Where
 // both sums say near end, and a hop within the last quarter second had the error above both estimates (the talker is
 // there now, not only in the sums), overdrive is not applied; between the sums' thresholds it is scaled linearly in dB.
 
@@ -15,8 +16,8 @@ const HOPS = 300;
 const ECHO_LO_DB = -12;
 const ECHO_HI_DB = -6;
 /** Σ|E|² / Σ residual estimate (dB): full overdrive at or below LO, none at or above HI. */
-const RESID_LO_DB = -6;
-const RESID_HI_DB = 0;
+const RESID_LO_DB = -3;
+const RESID_HI_DB = 3;
 /** A hop shows the talker where its error exceeds twice the residual estimate and the echo estimate; held this many hops (250 ms). */
 const NOW_OVER_RESID = 2;
 const HOLD_HOPS = 31;
