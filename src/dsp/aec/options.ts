@@ -28,7 +28,10 @@ export interface EchoCancellerOptions extends PresenceOptions {
   shadowEvery?: number;
   /** Loops in WebAssembly SIMD (default, where available) or JavaScript. */
   backend?: 'wasm' | 'js';
-  /** The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16 (level-rise.ts; default 31, all). */
+  /**
+   * The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16
+   * (level-rise.ts), no overdrive while a near-end talker is evident 32 (near-end.ts; default 63, all).
+   */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
   nonlinear?: boolean;
@@ -73,7 +76,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     betaBias: opts.betaBias ?? 1,
     overdrive: opts.overdrive ?? 10,
     linearOnly: opts.linearOnly ?? false,
-    terms: opts.terms ?? 31,
+    terms: opts.terms ?? 63,
     backend: opts.backend ?? 'wasm',
     constrainEvery: opts.constrainEvery ?? 4,
     shadowEvery: opts.shadowEvery ?? 1,

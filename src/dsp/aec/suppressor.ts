@@ -6,8 +6,11 @@
 // the filter's length (the last partition's coefficients continued with the filter's own decay), and (d) a share of
 // the reference's recent wideband power (what a strongly distorting loudspeaker spreads anywhere). The gain is a decision-directed Wiener gain (Ephraim &
 // Malah 1984) against that estimate times an over-estimation factor, held above the error's own noise floor so that
-// room noise stays continuous (the denoiser after us handles noise), and never above 1.
+// room noise stays continuous (the denoiser after us handles noise), and never above 1. Overdrive (a larger estimate
+// while the error is mostly residual echo) is held back while a near-end talker is evident over the last seconds
+// (near-end.ts).
 import type { SuppressKernel } from './hop-passes';
+import { NearEndEvidence } from './near-end';
 
 export interface SuppressorOptions {
   bins: number;
@@ -33,8 +36,13 @@ export class EchoSuppressor {
   readonly resid: Float64Array;
   private readonly noiseRise: number;
   private started = false;
-  /** Which residual terms count, bit mask phi 1, leak 2, tail 4, wideband 8; 16: the channel raises β after a level rise (level-rise.ts). */
+  /**
+   * Which residual terms count, bit mask phi 1, leak 2, tail 4, wideband 8; 16: the channel raises β after a level rise
+   * (level-rise.ts); 32: no overdrive while a near-end talker is evident (near-end.ts).
+   */
   terms = 15;
+  /** The evidence of a near-end talker (used where terms have 32). */
+  readonly nearEnd = new NearEndEvidence();
   /** The same loops in WebAssembly (hop-passes.ts; bit-identical), set where every array lies in its memory. */
   kernel: SuppressKernel | null = null;
 
@@ -87,8 +95,12 @@ export class EchoSuppressor {
     const wNl = m & 8 ? 1 : 0;
     const over = o.overEstimate;
     const rise = this.noiseRise;
+    const guard = (m & 32) !== 0;
+    // Both back ends take the hop's overdrive as a parameter, so they stay bit-identical.
+    const overdrive = guard ? 1 + (o.overdrive - 1) * this.nearEnd.share() : o.overdrive;
     if (this.kernel) {
-      this.kernel(K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, this.prevClean, noise, sp, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, o.overdrive, o.ddAlpha, o.floor);
+      this.kernel(K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, this.prevClean, noise, sp, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, overdrive, o.ddAlpha, o.floor);
+      if (guard) this.nearEnd.update(ePow, yPow, resid);
       return g;
     }
     let eSum = 0;
@@ -126,7 +138,7 @@ export class EchoSuppressor {
     // Near 1 (or below), nothing but residual echo is there and the estimate may be raised (overdrive); well above
     // it, near-end speech is present.
     const dom = eSum / (rSum + 1e-20);
-    const od = 1 + (o.overdrive - 1) * Math.min(1, Math.max(0, (6 - dom) / 4));
+    const od = 1 + (overdrive - 1) * Math.min(1, Math.max(0, (6 - dom) / 4));
     const dd = o.ddAlpha;
     const floor = o.floor;
     const prev = this.prevClean;
@@ -143,6 +155,7 @@ export class EchoSuppressor {
       g[k] = gk;
       prev[k] = gk * gk * e;
     }
+    if (guard) this.nearEnd.update(ePow, yPow, resid);
     return g;
   }
 }
