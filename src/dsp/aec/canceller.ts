@@ -341,12 +341,17 @@ export class EchoCanceller {
     this.early = early;
     const bulk = Math.max(0, lag - DELAY_MARGIN_HOPS - early);
     if (bulk === this.bulk) return;
+    // A filter that is cancelling (EchoChannel.vetoes) knows where the echo is better than the envelopes do: the
+    // estimator's lag moved by near-end speech (or its end) would push the strongest partition out of the window and
+    // throw the converged filter away (docs/echo.md, "A delay move in double talk").
+    if (this.opts.delayGuard && ch0.vetoes(this.bulk - bulk)) return;
     const o = this.opts.reopen;
     const reopen = o === 'always' || (o === 'first' && this.moves === 0);
     this.moves++;
     for (const ch of this.chans) {
       ch.main.shift(this.bulk - bulk, reopen);
       ch.shadow.shift(this.bulk - bulk);
+      ch.shifted(this.bulk - bulk);
     }
     this.bulk = bulk;
   }

@@ -65,6 +65,14 @@ const ADOPT_HOPS = 16;
 const RESET_RATIO = 4;
 const RESET_HOPS = 16;
 const ERR_SMOOTH = 0.1;
+/**
+ * The delay guard (vetoes()): the share of hits above which a filter counts as cancelling (a filter at a wrong first
+ * lag scored a hit now and then, and vetoing the right lag then cost st-5003 16 dB), its smoothing per far-end hop, and
+ * the far-end hops the filter must have learnt first (2 s).
+ */
+const GUARD_RATE = 0.25;
+const HIT_SMOOTH = 1 / 125;
+const GUARD_LEARNT = 250;
 
 export class EchoChannel {
   readonly main: PartitionedKalmanFilter;
@@ -102,6 +110,13 @@ export class EchoChannel {
   shadowEvery = 1;
   /** Times the shadow's coefficients were adopted (for tests and the bench). */
   adoptions = 0;
+  /**
+   * The share of recent far-end hops (~1 s) on which the main filter removed 6 dB or more of the microphone's energy
+   * (a "hit", as echo-presence.ts counts them): while it is high the filter is cancelling an echo where it stands, and
+   * the canceller keeps a bulk-delay move from pushing its strongest partition out of the window (docs/echo.md, "A
+   * delay move in double talk").
+   */
+  hitRate = 0;
   private hops = 0;
   /** The hop's per-bin and per-sample passes (the canceller sets the WebAssembly ones where they reach its memory). */
   passes: HopPasses = jsHopPasses;
@@ -182,9 +197,10 @@ export class EchoChannel {
     const pr = this.presence;
     let mixMic = false;
     let learn = true;
+    let micEnergy = 0;
+    for (let i = 0; i < R; i++) micEnergy += d[i] * d[i];
+    if (farActive) this.hitRate += HIT_SMOOTH * ((micEnergy > 0 && errMain * 4 <= micEnergy ? 1 : 0) - this.hitRate);
     if (pr) {
-      let micEnergy = 0;
-      for (let i = 0; i < R; i++) micEnergy += d[i] * d[i];
       mixMic = pr.hop(farActive, micEnergy, errMain);
       // No echo found (or a cue of one): both filters start again from nothing.
       if (pr.resetNow) {
@@ -237,6 +253,26 @@ export class EchoChannel {
       pr.micPower(this.micOut, d, win, fft, s.ePow);
       s.yPow.fill(0);
     }
+  }
+
+  /**
+   * The strongest partition as it stands now: `peak` followed through the bulk-delay moves since it was measured
+   * (`peak` itself stays as measured: the wideband term and the early move read it as they always did).
+   */
+  peakNow = 0;
+  /**
+   * Whether a bulk-delay move of `shift` partitions would throw away a filter that is cancelling: it has learnt for
+   * GUARD_LEARNT far-end hops, removed 6 dB on more than GUARD_RATE of the recent ones, and the move pushes its
+   * strongest partition out of the window (docs/echo.md, "A delay move in double talk").
+   */
+  vetoes(shift: number): boolean {
+    const np = this.peakNow + shift;
+    return this.hops > GUARD_LEARNT && this.hitRate > GUARD_RATE && (np < 0 || np >= this.main.partitions);
+  }
+
+  /** The main filter's coefficients moved by `shift` partitions (a bulk-delay move). */
+  shifted(shift: number): void {
+    this.peakNow = Math.max(0, Math.min(this.main.partitions - 1, this.peakNow + shift));
   }
 
   /** After both filters' updates: adopt the shadow's coefficients when it does clearly better, reset it when clearly worse. */
@@ -329,6 +365,7 @@ export class EchoChannel {
       }
     }
     this.peak = best;
+    this.peakNow = best;
     this.peakFresh = this.hops > 250;
     if (this.learner) this.learner.powerSet = true;
     for (let b = 0; b < bands; b++) {
