@@ -146,7 +146,9 @@ describe('job slots across workspaces', () => {
   test('a workspace holding more than its share gives a processing slot back to a waiting one', async () => {
     config.jobs.concurrency = 2;
     const [a, , c] = tokens;
-    const submitLong = () => request(handle.app).post(`${API}/jobs`).set(as(a)).field('model', 'nsm-1').attach('file', longWav);
+    // nsm-4 (about ten times nsm-1's cost): a long job must outlast the waiting one by far, whatever the machine's
+    // speed (30 min of audio through nsm-1 took ~5 s on a fresh-clone run, and both long jobs were done by the check).
+    const submitLong = () => request(handle.app).post(`${API}/jobs`).set(as(a)).field('model', 'nsm-4').attach('file', longWav);
     const a1 = (await submitLong()).body.id as string;
     const a2 = (await submitLong()).body.id as string;
     await until(async () => ((await job(a1, a)).status === 'running' && (await job(a2, a)).status === 'running' ? true : undefined), 30_000, 50);
@@ -158,6 +160,8 @@ describe('job slots across workspaces', () => {
     expect(done.status).toBe('succeeded');
     // It ran before either long job finished: one of them gave its slot back (not counted as an attempt).
     const [j1, j2] = [await job(a1, a), await job(a2, a)];
+    const quickEnd = Date.parse(done.finished_at!);
+    for (const j of [j1, j2]) if (j.finished_at) expect(Date.parse(j.finished_at)).toBeGreaterThan(quickEnd);
     expect([j1.status, j2.status].filter((s) => s === 'succeeded')).toEqual([]);
     expect(Math.max(j1.attempts, j2.attempts)).toBe(1);
     for (const id of [a1, a2]) await request(handle.app).delete(`${API}/jobs/${id}`).set(as(a));
