@@ -353,8 +353,17 @@ describe('SQLite job store file', () => {
           }),
         );
         child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+        // 'close', not 'exit': 'exit' may come before the last of the child's stdout has been read (a fresh-clone run
+        // parsed an empty answer: "Unexpected end of JSON input").
         const done = new Promise<string[]>((resolve, reject) =>
-          child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.slice(out.indexOf('ready\n') + 6)) as string[]) : reject(new Error(err)))),
+          child.on('close', (code) => {
+            if (code !== 0) return reject(new Error(err));
+            try {
+              resolve(JSON.parse(out.slice(out.indexOf('ready\n') + 6)) as string[]);
+            } catch (e) {
+              reject(new Error(`${String(e)}; stdout ${JSON.stringify(out.slice(0, 200))}; stderr ${err.slice(0, 500)}`)); // fail now, not at the timeout
+            }
+          }),
         );
         return { ready, done };
       });
