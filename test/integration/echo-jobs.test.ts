@@ -30,7 +30,7 @@ function nsm(args: string[], env: Record<string, string>, cwd: string): Promise<
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    child.on('close', (code) => resolve({ code, stdout, stderr })); // 'close': after the last of its output has been read
   });
 }
 

@@ -101,7 +101,7 @@ test('three connections in this process and two other processes: never over the 
       new Promise<string>((resolve, reject) => {
         let out = '';
         child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-        child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`child exited ${code}`))));
+        child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`child exited ${code}`)))); // 'close': after its last output
       }),
   );
   await Promise.all(children.map((child) => new Promise((resolve) => child.stdout.once('data', resolve))));
