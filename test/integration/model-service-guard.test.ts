@@ -47,7 +47,8 @@ function startStandalone(env: NodeJS.ProcessEnv, dataDir: string): Promise<{ cod
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
-    child.on('exit', (code) => {
+    // 'close', not 'exit': 'exit' can come before the child's last stderr chunk (the refusal this test reads).
+    child.on('close', (code) => {
       clearTimeout(timer);
       resolve({ code, output, kill });
     });
