@@ -365,6 +365,8 @@ export interface SceneSpec {
   serDb?: number;
   /** 'clip' loudspeakers: the clipping level as a fraction of the reference's peak (default 0.55). */
   clipAt?: number;
+  /** 'dt': when the near end starts talking, in seconds (default 4: after the filter has had the far end alone). */
+  nearFromS?: number;
 }
 
 /** One scene from its spec; talkers' signals are long pools the scene cuts its speech from (at seeded offsets). */
@@ -408,7 +410,7 @@ export function makeScene(spec: SceneSpec, talkers: Talkers): Scene {
   const near = new Float32Array(n);
   let nearFrom: number | null = null;
   if (spec.kind === 'dt' || spec.kind === 'nst') {
-    nearFrom = spec.kind === 'dt' ? 4 * FS : 0;
+    nearFrom = spec.kind === 'dt' ? Math.round((spec.nearFromS ?? 4) * FS) : 0;
     const talkerPos = pointNear(rnd, micPos, 0.4 + rnd() * 0.8, dims);
     const hn = imageRir({ room, source: talkerPos, mic: micPos, length: rirLen });
     const s = convolve(slice(talkers.near, nearStart, n - nearFrom), hn);

@@ -13,6 +13,9 @@
 //   --echo-set KEY=VALUE  canceller option override (repeatable), e.g. --echo-set overEstimate=3
 //   --echo-oracle         also the baselines told each scene's true bulk delay (speexdsp with its reference aligned,
 //                         WebRTC with the delay reported and delay-agnostic mode off): their best case
+//   --echo-kinds K,K      only these kinds of scene (st, dt, path, nst; default all)
+//   --echo-dt-from S      double talk from the start: the near end talks from S s (default 4) and its SDR is scored
+//                         from there to the end (default 10 s..end), so the filter converges while both talk
 //   --echo-chain MODEL    also what POST /denoise returns: the canceller, then MODEL's chain (echo-chain.ts; default
 //                         nsm-2); --echo-no-chain skips it
 import { spawnSync } from 'node:child_process';
@@ -147,9 +150,14 @@ function shift(y: Float32Array, lag: number): Float32Array {
 
 const KINDS: SceneKind[] = ['st', 'dt', 'path', 'nst'];
 
-export function sceneSet(perKind: number, talkers: Talkers): Scene[] {
+export function sceneSet(perKind: number, talkers: Talkers, dtFromS?: number, kinds: SceneKind[] = KINDS): Scene[] {
   const scenes: Scene[] = [];
-  for (const kind of KINDS) for (let i = 0; i < perKind; i++) scenes.push(makeScene({ kind, seed: 1000 * (KINDS.indexOf(kind) + 1) + i }, talkers));
+  for (const kind of kinds) {
+    for (let i = 0; i < perKind; i++) {
+      const nearFromS = kind === 'dt' ? dtFromS : undefined;
+      scenes.push(makeScene({ kind, seed: 1000 * (KINDS.indexOf(kind) + 1) + i, ...(nearFromS !== undefined ? { nearFromS } : {}) }, talkers));
+    }
+  }
   return scenes;
 }
 
@@ -157,7 +165,8 @@ interface Row {
   scene: string;
   kind: SceneKind;
   system: SystemId;
-  /** st: ERLE 10..20 s; path: ERLE change+2 s..end; dt: near-end SDR 10 s..end; nst: SDR against the microphone. */
+  /** st: ERLE 10..20 s; path: ERLE change+2 s..end; dt: near-end SDR 10 s..end (or from the near end's start with
+   *  --echo-dt-from); nst: SDR against the microphone. */
   metric: number;
   /** path: ERLE over the 5 s before the change; dt: ERLE-like echo removal is not measurable (null). */
   extra: number | null;
@@ -180,7 +189,7 @@ function aecmos(talk: 'st' | 'dt' | 'nst', scene: Scene, out: Float32Array, tmp:
   return { echo: j.echo_mos, other: j.other_mos };
 }
 
-function score(scene: Scene, out: Float32Array): { metric: number; extra: number | null } {
+function score(scene: Scene, out: Float32Array, dtWhole: boolean): { metric: number; extra: number | null } {
   const n = scene.mic.length;
   switch (scene.kind) {
     case 'st':
@@ -188,7 +197,7 @@ function score(scene: Scene, out: Float32Array): { metric: number; extra: number
     case 'path':
       return { metric: erle(scene, out, scene.changeAt! + 2 * FS, n), extra: erle(scene, out, scene.changeAt! - 5 * FS, scene.changeAt!) };
     case 'dt':
-      return { metric: magSdr(scene.near, out, 10 * FS, n), extra: null };
+      return { metric: magSdr(scene.near, out, dtWhole ? scene.nearFrom! : 10 * FS, n), extra: null };
     case 'nst':
       return { metric: magSdr(scene.mic, out, 0, n), extra: null };
   }
@@ -226,12 +235,16 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
     for (const b of baselines) if (!b.exe && !b.id.endsWith('-d')) console.log(`NOTE: ${b.id} baseline not run: ${b.why}`);
     const talkers = loadTalkers();
     const t0 = Date.now();
-    const scenes = sceneSet(perKind, talkers);
+    const dtFrom = opt('--echo-dt-from');
+    if (dtFrom !== null && !(Number(dtFrom) >= 0 && Number(dtFrom) < 15)) throw new Error('--echo-dt-from: seconds, 0 to 15');
+    const kinds = (opt('--echo-kinds') ?? KINDS.join(',')).split(',') as SceneKind[];
+    if (kinds.some((k) => !KINDS.includes(k))) throw new Error(`--echo-kinds: some of ${KINDS.join(', ')}`);
+    const scenes = sceneSet(perKind, talkers, dtFrom === null ? undefined : Number(dtFrom), kinds);
     console.log(`${scenes.length} scenes generated in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     const oracle = args.includes('--echo-oracle');
     const available = baselines.filter((b) => b.exe && (oracle || !b.id.endsWith('-d')));
     // Each baseline's output lag, from a near-end-only scene with a silent reference (its output is then ~ its input).
-    const calib = scenes.find((s) => s.kind === 'nst')!;
+    const calib = scenes.find((s) => s.kind === 'nst') ?? makeScene({ kind: 'nst', seed: 4000 }, talkers);
     const lags: Record<string, number> = { ours: 0, mic: 0 };
     for (const b of available) lags[b.id] = findLag(calib.mic, runBaseline(b, calib, tmp).out, 1600);
     console.log(`output lags (samples): ${Object.entries(lags).map(([k, v]) => `${k} ${v}`).join(', ')}`);
@@ -262,7 +275,7 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
       }
       audioS += scene.mic.length / FS;
       for (const [system, out] of outs) {
-        const s = score(scene, out);
+        const s = score(scene, out, dtFrom !== null);
         const talk = scene.kind === 'path' ? 'st' : scene.kind;
         const mos = withMos && !(system === 'mic' && scene.kind === 'nst') ? aecmos(talk, scene, out, tmp) : null;
         rows.push({ scene: scene.name, kind: scene.kind, system, ...s, aecmos: mos });
@@ -273,7 +286,7 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
     const cpuPerS: Record<string, number> = {};
     for (const k of Object.keys(cpu)) cpuPerS[k] = (cpu[k] / audioS) * 1000;
     const nsm2 = args.includes('--echo-no-cpu') ? null : await measureCpu({ overrides });
-    printTable(rows, available, cpuPerS, nsm2, identical, chainModel);
+    printTable(rows, available, cpuPerS, nsm2, identical, chainModel, dtFrom);
     const spec = opt('--echo-spectrograms');
     if (spec) writeSpectrograms(spec, scenes, available, lags, tmp, overrides);
     return {
@@ -292,7 +305,7 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
 
 const fmt = (m: MeanCi, d = 1): string => `${m.mean.toFixed(d)} [${m.lo.toFixed(d)}, ${m.hi.toFixed(d)}]`;
 
-function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, number>, nsm2: CpuResult | null, identical: boolean, chainModel: ModelId | null): void {
+function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, number>, nsm2: CpuResult | null, identical: boolean, chainModel: ModelId | null, dtFrom: string | null): void {
   const ourSystems: SystemId[] = chainModel ? ['ours', 'chain'] : ['ours'];
   const systems: SystemId[] = [...ourSystems, ...baselines.map((b) => b.id), 'mic'];
   const label: Record<SystemId, string> = {
@@ -307,7 +320,7 @@ function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, numb
   const metricName: Record<SceneKind, string> = {
     st: 'ERLE dB, far-end single talk, 10 s..end',
     path: 'ERLE dB, from 2 s after the echo path change',
-    dt: 'near-end magnitude-spectrogram SDR dB, double talk, 10 s..end',
+    dt: `near-end magnitude-spectrogram SDR dB, double talk, ${dtFrom === null ? '10 s..end' : `near end from ${dtFrom} s, scored from there to the end`}`,
     nst: 'magnitude-spectrogram SDR dB against the input, silent reference',
   };
   console.log('\nMean [95 % bootstrap CI] over scenes; paired differences ours − baseline with their CI.');
