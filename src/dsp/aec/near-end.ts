@@ -22,8 +22,8 @@ const RESID_HI_DB = 3;
 const NOW_OVER_RESID = 2;
 const HOLD_HOPS = 31;
 /** The bins summed: 250 Hz–6 kHz at 16 kHz (the suppressor's echo-dominance range). */
-const FROM = 4;
-const TO = 100;
+export const EVIDENCE_FROM = 4;
+export const EVIDENCE_TO = 100;
 
 export class NearEndEvidence {
   private e = 0;
@@ -47,7 +47,7 @@ export class NearEndEvidence {
     let e = 0;
     let y = 0;
     let r = 0;
-    for (let k = FROM; k < TO; k++) {
+    for (let k = EVIDENCE_FROM; k < EVIDENCE_TO; k++) {
       e += ePow[k];
       y += yPow[k];
       r += resid[k];
