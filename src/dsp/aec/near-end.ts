@@ -9,6 +9,8 @@
 // while a near-end talker takes it above. Where
 // both sums say near end, and a hop within the last quarter second had the error above both estimates (the talker is
 // there now, not only in the sums), overdrive is not applied; between the sums' thresholds it is scaled linearly in dB.
+// The suppressor's hold (terms bit 64) follows the same share, and sums the residual estimate for this evidence as it
+// is without the hold, so the hold does not feed the evidence.
 
 /** Time constant of the summed energies, hops (300: 2.4 s). */
 const HOPS = 300;

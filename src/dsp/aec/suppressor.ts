@@ -8,8 +8,9 @@
 // Malah 1984) against that estimate times an over-estimation factor, held above the error's own noise floor so that
 // room noise stays continuous (the denoiser after us handles noise), and never above 1. Overdrive (a larger estimate
 // while the error is mostly residual echo) is held back while a near-end talker is evident over the last seconds
-// (near-end.ts); so, by the same evidence, are the two terms that follow the echo estimate's and the reference's level
-// rather than the filter's state (b, d), and the gain's floor and smoothing move to values that keep the talker whole.
+// (near-end.ts); by the same evidence, so are the two terms that follow levels rather than the filter's state (b, d),
+// and the gain's floor and smoothing move towards values that take less of the talker (docs/echo.md, "the estimate
+// held back"). Φ stays: holding it back left echo under the talker and lost AECMOS's near-end score.
 import type { SuppressKernel } from './hop-passes';
 import { EVIDENCE_FROM, EVIDENCE_TO, NearEndEvidence } from './near-end';
 
