@@ -58,7 +58,12 @@ test("a reference of digital silence in turns (a voice agent's) gives what it ga
   // Hashes from main's build at 5d5d982, before the shortcuts (whose suppressor terms were 31: no near-end guard).
   expect(await outputHash('wasm', true, 31)).toBe('64fa5f1f42bcbd64f0da6e4f13ea6672cbb002f9e27e06172c2634f063a6b9a7');
   expect(await outputHash('js', true, 31)).toBe('493760a7859568831c39d9c8fd41405c7001a845026b21896008eaecc880006d');
-  // With the default terms (63: the near-end guard, which acts in this scene's double talk).
-  expect(await outputHash('wasm', true)).toBe('fffa1ca5947d5053cca7a2e6f5af5e82269c7071d736f8040c8b1ffaaa3126e5');
-  expect(await outputHash('js', true)).toBe('c87cecb305993a8e85c382361a3f7022ebdd92b5507ea49d669229cb3507c3b9');
+  // With terms 63 (the near-end guard, which acts in this scene's double talk; the default until 2026-11-29).
+  expect(await outputHash('wasm', true, 63)).toBe('fffa1ca5947d5053cca7a2e6f5af5e82269c7071d736f8040c8b1ffaaa3126e5');
+  expect(await outputHash('js', true, 63)).toBe('c87cecb305993a8e85c382361a3f7022ebdd92b5507ea49d669229cb3507c3b9');
+  // With the default terms (127: the guard's evidence also holds back two residual terms and keeps the gain fuller;
+  // docs/echo.md, "The near end in double talk: the estimate held back"). The two scenes above do not move: their
+  // double talk is too short for the evidence.
+  expect(await outputHash('wasm', true)).toBe('02280b855aab0aaaceb5fe57f213b61e340883dfa71672f46ede4445244b7dbe');
+  expect(await outputHash('js', true)).toBe('371fdf16f41763c5b4fcbaed8243eb0f98e01f8feb5ef631a4cb9defed96d261');
 });

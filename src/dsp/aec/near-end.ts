@@ -9,6 +9,8 @@
 // while a near-end talker takes it above. Where
 // both sums say near end, and a hop within the last quarter second had the error above both estimates (the talker is
 // there now, not only in the sums), overdrive is not applied; between the sums' thresholds it is scaled linearly in dB.
+// The suppressor's hold (terms bit 64) follows the same share, and sums the residual estimate for this evidence as it
+// is without the hold, so the hold does not feed the evidence.
 
 /** Time constant of the summed energies, hops (300: 2.4 s). */
 const HOPS = 300;
@@ -22,8 +24,8 @@ const RESID_HI_DB = 3;
 const NOW_OVER_RESID = 2;
 const HOLD_HOPS = 31;
 /** The bins summed: 250 Hz–6 kHz at 16 kHz (the suppressor's echo-dominance range). */
-const FROM = 4;
-const TO = 100;
+export const EVIDENCE_FROM = 4;
+export const EVIDENCE_TO = 100;
 
 export class NearEndEvidence {
   private e = 0;
@@ -47,7 +49,7 @@ export class NearEndEvidence {
     let e = 0;
     let y = 0;
     let r = 0;
-    for (let k = FROM; k < TO; k++) {
+    for (let k = EVIDENCE_FROM; k < EVIDENCE_TO; k++) {
       e += ePow[k];
       y += yPow[k];
       r += resid[k];

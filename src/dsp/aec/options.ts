@@ -30,7 +30,9 @@ export interface EchoCancellerOptions extends PresenceOptions {
   backend?: 'wasm' | 'js';
   /**
    * The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16
-   * (level-rise.ts), no overdrive while a near-end talker is evident 32 (near-end.ts; default 63, all).
+   * (level-rise.ts), no overdrive while a near-end talker is evident 32 (near-end.ts), and by the same evidence the
+   * echo-estimate share and wideband terms held back and the gain kept fuller 64 (suppressor.ts; default 127, all;
+   * 63 is the canceller before it).
    */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
@@ -83,7 +85,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     betaBias: opts.betaBias ?? 1,
     overdrive: opts.overdrive ?? 10,
     linearOnly: opts.linearOnly ?? false,
-    terms: opts.terms ?? 63,
+    terms: opts.terms ?? 127,
     backend: opts.backend ?? 'wasm',
     constrainEvery: opts.constrainEvery ?? 4,
     shadowEvery: opts.shadowEvery ?? 1,

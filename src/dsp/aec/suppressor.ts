@@ -8,9 +8,15 @@
 // Malah 1984) against that estimate times an over-estimation factor, held above the error's own noise floor so that
 // room noise stays continuous (the denoiser after us handles noise), and never above 1. Overdrive (a larger estimate
 // while the error is mostly residual echo) is held back while a near-end talker is evident over the last seconds
-// (near-end.ts).
+// (near-end.ts); by the same evidence, so are the two terms that follow levels rather than the filter's state (b, d),
+// and the gain's floor and smoothing move towards values that take less of the talker (docs/echo.md, "the estimate
+// held back"). Φ stays: holding it back left echo under the talker and lost AECMOS's near-end score.
 import type { SuppressKernel } from './hop-passes';
-import { NearEndEvidence } from './near-end';
+import { EVIDENCE_FROM, EVIDENCE_TO, NearEndEvidence } from './near-end';
+
+/** Where a near-end talker is evident (terms bit 64): the gain's floor (−20 dB) and the decision-directed weight. */
+const NEAR_FLOOR = Math.pow(10, -20 / 20);
+const NEAR_DD = 0.8;
 
 export interface SuppressorOptions {
   bins: number;
@@ -34,14 +40,18 @@ export class EchoSuppressor {
   private readonly smoothPow: Float64Array;
   private readonly tail: Float64Array;
   readonly resid: Float64Array;
+  /** The residual estimate without the near end's hold (bits 64), for the evidence; the evidence's bins only. */
+  private readonly full: Float64Array;
   private readonly noiseRise: number;
   private started = false;
   /**
    * Which residual terms count, bit mask phi 1, leak 2, tail 4, wideband 8; 16: the channel raises β after a level rise
-   * (level-rise.ts); 32: no overdrive while a near-end talker is evident (near-end.ts).
+   * (level-rise.ts); 32: no overdrive while a near-end talker is evident (near-end.ts); 64: by the same evidence, the
+   * leak and wideband terms held back, the floor raised towards NEAR_FLOOR and the decision-directed weight towards
+   * NEAR_DD.
    */
   terms = 15;
-  /** The evidence of a near-end talker (used where terms have 32). */
+  /** The evidence of a near-end talker (used where terms have 32 or 64). */
   readonly nearEnd = new NearEndEvidence();
   /** The same loops in WebAssembly (hop-passes.ts; bit-identical), set where every array lies in its memory. */
   kernel: SuppressKernel | null = null;
@@ -56,6 +66,7 @@ export class EchoSuppressor {
     this.smoothPow = f64(K);
     this.tail = f64(K);
     this.resid = f64(K);
+    this.full = new Float64Array(K);
     // The noise floor may rise 3 dB per second.
     this.noiseRise = Math.pow(10, 3 / 10 / opts.hopsPerSecond);
   }
@@ -89,18 +100,25 @@ export class EchoSuppressor {
       this.started = true;
     }
     const m = this.terms;
+    const guard = (m & 32) !== 0;
+    const hold = (m & 64) !== 0;
+    // 1 without evidence of a near-end talker, 0 with clear evidence.
+    const share = guard || hold ? this.nearEnd.share() : 1;
+    const held = hold && share < 1;
     const wPhi = m & 1 ? 1 : 0;
-    const wLeak = m & 2 ? 1 : 0;
+    const wLeak = m & 2 ? (held ? share : 1) : 0;
     const wTail = m & 4 ? 1 : 0;
-    const wNl = m & 8 ? 1 : 0;
+    const wNl = m & 8 ? (held ? share : 1) : 0;
     const over = o.overEstimate;
     const rise = this.noiseRise;
-    const guard = (m & 32) !== 0;
-    // Both back ends take the hop's overdrive as a parameter, so they stay bit-identical.
-    const overdrive = guard ? 1 + (o.overdrive - 1) * this.nearEnd.share() : o.overdrive;
+    // Both back ends take the hop's overdrive, term weights, smoothing and floor as parameters, so they stay
+    // bit-identical; without evidence every one is what it was before the hold.
+    const overdrive = guard ? 1 + (o.overdrive - 1) * share : o.overdrive;
+    const dd = held ? o.ddAlpha + (NEAR_DD - o.ddAlpha) * (1 - share) : o.ddAlpha;
+    const floor = held && o.floor < NEAR_FLOOR ? o.floor * Math.pow(NEAR_FLOOR / o.floor, 1 - share) : o.floor;
     if (this.kernel) {
-      this.kernel(K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, this.prevClean, noise, sp, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, overdrive, o.ddAlpha, o.floor);
-      if (guard) this.nearEnd.update(ePow, yPow, resid);
+      this.kernel(K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, this.prevClean, noise, sp, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor);
+      if (guard || hold) this.nearEnd.update(ePow, yPow, held ? this.fullResid(phi, beta, yPow, nl, over) : resid);
       return g;
     }
     let eSum = 0;
@@ -139,8 +157,6 @@ export class EchoSuppressor {
     // it, near-end speech is present.
     const dom = eSum / (rSum + 1e-20);
     const od = 1 + (overdrive - 1) * Math.min(1, Math.max(0, (6 - dom) / 4));
-    const dd = o.ddAlpha;
-    const floor = o.floor;
     const prev = this.prevClean;
     for (let k = 0; k < K; k++) {
       const e = ePow[k];
@@ -155,7 +171,34 @@ export class EchoSuppressor {
       g[k] = gk;
       prev[k] = gk * gk * e;
     }
-    if (guard) this.nearEnd.update(ePow, yPow, resid);
+    if (guard || hold) this.nearEnd.update(ePow, yPow, held ? this.fullResid(phi, beta, yPow, nl, over) : resid);
     return g;
+  }
+
+  /**
+   * The residual estimate over the evidence's bins as it would be without the hold (the terms at full weight, as the
+   * loop above forms it), so that holding the terms back does not feed the evidence that holds them.
+   */
+  private fullResid(phi: Float32Array, beta: Float64Array, yPow: Float64Array, nl: Float64Array, over: number): Float64Array {
+    const m = this.terms;
+    const wPhi = m & 1 ? 1 : 0;
+    const wLeak = m & 2 ? 1 : 0;
+    const wTail = m & 4 ? 1 : 0;
+    const wNl = m & 8 ? 1 : 0;
+    const full = this.full;
+    const tail = this.tail;
+    for (let k = EVIDENCE_FROM; k < EVIDENCE_TO; k++) {
+      const a = beta[k - 1] * yPow[k - 1];
+      const b = beta[k] * yPow[k];
+      const c = beta[k + 1] * yPow[k + 1];
+      let leak = b > a ? b : a;
+      if (c > leak) leak = c;
+      let r = wPhi * phi[k];
+      if (wLeak * leak > r) r = wLeak * leak;
+      if (wTail * tail[k] > r) r = wTail * tail[k];
+      if (wNl * nl[k] > r) r = wNl * nl[k];
+      full[k] = r * over;
+    }
+    return full;
   }
 }
