@@ -40,7 +40,7 @@ const SILENT_FRAME_POWER = 1e-7;
 const DELAY_MARGIN_HOPS = 4;
 const EARLY_MAX = 8;
 /** Ranges a prefetch names at most: the arena before and after the ring, the ring's reach and newest entry (re, im, pow, each wrapping). */
-const TOUCH_RANGES = 14;
+const TOUCH_RANGES = 16;
 
 function sqrtHann(n: number): Float64Array {
   const w = new Float64Array(n);
@@ -102,6 +102,8 @@ export class EchoCanceller {
   private final: EchoCancellerStats | null = null;
   /** Where the prefetch's ranges lie in the arena (int32 elements). */
   private readonly touchList: number;
+  /** Bytes of the loudspeaker learner's error ring (0 without the model). */
+  private readonly errBytes: number;
 
   constructor(opts: EchoCancellerOptions) {
     if (!(opts.channels >= 1)) throw new Error('the echo canceller needs at least one microphone channel');
@@ -167,12 +169,19 @@ export class EchoCanceller {
     this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(HOP).a);
     // The prefetch's fixed ranges (bytes): the arena before the prior scale (the scratch, the window) and everything
     // after the ring (the delay estimator, the channels' filters and state, the loudspeaker model, the blocks).
+    // The loudspeaker learner's error ring (38 KB) is read whole on its learning hops only (every 4th): the last range,
+    // named only when the chunk has one.
     this.touchList = this.arena.alloc(2 * TOUCH_RANGES).at;
+    const end = this.arena.used;
     const i32 = this.arena.i32;
-    i32[this.touchList] = this.arena.start * 4;
-    i32[this.touchList + 1] = (priorAt - this.arena.start) * 4;
-    i32[this.touchList + 2] = ringEnd * 4;
-    i32[this.touchList + 3] = (this.arena.used - ringEnd) * 4;
+    const L = this.touchList;
+    const er = this.chans[0].learner?.errorRing ?? { at: end, floats: 0 };
+    const fixed = [this.arena.start, priorAt, ringEnd, er.at, er.at + er.floats, end, er.at, er.at + er.floats];
+    for (let r = 0; r < 4; r++) {
+      i32[L + 2 * r] = fixed[2 * r] * 4;
+      i32[L + 2 * r + 1] = (fixed[2 * r + 1] - fixed[2 * r]) * 4;
+    }
+    this.errBytes = er.floats * 4;
   }
 
   /**
@@ -182,12 +191,16 @@ export class EchoCanceller {
    * reads it (and the entry the hop writes); the prior scale's sums not (read in order, which the hardware
    * prefetches). Changes no value.
    */
-  private prefetch(): void {
+  private prefetch(hops: number): void {
     const i32 = this.arena.i32;
-    const at = this.touchList + 4;
+    const L = this.touchList;
+    // Ranges 0..2 fixed, 3 the learner's error ring when this chunk may learn (else 0 bytes), then the ring's.
+    const learner = this.chans[0].learner;
+    i32[L + 7] = learner && learner.learnsWithin(hops) ? this.errBytes : 0;
+    const at = L + 8;
     let n = this.ring.ranges(i32, at, this.bulk, this.bulk + this.partitions, 1);
     if (this.bulk > 0) n += this.ring.ranges(i32, at + 2 * n, 0, 0, 1);
-    this.arena.touch(this.touchList, 2 + n);
+    this.arena.touch(L, 4 + n);
   }
 
   stats(): EchoCancellerStats {
@@ -226,7 +239,7 @@ export class EchoCanceller {
     // for one, deoptimised ("wrong map") on the other again and again.
     const out: Float32Array[] = [];
     for (let c = 0; c < this.channels; c++) out.push(new Float32Array(hops * HOP));
-    if (hops > 0 && this.active && this.oneMemory) this.prefetch();
+    if (hops > 0 && this.active && this.oneMemory) this.prefetch(hops);
     let pos = 0;
     // Copied by loops, not set(subarray()): two to four views per hop were most of process()'s own time.
     for (let h = 0; h < hops; h++) {
