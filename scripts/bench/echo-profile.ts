@@ -36,6 +36,8 @@ const GROUPS: [string, RegExp][] = [
   ['delay estimator', /delay-estimator\.js|^wasm corr$/],
   // Only until it settles (a stream's first second of reference): its share falls with --seconds.
   ['prior scale (the first 125 hops of reference only)', /prior-scale\.js|^wasm pcross$/],
+  // The misses of a stream's cold state, taken at once before its first hop of a chunk (canceller.ts prefetch()).
+  ['prefetch (WebAssembly touch: the state brought into cache)', /^wasm touch$/],
 ];
 
 function post<T>(s: inspector.Session, method: string, params?: object): Promise<T> {

@@ -67,9 +67,9 @@ export class EchoCanceller {
   readonly chans: EchoChannel[];
   /** Input not yet a whole hop. */
   private readonly micIn: Float32Array[];
-  private readonly refIn = new Float32Array(HOP);
+  private readonly refIn: Float32Array;
   private pending = 0;
-  private readonly refPrev = new Float64Array(HOP);
+  private readonly refPrev: Float64Array;
   /** Whether refPrev is all zeros, and how many of the ring's newest spectra are (digital silence in the reference). */
   private prevZero = true;
   private zeroRun = 0;
@@ -86,12 +86,12 @@ export class EchoCanceller {
   private echoOut = 0;
   /** Microphone energy of the previous hop while the reference was active (its output comes a hop later). */
   private prevMicEnergy = -1;
-  private readonly dPow = new Float64Array(BINS);
+  private readonly dPow: Float64Array;
   private readonly scratch: Scratch;
   readonly arena: AecArena;
   /** The loudspeaker's distortion (null when off): the ring holds the spectra of x_eff = x + its distortion. */
   readonly model: LoudspeakerModel | null = null;
-  private readonly xEff = new Float64Array(HOP);
+  private readonly xEff: Float64Array;
   /** Whether the row FFT and the arena share one memory. */
   private readonly oneMemory: boolean = false;
   /** The heap slot the arena lies in (WebAssembly back end), and the figures kept when it was given back. */
@@ -126,6 +126,7 @@ export class EchoCanceller {
       Scratch.floats(HOP) +
       2 * M + // the window, float64
       2 * TOUCH_RANGES + // the prefetch's ranges, int32
+      HOP + 2 * (2 * HOP + BINS + 3) + // the reference block, its previous one, x_eff, the delay estimator's microphone power
 
       opts.channels * HOP; // the microphone blocks, float32
     // With the WebAssembly back end the arena is a slot of this thread's canceller heap, whose row FFT, partition
@@ -167,6 +168,11 @@ export class EchoCanceller {
       ch.shadowEvery = this.opts.shadowEvery;
     }
     this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(HOP).a);
+    // In the arena, where the prefetch reaches them (in the JavaScript heap they were cold at every hop's first loop).
+    this.refIn = this.arena.alloc(HOP).a;
+    this.refPrev = this.arena.f64(HOP);
+    this.xEff = this.arena.f64(HOP);
+    this.dPow = this.arena.f64(BINS);
     // The prefetch's fixed ranges (bytes): the arena before the prior scale (the scratch, the window) and everything
     // after the ring (the delay estimator, the channels' filters and state, the loudspeaker model, the blocks).
     // The loudspeaker learner's error ring (38 KB) is read whole on its learning hops only (every 4th): the last range,
