@@ -40,7 +40,7 @@ const SILENT_FRAME_POWER = 1e-7;
 const DELAY_MARGIN_HOPS = 4;
 const EARLY_MAX = 8;
 /** Ranges a prefetch names at most: the arena before and after the ring, the ring's reach and newest entry (re, im, pow, each wrapping). */
-const TOUCH_RANGES = 16;
+const TOUCH_RANGES = 18;
 
 function sqrtHann(n: number): Float64Array {
   const w = new Float64Array(n);
@@ -102,8 +102,9 @@ export class EchoCanceller {
   private final: EchoCancellerStats | null = null;
   /** Where the prefetch's ranges lie in the arena (int32 elements). */
   private readonly touchList: number;
-  /** Bytes of the loudspeaker learner's error ring (0 without the model). */
+  /** Bytes of the loudspeaker learner's error ring (0 without the model), and of channel 0's W and P. */
   private readonly errBytes: number;
+  private readonly wBytes: number;
 
   constructor(opts: EchoCancellerOptions) {
     if (!(opts.channels >= 1)) throw new Error('the echo canceller needs at least one microphone channel');
@@ -175,18 +176,24 @@ export class EchoCanceller {
     this.dPow = this.arena.f64(BINS);
     // The prefetch's fixed ranges (bytes): the arena before the prior scale (the scratch, the window) and everything
     // after the ring (the delay estimator, the channels' filters and state, the loudspeaker model, the blocks).
-    // The loudspeaker learner's error ring (38 KB) is read whole on its learning hops only (every 4th): the last range,
-    // named only when the chunk has one.
+    // The loudspeaker learner's error ring (38 KB) is read whole on its learning hops only (every 4th): named only
+    // when the chunk has one. Channel 0's coefficients and variances (57 KB) are not read while every spectrum in the
+    // filter's reach is digital silence (a voice agent's reference between turns): named only when the reach is not.
     this.touchList = this.arena.alloc(2 * TOUCH_RANGES).at;
     const end = this.arena.used;
     const i32 = this.arena.i32;
     const L = this.touchList;
     const er = this.chans[0].learner?.errorRing ?? { at: end, floats: 0 };
-    const fixed = [this.arena.start, priorAt, ringEnd, er.at, er.at + er.floats, end, er.at, er.at + er.floats];
-    for (let r = 0; r < 4; r++) {
+    const m = this.chans[0].main;
+    const wAt = m.wRe.at;
+    const wEnd = m.pVar.at + m.stride * m.partitions;
+    if (!(wAt > ringEnd && m.wIm.at > wAt && m.pVar.at > m.wIm.at && er.at >= wEnd)) throw new Error('echo canceller: arena layout unexpected');
+    const fixed = [this.arena.start, priorAt, ringEnd, wAt, wAt, wEnd, wEnd, er.at, er.at + er.floats, end, er.at, er.at + er.floats];
+    for (let r = 0; r < 6; r++) {
       i32[L + 2 * r] = fixed[2 * r] * 4;
       i32[L + 2 * r + 1] = (fixed[2 * r + 1] - fixed[2 * r]) * 4;
     }
+    this.wBytes = (wEnd - wAt) * 4;
     this.errBytes = er.floats * 4;
   }
 
@@ -200,13 +207,17 @@ export class EchoCanceller {
   private prefetch(hops: number): void {
     const i32 = this.arena.i32;
     const L = this.touchList;
-    // Ranges 0..2 fixed, 3 the learner's error ring when this chunk may learn (else 0 bytes), then the ring's.
+    // Ranges 0, 1, 3, 4 fixed; 2 channel 0's filter and 5 the learner's error ring where this chunk may read them (else
+    // 0 bytes); then the ring's reach and newest entry.
+    const reachZero = this.zeroRun > this.bulk + this.partitions;
+    i32[L + 5] = reachZero ? 0 : this.wBytes;
     const learner = this.chans[0].learner;
-    i32[L + 7] = learner && learner.learnsWithin(hops) ? this.errBytes : 0;
-    const at = L + 8;
-    let n = this.ring.ranges(i32, at, this.bulk, this.bulk + this.partitions, 1);
-    if (this.bulk > 0) n += this.ring.ranges(i32, at + 2 * n, 0, 0, 1);
-    this.arena.touch(L, 4 + n);
+    i32[L + 11] = learner && learner.learnsWithin(hops) ? this.errBytes : 0;
+    const at = L + 12;
+    let n = 0;
+    if (!reachZero) n = this.ring.ranges(i32, at, this.bulk, this.bulk + this.partitions, 1);
+    if (this.bulk > 0 || reachZero) n += this.ring.ranges(i32, at + 2 * n, 0, 0, 1);
+    this.arena.touch(L, 6 + n);
   }
 
   stats(): EchoCancellerStats {
