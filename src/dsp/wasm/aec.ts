@@ -259,3 +259,47 @@ export function touch(list: usize, n: i32): i32 {
   }
   return i32x4.extract_lane(v128.or(v128.or(a, b), v128.or(c, d)), 0);
 }
+
+/**
+ * Two hops of pcross in one pass over the sums (each element's two additions in the order two pcross calls make
+ * them, so bit-identical): hop A's spectrum (aRe, aIm) against ring entries head − 1, head − 2, … for lags
+ * 0..L−2 (its lag L − 1 was added before the ring overwrote that entry), then hop B's (dRe, dIm) against entries head,
+ * head − 1, … for lags 0..L−1. Reads and writes the 3 · L rows of sums once instead of twice.
+ */
+export function pcross2(L: i32, head: i32, cap: i32, ringRe: usize, ringIm: usize, ringPow: usize, aRe: usize, aIm: usize, dRe: usize, dIm: usize, re: usize, im: usize, ch: usize, kp: i32): void {
+  const frow = <usize>kp << 2;
+  const drow = <usize>kp << 3;
+  let i = head;
+  for (let l = 0; l < L; l++) {
+    const j = i == 0 ? cap - 1 : i - 1;
+    const xb = <usize>i * frow;
+    const xa = <usize>j * frow;
+    const o = <usize>l * drow;
+    const both = l < L - 1;
+    for (let k: usize = 0; k < <usize>kp; k += 2) {
+      const r = re + o + (k << 3);
+      const m = im + o + (k << 3);
+      const c = ch + o + (k << 3);
+      let vr = v128.load(r);
+      let vm = v128.load(m);
+      let vc = v128.load(c);
+      if (both) {
+        const xr = ld2(ringRe + xa + (k << 2));
+        const xi = ld2(ringIm + xa + (k << 2));
+        const dr = v128.load(aRe + (k << 3));
+        const di = v128.load(aIm + (k << 3));
+        vr = f64x2.add(vr, f64x2.add(f64x2.mul(xr, dr), f64x2.mul(xi, di)));
+        vm = f64x2.add(vm, f64x2.sub(f64x2.mul(xr, di), f64x2.mul(xi, dr)));
+        vc = f64x2.add(vc, f64x2.mul(ld2(ringPow + xa + (k << 2)), f64x2.add(f64x2.mul(dr, dr), f64x2.mul(di, di))));
+      }
+      const xr = ld2(ringRe + xb + (k << 2));
+      const xi = ld2(ringIm + xb + (k << 2));
+      const dr = v128.load(dRe + (k << 3));
+      const di = v128.load(dIm + (k << 3));
+      v128.store(r, f64x2.add(vr, f64x2.add(f64x2.mul(xr, dr), f64x2.mul(xi, di))));
+      v128.store(m, f64x2.add(vm, f64x2.sub(f64x2.mul(xr, di), f64x2.mul(xi, dr))));
+      v128.store(c, f64x2.add(vc, f64x2.mul(ld2(ringPow + xb + (k << 2)), f64x2.add(f64x2.mul(dr, dr), f64x2.mul(di, di)))));
+    }
+    i = j;
+  }
+}
