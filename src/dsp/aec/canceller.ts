@@ -320,7 +320,6 @@ export class EchoCanceller {
       if (xe[i] !== 0) blockZero = false;
     }
     const ring = this.ring;
-    if (!this.priorScale.settled) this.priorScale.beforeAdvance(ring);
     const ro = ring.advance();
     const rRe = ring.re.a;
     const rIm = ring.im.a;

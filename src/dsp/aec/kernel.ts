@@ -22,7 +22,6 @@ export interface AecKernels {
   gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void;
   pcross(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void;
   touch(list: number, n: number): number;
-  pcross2(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, aRe: number, aIm: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void;
 }
 
 /** The compiled aec.wasm, or null where it is missing or WebAssembly SIMD is not there. */
@@ -92,14 +91,6 @@ export class AecArena {
    */
   touch(list: number, n: number): void {
     if (this.kind === 'wasm') this.k.touch(list * 4, n);
-  }
-
-  /**
-   * Two hops of pcross in one pass (aec.ts pcross2; bit-identical to pcross for hop A's lags 0..L−2 at head − 1, then
-   * pcross for hop B's L lags at head): a and d are A's and B's spectra, by byte address as pcross takes them.
-   */
-  pcross2(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, aRe: number, aIm: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void {
-    this.k.pcross2(L, head, cap, rRe * 4, rIm * 4, rPow * 4, aRe, aIm, dRe, dIm, re, im, ch, kp);
   }
 
   /** n floats (16-byte aligned), zeroed. */
@@ -290,11 +281,6 @@ function jsKernels(f: Float32Array, i32: Int32Array): AecKernels {
     },
     touch() {
       return 0;
-    },
-    pcross2(L, head, cap, rRe, rIm, rPow, aRe, aIm, dRe, dIm, re, im, ch, kp) {
-      // Element by element the same order as the fused loop: A's lags (one hop older: entry head − 1 − l), then B's.
-      if (L > 1) this.pcross(L - 1, head === 0 ? cap - 1 : head - 1, cap, rRe, rIm, rPow, aRe, aIm, re, im, ch, kp);
-      this.pcross(L, head, cap, rRe, rIm, rPow, dRe, dIm, re, im, ch, kp);
     },
     pcross(L, head, cap, rRe, rIm, rPow, dRe, dIm, re, im, ch, kp) {
       const [xr, xi, xp] = [rRe, rIm, rPow].map((b) => b >> 2);

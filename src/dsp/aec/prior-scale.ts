@@ -64,9 +64,6 @@ export class PriorScale {
     frame: Float64Array;
     dRe: Float64Array;
     dIm: Float64Array;
-    /** The pending hop's D (see `pending`). */
-    pRe: Float64Array;
-    pIm: Float64Array;
     /** The acausal lags' sums (as re, im, chance) and the microphone spectra of the last hops they reach. */
     aRe: Float64Array;
     aIm: Float64Array;
@@ -76,20 +73,13 @@ export class PriorScale {
   } | null;
   /** The previous hop's microphone samples (the frame is two hops, as the reference's in the ring). */
   private readonly micPrev: Float64Array;
-  /**
-   * Whether the last hop's cross-spectra are still to be added (its D in pRe/pIm): two hops go through the sums in one
-   * pass (the kernel's pcross2), which reads and writes the 3 × lags rows of float64 sums (370 KB) once per two hops
-   * instead of every hop; every element still takes the same additions in the same order, so the estimate is bit for
-   * bit what it was. The lag whose ring entry the next hop overwrites is added before it does (beforeAdvance).
-   */
-  private pending = false;
 
   /** Floats of the arena this takes (for hop `hop` and `lags` lags). */
   static floats(hop: number, lags: number): number {
-    // float64 rows of `stride` (a multiple of 4, so no alloc() rounds up): the sums of every lag (3), D and the pending D (4), the
+    // float64 rows of `stride` (a multiple of 4, so no alloc() rounds up): the sums of every lag (3), D (2), the
     // acausal sums (3) and the microphone history (2).
     const stride = RefRing.strideOf(hop + 1);
-    return 2 * stride * (3 * lags + 4 + 3 * ACAUSAL_LAGS + 2 * (ACAUSAL_FROM + ACAUSAL_LAGS));
+    return 2 * stride * (3 * lags + 2 + 3 * ACAUSAL_LAGS + 2 * (ACAUSAL_FROM + ACAUSAL_LAGS));
   }
 
   constructor(arena: AecArena, zoneDb = PRIOR_ZONE_DB, hop = 128, lags = 1) {
@@ -110,8 +100,6 @@ export class PriorScale {
       frame: new Float64Array(2 * hop),
       dRe: arena.f64(S),
       dIm: arena.f64(S),
-      pRe: arena.f64(S),
-      pIm: arena.f64(S),
       aRe: arena.f64(ACAUSAL_LAGS * S),
       aIm: arena.f64(ACAUSAL_LAGS * S),
       aChance: arena.f64(ACAUSAL_LAGS * S),
@@ -131,34 +119,10 @@ export class PriorScale {
    * be multiplied by: 1 but on the hop the estimate settles.
    */
   hop(refActive: boolean, refEnergy: number, mic: Float32Array, ring: RefRing): number {
-    if (!refActive && this.pending) this.flush(ring);
     const f = refActive ? this.push(refEnergy, mic, ring) : 1;
     // The previous hop's microphone block: the frame is two hops, as the reference's in the ring.
     for (let i = 0; i < mic.length; i++) this.micPrev[i] = mic[i];
     return f;
-  }
-
-  /**
-   * Called before the ring advances, while not settled: the pending hop's last lag reads the entry the advance
-   * overwrites, so it is added now (its other lags keep their order: each element's additions are independent).
-   */
-  beforeAdvance(ring: RefRing): void {
-    const c = this.cross;
-    if (!this.pending || !c) return;
-    const L = this.lags;
-    const row = 8 * this.stride;
-    let e = ring.offset(L - 1) / this.stride;
-    if (e < 0) e += ring.capacity;
-    this.arena.pcross(1, e, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, c.pRe.byteOffset, c.pIm.byteOffset, c.re.byteOffset + (L - 1) * row, c.im.byteOffset + (L - 1) * row, c.chance.byteOffset + (L - 1) * row, this.stride);
-  }
-
-  /** The pending hop's lags 0..L−2 alone (this hop adds none): its entries are one further back since the advance. */
-  private flush(ring: RefRing): void {
-    const c = this.cross!;
-    this.pending = false;
-    if (this.lags < 2) return;
-    const prev = ring.offset(1) / this.stride;
-    this.arena.pcross(this.lags - 1, prev, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, c.pRe.byteOffset, c.pIm.byteOffset, c.re.byteOffset, c.im.byteOffset, c.chance.byteOffset, this.stride);
   }
 
   private push(refEnergy: number, mic: Float32Array, ring: RefRing): number {
@@ -179,17 +143,7 @@ export class PriorScale {
     const o0 = ring.offset(0);
     for (let k = 0; k < this.bins; k++) c.refPow[k] += rPow[o0 + k];
     const head = o0 / this.stride;
-    if (this.pending) {
-      this.pending = false;
-      this.arena.pcross2(this.lags, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, c.pRe.byteOffset, c.pIm.byteOffset, c.dRe.byteOffset, c.dIm.byteOffset, c.re.byteOffset, c.im.byteOffset, c.chance.byteOffset, this.stride);
-    } else if (this.hops + 1 >= SETTLE_HOPS) {
-      // The last hop: the sums are read right after.
-      this.arena.pcross(this.lags, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, c.dRe.byteOffset, c.dIm.byteOffset, c.re.byteOffset, c.im.byteOffset, c.chance.byteOffset, this.stride);
-    } else {
-      c.pRe.set(c.dRe);
-      c.pIm.set(c.dIm);
-      this.pending = true;
-    }
+    this.arena.pcross(this.lags, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, c.dRe.byteOffset, c.dIm.byteOffset, c.re.byteOffset, c.im.byteOffset, c.chance.byteOffset, this.stride);
     this.acausal(ring, head);
     if (++this.hops < SETTLE_HOPS) return 1;
     const gain = Math.min(this.mic / this.ref, this.correlated());
