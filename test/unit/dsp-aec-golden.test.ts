@@ -5,6 +5,7 @@
 // Unit tier.
 import crypto from 'node:crypto';
 import { EchoCanceller } from '../../src/dsp/aec';
+import { AecArena } from '../../src/dsp/aec/kernel';
 import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
 import { agentTalkers } from '../../scripts/bench/echo-talkers';
 import { talkers } from '../helpers/dsp-aec-helpers';
@@ -61,4 +62,18 @@ test("a reference of digital silence in turns (a voice agent's) gives what it ga
   // With the default terms (63: the near-end guard, which acts in this scene's double talk).
   expect(await outputHash('wasm', true)).toBe('fffa1ca5947d5053cca7a2e6f5af5e82269c7071d736f8040c8b1ffaaa3126e5');
   expect(await outputHash('js', true)).toBe('c87cecb305993a8e85c382361a3f7022ebdd92b5507ea49d669229cb3507c3b9');
+});
+
+test('with many cancellers on the thread (where a stream prefetches its state) the output is the same', async () => {
+  // The prefetch (canceller.ts) runs once 8 or more cancellers hold a slot of the thread's heap; it only reads.
+  const others = Array.from({ length: 8 }, () => new EchoCanceller({ channels: 1 }));
+  const touch = jest.spyOn(AecArena.prototype, 'touch');
+  try {
+    expect(await outputHash('wasm')).toBe('78be247f212ef203c27561cd69127e85eccb038b3607252fdf1853ef42d12f7c');
+    expect(await outputHash('wasm', true)).toBe('fffa1ca5947d5053cca7a2e6f5af5e82269c7071d736f8040c8b1ffaaa3126e5');
+    expect(touch.mock.calls.length).toBeGreaterThan(500);
+  } finally {
+    touch.mockRestore();
+    for (const c of others) c.release();
+  }
 });

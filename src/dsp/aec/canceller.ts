@@ -12,7 +12,7 @@
 import { sharedRowFft, type RowFft } from '../fft-pairs';
 import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
-import { giveSlot, takeSlot, type HeapSlot } from './heap';
+import { giveSlot, liveSlots, takeSlot, type HeapSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
 import { AecArena } from './kernel';
 import { LoudspeakerModel } from './loudspeaker';
@@ -41,6 +41,12 @@ const DELAY_MARGIN_HOPS = 4;
 const EARLY_MAX = 8;
 /** Ranges a prefetch names at most: the arena before and after the ring, the ring's reach and newest entry (re, im, pow, each wrapping). */
 const TOUCH_RANGES = 18;
+/**
+ * Cancellers on the thread from which the prefetch runs: below, their hot state (~200 KB each) stays in the 2 MB L2
+ * cache from one chunk to the next and the prefetch only costs (one canceller: x 1.05-1.09 without it, echo-ab's
+ * single-stream CPU; docs/echo.md, "Cold state").
+ */
+const PREFETCH_FROM = 8;
 
 function sqrtHann(n: number): Float64Array {
   const w = new Float64Array(n);
@@ -167,6 +173,8 @@ export class EchoCanceller {
       ch.presence?.watch(this.delay, ch === this.chans[0]);
       ch.constrainEvery = this.opts.constrainEvery;
       ch.shadowEvery = this.opts.shadowEvery;
+      ch.sparseUpdate = this.opts.sparseUpdate;
+      ch.sparseHead = this.opts.sparseHead;
     }
     this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(HOP).a);
     // In the arena, where the prefetch reaches them (in the JavaScript heap they were cold at every hop's first loop).
@@ -256,7 +264,7 @@ export class EchoCanceller {
     // for one, deoptimised ("wrong map") on the other again and again.
     const out: Float32Array[] = [];
     for (let c = 0; c < this.channels; c++) out.push(new Float32Array(hops * HOP));
-    if (hops > 0 && this.active && this.oneMemory) this.prefetch(hops);
+    if (hops > 0 && this.active && this.oneMemory && liveSlots() >= PREFETCH_FROM) this.prefetch(hops);
     let pos = 0;
     // Copied by loops, not set(subarray()): two to four views per hop were most of process()'s own time.
     for (let h = 0; h < hops; h++) {
