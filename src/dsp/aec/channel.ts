@@ -73,8 +73,6 @@ const ERR_SMOOTH = 0.1;
 const GUARD_RATE = 0.25;
 const HIT_SMOOTH = 1 / 125;
 const GUARD_LEARNT = 250;
-/** Far-end hops after a shadow adoption (an echo path change) before the update may go sparse (2 s). */
-const SPARSE_CALM = 250;
 
 export class EchoChannel {
   readonly main: PartitionedKalmanFilter;
@@ -110,14 +108,6 @@ export class EchoChannel {
   /** Hops between gradient constraints (one partition each) and between shadow-filter runs. */
   constrainEvery = 4;
   shadowEvery = 1;
-  /**
-   * The Kalman update on every other far-end hop while the filter is cancelling steadily: its hit rate (below) at
-   * least this, and no shadow adoption for SPARSE_CALM far-end hops (0: every hop; options.ts sparseUpdate).
-   */
-  sparseUpdate = 0;
-  /** On those hops the first sparseHead partitions (where the direct sound is) are still updated (0: none). */
-  sparseHead = 0;
-  private lastAdopt = 0;
   /** Times the shadow's coefficients were adopted (for tests and the bench). */
   adoptions = 0;
   /**
@@ -238,8 +228,7 @@ export class EchoChannel {
       if (withShadow && learn) sh.update(ring, 1e-6);
       // While the channel finds no echo the filters and the loudspeaker model learn nothing (the learner still
       // counts the hop: its history runs in step with the ring).
-      const sparse = this.sparseUpdate > 0 && (this.hops & 1) === 1 && this.hitRate >= this.sparseUpdate && this.hops - this.lastAdopt > SPARSE_CALM;
-      if (learn && (!sparse || this.sparseHead > 0)) this.main.update(ring, this.psiS, sparse ? Math.min(this.sparseHead, main.partitions) : main.partitions);
+      if (learn) this.main.update(ring, this.psiS);
       if (this.learner) this.learner.step(main, lag, learn ? main.eRe.a : null, learn ? main.eIm.a : null, errMain, echoEnergy);
       if (learn && this.hops % this.constrainEvery === 0) main.constrainNext(fft);
       if (withShadow && learn) this.judgeShadow(errMain, errShadow);
@@ -297,7 +286,6 @@ export class EchoChannel {
         this.errMain = this.errShadow;
         this.better = 0;
         this.adoptions++;
-        this.lastAdopt = this.hops;
       }
     } else this.better = 0;
     if (this.errShadow > RESET_RATIO * this.errMain) {

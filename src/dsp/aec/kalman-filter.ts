@@ -116,14 +116,14 @@ export class PartitionedKalmanFilter {
 
   /**
    * One update with the error spectrum E = FFT([0_R, e]) in eRe/eIm; `psiS`: the estimated near-end power in E, per
-   * bin. Uses the offsets of the last filter() call (same lag). Only the first `upTo` partitions (all by default).
+   * bin. Uses the offsets of the last filter() call (same lag).
    */
-  update(ring: RefRing, psiS: Float64Array, upTo = this.partitions): void {
+  update(ring: RefRing, psiS: Float64Array): void {
     const inv = this.inv.a;
     const phi = this.phi.a;
     for (let k = 0; k < this.bins; k++) inv[k] = this.step / (phi[k] + psiS[k] + 1e-20);
     const a2 = this.forget;
-    this.arena.update(upTo, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.inv.at, this.eRe.at, this.eIm.at, a2, 1 - a2, this.stride);
+    this.arena.update(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.inv.at, this.eRe.at, this.eIm.at, a2, 1 - a2, this.stride);
   }
 
   /** Multiplies the prior and every variance by f: the echo path's gain is larger than the prior assumed (prior-scale.ts). */

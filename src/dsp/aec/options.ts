@@ -26,13 +26,6 @@ export interface EchoCancellerOptions extends PresenceOptions {
   /** Hops between gradient constraints and between shadow-filter runs (cost; defaults 4 and 1). */
   constrainEvery?: number;
   shadowEvery?: number;
-  /**
-   * The Kalman update on every other far-end hop while the filter cancels steadily: the share of recent far-end hops
-   * on which it removed 6 dB or more at least this, and no shadow adoption for 2 s (cost; 0: every hop).
-   */
-  sparseUpdate?: number;
-  /** With sparseUpdate: the first partitions still updated on every hop (default 0: none). */
-  sparseHead?: number;
   /** Loops in WebAssembly SIMD (default, where available) or JavaScript. */
   backend?: 'wasm' | 'js';
   /**
@@ -94,8 +87,6 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     backend: opts.backend ?? 'wasm',
     constrainEvery: opts.constrainEvery ?? 4,
     shadowEvery: opts.shadowEvery ?? 1,
-    sparseUpdate: opts.sparseUpdate ?? 0,
-    sparseHead: opts.sparseHead ?? 0,
     nonlinear: opts.nonlinear ?? true,
     nlEvery: opts.nlEvery ?? 4,
     clipKnot: !!opts.clipKnot,
