@@ -12,12 +12,13 @@
 import { sharedRowFft, type RowFft } from '../fft-pairs';
 import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
-import { giveSlot, liveSlots, takeSlot, type HeapSlot } from './heap';
+import { giveSlot, takeSlot, type HeapSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
 import { AecArena } from './kernel';
 import { LoudspeakerModel } from './loudspeaker';
 import { NonlinearLearner } from './nl-learner';
 import { resolveOptions, type EchoCancellerOptions, type EchoCancellerStats, type ResolvedOptions } from './options';
+import { StatePrefetch } from './prefetch';
 import { PriorScale } from './prior-scale';
 import { RefRing } from './ref-ring';
 
@@ -39,14 +40,6 @@ const SILENT_FRAME_POWER = 1e-7;
 /** Partitions the bulk delay keeps before the estimated echo onset (estimation error, early reflections). */
 const DELAY_MARGIN_HOPS = 4;
 const EARLY_MAX = 8;
-/** Ranges a prefetch names at most: the arena before and after the ring, the ring's reach and newest entry (re, im, pow, each wrapping). */
-const TOUCH_RANGES = 18;
-/**
- * Cancellers on the thread from which the prefetch runs: below, their hot state (~200 KB each) stays in the 2 MB L2
- * cache from one chunk to the next and the prefetch only costs (one canceller: x 1.05-1.09 without it, echo-ab's
- * single-stream CPU; docs/echo.md, "Cold state").
- */
-const PREFETCH_FROM = 8;
 
 function sqrtHann(n: number): Float64Array {
   const w = new Float64Array(n);
@@ -106,11 +99,8 @@ export class EchoCanceller {
   // field type on the map all cancellers share and would deoptimise every running canceller's code once.
   private released = false;
   private final: EchoCancellerStats | null = null;
-  /** Where the prefetch's ranges lie in the arena (int32 elements). */
-  private readonly touchList: number;
-  /** Bytes of the loudspeaker learner's error ring (0 without the model), and of channel 0's W and P. */
-  private readonly errBytes: number;
-  private readonly wBytes: number;
+  /** Brings the state into cache before a chunk's first hop (null with the JavaScript back end). */
+  private readonly prefetch: StatePrefetch | null;
 
   constructor(opts: EchoCancellerOptions) {
     if (!(opts.channels >= 1)) throw new Error('the echo canceller needs at least one microphone channel');
@@ -132,7 +122,7 @@ export class EchoCanceller {
       (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride, o.clipKnot) : 0) +
       Scratch.floats(HOP) +
       2 * M + // the window, float64
-      2 * TOUCH_RANGES + // the prefetch's ranges, int32
+      StatePrefetch.floats() + // the prefetch's ranges, int32
       HOP + 2 * (2 * HOP + BINS + 3) + // the reference block, its previous one, x_eff, the delay estimator's microphone power
 
       opts.channels * HOP; // the microphone blocks, float32
@@ -180,50 +170,7 @@ export class EchoCanceller {
     this.refPrev = this.arena.f64(HOP);
     this.xEff = this.arena.f64(HOP);
     this.dPow = this.arena.f64(BINS);
-    // The prefetch's fixed ranges (bytes): the arena before the prior scale (the scratch, the window) and everything
-    // after the ring (the delay estimator, the channels' filters and state, the loudspeaker model, the blocks).
-    // The loudspeaker learner's error ring (38 KB) is read whole on its learning hops only (every 4th): named only
-    // when the chunk has one. Channel 0's coefficients and variances (57 KB) are not read while every spectrum in the
-    // filter's reach is digital silence (a voice agent's reference between turns): named only when the reach is not.
-    this.touchList = this.arena.alloc(2 * TOUCH_RANGES).at;
-    const end = this.arena.used;
-    const i32 = this.arena.i32;
-    const L = this.touchList;
-    const er = this.chans[0].learner?.errorRing ?? { at: end, floats: 0 };
-    const m = this.chans[0].main;
-    const wAt = m.wRe.at;
-    const wEnd = m.pVar.at + m.stride * m.partitions;
-    if (!(wAt > ringEnd && m.wIm.at > wAt && m.pVar.at > m.wIm.at && er.at >= wEnd)) throw new Error('echo canceller: arena layout unexpected');
-    const fixed = [this.arena.start, priorAt, ringEnd, wAt, wAt, wEnd, wEnd, er.at, er.at + er.floats, end, er.at, er.at + er.floats];
-    for (let r = 0; r < 6; r++) {
-      i32[L + 2 * r] = fixed[2 * r] * 4;
-      i32[L + 2 * r + 1] = (fixed[2 * r + 1] - fixed[2 * r]) * 4;
-    }
-    this.wBytes = (wEnd - wAt) * 4;
-    this.errBytes = er.floats * 4;
-  }
-
-  /**
-   * Brings this canceller's state into cache before its first hop of a chunk, many lines in flight at once (kernel.ts
-   * touch): with a hundred streams a stream's state is cold when its turn comes, and the partition loops, which
-   * met it first, waited for one line after another (docs/echo.md, "Cold state"). The ring only where the filter
-   * reads it (and the entry the hop writes); the prior scale's sums not (read in order, which the hardware
-   * prefetches). Changes no value.
-   */
-  private prefetch(hops: number): void {
-    const i32 = this.arena.i32;
-    const L = this.touchList;
-    // Ranges 0, 1, 3, 4 fixed; 2 channel 0's filter and 5 the learner's error ring where this chunk may read them (else
-    // 0 bytes); then the ring's reach and newest entry.
-    const reachZero = this.zeroRun > this.bulk + this.partitions;
-    i32[L + 5] = reachZero ? 0 : this.wBytes;
-    const learner = this.chans[0].learner;
-    i32[L + 11] = learner && learner.learnsWithin(hops) ? this.errBytes : 0;
-    const at = L + 12;
-    let n = 0;
-    if (!reachZero) n = this.ring.ranges(i32, at, this.bulk, this.bulk + this.partitions, 1);
-    if (this.bulk > 0 || reachZero) n += this.ring.ranges(i32, at + 2 * n, 0, 0, 1);
-    this.arena.touch(L, 6 + n);
+    this.prefetch = this.oneMemory ? new StatePrefetch(this.arena, this.ring, this.chans[0].main, this.chans[0].learner, priorAt, ringEnd) : null;
   }
 
   stats(): EchoCancellerStats {
@@ -262,7 +209,7 @@ export class EchoCanceller {
     // for one, deoptimised ("wrong map") on the other again and again.
     const out: Float32Array[] = [];
     for (let c = 0; c < this.channels; c++) out.push(new Float32Array(hops * HOP));
-    if (hops > 0 && this.active && this.oneMemory && liveSlots() >= PREFETCH_FROM) this.prefetch(hops);
+    if (hops > 0 && this.active && this.prefetch) this.prefetch.run(hops, this.bulk, this.zeroRun);
     let pos = 0;
     // Copied by loops, not set(subarray()): two to four views per hop were most of process()'s own time.
     for (let h = 0; h < hops; h++) {

@@ -186,9 +186,7 @@ export class LoudspeakerModel {
     this.unit[this.head] = u;
     this.kHist[this.head] = this.knot ? this.knot.level : 0;
     // A loop, not set(subarray()): the view cost a fifth of distort()'s time.
-    const ch = this.cHist;
-    const c0h = this.head * this.J;
-    for (let j = 0; j < this.J; j++) ch[c0h + j] = this.c[j];
+    for (let j = 0, o = this.head * this.J; j < this.J; j++) this.cHist[o + j] = this.c[j];
     // The block into the history, and the odd hinges' projection on x from it (one pass: v (v ∓ th) beyond ±th is
     // |v| (|v| − th) on either side).
     const hist = this.hist;
@@ -349,10 +347,8 @@ export class LoudspeakerModel {
     const re = this.fft.re;
     const im = this.fft.im;
     for (let j = 0; j < Jr; j++) {
-      for (let k = 0; k < K; k++) {
-        fr[j * S + k] = re[j * K + k];
-        fi[j * S + k] = im[j * K + k];
-      }
+      for (let k = 0; k < K; k++) fr[j * S + k] = re[j * K + k];
+      for (let k = 0; k < K; k++) fi[j * S + k] = im[j * K + k];
       this.edge0[j] = fr[j * S];
       this.edgeN[j] = fr[j * S + K - 1];
     }
