@@ -10,6 +10,7 @@
 //   node dist/scripts/bench/echo-floor.js [--streams 100] [--rounds 6] [--seconds 2] [--other DIST]
 //        [--kind st]  (the scene's kind: dt, the default, or st: far-end single talk)
 //        [--agent]  (a voice agent's reference: digital silence in turns of 1–4 s, about half the time; echo-talkers.ts)
+//        [--set key=value]...  (options of this checkout's canceller, e.g. --set sparseUpdate=0.9)
 import path from 'node:path';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { PartitionedKalmanFilter } from '../../src/dsp/aec/kalman-filter';
@@ -20,7 +21,7 @@ import { bootstrapRatio } from '../lib/stats';
 import { costRounds, sceneSecondsFor, type EchoRunner } from './echo-cpu';
 import { makeScene, type SceneKind } from './echo-scenes';
 import { agentTalkers, loadTalkers } from './echo-talkers';
-import { optionReader } from '../lib/args';
+import { optionReader, settingValue } from '../lib/args';
 
 const R = 128;
 const K = R + 1;
@@ -140,6 +141,12 @@ async function main(args: string[]): Promise<void> {
   const rounds = Number(opt('--rounds', '6'));
   const seconds = Number(opt('--seconds', '2'));
   const other = args.includes('--other') ? path.resolve(opt('--other', '')) : null;
+  const opts: Record<string, number | boolean | string> = {};
+  args.forEach((a, i) => {
+    if (a !== '--set') return;
+    const [k, v] = args[i + 1].split('=');
+    opts[k] = settingValue(v);
+  });
   const talkers = args.includes('--agent') ? agentTalkers(loadTalkers()) : loadTalkers();
   const scene = makeScene({ kind: opt('--kind', 'dt') as SceneKind, seed: 77, seconds: sceneSecondsFor(rounds, seconds) }, talkers);
   // Spectrum bank: the reference's and the microphone's spectra of the first 4 s, rows of the ring's stride.
@@ -164,7 +171,7 @@ async function main(args: string[]): Promise<void> {
   }
   const wide = widen(bank, S);
   const variants: { name: string; make: () => EchoRunner }[] = [
-    { name: 'canceller', make: () => new EchoCanceller({ channels: 1 }) },
+    { name: 'canceller', make: () => new EchoCanceller({ channels: 1, ...opts }) },
     { name: 'floor: filter + update', make: () => new Floor(bank, true) },
     { name: 'floor: filter only', make: () => new Floor(bank, false) },
     { name: 'floor: non-uniform 8+7×4', make: () => new NonUniformFloor(bank, wide) },

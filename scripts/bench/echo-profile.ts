@@ -5,6 +5,7 @@
 //   node dist/scripts/bench/echo-profile.js [--streams 100] [--seconds 6] [--speaker clip] [--top 25]
 //        [--warm S]  (S seconds run before the profiler starts: a stream's first second, the prior scale's, left out)
 //        [--agent]   (a voice agent's reference: digital silence in turns of 1–4 s, about half the time)
+//        [--lines F,G] (also the samples per line of the JavaScript functions named F, G, e.g. hop: what in them costs)
 import inspector from 'node:inspector';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { makeScene, type Loudspeaker } from './echo-scenes';
@@ -15,6 +16,8 @@ interface Node {
   id: number;
   callFrame: { functionName: string; url: string };
   children?: number[];
+  /** Samples per source line (1-based) of this node's function. */
+  positionTicks?: { line: number; ticks: number }[];
 }
 interface Profile {
   nodes: Node[];
@@ -33,6 +36,8 @@ const GROUPS: [string, RegExp][] = [
   ['delay estimator', /delay-estimator\.js|^wasm corr$/],
   // Only until it settles (a stream's first second of reference): its share falls with --seconds.
   ['prior scale (the first 125 hops of reference only)', /prior-scale\.js|^wasm pcross$/],
+  // The misses of a stream's cold state, taken at once before its first hop of a chunk (canceller.ts prefetch()).
+  ['prefetch (WebAssembly touch: the state brought into cache)', /^wasm touch$/],
 ];
 
 function post<T>(s: inspector.Session, method: string, params?: object): Promise<T> {
@@ -126,6 +131,21 @@ async function main(args: string[]): Promise<void> {
   for (const [g, t] of [...groups].sort((a, b) => b[1] - a[1])) console.log(`${pc(t)}  ${g}`);
   console.log('');
   for (const [name, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(opt('--top', '25')))) console.log(`${pc(t)}  ${name}`);
+  for (const fn of opt('--lines', '').split(',').filter(Boolean)) {
+    // Samples (not time) per line of the compiled JavaScript (dist), summed over every node of the function.
+    const lines = new Map<string, number>();
+    let samples = 0;
+    for (const n of profile.nodes) {
+      if (n.callFrame.functionName !== fn || !inProcess(n.id)) continue;
+      for (const t of n.positionTicks ?? []) {
+        const key = `${n.callFrame.url.split('/').slice(-2).join('/')}:${t.line}`;
+        lines.set(key, (lines.get(key) ?? 0) + t.ticks);
+        samples += t.ticks;
+      }
+    }
+    console.log(`\n${fn}: ${samples} samples by line (of ${profile.samples.length})`);
+    for (const [k, v] of [...lines].sort((a, b) => b[1] - a[1]).slice(0, Number(opt('--line-top', '12')))) console.log(`${((100 * v) / samples).toFixed(1).padStart(5)} %  ${k}`);
+  }
 }
 
 if (require.main === module) main(process.argv.slice(2)).catch((e) => {

@@ -5,6 +5,7 @@
 // Unit tier.
 import crypto from 'node:crypto';
 import { EchoCanceller } from '../../src/dsp/aec';
+import { AecArena } from '../../src/dsp/aec/kernel';
 import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
 import { agentTalkers } from '../../scripts/bench/echo-talkers';
 import { talkers } from '../helpers/dsp-aec-helpers';
@@ -66,4 +67,18 @@ test("a reference of digital silence in turns (a voice agent's) gives what it ga
   // double talk is too short for the evidence.
   expect(await outputHash('wasm', true)).toBe('02280b855aab0aaaceb5fe57f213b61e340883dfa71672f46ede4445244b7dbe');
   expect(await outputHash('js', true)).toBe('371fdf16f41763c5b4fcbaed8243eb0f98e01f8feb5ef631a4cb9defed96d261');
+});
+
+test('with many cancellers on the thread (where a stream prefetches its state) the output is the same', async () => {
+  // The prefetch (canceller.ts) runs once 8 or more cancellers hold a slot of the thread's heap; it only reads.
+  const others = Array.from({ length: 8 }, () => new EchoCanceller({ channels: 1 }));
+  const touch = jest.spyOn(AecArena.prototype, 'touch');
+  try {
+    expect(await outputHash('wasm')).toBe('78be247f212ef203c27561cd69127e85eccb038b3607252fdf1853ef42d12f7c');
+    expect(await outputHash('wasm', true)).toBe('fffa1ca5947d5053cca7a2e6f5af5e82269c7071d736f8040c8b1ffaaa3126e5');
+    expect(touch.mock.calls.length).toBeGreaterThan(500);
+  } finally {
+    touch.mockRestore();
+    for (const c of others) c.release();
+  }
 });

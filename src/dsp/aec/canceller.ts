@@ -18,13 +18,17 @@ import { AecArena } from './kernel';
 import { LoudspeakerModel } from './loudspeaker';
 import { NonlinearLearner } from './nl-learner';
 import { resolveOptions, type EchoCancellerOptions, type EchoCancellerStats, type ResolvedOptions } from './options';
+import { StatePrefetch } from './prefetch';
 import { PriorScale } from './prior-scale';
 import { RefRing } from './ref-ring';
 
 export const AEC_SAMPLE_RATE = 16000;
-export const AEC_HOP = 128;
-const M = 2 * AEC_HOP;
-const BINS = AEC_HOP + 1;
+// A module-local constant in the loops: tsc turns a use of the exported one in this file into `exports.AEC_HOP`, a
+// property load V8 does not fold (every loop below read it per iteration).
+const HOP = 128;
+export const AEC_HOP = HOP;
+const M = 2 * HOP;
+const BINS = HOP + 1;
 /** Output sample i is input sample i − AEC_LATENCY: the suppressor's overlap-add holds one hop. */
 export const AEC_LATENCY = AEC_HOP;
 export type { EchoCancellerOptions, EchoCancellerStats } from './options';
@@ -62,9 +66,9 @@ export class EchoCanceller {
   readonly chans: EchoChannel[];
   /** Input not yet a whole hop. */
   private readonly micIn: Float32Array[];
-  private readonly refIn = new Float32Array(AEC_HOP);
+  private readonly refIn: Float32Array;
   private pending = 0;
-  private readonly refPrev = new Float64Array(AEC_HOP);
+  private readonly refPrev: Float64Array;
   /** Whether refPrev is all zeros, and how many of the ring's newest spectra are (digital silence in the reference). */
   private prevZero = true;
   private zeroRun = 0;
@@ -81,12 +85,12 @@ export class EchoCanceller {
   private echoOut = 0;
   /** Microphone energy of the previous hop while the reference was active (its output comes a hop later). */
   private prevMicEnergy = -1;
-  private readonly dPow = new Float64Array(BINS);
+  private readonly dPow: Float64Array;
   private readonly scratch: Scratch;
   readonly arena: AecArena;
   /** The loudspeaker's distortion (null when off): the ring holds the spectra of x_eff = x + its distortion. */
   readonly model: LoudspeakerModel | null = null;
-  private readonly xEff = new Float64Array(AEC_HOP);
+  private readonly xEff: Float64Array;
   /** Whether the row FFT and the arena share one memory. */
   private readonly oneMemory: boolean = false;
   /** The heap slot the arena lies in (WebAssembly back end), and the figures kept when it was given back. */
@@ -95,28 +99,33 @@ export class EchoCanceller {
   // field type on the map all cancellers share and would deoptimise every running canceller's code once.
   private released = false;
   private final: EchoCancellerStats | null = null;
+  /** Brings the state into cache before a chunk's first hop (null with the JavaScript back end). */
+  private readonly prefetch: StatePrefetch | null;
 
   constructor(opts: EchoCancellerOptions) {
     if (!(opts.channels >= 1)) throw new Error('the echo canceller needs at least one microphone channel');
     this.channels = opts.channels;
     this.opts = resolveOptions(opts);
-    this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
-    this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / AEC_HOP);
+    this.partitions = Math.ceil((this.opts.filterMs * AEC_SAMPLE_RATE) / 1000 / HOP);
+    this.maxLagHops = Math.ceil((this.opts.maxDelayMs * AEC_SAMPLE_RATE) / 1000 / HOP);
     const o = this.opts;
     const capacity = this.maxLagHops + this.partitions + 1;
     // The shadow filter's coefficients replace the main filter's first partitions: it can have no more than it.
     const shadowPartitions = Math.min(o.shadowPartitions, this.partitions);
-    const chan = { hop: AEC_HOP, partitions: this.partitions, shadowPartitions };
+    const chan = { hop: HOP, partitions: this.partitions, shadowPartitions };
     const stride = RefRing.strideOf(BINS);
     const floats =
       RefRing.floats(BINS, capacity) +
       DelayEstimator.floats(this.maxLagHops) +
-      PriorScale.floats(AEC_HOP, capacity) +
+      PriorScale.floats(HOP, capacity) +
       opts.channels * EchoChannel.floats(chan) +
       (o.nonlinear ? NonlinearLearner.floats(stride, this.partitions) + LoudspeakerModel.floats(stride, o.clipKnot) : 0) +
-      Scratch.floats(AEC_HOP) +
+      Scratch.floats(HOP) +
       2 * M + // the window, float64
-      opts.channels * AEC_HOP; // the microphone blocks, float32
+      StatePrefetch.floats() + // the prefetch's ranges, int32
+      HOP + 2 * (2 * HOP + BINS + 3) + // the reference block, its previous one, x_eff, the delay estimator's microphone power
+
+      opts.channels * HOP; // the microphone blocks, float32
     // With the WebAssembly back end the arena is a slot of this thread's canceller heap, whose row FFT, partition
     // loops and hop passes every canceller shares (heap.ts); else a memory of its own and the JavaScript passes.
     const slot = (this.slot = o.backend === 'wasm' ? takeSlot(this, floats * 4 + 64) : null);
@@ -131,19 +140,21 @@ export class EchoCanceller {
       this.fft = sharedRowFft(M);
       this.arena = new AecArena(floats, o.backend);
     }
-    this.scratch = new Scratch(this.arena, AEC_HOP);
+    this.scratch = new Scratch(this.arena, HOP);
     this.win = this.arena.f64(M);
     this.win.set(sqrtHann(M));
-    this.priorScale = new PriorScale(this.arena, this.opts.priorZoneDb, AEC_HOP, capacity);
+    const priorAt = this.arena.used;
+    this.priorScale = new PriorScale(this.arena, this.opts.priorZoneDb, HOP, capacity);
     this.ring = new RefRing(this.arena, BINS, capacity);
+    const ringEnd = this.arena.used;
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
       { length: opts.channels },
-      () => new EchoChannel(this.arena, { hop: AEC_HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true }),
+      () => new EchoChannel(this.arena, { hop: HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true }),
     );
     if (o.nonlinear) {
-      this.model = new LoudspeakerModel(this.arena, AEC_HOP, capacity + 2, stride, o.clipKnot);
-      this.chans[0].learner = new NonlinearLearner(this.arena, this.model, AEC_HOP, this.partitions, stride, o.nlEvery);
+      this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);
+      this.chans[0].learner = new NonlinearLearner(this.arena, this.model, HOP, this.partitions, stride, o.nlEvery);
     }
     for (const ch of this.chans) {
       ch.passes = passes;
@@ -153,14 +164,20 @@ export class EchoCanceller {
       ch.constrainEvery = this.opts.constrainEvery;
       ch.shadowEvery = this.opts.shadowEvery;
     }
-    this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(AEC_HOP).a);
+    this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(HOP).a);
+    // In the arena, where the prefetch reaches them (in the JavaScript heap they were cold at every hop's first loop).
+    this.refIn = this.arena.alloc(HOP).a;
+    this.refPrev = this.arena.f64(HOP);
+    this.xEff = this.arena.f64(HOP);
+    this.dPow = this.arena.f64(BINS);
+    this.prefetch = this.oneMemory ? new StatePrefetch(this.arena, this.ring, this.chans[0].main, this.chans[0].learner, priorAt, ringEnd) : null;
   }
 
   stats(): EchoCancellerStats {
     if (this.released && this.final) return this.final;
     const lag = this.delay.lag;
     return {
-      delayMs: this.active && lag >= 0 ? (lag * AEC_HOP * 1000) / AEC_SAMPLE_RATE : null,
+      delayMs: this.active && lag >= 0 ? (lag * HOP * 1000) / AEC_SAMPLE_RATE : null,
       erleDb: this.echoOut > 0 && this.echoIn > 0 ? 10 * Math.log10(this.echoIn / this.echoOut) : null,
       referenceActive: this.active,
     };
@@ -187,40 +204,52 @@ export class EchoCanceller {
     if (mic.length !== this.channels) throw new Error(`expected ${this.channels} microphone channels, got ${mic.length}`);
     const n = ref.length;
     for (const c of mic) if (c.length !== n) throw new Error('microphone and reference chunks must have equal length');
-    const hops = Math.floor((this.pending + n) / AEC_HOP);
+    const hops = Math.floor((this.pending + n) / HOP);
     // Built by push, not map(): map's result has another elements kind once TurboFan inlines it, and hop(), optimised
     // for one, deoptimised ("wrong map") on the other again and again.
     const out: Float32Array[] = [];
-    for (let c = 0; c < this.channels; c++) out.push(new Float32Array(hops * AEC_HOP));
+    for (let c = 0; c < this.channels; c++) out.push(new Float32Array(hops * HOP));
+    if (hops > 0 && this.active && this.prefetch) this.prefetch.run(hops, this.bulk, this.zeroRun);
     let pos = 0;
+    // Copied by loops, not set(subarray()): two to four views per hop were most of process()'s own time.
     for (let h = 0; h < hops; h++) {
-      const take = AEC_HOP - this.pending;
-      this.refIn.set(ref.subarray(pos, pos + take), this.pending);
-      for (let c = 0; c < this.channels; c++) this.micIn[c].set(mic[c].subarray(pos, pos + take), this.pending);
+      const take = HOP - this.pending;
+      this.take(mic, ref, pos, take);
       pos += take;
       this.pending = 0;
-      this.hop(out, h * AEC_HOP);
+      this.hop(out, h * HOP);
     }
     const rest = n - pos;
-    this.refIn.set(ref.subarray(pos), this.pending);
-    for (let c = 0; c < this.channels; c++) this.micIn[c].set(mic[c].subarray(pos), this.pending);
+    this.take(mic, ref, pos, rest);
     this.pending += rest;
     return out;
+  }
+
+  /** Input samples pos..pos+count-1 into the hop's blocks from index `pending` on. */
+  private take(mic: Float32Array[], ref: Float32Array, pos: number, count: number): void {
+    const at = this.pending;
+    const r = this.refIn;
+    for (let i = 0; i < count; i++) r[at + i] = ref[pos + i];
+    for (let c = 0; c < this.channels; c++) {
+      const d = this.micIn[c];
+      const m = mic[c];
+      for (let i = 0; i < count; i++) d[at + i] = m[pos + i];
+    }
   }
 
   private hop(out: Float32Array[], at: number): void {
     const x = this.refIn;
     if (!this.active) {
       let peak = 0;
-      for (let i = 0; i < AEC_HOP; i++) peak = Math.max(peak, Math.abs(x[i]));
+      for (let i = 0; i < HOP; i++) peak = Math.max(peak, Math.abs(x[i]));
       if (peak > ACTIVE_PEAK) this.start();
     }
     if (!this.active) {
       // Identity: the previous microphone block, as it came in.
       for (let c = 0; c < this.channels; c++) {
         const ch = this.chans[c];
-        for (let i = 0; i < AEC_HOP; i++) out[c][at + i] = ch.micPrev[i];
-        for (let i = 0; i < AEC_HOP; i++) ch.micPrev[i] = this.micIn[c][i];
+        for (let i = 0; i < HOP; i++) out[c][at + i] = ch.micPrev[i];
+        for (let i = 0; i < HOP; i++) ch.micPrev[i] = this.micIn[c][i];
       }
       return;
     }
@@ -228,16 +257,17 @@ export class EchoCanceller {
     // Reference spectrum of [previous block, this block] into the ring.
     const fft = this.fft;
     fft.reserve(1);
-    if (this.oneMemory && fft.sig.buffer !== this.arena.f32.buffer) throw new Error("the echo canceller's row FFT memory grew under its arena");
+    // A memory that grew detached the arena's views (length 0): cheaper to test than comparing the views' buffers.
+    if (this.oneMemory && this.arena.f32.length === 0) throw new Error("the echo canceller's row FFT memory grew under its arena");
     const f = fft.sig;
     let refEnergy = 0;
     const xe = this.xEff;
     if (this.model) this.model.distort(x, xe);
-    else for (let i = 0; i < AEC_HOP; i++) xe[i] = x[i];
+    else for (let i = 0; i < HOP; i++) xe[i] = x[i];
     let blockZero = true;
-    for (let i = 0; i < AEC_HOP; i++) {
+    for (let i = 0; i < HOP; i++) {
       f[i] = this.refPrev[i];
-      f[AEC_HOP + i] = xe[i];
+      f[HOP + i] = xe[i];
       refEnergy += x[i] * x[i];
       this.refPrev[i] = xe[i];
       if (xe[i] !== 0) blockZero = false;
@@ -308,13 +338,13 @@ export class EchoCanceller {
   private account(refEnergy: number, mic: Float64Array, o: Float32Array, at: number): void {
     if (this.prevMicEnergy >= 0) {
       let eo = 0;
-      for (let i = 0; i < AEC_HOP; i++) eo += o[at + i] * o[at + i];
+      for (let i = 0; i < HOP; i++) eo += o[at + i] * o[at + i];
       this.echoIn += this.prevMicEnergy;
       this.echoOut += eo;
     }
     if (refEnergy > 1e-6) {
       let em = 0;
-      for (let i = 0; i < AEC_HOP; i++) em += mic[i] * mic[i];
+      for (let i = 0; i < HOP; i++) em += mic[i] * mic[i];
       this.prevMicEnergy = em;
     } else this.prevMicEnergy = -1;
   }
@@ -363,7 +393,7 @@ export class EchoCanceller {
     for (const ch of this.chans) {
       // Frame [?, micPrev] at gain 1: its second half is what the next output block overlaps with. The half before
       // micPrev has already been output as it was, so only the windowed tail matters: w[M/2 + i]² · micPrev[i].
-      for (let i = 0; i < AEC_HOP; i++) ch.ola[i] = ch.micPrev[i] * this.win[AEC_HOP + i] * this.win[AEC_HOP + i];
+      for (let i = 0; i < HOP; i++) ch.ola[i] = ch.micPrev[i] * this.win[HOP + i] * this.win[HOP + i];
     }
   }
 }

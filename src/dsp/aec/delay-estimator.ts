@@ -18,7 +18,9 @@ export interface DelayEstimatorOptions {
   binsPerBand: number;
 }
 
-export const BANDS = 32;
+// Local in the loops (tsc makes a use of the exported constant here a property load of `exports` per iteration).
+const NB = 32;
+export const BANDS = NB;
 /** Averaging of the correlation terms per active hop (time constant 200 hops, 1.6 s). */
 const CORR_SMOOTH = 0.005;
 /** Averaging of each band's log-energy mean. */
@@ -42,8 +44,8 @@ export class DelayEstimator {
   private readonly refHist: Slab;
   private readonly refNorm: Slab;
   private refHead = 0;
-  private readonly refMean = new Float64Array(BANDS);
-  private readonly micMean = new Float64Array(BANDS);
+  private readonly refMean = new Float64Array(NB);
+  private readonly micMean = new Float64Array(NB);
   private readonly mic: Slab;
   private readonly cxy: Slab;
   private readonly cxx: Slab;
@@ -68,7 +70,7 @@ export class DelayEstimator {
   follow = false;
 
   static floats(maxLag: number): number {
-    return (maxLag + 1) * (BANDS + 3) + BANDS + 16;
+    return (maxLag + 1) * (NB + 3) + NB + 16;
   }
 
   constructor(arena: AecArena, opts: DelayEstimatorOptions) {
@@ -76,9 +78,9 @@ export class DelayEstimator {
     this.maxLag = opts.maxLag;
     this.firstBin = opts.firstBin;
     this.binsPerBand = opts.binsPerBand;
-    this.refHist = arena.alloc((opts.maxLag + 1) * BANDS);
+    this.refHist = arena.alloc((opts.maxLag + 1) * NB);
     this.refNorm = arena.alloc(opts.maxLag + 1);
-    this.mic = arena.alloc(BANDS);
+    this.mic = arena.alloc(NB);
     this.cxy = arena.alloc(opts.maxLag + 1);
     this.cxx = arena.alloc(opts.maxLag + 1);
     this.score = new Float64Array(opts.maxLag + 1);
@@ -88,7 +90,7 @@ export class DelayEstimator {
   private features(pow: Float32Array | Float64Array, off: number, mean: Float64Array, seen: boolean, out: Float32Array, outOff: number, zero = false): number {
     let b = this.firstBin + off;
     let norm = 0;
-    for (let i = 0; i < BANDS; i++) {
+    for (let i = 0; i < NB; i++) {
       let s = 0;
       if (!zero) for (let j = 0; j < this.binsPerBand; j++) s += pow[b++];
       // A spectrum of exact zeros is at the floor in every band (log(1e-30) is far below it): no logarithms.
@@ -109,12 +111,12 @@ export class DelayEstimator {
    */
   push(refPow: Float32Array, refOff: number, refActive: boolean, micPow: Float64Array, micOff: number, micActive: boolean, refZero = false): void {
     this.refHead = this.refHead === this.maxLag ? 0 : this.refHead + 1;
-    const ro = this.refHead * BANDS;
+    const ro = this.refHead * NB;
     if (refActive || this.refSeen) {
       this.refNorm.a[this.refHead] = this.features(refPow, refOff, this.refMean, this.refSeen, this.refHist.a, ro, refZero);
       this.refSeen = true;
     } else {
-      this.refHist.a.fill(0, ro, ro + BANDS);
+      this.refHist.a.fill(0, ro, ro + NB);
       this.refNorm.a[this.refHead] = 0;
     }
     if (!micActive || !this.refSeen) return;

@@ -68,6 +68,7 @@ export class AecHeap {
       this.next += size;
     }
     this.used++;
+    live++;
     return base;
   }
 
@@ -77,10 +78,18 @@ export class AecHeap {
     if (!list) this.free.set(size, (list = []));
     list.push(base);
     this.used--;
+    live--;
   }
 }
 
 const align64 = (x: number): number => Math.ceil(x / 64) * 64;
+
+/** Slots in use over all of this thread's heaps. */
+let live = 0;
+/** Cancellers holding a slot on this thread now (canceller.ts prefetches only where many share the caches). */
+export function liveSlots(): number {
+  return live;
+}
 
 const heaps: AecHeap[] = [];
 const slots = new FinalizationRegistry<HeapSlot>((s) => s.heap.give(s.base, s.bytes));

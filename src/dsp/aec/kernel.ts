@@ -21,6 +21,7 @@ export interface AecKernels {
   backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void;
   gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void;
   pcross(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void;
+  touch(list: number, n: number): number;
 }
 
 /** The compiled aec.wasm, or null where it is missing or WebAssembly SIMD is not there. */
@@ -39,6 +40,8 @@ export class AecArena {
   readonly f32: Float32Array;
   readonly i32: Int32Array;
   private next = 0;
+  /** The first float this arena hands out. */
+  readonly start: number = 0;
   private readonly k: AecKernels;
   /** One past the last float this arena may hand out. */
   private readonly end: number;
@@ -60,6 +63,7 @@ export class AecArena {
       if (host) {
         if (host.base % 16 !== 0 || host.base + bytes > memory.buffer.byteLength) throw new Error('echo canceller arena does not fit its host memory');
         this.next = host.base >> 2;
+        this.start = this.next;
       }
       this.memory = memory;
       this.k = host?.kernels ?? aecKernels(mod, memory);
@@ -74,6 +78,19 @@ export class AecArena {
       this.kind = 'js';
     }
     this.end = host && this.memory ? (host.base + bytes) >> 2 : this.f32.length;
+  }
+
+  /** The element offset the next alloc() starts at (to mark regions of the arena). */
+  get used(): number {
+    return this.next;
+  }
+
+  /**
+   * Brings `n` ranges of memory into cache (pairs of byte address and byte length from i32 element `list` on, each
+   * 16-byte aligned and a multiple of 16 bytes): see aec.ts's touch. Changes nothing; a no-op in JavaScript.
+   */
+  touch(list: number, n: number): void {
+    if (this.kind === 'wasm') this.k.touch(list * 4, n);
   }
 
   /** n floats (16-byte aligned), zeroed. */
@@ -261,6 +278,9 @@ function jsKernels(f: Float32Array, i32: Int32Array): AecKernels {
         f[cx + l] += a * (f[n + i] - f[cx + l]);
         i = i === 0 ? lags - 1 : i - 1;
       }
+    },
+    touch() {
+      return 0;
     },
     pcross(L, head, cap, rRe, rIm, rPow, dRe, dIm, re, im, ch, kp) {
       const [xr, xi, xp] = [rRe, rIm, rPow].map((b) => b >> 2);

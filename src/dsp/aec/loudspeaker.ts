@@ -185,7 +185,8 @@ export class LoudspeakerModel {
     const h = this.head * R;
     this.unit[this.head] = u;
     this.kHist[this.head] = this.knot ? this.knot.level : 0;
-    this.cHist.set(this.c.subarray(0, this.J), this.head * this.J);
+    // A loop, not set(subarray()): the view cost a fifth of distort()'s time.
+    for (let j = 0, o = this.head * this.J; j < this.J; j++) this.cHist[o + j] = this.c[j];
     // The block into the history, and the odd hinges' projection on x from it (one pass: v (v ∓ th) beyond ±th is
     // |v| (|v| − th) on either side).
     const hist = this.hist;
@@ -346,8 +347,8 @@ export class LoudspeakerModel {
     const re = this.fft.re;
     const im = this.fft.im;
     for (let j = 0; j < Jr; j++) {
-      fr.set(re.subarray(j * K, (j + 1) * K), j * S);
-      fi.set(im.subarray(j * K, (j + 1) * K), j * S);
+      for (let k = 0; k < K; k++) fr[j * S + k] = re[j * K + k];
+      for (let k = 0; k < K; k++) fi[j * S + k] = im[j * K + k];
       this.edge0[j] = fr[j * S];
       this.edgeN[j] = fr[j * S + K - 1];
     }

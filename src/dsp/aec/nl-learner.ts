@@ -67,6 +67,16 @@ export class NonlinearLearner {
     this.power = new Float64Array(hop + 1);
   }
 
+  /** The error spectra's ring in the arena (element offset and floats: eRe, then eIm), read whole on learning hops only. */
+  get errorRing(): { at: number; floats: number } {
+    return { at: this.eRe.at, floats: this.eIm.at + this.stride * this.P - this.eRe.at };
+  }
+
+  /** Whether one of the next `hops` hops may take a learning step (the interval only: a prefetch's guess, never short). */
+  learnsWithin(hops: number): boolean {
+    return (this.n % this.every) + hops >= this.every;
+  }
+
   /**
    * Back to the start, the model with it: the filter starts from nothing again (echo-presence.ts), so the model waits
    * for its first convergence (START far-end hops) as at a call's start, with none of the weights or errors of before.

@@ -45,6 +45,34 @@ export class RefRing {
     return this.head * this.stride;
   }
 
+  /**
+   * The byte ranges of the entries `from`..`to` hops before the entry that is newest after `ahead` more advance()s, in
+   * each of re, im and pow (two ranges a row where they wrap), as (address, length) pairs into i32[at..]; returns how
+   * many ranges. For a prefetch (AecArena.touch).
+   */
+  ranges(i32: Int32Array, at: number, from: number, to: number, ahead: number): number {
+    const C = this.capacity;
+    const S = this.stride;
+    let first = (this.head + ahead - to) % C;
+    if (first < 0) first += C;
+    const count = Math.min(C, to - from + 1);
+    const one = Math.min(count, C - first);
+    const two = count - one;
+    let n = 0;
+    for (let r = 0; r < 3; r++) {
+      const row = r === 0 ? this.re.at : r === 1 ? this.im.at : this.pow.at;
+      i32[at + 2 * n] = (row + first * S) * 4;
+      i32[at + 2 * n + 1] = one * S * 4;
+      n++;
+      if (two > 0) {
+        i32[at + 2 * n] = row * 4;
+        i32[at + 2 * n + 1] = two * S * 4;
+        n++;
+      }
+    }
+    return n;
+  }
+
   clear(): void {
     this.re.a.fill(0);
     this.im.a.fill(0);

@@ -10,6 +10,8 @@
 //   gram       for J spectra A_j: gz_j = Σ_k Re(A_j Z*) with a spectrum Z, then each A_j scaled by a weight per bin and
 //              G_jl = Σ_k Re(A_j A_l*) (the loudspeaker model's correlations and Gram matrix, its hot spot)
 //   corr       the delay estimator's correlation of one microphone vector with the reference history, per lag
+//   touch      one load per 64-byte line of a list of byte ranges, the loads independent of each other: brings a
+//              canceller's state into cache before its hop at many misses in flight (see below)
 //   pcross     the prior scale's cross-spectra of ring entries with one microphone spectrum, per lag, in float64 (two
 //              bins per operation; each lane's operations are prior-scale.ts's JavaScript, so the sums are bit-identical)
 
@@ -227,4 +229,33 @@ export function pcross(L: i32, head: i32, cap: i32, ringRe: usize, ringIm: usize
     }
     i = i == 0 ? cap - 1 : i - 1;
   }
+}
+
+/**
+ * `n` ranges (byte address, byte length: pairs of u32 at `list`; each a multiple of 16 bytes, 16-byte aligned): one
+ * 16-byte load per 64-byte line, OR-ed into four accumulators so that no load waits for another's value. A stream's
+ * state is cold when its hop starts (the other streams' hops ran in between): the partition loops then missed one
+ * line at a time (a strided access each), and this scan, which has many misses in flight at once, brings the same
+ * lines in about twice as fast as those loops waited for them (docs/echo.md, "Cold state"). Returns a lane of the OR
+ * so that the loads are not dropped as dead.
+ */
+export function touch(list: usize, n: i32): i32 {
+  let a = i32x4.splat(0);
+  let b = i32x4.splat(0);
+  let c = i32x4.splat(0);
+  let d = i32x4.splat(0);
+  for (let r = 0; r < n; r++) {
+    const at = <usize>load<u32>(list + (<usize>r << 3));
+    const end = at + <usize>load<u32>(list + (<usize>r << 3) + 4);
+    let q = at;
+    for (; q + 256 <= end; q += 256) {
+      a = v128.or(a, ld(q));
+      b = v128.or(b, ld(q + 64));
+      c = v128.or(c, ld(q + 128));
+      d = v128.or(d, ld(q + 192));
+    }
+    for (; q + 16 <= end; q += 64) a = v128.or(a, ld(q));
+    if (end > at) b = v128.or(b, ld(end - 16));
+  }
+  return i32x4.extract_lane(v128.or(v128.or(a, b), v128.or(c, d)), 0);
 }
