@@ -124,7 +124,6 @@ export class EchoCanceller {
       2 * M + // the window, float64
       StatePrefetch.floats() + // the prefetch's ranges, int32
       HOP + 2 * (2 * HOP + BINS + 3) + // the reference block, its previous one, x_eff, the delay estimator's microphone power
-
       opts.channels * HOP; // the microphone blocks, float32
     // With the WebAssembly back end the arena is a slot of this thread's canceller heap, whose row FFT, partition
     // loops and hop passes every canceller shares (heap.ts); else a memory of its own and the JavaScript passes.

@@ -134,11 +134,7 @@ export class EchoSuppressor {
       if (nextLeak > leak) leak = nextLeak;
       prevLeak = curLeak;
       curLeak = nextLeak;
-      let r = wPhi * phi[k];
-      if (wLeak * leak > r) r = wLeak * leak;
-      if (wTail * tk > r) r = wTail * tk;
-      if (wNl * nl[k] > r) r = wNl * nl[k];
-      r *= over;
+      const r = largestTerm(wPhi * phi[k], wLeak * leak, wTail * tk, wNl * nl[k]) * over;
       resid[k] = r;
       // Noise floor: minimum tracking of the smoothed error power; it may rise only where no residual echo is
       // expected above it (continuous far-end speech must not become "noise").
@@ -193,12 +189,17 @@ export class EchoSuppressor {
       const c = beta[k + 1] * yPow[k + 1];
       let leak = b > a ? b : a;
       if (c > leak) leak = c;
-      let r = wPhi * phi[k];
-      if (wLeak * leak > r) r = wLeak * leak;
-      if (wTail * tail[k] > r) r = wTail * tail[k];
-      if (wNl * nl[k] > r) r = wNl * nl[k];
-      full[k] = r * over;
+      full[k] = largestTerm(wPhi * phi[k], wLeak * leak, wTail * tail[k], wNl * nl[k]) * over;
     }
     return full;
   }
+}
+
+/** The residual estimate of a bin before over-estimation: the largest of its weighted terms (Φ, leak, tail, wideband). */
+function largestTerm(phi: number, leak: number, tail: number, nl: number): number {
+  let r = phi;
+  if (leak > r) r = leak;
+  if (tail > r) r = tail;
+  if (nl > r) r = nl;
+  return r;
 }
