@@ -28,7 +28,7 @@ interface Profile {
 
 /** Parts of the algorithm, by function name and file (WebAssembly functions by their export name, resolved below). */
 const GROUPS: [string, RegExp][] = [
-  ['partition loops (WebAssembly: filter, Kalman update, shadow filter and update)', /^wasm (filterq?|updateq?|sfilterq?|supdateq?)$|aec\/(kalman-filter|shadow-filter)\.js/],
+  ['partition loops (WebAssembly: filter, Kalman update, shadow filter and update)', /^wasm (filter|update|sfilter|supdate)$|aec\/(kalman-filter|shadow-filter)\.js/],
   // Before the FFTs: the model's own row FFTs are labelled with it (below).
   ['loudspeaker model (distortion, learning, its kernels and row FFTs)', /loudspeaker\.js|nl-learner\.js|^wasm (backprop|gram)$/],
   ['FFTs (RealFFT in JavaScript, or the row FFT in WebAssembly)', /dsp\/fft\.js|fft-pairs/],

@@ -115,7 +115,7 @@ export class EchoCanceller {
     const chan = { hop: HOP, partitions: this.partitions, shadowPartitions };
     const stride = RefRing.strideOf(BINS);
     const floats =
-      RefRing.floats(BINS, capacity, o.ring16) +
+      RefRing.floats(BINS, capacity) +
       DelayEstimator.floats(this.maxLagHops) +
       PriorScale.floats(HOP, capacity) +
       opts.channels * EchoChannel.floats(chan) +
@@ -144,7 +144,7 @@ export class EchoCanceller {
     this.win.set(sqrtHann(M));
     const priorAt = this.arena.used;
     this.priorScale = new PriorScale(this.arena, this.opts.priorZoneDb, HOP, capacity);
-    this.ring = new RefRing(this.arena, BINS, capacity, o.ring16);
+    this.ring = new RefRing(this.arena, BINS, capacity);
     const ringEnd = this.arena.used;
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
@@ -298,7 +298,6 @@ export class EchoCanceller {
       }
       this.zeroRun = 0;
     }
-    if (ring.q) ring.pack(ro);
     this.prevZero = blockZero;
     const refActive = refPowSum > SILENT_FRAME_POWER;
     // Far-end activity for adaptation: the reference within the filter's reach.

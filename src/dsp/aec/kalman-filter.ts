@@ -96,16 +96,13 @@ export class PartitionedKalmanFilter {
 
   private setOffsets(ring: RefRing, lag: number): void {
     const i32 = this.arena.i32;
-    // The 16-bit copy's entries where the ring has one (ring16: the loops read it instead).
-    if (ring.q) for (let p = 0; p < this.partitions; p++) i32[this.offs.at + p] = ring.qoffset(lag + p);
-    else for (let p = 0; p < this.partitions; p++) i32[this.offs.at + p] = ring.offset(lag + p);
+    for (let p = 0; p < this.partitions; p++) i32[this.offs.at + p] = ring.offset(lag + p);
   }
 
   /** Ŷ = Σ_p X_{newest − lag − p} W_p and Φ. */
   filter(ring: RefRing, lag: number): void {
     this.setOffsets(ring, lag);
-    if (ring.q) this.arena.filterq(this.partitions, this.offs.at, ring.q.at, this.wRe.at, this.wIm.at, this.pVar.at, this.yRe.at, this.yIm.at, this.phi.at, this.stride);
-    else this.arena.filter(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.yRe.at, this.yIm.at, this.phi.at, this.stride);
+    this.arena.filter(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.yRe.at, this.yIm.at, this.phi.at, this.stride);
     const phi = this.phi.a;
     for (let k = 0; k < this.bins; k++) phi[k] *= 0.5; // R / M
   }
@@ -126,8 +123,7 @@ export class PartitionedKalmanFilter {
     const phi = this.phi.a;
     for (let k = 0; k < this.bins; k++) inv[k] = this.step / (phi[k] + psiS[k] + 1e-20);
     const a2 = this.forget;
-    if (ring.q) this.arena.updateq(this.partitions, this.offs.at, ring.q.at, this.wRe.at, this.wIm.at, this.pVar.at, this.inv.at, this.eRe.at, this.eIm.at, a2, 1 - a2, this.stride);
-    else this.arena.update(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.inv.at, this.eRe.at, this.eIm.at, a2, 1 - a2, this.stride);
+    this.arena.update(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.inv.at, this.eRe.at, this.eIm.at, a2, 1 - a2, this.stride);
   }
 
   /** Multiplies the prior and every variance by f: the echo path's gain is larger than the prior assumed (prior-scale.ts). */

@@ -7,7 +7,6 @@
 // uses one, so its output does not depend on how the input was chunked.
 import path from 'node:path';
 import { wasmModule } from '../wasm-load';
-import { jsQuantLoops } from './kernel-q';
 
 export const AEC_WASM = path.join(__dirname, '..', 'wasm', 'aec.wasm');
 const PAGE = 65536;
@@ -18,10 +17,6 @@ export interface AecKernels {
   update(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, pv: number, inv: number, eRe: number, eIm: number, a2: number, q: number, kp: number): void;
   sfilter(P: number, offs: number, rRe: number, rIm: number, rPow: number, wRe: number, wIm: number, yRe: number, yIm: number, norm: number, kp: number): void;
   supdate(P: number, offs: number, rRe: number, rIm: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void;
-  filterq(P: number, offs: number, ring: number, wRe: number, wIm: number, pv: number, yRe: number, yIm: number, phi: number, kp: number): void;
-  updateq(P: number, offs: number, ring: number, wRe: number, wIm: number, pv: number, inv: number, eRe: number, eIm: number, a2: number, q: number, kp: number): void;
-  sfilterq(P: number, offs: number, ring: number, wRe: number, wIm: number, yRe: number, yIm: number, norm: number, kp: number): void;
-  supdateq(P: number, offs: number, ring: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void;
   corr(hist: number, norms: number, head: number, lags: number, mic: number, cxy: number, cxx: number, a: number): void;
   backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void;
   gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void;
@@ -129,23 +124,6 @@ export class AecArena {
     this.k.supdate(P, offs * 4, rRe * 4, rIm * 4, wRe * 4, wIm * 4, g * 4, eRe * 4, eIm * 4, kp);
   }
 
-  /** The four loops above on the ring's 16-bit copy (`ring` its element offset; ref-ring.ts). */
-  filterq(P: number, offs: number, ring: number, wRe: number, wIm: number, pv: number, yRe: number, yIm: number, phi: number, kp: number): void {
-    this.k.filterq(P, offs * 4, ring * 4, wRe * 4, wIm * 4, pv * 4, yRe * 4, yIm * 4, phi * 4, kp);
-  }
-
-  updateq(P: number, offs: number, ring: number, wRe: number, wIm: number, pv: number, inv: number, eRe: number, eIm: number, a2: number, q: number, kp: number): void {
-    this.k.updateq(P, offs * 4, ring * 4, wRe * 4, wIm * 4, pv * 4, inv * 4, eRe * 4, eIm * 4, a2, q, kp);
-  }
-
-  sfilterq(P: number, offs: number, ring: number, wRe: number, wIm: number, yRe: number, yIm: number, norm: number, kp: number): void {
-    this.k.sfilterq(P, offs * 4, ring * 4, wRe * 4, wIm * 4, yRe * 4, yIm * 4, norm * 4, kp);
-  }
-
-  supdateq(P: number, offs: number, ring: number, wRe: number, wIm: number, g: number, eRe: number, eIm: number, kp: number): void {
-    this.k.supdateq(P, offs * 4, ring * 4, wRe * 4, wIm * 4, g * 4, eRe * 4, eIm * 4, kp);
-  }
-
   backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void {
     this.k.backprop(P, offs * 4, eRe * 4, eIm * 4, wRe * 4, wIm * 4, zRe * 4, zIm * 4, kp);
   }
@@ -177,7 +155,6 @@ export function aecKernels(mod: WebAssembly.Module, memory: WebAssembly.Memory):
 function jsKernels(f: Float32Array, i32: Int32Array): AecKernels {
   const d = new Float64Array(f.buffer, f.byteOffset, f.length >> 1);
   return {
-    ...jsQuantLoops(f, i32),
     filter(P, offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi, kp) {
       const [o, xr, xi, xp, wr, wi, v, yr, yi, ph] = [offs, rRe, rIm, rPow, wRe, wIm, pv, yRe, yIm, phi].map((b) => b >> 2);
       for (let k = 0; k < kp; k++) {

@@ -39,11 +39,6 @@ export interface EchoCancellerOptions extends PresenceOptions {
   nonlinear?: boolean;
   /** Hops between the loudspeaker model's learning steps (cost; default 4). */
   nlEvery?: number;
-  /**
-   * The partition loops read the reference's spectra from a 16-bit copy of the ring (block floating point, a scale per
-   * 4 bins; ref-ring.ts): fewer bytes per stream and hop, the spectra to ~90 dB below each group's peak.
-   */
-  ring16?: boolean;
   /** The loudspeaker model's extra odd hinge at a hard clip's level, found by a search over candidate knots (knot-search.ts). */
   clipKnot?: boolean;
   /**
@@ -96,7 +91,6 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     shadowEvery: opts.shadowEvery ?? 1,
     nonlinear: opts.nonlinear ?? true,
     nlEvery: opts.nlEvery ?? 4,
-    ring16: opts.ring16 ?? false,
     clipKnot: !!opts.clipKnot,
     reopen: opts.reopen ?? 'never',
     priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,

@@ -71,16 +71,8 @@ export class StatePrefetch {
     i32[L + 5] = reachZero ? 0 : this.wBytes;
     i32[L + 11] = this.learner && this.learner.learnsWithin(hops) ? this.errBytes : 0;
     let n = 0;
-    const ring = this.ring;
-    if (ring.q) {
-      // The loops read the 16-bit copy: its reach, and the newest entry of both (the hop writes them).
-      if (!reachZero) n = ring.ranges(i32, L + 12, bulk, bulk + this.partitions, 1, true);
-      if (bulk > 0 || reachZero) n += ring.ranges(i32, L + 12 + 2 * n, 0, 0, 1, true);
-      n += ring.ranges(i32, L + 12 + 2 * n, 0, 0, 1);
-    } else {
-      if (!reachZero) n = ring.ranges(i32, L + 12, bulk, bulk + this.partitions, 1);
-      if (bulk > 0 || reachZero) n += ring.ranges(i32, L + 12 + 2 * n, 0, 0, 1);
-    }
+    if (!reachZero) n = this.ring.ranges(i32, L + 12, bulk, bulk + this.partitions, 1);
+    if (bulk > 0 || reachZero) n += this.ring.ranges(i32, L + 12 + 2 * n, 0, 0, 1);
     this.arena.touch(L, 6 + n);
   }
 }

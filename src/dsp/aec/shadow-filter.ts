@@ -47,11 +47,6 @@ export class ShadowFilter {
 
   filter(ring: RefRing, lag: number): void {
     const i32 = this.arena.i32;
-    if (ring.q) {
-      for (let p = 0; p < this.partitions; p++) i32[this.offs.at + p] = ring.qoffset(lag + p);
-      this.arena.sfilterq(this.partitions, this.offs.at, ring.q.at, this.wRe.at, this.wIm.at, this.yRe.at, this.yIm.at, this.norm.at, this.stride);
-      return;
-    }
     for (let p = 0; p < this.partitions; p++) i32[this.offs.at + p] = ring.offset(lag + p);
     this.arena.sfilter(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.yRe.at, this.yIm.at, this.norm.at, this.stride);
   }
@@ -60,8 +55,7 @@ export class ShadowFilter {
   update(ring: RefRing, floor: number): void {
     const g = this.norm.a;
     for (let k = 0; k < this.bins; k++) g[k] = this.step / (0.5 * g[k] + floor);
-    if (ring.q) this.arena.supdateq(this.partitions, this.offs.at, ring.q.at, this.wRe.at, this.wIm.at, this.norm.at, this.eRe.at, this.eIm.at, this.stride);
-    else this.arena.supdate(this.partitions, this.offs.at, ring.re.at, ring.im.at, this.wRe.at, this.wIm.at, this.norm.at, this.eRe.at, this.eIm.at, this.stride);
+    this.arena.supdate(this.partitions, this.offs.at, ring.re.at, ring.im.at, this.wRe.at, this.wIm.at, this.norm.at, this.eRe.at, this.eIm.at, this.stride);
   }
 
   /** Copies the first partitions of another filter's coefficients (same row layout) into this one. */

@@ -6,8 +6,6 @@
 //   update     the diagonal Kalman update of every partition (kalman-filter.ts has the equations)
 //   sfilter    the shadow filter's Ŷ and Σ_p |X_p|² (its normalisation)
 //   supdate    the shadow's normalised block-LMS step, W_p += g X_p* E
-//   filterq, updateq, sfilterq, supdateq  the same four on the ring's 16-bit copy (ref-ring.ts, option ring16): per 4
-//              bins 4 re and 4 im int16 and a float32 scale (20 bytes), decoded here, |X|² from them
 //   backprop   Z = Σ_p conj(W_p) E_p over partitions (E from a ring: the error propagated back to one reference frame)
 //   gram       for J spectra A_j: gz_j = Σ_k Re(A_j Z*) with a spectrum Z, then each A_j scaled by a weight per bin and
 //              G_jl = Σ_k Re(A_j A_l*) (the loudspeaker model's correlations and Gram matrix, its hot spot)
@@ -129,120 +127,6 @@ export function backprop(P: i32, offs: usize, eRe: usize, eIm: usize, wRe: usize
     }
     v128.store(zRe + k, zr);
     v128.store(zIm + k, zi);
-  }
-}
-
-// The 16-bit ring (ref-ring.ts): `offs` holds element offsets of entries; bins k..k+3 (byte k of a float32 row) lie at
-// byte 5k/4 of the entry, re in the low four int16 lanes, im in the high four, the group's float32 scale after them.
-@inline function qbase(offs: usize, p: i32, k: usize): usize {
-  return (<usize>load<i32>(offs + (<usize>p << 2)) << 2) + k + (k >> 2);
-}
-
-@inline function qre(v: v128, s: v128): v128 {
-  return f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(v)), s);
-}
-
-@inline function qim(v: v128, s: v128): v128 {
-  return f32x4.mul(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(v)), s);
-}
-
-export function filterq(P: i32, offs: usize, ring: usize, wRe: usize, wIm: usize, pv: usize, yRe: usize, yIm: usize, phi: usize, kp: i32): void {
-  const row = <usize>kp << 2;
-  for (let k: usize = 0; k < row; k += 16) {
-    let yr = f32x4.splat(0);
-    let yi = f32x4.splat(0);
-    let ph = f32x4.splat(0);
-    for (let p = 0; p < P; p++) {
-      const base = ring + qbase(offs, p, k);
-      const v = ld(base);
-      const s = v128.load32_splat(base + 16);
-      const w = <usize>p * row + k;
-      const ar = qre(v, s);
-      const ai = qim(v, s);
-      const br = ld(wRe + w);
-      const bi = ld(wIm + w);
-      yr = f32x4.add(yr, f32x4.sub(f32x4.mul(ar, br), f32x4.mul(ai, bi)));
-      yi = f32x4.add(yi, f32x4.add(f32x4.mul(ar, bi), f32x4.mul(ai, br)));
-      ph = f32x4.add(ph, f32x4.mul(f32x4.add(f32x4.mul(ar, ar), f32x4.mul(ai, ai)), ld(pv + w)));
-    }
-    v128.store(yRe + k, yr);
-    v128.store(yIm + k, yi);
-    v128.store(phi + k, ph);
-  }
-}
-
-export function updateq(P: i32, offs: usize, ring: usize, wRe: usize, wIm: usize, pv: usize, inv: usize, eRe: usize, eIm: usize, a2: f32, q: f32, kp: i32): void {
-  const row = <usize>kp << 2;
-  const va2 = f32x4.splat(a2);
-  const vq = f32x4.splat(q);
-  const half = f32x4.splat(0.5);
-  const one = f32x4.splat(1);
-  for (let k: usize = 0; k < row; k += 16) {
-    const er = ld(eRe + k);
-    const ei = ld(eIm + k);
-    const iv = ld(inv + k);
-    for (let p = 0; p < P; p++) {
-      const base = ring + qbase(offs, p, k);
-      const v = ld(base);
-      const s = v128.load32_splat(base + 16);
-      const w = <usize>p * row + k;
-      const pk = ld(pv + w);
-      const g = f32x4.mul(pk, iv);
-      const ar = qre(v, s);
-      const ai = qim(v, s);
-      const nr = f32x4.add(ld(wRe + w), f32x4.mul(g, f32x4.add(f32x4.mul(ar, er), f32x4.mul(ai, ei))));
-      const ni = f32x4.add(ld(wIm + w), f32x4.mul(g, f32x4.sub(f32x4.mul(ar, ei), f32x4.mul(ai, er))));
-      v128.store(wRe + w, nr);
-      v128.store(wIm + w, ni);
-      const pw = f32x4.add(f32x4.mul(ar, ar), f32x4.mul(ai, ai));
-      const shrink = f32x4.sub(one, f32x4.mul(f32x4.mul(half, g), pw));
-      const np = f32x4.add(f32x4.mul(f32x4.mul(va2, shrink), pk), f32x4.mul(vq, f32x4.add(f32x4.mul(nr, nr), f32x4.mul(ni, ni))));
-      v128.store(pv + w, np);
-    }
-  }
-}
-
-export function sfilterq(P: i32, offs: usize, ring: usize, wRe: usize, wIm: usize, yRe: usize, yIm: usize, norm: usize, kp: i32): void {
-  const row = <usize>kp << 2;
-  for (let k: usize = 0; k < row; k += 16) {
-    let yr = f32x4.splat(0);
-    let yi = f32x4.splat(0);
-    let nm = f32x4.splat(0);
-    for (let p = 0; p < P; p++) {
-      const base = ring + qbase(offs, p, k);
-      const v = ld(base);
-      const s = v128.load32_splat(base + 16);
-      const w = <usize>p * row + k;
-      const ar = qre(v, s);
-      const ai = qim(v, s);
-      const br = ld(wRe + w);
-      const bi = ld(wIm + w);
-      yr = f32x4.add(yr, f32x4.sub(f32x4.mul(ar, br), f32x4.mul(ai, bi)));
-      yi = f32x4.add(yi, f32x4.add(f32x4.mul(ar, bi), f32x4.mul(ai, br)));
-      nm = f32x4.add(nm, f32x4.add(f32x4.mul(ar, ar), f32x4.mul(ai, ai)));
-    }
-    v128.store(yRe + k, yr);
-    v128.store(yIm + k, yi);
-    v128.store(norm + k, nm);
-  }
-}
-
-export function supdateq(P: i32, offs: usize, ring: usize, wRe: usize, wIm: usize, g: usize, eRe: usize, eIm: usize, kp: i32): void {
-  const row = <usize>kp << 2;
-  for (let k: usize = 0; k < row; k += 16) {
-    const gv = ld(g + k);
-    const er = f32x4.mul(gv, ld(eRe + k));
-    const ei = f32x4.mul(gv, ld(eIm + k));
-    for (let p = 0; p < P; p++) {
-      const base = ring + qbase(offs, p, k);
-      const v = ld(base);
-      const s = v128.load32_splat(base + 16);
-      const w = <usize>p * row + k;
-      const ar = qre(v, s);
-      const ai = qim(v, s);
-      v128.store(wRe + w, f32x4.add(ld(wRe + w), f32x4.add(f32x4.mul(ar, er), f32x4.mul(ai, ei))));
-      v128.store(wIm + w, f32x4.add(ld(wIm + w), f32x4.sub(f32x4.mul(ar, ei), f32x4.mul(ai, er))));
-    }
   }
 }
 
