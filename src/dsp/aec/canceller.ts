@@ -162,7 +162,6 @@ export class EchoCanceller {
       ch.presence?.watch(this.delay, ch === this.chans[0]);
       ch.constrainEvery = this.opts.constrainEvery;
       ch.shadowEvery = this.opts.shadowEvery;
-      ch.dtIdle = this.opts.dtIdle;
     }
     this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(HOP).a);
     // In the arena, where the prefetch reaches them (in the JavaScript heap they were cold at every hop's first loop).

@@ -108,8 +108,6 @@ export class EchoChannel {
   /** Hops between gradient constraints (one partition each) and between shadow-filter runs. */
   constrainEvery = 4;
   shadowEvery = 1;
-  /** While the suppressor's evidence of a near-end talker is clear: the shadow skipped (bit 1), the Kalman update (2). */
-  dtIdle = 0;
   /** Times the shadow's coefficients were adopted (for tests and the bench). */
   adoptions = 0;
   /**
@@ -173,10 +171,7 @@ export class EchoChannel {
     const sh = this.shadow;
     // The shadow runs on far-end hops (every shadowEvery-th); nothing between here and its update changes its
     // coefficients, so its echo estimate is taken now, beside the main filter's.
-    // Not while the shadow does better than the main filter (an echo path change can look like a near end), and not on
-    // every 4th hop: the comparison must go on (a filter lost after a change looks like a near end, and stays lost).
-    const dt = this.dtIdle !== 0 && (this.hops + 1) % 4 !== 0 && this.errShadow >= this.errMain && this.sup.nearEnd.share() === 0 ? this.dtIdle : 0;
-    const withShadow = farActive && (this.hops + 1) % this.shadowEvery === 0 && !(dt & 1);
+    const withShadow = farActive && (this.hops + 1) % this.shadowEvery === 0;
     // Main filter: echo estimate (its spectrum's power is the suppressor's |Ŷ|², halved: the 2R-point frame's
     // first half is the overlap-save's discarded part) and error.
     if (reachZero) main.silence();
@@ -233,7 +228,7 @@ export class EchoChannel {
       if (withShadow && learn) sh.update(ring, 1e-6);
       // While the channel finds no echo the filters and the loudspeaker model learn nothing (the learner still
       // counts the hop: its history runs in step with the ring).
-      if (learn && !(dt & 2)) this.main.update(ring, this.psiS);
+      if (learn) this.main.update(ring, this.psiS);
       if (this.learner) this.learner.step(main, lag, learn ? main.eRe.a : null, learn ? main.eIm.a : null, errMain, echoEnergy);
       if (learn && this.hops % this.constrainEvery === 0) main.constrainNext(fft);
       if (withShadow && learn) this.judgeShadow(errMain, errShadow);

@@ -39,8 +39,6 @@ export interface EchoCancellerOptions extends PresenceOptions {
   nonlinear?: boolean;
   /** Hops between the loudspeaker model's learning steps (cost; default 4). */
   nlEvery?: number;
-  /** While a near-end talker is evident (near-end.ts): the shadow filter skipped (bit 1), the Kalman update (2) (channel.ts; cost; default 0). */
-  dtIdle?: number;
   /** The loudspeaker model's extra odd hinge at a hard clip's level, found by a search over candidate knots (knot-search.ts). */
   clipKnot?: boolean;
   /**
@@ -93,7 +91,6 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     shadowEvery: opts.shadowEvery ?? 1,
     nonlinear: opts.nonlinear ?? true,
     nlEvery: opts.nlEvery ?? 4,
-    dtIdle: opts.dtIdle ?? 0,
     clipKnot: !!opts.clipKnot,
     reopen: opts.reopen ?? 'never',
     priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
