@@ -10,7 +10,8 @@
 //   node dist/scripts/bench/echo-floor.js [--streams 100] [--rounds 6] [--seconds 2] [--other DIST]
 //        [--kind st]  (the scene's kind: dt, the default, or st: far-end single talk)
 //        [--agent]  (a voice agent's reference: digital silence in turns of 1–4 s, about half the time; echo-talkers.ts)
-//        [--set key=value]...  (options of this checkout's canceller, e.g. --set sparseUpdate=0.9)
+//        [--set key=value]...  (options of this checkout's canceller, e.g. --set nlQuietDb=-30)
+//        [--speaker linear|clip|sigmoid]  (the scene's loudspeaker; default the seed's draw)
 import path from 'node:path';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { PartitionedKalmanFilter } from '../../src/dsp/aec/kalman-filter';
@@ -19,7 +20,7 @@ import { RefRing } from '../../src/dsp/aec/ref-ring';
 import { RealFFT } from '../../src/dsp/fft';
 import { bootstrapRatio } from '../lib/stats';
 import { costRounds, sceneSecondsFor, type EchoRunner } from './echo-cpu';
-import { makeScene, type SceneKind } from './echo-scenes';
+import { makeScene, type Loudspeaker, type SceneKind } from './echo-scenes';
 import { agentTalkers, loadTalkers } from './echo-talkers';
 import { optionReader, settingValue } from '../lib/args';
 
@@ -148,7 +149,8 @@ async function main(args: string[]): Promise<void> {
     opts[k] = settingValue(v);
   });
   const talkers = args.includes('--agent') ? agentTalkers(loadTalkers()) : loadTalkers();
-  const scene = makeScene({ kind: opt('--kind', 'dt') as SceneKind, seed: 77, seconds: sceneSecondsFor(rounds, seconds) }, talkers);
+  const scene = makeScene({ kind: opt('--kind', 'dt') as SceneKind, seed: 77, seconds: sceneSecondsFor(rounds, seconds), speaker: args.includes('--speaker') ? (opt('--speaker', '') as Loudspeaker) : undefined }, talkers);
+  console.log(`scene: ${scene.name}, ${scene.speaker} loudspeaker`);
   // Spectrum bank: the reference's and the microphone's spectra of the first 4 s, rows of the ring's stride.
   const S = RefRing.strideOf(K);
   const hopsBank = 500;

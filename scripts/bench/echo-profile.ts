@@ -5,12 +5,13 @@
 //   node dist/scripts/bench/echo-profile.js [--streams 100] [--seconds 6] [--speaker clip] [--top 25]
 //        [--warm S]  (S seconds run before the profiler starts: a stream's first second, the prior scale's, left out)
 //        [--agent]   (a voice agent's reference: digital silence in turns of 1–4 s, about half the time)
+//        [--set key=value]...  (options of the canceller, e.g. --set nlEvery=8)
 //        [--lines F,G] (also the samples per line of the JavaScript functions named F, G, e.g. hop: what in them costs)
 import inspector from 'node:inspector';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { makeScene, type Loudspeaker } from './echo-scenes';
 import { agentTalkers, loadTalkers } from './echo-talkers';
-import { optionReader } from '../lib/args';
+import { optionReader, settingValue } from '../lib/args';
 
 interface Node {
   id: number;
@@ -51,7 +52,13 @@ async function main(args: string[]): Promise<void> {
   const warm = Number(opt('--warm', '0'));
   const talkers = args.includes('--agent') ? agentTalkers(loadTalkers()) : loadTalkers();
   const scene = makeScene({ kind: 'dt', seed: 77, seconds: seconds + warm, speaker: opt('--speaker', 'clip') as Loudspeaker }, talkers);
-  const aecs = Array.from({ length: streams }, () => new EchoCanceller({ channels: 1 }));
+  const opts: Record<string, number | boolean | string> = {};
+  args.forEach((a, i) => {
+    if (a !== '--set') return;
+    const [k, v] = args[i + 1].split('=');
+    opts[k] = settingValue(v);
+  });
+  const aecs = Array.from({ length: streams }, () => new EchoCanceller({ channels: 1, ...opts }));
   const from = Math.round(warm * 50) * 320;
   for (let a = 0; a + 320 <= from; a += 320) for (const c of aecs) c.process([scene.mic.subarray(a, a + 320)], scene.ref.subarray(a, a + 320));
   const session = new inspector.Session();
