@@ -18,8 +18,10 @@ const CUE_TO = 100;
 const CUE_STEP = 2;
 /** Consecutive lags of the window that counts (96 ms: the echo's direct sound and early reflections). */
 const CUE_WINDOW = 12;
-/** Time constant of the cross-spectra, hops (1 s: 0.5 s read single talk's first seconds lower more often). */
-const CUE_HOPS = 125;
+/** Time constant of the cross-spectra, updates (1 s: 0.5 s read single talk's first seconds lower more often). */
+/** Far-end hops per update (2: half the cost, and the tuning set's gain the same; every 4th gained less). */
+const CUE_EVERY: number = 2;
+const CUE_HOPS = 125 / CUE_EVERY;
 
 /** The cue's weight after `hops` far-end hops: 1 while the filter is young, 0 once it has converged. */
 export function youngWeight(hops: number): number {
@@ -42,6 +44,7 @@ export class TalkerCue {
   private readonly dd: Float64Array;
   private readonly perLag: Float64Array;
   private hops = 0;
+  private seen = 0;
   /** The explained share of the microphone's energy, less chance (1: all of it; ≤ 0 or NaN: none, or not measured). */
   explained = NaN;
 
@@ -67,6 +70,8 @@ export class TalkerCue {
    * not depend on the delay estimate (a wrong first lock held the echo outside a window that followed it for 1.3 s).
    */
   update(micPrev: Float64Array, d: Float32Array, ring: RefRing): void {
+    // Every CUE_EVERY-th far-end hop only (the cost), the sums then over frames that overlap less.
+    if (this.seen++ % CUE_EVERY !== 0) return;
     const R = this.hop;
     const f = this.frame;
     for (let i = 0; i < R; i++) {
@@ -129,8 +134,9 @@ export class TalkerCue {
       if (win > num) num = win;
     }
     // What chance gives each lag: an exponentially smoothed cross-spectrum of independent signals has E|C|² = χ·Sxx·Sdd
-    // with χ = a/(2 − a), counted 1.5 times because consecutive frames share half their samples (prior-scale.ts).
-    const chance = (1.5 * a) / (2 - a);
+    // with χ = a/(2 − a), counted 1.5 times where consecutive frames share half their samples (prior-scale.ts; updated
+    // every other hop they share none).
+    const chance = ((CUE_EVERY === 1 ? 1.5 : 1) * a) / (2 - a);
     this.explained = dSum > 0 ? num / dSum - chance * W : NaN;
   }
 }
