@@ -18,9 +18,9 @@ const CUE_TO = 100;
 const CUE_STEP = 2;
 /** Consecutive lags of the window that counts (96 ms: the echo's direct sound and early reflections). */
 const CUE_WINDOW = 12;
-/** Time constant of the cross-spectra, updates (1 s: 0.5 s read single talk's first seconds lower more often). */
 /** Far-end hops per update (2: half the cost, and the tuning set's gain the same; every 4th gained less). */
 const CUE_EVERY: number = 2;
+/** Time constant of the cross-spectra in updates: 1 s (0.5 s read single talk's first seconds lower more often). */
 const CUE_HOPS = 125 / CUE_EVERY;
 
 /** The cue's weight after `hops` far-end hops: 1 while the filter is young, 0 once it has converged. */
