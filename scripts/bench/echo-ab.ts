@@ -8,6 +8,8 @@
 //        [--clip-levels 0.4,0.55,0.7]  ('clip' scenes at each of these fractions of the peak, a group each; default 0.55)
 //        [--seed-base N]  (st scenes from seed N, dt N + 300, path N + 600; default 8000. 5000 with --kinds st: echo-tune's)
 //        [--other-set key=value]...    (options of the other dist's canceller)
+//        [--dt-from S]    (double talk: the near end talks from S s, default 4, and its SDR is scored from S to the end)
+//        [--st-windows]   (single talk: ERLE also over 2–5 and 5–10 s, groups st-…:2-5 and :5-10)
 //        [--oracle-knot]  (this side's clip knot, with clipKnot=1, fixed from the first learning step at the scene's true
 //                          clip level and counted as settled: the upper bound of the knot's search)
 import fs from 'node:fs';
@@ -61,11 +63,11 @@ function aecmos(talk: string, scene: Scene, out: Float32Array, tmp: string): { e
   return { echo: j.echo_mos, other: j.other_mos };
 }
 
-function score(scene: Scene, out: Float32Array): number {
+function score(scene: Scene, out: Float32Array, dtWhole: boolean): number {
   const n = scene.mic.length;
   if (scene.kind === 'st') return erle(scene, out, 10 * FS, n);
   if (scene.kind === 'path') return erle(scene, out, scene.changeAt! + 2 * FS, n);
-  return magSdr(scene.near, out, 10 * FS, n);
+  return magSdr(scene.near, out, dtWhole ? scene.nearFrom! : 10 * FS, n);
 }
 
 /** nsm-2's live streams, then A, then B on the same audio, per round; CPU per stream-second of each. */
@@ -130,6 +132,9 @@ async function main(args: string[]): Promise<void> {
   };
   const sets = setsOf('--set');
   const otherSets = setsOf('--other-set');
+  const dtFrom = opt('--dt-from', '');
+  const nearFromS = dtFrom === '' ? undefined : Number(dtFrom);
+  const stWindows = args.includes('--st-windows');
   const oracle = args.includes('--oracle-knot');
   if (oracle) useOracleKnot();
   const Other = require(path.join(other, 'src', 'dsp', 'aec')).EchoCanceller as new (o: { channels: number }) => Canceller;
@@ -151,7 +156,7 @@ async function main(args: string[]): Promise<void> {
   for (const kind of kinds) {
     for (const { speaker, clipAt, label } of speakerRuns) {
       for (let i = 0; i < n; i++) {
-        const scene = makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker, clipAt }, talkers);
+        const scene = makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker, clipAt, ...(kind === 'dt' && nearFromS !== undefined ? { nearFromS } : {}) }, talkers);
         // The generator scales the reference to a peak of 0.7 and clips at clipAt of it.
         oracleLevel = speaker === 'clip' ? 0.7 * (clipAt ?? 0.55) : 0;
         const order = idx++ % 2 ? [1, 0] : [0, 1];
@@ -164,8 +169,14 @@ async function main(args: string[]): Promise<void> {
         }
         const line: string[] = [];
         outs.forEach((out, vi) => {
-          const m = score(scene, out);
+          const m = score(scene, out, nearFromS !== undefined);
           for (const g of [`${kind}-${label}`, `${kind}-all`]) push(g, vi, m);
+          if (kind === 'st' && stWindows) {
+            for (const [a, b] of [[2, 5], [5, 10]]) {
+              const w = erle(scene, out, a * FS, b * FS);
+              for (const g of [`${kind}-${label}`, `${kind}-all`]) push(`${g}:${a}-${b}`, vi, w);
+            }
+          }
           let s = `${names[vi]} ${m.toFixed(1)}`;
           if (withMos) {
             const mos = aecmos(kind === 'path' ? 'st' : kind, scene, out, tmp);

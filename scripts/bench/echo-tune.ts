@@ -4,6 +4,8 @@
 //   node dist/scripts/bench/echo-tune.js [--n 4] [--kinds st,dt] [--speakers linear,clip,sigmoid] [--aecmos]
 //        [--clip-levels 0.4,0.55,0.7]           ('clip' scenes at each of these fractions of the peak; default 0.55)
 //        [--v NAME:key=value,key=value]...      (the first variant is the reference of the paired differences)
+//        [--dt-from S]    (double talk: the near end talks from S s, default 4, and its SDR is scored from S to the end)
+//        [--st-windows]   (single talk: ERLE also over 2–5 and 5–10 s, groups st-…:2-5 and :5-10; no linear-only runs)
 // Prints per variant and group: ERLE 10–20 s (st), near-end SDR 10–20 s (dt), and the linear filter's ERLE (st).
 import fs from 'node:fs';
 import os from 'node:os';
@@ -58,6 +60,9 @@ function main(args: string[]): void {
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
   const withMos = args.includes('--aecmos');
   const clipLevels = opt('--clip-levels', '0.55').split(',').map(Number);
+  const dtFrom = opt('--dt-from', '');
+  const nearFromS = dtFrom === '' ? undefined : Number(dtFrom);
+  const stWindows = args.includes('--st-windows');
   const variants = parseVariants(args);
   if (variants.length === 0) variants.push({ name: 'default', opts: {} });
   const talkers = loadTalkers();
@@ -82,7 +87,7 @@ function main(args: string[]): void {
     for (const { speaker, clipAt, label } of speakerRuns) {
       for (let i = 0; i < n; i++) {
         const seed = kindSeed[kind] + 100 * speakers.indexOf(speaker) + i;
-        const scene = makeScene({ kind, seed, speaker, clipAt }, talkers);
+        const scene = makeScene({ kind, seed, speaker, clipAt, ...(kind === 'dt' && nearFromS !== undefined ? { nearFromS } : {}) }, talkers);
         audio += scene.mic.length / FS;
         const line: string[] = [];
         variants.forEach((v, vi) => {
@@ -92,10 +97,14 @@ function main(args: string[]): void {
           let m: number;
           if (kind === 'st') m = erle(scene, r.out, 10 * FS, scene.mic.length);
           else if (kind === 'path') m = erle(scene, r.out, scene.changeAt! + 2 * FS, scene.mic.length);
-          else m = magSdr(scene.near, r.out, 10 * FS, scene.mic.length);
+          else m = magSdr(scene.near, r.out, nearFromS === undefined ? 10 * FS : scene.nearFrom!, scene.mic.length);
           push(vi, g, m);
+          if (kind === 'st' && stWindows) {
+            push(vi, `${g}:2-5`, erle(scene, r.out, 2 * FS, 5 * FS));
+            push(vi, `${g}:5-10`, erle(scene, r.out, 5 * FS, 10 * FS));
+          }
           let s = `${v.name} ${m.toFixed(1)}${vi === 0 ? ` est ${r.stats.delayMs ?? '-'}` : ''}`;
-          if (kind === 'st') {
+          if (kind === 'st' && !stWindows) {
             const lin = runOurs(scene, { ...v.opts, linearOnly: true });
             const l = erle(scene, lin.out, 10 * FS, scene.mic.length);
             push(vi, `${g}:linear`, l);

@@ -69,6 +69,16 @@ test("a reference of digital silence in turns (a voice agent's) gives what it ga
   expect(await outputHash('js', true)).toBe('371fdf16f41763c5b4fcbaed8243eb0f98e01f8feb5ef631a4cb9defed96d261');
 });
 
+test('with the talker cue (terms 255, off by default) the output is pinned as well', async () => {
+  // docs/echo.md, "Double talk from the first second". The cue runs in JavaScript on both back ends and only moves the
+  // guard's per-hop share, which both suppressor kernels take as a scalar. All four differ from the default's (the cue
+  // counts for the first 5 s of far end, where these scenes' talkers and loudspeakers are).
+  expect(await outputHash('wasm', false, 255)).toBe('0e90778288a6919a794767edd18c6b795ee8767c0595e334b00a2fdcb7ff7c2e');
+  expect(await outputHash('js', false, 255)).toBe('2eb83e283cd0a3c6c713493e955b6ee0133cd3b6d61117ede13d623e9d1ca356');
+  expect(await outputHash('wasm', true, 255)).toBe('709ab0754f90597446c70172a17234e3aa8c536491cfbae27b2ec53a2e58e29d');
+  expect(await outputHash('js', true, 255)).toBe('96ae4afc1c49d5f8eef69a45c6498ff514e4ba52c0816e39e80796a9ec775bde');
+});
+
 test('with many cancellers on the thread (where a stream prefetches its state) the output is the same', async () => {
   // The prefetch (canceller.ts) runs once 8 or more cancellers hold a slot of the thread's heap; it only reads.
   const others = Array.from({ length: 8 }, () => new EchoCanceller({ channels: 1 }));

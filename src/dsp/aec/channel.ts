@@ -13,6 +13,7 @@ export type { PresenceOptions } from './echo-presence';
 import { ResidualRatio } from './residual-ratio';
 import { ShadowFilter } from './shadow-filter';
 import { EchoSuppressor } from './suppressor';
+import { TalkerCue, youngWeight } from './talker-cue';
 
 export interface ChannelOptions {
   hop: number;
@@ -126,6 +127,8 @@ export class EchoChannel {
   readonly presence: EchoPresence | null;
   /** The microphone block the output block is aligned with, kept while the output mixes it in. */
   private readonly micOut: Float64Array;
+  /** The filter-independent talker cue while the filter is young (terms bit 128; dropped after, null before). */
+  private cue: TalkerCue | null = null;
 
   static floats(o: { hop: number; partitions: number; shadowPartitions: number }): number {
     // Besides the filters: 15 float64 arrays of up to hop + 1 values (the channel's, the suppressor's, the β's).
@@ -239,6 +242,7 @@ export class EchoChannel {
     // Suppression and overlap-add synthesis.
     P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
     const beta = rise ? rise.apply(this.ratio.beta, s.ePow, s.yPow) : this.ratio.beta;
+    if (this.sup.terms & 128) this.talkerCue(d, ring, lag, farActive);
     const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, beta, s.tailIn, this.tailDecay, s.nl);
     if (rise && farActive) rise.judge(s.ePow, this.sup.resid, s.yPow);
     if (this.o.linearOnly) g.fill(1);
@@ -253,6 +257,23 @@ export class EchoChannel {
       pr.micPower(this.micOut, d, win, fft, s.ePow);
       s.yPow.fill(0);
     }
+  }
+
+  /**
+   * The talker cue (talker-cue.ts) on far-end hops while the filter is young, handed to the near-end evidence with the
+   * weight that blends it out as the filter converges (near-end.ts); dropped once that weight is 0.
+   */
+  private talkerCue(d: Float32Array, ring: RefRing, lag: number, farActive: boolean): void {
+    const ne = this.sup.nearEnd;
+    const w = youngWeight(this.hops);
+    if (w <= 0) {
+      this.cue = null;
+      ne.cue(NaN, 0);
+      return;
+    }
+    if (!this.cue) this.cue = new TalkerCue(this.hop, ring.capacity);
+    if (farActive) this.cue.update(this.micPrev, d, ring);
+    ne.cue(this.cue.explained, w);
   }
 
   /**

@@ -27,12 +27,31 @@ const HOLD_HOPS = 31;
 export const EVIDENCE_FROM = 4;
 export const EVIDENCE_TO = 100;
 
+/** The talker cue (terms bit 128, talker-cue.ts): the explained share (dB) at or above HI says no talker, at or below LO a talker. */
+const CUE_LO_DB = -3;
+const CUE_HI_DB = 1;
+/** While the cue counts, a hop also shows the talker where its error exceeds this times the echo estimate. */
+const NOW_OVER_ECHO = 2;
+
 export class NearEndEvidence {
   private e = 0;
   private y = 0;
   private r = 0;
   /** Hops since the error last stood above both estimates (large: never). */
   private since = HOLD_HOPS + 1;
+  /** The cue's share (1: no talker) weighted by how young the filter is; 1 where it does not count. */
+  private cueShare = 1;
+  private cueWeight = 0;
+
+  /**
+   * The talker cue of this hop: the microphone's explained share and its weight (0: none). A share of 0 or less (chance
+   * over-subtracted, mostly in the cue's first hops) or NaN counts as no measurement, as tuned.
+   */
+  cue(explained: number, weight: number): void {
+    this.cueWeight = weight;
+    const f = explained > 0 ? ramp(10 * Math.log10(explained) - CUE_LO_DB, CUE_HI_DB - CUE_LO_DB) : 1;
+    this.cueShare = weight > 0 ? 1 - weight * (1 - f) : 1;
+  }
 
   /** The share of the overdrive to apply this hop: 1 without evidence of a near-end talker, 0 with clear evidence. */
   share(): number {
@@ -40,7 +59,9 @@ export class NearEndEvidence {
     if (this.since > HOLD_HOPS || !(this.y > 0) || !(this.r > 0)) return 1;
     const fy = ramp(ECHO_HI_DB - 10 * Math.log10(this.e / this.y), ECHO_HI_DB - ECHO_LO_DB);
     if (fy >= 1) return 1;
-    const fr = ramp(RESID_HI_DB - 10 * Math.log10(this.e / this.r), RESID_HI_DB - RESID_LO_DB);
+    let fr = ramp(RESID_HI_DB - 10 * Math.log10(this.e / this.r), RESID_HI_DB - RESID_LO_DB);
+    // While the filter is young Φ, and with it the residual estimate, is large: the cue may say "talker" instead.
+    if (this.cueShare < fr) fr = this.cueShare;
     return fr > fy ? fr : fy;
   }
 
@@ -54,7 +75,8 @@ export class NearEndEvidence {
       y += yPow[k];
       r += resid[k];
     }
-    this.since = e > NOW_OVER_RESID * r && e > y ? 0 : this.since + 1;
+    const now = e > y && (e > NOW_OVER_RESID * r || (this.cueWeight > 0 && e > NOW_OVER_ECHO * y));
+    this.since = now ? 0 : this.since + 1;
     const a = 1 / HOPS;
     this.e += a * (e - this.e);
     this.y += a * (y - this.y);

@@ -31,8 +31,9 @@ export interface EchoCancellerOptions extends PresenceOptions {
   /**
    * The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16
    * (level-rise.ts), no overdrive while a near-end talker is evident 32 (near-end.ts), and by the same evidence the
-   * echo-estimate share and wideband terms held back and the gain kept fuller 64 (suppressor.ts; default 127, all;
-   * 63 is the canceller before it).
+   * echo-estimate share and wideband terms held back and the gain kept fuller 64 (suppressor.ts; default 127; 63 is
+   * the canceller before it), and in the first seconds a talker cue that does not lean on the filter 128 (talker-cue.ts;
+   * off by default: 255 turns it on).
    */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */

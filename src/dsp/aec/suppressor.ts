@@ -48,7 +48,8 @@ export class EchoSuppressor {
    * Which residual terms count, bit mask phi 1, leak 2, tail 4, wideband 8; 16: the channel raises β after a level rise
    * (level-rise.ts); 32: no overdrive while a near-end talker is evident (near-end.ts); 64: by the same evidence, the
    * leak and wideband terms held back, the floor raised towards NEAR_FLOOR and the decision-directed weight towards
-   * NEAR_DD.
+   * NEAR_DD; 128: while the filter is young, the evidence also takes a cue that does not lean on Φ (talker-cue.ts; the
+   * channel computes it).
    */
   terms = 15;
   /** The evidence of a near-end talker (used where terms have 32 or 64). */
