@@ -26,7 +26,7 @@ import { erle, magSdr } from './echo-metrics';
 import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { costRounds, sceneSecondsFor } from './echo-cpu';
 import { loadTalkers } from './echo-talkers';
-import { optionReader, settingValue } from '../lib/args';
+import { optionReader, settingsOf } from '../lib/args';
 
 interface Canceller {
   process(mic: Float32Array[], ref: Float32Array): Float32Array[];
@@ -121,17 +121,8 @@ async function main(args: string[]): Promise<void> {
       ? clipLevels.map((c) => ({ speaker, clipAt: c as number | undefined, label: `clip${Math.round(c * 100)}` }))
       : [{ speaker, clipAt: undefined as number | undefined, label: speaker as string }],
   );
-  const setsOf = (flag: string): Record<string, number | boolean | string> => {
-    const sets: Record<string, number | boolean | string> = {};
-    args.forEach((a, i) => {
-      if (a !== flag) return;
-      const [k, v] = args[i + 1].split('=');
-      sets[k] = settingValue(v);
-    });
-    return sets;
-  };
-  const sets = setsOf('--set');
-  const otherSets = setsOf('--other-set');
+  const sets = settingsOf(args, '--set');
+  const otherSets = settingsOf(args, '--other-set');
   const dtFrom = opt('--dt-from', '');
   const nearFromS = dtFrom === '' ? undefined : Number(dtFrom);
   const stWindows = args.includes('--st-windows');

@@ -22,7 +22,7 @@ import { bootstrapRatio } from '../lib/stats';
 import { costRounds, sceneSecondsFor, type EchoRunner } from './echo-cpu';
 import { makeScene, type Loudspeaker, type SceneKind } from './echo-scenes';
 import { agentTalkers, loadTalkers } from './echo-talkers';
-import { optionReader, settingValue } from '../lib/args';
+import { optionReader, settingsOf } from '../lib/args';
 
 const R = 128;
 const K = R + 1;
@@ -142,12 +142,7 @@ async function main(args: string[]): Promise<void> {
   const rounds = Number(opt('--rounds', '6'));
   const seconds = Number(opt('--seconds', '2'));
   const other = args.includes('--other') ? path.resolve(opt('--other', '')) : null;
-  const opts: Record<string, number | boolean | string> = {};
-  args.forEach((a, i) => {
-    if (a !== '--set') return;
-    const [k, v] = args[i + 1].split('=');
-    opts[k] = settingValue(v);
-  });
+  const opts = settingsOf(args, '--set');
   const talkers = args.includes('--agent') ? agentTalkers(loadTalkers()) : loadTalkers();
   const scene = makeScene({ kind: opt('--kind', 'dt') as SceneKind, seed: 77, seconds: sceneSecondsFor(rounds, seconds), speaker: args.includes('--speaker') ? (opt('--speaker', '') as Loudspeaker) : undefined }, talkers);
   console.log(`scene: ${scene.name}, ${scene.speaker} loudspeaker`);

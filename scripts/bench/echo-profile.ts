@@ -11,7 +11,7 @@ import inspector from 'node:inspector';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { makeScene, type Loudspeaker } from './echo-scenes';
 import { agentTalkers, loadTalkers } from './echo-talkers';
-import { optionReader, settingValue } from '../lib/args';
+import { optionReader, settingsOf } from '../lib/args';
 
 interface Node {
   id: number;
@@ -37,6 +37,8 @@ const GROUPS: [string, RegExp][] = [
   ['delay estimator', /delay-estimator\.js|^wasm corr$/],
   // Only until it settles (a stream's first second of reference): its share falls with --seconds.
   ['prior scale (the first 125 hops of reference only)', /prior-scale\.js|^wasm pcross$/],
+  // Only with terms bit 128, and only while the filter is young (a stream's first 5 s of reference).
+  ['talker cue (terms bit 128, the first 5 s of reference only)', /talker-cue\.js/],
   // The misses of a stream's cold state, taken at once before its first hop of a chunk (canceller.ts prefetch()).
   ['prefetch (WebAssembly touch: the state brought into cache)', /^wasm touch$/],
 ];
@@ -52,12 +54,7 @@ async function main(args: string[]): Promise<void> {
   const warm = Number(opt('--warm', '0'));
   const talkers = args.includes('--agent') ? agentTalkers(loadTalkers()) : loadTalkers();
   const scene = makeScene({ kind: 'dt', seed: 77, seconds: seconds + warm, speaker: opt('--speaker', 'clip') as Loudspeaker }, talkers);
-  const opts: Record<string, number | boolean | string> = {};
-  args.forEach((a, i) => {
-    if (a !== '--set') return;
-    const [k, v] = args[i + 1].split('=');
-    opts[k] = settingValue(v);
-  });
+  const opts = settingsOf(args, '--set');
   const aecs = Array.from({ length: streams }, () => new EchoCanceller({ channels: 1, ...opts }));
   const from = Math.round(warm * 50) * 320;
   for (let a = 0; a + 320 <= from; a += 320) for (const c of aecs) c.process([scene.mic.subarray(a, a + 320)], scene.ref.subarray(a, a + 320));

@@ -13,3 +13,14 @@ export function settingValue(v: string): number | boolean | string {
   if (v === 'true' || v === 'false') return v === 'true';
   return Number.isNaN(Number(v)) ? v : Number(v);
 }
+
+/** Every `flag key=value` pair in args (e.g. `--set nlEvery=8`), as options: the values read by settingValue. */
+export function settingsOf(args: string[], flag: string): Record<string, number | boolean | string> {
+  const sets: Record<string, number | boolean | string> = {};
+  args.forEach((a, i) => {
+    if (a !== flag || !args[i + 1]) return;
+    const [k, v] = args[i + 1].split('=');
+    sets[k] = settingValue(v);
+  });
+  return sets;
+}
