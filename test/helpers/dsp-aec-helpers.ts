@@ -4,6 +4,7 @@
 import path from 'node:path';
 import { WavReader } from '../../src/audio/wav';
 import { AEC_LATENCY, EchoCanceller, type EchoCancellerOptions, type EchoCancellerStats } from '../../src/dsp/aec';
+import type { RefRing } from '../../src/dsp/aec/ref-ring';
 import { Decimator3 } from '../../src/dsp/resample';
 import { activeRms, FS, type Talkers } from '../../scripts/bench/echo-scenes';
 
@@ -76,4 +77,14 @@ export function runCanceller(mic: Float32Array[], ref: Float32Array, opts: Parti
     tail,
   );
   return { out: out.map((ch) => ch.slice(AEC_LATENCY, AEC_LATENCY + n)), stats: aec.stats(), aec };
+}
+
+/** A reference spectrum (bins 0..re.length-1) into the ring's next entry with its power, as the canceller's hop writes it. */
+export function pushSpectrum(ring: RefRing, re: Float64Array, im: Float64Array): void {
+  const o = ring.advance();
+  for (let k = 0; k < re.length; k++) {
+    ring.re.a[o + k] = re[k];
+    ring.im.a[o + k] = im[k];
+    ring.pow.a[o + k] = re[k] * re[k] + im[k] * im[k];
+  }
 }

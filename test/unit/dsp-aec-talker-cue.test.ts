@@ -7,7 +7,7 @@ import { RefRing } from '../../src/dsp/aec/ref-ring';
 import { RealFFT } from '../../src/dsp/fft';
 import { magSdr } from '../../scripts/bench/echo-metrics';
 import { makeScene } from '../../scripts/bench/echo-scenes';
-import { FS, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
+import { FS, pushSpectrum, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
 
 jest.setTimeout(60_000);
 
@@ -47,12 +47,7 @@ function explained(x: Float32Array, d: Float32Array, hops: number): number {
   for (let h = 1; h < hops; h++) {
     for (let i = 0; i < 2 * HOP; i++) frame[i] = x[(h - 1) * HOP + i];
     fft.forward(frame, 0, re, im);
-    const o = ring.advance();
-    for (let k = 0; k <= HOP; k++) {
-      ring.re.a[o + k] = re[k];
-      ring.im.a[o + k] = im[k];
-      ring.pow.a[o + k] = re[k] * re[k] + im[k] * im[k];
-    }
+    pushSpectrum(ring, re, im);
     const block = d.subarray(h * HOP, (h + 1) * HOP);
     cue.update(micPrev, block, ring);
     micPrev.set(block);

@@ -7,7 +7,7 @@ import { PRIOR_ZONE_DB, PriorScale } from '../../src/dsp/aec/prior-scale';
 import { AecArena } from '../../src/dsp/aec/kernel';
 import { RefRing } from '../../src/dsp/aec/ref-ring';
 import { RealFFT } from '../../src/dsp/fft';
-import { FS, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
+import { FS, pushSpectrum, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
 
 jest.setTimeout(30_000);
 
@@ -124,12 +124,7 @@ function priorFactor(gainDb: number, nearDb: number | null, echo = true, tonal =
     frame.set(x[h - 1], 0);
     frame.set(x[h], hop);
     fft.forward(frame, 0, re, im);
-    const o = ring.advance();
-    for (let k = 0; k <= hop; k++) {
-      ring.re.a[o + k] = re[k];
-      ring.im.a[o + k] = im[k];
-      ring.pow.a[o + k] = re[k] * re[k] + im[k] * im[k];
-    }
+    pushSpectrum(ring, re, im);
     const mic = Float32Array.from({ length: hop }, (_, i) => (echo ? g * x[h - 2][i] : 0) + (nearDb === null ? 0 : g * Math.pow(10, nearDb / 20) * (tonal ? nearTone(h, i) : noise())));
     let refE = 0;
     for (let i = 0; i < hop; i++) refE += x[h][i] * x[h][i];

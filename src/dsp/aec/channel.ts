@@ -242,7 +242,7 @@ export class EchoChannel {
     // Suppression and overlap-add synthesis.
     P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
     const beta = rise ? rise.apply(this.ratio.beta, s.ePow, s.yPow) : this.ratio.beta;
-    if (this.sup.terms & 128) this.talkerCue(d, ring, lag, farActive);
+    if (this.sup.terms & 128) this.talkerCue(d, ring, farActive);
     const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, beta, s.tailIn, this.tailDecay, s.nl);
     if (rise && farActive) rise.judge(s.ePow, this.sup.resid, s.yPow);
     if (this.o.linearOnly) g.fill(1);
@@ -263,7 +263,7 @@ export class EchoChannel {
    * The talker cue (talker-cue.ts) on far-end hops while the filter is young, handed to the near-end evidence with the
    * weight that blends it out as the filter converges (near-end.ts); dropped once that weight is 0.
    */
-  private talkerCue(d: Float32Array, ring: RefRing, lag: number, farActive: boolean): void {
+  private talkerCue(d: Float32Array, ring: RefRing, farActive: boolean): void {
     const ne = this.sup.nearEnd;
     const w = youngWeight(this.hops);
     if (w <= 0) {
