@@ -60,7 +60,8 @@ export interface EchoCancellerOptions extends PresenceOptions {
   /**
    * The lowest bins (of 129, 62.5 Hz apart) the per-bin work covers: the filters, their updates, the suppressor and
    * the residual estimates (default 129: all). Rounded up to a multiple of 4. Below 129 the output above the band is 0:
-   * for input that carries nothing there (narrow band, interpolated from 8 kHz: narrowband.ts sets 72, 0–4.44 kHz).
+   * meant for input that carries nothing there (narrow band, interpolated from 8 kHz: 72 bins, 0–4.44 kHz), but not set
+   * by any chain: at 72 bins a path change at 8 kHz lost 4.8 dB (docs/echo.md, "Narrow band").
    */
   bins?: number;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
