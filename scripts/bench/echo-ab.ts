@@ -12,6 +12,8 @@
 //        [--st-windows]   (single talk: ERLE also over 2–5 and 5–10 s, groups st-…:2-5 and :5-10)
 //        [--oracle-knot]  (this side's clip knot, with clipKnot=1, fixed from the first learning step at the scene's true
 //                          clip level and counted as settled: the upper bound of the knot's search)
+//        [--narrow]       (scenes at 8 kHz, run as the narrow-band chain runs the canceller, scored at 8 kHz: echo-narrow.ts;
+//                          this side with bins=72, 0–4.44 kHz, unless --set bins=...; no --aecmos)
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,13 +29,15 @@ import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './e
 import { costRounds, sceneSecondsFor } from './echo-cpu';
 import { loadTalkers } from './echo-talkers';
 import { optionReader, settingsOf } from '../lib/args';
+import { NARROW_FS, narrowScene, runNarrow } from './echo-narrow';
+
 
 interface Canceller {
   process(mic: Float32Array[], ref: Float32Array): Float32Array[];
 }
 type Make = () => Canceller;
 
-function run(make: Make, scene: Scene): { out: Float32Array; cpuS: number } {
+function run(make: Make, scene: { mic: Float32Array; ref: Float32Array }): { out: Float32Array; cpuS: number } {
   const aec = make();
   const n = scene.mic.length;
   const out = new Float32Array(n + AEC_LATENCY + 320);
@@ -63,11 +67,11 @@ function aecmos(talk: string, scene: Scene, out: Float32Array, tmp: string): { e
   return { echo: j.echo_mos, other: j.other_mos };
 }
 
-function score(scene: Scene, out: Float32Array, dtWhole: boolean): number {
+function score(scene: Scene, out: Float32Array, dtWhole: boolean, fs = FS): number {
   const n = scene.mic.length;
-  if (scene.kind === 'st') return erle(scene, out, 10 * FS, n);
-  if (scene.kind === 'path') return erle(scene, out, scene.changeAt! + 2 * FS, n);
-  return magSdr(scene.near, out, dtWhole ? scene.nearFrom! : 10 * FS, n);
+  if (scene.kind === 'st') return erle(scene, out, 10 * fs, n);
+  if (scene.kind === 'path') return erle(scene, out, scene.changeAt! + 2 * fs, n);
+  return magSdr(scene.near, out, dtWhole ? scene.nearFrom! : 10 * fs, n);
 }
 
 /** nsm-2's live streams, then A, then B on the same audio, per round; CPU per stream-second of each. */
@@ -114,14 +118,16 @@ async function main(args: string[]): Promise<void> {
   const n = Number(opt('--n', '4'));
   const kinds = opt('--kinds', 'st,dt,path').split(',') as SceneKind[];
   const speakers = opt('--speakers', 'linear,clip,sigmoid').split(',') as Loudspeaker[];
-  const withMos = args.includes('--aecmos');
+  const withMos = args.includes('--aecmos') && !args.includes('--narrow');
   const clipLevels = opt('--clip-levels', '0.55').split(',').map(Number);
   const speakerRuns = speakers.flatMap((speaker) =>
     speaker === 'clip' && (clipLevels.length > 1 || clipLevels[0] !== 0.55)
       ? clipLevels.map((c) => ({ speaker, clipAt: c as number | undefined, label: `clip${Math.round(c * 100)}` }))
       : [{ speaker, clipAt: undefined as number | undefined, label: speaker as string }],
   );
-  const sets = settingsOf(args, '--set');
+  const narrow = args.includes('--narrow');
+  const rate = narrow ? NARROW_FS : FS;
+  const sets = { ...(narrow ? { bins: 72 } : {}), ...settingsOf(args, '--set') };
   const otherSets = settingsOf(args, '--other-set');
   const dtFrom = opt('--dt-from', '');
   const nearFromS = dtFrom === '' ? undefined : Number(dtFrom);
@@ -147,24 +153,25 @@ async function main(args: string[]): Promise<void> {
   for (const kind of kinds) {
     for (const { speaker, clipAt, label } of speakerRuns) {
       for (let i = 0; i < n; i++) {
-        const scene = makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker, clipAt, ...(kind === 'dt' && nearFromS !== undefined ? { nearFromS } : {}) }, talkers);
+        const make = narrow ? narrowScene : (s: Scene): Scene => s;
+        const scene = make(makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker, clipAt, ...(kind === 'dt' && nearFromS !== undefined ? { nearFromS } : {}) }, talkers));
         // The generator scales the reference to a peak of 0.7 and clips at clipAt of it.
         oracleLevel = speaker === 'clip' ? 0.7 * (clipAt ?? 0.55) : 0;
         const order = idx++ % 2 ? [1, 0] : [0, 1];
         const outs: Float32Array[] = [];
         for (const vi of order) {
-          const r = run(makes[vi], scene);
+          const r = narrow ? runNarrow((s) => run(makes[vi], s), scene) : run(makes[vi], scene);
           outs[vi] = r.out;
           cpu[vi] += r.cpuS;
           cpuPairs[vi].push(r.cpuS);
         }
         const line: string[] = [];
         outs.forEach((out, vi) => {
-          const m = score(scene, out, nearFromS !== undefined);
+          const m = score(scene, out, nearFromS !== undefined, rate);
           for (const g of [`${kind}-${label}`, `${kind}-all`]) push(g, vi, m);
           if (kind === 'st' && stWindows) {
             for (const [a, b] of [[2, 5], [5, 10]]) {
-              const w = erle(scene, out, a * FS, b * FS);
+              const w = erle(scene, out, a * rate, b * rate);
               for (const g of [`${kind}-${label}`, `${kind}-all`]) push(`${g}:${a}-${b}`, vi, w);
             }
           }

@@ -149,11 +149,12 @@ export class EchoCanceller {
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
       { length: opts.channels },
-      () => new EchoChannel(this.arena, { hop: HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true }),
+      () => new EchoChannel(this.arena, { hop: HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, bins: o.bins }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);
-      this.chans[0].learner = new NonlinearLearner(this.arena, this.model, HOP, this.partitions, stride, o.nlEvery);
+      const main = this.chans[0].main;
+      this.chans[0].learner = new NonlinearLearner(this.arena, this.model, HOP, this.partitions, stride, o.nlEvery, { bins: main.bins, stride: main.stride });
     }
     for (const ch of this.chans) {
       ch.passes = passes;

@@ -31,6 +31,7 @@ export interface ChannelOptions {
   presence: boolean;
   /** Whether an echo appearing after the channel found none is searched for as at a call's start (EchoPresence.restart). */
   presenceRestart: boolean;
+  /** The lowest bins the filters and the suppressor cover (options.ts `bins`; default all): above them the output is 0. */ bins?: number;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
@@ -139,15 +140,15 @@ export class EchoChannel {
     this.o = o;
     this.hop = o.hop;
     this.bins = o.hop + 1;
-    this.main = new PartitionedKalmanFilter(arena, { block: o.hop, partitions: o.partitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay });
-    this.shadow = new ShadowFilter(arena, this.bins, o.shadowPartitions, 0.25);
+    this.main = new PartitionedKalmanFilter(arena, { block: o.hop, partitions: o.partitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, bins: o.bins });
+    this.shadow = new ShadowFilter(arena, this.main.bins, o.shadowPartitions, 0.25);
     // The per-bin and per-sample state in the arena, where the WebAssembly hop passes reach it.
     const f64 = (n: number): Float64Array => arena.f64(n);
-    this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias, f64);
-    this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias, f64);
+    this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias, f64, this.main.bins);
+    this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias, f64, this.main.bins);
     this.env = f64(this.bins);
     this.rise = new LevelRise(this.bins, 125, f64);
-    this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive }, f64);
+    this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive, active: this.main.bins }, f64);
     this.micPrev = f64(o.hop);
     this.ePrev = f64(o.hop);
     this.ola = f64(o.hop);
@@ -187,7 +188,7 @@ export class EchoChannel {
       s.yPow.fill(0);
       fft.sig.fill(0, R, 2 * R);
     } else {
-      P.echoRows(K, main.yRe.a, main.yIm.a, withShadow ? sh.yRe.a : null, withShadow ? sh.yIm.a : null, fft.re, fft.im, s.yPow);
+      P.echoRows(K, main.bins, main.yRe.a, main.yIm.a, withShadow ? sh.yRe.a : null, withShadow ? sh.yIm.a : null, fft.re, fft.im, s.yPow);
       fft.inverse(withShadow ? 2 : 1);
     }
     // The errors and their energies, and the rows of the forward FFTs: row 0 the suppressor's frame (the windowed
@@ -220,7 +221,7 @@ export class EchoChannel {
     fft.forward(withShadow ? 3 : farActive ? 2 : 1);
     // The suppressor's spectrum and |E|²; on far-end hops also the filters' error spectra E = FFT([0, e]) into the
     // arena, and Ψ_S from the main filter's.
-    P.spectra(K, fft.re, fft.im, s.aRe, s.aIm, s.ePow, farActive, main.phi.a, this.psiS, main.eRe.a, main.eIm.a, withShadow, sh.eRe.a, sh.eIm.a);
+    P.spectra(K, main.bins, fft.re, fft.im, s.aRe, s.aIm, s.ePow, farActive, main.phi.a, this.psiS, main.eRe.a, main.eIm.a, withShadow, sh.eRe.a, sh.eIm.a);
     this.wideband(ring, lag);
     const rise = this.sup.terms & 16 ? this.rise : null;
     if (rise) rise.hop(this.pw, farActive);
@@ -321,7 +322,7 @@ export class EchoChannel {
   /** Per bin, the echo power entering the room's tail beyond the filter: |W_last|² |X at the first lag past it|² / 2. */
   private tailInput(ring: RefRing, lag: number, out: Float64Array): void {
     const P = this.main.partitions;
-    const K = this.bins;
+    const K = this.main.bins;
     const x = ring.offset(lag + P);
     const o = (P - 1) * this.main.stride;
     const wRe = this.main.wRe.a;
@@ -342,9 +343,9 @@ export class EchoChannel {
     const x = ring.offset(lag + this.peak);
     let p = 0;
     const pow = ring.pow.a;
-    for (let k = 0; k < this.bins; k++) p += pow[x + k];
+    for (let k = 0; k < this.main.bins; k++) p += pow[x + k];
     this.pw = 0.5 * this.pw + (0.5 * p) / this.bins;
-    for (let k = 0; k < this.bins; k++) this.env[k] = Math.max(this.pw, this.tailDecay[k] * this.env[k]);
+    for (let k = 0; k < this.main.bins; k++) this.env[k] = Math.max(this.pw, this.tailDecay[k] * this.env[k]);
   }
 
   /**
@@ -353,7 +354,7 @@ export class EchoChannel {
    */
   private estimateDecay(): void {
     const P = this.main.partitions;
-    const K = this.bins;
+    const K = this.main.bins;
     const S = this.main.stride;
     const w = this.main.wRe.a;
     const wi = this.main.wIm.a;

@@ -8,8 +8,11 @@ import { wasmModule } from '../wasm-load';
 export const AEC_HOP_WASM = path.join(__dirname, '..', 'wasm', 'aec-hop.wasm');
 
 export interface HopPasses {
-  /** Ŷ into spectrum row 0 of re/im, |Ŷ|² / 2 into yPow; with the shadow's Ŷ (sRe non-null) into row 1. */
-  echoRows(K: number, yRe: Float32Array, yIm: Float32Array, sRe: Float32Array | null, sIm: Float32Array | null, re: Float64Array, im: Float64Array, yPow: Float64Array): void;
+  /**
+   * Ŷ into spectrum row 0 of re/im, |Ŷ|² / 2 into yPow; with the shadow's Ŷ (sRe non-null) into row 1. Rows of K bins,
+   * the first n written (n < K where the canceller's band is limited: options.ts `bins`).
+   */
+  echoRows(K: number, n: number, yRe: Float32Array, yIm: Float32Array, sRe: Float32Array | null, sIm: Float32Array | null, re: Float64Array, im: Float64Array, yPow: Float64Array): void;
   /**
    * e = d − ŷ (row 0's second half of t) and the shadow's (row 1's), their energies into res[0..2] (main error, echo
    * estimate, shadow error); then the forward rows of t: row 0 the windowed [ePrev, e], row 1 [0, e] (mode ≥ 1), row 2
@@ -19,9 +22,9 @@ export interface HopPasses {
   /**
    * Row 0's spectrum into aRe/aIm, its power into ePow; with `far`, row 1 (the main filter's E) into mRe/mIm and the
    * near-end power Ψ_S updated (the part of |E|² that Φ does not explain: rises at once, falls smoothly); with
-   * `shadow`, row 2 into sRe/sIm.
+   * `shadow`, row 2 into sRe/sIm. Row 0 over all K bins, rows 1 and 2 over the first n (the filters' band).
    */
-  spectra(K: number, re: Float64Array, im: Float64Array, aRe: Float64Array, aIm: Float64Array, ePow: Float64Array, far: boolean, phi: Float32Array, psi: Float64Array, mRe: Float32Array, mIm: Float32Array, shadow: boolean, sRe: Float32Array, sIm: Float32Array): void;
+  spectra(K: number, n: number, re: Float64Array, im: Float64Array, aRe: Float64Array, aIm: Float64Array, ePow: Float64Array, far: boolean, phi: Float32Array, psi: Float64Array, mRe: Float32Array, mIm: Float32Array, shadow: boolean, sRe: Float32Array, sIm: Float32Array): void;
   /** re/im row 0 = a · g. */
   applyGains(K: number, aRe: Float64Array, aIm: Float64Array, g: Float64Array, re: Float64Array, im: Float64Array): void;
   /** out[at + i] = ola + row 0 windowed; ola ← the row's windowed second half; micPrev ← d. */
@@ -40,16 +43,25 @@ export type SuppressKernel = (
 ) => void;
 
 export const jsHopPasses: HopPasses = {
-  echoRows(K, yRe, yIm, sRe, sIm, re, im, yPow) {
-    for (let k = 0; k < K; k++) {
+  echoRows(K, n, yRe, yIm, sRe, sIm, re, im, yPow) {
+    for (let k = 0; k < n; k++) {
       re[k] = yRe[k];
       im[k] = yIm[k];
       yPow[k] = 0.5 * (yRe[k] * yRe[k] + yIm[k] * yIm[k]);
     }
+    // Above the band the rows are 0 (the filters have nothing there).
+    if (n < K) {
+      re.fill(0, n, K);
+      im.fill(0, n, K);
+    }
     if (!sRe || !sIm) return;
-    for (let k = 0; k < K; k++) {
+    for (let k = 0; k < n; k++) {
       re[K + k] = sRe[k];
       im[K + k] = sIm[k];
+    }
+    if (n < K) {
+      re.fill(0, K + n, 2 * K);
+      im.fill(0, K + n, 2 * K);
     }
   },
   errorRows(R, t, d, ePrev, win, mode, res) {
@@ -81,7 +93,7 @@ export const jsHopPasses: HopPasses = {
     res[1] = echoEnergy;
     res[2] = errShadow;
   },
-  spectra(K, re, im, aRe, aIm, ePow, far, phi, psi, mRe, mIm, shadow, sRe, sIm) {
+  spectra(K, n, re, im, aRe, aIm, ePow, far, phi, psi, mRe, mIm, shadow, sRe, sIm) {
     for (let k = 0; k < K; k++) {
       const r0 = re[k];
       const i0 = im[k];
@@ -90,7 +102,7 @@ export const jsHopPasses: HopPasses = {
       ePow[k] = r0 * r0 + i0 * i0;
     }
     if (!far) return;
-    for (let k = 0; k < K; k++) {
+    for (let k = 0; k < n; k++) {
       const r1 = re[K + k];
       const i1 = im[K + k];
       mRe[k] = r1;
@@ -100,7 +112,7 @@ export const jsHopPasses: HopPasses = {
       psi[k] = inst > psi[k] ? inst : 0.9 * psi[k] + 0.1 * inst;
     }
     if (!shadow) return;
-    for (let k = 0; k < K; k++) {
+    for (let k = 0; k < n; k++) {
       sRe[k] = re[2 * K + k];
       sIm[k] = im[2 * K + k];
     }
@@ -125,9 +137,9 @@ export const jsHopPasses: HopPasses = {
 };
 
 interface Exports {
-  echoRows(K: number, yRe: number, yIm: number, sRe: number, sIm: number, shadow: number, re: number, im: number, yPow: number): void;
+  echoRows(K: number, n: number, yRe: number, yIm: number, sRe: number, sIm: number, shadow: number, re: number, im: number, yPow: number): void;
   errorRows(R: number, sig: number, d: number, ePrev: number, win: number, mode: number, res: number): void;
-  spectra(K: number, re: number, im: number, aRe: number, aIm: number, ePow: number, far: number, phi: number, psi: number, mRe: number, mIm: number, shadow: number, sRe: number, sIm: number): void;
+  spectra(K: number, n: number, re: number, im: number, aRe: number, aIm: number, ePow: number, far: number, phi: number, psi: number, mRe: number, mIm: number, shadow: number, sRe: number, sIm: number): void;
   applyGains(K: number, aRe: number, aIm: number, g: number, re: number, im: number): void;
   overlapAdd(R: number, sig: number, win: number, ola: number, d: number, micPrev: number, out: number): void;
   mulInto(K: number, a: number, b: number, out: number): void;
@@ -149,11 +161,11 @@ export function hopModule(): WebAssembly.Module | null {
 export function wasmHopPasses(mod: WebAssembly.Module, memory: WebAssembly.Memory, outBlock: Float32Array, par: Float64Array): HopPasses {
   const k = new WebAssembly.Instance(mod, { env: { memory, abort: () => {} } }).exports as unknown as Exports;
   return {
-    echoRows: (K, yRe, yIm, sRe, sIm, re, im, yPow) =>
-      k.echoRows(K, yRe.byteOffset, yIm.byteOffset, sRe ? sRe.byteOffset : 0, sIm ? sIm.byteOffset : 0, sRe && sIm ? 1 : 0, re.byteOffset, im.byteOffset, yPow.byteOffset),
+    echoRows: (K, n, yRe, yIm, sRe, sIm, re, im, yPow) =>
+      k.echoRows(K, n, yRe.byteOffset, yIm.byteOffset, sRe ? sRe.byteOffset : 0, sIm ? sIm.byteOffset : 0, sRe && sIm ? 1 : 0, re.byteOffset, im.byteOffset, yPow.byteOffset),
     errorRows: (R, t, d, ePrev, win, mode, res) => k.errorRows(R, t.byteOffset, d.byteOffset, ePrev.byteOffset, win.byteOffset, mode, res.byteOffset),
-    spectra: (K, re, im, aRe, aIm, ePow, far, phi, psi, mRe, mIm, shadow, sRe, sIm) =>
-      k.spectra(K, re.byteOffset, im.byteOffset, aRe.byteOffset, aIm.byteOffset, ePow.byteOffset, far ? 1 : 0, phi.byteOffset, psi.byteOffset, mRe.byteOffset, mIm.byteOffset, shadow ? 1 : 0, sRe.byteOffset, sIm.byteOffset),
+    spectra: (K, n, re, im, aRe, aIm, ePow, far, phi, psi, mRe, mIm, shadow, sRe, sIm) =>
+      k.spectra(K, n, re.byteOffset, im.byteOffset, aRe.byteOffset, aIm.byteOffset, ePow.byteOffset, far ? 1 : 0, phi.byteOffset, psi.byteOffset, mRe.byteOffset, mIm.byteOffset, shadow ? 1 : 0, sRe.byteOffset, sIm.byteOffset),
     applyGains: (K, aRe, aIm, g, re, im) => k.applyGains(K, aRe.byteOffset, aIm.byteOffset, g.byteOffset, re.byteOffset, im.byteOffset),
     overlapAdd: (R, t, win, ola, d, micPrev, out, at) => {
       k.overlapAdd(R, t.byteOffset, win.byteOffset, ola.byteOffset, d.byteOffset, micPrev.byteOffset, outBlock.byteOffset);

@@ -34,6 +34,8 @@ export interface KalmanOptions {
    * of a room impulse response", IEEE TSAP 1(1)).
    */
   priorDecay: number;
+  /** Bins the filter covers, the lowest (default block + 1: all; fewer where the input's band is limited, options.ts). */
+  bins?: number;
 }
 
 export class PartitionedKalmanFilter {
@@ -71,7 +73,7 @@ export class PartitionedKalmanFilter {
   constructor(arena: AecArena, opts: KalmanOptions) {
     this.arena = arena;
     this.block = opts.block;
-    this.bins = opts.block + 1;
+    this.bins = Math.min(opts.block + 1, opts.bins ?? opts.block + 1);
     this.stride = (this.bins + 3) & ~3;
     this.partitions = opts.partitions;
     this.step = opts.step;
@@ -179,6 +181,11 @@ export class PartitionedKalmanFilter {
     for (let k = 0; k < K; k++) {
       fr[k] = re[o + k];
       fi[k] = im[o + k];
+    }
+    // Bins above a limited band are 0 (the filter has none there).
+    if (K < R + 1) {
+      fr.fill(0, K, R + 1);
+      fi.fill(0, K, R + 1);
     }
     fft.inverse(1);
     fft.sig.fill(0, R, 2 * R);

@@ -49,17 +49,21 @@ export class NonlinearLearner {
     return 2 * stride * partitions + 2 * stride + partitions + 12;
   }
 
-  constructor(arena: AecArena, model: LoudspeakerModel, hop: number, partitions: number, stride: number, every: number) {
+  /**
+   * `stride`: the model's rows (Z's); `band`: the main filter's bins and rows (fewer where the canceller's band is
+   * limited, options.ts `bins`: Z is 0 above them).
+   */
+  constructor(arena: AecArena, model: LoudspeakerModel, hop: number, partitions: number, stride: number, every: number, band = { bins: hop + 1, stride }) {
     this.arena = arena;
     this.every = every;
     this.decay = Math.pow(NL_FORGET, every);
     this.model = model;
     this.P = partitions;
     this.R = hop;
-    this.bins = hop + 1;
-    this.stride = stride;
-    this.eRe = arena.alloc(stride * partitions);
-    this.eIm = arena.alloc(stride * partitions);
+    this.bins = band.bins;
+    this.stride = band.stride;
+    this.eRe = arena.alloc(band.stride * partitions);
+    this.eIm = arena.alloc(band.stride * partitions);
     this.offs = arena.alloc(partitions);
     this.zRe = arena.alloc(stride);
     this.zIm = arena.alloc(stride);

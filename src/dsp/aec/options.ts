@@ -57,6 +57,13 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * default: it acted on 2 of 12 tuning scenes and on none of 228 held-out ones.
    */
   delayGuard?: boolean;
+  /**
+   * The lowest bins (of 129, 62.5 Hz apart) the per-bin work covers: the filters, their updates, the suppressor and
+   * the residual estimates (default 129: all). Rounded up to a multiple of 4. Below 129 the output above the band is 0:
+   * meant for input that carries nothing there (narrow band, interpolated from 8 kHz: 72 bins, 0–4.44 kHz), but not set
+   * by any chain: at 72 bins a path change at 8 kHz lost 4.8 dB (docs/echo.md, "Narrow band").
+   */
+  bins?: number;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
   presence?: boolean;
 }
@@ -97,5 +104,6 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
     presence: opts.presence ?? true,
     delayGuard: opts.delayGuard ?? false,
+    bins: Math.min(129, Math.max(4, (Math.ceil(opts.bins ?? 129) + 3) & ~3)),
   };
 }

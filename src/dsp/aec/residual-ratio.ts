@@ -32,13 +32,13 @@ export class ResidualRatio {
 
   private readonly bias: number;
 
-  /** `f64` allocates β (zeroed; by default a plain array). */
-  constructor(bins: number, binsPerBand: number, minShare = 0.1, bias = 1, f64: (n: number) => Float64Array = (n) => new Float64Array(n)) {
+  /** `f64` allocates β (zeroed; by default a plain array); `active`: the lowest bins judged (β stays 1 above them). */
+  constructor(bins: number, binsPerBand: number, minShare = 0.1, bias = 1, f64: (n: number) => Float64Array = (n) => new Float64Array(n), active = bins) {
     this.minShare = minShare;
     this.bias = bias;
-    this.bins = bins;
+    this.bins = Math.min(bins, active);
     this.binsPerBand = binsPerBand;
-    this.bands = Math.ceil(bins / binsPerBand);
+    this.bands = Math.ceil(this.bins / binsPerBand);
     this.cur = new Float64Array(this.bands).fill(Infinity);
     this.past = new Float64Array(this.bands * SUBS).fill(1);
     this.beta = f64(bins).fill(1);

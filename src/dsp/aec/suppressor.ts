@@ -30,6 +30,8 @@ export interface SuppressorOptions {
   hopsPerSecond: number;
   /** Extra over-estimation while the error is mostly residual echo (no near-end speech evident). */
   overdrive: number;
+  /** The lowest bins the gains are computed for (default all); the gain above them is 0 (options.ts `bins`). */
+  active?: number;
 }
 
 export class EchoSuppressor {
@@ -43,6 +45,8 @@ export class EchoSuppressor {
   /** The residual estimate without the near end's hold (bits 64), for the evidence; the evidence's bins only. */
   private readonly full: Float64Array;
   private readonly noiseRise: number;
+  /** The bins computed. */
+  private readonly K: number;
   private started = false;
   /**
    * Which residual terms count, bit mask phi 1, leak 2, tail 4, wideband 8; 16: the channel raises β after a level rise
@@ -62,6 +66,8 @@ export class EchoSuppressor {
     this.o = opts;
     const K = opts.bins;
     this.gain = f64(K).fill(1);
+    this.K = Math.min(K, opts.active ?? K);
+    this.gain.fill(0, this.K);
     this.prevClean = f64(K);
     this.noise = f64(K);
     this.smoothPow = f64(K);
@@ -87,7 +93,7 @@ export class EchoSuppressor {
     nl: Float64Array,
   ): Float64Array {
     const o = this.o;
-    const K = o.bins;
+    const K = this.K;
     const g = this.gain;
     const noise = this.noise;
     const sp = this.smoothPow;
@@ -184,7 +190,9 @@ export class EchoSuppressor {
     const wNl = m & 8 ? 1 : 0;
     const full = this.full;
     const tail = this.tail;
-    for (let k = EVIDENCE_FROM; k < EVIDENCE_TO; k++) {
+    // Within the computed bins (Φ has no more); the evidence reads 0 above them.
+    const to = Math.min(EVIDENCE_TO, this.K);
+    for (let k = EVIDENCE_FROM; k < to; k++) {
       const a = beta[k - 1] * yPow[k - 1];
       const b = beta[k] * yPow[k];
       const c = beta[k + 1] * yPow[k + 1];

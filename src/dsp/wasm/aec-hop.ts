@@ -18,19 +18,31 @@
   store<f32>(p + (<usize>i << 2), <f32>v);
 }
 
-/** Ŷ (float32) into spectrum row 0, |Ŷ|² / 2 into yPow; with `shadow`, the shadow's Ŷ into row 1. */
-export function echoRows(K: i32, yRe: usize, yIm: usize, sRe: usize, sIm: usize, shadow: i32, re: usize, im: usize, yPow: usize): void {
-  for (let k = 0; k < K; k++) {
+/**
+ * Ŷ (float32) into spectrum row 0, |Ŷ|² / 2 into yPow; with `shadow`, the shadow's Ŷ into row 1. Rows of K bins, the
+ * first n of them written (n < K: the canceller's band is limited, options.ts `bins`).
+ */
+export function echoRows(K: i32, n: i32, yRe: usize, yIm: usize, sRe: usize, sIm: usize, shadow: i32, re: usize, im: usize, yPow: usize): void {
+  for (let k = 0; k < n; k++) {
     const a = f32At(yRe, k);
     const b = f32At(yIm, k);
     setF64(re, k, a);
     setF64(im, k, b);
     setF64(yPow, k, 0.5 * (a * a + b * b));
   }
+  // Above the band the rows are 0 (the filters have nothing there).
+  for (let k = n; k < K; k++) {
+    setF64(re, k, 0);
+    setF64(im, k, 0);
+  }
   if (shadow == 0) return;
-  for (let k = 0; k < K; k++) {
+  for (let k = 0; k < n; k++) {
     setF64(re, K + k, f32At(sRe, k));
     setF64(im, K + k, f32At(sIm, k));
+  }
+  for (let k = n; k < K; k++) {
+    setF64(re, K + k, 0);
+    setF64(im, K + k, 0);
   }
 }
 
@@ -71,9 +83,10 @@ export function errorRows(R: i32, sig: usize, d: usize, ePrev: usize, win: usize
 
 /**
  * Row 0's spectrum into aRe/aIm and its power into ePow; with `far`, row 1 (the main filter's E) into mRe/mIm
- * (float32) and Ψ_S updated from it and Φ, and with `shadow` row 2 into sRe/sIm.
+ * (float32) and Ψ_S updated from it and Φ, and with `shadow` row 2 into sRe/sIm. Rows of K bins; row 0 whole, rows
+ * 1 and 2 over the first n bins (the filters' band).
  */
-export function spectra(K: i32, re: usize, im: usize, aRe: usize, aIm: usize, ePow: usize, far: i32, phi: usize, psi: usize, mRe: usize, mIm: usize, shadow: i32, sRe: usize, sIm: usize): void {
+export function spectra(K: i32, n: i32, re: usize, im: usize, aRe: usize, aIm: usize, ePow: usize, far: i32, phi: usize, psi: usize, mRe: usize, mIm: usize, shadow: i32, sRe: usize, sIm: usize): void {
   for (let k = 0; k < K; k++) {
     const r0 = f64At(re, k);
     const i0 = f64At(im, k);
@@ -82,7 +95,7 @@ export function spectra(K: i32, re: usize, im: usize, aRe: usize, aIm: usize, eP
     setF64(ePow, k, r0 * r0 + i0 * i0);
   }
   if (far == 0) return;
-  for (let k = 0; k < K; k++) {
+  for (let k = 0; k < n; k++) {
     const r1 = f64At(re, K + k);
     const i1 = f64At(im, K + k);
     setF32(mRe, k, r1);
@@ -93,7 +106,7 @@ export function spectra(K: i32, re: usize, im: usize, aRe: usize, aIm: usize, eP
     setF64(psi, k, inst > p ? inst : 0.9 * p + 0.1 * inst);
   }
   if (shadow == 0) return;
-  for (let k = 0; k < K; k++) {
+  for (let k = 0; k < n; k++) {
     setF32(sRe, k, f64At(re, 2 * K + k));
     setF32(sIm, k, f64At(im, 2 * K + k));
   }
