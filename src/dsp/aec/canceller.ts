@@ -112,7 +112,7 @@ export class EchoCanceller {
     const capacity = this.maxLagHops + this.partitions + 1;
     // The shadow filter's coefficients replace the main filter's first partitions: it can have no more than it.
     const shadowPartitions = Math.min(o.shadowPartitions, this.partitions);
-    const chan = { hop: HOP, partitions: this.partitions, shadowPartitions };
+    const chan = { hop: HOP, partitions: this.partitions, shadowPartitions, cueLags: o.terms & 128 ? capacity : 0 };
     const stride = RefRing.strideOf(BINS);
     const floats =
       RefRing.floats(BINS, capacity) +
@@ -149,7 +149,7 @@ export class EchoCanceller {
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
       { length: opts.channels },
-      () => new EchoChannel(this.arena, { hop: HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true }),
+      () => new EchoChannel(this.arena, { ...chan, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);

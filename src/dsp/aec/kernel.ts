@@ -21,6 +21,7 @@ export interface AecKernels {
   backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void;
   gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void;
   pcross(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void;
+  tcue(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, stride: number, from: number, step: number, dRe: number, dIm: number, cRe: number, cIm: number, xx: number, per: number, B: number, a: number): void;
   touch(list: number, n: number): number;
 }
 
@@ -143,6 +144,14 @@ export class AecArena {
    */
   pcross(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void {
     this.k.pcross(L, head, cap, rRe * 4, rIm * 4, rPow * 4, dRe, dIm, re, im, ch, kp);
+  }
+
+  /**
+   * The talker cue's smoothed cross-spectra and per-lag sums (float64, bit-identical in both back ends; aec.ts's tcue
+   * says what): ring rows of `stride` at the element offsets rRe/rIm/rPow, the float64 arrays by byte address.
+   */
+  tcue(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, stride: number, from: number, step: number, dRe: number, dIm: number, cRe: number, cIm: number, xx: number, per: number, B: number, a: number): void {
+    this.k.tcue(L, head, cap, rRe * 4, rIm * 4, rPow * 4, stride, from, step, dRe, dIm, cRe, cIm, xx, per, B, a);
   }
 }
 
@@ -297,6 +306,35 @@ function jsKernels(f: Float32Array, i32: Int32Array): AecKernels {
           d[si + o + k] += ar * bi - ai * br;
           d[sc + o + k] += f[xp + x + k] * (br * br + bi * bi);
         }
+        i = i === 0 ? cap - 1 : i - 1;
+      }
+    },
+    tcue(L, head, cap, rRe, rIm, rPow, stride, from, step, dRe, dIm, cRe, cIm, xx, per, B, a) {
+      const [xr, xi, xp] = [rRe, rIm, rPow].map((b) => b >> 2);
+      const [dr, di, sr, si, sx, pl] = [dRe, dIm, cRe, cIm, xx, per].map((b) => b >> 3);
+      for (let l = 0, i = head; l < L; l++) {
+        const o = i * stride + from;
+        // Lags in pairs, interleaved: lag l's value for bin j at (l >> 1)·2B + 2j + (l & 1).
+        const row = (l >> 1) * 2 * B + (l & 1);
+        let num = 0;
+        for (let j = 0; j < B; j++) {
+          const x = o + j * step;
+          const ar = f[xr + x];
+          const ai = f[xi + x];
+          const br = d[dr + j];
+          const bi = d[di + j];
+          const re = ar * br + ai * bi;
+          const im = ar * bi - ai * br;
+          const n = row + 2 * j;
+          const cr = d[sr + n] + a * (re - d[sr + n]);
+          const ci = d[si + n] + a * (im - d[si + n]);
+          const p = d[sx + n] + a * (f[xp + x] - d[sx + n]);
+          d[sr + n] = cr;
+          d[si + n] = ci;
+          d[sx + n] = p;
+          if (p > 0) num += (cr * cr + ci * ci) / p;
+        }
+        d[pl + l] = num;
         i = i === 0 ? cap - 1 : i - 1;
       }
     },

@@ -4,6 +4,7 @@
 // coherence detectors). While the filter is young its expected residual Φ is large and the near-end guard's evidence
 // against it cannot see a talker (docs/echo.md, "Double talk from the first second"); this can.
 import { RealFFT } from '../fft';
+import type { AecArena } from './kernel';
 import type { RefRing } from './ref-ring';
 
 /** Far-end hops until which the cue counts fully, and after which not at all (linear between). */
@@ -33,35 +34,53 @@ export class TalkerCue {
   private readonly hop: number;
   private readonly bins: number;
   private readonly lags: number;
+  private readonly arena: AecArena;
   private readonly fft: RealFFT;
   private readonly frame: Float64Array;
   private readonly dRe: Float64Array;
   private readonly dIm: Float64Array;
-  /** Per lag of the ring (rows of the summed bins): smoothed X*D (re, im) and |X|²; per bin smoothed |D|². */
+  /**
+   * In the arena (where the kernel reads them): the summed bins of this update's microphone spectrum; per lag of the
+   * ring (lags in pairs, aec.ts's tcue) smoothed X*D (re, im) and |X|²; per lag this update's Σ_k |S_xd|²/S_xx.
+   */
+  private readonly gRe: Float64Array;
+  private readonly gIm: Float64Array;
   private readonly cRe: Float64Array;
   private readonly cIm: Float64Array;
   private readonly xx: Float64Array;
-  private readonly dd: Float64Array;
   private readonly perLag: Float64Array;
+  /** Per summed bin smoothed |D|². */
+  private readonly dd: Float64Array;
   private hops = 0;
   private seen = 0;
   /** The explained share of the microphone's energy, less chance (1: all of it; ≤ 0 or NaN: none, or not measured). */
   explained = NaN;
 
-  constructor(hop: number, lags: number) {
+  /** Floats it takes in the arena. */
+  static floats(lags: number): number {
+    const B = Math.ceil((CUE_TO - CUE_FROM) / CUE_STEP);
+    const pairs = (lags + 1) >> 1;
+    // float64 (2 floats each), every array rounded up to 4 floats.
+    return 2 * (2 * B + 3 * 2 * pairs * B + 2 * pairs) + 6 * 4;
+  }
+
+  constructor(arena: AecArena, hop: number, lags: number) {
     this.hop = hop;
     this.lags = lags;
-    this.bins = Math.ceil((CUE_TO - CUE_FROM) / CUE_STEP);
+    this.arena = arena;
+    const B = (this.bins = Math.ceil((CUE_TO - CUE_FROM) / CUE_STEP));
     this.fft = new RealFFT(2 * hop);
     this.frame = new Float64Array(2 * hop);
     this.dRe = new Float64Array(hop + 1);
     this.dIm = new Float64Array(hop + 1);
-    const n = lags * this.bins;
-    this.cRe = new Float64Array(n);
-    this.cIm = new Float64Array(n);
-    this.xx = new Float64Array(n);
-    this.dd = new Float64Array(this.bins);
-    this.perLag = new Float64Array(lags);
+    const pairs = (lags + 1) >> 1;
+    this.gRe = arena.f64(B);
+    this.gIm = arena.f64(B);
+    this.cRe = arena.f64(2 * pairs * B);
+    this.cIm = arena.f64(2 * pairs * B);
+    this.xx = arena.f64(2 * pairs * B);
+    this.perLag = arena.f64(2 * pairs);
+    this.dd = new Float64Array(B);
   }
 
   /**
@@ -92,37 +111,16 @@ export class TalkerCue {
       const p = dRe[k] * dRe[k] + dIm[k] * dIm[k];
       dd[j] += a * (p - dd[j]);
       dSum += dd[j];
+      this.gRe[j] = dRe[k];
+      this.gIm[j] = dIm[k];
     }
-    const rRe = ring.re.a;
-    const rIm = ring.im.a;
-    const rPow = ring.pow.a;
-    const cRe = this.cRe;
-    const cIm = this.cIm;
-    const xx = this.xx;
-    const per = this.perLag;
+    // Per lag and summed bin: the smoothed X*D and |X|², and Σ_k |S_xd|²/S_xx (the kernel: two lags per SIMD
+    // operation in WebAssembly, float64 as here, so both back ends give the same sums).
     const L = this.lags;
-    for (let l = 0; l < L; l++) {
-      let num = 0;
-      const o = ring.offset(l);
-      const row = l * B;
-      for (let j = 0; j < B; j++) {
-        const k = CUE_FROM + j * CUE_STEP;
-        const xr = rRe[o + k];
-        const xi = rIm[o + k];
-        // X* D
-        const re = xr * dRe[k] + xi * dIm[k];
-        const im = xr * dIm[k] - xi * dRe[k];
-        const i = row + j;
-        const cr = cRe[i] + a * (re - cRe[i]);
-        const ci = cIm[i] + a * (im - cIm[i]);
-        const x = xx[i] + a * (rPow[o + k] - xx[i]);
-        cRe[i] = cr;
-        cIm[i] = ci;
-        xx[i] = x;
-        if (x > 0) num += (cr * cr + ci * ci) / x;
-      }
-      per[l] = num;
-    }
+    const head = ring.offset(0) / ring.stride;
+    const b = (v: Float64Array): number => v.byteOffset;
+    this.arena.tcue(L, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, ring.stride, CUE_FROM, CUE_STEP, b(this.gRe), b(this.gIm), b(this.cRe), b(this.cIm), b(this.xx), b(this.perLag), B, a);
+    const per = this.perLag;
     // The window of CUE_WINDOW consecutive lags that explains most: a sum over more lags counts the same echo again at
     // every lag whose reference spectra correlate with their neighbours' (36 lags read single talk 1–6 dB above 1).
     const W = Math.min(CUE_WINDOW, L);

@@ -14,6 +14,8 @@
 //              canceller's state into cache before its hop at many misses in flight (see below)
 //   pcross     the prior scale's cross-spectra of ring entries with one microphone spectrum, per lag, in float64 (two
 //              bins per operation; each lane's operations are prior-scale.ts's JavaScript, so the sums are bit-identical)
+//   tcue       the talker cue's smoothed cross-spectra per lag and their explained sums, in float64 (two lags per
+//              operation; each lane's operations are kernel.ts's JavaScript loop, so the sums are bit-identical)
 
 @inline function ld(p: usize): v128 {
   return v128.load(p);
@@ -228,6 +230,53 @@ export function pcross(L: i32, head: i32, cap: i32, ringRe: usize, ringIm: usize
       v128.store(c, f64x2.add(v128.load(c), f64x2.mul(ld2(ringPow + x + (k << 2)), f64x2.add(f64x2.mul(dr, dr), f64x2.mul(di, di)))));
     }
     i = i == 0 ? cap - 1 : i - 1;
+  }
+}
+
+/**
+ * The talker cue (talker-cue.ts): for L lags, ring entries head, head − 1, … (wrapping below 0 to cap − 1; rows of
+ * `stride` float32 at ringRe/ringIm/ringPow), at B bins from, from + step, …, against one microphone spectrum (B float64
+ * at dRe, dIm): per lag and bin, with weight a, C += a·(X*·D − C) and S += a·(|X|² − S) (float64 at cRe, cIm, xx; lags
+ * in pairs, a pair's row B × 2 values, its two lags interleaved), then per[l] = Σ over bins with S > 0 of |C|²/S. Two
+ * lags per operation (the bins' sum keeps the JavaScript loop's order); an odd L's last pair computes a spare lane.
+ */
+export function tcue(L: i32, head: i32, cap: i32, ringRe: usize, ringIm: usize, ringPow: usize, stride: i32, from: i32, step: i32, dRe: usize, dIm: usize, cRe: usize, cIm: usize, xx: usize, per: usize, B: i32, a: f64): void {
+  const va = f64x2.splat(a);
+  const zero = f64x2.splat(0);
+  const row = <usize>stride << 2;
+  const q = <usize>step << 2;
+  let i = head;
+  let s: usize = 0;
+  for (let l = 0; l < L; l += 2) {
+    const i1 = i == 0 ? cap - 1 : i - 1;
+    let x0 = <usize>i * row + (<usize>from << 2);
+    let x1 = <usize>i1 * row + (<usize>from << 2);
+    let num = zero;
+    for (let j: usize = 0; j < <usize>B; j++) {
+      const xr = f64x2.promote_low_f32x4(v128.load32_lane(ringRe + x1, v128.load32_zero(ringRe + x0), 1));
+      const xi = f64x2.promote_low_f32x4(v128.load32_lane(ringIm + x1, v128.load32_zero(ringIm + x0), 1));
+      const xp = f64x2.promote_low_f32x4(v128.load32_lane(ringPow + x1, v128.load32_zero(ringPow + x0), 1));
+      const dr = v128.load64_splat(dRe + (j << 3));
+      const di = v128.load64_splat(dIm + (j << 3));
+      const re = f64x2.add(f64x2.mul(xr, dr), f64x2.mul(xi, di));
+      const im = f64x2.sub(f64x2.mul(xr, di), f64x2.mul(xi, dr));
+      const c0 = v128.load(cRe + s);
+      const c1 = v128.load(cIm + s);
+      const s0 = v128.load(xx + s);
+      const cr = f64x2.add(c0, f64x2.mul(va, f64x2.sub(re, c0)));
+      const ci = f64x2.add(c1, f64x2.mul(va, f64x2.sub(im, c1)));
+      const x = f64x2.add(s0, f64x2.mul(va, f64x2.sub(xp, s0)));
+      v128.store(cRe + s, cr);
+      v128.store(cIm + s, ci);
+      v128.store(xx + s, x);
+      // Where S ≤ 0 the quotient (NaN or ∞) is masked to +0, which adds nothing, as the JavaScript loop skips it.
+      num = f64x2.add(num, v128.and(f64x2.div(f64x2.add(f64x2.mul(cr, cr), f64x2.mul(ci, ci)), x), f64x2.gt(x, zero)));
+      x0 += q;
+      x1 += q;
+      s += 16;
+    }
+    v128.store(per + (<usize>l << 3), num);
+    i = i1 == 0 ? cap - 1 : i1 - 1;
   }
 }
 
