@@ -4,7 +4,7 @@
 // coherence detectors). While the filter is young its expected residual Φ is large and the near-end guard's evidence
 // against it cannot see a talker (docs/echo.md, "Double talk from the first second"); this can.
 import { RealFFT } from '../fft';
-import type { AecArena } from './kernel';
+import type { AecArena, Slab } from './kernel';
 import type { RefRing } from './ref-ring';
 
 /** Far-end hops until which the cue counts fully, and after which not at all (linear between). */
@@ -17,6 +17,8 @@ export const YOUNG_END = 625;
 const CUE_FROM = 4;
 const CUE_TO = 100;
 const CUE_STEP = 2;
+/** The bins summed (a multiple of 4: the kernel's lanes; the kernel takes every other bin, CUE_STEP). */
+const BINS = Math.ceil((CUE_TO - CUE_FROM) / CUE_STEP);
 /** Consecutive lags of the window that counts (96 ms: the echo's direct sound and early reflections). */
 const CUE_WINDOW = 12;
 /** Far-end hops per update (2: half the cost, and the tuning set's gain the same; every 4th gained less). */
@@ -32,7 +34,6 @@ export function youngWeight(hops: number): number {
 
 export class TalkerCue {
   private readonly hop: number;
-  private readonly bins: number;
   private readonly lags: number;
   private readonly arena: AecArena;
   private readonly fft: RealFFT;
@@ -40,15 +41,16 @@ export class TalkerCue {
   private readonly dRe: Float64Array;
   private readonly dIm: Float64Array;
   /**
-   * In the arena (where the kernel reads them): the summed bins of this update's microphone spectrum; per lag of the
-   * ring (lags in pairs, aec.ts's tcue) smoothed X*D (re, im) and |X|²; per lag this update's Σ_k |S_xd|²/S_xx.
+   * In the arena (where the kernel reads them), float32 (the cue is a share of energies thresholded in dB, and float32
+   * halves the kernel's memory traffic and doubles its lanes): the summed bins of this update's microphone spectrum;
+   * per lag of the ring smoothed X*D (re, im) and |X|² (rows of the summed bins); per lag Σ_k |S_xd|²/S_xx.
    */
-  private readonly gRe: Float64Array;
-  private readonly gIm: Float64Array;
-  private readonly cRe: Float64Array;
-  private readonly cIm: Float64Array;
-  private readonly xx: Float64Array;
-  private readonly perLag: Float64Array;
+  private readonly gRe: Slab;
+  private readonly gIm: Slab;
+  private readonly cRe: Slab;
+  private readonly cIm: Slab;
+  private readonly xx: Slab;
+  private readonly perLag: Slab;
   /** Per summed bin smoothed |D|². */
   private readonly dd: Float64Array;
   private hops = 0;
@@ -58,29 +60,25 @@ export class TalkerCue {
 
   /** Floats it takes in the arena. */
   static floats(lags: number): number {
-    const B = Math.ceil((CUE_TO - CUE_FROM) / CUE_STEP);
-    const pairs = (lags + 1) >> 1;
-    // float64 (2 floats each), every array rounded up to 4 floats.
-    return 2 * (2 * B + 3 * 2 * pairs * B + 2 * pairs) + 6 * 4;
+    // Every array rounded up to 4 floats.
+    return 2 * BINS + 3 * lags * BINS + lags + 4 * 6;
   }
 
   constructor(arena: AecArena, hop: number, lags: number) {
     this.hop = hop;
     this.lags = lags;
     this.arena = arena;
-    const B = (this.bins = Math.ceil((CUE_TO - CUE_FROM) / CUE_STEP));
     this.fft = new RealFFT(2 * hop);
     this.frame = new Float64Array(2 * hop);
     this.dRe = new Float64Array(hop + 1);
     this.dIm = new Float64Array(hop + 1);
-    const pairs = (lags + 1) >> 1;
-    this.gRe = arena.f64(B);
-    this.gIm = arena.f64(B);
-    this.cRe = arena.f64(2 * pairs * B);
-    this.cIm = arena.f64(2 * pairs * B);
-    this.xx = arena.f64(2 * pairs * B);
-    this.perLag = arena.f64(2 * pairs);
-    this.dd = new Float64Array(B);
+    this.gRe = arena.alloc(BINS);
+    this.gIm = arena.alloc(BINS);
+    this.cRe = arena.alloc(lags * BINS);
+    this.cIm = arena.alloc(lags * BINS);
+    this.xx = arena.alloc(lags * BINS);
+    this.perLag = arena.alloc(lags);
+    this.dd = new Float64Array(BINS);
   }
 
   /**
@@ -100,8 +98,9 @@ export class TalkerCue {
     this.fft.forward(f, 0, this.dRe, this.dIm);
     // A running mean until the time constant, so that the first half second counts.
     this.hops++;
-    const a = 1 / Math.min(this.hops, CUE_HOPS);
-    const B = this.bins;
+    // (The kernel's weight, in float32: the chance below takes the same.)
+    const a = Math.fround(1 / Math.min(this.hops, CUE_HOPS));
+    const B = BINS;
     const dRe = this.dRe;
     const dIm = this.dIm;
     const dd = this.dd;
@@ -111,16 +110,15 @@ export class TalkerCue {
       const p = dRe[k] * dRe[k] + dIm[k] * dIm[k];
       dd[j] += a * (p - dd[j]);
       dSum += dd[j];
-      this.gRe[j] = dRe[k];
-      this.gIm[j] = dIm[k];
+      this.gRe.a[j] = dRe[k];
+      this.gIm.a[j] = dIm[k];
     }
-    // Per lag and summed bin: the smoothed X*D and |X|², and Σ_k |S_xd|²/S_xx (the kernel: two lags per SIMD
-    // operation in WebAssembly, float64 as here, so both back ends give the same sums).
+    // Per lag and summed bin: the smoothed X*D and |X|², and Σ_k |S_xd|²/S_xx (the kernel: four bins per SIMD
+    // operation in WebAssembly; the JavaScript loop rounds as it does, so both back ends give the same sums).
     const L = this.lags;
     const head = ring.offset(0) / ring.stride;
-    const b = (v: Float64Array): number => v.byteOffset;
-    this.arena.tcue(L, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, ring.stride, CUE_FROM, CUE_STEP, b(this.gRe), b(this.gIm), b(this.cRe), b(this.cIm), b(this.xx), b(this.perLag), B, a);
-    const per = this.perLag;
+    this.arena.tcue(L, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, ring.stride, CUE_FROM, this.gRe.at, this.gIm.at, this.cRe.at, this.cIm.at, this.xx.at, this.perLag.at, B, a);
+    const per = this.perLag.a;
     // The window of CUE_WINDOW consecutive lags that explains most: a sum over more lags counts the same echo again at
     // every lag whose reference spectra correlate with their neighbours' (36 lags read single talk 1–6 dB above 1).
     const W = Math.min(CUE_WINDOW, L);
