@@ -43,14 +43,11 @@ export class TalkerCue {
   /**
    * In the arena (where the kernel reads them), float32 (the cue is a share of energies thresholded in dB, and float32
    * halves the kernel's memory traffic and doubles its lanes): the summed bins of this update's microphone spectrum;
-   * per lag of the ring smoothed X*D (re, im) and |X|² (rows of the summed bins); per lag Σ_k |S_xd|²/S_xx.
+   * per lag of the ring smoothed X*D (re, im) and |X|² (rows of the summed bins); per lag Σ_k |S_xd|²/S_xx. Taken
+   * at the first update, after the canceller is made: outside the ranges its prefetch brings into cache before every
+   * chunk (prefetch.ts), which would read the cue's ~60 KB per channel for the whole call, though it stops after 5 s.
    */
-  private readonly gRe: Slab;
-  private readonly gIm: Slab;
-  private readonly cRe: Slab;
-  private readonly cIm: Slab;
-  private readonly xx: Slab;
-  private readonly perLag: Slab;
+  private m: { gRe: Slab; gIm: Slab; cRe: Slab; cIm: Slab; xx: Slab; per: Slab } | null = null;
   /** Per summed bin smoothed |D|². */
   private readonly dd: Float64Array;
   private hops = 0;
@@ -72,12 +69,6 @@ export class TalkerCue {
     this.frame = new Float64Array(2 * hop);
     this.dRe = new Float64Array(hop + 1);
     this.dIm = new Float64Array(hop + 1);
-    this.gRe = arena.alloc(BINS);
-    this.gIm = arena.alloc(BINS);
-    this.cRe = arena.alloc(lags * BINS);
-    this.cIm = arena.alloc(lags * BINS);
-    this.xx = arena.alloc(lags * BINS);
-    this.perLag = arena.alloc(lags);
     this.dd = new Float64Array(BINS);
   }
 
@@ -89,6 +80,9 @@ export class TalkerCue {
   update(micPrev: Float64Array, d: Float32Array, ring: RefRing): void {
     // Every CUE_EVERY-th far-end hop only (the cost), the sums then over frames that overlap less.
     if (this.seen++ % CUE_EVERY !== 0) return;
+    const A = this.arena;
+    const L = this.lags;
+    const m = (this.m ??= { gRe: A.alloc(BINS), gIm: A.alloc(BINS), cRe: A.alloc(L * BINS), cIm: A.alloc(L * BINS), xx: A.alloc(L * BINS), per: A.alloc(L) });
     const R = this.hop;
     const f = this.frame;
     for (let i = 0; i < R; i++) {
@@ -110,15 +104,14 @@ export class TalkerCue {
       const p = dRe[k] * dRe[k] + dIm[k] * dIm[k];
       dd[j] += a * (p - dd[j]);
       dSum += dd[j];
-      this.gRe.a[j] = dRe[k];
-      this.gIm.a[j] = dIm[k];
+      m.gRe.a[j] = dRe[k];
+      m.gIm.a[j] = dIm[k];
     }
     // Per lag and summed bin: the smoothed X*D and |X|², and Σ_k |S_xd|²/S_xx (the kernel: four bins per SIMD
     // operation in WebAssembly; the JavaScript loop rounds as it does, so both back ends give the same sums).
-    const L = this.lags;
     const head = ring.offset(0) / ring.stride;
-    this.arena.tcue(L, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, ring.stride, CUE_FROM, this.gRe.at, this.gIm.at, this.cRe.at, this.cIm.at, this.xx.at, this.perLag.at, B, a);
-    const per = this.perLag.a;
+    A.tcue(L, head, ring.capacity, ring.re.at, ring.im.at, ring.pow.at, ring.stride, CUE_FROM, m.gRe.at, m.gIm.at, m.cRe.at, m.cIm.at, m.xx.at, m.per.at, B, a);
+    const per = m.per.a;
     // The window of CUE_WINDOW consecutive lags that explains most: a sum over more lags counts the same echo again at
     // every lag whose reference spectra correlate with their neighbours' (36 lags read single talk 1–6 dB above 1).
     const W = Math.min(CUE_WINDOW, L);
