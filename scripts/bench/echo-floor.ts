@@ -15,6 +15,7 @@
 //        [--other-set key=value]...  (options of the other dist's canceller)
 //        [--fresh]  (new cancellers every round, each round a stream's first --seconds: what a stream's start costs)
 //        [--no-floor]  (the cancellers only, not the bare filter's floors)
+//        [--no-nsm]  (no nsm-2 streams: a quieter this/other ratio; the shares of nsm-2 are then not printed)
 import path from 'node:path';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { PartitionedKalmanFilter } from '../../src/dsp/aec/kalman-filter';
@@ -187,14 +188,15 @@ async function main(args: string[]): Promise<void> {
   const fresh = args.includes('--fresh') ? makeSets : undefined;
   // Rotate the variants' order from round to round.
   const order = (r: number): number[] => variants.map((_, i) => (i + Math.max(r, 0)) % variants.length);
-  const { nsm, took } = await costRounds(scene, sets, { streams, rounds, seconds, order, fresh });
+  const { nsm, took } = await costRounds(scene, sets, { streams, rounds, seconds, order, fresh, noNsm: args.includes('--no-nsm') });
   const per = rounds * seconds * streams;
   const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length / (per / rounds);
   const f = (x: number, d = 2): string => x.toFixed(d);
   console.log(`${streams} streams, ${rounds} rounds of ${seconds} s; nsm-2 ${f(mean(nsm))} ms per stream-second`);
   variants.forEach((v, i) => {
     const q = bootstrapRatio(nsm, took[i]);
-    console.log(`${v.name.padEnd(30)} ${f(mean(took[i]))} ms per stream-second, ${f(100 * q.ratio, 1)} % [${f(100 * q.lo, 1)}, ${f(100 * q.hi, 1)}] of nsm-2`);
+    const share = args.includes('--no-nsm') ? '' : `, ${f(100 * q.ratio, 1)} % [${f(100 * q.lo, 1)}, ${f(100 * q.hi, 1)}] of nsm-2`;
+    console.log(`${v.name.padEnd(30)} ${f(mean(took[i]))} ms per stream-second${share}`);
   });
   if (other) {
     const q = bootstrapRatio(took[1], took[0]);
