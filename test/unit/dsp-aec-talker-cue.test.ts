@@ -6,6 +6,7 @@ import { TalkerCue } from '../../src/dsp/aec/talker-cue';
 import { RefRing } from '../../src/dsp/aec/ref-ring';
 import { AecArena } from '../../src/dsp/aec/kernel';
 import { RealFFT } from '../../src/dsp/fft';
+import { createRowFft } from '../../src/dsp/fft-pairs';
 import { magSdr } from '../../scripts/bench/echo-metrics';
 import { makeScene } from '../../scripts/bench/echo-scenes';
 import { FS, pushSpectrum, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
@@ -38,6 +39,7 @@ function noise(n: number, seed: number): Float32Array {
 function explained(x: Float32Array, d: Float32Array, hops: number, backend: 'wasm' | 'js' = 'wasm'): number {
   const { ring, cue } = ringAndCue(backend);
   const fft = new RealFFT(2 * HOP);
+  const rows = createRowFft(2 * HOP, backend);
   const frame = new Float64Array(2 * HOP);
   const re = new Float64Array(HOP + 1);
   const im = new Float64Array(HOP + 1);
@@ -47,7 +49,7 @@ function explained(x: Float32Array, d: Float32Array, hops: number, backend: 'was
     fft.forward(frame, 0, re, im);
     pushSpectrum(ring, re, im);
     const block = d.subarray(h * HOP, (h + 1) * HOP);
-    cue.update(micPrev, block, ring);
+    cue.update(micPrev, block, ring, rows);
     micPrev.set(block);
   }
   return cue.explained;

@@ -246,7 +246,7 @@ export class EchoChannel {
     // Suppression and overlap-add synthesis.
     P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
     const beta = rise ? rise.apply(this.ratio.beta, s.ePow, s.yPow) : this.ratio.beta;
-    if (this.cue && this.sup.terms & 128) this.talkerCue(this.cue, d, ring, farActive);
+    if (this.cue && this.sup.terms & 128) this.talkerCue(this.cue, fft, d, ring, farActive);
     const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, beta, s.tailIn, this.tailDecay, s.nl);
     if (rise && farActive) rise.judge(s.ePow, this.sup.resid, s.yPow);
     if (this.o.linearOnly) g.fill(1);
@@ -268,10 +268,10 @@ export class EchoChannel {
    * weight that blends it out as the filter converges (near-end.ts); once that weight is 0 the evidence is told so
    * (it keeps that) and the cue is dropped: nothing of it runs after (its memory stays in the arena).
    */
-  private talkerCue(cue: TalkerCue, d: Float32Array, ring: RefRing, farActive: boolean): void {
+  private talkerCue(cue: TalkerCue, fft: RowFft, d: Float32Array, ring: RefRing, farActive: boolean): void {
     const w = youngWeight(this.hops);
     if (w <= 0) this.cue = null;
-    else if (farActive) cue.update(this.micPrev, d, ring);
+    else if (farActive) cue.update(this.micPrev, d, ring, fft);
     this.sup.nearEnd.cue(w > 0 ? cue.explained : NaN, w);
   }
 

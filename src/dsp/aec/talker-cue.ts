@@ -3,7 +3,7 @@
 // holds (a coherence double-talk detector in the manner of Benesty's normalized cross-correlation and Gänsler's
 // coherence detectors). While the filter is young its expected residual Φ is large and the near-end guard's evidence
 // against it cannot see a talker (docs/echo.md, "Double talk from the first second"); this can.
-import { RealFFT } from '../fft';
+import type { RowFft } from '../fft-pairs';
 import type { AecArena, Slab } from './kernel';
 import type { RefRing } from './ref-ring';
 
@@ -36,10 +36,6 @@ export class TalkerCue {
   private readonly hop: number;
   private readonly lags: number;
   private readonly arena: AecArena;
-  private readonly fft: RealFFT;
-  private readonly frame: Float64Array;
-  private readonly dRe: Float64Array;
-  private readonly dIm: Float64Array;
   /**
    * In the arena (where the kernel reads them), float32 (the cue is a share of energies thresholded in dB, and float32
    * halves the kernel's memory traffic and doubles its lanes): the summed bins of this update's microphone spectrum;
@@ -65,10 +61,6 @@ export class TalkerCue {
     this.hop = hop;
     this.lags = lags;
     this.arena = arena;
-    this.fft = new RealFFT(2 * hop);
-    this.frame = new Float64Array(2 * hop);
-    this.dRe = new Float64Array(hop + 1);
-    this.dIm = new Float64Array(hop + 1);
     this.dd = new Float64Array(BINS);
   }
 
@@ -77,26 +69,28 @@ export class TalkerCue {
    * ring, whose newest entry is this hop's reference. The lags are the ring's own, not the bulk delay's: the cue does
    * not depend on the delay estimate (a wrong first lock held the echo outside a window that followed it for 1.3 s).
    */
-  update(micPrev: Float64Array, d: Float32Array, ring: RefRing): void {
+  update(micPrev: Float64Array, d: Float32Array, ring: RefRing, fft: RowFft): void {
     // Every CUE_EVERY-th far-end hop only (the cost), the sums then over frames that overlap less.
     if (this.seen++ % CUE_EVERY !== 0) return;
     const A = this.arena;
     const L = this.lags;
     const m = (this.m ??= { gRe: A.alloc(BINS), gIm: A.alloc(BINS), cRe: A.alloc(L * BINS), cIm: A.alloc(L * BINS), xx: A.alloc(L * BINS), per: A.alloc(L) });
     const R = this.hop;
-    const f = this.frame;
+    // The channel's row FFT (row 0 is free here: the channel writes it whole after; bit-identical to RealFFT).
+    fft.reserve(1);
+    const f = fft.sig;
     for (let i = 0; i < R; i++) {
       f[i] = micPrev[i];
       f[R + i] = d[i];
     }
-    this.fft.forward(f, 0, this.dRe, this.dIm);
+    fft.forward(1);
     // A running mean until the time constant, so that the first half second counts.
     this.hops++;
     // (The kernel's weight, in float32: the chance below takes the same.)
     const a = Math.fround(1 / Math.min(this.hops, CUE_HOPS));
     const B = BINS;
-    const dRe = this.dRe;
-    const dIm = this.dIm;
+    const dRe = fft.re;
+    const dIm = fft.im;
     const dd = this.dd;
     let dSum = 0;
     for (let j = 0; j < B; j++) {
