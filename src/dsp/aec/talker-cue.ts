@@ -2,7 +2,8 @@
 // that the reference explains, from smoothed cross-spectra of the microphone with the reference at every lag the ring
 // holds (a coherence double-talk detector in the manner of Benesty's normalized cross-correlation and Gänsler's
 // coherence detectors). While the filter is young its expected residual Φ is large and the near-end guard's evidence
-// against it cannot see a talker (docs/echo.md, "Double talk from the first second"); this can.
+// against it cannot see a talker (docs/echo.md, "Double talk from the first second"); this can. Its per-lag loop is
+// the arena's `tcue` kernel (float32, WebAssembly SIMD or the same loop in JavaScript; docs/echo.md, "The cue's cost").
 import type { RowFft } from '../fft-pairs';
 import type { AecArena, Slab } from './kernel';
 import type { RefRing } from './ref-ring';
