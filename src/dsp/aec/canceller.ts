@@ -21,6 +21,7 @@ import { resolveOptions, type EchoCancellerOptions, type EchoCancellerStats, typ
 import { StatePrefetch } from './prefetch';
 import { PriorScale } from './prior-scale';
 import { RefRing } from './ref-ring';
+import { cueLagsFor } from './talker-cue';
 
 export const AEC_SAMPLE_RATE = 16000;
 // A module-local constant in the loops: tsc turns a use of the exported one in this file into `exports.AEC_HOP`, a
@@ -112,7 +113,7 @@ export class EchoCanceller {
     const capacity = this.maxLagHops + this.partitions + 1;
     // The shadow filter's coefficients replace the main filter's first partitions: it can have no more than it.
     const shadowPartitions = Math.min(o.shadowPartitions, this.partitions);
-    const chan = { hop: HOP, partitions: this.partitions, shadowPartitions, cueLags: o.terms & 128 ? capacity : 0 };
+    const chan = { hop: HOP, partitions: this.partitions, shadowPartitions, cueLags: o.terms & 128 ? cueLagsFor(this.maxLagHops, capacity) : 0 };
     const stride = RefRing.strideOf(BINS);
     const floats =
       RefRing.floats(BINS, capacity) +

@@ -33,7 +33,7 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * (level-rise.ts), no overdrive while a near-end talker is evident 32 (near-end.ts), and by the same evidence the
    * echo-estimate share and wideband terms held back and the gain kept fuller 64 (suppressor.ts; 63 is the canceller
    * before it), and in the first seconds a talker cue that does not lean on the filter 128 (talker-cue.ts; default 255
-   * since 2026-11-29, its cost × 1.01–1.05 over a 20 s stream; 127 is the canceller before it).
+   * since 2026-11-29, its cost × 1.00–1.04 over a 20 s stream; 127 is the canceller before it).
    */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */

@@ -27,6 +27,15 @@ const CUE_EVERY: number = 2;
 /** Time constant of the cross-spectra in updates: 1 s (0.5 s read single talk's first seconds lower more often). */
 const CUE_HOPS = 125 / CUE_EVERY;
 
+/**
+ * The lags the cue reads, of a ring of `capacity` for bulk delays up to `maxLag` hops: windows that start within the
+ * delay range (an echo's direct sound comes no later), one lag more for the frames' overlap; not the filter's reach
+ * beyond them (a quarter of the ring, and of the cue's cost).
+ */
+export function cueLagsFor(maxLag: number, capacity: number): number {
+  return Math.min(capacity, maxLag + CUE_WINDOW + 1);
+}
+
 /** The cue's weight after `hops` far-end hops: 1 while the filter is young, 0 once it has converged. */
 export function youngWeight(hops: number): number {
   if (hops <= YOUNG_FULL) return 1;
