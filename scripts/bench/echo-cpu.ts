@@ -29,6 +29,7 @@ const cpuMs = (): number => {
 /** Anything that takes a hop of microphone and reference as the canceller does. */
 export interface EchoRunner {
   process(mic: Float32Array[], ref: Float32Array): unknown;
+  release?(): void;
 }
 
 const FRAME = 320;
@@ -39,22 +40,29 @@ export const sceneSecondsFor = (rounds: number, seconds: number): number => (rou
 /**
  * `streams` nsm-2 live streams (LiveHost, batched) and each set of runners (one per stream) on the same 20 ms frames of
  * `scene`, round after round, CPU ms of this process for each; round -1 warms everything up (JIT, ONNX Runtime's first
- * runs) and is not counted. `order(r)`: the sets' order in round r (the machine's speed moves; turn it).
+ * runs) and is not counted. `order(r)`: the sets' order in round r (the machine's speed moves; turn it). `fresh`: new
+ * sets for every round (the old ones released), each round then the scene's first `seconds` (a stream's start).
+ * `noNsm`: no nsm-2 streams (nsm all 0): ONNX Runtime's threads, spinning after nsm-2's turn, count in this process's
+ * CPU time during the next set's turn, the noise of a comparison of two sets.
  */
 export async function costRounds(
   scene: Scene,
   sets: EchoRunner[][],
-  o: { streams: number; rounds: number; seconds: number; order?: (round: number) => number[] },
+  o: { streams: number; rounds: number; seconds: number; order?: (round: number) => number[]; fresh?: () => EchoRunner[][]; noNsm?: boolean },
 ): Promise<{ nsm: number[]; took: number[][] }> {
-  const host = new LiveHost(await loadGraphs(loadConfig().modelsDir));
-  for (let s = 0; s < o.streams; s++) host.open({ streamId: s, model: 'nsm-2', channels: 1, sampleRate: 16000, encoding: 'pcm_f32le', attenuationLimitDb: 0 });
+  const host = o.noNsm ? null : new LiveHost(await loadGraphs(loadConfig().modelsDir));
+  for (let s = 0; host && s < o.streams; s++) host.open({ streamId: s, model: 'nsm-2', channels: 1, sampleRate: 16000, encoding: 'pcm_f32le', attenuationLimitDb: 0 });
   const nsm: number[] = [];
   const took: number[][] = sets.map(() => []);
   const frames = (o.seconds * 16000) / FRAME;
   for (let r = -1; r < o.rounds; r++) {
-    const start = (r + 1) * o.seconds * 16000;
+    if (o.fresh) {
+      for (const set of sets) for (const c of set) c.release?.();
+      sets = o.fresh();
+    }
+    const start = o.fresh ? 0 : (r + 1) * o.seconds * 16000;
     let t = cpuMs();
-    for (let f = 0; f < frames; f++) {
+    for (let f = 0; host && f < frames; f++) {
       const bytes = new Uint8Array(scene.mic.slice(start + f * FRAME, start + (f + 1) * FRAME).buffer);
       await host.tick(Array.from({ length: o.streams }, (_, s) => ({ streamId: s, bytes, end: false })));
     }

@@ -12,6 +12,10 @@
 //        [--agent]  (a voice agent's reference: digital silence in turns of 1–4 s, about half the time; echo-talkers.ts)
 //        [--set key=value]...  (options of this checkout's canceller, e.g. --set nlQuietDb=-30)
 //        [--speaker linear|clip|sigmoid]  (the scene's loudspeaker; default the seed's draw)
+//        [--other-set key=value]...  (options of the other dist's canceller)
+//        [--fresh]  (new cancellers every round, each round a stream's first --seconds: what a stream's start costs)
+//        [--no-floor]  (the cancellers only, not the bare filter's floors)
+//        [--no-nsm]  (no nsm-2 streams: a quieter this/other ratio; the shares of nsm-2 are then not printed)
 import path from 'node:path';
 import { EchoCanceller } from '../../src/dsp/aec';
 import { PartitionedKalmanFilter } from '../../src/dsp/aec/kalman-filter';
@@ -144,7 +148,7 @@ async function main(args: string[]): Promise<void> {
   const other = args.includes('--other') ? path.resolve(opt('--other', '')) : null;
   const opts = settingsOf(args, '--set');
   const talkers = args.includes('--agent') ? agentTalkers(loadTalkers()) : loadTalkers();
-  const scene = makeScene({ kind: opt('--kind', 'dt') as SceneKind, seed: 77, seconds: sceneSecondsFor(rounds, seconds), speaker: args.includes('--speaker') ? (opt('--speaker', '') as Loudspeaker) : undefined }, talkers);
+  const scene = makeScene({ kind: opt('--kind', 'dt') as SceneKind, seed: 77, seconds: args.includes('--fresh') ? seconds + 1 : sceneSecondsFor(rounds, seconds), speaker: args.includes('--speaker') ? (opt('--speaker', '') as Loudspeaker) : undefined }, talkers);
   console.log(`scene: ${scene.name}, ${scene.speaker} loudspeaker`);
   // Spectrum bank: the reference's and the microphone's spectra of the first 4 s, rows of the ring's stride.
   const S = RefRing.strideOf(K);
@@ -175,19 +179,24 @@ async function main(args: string[]): Promise<void> {
   ];
   if (other) {
     const Other = require(path.join(other, 'src', 'dsp', 'aec')).EchoCanceller as new (o: { channels: number }) => EchoRunner;
-    variants.splice(1, 0, { name: `canceller of ${other}`, make: () => new Other({ channels: 1 }) });
+    const otherOpts = settingsOf(args, '--other-set');
+    variants.splice(1, 0, { name: `canceller of ${other}`, make: () => new Other({ channels: 1, ...otherOpts }) });
   }
-  const sets = variants.map((v) => Array.from({ length: streams }, v.make));
+  if (args.includes('--no-floor')) variants.splice(other ? 2 : 1);
+  const makeSets = (): EchoRunner[][] => variants.map((v) => Array.from({ length: streams }, v.make));
+  const sets = makeSets();
+  const fresh = args.includes('--fresh') ? makeSets : undefined;
   // Rotate the variants' order from round to round.
   const order = (r: number): number[] => variants.map((_, i) => (i + Math.max(r, 0)) % variants.length);
-  const { nsm, took } = await costRounds(scene, sets, { streams, rounds, seconds, order });
+  const { nsm, took } = await costRounds(scene, sets, { streams, rounds, seconds, order, fresh, noNsm: args.includes('--no-nsm') });
   const per = rounds * seconds * streams;
   const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length / (per / rounds);
   const f = (x: number, d = 2): string => x.toFixed(d);
   console.log(`${streams} streams, ${rounds} rounds of ${seconds} s; nsm-2 ${f(mean(nsm))} ms per stream-second`);
   variants.forEach((v, i) => {
     const q = bootstrapRatio(nsm, took[i]);
-    console.log(`${v.name.padEnd(30)} ${f(mean(took[i]))} ms per stream-second, ${f(100 * q.ratio, 1)} % [${f(100 * q.lo, 1)}, ${f(100 * q.hi, 1)}] of nsm-2`);
+    const share = args.includes('--no-nsm') ? '' : `, ${f(100 * q.ratio, 1)} % [${f(100 * q.lo, 1)}, ${f(100 * q.hi, 1)}] of nsm-2`;
+    console.log(`${v.name.padEnd(30)} ${f(mean(took[i]))} ms per stream-second${share}`);
   });
   if (other) {
     const q = bootstrapRatio(took[1], took[0]);

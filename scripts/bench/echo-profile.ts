@@ -38,7 +38,7 @@ const GROUPS: [string, RegExp][] = [
   // Only until it settles (a stream's first second of reference): its share falls with --seconds.
   ['prior scale (the first 125 hops of reference only)', /prior-scale\.js|^wasm pcross$/],
   // Only with terms bit 128, and only while the filter is young (a stream's first 5 s of reference).
-  ['talker cue (terms bit 128, the first 5 s of reference only)', /talker-cue\.js/],
+  ['talker cue (terms bit 128, the first 5 s of reference only)', /talker-cue\.js|^wasm tcue$/],
   // The misses of a stream's cold state, taken at once before its first hop of a chunk (canceller.ts prefetch()).
   ['prefetch (WebAssembly touch: the state brought into cache)', /^wasm touch$/],
 ];

@@ -103,7 +103,8 @@ test('the hold (bit 64) leaves the evidence as it was, keeps more of the near en
   // The evidence per hop, with and without the hold: the hold lowers the residual estimate the kernel forms, but the
   // evidence sums the estimate without it (suppressor.ts, fullResid), so the hold does not feed what drives it.
   const dt = await sceneOf({ kind: 'dt', seed: 15, seconds: 12, speaker: 'linear', serDb: 0 });
-  const with64 = new EchoCanceller({ channels: 1 });
+  // terms 127: bit 64 on, the talker cue (128, the default's) off, against 63.
+  const with64 = new EchoCanceller({ channels: 1, terms: 127 });
   const without = new EchoCanceller({ channels: 1, terms: 63 });
   let held = 0;
   let differ = 0;
@@ -127,7 +128,7 @@ test('the hold (bit 64) leaves the evidence as it was, keeps more of the near en
   ] as const) {
     const s = await sceneOf({ kind: 'dt', seed, seconds: 12, speaker: 'linear', serDb });
     const off = magSdr(s.near, runCanceller([s.mic], s.ref, { terms: 63 }).out[0], 6 * FS, 12 * FS);
-    const on = magSdr(s.near, runCanceller([s.mic], s.ref).out[0], 6 * FS, 12 * FS);
+    const on = magSdr(s.near, runCanceller([s.mic], s.ref, { terms: 127 }).out[0], 6 * FS, 12 * FS);
     expect(on).toBeGreaterThan(off + 1);
   }
   // Far-end single talk and an echo path change: no talker is evident, and the output is the canceller's without the
@@ -136,7 +137,7 @@ test('the hold (bit 64) leaves the evidence as it was, keeps more of the near en
     await sceneOf({ kind: 'st', seed: 24, seconds: 12, speaker: 'sigmoid' }),
     await sceneOf({ kind: 'path', seed: 42, seconds: 12, speaker: 'linear', delayMs: 150 }),
   ]) {
-    const on = runCanceller([s.mic], s.ref).out[0];
+    const on = runCanceller([s.mic], s.ref, { terms: 127 }).out[0];
     const off = runCanceller([s.mic], s.ref, { terms: 63 }).out[0];
     expect(Buffer.from(on.buffer).equals(Buffer.from(off.buffer))).toBe(true);
   }

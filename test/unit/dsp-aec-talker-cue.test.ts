@@ -4,7 +4,9 @@
 // does not depend on the chunking. Unit tier.
 import { TalkerCue } from '../../src/dsp/aec/talker-cue';
 import { RefRing } from '../../src/dsp/aec/ref-ring';
+import { AecArena } from '../../src/dsp/aec/kernel';
 import { RealFFT } from '../../src/dsp/fft';
+import { createRowFft } from '../../src/dsp/fft-pairs';
 import { magSdr } from '../../scripts/bench/echo-metrics';
 import { makeScene } from '../../scripts/bench/echo-scenes';
 import { FS, pushSpectrum, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
@@ -14,12 +16,10 @@ jest.setTimeout(60_000);
 const HOP = 128;
 const LAGS = 40;
 
-/** A ring in plain arrays (the cue reads re, im and pow through `.a`). */
-function plainRing(): RefRing {
-  const stride = RefRing.strideOf(HOP + 1);
-  const slab = (): { a: Float64Array; at: number } => ({ a: new Float64Array(stride * LAGS), at: 0 });
-  const arena = { alloc: () => slab() } as unknown as ConstructorParameters<typeof RefRing>[0];
-  return new RefRing(arena, HOP + 1, LAGS);
+/** A ring and a cue in one arena of the given back end (the cue's per-lag loop is the arena's kernel). */
+function ringAndCue(backend: 'wasm' | 'js'): { ring: RefRing; cue: TalkerCue } {
+  const arena = new AecArena(RefRing.floats(HOP + 1, LAGS) + TalkerCue.floats(LAGS), backend);
+  return { ring: new RefRing(arena, HOP + 1, LAGS), cue: new TalkerCue(arena, HOP, LAGS) };
 }
 
 /** White noise from a seeded generator (mulberry32). */
@@ -36,10 +36,10 @@ function noise(n: number, seed: number): Float32Array {
 }
 
 /** The cue's explained share after `hops` hops of reference x and microphone d. */
-function explained(x: Float32Array, d: Float32Array, hops: number): number {
-  const ring = plainRing();
-  const cue = new TalkerCue(HOP, LAGS);
+function explained(x: Float32Array, d: Float32Array, hops: number, backend: 'wasm' | 'js' = 'wasm'): number {
+  const { ring, cue } = ringAndCue(backend);
   const fft = new RealFFT(2 * HOP);
+  const rows = createRowFft(2 * HOP, backend);
   const frame = new Float64Array(2 * HOP);
   const re = new Float64Array(HOP + 1);
   const im = new Float64Array(HOP + 1);
@@ -49,7 +49,7 @@ function explained(x: Float32Array, d: Float32Array, hops: number): number {
     fft.forward(frame, 0, re, im);
     pushSpectrum(ring, re, im);
     const block = d.subarray(h * HOP, (h + 1) * HOP);
-    cue.update(micPrev, block, ring);
+    cue.update(micPrev, block, ring, rows);
     micPrev.set(block);
   }
   return cue.explained;
@@ -77,6 +77,9 @@ test('the explained share: an echo is explained, an independent talker is not, b
   expect(Math.abs(alone)).toBeLessThan(0.1);
   expect(mixed).toBeGreaterThan(alone + 0.05);
   expect(mixed).toBeLessThan(single * 0.4);
+  // The WebAssembly kernel (two lags per operation) and the JavaScript loop give the same sums, bit for bit.
+  expect(explained(x, both, hops, 'js')).toBe(mixed);
+  expect(explained(x, echo, hops, 'js')).toBe(single);
 });
 
 test('through the canceller: early double talk keeps more of the near end; a silent reference and the chunking change nothing', async () => {

@@ -21,6 +21,7 @@ import { resolveOptions, type EchoCancellerOptions, type EchoCancellerStats, typ
 import { StatePrefetch } from './prefetch';
 import { PriorScale } from './prior-scale';
 import { RefRing } from './ref-ring';
+import { cueLagsFor } from './talker-cue';
 
 export const AEC_SAMPLE_RATE = 16000;
 // A module-local constant in the loops: tsc turns a use of the exported one in this file into `exports.AEC_HOP`, a
@@ -112,7 +113,7 @@ export class EchoCanceller {
     const capacity = this.maxLagHops + this.partitions + 1;
     // The shadow filter's coefficients replace the main filter's first partitions: it can have no more than it.
     const shadowPartitions = Math.min(o.shadowPartitions, this.partitions);
-    const chan = { hop: HOP, partitions: this.partitions, shadowPartitions };
+    const chan = { hop: HOP, partitions: this.partitions, shadowPartitions, cueLags: o.terms & 128 ? cueLagsFor(this.maxLagHops, capacity) : 0 };
     const stride = RefRing.strideOf(BINS);
     const floats =
       RefRing.floats(BINS, capacity) +
@@ -149,7 +150,7 @@ export class EchoCanceller {
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
       { length: opts.channels },
-      () => new EchoChannel(this.arena, { hop: HOP, partitions: this.partitions, shadowPartitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, bins: o.bins }),
+      () => new EchoChannel(this.arena, { ...chan, step: o.step, forget: o.forget, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, bins: o.bins }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);

@@ -31,7 +31,10 @@ export interface ChannelOptions {
   presence: boolean;
   /** Whether an echo appearing after the channel found none is searched for as at a call's start (EchoPresence.restart). */
   presenceRestart: boolean;
-  /** The lowest bins the filters and the suppressor cover (options.ts `bins`; default all): above them the output is 0. */ bins?: number;
+  /** The talker cue's lags (the ring's capacity) where terms bit 128 is on, else 0: its memory in the arena. */
+  cueLags: number;
+  /** The lowest bins the filters and the suppressor cover (options.ts `bins`; default all): above them the output is 0. */
+  bins?: number;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
@@ -128,12 +131,13 @@ export class EchoChannel {
   readonly presence: EchoPresence | null;
   /** The microphone block the output block is aligned with, kept while the output mixes it in. */
   private readonly micOut: Float64Array;
-  /** The filter-independent talker cue while the filter is young (terms bit 128; dropped after, null before). */
-  private cue: TalkerCue | null = null;
+  /** The filter-independent talker cue while the filter is young (terms bit 128; null without it, and once done). */
+  private cue: TalkerCue | null;
 
-  static floats(o: { hop: number; partitions: number; shadowPartitions: number }): number {
+  static floats(o: { hop: number; partitions: number; shadowPartitions: number; cueLags: number }): number {
     // Besides the filters: 15 float64 arrays of up to hop + 1 values (the channel's, the suppressor's, the β's).
-    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions) + 15 * 2 * ((o.hop + 4) & ~3);
+    const cue = o.cueLags > 0 ? TalkerCue.floats(o.cueLags) : 0;
+    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions) + 15 * 2 * ((o.hop + 4) & ~3) + cue;
   }
 
   constructor(arena: AecArena, o: ChannelOptions) {
@@ -158,6 +162,7 @@ export class EchoChannel {
     this.early = new Float64Array(Math.ceil(this.bins / 16));
     this.presence = o.presence ? new EchoPresence(o.presenceRestart) : null;
     this.micOut = new Float64Array(o.hop);
+    this.cue = o.cueLags > 0 ? new TalkerCue(arena, o.hop, o.cueLags) : null;
   }
 
   /**
@@ -243,7 +248,7 @@ export class EchoChannel {
     // Suppression and overlap-add synthesis.
     P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
     const beta = rise ? rise.apply(this.ratio.beta, s.ePow, s.yPow) : this.ratio.beta;
-    if (this.sup.terms & 128) this.talkerCue(d, ring, farActive);
+    if (this.cue && this.sup.terms & 128) this.talkerCue(this.cue, fft, d, ring, farActive);
     const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, beta, s.tailIn, this.tailDecay, s.nl);
     if (rise && farActive) rise.judge(s.ePow, this.sup.resid, s.yPow);
     if (this.o.linearOnly) g.fill(1);
@@ -262,19 +267,14 @@ export class EchoChannel {
 
   /**
    * The talker cue (talker-cue.ts) on far-end hops while the filter is young, handed to the near-end evidence with the
-   * weight that blends it out as the filter converges (near-end.ts); dropped once that weight is 0.
+   * weight that blends it out as the filter converges (near-end.ts); once that weight is 0 the evidence is told so
+   * (it keeps that) and the cue is dropped: nothing of it runs after (its memory stays in the arena).
    */
-  private talkerCue(d: Float32Array, ring: RefRing, farActive: boolean): void {
-    const ne = this.sup.nearEnd;
+  private talkerCue(cue: TalkerCue, fft: RowFft, d: Float32Array, ring: RefRing, farActive: boolean): void {
     const w = youngWeight(this.hops);
-    if (w <= 0) {
-      this.cue = null;
-      ne.cue(NaN, 0);
-      return;
-    }
-    if (!this.cue) this.cue = new TalkerCue(this.hop, ring.capacity);
-    if (farActive) this.cue.update(this.micPrev, d, ring);
-    ne.cue(this.cue.explained, w);
+    if (w <= 0) this.cue = null;
+    else if (farActive) cue.update(this.micPrev, d, ring, fft);
+    this.sup.nearEnd.cue(w > 0 ? cue.explained : NaN, w);
   }
 
   /**

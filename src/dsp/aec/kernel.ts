@@ -21,6 +21,7 @@ export interface AecKernels {
   backprop(P: number, offs: number, eRe: number, eIm: number, wRe: number, wIm: number, zRe: number, zIm: number, kp: number): void;
   gram(J: number, re: number, im: number, wt: number, zRe: number, zIm: number, gz: number, out: number, kp: number): void;
   pcross(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void;
+  tcue(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, stride: number, from: number, dRe: number, dIm: number, cRe: number, cIm: number, xx: number, per: number, B: number, a: number): void;
   touch(list: number, n: number): number;
 }
 
@@ -143,6 +144,14 @@ export class AecArena {
    */
   pcross(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, dRe: number, dIm: number, re: number, im: number, ch: number, kp: number): void {
     this.k.pcross(L, head, cap, rRe * 4, rIm * 4, rPow * 4, dRe, dIm, re, im, ch, kp);
+  }
+
+  /**
+   * The talker cue's smoothed cross-spectra and per-lag sums (float32, bit-identical in both back ends; aec.ts's tcue
+   * says what): every other bin from `from`, ring rows of `stride`; all arrays by element offset.
+   */
+  tcue(L: number, head: number, cap: number, rRe: number, rIm: number, rPow: number, stride: number, from: number, dRe: number, dIm: number, cRe: number, cIm: number, xx: number, per: number, B: number, a: number): void {
+    this.k.tcue(L, head, cap, rRe * 4, rIm * 4, rPow * 4, stride, from, dRe * 4, dIm * 4, cRe * 4, cIm * 4, xx * 4, per * 4, B, a);
   }
 }
 
@@ -297,6 +306,33 @@ function jsKernels(f: Float32Array, i32: Int32Array): AecKernels {
           d[si + o + k] += ar * bi - ai * br;
           d[sc + o + k] += f[xp + x + k] * (br * br + bi * bi);
         }
+        i = i === 0 ? cap - 1 : i - 1;
+      }
+    },
+    tcue(L, head, cap, rRe, rIm, rPow, stride, from, dRe, dIm, cRe, cIm, xx, per, B, a) {
+      const [xr, xi, xp, dr, di, sr, si, sx, pl] = [rRe, rIm, rPow, dRe, dIm, cRe, cIm, xx, per].map((b) => b >> 2);
+      const r = Math.fround;
+      const lane = new Float64Array(4);
+      for (let l = 0, i = head; l < L; l++) {
+        const o = i * stride + from;
+        lane.fill(0);
+        // Each operation rounded to float32 as the kernel's lanes do (bin j in lane j mod 4).
+        for (let j = 0; j < B; j++) {
+          const x = o + 2 * j;
+          const ar = f[xr + x];
+          const ai = f[xi + x];
+          const br = f[dr + j];
+          const bi = f[di + j];
+          const re = r(r(ar * br) + r(ai * bi));
+          const im = r(r(ar * bi) - r(ai * br));
+          const n = l * B + j;
+          f[sr + n] = r(f[sr + n] + r(a * r(re - f[sr + n])));
+          f[si + n] = r(f[si + n] + r(a * r(im - f[si + n])));
+          f[sx + n] = r(f[sx + n] + r(a * r(f[xp + x] - f[sx + n])));
+          const s = f[sx + n];
+          if (s > 0) lane[j & 3] = r(lane[j & 3] + r(r(r(f[sr + n] * f[sr + n]) + r(f[si + n] * f[si + n])) / s));
+        }
+        f[pl + l] = r(r(lane[0] + lane[1]) + r(lane[2] + lane[3]));
         i = i === 0 ? cap - 1 : i - 1;
       }
     },

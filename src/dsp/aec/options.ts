@@ -31,9 +31,9 @@ export interface EchoCancellerOptions extends PresenceOptions {
   /**
    * The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16
    * (level-rise.ts), no overdrive while a near-end talker is evident 32 (near-end.ts), and by the same evidence the
-   * echo-estimate share and wideband terms held back and the gain kept fuller 64 (suppressor.ts; default 127; 63 is
-   * the canceller before it), and in the first seconds a talker cue that does not lean on the filter 128 (talker-cue.ts;
-   * off by default: 255 turns it on).
+   * echo-estimate share and wideband terms held back and the gain kept fuller 64 (suppressor.ts; 63 is the canceller
+   * before it), and in the first seconds a talker cue that does not lean on the filter 128 (talker-cue.ts; default 255
+   * since 2026-11-29, its cost × 1.00–1.04 over a 20 s stream; 127 is the canceller before it).
    */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
@@ -93,7 +93,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     betaBias: opts.betaBias ?? 1,
     overdrive: opts.overdrive ?? 10,
     linearOnly: opts.linearOnly ?? false,
-    terms: opts.terms ?? 127,
+    terms: opts.terms ?? 255,
     backend: opts.backend ?? 'wasm',
     constrainEvery: opts.constrainEvery ?? 4,
     shadowEvery: opts.shadowEvery ?? 1,

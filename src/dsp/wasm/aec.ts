@@ -14,6 +14,8 @@
 //              canceller's state into cache before its hop at many misses in flight (see below)
 //   pcross     the prior scale's cross-spectra of ring entries with one microphone spectrum, per lag, in float64 (two
 //              bins per operation; each lane's operations are prior-scale.ts's JavaScript, so the sums are bit-identical)
+//   tcue       the talker cue's smoothed cross-spectra per lag and their explained sums (float32, four bins per
+//              operation; kernel.ts's JavaScript loop rounds each operation to float32 in the same order: bit-identical)
 
 @inline function ld(p: usize): v128 {
   return v128.load(p);
@@ -227,6 +229,52 @@ export function pcross(L: i32, head: i32, cap: i32, ringRe: usize, ringIm: usize
       v128.store(j, f64x2.add(v128.load(j), f64x2.sub(f64x2.mul(xr, di), f64x2.mul(xi, dr))));
       v128.store(c, f64x2.add(v128.load(c), f64x2.mul(ld2(ringPow + x + (k << 2)), f64x2.add(f64x2.mul(dr, dr), f64x2.mul(di, di)))));
     }
+    i = i == 0 ? cap - 1 : i - 1;
+  }
+}
+
+/**
+ * The talker cue (talker-cue.ts): for L lags, ring entries head, head − 1, … (wrapping below 0 to cap − 1; rows of
+ * `stride` float32 at ringRe/ringIm/ringPow), at B bins from, from + 2, … (B a multiple of 4), against one microphone
+ * spectrum (B float32 at dRe, dIm): per lag and bin, with weight a, C += a·(X*·D − C) and S += a·(|X|² − S) (float32
+ * rows of B per lag at cRe, cIm, xx), then per[l] = Σ over bins with S > 0 of |C|²/S, four bins per operation (bin j in
+ * lane j mod 4, the lanes' sums added as (0 + 1) + (2 + 3): kernel.ts's JavaScript loop does the same, bit for bit).
+ */
+export function tcue(L: i32, head: i32, cap: i32, ringRe: usize, ringIm: usize, ringPow: usize, stride: i32, from: i32, dRe: usize, dIm: usize, cRe: usize, cIm: usize, xx: usize, per: usize, B: i32, a: f32): void {
+  const va = f32x4.splat(a);
+  const zero = f32x4.splat(0);
+  const rowB = <usize>B << 2;
+  let i = head;
+  let o: usize = 0;
+  for (let l = 0; l < L; l++) {
+    const x = (<usize>i * <usize>stride + <usize>from) << 2;
+    let num = zero;
+    for (let j: usize = 0; j < rowB; j += 16) {
+      // Bins from + 2j … from + 2j + 6: every other float of two vectors.
+      const p = x + (j << 1);
+      const xr = v128.shuffle<f32>(ld(ringRe + p), ld(ringRe + p + 16), 0, 2, 4, 6);
+      const xi = v128.shuffle<f32>(ld(ringIm + p), ld(ringIm + p + 16), 0, 2, 4, 6);
+      const xp = v128.shuffle<f32>(ld(ringPow + p), ld(ringPow + p + 16), 0, 2, 4, 6);
+      const dr = ld(dRe + j);
+      const di = ld(dIm + j);
+      const re = f32x4.add(f32x4.mul(xr, dr), f32x4.mul(xi, di));
+      const im = f32x4.sub(f32x4.mul(xr, di), f32x4.mul(xi, dr));
+      const q = o + j;
+      const c0 = ld(cRe + q);
+      const c1 = ld(cIm + q);
+      const s0 = ld(xx + q);
+      const cr = f32x4.add(c0, f32x4.mul(va, f32x4.sub(re, c0)));
+      const ci = f32x4.add(c1, f32x4.mul(va, f32x4.sub(im, c1)));
+      const s = f32x4.add(s0, f32x4.mul(va, f32x4.sub(xp, s0)));
+      v128.store(cRe + q, cr);
+      v128.store(cIm + q, ci);
+      v128.store(xx + q, s);
+      // Where S ≤ 0 the quotient (NaN or ∞) is masked to +0, which adds nothing, as the JavaScript loop skips it.
+      num = f32x4.add(num, v128.and(f32x4.div(f32x4.add(f32x4.mul(cr, cr), f32x4.mul(ci, ci)), s), f32x4.gt(s, zero)));
+    }
+    const sum = f32x4.extract_lane(num, 0) + f32x4.extract_lane(num, 1) + (f32x4.extract_lane(num, 2) + f32x4.extract_lane(num, 3));
+    store<f32>(per + (<usize>l << 2), sum);
+    o += rowB;
     i = i == 0 ? cap - 1 : i - 1;
   }
 }
