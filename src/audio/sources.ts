@@ -119,7 +119,11 @@ export async function openSource(
       inputRate, codec: audio.codec, container: audio.container, durationS: counted ?? audio.durationS,
     });
   } finally {
-    scan?.stop();
+    // Reaped before the caller hears of a refusal: no ffmpeg outlives the call (SIGKILL: its exit comes at once).
+    if (scan) {
+      scan.stop();
+      await scan.seconds.catch(() => undefined);
+    }
   }
 }
 
