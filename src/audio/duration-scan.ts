@@ -18,8 +18,8 @@ export interface DurationScan {
    * ffmpeg could not read them (the decoder reports why). Rejects with AudioInputError when the scan ran out of time.
    */
   readonly seconds: Promise<number | null>;
-  /** Kills the scan if it is still running; safe to call repeatedly. */
-  stop(): void;
+  /** Kills the scan if it is still running and resolves once it has exited (no ffmpeg outlives it); safe to call repeatedly. */
+  stop(): Promise<void>;
 }
 
 /** Starts the scan; it runs beside whatever the caller does meanwhile (the decoder's start). */
@@ -68,6 +68,15 @@ export function startDurationScan(ffmpegPath: string, inputPath: string, maxSeco
       return null;
     },
   );
-  seconds.catch(() => undefined); // a caller that stops early never awaits it
-  return { seconds, stop: () => killChild(child) };
+  const exited = seconds.then(
+    () => undefined,
+    () => undefined,
+  ); // also why a caller that stops early needs no handler of its own
+  return {
+    seconds,
+    stop: () => {
+      killChild(child);
+      return exited;
+    },
+  };
 }

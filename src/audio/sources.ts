@@ -119,11 +119,8 @@ export async function openSource(
       inputRate, codec: audio.codec, container: audio.container, durationS: counted ?? audio.durationS,
     });
   } finally {
-    // Reaped before the caller hears of a refusal: no ffmpeg outlives the call (SIGKILL: its exit comes at once).
-    if (scan) {
-      scan.stop();
-      await scan.seconds.catch(() => undefined);
-    }
+    // Reaped before the caller hears of a refusal: no ffmpeg outlives the call.
+    await scan?.stop();
   }
 }
 
