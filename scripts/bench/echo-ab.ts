@@ -31,7 +31,6 @@ import { loadTalkers } from './echo-talkers';
 import { optionReader, settingsOf } from '../lib/args';
 import { NARROW_FS, narrowScene, runNarrow } from './echo-narrow';
 
-
 interface Canceller {
   process(mic: Float32Array[], ref: Float32Array): Float32Array[];
 }
@@ -127,6 +126,7 @@ async function main(args: string[]): Promise<void> {
   );
   const narrow = args.includes('--narrow');
   const rate = narrow ? NARROW_FS : FS;
+  const atRate = narrow ? narrowScene : (s: Scene): Scene => s;
   const sets = { ...(narrow ? { bins: 72 } : {}), ...settingsOf(args, '--set') };
   const otherSets = settingsOf(args, '--other-set');
   const dtFrom = opt('--dt-from', '');
@@ -153,8 +153,7 @@ async function main(args: string[]): Promise<void> {
   for (const kind of kinds) {
     for (const { speaker, clipAt, label } of speakerRuns) {
       for (let i = 0; i < n; i++) {
-        const make = narrow ? narrowScene : (s: Scene): Scene => s;
-        const scene = make(makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker, clipAt, ...(kind === 'dt' && nearFromS !== undefined ? { nearFromS } : {}) }, talkers));
+        const scene = atRate(makeScene({ kind, seed: seeds[kind] + 100 * speakers.indexOf(speaker) + i, speaker, clipAt, ...(kind === 'dt' && nearFromS !== undefined ? { nearFromS } : {}) }, talkers));
         // The generator scales the reference to a peak of 0.7 and clips at clipAt of it.
         oracleLevel = speaker === 'clip' ? 0.7 * (clipAt ?? 0.55) : 0;
         const order = idx++ % 2 ? [1, 0] : [0, 1];
