@@ -5,7 +5,8 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config';
-import { deinterleave, silenceNonFinite } from '../dsp/interleave';
+import { deinterleave } from '../dsp/interleave';
+import { boundSamples } from '../dsp/sample-bound';
 import { AudioInputError, AudioPipelineError } from './errors';
 import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
 import { cleanDetail, probeFailure } from './probe';
@@ -59,7 +60,7 @@ export class PipeFrames {
     this.pending = rest.length ? [rest] : [];
     this.pendingBytes = rest.length;
     const planar = deinterleave(all.subarray(0, take), this.channels);
-    silenceNonFinite(planar);
+    boundSamples(planar);
     return planar;
   }
 

@@ -7,7 +7,8 @@
 // a header longer than the bytes given) returns null and the caller hands the file to ffmpeg. The declared data size is
 // never trusted: it is clamped to the bytes the file really has, rounded down to whole frames (truncated files, huge or
 // "unknown" 0 / 0xFFFFFFFF sizes). Samples convert to float32 exactly as ffmpeg's swresample does (u8: (v-128)/128,
-// s16: v/2^15, s24: v/2^23, s32: v/2^31, f64: rounded to float32); non-finite float samples (NaN, ±Inf) become 0.
+// s16: v/2^15, s24: v/2^23, s32: v/2^31, f64: rounded to float32); float samples are bounded (NaN and ±Inf become 0,
+// beyond ±1e4 they are clamped: dsp/sample-bound.ts).
 //
 // Write: 16-bit PCM, float → int16 as ffmpeg does (scale by 32768, round half to even, clip), the RIFF header patched
 // with the sizes at the end, or turned into RF64 (the reserved JUNK chunk becomes ds64) above 4 GiB, byte for byte

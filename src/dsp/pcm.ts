@@ -1,12 +1,14 @@
 // PCM sample codecs: interleaved integer/float sample bytes ↔ planar float32, converted exactly as ffmpeg's
 // swresample does. Used by the in-process WAV reader/writer (audio/wav.ts) and by the inference worker's PCM edges.
 
+import { boundSample } from './sample-bound';
+
 export type WavSampleFormat = 'u8' | 's16' | 's24' | 's32' | 'f32' | 'f64';
 
 /** Bytes of one sample of each format (a frame is channels times this). */
 export const SAMPLE_BYTES: Record<WavSampleFormat, number> = { u8: 1, s16: 2, s24: 3, s32: 4, f32: 4, f64: 8 };
 
-/** Converts whole interleaved frames of `bytes` to planar float32 (non-finite float samples become 0). */
+/** Converts whole interleaved frames of `bytes` to planar float32 (float samples bounded: sample-bound.ts). */
 export function decodeFrames(bytes: Buffer, info: { format: WavSampleFormat; channels: number; blockAlign: number }): Float32Array[] {
   const frames = Math.floor(bytes.length / info.blockAlign);
   const planar = Array.from({ length: info.channels }, () => new Float32Array(frames));
@@ -64,8 +66,7 @@ export function decodeFramesInto(
       const v = view(Float32Array);
       for (let f = 0, k = 0; f < frames; f++) {
         for (let c = 0; c < C; c++, k++) {
-          const x = v[k];
-          planar[c][off + f] = x - x === 0 ? x : 0;
+          planar[c][off + f] = boundSample(v[k]);
         }
       }
       break;
@@ -74,8 +75,7 @@ export function decodeFramesInto(
       const v = view(Float64Array);
       for (let f = 0, k = 0; f < frames; f++) {
         for (let c = 0; c < C; c++, k++) {
-          const x = v[k];
-          planar[c][off + f] = x - x === 0 ? x : 0;
+          planar[c][off + f] = boundSample(v[k]);
         }
       }
       break;

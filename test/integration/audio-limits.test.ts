@@ -164,6 +164,36 @@ describe('non-finite float samples are silence, never full-scale noise', () => {
   });
 });
 
+describe('absurd finite float samples are bounded (dsp/sample-bound.ts), not carried into the chains', () => {
+  // One sample of 1e30 overflowed nsm-4's float32 energies and left its chain attenuating by 30-50 dB for the rest of
+  // the file; bounded at ±1e4 at the decoder it is a click, and the speech after it comes out as without it.
+  const rms = (x: Float32Array, from: number, to: number): number => {
+    let e = 0;
+    for (let i = from; i < to; i++) e += x[i] * x[i];
+    return 10 * Math.log10(e / (to - from) + 1e-20);
+  };
+
+  test.each([
+    [16000, 'in-process WAV'],
+    [44100, 'in-process WAV resampled by ffmpeg'],
+  ])('float WAV at %i Hz (%s), nsm-4: the seconds after a 1e30 spike as loud as without it', async (rate) => {
+    const clean = new Float32Array(4 * rate);
+    for (let i = 0; i < clean.length; i++) clean[i] = 0.1 * Math.sin((2 * Math.PI * 300 * i) / rate) * (1 + Math.sin((2 * Math.PI * 3 * i) / rate));
+    const spiked = clean.slice();
+    for (let i = rate; i < rate + 10; i++) spiked[i] = 1e30;
+    const outs: Float32Array[] = [];
+    for (const [name, x] of [['clean', clean], ['spiked', spiked]] as const) {
+      const input = path.join(tmp, `spike-${rate}-${name}.wav`);
+      floatWav(input, rate, x);
+      const out = path.join(tmp, `spike-${rate}-${name}-out.wav`);
+      await denoiseFile({ config, engine }, input, out, { ...base, model: 'nsm-4' });
+      outs.push((await readPcm(config, out, rate, 1))[0]);
+    }
+    expect(outs[1].every((v) => Number.isFinite(v))).toBe(true);
+    expect(Math.abs(rms(outs[1], 2 * rate, 4 * rate) - rms(outs[0], 2 * rate, 4 * rate))).toBeLessThan(3);
+  });
+});
+
 describe('over HTTP: limits answer at once, with the right status, and cost no credit', () => {
   let appConfig: Config;
   let handle: AppHandle;

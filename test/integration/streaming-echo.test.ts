@@ -4,7 +4,7 @@
 // a near end later). Byte for byte: 16 kHz pcm_s16le, 48 kHz pcm_s16le (full band), 8 kHz μ-law (narrow band: the
 // μ-law of /denoise's 16-bit output for the decoded samples), in-process and relayed to a model-service process.
 // Also: ready's echo_reference and output_channels, the output arriving within latency_samples, done's canceller
-// figures equal to the file's, billing as a plain stream, and the query's refusals.
+// figures equal to the file's, billing as a plain stream, hostile float samples, and the query's refusals.
 import fs from 'node:fs';
 import path from 'node:path';
 import { mulaw } from 'alawmulaw';
@@ -187,6 +187,41 @@ describe('live streams with an echo reference', () => {
       }
     }, 120_000);
   });
+
+  test('pcm_f32le with 1e30, NaN and ±Inf in both channels: the stream goes on, and the near end after it is heard', async () => {
+    // Before the bound on float samples (dsp/sample-bound.ts) one 1e30 left the canceller's filter non-finite and
+    // the rest of the stream silent; here the near end (from 6 s) must come out as loud as in the same stream without
+    // the hostile samples, which sit at 2-3 s, during far-end single talk.
+    const toF32 = (pcm: Buffer): Buffer => {
+      const x = int16(pcm);
+      const f = new Float32Array(x.length);
+      for (let i = 0; i < x.length; i++) f[i] = x[i] / 32768;
+      return Buffer.from(f.buffer);
+    };
+    const mic = toF32(samples('mic16000.wav'));
+    const far = toF32(samples('far16000.wav'));
+    const clean = interleave(4, mic, far);
+    const hostile = Buffer.from(clean);
+    const bad = [1e30, NaN, Infinity, -Infinity, -1e30];
+    for (let k = 0; k < 200; k++) hostile.writeFloatLE(bad[k % 5], (2 * 16000 + 80 * k) * 8 + (k % 2) * 4);
+    const levels: number[] = [];
+    for (const input of [clean, hostile]) {
+      const c = await stream(`${base}?channels=2&echo_reference=last&encoding=pcm_f32le`, input, 1280, 8);
+      expect(c.errors).toEqual([]);
+      expect(c.done!.stats).toMatchObject({ echo_reference: true, input_seconds: 8 });
+      expect(Number.isFinite(c.done!.stats.echo_erle_db)).toBe(true);
+      const out = new Float32Array(Buffer.from(c.audio).buffer, 0, c.audio.length / 4);
+      expect(out.length).toBe(8 * 16000);
+      let e = 0;
+      for (let i = 6.5 * 16000; i < out.length; i++) {
+        expect(Number.isFinite(out[i])).toBe(true);
+        e += out[i] * out[i];
+      }
+      levels.push(10 * Math.log10(e / (1.5 * 16000) + 1e-20));
+    }
+    expect(levels[0]).toBeGreaterThan(-50);
+    expect(Math.abs(levels[1] - levels[0])).toBeLessThan(3);
+  }, 120_000);
 
   test('two microphone channels and the reference (channels=3): stereo out', async () => {
     const mic = samples('mic16000.wav').subarray(0, 2 * 16000);

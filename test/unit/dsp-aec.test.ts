@@ -72,6 +72,30 @@ test('echo path change: back above 25 dB ERLE within 2 s', async () => {
   expect(after).toBeGreaterThan(25);
 });
 
+test.each([
+  ['1e30', 1e30],
+  ['NaN', NaN],
+  ['+Inf', Infinity],
+])('hostile samples (%s) in the reference and the microphone: the output stays finite and it cancels again', async (_name, v) => {
+  // A float WAV or a pcm_f32le stream can carry anything; before the canceller bounded its input one sample of 1e30
+  // left its filter non-finite and its output silent for the rest of the call.
+  const scene = makeScene({ kind: 'st', seed: 15, seconds: 10, rt60: 0.3, delayMs: 80, speaker: 'linear' }, await talkers());
+  const mic = scene.mic.slice();
+  const ref = scene.ref.slice();
+  for (let i = 3 * FS; i < 3 * FS + 40; i += 4) {
+    ref[i] = v;
+    mic[i + 2000] = -v;
+  }
+  const clean = runCanceller([scene.mic], scene.ref);
+  const hit = runCanceller([mic], ref);
+  expect(hit.out[0].every((x) => Number.isFinite(x))).toBe(true);
+  expect(Number.isFinite(hit.stats.erleDb ?? 0)).toBe(true);
+  // Cancelling again: 6–10 s within 6 dB of the same call without the hostile samples.
+  const after = erle(scene, hit.out[0], 6 * FS, 10 * FS);
+  expect(after).toBeGreaterThan(25);
+  expect(after).toBeGreaterThan(erle(scene, clean.out[0], 6 * FS, 10 * FS) - 6);
+});
+
 test.each([30, 260, 490])('bulk delay estimate within 40 ms of %i ms', async (delayMs) => {
   const scene = makeScene({ kind: 'st', seed: 20 + delayMs, seconds: 5, rt60: 0.25, delayMs, speaker: 'linear' }, await talkers());
   const r = runCanceller([scene.mic], scene.ref);

@@ -10,6 +10,7 @@
 // input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
 // carries signal the output is the microphone itself, delayed, bit for bit.
 import { sharedRowFft, type RowFft } from '../fft-pairs';
+import { boundSample } from '../sample-bound';
 import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
 import { giveSlot, takeSlot, type HeapSlot } from './heap';
@@ -24,8 +25,7 @@ import { RefRing } from './ref-ring';
 import { cueLagsFor } from './talker-cue';
 
 export const AEC_SAMPLE_RATE = 16000;
-// A module-local constant in the loops: tsc turns a use of the exported one in this file into `exports.AEC_HOP`, a
-// property load V8 does not fold (every loop below read it per iteration).
+// Module-local for the loops: tsc makes the exported one `exports.AEC_HOP`, a load V8 does not fold out of loops.
 const HOP = 128;
 export const AEC_HOP = HOP;
 const M = 2 * HOP;
@@ -226,15 +226,15 @@ export class EchoCanceller {
     return out;
   }
 
-  /** Input samples pos..pos+count-1 into the hop's blocks from index `pending` on. */
+  /** Input samples pos..pos+count-1 into the hop's blocks from `pending` on, bounded (1e30 once killed the filter). */
   private take(mic: Float32Array[], ref: Float32Array, pos: number, count: number): void {
     const at = this.pending;
     const r = this.refIn;
-    for (let i = 0; i < count; i++) r[at + i] = ref[pos + i];
+    for (let i = 0; i < count; i++) r[at + i] = boundSample(ref[pos + i]);
     for (let c = 0; c < this.channels; c++) {
       const d = this.micIn[c];
       const m = mic[c];
-      for (let i = 0; i < count; i++) d[at + i] = m[pos + i];
+      for (let i = 0; i < count; i++) d[at + i] = boundSample(m[pos + i]);
     }
   }
 
