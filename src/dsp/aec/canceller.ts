@@ -10,7 +10,7 @@
 // input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
 // carries signal the output is the microphone itself, delayed, bit for bit.
 import { sharedRowFft, type RowFft } from '../fft-pairs';
-import { boundSample } from '../sample-bound';
+import { boundSample, SAMPLE_LIMIT } from '../sample-bound';
 import { EchoChannel, Scratch } from './channel';
 import { DelayEstimator } from './delay-estimator';
 import { giveSlot, takeSlot, type HeapSlot } from './heap';
@@ -230,11 +230,11 @@ export class EchoCanceller {
   private take(mic: Float32Array[], ref: Float32Array, pos: number, count: number): void {
     const at = this.pending;
     const r = this.refIn;
-    for (let i = 0; i < count; i++) r[at + i] = boundSample(ref[pos + i]);
+    for (let i = 0, x = 0; i < count; i++) r[at + i] = (x = ref[pos + i]) <= SAMPLE_LIMIT && x >= -SAMPLE_LIMIT ? x : boundSample(x);
     for (let c = 0; c < this.channels; c++) {
       const d = this.micIn[c];
       const m = mic[c];
-      for (let i = 0; i < count; i++) d[at + i] = boundSample(m[pos + i]);
+      for (let i = 0, x = 0; i < count; i++) d[at + i] = (x = m[pos + i]) <= SAMPLE_LIMIT && x >= -SAMPLE_LIMIT ? x : boundSample(x);
     }
   }
 
