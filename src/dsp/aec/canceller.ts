@@ -12,6 +12,7 @@
 import { sharedRowFft, type RowFft } from '../fft-pairs';
 import { boundSample, SAMPLE_LIMIT } from '../sample-bound';
 import { EchoChannel, Scratch } from './channel';
+import { FarActivity } from './far-activity';
 import { DelayEstimator } from './delay-estimator';
 import { giveSlot, takeSlot, type HeapSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
@@ -63,6 +64,7 @@ export class EchoCanceller {
   private readonly fft: RowFft;
   private readonly win: Float64Array;
   private readonly ring: RefRing;
+  private readonly far: FarActivity;
   readonly delay: DelayEstimator;
   readonly chans: EchoChannel[];
   /** Input not yet a whole hop. */
@@ -146,6 +148,7 @@ export class EchoCanceller {
     const priorAt = this.arena.used;
     this.priorScale = new PriorScale(this.arena, this.opts.priorZoneDb, HOP, capacity);
     this.ring = new RefRing(this.arena, BINS, capacity);
+    this.far = new FarActivity(this.ring, SILENT_FRAME_POWER);
     const ringEnd = this.arena.used;
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
     this.chans = Array.from(
@@ -305,12 +308,8 @@ export class EchoCanceller {
     // Far-end activity for adaptation: the reference within the filter's reach.
     // Every spectrum the filter reads (and the tail past it) is exactly 0: its echo estimate is 0 without reading them.
     const reachZero = this.zeroRun > this.bulk + this.partitions;
-    let reachPow = 0;
-    for (let p = 0; p < this.partitions && !reachZero; p += 4) {
-      const o = ring.offset(this.bulk + p);
-      for (let k = 2; k < BINS; k += 8) reachPow += rPow[o + k];
-    }
-    const farActive = reachPow * 16 > SILENT_FRAME_POWER;
+    this.far.record(ro, refPowSum);
+    const farActive = !reachZero && this.far.active(this.bulk, this.partitions);
     if (!this.priorScale.settled) {
       const f = this.priorScale.hop(refActive, refEnergy, this.micIn[0], ring);
       if (f !== 1) for (const ch of this.chans) ch.main.scalePrior(f);
