@@ -5,7 +5,8 @@
 //        [--clip-levels 0.4,0.55,0.7]           ('clip' scenes at each of these fractions of the peak; default 0.55)
 //        [--v NAME:key=value,key=value]...      (the first variant is the reference of the paired differences)
 //        [--dt-from S]    (double talk: the near end talks from S s, default 4, and its SDR is scored from S to the end)
-//        [--st-windows]   (single talk: ERLE also over 2–5 and 5–10 s, groups st-…:2-5 and :5-10; no linear-only runs)
+//        [--st-windows]   (single talk: ERLE also over 0.5–2, 2–5 and 5–10 s, groups st-…:0.5-2, :2-5 and :5-10; no
+//                          linear-only runs)
 // Prints per variant and group: ERLE 10–20 s (st), near-end SDR 10–20 s (dt), and the linear filter's ERLE (st).
 import fs from 'node:fs';
 import os from 'node:os';
@@ -100,6 +101,7 @@ function main(args: string[]): void {
           else m = magSdr(scene.near, r.out, nearFromS === undefined ? 10 * FS : scene.nearFrom!, scene.mic.length);
           push(vi, g, m);
           if (kind === 'st' && stWindows) {
+            push(vi, `${g}:0.5-2`, erle(scene, r.out, FS / 2, 2 * FS));
             push(vi, `${g}:2-5`, erle(scene, r.out, 2 * FS, 5 * FS));
             push(vi, `${g}:5-10`, erle(scene, r.out, 5 * FS, 10 * FS));
           }
