@@ -72,19 +72,16 @@ test('echo path change: back above 25 dB ERLE within 2 s', async () => {
   expect(after).toBeGreaterThan(25);
 });
 
-test.each([
-  ['1e30', 1e30],
-  ['NaN', NaN],
-  ['+Inf', Infinity],
-])('hostile samples (%s) in the reference and the microphone: the output stays finite and it cancels again', async (_name, v) => {
+test('hostile samples (1e30, NaN, ±Inf) in the reference and the microphone: the output stays finite and it cancels again', async () => {
   // A float WAV or a pcm_f32le stream can carry anything; before the canceller bounded its input one sample of 1e30
   // left its filter non-finite and its output silent for the rest of the call.
   const scene = makeScene({ kind: 'st', seed: 15, seconds: 10, rt60: 0.3, delayMs: 80, speaker: 'linear' }, await talkers());
   const mic = scene.mic.slice();
   const ref = scene.ref.slice();
-  for (let i = 3 * FS; i < 3 * FS + 40; i += 4) {
-    ref[i] = v;
-    mic[i + 2000] = -v;
+  const bad = [1e30, NaN, Infinity, -1e30, -Infinity];
+  for (let i = 3 * FS, k = 0; i < 3 * FS + 40; i += 4, k++) {
+    ref[i] = bad[k % 5];
+    mic[i + 2000] = bad[(k + 2) % 5];
   }
   const clean = runCanceller([scene.mic], scene.ref);
   const hit = runCanceller([mic], ref);
@@ -96,15 +93,15 @@ test.each([
   expect(after).toBeGreaterThan(erle(scene, clean.out[0], 6 * FS, 10 * FS) - 6);
 });
 
-test.each([500, 1000, 1031])('a %i Hz tone as the reference (hold music, ring-back): the linear filter adapts', (hz) => {
+test.each([500, 1000])('a %i Hz tone as the reference (hold music, ring-back): the linear filter adapts', (hz) => {
   // 500 Hz and 1 kHz sit on bins 8 and 16, between the bins the far-end activity test sampled: the filter never
   // adapted to them (linear ERLE 0 dB) while 1031 Hz reached 36 dB (far-activity.ts). A pure tone's delay is ambiguous
   // (any lag a period apart fits), so how far it gets varies with the estimator's pick (15-57 dB here): > 10 dB.
-  const n = 6 * FS;
+  const n = 5 * FS;
   let seed = 7;
   const rnd = (): number => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5;
-  const ir = new Float32Array(0.3 * FS);
-  for (let i = 0; i < ir.length; i++) ir[i] = rnd() * Math.exp(-i / (0.05 * FS)) * 0.3;
+  const ir = new Float32Array(0.1 * FS);
+  for (let i = 0; i < ir.length; i++) ir[i] = rnd() * Math.exp(-i / (0.03 * FS)) * 0.3;
   ir[0] = 0.5;
   const ref = new Float32Array(n);
   for (let i = 0; i < n; i++) ref[i] = 0.3 * Math.sin((2 * Math.PI * hz * i) / FS);
