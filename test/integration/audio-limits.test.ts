@@ -174,18 +174,20 @@ describe('absurd finite float samples are bounded (dsp/sample-bound.ts), not car
   };
 
   test.each([
-    [16000, 'in-process WAV'],
-    [44100, 'in-process WAV resampled by ffmpeg'],
-  ])('float WAV at %i Hz (%s), nsm-4: the seconds after a 1e30 spike as loud as without it', async (rate) => {
+    ['wav', 'in-process WAV reader'],
+    ['caf', "ffmpeg's f32 output"],
+  ])('float %s at 16 kHz (%s), nsm-4: the seconds after a 1e30 spike as loud as without it', async (kind) => {
+    const rate = 16000;
     const clean = new Float32Array(4 * rate);
     for (let i = 0; i < clean.length; i++) clean[i] = 0.1 * Math.sin((2 * Math.PI * 300 * i) / rate) * (1 + Math.sin((2 * Math.PI * 3 * i) / rate));
     const spiked = clean.slice();
     for (let i = rate; i < rate + 10; i++) spiked[i] = 1e30;
     const outs: Float32Array[] = [];
     for (const [name, x] of [['clean', clean], ['spiked', spiked]] as const) {
-      const input = path.join(tmp, `spike-${rate}-${name}.wav`);
-      floatWav(input, rate, x);
-      const out = path.join(tmp, `spike-${rate}-${name}-out.wav`);
+      const input = path.join(tmp, `spike-${name}.${kind}`);
+      if (kind === 'wav') floatWav(input, rate, x);
+      else await writePcm(config, [x], rate, input, ['-c:a', 'pcm_f32le', '-f', 'caf']);
+      const out = path.join(tmp, `spike-${kind}-${name}-out.wav`);
       await denoiseFile({ config, engine }, input, out, { ...base, model: 'nsm-4' });
       outs.push((await readPcm(config, out, rate, 1))[0]);
     }
