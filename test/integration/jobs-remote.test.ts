@@ -13,6 +13,8 @@ import { makeLongWav, until } from '../helpers/jobs-helpers';
 import { freePort } from '../../scripts/lib/free-port';
 
 const API = '/v1/noise-suppressor';
+// A long nsm-4 job runs twice here: with two other test files beside it on 2 cores that took up to 69 s (2026-11-30).
+jest.setTimeout(240_000);
 
 describe('jobs with a remote model service', () => {
   let config: Config;
