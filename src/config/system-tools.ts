@@ -1,7 +1,7 @@
 // System programs the server runs beside ffmpeg, found once: util-linux's chrt, which lowers file work to Linux's
-// SCHED_IDLE policy (FILE_WORK_IDLE: the file workers' threads, inference/thread-priority.ts, their ffmpeg children,
-// audio/ffmpeg.ts, and npm start's file-work process, file-process/). Debian has it in every image; null where it is
-// missing (file work is then niced only).
+// SCHED_IDLE policy (FILE_WORK_IDLE: the file workers' threads once warm, inference/thread-priority.ts, their ffmpeg
+// children, audio/ffmpeg.ts, and npm start's file-work process once ready, file-process/). Debian has it in every
+// image; null where it is missing (file work is then niced only).
 import fs from 'node:fs';
 
 export const CHRT_PATH: string | null =

@@ -17,10 +17,14 @@ export interface Server {
   dataDir: string;
 }
 
-/** Starts the server (an existing `dataDir` is reused, e.g. for a restart) and creates a token in its store. */
-export async function startServer(env: Record<string, string> = {}, dataDir?: string): Promise<Server> {
+/**
+ * Starts the server (an existing `dataDir` is reused, e.g. for a restart) and creates a token in its store. `launcher`:
+ * a command that execs the server in its own process (e.g. `taskset -c 0`).
+ */
+export async function startServer(env: Record<string, string> = {}, dataDir?: string, launcher: string[] = []): Promise<Server> {
   const dir = dataDir ?? testConfig().dataDir;
-  const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/server.js')], {
+  const command = [...launcher, process.execPath, path.join(PROJECT_ROOT, 'dist/src/server.js')];
+  const child = spawn(command[0], command.slice(1), {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, WORKERS: '1', NODE_ENV: 'test', ADMIN_SECRET: 'x', LOG_FORMAT: 'json', LOG_REQUESTS: 'false', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -52,6 +52,17 @@ export async function lowerThisThread(nice: number, idle: boolean): Promise<Thre
   return { tid, nice: niceNow, idle: idleNow };
 }
 
+/**
+ * Every thread of process `pid` to SCHED_IDLE (chrt --all-tasks); threads it starts later inherit the policy. For npm
+ * start's file-work process, lowered once it is ready (file-process/): a process that starts under SCHED_IDLE loads
+ * its models only with CPU time no normal thread of the box wants, and the server listens only once it is ready.
+ */
+export function lowerProcess(pid: number): Promise<boolean> {
+  const chrt = CHRT_PATH;
+  if (chrt === null) return Promise.resolve(false);
+  return new Promise<boolean>((resolve) => execFile(chrt, ['--idle', '--all-tasks', '-p', '0', String(pid)], { timeout: 5000 }, (err) => resolve(!err)));
+}
+
 /** A thread's niceness and policy as the kernel reports them (/proc/PID/task/TID/stat), for checks; null if gone. */
 export function readThreadPriority(tid: number, pid = process.pid): { nice: number; policy: number } | null {
   let stat: string;

@@ -233,10 +233,14 @@ async function main(): Promise<void> {
   try {
     const init = workerData as WorkerInit;
     modelsDir = init.modelsDir;
-    if (init.nice > 0 || init.idle) priority = await lowerThisThread(init.nice, init.idle);
+    // Niceness at once, SCHED_IDLE only once the models are loaded and warm: under SCHED_IDLE the start-up would get
+    // only CPU time no normal thread of the box wants, and a server waits for its file workers before it listens (on a
+    // box other programs kept busy it did not listen until they stopped).
+    if (init.nice > 0) priority = await lowerThisThread(init.nice, false);
     graphs = await loadGraphs(init.modelsDir);
     if (init.warmUp) await warmUp(graphs);
     if (init.warmUp && init.live) await warmUpEcho(graphs);
+    if (init.idle) priority = { ...priority, idle: (await lowerThisThread(0, true)).idle };
   } catch (err) {
     send({ type: 'init-error', message: (err as Error).message });
     return;
