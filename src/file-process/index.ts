@@ -1,10 +1,10 @@
 // The file-work process (FILE_WORK_PROCESS, single box): `npm start` runs the model service's file work (uploads,
 // batches, jobs) in a child process of its own, `node dist/src/model-service-main.js`, niced, and under SCHED_IDLE
-// (util-linux chrt) from the moment it is ready, while live streams stay in the server's process. The file calls' decoding, multipart parsing
-// and worker traffic then never share an event loop with the streams' WebSocket messages, and the kernel gives that
-// process only CPU time the live path leaves. The gateway reaches it over loopback HTTP as any model service.
-// This module starts it, restarts it on the same port whenever it dies (during its own start-up too), with a
-// doubling backoff, for as long as the server runs, and stops it last at shutdown.
+// (util-linux chrt) from the moment it is ready, while live streams stay in the server's process. The file calls'
+// decoding, multipart parsing and worker traffic then never share an event loop with the streams' WebSocket messages,
+// and the kernel gives that process only CPU time the live path leaves. The gateway reaches it over loopback HTTP as
+// any model service. This module starts it, restarts it on the same port whenever it dies (during its own start-up
+// too), with a doubling backoff, for as long as the server runs, and stops it last at shutdown.
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import os from 'node:os';
@@ -129,6 +129,7 @@ export async function startFileProcess(opts: FileProcessOptions): Promise<FilePr
       if (config.fileWorkNice > 0 && c.pid) {
         try {
           // The main thread; its workers set their own niceness (FILE_WORK_NICE) when they start.
+          os.setPriority(c.pid, config.fileWorkNice);
         } catch {
           // not permitted: it runs at the server's priority
         }

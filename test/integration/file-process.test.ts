@@ -32,6 +32,8 @@ const SCHED_IDLE = 5;
       if (CHRT_PATH) {
         for (const tid of fs.readdirSync(`/proc/${pid}/task`)) expect(readThreadPriority(Number(tid), pid)?.policy).toBe(SCHED_IDLE);
       }
+      // Niced too (FILE_WORK_NICE, default 10): its main thread from its spawn, its file worker when it starts.
+      expect(readThreadPriority(pid, pid)?.nice).toBe(10);
       expect(readThreadPriority(split.child.pid!, split.child.pid!)?.policy).toBe(0);
 
       // The same bytes as the all-in-one server, for a 16 kHz file and a 44.1 kHz stereo one.
