@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Config } from '../config';
 import { CHRT_PATH } from '../config/system-tools';
-import { lowerProcess } from '../inference/runtime/thread-priority';
+import { idleProcess } from '../inference/runtime/thread-priority';
 import type { Logger } from '../logging';
 import type { FromFileProcess, MetricsJson, ToFileProcess } from './protocol';
 
@@ -159,7 +159,7 @@ export async function startFileProcess(opts: FileProcessOptions): Promise<FilePr
         } else if (msg.type === 'ready') {
           const { type: _type, ...rest } = msg;
           // Every thread of the child to SCHED_IDLE before it counts as ready (its workers lowered themselves already).
-          void (idle && c.pid ? lowerProcess(c.pid) : Promise.resolve(false)).then(() => {
+          void (idle && c.pid ? idleProcess(c.pid) : Promise.resolve(false)).then(() => {
             if (ended) return;
             facts = rest;
             isReady = true;

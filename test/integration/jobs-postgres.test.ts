@@ -14,7 +14,8 @@ import { serverBinaries } from '../helpers/real-servers';
 import { freePort } from '../../scripts/lib/free-port';
 
 const API = '/v1/noise-suppressor';
-// A long nsm-4 job runs twice here: with two other test files beside it on 2 cores that took up to 69 s (2026-11-30).
+// A long nsm-4 job runs twice here: about 30 s two test files at a time on the slow 2-core machine, 122 s when other
+// files left its SCHED_IDLE file work no CPU (three at a time, 2026-11-30); jest's 120 s was too close.
 jest.setTimeout(240_000);
 
 interface Gateway {

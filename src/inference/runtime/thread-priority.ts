@@ -27,29 +27,23 @@ export interface ThreadPriority {
 }
 
 /**
- * Lowers the calling thread: niceness `nice` (when > 0), then SCHED_IDLE when `idle`. Either may not be allowed (a
- * seccomp profile, no chrt, another OS); the thread then runs as it could, and the answer says how.
+ * The calling thread's niceness to `nice`; the niceness it has afterwards (0 where that is not allowed: a seccomp
+ * profile, another OS). On Linux the niceness is a thread's own: setpriority(PRIO_PROCESS, 0) from a worker changes
+ * that worker only.
  */
-export async function lowerThisThread(nice: number, idle: boolean): Promise<ThreadPriority> {
+export function niceThisThread(nice: number): number {
+  try {
+    os.setPriority(0, nice);
+    return nice;
+  } catch {
+    return 0;
+  }
+}
+
+/** The calling thread to SCHED_IDLE; whether it took (no chrt, or not allowed: it runs as it was). */
+export function idleThisThread(): Promise<boolean> {
   const tid = threadId();
-  let niceNow = 0;
-  if (nice > 0) {
-    try {
-      // On Linux the niceness is a thread's own: setpriority(PRIO_PROCESS, 0) from a worker changes that worker only.
-      os.setPriority(0, nice);
-      niceNow = nice;
-    } catch {
-      // not permitted
-    }
-  }
-  let idleNow = false;
-  if (idle && tid !== null && CHRT_PATH) {
-    const chrt = CHRT_PATH;
-    idleNow = await new Promise<boolean>((resolve) =>
-      execFile(chrt, ['--idle', '-p', '0', String(tid)], { timeout: 5000 }, (err) => resolve(!err)),
-    );
-  }
-  return { tid, nice: niceNow, idle: idleNow };
+  return tid === null ? Promise.resolve(false) : chrtIdle(['-p', '0', String(tid)]);
 }
 
 /**
@@ -57,10 +51,14 @@ export async function lowerThisThread(nice: number, idle: boolean): Promise<Thre
  * start's file-work process, lowered once it is ready (file-process/): a process that starts under SCHED_IDLE loads
  * its models only with CPU time no normal thread of the box wants, and the server listens only once it is ready.
  */
-export function lowerProcess(pid: number): Promise<boolean> {
+export function idleProcess(pid: number): Promise<boolean> {
+  return chrtIdle(['--all-tasks', '-p', '0', String(pid)]);
+}
+
+function chrtIdle(args: string[]): Promise<boolean> {
   const chrt = CHRT_PATH;
   if (chrt === null) return Promise.resolve(false);
-  return new Promise<boolean>((resolve) => execFile(chrt, ['--idle', '--all-tasks', '-p', '0', String(pid)], { timeout: 5000 }, (err) => resolve(!err)));
+  return new Promise<boolean>((resolve) => execFile(chrt, ['--idle', ...args], { timeout: 5000 }, (err) => resolve(!err)));
 }
 
 /** A thread's niceness and policy as the kernel reports them (/proc/PID/task/TID/stat), for checks; null if gone. */

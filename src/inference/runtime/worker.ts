@@ -14,7 +14,7 @@ import { PcmEdges } from '../models/pcm-edges';
 import { loadGraphs, removeOrtDebugLog } from './sessions';
 import { LiveHost } from '../live/host';
 import { AlignedStream, dryMixForLimit } from '../models/aligned-stream';
-import { lowerThisThread, threadId, type ThreadPriority } from './thread-priority';
+import { idleThisThread, niceThisThread, threadId, type ThreadPriority } from './thread-priority';
 import { concatAll } from '../../dsp/concat';
 import { loadVadSession } from '../../vad/silero';
 import { SpeechTrack } from '../../vad/speech-track';
@@ -236,11 +236,11 @@ async function main(): Promise<void> {
     // Niceness at once, SCHED_IDLE only once the models are loaded and warm: under SCHED_IDLE the start-up would get
     // only CPU time no normal thread of the box wants, and a server waits for its file workers before it listens (on a
     // box other programs kept busy it did not listen until they stopped).
-    if (init.nice > 0) priority = await lowerThisThread(init.nice, false);
+    if (init.nice > 0) priority = { ...priority, nice: niceThisThread(init.nice) };
     graphs = await loadGraphs(init.modelsDir);
     if (init.warmUp) await warmUp(graphs);
     if (init.warmUp && init.live) await warmUpEcho(graphs);
-    if (init.idle) priority = { ...priority, idle: (await lowerThisThread(0, true)).idle };
+    if (init.idle) priority = { ...priority, idle: await idleThisThread() };
   } catch (err) {
     send({ type: 'init-error', message: (err as Error).message });
     return;
