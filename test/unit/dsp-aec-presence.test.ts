@@ -1,9 +1,11 @@
 // The echo canceller's echo-presence decision (src/dsp/aec/echo-presence.ts): a reference that plays with no echo
 // behind it (a headset) leaves the near-end talker as the microphone had it, and an echo that appears later (the
 // headset unplugged) is found and cancelled; the decision depends on nothing but the audio, so chunking does not
-// change the output. Scenes from the bench's generator with the tests' talkers. Unit tier.
+// change the output; a filter that runs away while an echo is present starts again. Scenes from the bench's generator
+// with the tests' talkers. Unit tier.
 import { erle, magSdr } from '../../scripts/bench/echo-metrics';
 import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
+import { AEC_LATENCY, EchoCanceller, type EchoCancellerOptions } from '../../src/dsp/aec';
 import { FS, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
 
 jest.setTimeout(30_000);
@@ -50,4 +52,38 @@ test('an echo that appears after 8 s without one is found and cancelled, whateve
   // The decision is inside the canceller and reads only the audio: other chunk sizes, the same output bit for bit.
   const other = runCanceller([s.mic], s.ref, {}, [17, 999, 128, 3200]);
   expect(Buffer.compare(Buffer.from(other.out[0].buffer), Buffer.from(r.out[0].buffer))).toBe(0);
+});
+
+/** The scene through a canceller whose filters (main and shadow), at `at` seconds, are multiplied by `k` (gone wrong). */
+function runSpoiled(s: Scene, at: number, k: number, opts: Partial<EchoCancellerOptions> = {}): { out: Float32Array; aec: EchoCanceller } {
+  const aec = new EchoCanceller({ channels: 1, ...opts });
+  const n = s.mic.length;
+  const out = new Float32Array(n + AEC_LATENCY + 640);
+  let w = 0;
+  for (let p = 0; p < n; p += 320) {
+    if (p === at * FS) {
+      const { main, shadow } = aec.chans[0];
+      for (const a of [main.wRe.a, main.wIm.a, shadow.wRe.a, shadow.wIm.a]) for (let i = 0; i < a.length; i++) a[i] *= k;
+    }
+    const y = aec.process([s.mic.subarray(p, p + 320)], s.ref.subarray(p, p + 320))[0];
+    out.set(y, w);
+    w += y.length;
+  }
+  return { out: out.slice(AEC_LATENCY, AEC_LATENCY + n), aec };
+}
+
+test('a main filter that runs away (its error far above the microphone) starts again and cancels; a sound one never does', async () => {
+  const s = makeScene({ kind: 'st', seed: 63, seconds: 16, rt60: 0.35, delayMs: 120, speaker: 'linear' }, await talkers());
+  // At 6 s the converged filters are turned into ones that add 30 times the echo (as a filter that diverged does: seen
+  // on a reverberant room after a late delay move, the output 5 dB above the microphone for 4 s).
+  const spoiled = runSpoiled(s, 6, -30);
+  expect(spoiled.aec.chans[0].presence!.runaways).toBe(1);
+  // Measured: 48.8 / 52.3 / 45.8 / 43.9 / 46.2 dB over 7–8, 8–10, …, 14–16 s; unspoiled 44.4 / 49.6 / 49.3 / 49.9 / 48.1.
+  const after = erle(s, spoiled.out, 8 * FS, 16 * FS);
+  expect(after).toBeGreaterThan(35);
+  // Without the presence decision (which watches for it) the output stays louder than the microphone for seconds:
+  // −15.6 / −14.4 / 3.5 / −0.3 / 20.3 dB.
+  expect(erle(s, runSpoiled(s, 6, -30, { presence: false }).out, 8 * FS, 16 * FS)).toBeLessThan(after - 20);
+  // Untouched, the watch never fires: the output is what the canceller gives without it (the golden hashes pin that).
+  expect(runSpoiled(s, 6, 1).aec.chans[0].presence!.runaways).toBe(0);
 });

@@ -8,7 +8,8 @@
 // hardly ever (no-echo scenes of 20 s, talker or silence: 0–1 % of their far-end hops). Three states:
 //   present    the canceller as it always was (the start). ABSENT_HOPS far-end hops without a hit → absent, or
 //              probation when the delay estimator is confident all the same (CUE: the lag may be what is wrong; it
-//              is forgotten either way, so that the estimator's best lag is taken at once).
+//              is forgotten either way, so that the estimator's best lag is taken at once). A filter that runs
+//              away (its error averaging 10 dB above the microphone's: RUNAWAY_RATIO) starts again from nothing.
 //   absent     the output fades to the microphone itself, bit for bit; both filters are emptied and learn nothing
 //              (their fits of chance would mislead the delay estimator, which now reads the microphone's own power).
 //              When the delay estimator finds a lag (its confidence reaches CUE) → probation.
@@ -40,6 +41,17 @@ const ON_HOPS = 125;
  * dB of ERLE 12–20 s with an echo from 10 s, seeds 12000..). */
 const DIVERGED_HOPS = 2;
 /**
+ * A filter that adds energy while present: the main filter's error energy over the microphone's, each averaged over
+ * about half a second of far-end hops, above RUNAWAY_RATIO (10 dB) means the filter ran away (seen on a reverberant
+ * room after a late delay move: the output 5 dB above the microphone for 4 s). In normal operation the ratio peaks at
+ * +5.8 dB (a path change, before the shadow filter's coefficients are taken), +3.3 in double talk and +1.2 in single
+ * talk (48 generated scenes of each kind). The filters and the loudspeaker model then start again from nothing.
+ */
+const RUNAWAY_RATIO = 10;
+const RUNAWAY_SMOOTH = 1 / 64;
+/** Far-end hops of averaging before the ratio is trusted (and after each state change or restart). */
+const RUNAWAY_AFTER = 250;
+/**
  * While absent, the delay estimator's confidence (its best lag's envelope correlation above the mean over lags, over
  * ~1.6 s) at which the filters start learning: its own threshold for a lag. With the filters empty a near-end talker's
  * chance reads up to 0.4 now and then (a probation that finds no hit and ends), an appearing echo 0.15–0.35 within a
@@ -67,7 +79,7 @@ export class EchoPresence {
   /** Weight of the canceller's output in this hop's output block (1: all of it, 0: the microphone's), and the previous hop's. */
   weight = 1;
   prevWeight = 1;
-  /** Set by hop() when the filters are to be emptied now (the channel just turned absent, or to probation). */
+  /** Set by hop() when the filters are to be emptied now (the channel just turned absent, a probation filter diverged, or a present one ran away). */
   resetNow = false;
   /**
    * Whether an echo appearing after "absent" or "probation" is searched for as at a call's start (default; false: as
@@ -87,6 +99,11 @@ export class EchoPresence {
   private worse = 0;
   /** State changes so far (tests, the bench). */
   switches = 0;
+  /** Restarts of a filter that ran away while present (watchRunaway). */
+  runaways = 0;
+  private errAvg = 0;
+  private micAvg = 0;
+  private avgHops = 0;
   private delay: DelayEstimator | null = null;
   private ownsDelay = false;
 
@@ -118,6 +135,7 @@ export class EchoPresence {
       const quiet = n - Math.max(last, this.since) >= ABSENT_HOPS;
       if (this.state === 'present') {
         if (quiet) this.to(cue >= CUE ? 'probation' : 'absent');
+        else this.watchRunaway(micEnergy, errEnergy);
       } else if (this.state === 'absent') {
         if (cue >= CUE) this.to('probation');
       } else if (n - this.hits[this.hitAt] < ON_HOPS && this.hits[this.hitAt] > this.since) this.to('present');
@@ -153,11 +171,28 @@ export class EchoPresence {
     this.worse = 0;
   }
 
+  /** While present: a main filter whose error has averaged RUNAWAY_RATIO times the microphone's energy starts again. */
+  private watchRunaway(micEnergy: number, errEnergy: number): void {
+    this.errAvg += RUNAWAY_SMOOTH * (errEnergy - this.errAvg);
+    this.micAvg += RUNAWAY_SMOOTH * (micEnergy - this.micAvg);
+    if (++this.avgHops < RUNAWAY_AFTER || this.errAvg <= RUNAWAY_RATIO * this.micAvg) return;
+    this.resetNow = true;
+    this.runaways++;
+    this.restartAverages();
+  }
+
+  private restartAverages(): void {
+    this.errAvg = 0;
+    this.micAvg = 0;
+    this.avgHops = 0;
+  }
+
   private to(state: PresenceState): void {
     const from = this.state;
     this.state = state;
     this.since = this.farHops;
     this.worse = 0;
+    this.restartAverages();
     this.switches++;
     // Filters are emptied when the channel turns absent (and stay so until probation); the delay estimate is
     // forgotten whenever the filter has gone ABSENT_HOPS without a hit (a wrong lag is one reason it may have).
