@@ -2,6 +2,10 @@
 // active, and the magnitude-spectrogram SDR of an output against a clean reference.
 import type { Scene } from './echo-scenes';
 
+// Math as a module constant: under jest (a vm context) every lookup of a global in a hot loop goes through the
+// context's interceptor; imageRir ran 12× slower there (790 against 67 ms) until its loops read it from here.
+const M = Math;
+
 const FRAME = 320;
 
 /** ERLE over [from, to): microphone over output energy in the 20 ms frames where the echo is within 40 dB of its loudest. */
@@ -12,7 +16,7 @@ export function erle(scene: Scene, out: Float32Array, from: number, to: number):
     let e = 0;
     for (let j = i; j < i + FRAME; j++) e += scene.echo[j] * scene.echo[j];
     frames.push(e);
-    max = Math.max(max, e);
+    max = M.max(max, e);
   }
   let num = 0;
   let den = 0;
@@ -24,13 +28,13 @@ export function erle(scene: Scene, out: Float32Array, from: number, to: number):
       den += out[j] * out[j];
     }
   });
-  return 10 * Math.log10(num / Math.max(den, 1e-20));
+  return 10 * M.log10(num / M.max(den, 1e-20));
 }
 
 /** Magnitude STFT (512, hop 128, Hann) of x[from, to). */
 function magSpec(x: Float32Array, from: number, to: number): Float64Array[] {
   const N = 512;
-  const win = new Float64Array(N).map((_, i) => 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / N));
+  const win = new Float64Array(N).map((_, i) => 0.5 - 0.5 * M.cos((2 * M.PI * i) / N));
   const frames: Float64Array[] = [];
   const re = new Float64Array(N);
   const im = new Float64Array(N);
@@ -41,7 +45,7 @@ function magSpec(x: Float32Array, from: number, to: number): Float64Array[] {
     }
     dft512(re, im);
     const m = new Float64Array(N / 2 + 1);
-    for (let k = 0; k <= N / 2; k++) m[k] = Math.hypot(re[k], im[k]);
+    for (let k = 0; k <= N / 2; k++) m[k] = M.hypot(re[k], im[k]);
     frames.push(m);
   }
   return frames;
@@ -59,11 +63,11 @@ function dft512(re: Float64Array, im: Float64Array): void {
     }
   }
   for (let len = 2; len <= n; len <<= 1) {
-    const ang = (-2 * Math.PI) / len;
+    const ang = (-2 * M.PI) / len;
     for (let i = 0; i < n; i += len) {
       for (let j = 0; j < len / 2; j++) {
-        const wr = Math.cos(ang * j);
-        const wi = Math.sin(ang * j);
+        const wr = M.cos(ang * j);
+        const wi = M.sin(ang * j);
         const a = i + j;
         const b = a + len / 2;
         const tr = re[b] * wr - im[b] * wi;
@@ -90,6 +94,6 @@ export function magSdr(ref: Float32Array, est: Float32Array, from: number, to: n
       den += d * d;
     }
   }
-  return 10 * Math.log10(num / Math.max(den, 1e-20));
+  return 10 * M.log10(num / M.max(den, 1e-20));
 }
 
