@@ -9,7 +9,8 @@
 //   present    the canceller as it always was (the start). ABSENT_HOPS far-end hops without a hit → absent, or
 //              probation when the delay estimator is confident all the same (CUE: the lag may be what is wrong; it
 //              is forgotten either way, so that the estimator's best lag is taken at once). A filter that runs
-//              away (its error averaging 10 dB above the microphone's: RUNAWAY_RATIO) starts again from nothing.
+//              away (its error averaging 10 dB above the microphone's for a quarter second, or 20 dB: RUNAWAY_*)
+//              starts again from nothing.
 //   absent     the output fades to the microphone itself, bit for bit; both filters are emptied and learn nothing
 //              (their fits of chance would mislead the delay estimator, which now reads the microphone's own power).
 //              When the delay estimator finds a lag (its confidence reaches CUE) → probation.
@@ -45,12 +46,20 @@ const DIVERGED_HOPS = 2;
  * about half a second of far-end hops, above RUNAWAY_RATIO (10 dB) means the filter ran away (seen on a reverberant
  * room after a late delay move: the output 5 dB above the microphone for 4 s). In normal operation the ratio peaks at
  * +5.8 dB (a path change, before the shadow filter's coefficients are taken), +3.3 in double talk and +1.2 in single
- * talk (48 generated scenes of each kind). The filters and the loudspeaker model then start again from nothing.
+ * talk (12 generated scenes of each kind). The filters and the loudspeaker model then start again from nothing.
  */
 const RUNAWAY_RATIO = 10;
 const RUNAWAY_SMOOTH = 1 / 64;
 /** Far-end hops of averaging before the ratio is trusted (and after each state change or restart). */
 const RUNAWAY_AFTER = 250;
+/**
+ * Far-end hops in a row the average must stay above RUNAWAY_RATIO (a quarter second): a burst that the filter recovers
+ * from by itself crosses it for a few hops (2 on an image-method room with a polynomial loudspeaker, where restarting
+ * cost 7.6 dB of ERLE over 10–20 s); the runaway above stayed over it for 530.
+ */
+const RUNAWAY_HOLD = 32;
+/** An average this far above the microphone's (20 dB) restarts at once: the runaway above jumped from +4 to +19 dB in a hop. */
+const RUNAWAY_BURST = 100;
 /**
  * While absent, the delay estimator's confidence (its best lag's envelope correlation above the mean over lags, over
  * ~1.6 s) at which the filters start learning: its own threshold for a lag. With the filters empty a near-end talker's
@@ -104,6 +113,7 @@ export class EchoPresence {
   private errAvg = 0;
   private micAvg = 0;
   private avgHops = 0;
+  private above = 0;
   private delay: DelayEstimator | null = null;
   private ownsDelay = false;
 
@@ -171,11 +181,18 @@ export class EchoPresence {
     this.worse = 0;
   }
 
-  /** While present: a main filter whose error has averaged RUNAWAY_RATIO times the microphone's energy starts again. */
+  /**
+   * While present: a main filter whose error has averaged over RUNAWAY_RATIO times the microphone's energy for
+   * RUNAWAY_HOLD hops, or over RUNAWAY_BURST times, starts again.
+   */
   private watchRunaway(micEnergy: number, errEnergy: number): void {
     this.errAvg += RUNAWAY_SMOOTH * (errEnergy - this.errAvg);
     this.micAvg += RUNAWAY_SMOOTH * (micEnergy - this.micAvg);
-    if (++this.avgHops < RUNAWAY_AFTER || this.errAvg <= RUNAWAY_RATIO * this.micAvg) return;
+    if (++this.avgHops < RUNAWAY_AFTER || this.errAvg <= RUNAWAY_RATIO * this.micAvg) {
+      this.above = 0;
+      return;
+    }
+    if (++this.above < RUNAWAY_HOLD && this.errAvg <= RUNAWAY_BURST * this.micAvg) return;
     this.resetNow = true;
     this.runaways++;
     this.restartAverages();
@@ -185,6 +202,7 @@ export class EchoPresence {
     this.errAvg = 0;
     this.micAvg = 0;
     this.avgHops = 0;
+    this.above = 0;
   }
 
   private to(state: PresenceState): void {
