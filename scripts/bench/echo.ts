@@ -37,7 +37,7 @@ import { MODEL_IDS, type ModelId } from '../../src/inference/types';
 
 export type SystemId = 'ours' | 'chain' | 'speex' | 'webrtc' | 'speex-d' | 'webrtc-d' | 'mic';
 
-interface Baseline {
+export interface Baseline {
   id: 'speex' | 'webrtc' | 'speex-d' | 'webrtc-d';
   exe: string | null;
   why: string;
@@ -86,7 +86,7 @@ const SPEEX_FILTER = Math.round(0.6 * FS);
 /** Told the delay: speex's reference is aligned to 20 ms before the echo, and its filter covers 300 ms. */
 const SPEEX_ALIGNED_FILTER = Math.round(0.3 * FS);
 
-function runBaseline(b: Baseline, scene: Scene, tmp: string): { out: Float32Array; cpuS: number } {
+export function runBaseline(b: Baseline, scene: Scene, tmp: string): { out: Float32Array; cpuS: number } {
   const mic = path.join(tmp, 'mic.f32');
   const ref = path.join(tmp, 'ref.f32');
   const out = path.join(tmp, `out-${b.id}.f32`);
@@ -127,7 +127,7 @@ export function runOurs(scene: Scene, opts: Partial<EchoCancellerOptions> = {}):
 }
 
 /** Lag (samples) of y against x, 0..maxLag, by the largest normalised cross-correlation. */
-function findLag(x: Float32Array, y: Float32Array, maxLag: number): number {
+export function findLag(x: Float32Array, y: Float32Array, maxLag: number): number {
   let best = 0;
   let bestV = -Infinity;
   const n = Math.min(x.length, y.length) - maxLag;
@@ -142,7 +142,7 @@ function findLag(x: Float32Array, y: Float32Array, maxLag: number): number {
   return best;
 }
 
-function shift(y: Float32Array, lag: number): Float32Array {
+export function shift(y: Float32Array, lag: number): Float32Array {
   const out = new Float32Array(y.length);
   out.set(y.subarray(lag));
   return out;
