@@ -19,7 +19,7 @@ import { optionReader } from '../lib/args';
 import { bootstrapMean, pairedDiff, seeded } from '../lib/stats';
 import { runChain } from './echo-chain';
 import { erle, magSdr } from './echo-metrics';
-import { activeRms, convolve, FS, imageRir, makeScene, type Scene, type Talkers } from './echo-scenes';
+import { activeRms, biquadInPlace, convolve, FS, imageRir, makeScene, measuredRt60, type Scene, type Talkers } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
 import { buildBaselines, findLag, runBaseline, runOurs, shift } from './echo';
 
@@ -47,19 +47,7 @@ function biquad(y: Float64Array, kind: 'hp' | 'peak', hz: number, q: number, gai
   const A = Math.pow(10, gainDb / 40);
   const [b0, b1, b2, a0, a1, a2] =
     kind === 'hp' ? [(1 + c) / 2, -(1 + c), (1 + c) / 2, 1 + al, -2 * c, 1 - al] : [1 + al * A, -2 * c, 1 - al * A, 1 + al / A, -2 * c, 1 - al / A];
-  let x1 = 0;
-  let x2 = 0;
-  let y1 = 0;
-  let y2 = 0;
-  for (let i = 0; i < y.length; i++) {
-    const x = y[i];
-    const o = (b0 * x + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2) / a0;
-    x2 = x1;
-    x1 = x;
-    y2 = y1;
-    y1 = o;
-    y[i] = o;
-  }
+  biquadInPlace(y, b0 / a0, b1 / a0, b2 / a0, a1 / a0, a2 / a0);
 }
 
 function loudspeaker(x: Float32Array, kind: Speaker, rnd: () => number): Float64Array {
@@ -158,7 +146,7 @@ function offScene(kind: 'st' | 'dt', seed: number, t: Talkers, o: { seconds: num
     echo,
     near,
     rt60,
-    rt60Measured: rt60,
+    rt60Measured: measuredRt60(h),
     delayMs: (delay / FS) * 1000,
     speaker: linearish,
     serDb,

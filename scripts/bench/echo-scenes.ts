@@ -246,27 +246,28 @@ function fftInPlace(re: Float64Array, im: Float64Array, inverse: boolean): void 
 
 export type Loudspeaker = 'linear' | 'clip' | 'sigmoid';
 
-/** 2nd-order Butterworth high-pass (bilinear transform) in place. */
-function highPass(y: Float64Array, hz: number): void {
-  const w = M.tan((M.PI * hz) / FS);
-  const norm = 1 / (1 + M.SQRT2 * w + w * w);
-  const b0 = norm;
-  const b1 = -2 * norm;
-  const a1 = 2 * (w * w - 1) * norm;
-  const a2 = (1 - M.SQRT2 * w + w * w) * norm;
+/** A biquad in place, direct form I, a0 = 1: y = b0 x + b1 x₋₁ + b2 x₋₂ − a1 y₋₁ − a2 y₋₂ (also echo-offbench.ts's filters). */
+export function biquadInPlace(y: Float64Array, b0: number, b1: number, b2: number, a1: number, a2: number): void {
   let x1 = 0;
   let x2 = 0;
   let y1 = 0;
   let y2 = 0;
   for (let i = 0; i < y.length; i++) {
     const xi = y[i];
-    const yi = b0 * xi + b1 * x1 + b0 * x2 - a1 * y1 - a2 * y2;
+    const yi = b0 * xi + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2;
     x2 = x1;
     x1 = xi;
     y2 = y1;
     y1 = yi;
     y[i] = yi;
   }
+}
+
+/** 2nd-order Butterworth high-pass (bilinear transform) in place. */
+function highPass(y: Float64Array, hz: number): void {
+  const w = M.tan((M.PI * hz) / FS);
+  const norm = 1 / (1 + M.SQRT2 * w + w * w);
+  biquadInPlace(y, norm, -2 * norm, norm, 2 * (w * w - 1) * norm, (1 - M.SQRT2 * w + w * w) * norm);
 }
 
 /**
