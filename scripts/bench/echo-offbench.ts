@@ -8,14 +8,14 @@
 // canceller, what POST /denoise returns (the canceller and nsm-2's chain) and the bench's speexdsp and WebRTC AEC
 // programs (their outputs shifted by their lags, as the bench does) on the same scenes, paired.
 //   node dist/scripts/bench/echo-offbench.js [--n 16] [--seed-base 31000] [--kinds st,dt] [--seconds 12] [--from 6]
-//        [--image-only] [--low-noise]
+//        [--image-only] [--low-noise] [--set key=value]... (options of the canceller alone, `ours`; not of the chain's) [--no-chain]
 // (--from: single talk's ERLE from this second to the end.) docs/echo.md, "A filter that runs away", has its figures.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config';
 import { loadGraphs } from '../../src/inference/runtime/sessions';
-import { optionReader } from '../lib/args';
+import { optionReader, settingsOf } from '../lib/args';
 import { bootstrapMean, pairedDiff, seeded } from '../lib/stats';
 import { runChain } from './echo-chain';
 import { erle, magSdr } from './echo-metrics';
@@ -167,6 +167,8 @@ async function main(args: string[]): Promise<void> {
   const kinds = opt('--kinds', 'st,dt').split(',') as Array<'st' | 'dt'>;
   const o = { seconds: Number(opt('--seconds', '12')), imageOnly: args.includes('--image-only'), lowNoise: args.includes('--low-noise') };
   const from = Number(opt('--from', '6'));
+  const sets = settingsOf(args, '--set');
+  const chain = !args.includes('--no-chain');
   const talkers = loadTalkers();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-offbench-'));
   try {
@@ -178,7 +180,8 @@ async function main(args: string[]): Promise<void> {
       const rows: Array<Record<string, number>> = [];
       for (let i = 0; i < n; i++) {
         const s = offScene(kind, base + (kind === 'dt' ? 500 : 0) + i, talkers, o);
-        const outs: Record<string, Float32Array> = { ours: runOurs(s).out, 'ours+nsm-2': (await runChain(graphs, 'nsm-2', s)).out };
+        const outs: Record<string, Float32Array> = { ours: runOurs(s, sets).out };
+        if (chain) outs['ours+nsm-2'] = (await runChain(graphs, 'nsm-2', s)).out;
         for (const b of baselines) outs[b.id] = shift(runBaseline(b, s, tmp).out, lags[b.id]);
         const len = s.mic.length;
         const row = Object.fromEntries(Object.entries(outs).map(([k, y]) => [k, kind === 'st' ? erle(s, y, from * FS, len) : magSdr(s.near, y, s.nearFrom!, len)]));
@@ -192,7 +195,7 @@ async function main(args: string[]): Promise<void> {
         const m = bootstrapMean(col(k));
         console.log(`  ${k.padEnd(11)} ${m.mean.toFixed(2)} [${m.lo.toFixed(2)}, ${m.hi.toFixed(2)}]`);
       }
-      for (const a of ['ours', 'ours+nsm-2']) {
+      for (const a of chain ? ['ours', 'ours+nsm-2'] : ['ours']) {
         for (const b of baselines) {
           const d = pairedDiff(col(b.id), col(a));
           console.log(`  ${a} − ${b.id}: ${d.mean.toFixed(2)} [${d.lo.toFixed(2)}, ${d.hi.toFixed(2)}] (${d.wins}/${rows.length})`);

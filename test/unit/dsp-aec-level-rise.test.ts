@@ -12,9 +12,11 @@ test('with a clipping loudspeaker, the echo after the far end rises above its re
   const scene = makeScene({ kind: 'st', seed: 24, seconds: 12, speaker: 'clip', clipAt: 0.4 }, await talkers());
   const base = erle(scene, runCanceller([scene.mic], scene.ref, { terms: 15 }).out[0], 6 * FS, 12 * FS);
   const rise = erle(scene, runCanceller([scene.mic], scene.ref, { terms: 31 }).out[0], 6 * FS, 12 * FS);
-  // Measured 27.3 → 43.5 dB.
+  // Measured 27.3 → 43.5 dB with the canceller before delayFromMic (2026-11-30), 22.5 → 35.0 with it: this scene's
+  // filter finds the delay at once now and ends 2 dB less linear ERLE (docs/echo.md, "The delay estimator hears the
+  // microphone").
   expect(rise).toBeGreaterThan(base + 10);
-  expect(rise).toBeGreaterThan(38);
+  expect(rise).toBeGreaterThan(32);
 });
 
 test('double talk: the near end keeps its SDR', async () => {

@@ -35,6 +35,8 @@ export interface ChannelOptions {
   cueLags: number;
   /** The lowest bins the filters and the suppressor cover (options.ts `bins`; default all): above them the output is 0. */
   bins?: number;
+  /** The delay estimator reads the microphone's power on every hop (options.ts). */
+  delayFromMic: boolean;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
@@ -80,6 +82,8 @@ const HIT_SMOOTH = 1 / 125;
 const GUARD_LEARNT = 250;
 
 export class EchoChannel {
+  /** The microphone frame's power spectrum (the suppressor's frame), for the delay estimator. */
+  private readonly micPow: Float64Array;
   readonly main: PartitionedKalmanFilter;
   readonly shadow: ShadowFilter;
   readonly ratio: ResidualRatio;
@@ -122,6 +126,13 @@ export class EchoChannel {
    * delay move in double talk").
    */
   hitRate = 0;
+  /**
+   * The filter has cancelled (GUARD_LEARNT far-end hops learnt and hits above GUARD_RATE, as the delay guard counts
+   * it; cleared when the presence decision empties it): from then on the delay estimator reads the error and the echo
+   * estimate, as before delayFromMic. Reading the microphone in double talk after that let the near-end talker move the
+   * estimate (bench dt-2006: 24.6 → 10.1 dB), and a filter that cancels holds the lag steady.
+   */
+  private cancelled = false;
   private hops = 0;
   /** The hop's per-bin and per-sample passes (the canceller sets the WebAssembly ones where they reach its memory). */
   passes: HopPasses = jsHopPasses;
@@ -162,6 +173,7 @@ export class EchoChannel {
     this.early = new Float64Array(Math.ceil(this.bins / 16));
     this.presence = o.presence ? new EchoPresence(o.presenceRestart) : null;
     this.micOut = new Float64Array(o.hop);
+    this.micPow = new Float64Array(o.hop + 1);
     this.cue = o.cueLags > 0 ? new TalkerCue(arena, o.hop, o.cueLags) : null;
   }
 
@@ -186,7 +198,7 @@ export class EchoChannel {
     if (reachZero) main.silence();
     else main.filter(ring, lag);
     if (withShadow) sh.filter(ring, lag);
-    fft.reserve(3);
+    fft.reserve(4);
     const P = this.passes;
     if (reachZero) {
       // ŷ = 0 (the shadow does not run: the far end is not active) without its inverse FFT.
@@ -209,10 +221,12 @@ export class EchoChannel {
     let micEnergy = 0;
     for (let i = 0; i < R; i++) micEnergy += d[i] * d[i];
     if (farActive) this.hitRate += HIT_SMOOTH * ((micEnergy > 0 && errMain * 4 <= micEnergy ? 1 : 0) - this.hitRate);
+    if (!this.cancelled && this.hops > GUARD_LEARNT && this.hitRate > GUARD_RATE) this.cancelled = true;
     if (pr) {
       mixMic = pr.hop(farActive, micEnergy, errMain);
       // No echo found (or a cue of one): both filters start again from nothing.
       if (pr.resetNow) {
+        this.cancelled = false;
         main.reset();
         sh.copyFrom(main.wRe.a, main.wIm.a);
         // The loudspeaker model (channel 0's) was fitted to the same chance: it starts again with the filter.
@@ -223,7 +237,28 @@ export class EchoChannel {
       learn = pr.learning && !(pr.resetNow && pr.restart);
       if (mixMic) this.micOut.set(this.micPrev);
     }
-    fft.forward(withShadow ? 3 : farActive ? 2 : 1);
+    const rows = withShadow ? 3 : farActive ? 2 : 1;
+    // The microphone's frame (the suppressor's frame's samples) as one more row of this FFT, for the delay estimator
+    // until the filter has cancelled; while the channel has found no echo it reads the microphone through micPower()
+    // below, as before.
+    const micRow = this.o.delayFromMic && !this.cancelled && !(pr && pr.state !== 'present');
+    if (micRow) {
+      const f = fft.sig;
+      const o = rows * 2 * R;
+      const prev = this.micPrev;
+      for (let i = 0; i < R; i++) {
+        f[o + i] = prev[i] * win[i];
+        f[o + R + i] = d[i] * win[R + i];
+      }
+    }
+    fft.forward(micRow ? rows + 1 : rows);
+    if (micRow) {
+      const re = fft.re;
+      const im = fft.im;
+      const o = rows * fft.bins;
+      const mp = this.micPow;
+      for (let k = 0; k <= R; k++) mp[k] = re[o + k] * re[o + k] + im[o + k] * im[o + k];
+    }
     // The suppressor's spectrum and |E|²; on far-end hops also the filters' error spectra E = FFT([0, e]) into the
     // arena, and Ψ_S from the main filter's.
     P.spectra(K, main.bins, fft.re, fft.im, s.aRe, s.aIm, s.ePow, farActive, main.phi.a, this.psiS, main.eRe.a, main.eIm.a, withShadow, sh.eRe.a, sh.eIm.a);
@@ -258,9 +293,14 @@ export class EchoChannel {
     fft.inverse(1);
     P.overlapAdd(R, fft.sig, win, this.ola, d, this.micPrev, out, at);
     if (mixMic) pr!.mix(out, at, this.micOut);
-    // What the delay estimator reads (ePow + yPow): while no echo is found, the microphone's power.
+    // What the delay estimator reads (ePow + yPow): the microphone's power until the filter has cancelled, then the
+    // error's and the echo estimate's (before delayFromMic, from the moment echo was found: a wrong filter then fed the
+    // reference at its own lag into it).
     if (pr && pr.state !== 'present') {
       pr.micPower(this.micOut, d, win, fft, s.ePow);
+      s.yPow.fill(0);
+    } else if (micRow) {
+      s.ePow.set(this.micPow);
       s.yPow.fill(0);
     }
   }

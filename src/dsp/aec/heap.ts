@@ -15,9 +15,9 @@ import { aecKernels, aecModule, type AecKernels } from './kernel';
 
 /** Bytes of one heap's memory: ~130 single-channel cancellers (~0.73 MB each, 0.41 MB of it the prior scale's sums); untouched pages cost no RAM. */
 const HEAP_BYTES = 96 << 20;
-/** The row FFT's size and rows (the canceller's M and the most rows a hop uses at once). */
+/** The row FFT's size and rows (the canceller's M and the most rows a hop uses at once: three spectra and the microphone's frame). */
 const FFT_N = 256;
-const FFT_ROWS = 3;
+const FFT_ROWS = 4;
 const HOP = 128;
 const PARAMS = 16;
 

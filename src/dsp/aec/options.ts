@@ -51,6 +51,14 @@ export interface EchoCancellerOptions extends PresenceOptions {
   /** How far (dB) the echo path's gain may exceed the bench's before the Kalman prior follows it (prior-scale.ts; large: never). */
   priorZoneDb?: number;
   /**
+   * The delay estimator reads the microphone's own power spectrum until the filter has cancelled (default true), not
+   * the error's plus the echo estimate's from the moment the channel found echo (false: the canceller before
+   * 2026-11-30). A filter that was wrong (at the first bulk delay, or misled by double talk from the first second)
+   * put the reference at its own lag into that sum, and the estimator then found the lag it was already at:
+   * docs/echo.md, "The delay estimator hears the microphone".
+   */
+  delayFromMic?: boolean;
+  /**
    * A bulk-delay move that would push channel 0's strongest filter partition out of the filter's window is not made
    * while that filter is cancelling (it removes 6 dB on a quarter of the far-end hops or more): double talk moved the
    * estimate wrongly and the move threw the converged filter away (docs/echo.md, "A delay move in double talk"). Off by
@@ -102,6 +110,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     clipKnot: !!opts.clipKnot,
     reopen: opts.reopen ?? 'never',
     priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
+    delayFromMic: !!(opts.delayFromMic ?? true),
     presence: opts.presence ?? true,
     delayGuard: opts.delayGuard ?? false,
     bins: Math.min(129, Math.max(4, (Math.ceil(opts.bins ?? 129) + 3) & ~3)),
