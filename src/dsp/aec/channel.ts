@@ -35,7 +35,7 @@ export interface ChannelOptions {
   cueLags: number;
   /** The lowest bins the filters and the suppressor cover (options.ts `bins`; default all): above them the output is 0. */
   bins?: number;
-  /** The delay estimator reads the microphone's power on every hop (options.ts). */
+  /** The delay estimator reads the microphone's power until the filter has cancelled (options.ts; channel 0 only). */
   delayFromMic: boolean;
 }
 
