@@ -50,8 +50,17 @@ export interface Run {
   aec: EchoCanceller;
 }
 
-/** The canceller over mic/ref in chunks of `chunk` samples (or the sizes `chunks` cycles through), then flushed. */
-export function runCanceller(mic: Float32Array[], ref: Float32Array, opts: Partial<EchoCancellerOptions> = {}, chunks: number[] = [320]): Run {
+/**
+ * The canceller over mic/ref in chunks of `chunk` samples (or the sizes `chunks` cycles through), then flushed;
+ * `beforeChunk` sees the canceller before each chunk (at input sample `pos`), e.g. to spoil its state.
+ */
+export function runCanceller(
+  mic: Float32Array[],
+  ref: Float32Array,
+  opts: Partial<EchoCancellerOptions> = {},
+  chunks: number[] = [320],
+  beforeChunk?: (aec: EchoCanceller, pos: number) => void,
+): Run {
   const aec = new EchoCanceller({ channels: mic.length, ...opts });
   const n = ref.length;
   const out = mic.map(() => new Float32Array(n + AEC_LATENCY + 2 * 128));
@@ -65,6 +74,7 @@ export function runCanceller(mic: Float32Array[], ref: Float32Array, opts: Parti
   };
   while (pos < n) {
     const len = Math.min(chunks[c++ % chunks.length], n - pos);
+    beforeChunk?.(aec, pos);
     feed(
       mic.map((ch) => ch.subarray(pos, pos + len)),
       ref.subarray(pos, pos + len),

@@ -82,7 +82,7 @@ const HIT_SMOOTH = 1 / 125;
 const GUARD_LEARNT = 250;
 
 export class EchoChannel {
-  /** The microphone frame's power spectrum (the suppressor's frame), for the delay estimator. */
+  /** The microphone frame's power spectrum (the suppressor's frame's samples), for the delay estimator. */
   private readonly micPow: Float64Array;
   readonly main: PartitionedKalmanFilter;
   readonly shadow: ShadowFilter;
@@ -238,10 +238,10 @@ export class EchoChannel {
       if (mixMic) this.micOut.set(this.micPrev);
     }
     const rows = withShadow ? 3 : farActive ? 2 : 1;
-    // The microphone's frame (the suppressor's frame's samples) as one more row of this FFT, for the delay estimator
-    // until the filter has cancelled; while the channel has found no echo it reads the microphone through micPower()
-    // below, as before.
-    const micRow = this.o.delayFromMic && !this.cancelled && !(pr && pr.state !== 'present');
+    // The microphone's frame win · [previous block, d] as one more row of this FFT, when the delay estimator is to read
+    // the microphone's power: while the channel has found no echo (the error and the echo estimate are its filters'
+    // fits of chance then, which the estimator would lock onto), and with delayFromMic until the filter has cancelled.
+    const micRow = (pr !== null && pr.state !== 'present') || (this.o.delayFromMic && !this.cancelled);
     if (micRow) {
       const f = fft.sig;
       const o = rows * 2 * R;
@@ -293,13 +293,10 @@ export class EchoChannel {
     fft.inverse(1);
     P.overlapAdd(R, fft.sig, win, this.ola, d, this.micPrev, out, at);
     if (mixMic) pr!.mix(out, at, this.micOut);
-    // What the delay estimator reads (ePow + yPow): the microphone's power until the filter has cancelled, then the
-    // error's and the echo estimate's (before delayFromMic, from the moment echo was found: a wrong filter then fed the
-    // reference at its own lag into it).
-    if (pr && pr.state !== 'present') {
-      pr.micPower(this.micOut, d, win, fft, s.ePow);
-      s.yPow.fill(0);
-    } else if (micRow) {
+    // What the delay estimator reads (ePow + yPow): the microphone's power where micRow says so, else the error's and
+    // the echo estimate's (before delayFromMic, from the moment echo was found: a wrong filter then fed the reference at
+    // its own lag into it).
+    if (micRow) {
       s.ePow.set(this.micPow);
       s.yPow.fill(0);
     }

@@ -22,7 +22,6 @@
 // A scene whose filter scores a hit at least every ABSENT_HOPS far-end hops never leaves "present" and is bit for bit
 // what it was. Cost: an energy sum per hop; until an echo is found a 256-point FFT per hop (the channel's row FFT), and
 // no filter updates while absent. docs/echo.md, "A reference with no echo".
-import type { RowFft } from '../fft-pairs';
 import type { DelayEstimator } from './delay-estimator';
 
 /** A hit: the microphone's energy over the filter's error energy on a far-end hop at least this (6 dB). */
@@ -216,24 +215,6 @@ export class EchoPresence {
     // forgotten whenever the filter has gone ABSENT_HOPS without a hit (a wrong lag is one reason it may have).
     if (state === 'absent') this.resetNow = true;
     if ((from === 'present' || state === 'absent') && this.ownsDelay) this.delay!.forget();
-  }
-
-  /**
-   * Until an echo is found the delay estimator is to see the microphone itself (the filter's error and echo estimate
-   * it reads otherwise are its chance fits then, which it would lock onto): its power |D|² (pow) of the frame
-   * win · [prev, d], made with the channel's row FFT (its first row, scratch once the hop's output is out).
-   */
-  micPower(prev: Float64Array, d: Float32Array, win: Float64Array, fft: RowFft, pow: Float64Array): void {
-    const R = d.length;
-    const f = fft.sig;
-    for (let i = 0; i < R; i++) {
-      f[i] = prev[i] * win[i];
-      f[R + i] = d[i] * win[R + i];
-    }
-    fft.forward(1);
-    const re = fft.re;
-    const im = fft.im;
-    for (let k = 0; k <= R; k++) pow[k] = re[k] * re[k] + im[k] * im[k];
   }
 
   /**
