@@ -14,7 +14,7 @@ test('with a clipping loudspeaker, the echo after the far end rises above its re
   const rise = erle(scene, runCanceller([scene.mic], scene.ref, { terms: 31 }).out[0], 6 * FS, 12 * FS);
   // Measured 27.3 → 43.5 dB with the canceller before delayFromMic (2026-11-30), 22.5 → 35.0 with it: this scene's
   // filter finds the delay at once now and ends 2 dB less linear ERLE (docs/echo.md, "The delay estimator hears the
-  // microphone").
+  // microphone"). `forgetFree` (2026-11-30) does not act here: it reads the near-end evidence, which `terms` 15 and 31 lack.
   expect(rise).toBeGreaterThan(base + 10);
   expect(rise).toBeGreaterThan(32);
 });

@@ -15,12 +15,17 @@ import { ShadowFilter } from './shadow-filter';
 import { EchoSuppressor } from './suppressor';
 import { TalkerCue, youngWeight } from './talker-cue';
 
+/** Hops without a near-end talker (near-end.ts) before the Kalman filter forgets at `forgetFree` (1 s). */
+const FREE_AFTER_HOPS = 125;
+
 export interface ChannelOptions {
   hop: number;
   partitions: number;
   shadowPartitions: number;
   step: number;
   forget: number;
+  /** A² without near-end evidence (options.ts `forgetFree`). */
+  forgetFree: number;
   priorDecay: number;
   overEstimate: number;
   floorDb: number;
@@ -272,7 +277,7 @@ export class EchoChannel {
       if (withShadow && learn) sh.update(ring, 1e-6);
       // While the channel finds no echo the filters and the loudspeaker model learn nothing (the learner still
       // counts the hop: its history runs in step with the ring).
-      if (learn) this.main.update(ring, this.psiS);
+      if (learn) this.main.update(ring, this.psiS, this.forgetNow());
       if (this.learner) this.learner.step(main, lag, learn ? main.eRe.a : null, learn ? main.eIm.a : null, errMain, echoEnergy);
       if (learn && this.hops % this.constrainEvery === 0) main.constrainNext(fft);
       if (withShadow && learn) this.judgeShadow(errMain, errShadow);
@@ -327,6 +332,18 @@ export class EchoChannel {
   vetoes(shift: number): boolean {
     const np = this.peakNow + shift;
     return this.hops > GUARD_LEARNT && this.hitRate > GUARD_RATE && (np < 0 || np >= this.main.partitions);
+  }
+
+  /**
+   * The Kalman filter's A² for this hop: `forgetFree` when no hop of the last second showed a near-end talker
+   * (near-end.ts, as of the previous hop: the suppressor runs after the update), else `forget`. Forgetting faster keeps
+   * the variances from collapsing, so the filter goes on learning (single talk +2.3 dB of linear ERLE); but the larger
+   * variances are also Φ, the suppressor's estimate of what the filter misses, and where a talker was near they took
+   * the near end with them (docs/echo.md, "The Kalman filter forgets faster").
+   */
+  private forgetNow(): number {
+    const o = this.o;
+    return this.sup.nearEnd.sinceTalker < FREE_AFTER_HOPS ? o.forget : o.forgetFree;
   }
 
   /** The main filter's coefficients moved by `shift` partitions (a bulk-delay move). */

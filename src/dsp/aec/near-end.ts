@@ -39,6 +39,11 @@ export class NearEndEvidence {
   private r = 0;
   /** Hops since the error last stood above both estimates (large: never). */
   private since = HOLD_HOPS + 1;
+  /** Hops since a hop last showed the talker (its error above both estimates); the channel's forgetting reads it. */
+  get sinceTalker(): number {
+    return this.since;
+  }
+
   /** The cue's share (1: no talker) weighted by how young the filter is; 1 where it does not count. */
   private cueShare = 1;
   private cueWeight = 0;

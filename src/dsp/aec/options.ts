@@ -12,6 +12,12 @@ export interface EchoCancellerOptions extends PresenceOptions {
   /** Kalman step size and forgetting (A²); suppressor over-estimation and floor (dB). */
   step?: number;
   forget?: number;
+  /**
+   * The Kalman filter's A² while no hop of the last second showed a near-end talker (near-end.ts); `forget` applies
+   * otherwise (default 0.999; 0.99995, `forget`'s default, is the canceller before 2026-11-30: docs/echo.md, "The
+   * Kalman filter forgets faster"). Without the suppressor's near-end evidence (`terms` below 32) it never applies.
+   */
+  forgetFree?: number;
   priorDecay?: number;
   overEstimate?: number;
   floorDb?: number;
@@ -94,6 +100,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     maxDelayMs: opts.maxDelayMs ?? 500,
     step: opts.step ?? 0.5,
     forget: opts.forget ?? 0.99995,
+    forgetFree: opts.forgetFree ?? 0.999,
     priorDecay: opts.priorDecay ?? 0.85,
     overEstimate: opts.overEstimate ?? 1,
     floorDb: opts.floorDb ?? -50,
