@@ -75,8 +75,8 @@ test('a true delay change beyond the window is still followed', async () => {
   const eOn = erle(scene, on.out[0], 14 * FS, 20 * FS);
   const eOff = erle(scene, off.out[0], 14 * FS, 20 * FS);
   expect(on.stats.delayMs).toBeGreaterThan(350);
-  // The move is made once the filter stops cancelling (measured 8.2 dB over 14–20 s, the same as without the guard;
-  // 10.9 with the Kalman filter's one A² before 2026-11-30's `forgetFree`, 11.4 earlier).
+  // The move is made once the filter stops cancelling (measured 52.6 dB over 14–20 s, the same as without the guard: the
+  // filter is found to have lost its echo, `lostEcho`; without that 8.2 dB, and 10.9 / 11.4 with earlier cancellers).
   expect(eOn).toBeGreaterThan(eOff - 1);
 });
 

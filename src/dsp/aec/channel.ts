@@ -36,6 +36,8 @@ export interface ChannelOptions {
   presence: boolean;
   /** Whether an echo appearing after the channel found none is searched for as at a call's start (EchoPresence.restart). */
   presenceRestart: boolean;
+  /** A present filter that lost its echo goes to probation (options.ts `lostEcho`). */
+  lostEcho: boolean;
   /** The talker cue's lags (the ring's capacity) where terms bit 128 is on, else 0: its memory in the arena. */
   cueLags: number;
   /** The lowest bins the filters and the suppressor cover (options.ts `bins`; default all): above them the output is 0. */
@@ -176,7 +178,7 @@ export class EchoChannel {
     this.tailDecay = f64(this.bins).fill(0.8);
     this.late = new Float64Array(Math.ceil(this.bins / 16));
     this.early = new Float64Array(Math.ceil(this.bins / 16));
-    this.presence = o.presence ? new EchoPresence(o.presenceRestart) : null;
+    this.presence = o.presence ? new EchoPresence(o.presenceRestart, o.lostEcho) : null;
     this.micOut = new Float64Array(o.hop);
     this.micPow = new Float64Array(o.hop + 1);
     this.cue = o.cueLags > 0 ? new TalkerCue(arena, o.hop, o.cueLags) : null;
@@ -228,7 +230,7 @@ export class EchoChannel {
     if (farActive) this.hitRate += HIT_SMOOTH * ((micEnergy > 0 && errMain * 4 <= micEnergy ? 1 : 0) - this.hitRate);
     if (!this.cancelled && this.hops > GUARD_LEARNT && this.hitRate > GUARD_RATE) this.cancelled = true;
     if (pr) {
-      mixMic = pr.hop(farActive, micEnergy, errMain);
+      mixMic = pr.hop(farActive, micEnergy, errMain, withShadow && errShadow < errMain ? errShadow : errMain, this.cancelled);
       // No echo found (or a cue of one): both filters start again from nothing.
       if (pr.resetNow) {
         this.cancelled = false;

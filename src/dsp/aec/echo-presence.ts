@@ -57,6 +57,17 @@ const RUNAWAY_AFTER = 250;
  * cost 7.6 dB of ERLE over 10–20 s); the runaway above stayed over it for 530.
  */
 const RUNAWAY_HOLD = 32;
+/**
+ * A filter that has lost its echo while present (the echo's delay jumped, or the room changed beyond what the shadow
+ * filter reaches): LOST_HOPS far-end hops without a hit (1 s) and the error's average (as for the runaway, ~0.5 s) above
+ * LOST_RATIO times the microphone's: it removes nothing. The channel then goes to probation with both filters emptied,
+ * as for an echo appearing later, and the delay estimator takes its best lag at once. Without this such a filter waited
+ * ABSENT_HOPS (6 s) for probation: a delay jump of 100 → 250 ms kept the output at the microphone's level (ERLE −2..+5
+ * dB) for 6 s, since a filter whose variances had settled learns the new echo too slowly, and once it cancelled the
+ * delay estimator read its own echo estimate (docs/echo.md, "An echo that jumps").
+ */
+const LOST_HOPS = 187;
+const LOST_RATIO = 1.26;
 /** An average this far above the microphone's (20 dB) restarts at once: the runaway above jumped from +4 to +19 dB in a hop. */
 const RUNAWAY_BURST = 100;
 /**
@@ -110,14 +121,22 @@ export class EchoPresence {
   /** Restarts of a filter that ran away while present (watchRunaway). */
   runaways = 0;
   private errAvg = 0;
+  /** The smaller of the two filters' errors (the shadow's where it ran), averaged as errAvg. */
+  private bestAvg = 0;
   private micAvg = 0;
   private avgHops = 0;
   private above = 0;
   private delay: DelayEstimator | null = null;
   private ownsDelay = false;
 
-  constructor(restart = true) {
+  /** Whether a present filter that lost its echo goes to probation (LOST_HOPS; option `lostEcho`). */
+  private readonly lost: boolean;
+  /** Times a present filter lost its echo (tests, the bench). */
+  losses = 0;
+
+  constructor(restart = true, lost = false) {
     this.restart = restart;
+    this.lost = lost;
   }
 
   /** Whether the main filter learns this hop. */
@@ -130,7 +149,7 @@ export class EchoPresence {
    * filter's error energy on it. Returns whether the output mixes in the microphone (the weight below 1 now or on the
    * previous hop).
    */
-  hop(farActive: boolean, micEnergy: number, errEnergy: number): boolean {
+  hop(farActive: boolean, micEnergy: number, errEnergy: number, bestErr = errEnergy, cancelled = false): boolean {
     const cue = this.delay ? this.delay.confidence : 0;
     this.prevWeight = this.weight;
     this.resetNow = false;
@@ -144,7 +163,15 @@ export class EchoPresence {
       const quiet = n - Math.max(last, this.since) >= ABSENT_HOPS;
       if (this.state === 'present') {
         if (quiet) this.to(cue >= CUE ? 'probation' : 'absent');
-        else this.watchRunaway(micEnergy, errEnergy);
+        else {
+          this.watchRunaway(micEnergy, errEnergy);
+          this.bestAvg += RUNAWAY_SMOOTH * (bestErr - this.bestAvg);
+          if (this.lost && cancelled && n - Math.max(last, this.since) >= LOST_HOPS && this.avgHops >= RUNAWAY_AFTER && this.bestAvg > LOST_RATIO * this.micAvg) {
+            this.to('probation');
+            this.resetNow = true;
+            this.losses++;
+          }
+        }
       } else if (this.state === 'absent') {
         if (cue >= CUE) this.to('probation');
       } else if (n - this.hits[this.hitAt] < ON_HOPS && this.hits[this.hitAt] > this.since) this.to('present');
@@ -199,6 +226,7 @@ export class EchoPresence {
 
   private restartAverages(): void {
     this.errAvg = 0;
+    this.bestAvg = 0;
     this.micAvg = 0;
     this.avgHops = 0;
     this.above = 0;

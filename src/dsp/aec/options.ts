@@ -78,6 +78,11 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * by any chain: at 72 bins a path change at 8 kHz lost 4.8 dB (docs/echo.md, "Narrow band").
    */
   bins?: number;
+  /**
+   * A channel whose filter has lost its echo while present (a second without a hit, its error no smaller than the
+   * microphone) goes to probation with its filters emptied, instead of after 6 s (echo-presence.ts, LOST_HOPS).
+   */
+  lostEcho?: boolean;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
   presence?: boolean;
 }
@@ -119,6 +124,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     priorZoneDb: opts.priorZoneDb ?? PRIOR_ZONE_DB,
     delayFromMic: !!(opts.delayFromMic ?? true),
     presence: opts.presence ?? true,
+    lostEcho: opts.lostEcho ?? true,
     delayGuard: opts.delayGuard ?? false,
     bins: Math.min(129, Math.max(4, (Math.ceil(opts.bins ?? 129) + 3) & ~3)),
   };
