@@ -87,7 +87,7 @@ test('an echo whose delay jumps while present (beyond the filter) is found again
   const t = await talkers();
   // The same room, loudspeaker and far end; at 6 s the echo's delay jumps (100 → 250 ms, then 200 → 20 ms in another
   // room), as when a device's playback buffer changes. Measured over 10–16 s: 37.4 and 50.2 dB (the filter lost its echo
-  // at ~7.5 s, the channel in probation, present again with the new delay by ~8.7 s); without it 2.4 and 3.6 dB, the
+  // at 7.7 and 7.5 s, the channel in probation, present again with the new delay at 8.4 s); without it 2.4 and 3.6 dB, the
   // output at the microphone's level until the 6 s without a hit ran out.
   for (const [seed, from, to] of [
     [501, 100, 250],
