@@ -6,7 +6,7 @@ import { WavReader } from '../../src/audio/wav';
 import { AEC_LATENCY, EchoCanceller, type EchoCancellerOptions, type EchoCancellerStats } from '../../src/dsp/aec';
 import type { RefRing } from '../../src/dsp/aec/ref-ring';
 import { Decimator3 } from '../../src/dsp/resample';
-import { activeRms, FS, type Talkers } from '../../scripts/bench/echo-scenes';
+import { activeRms, FS, makeScene, type Scene, type Talkers } from '../../scripts/bench/echo-scenes';
 
 export { FS };
 
@@ -41,6 +41,18 @@ export async function talkers(): Promise<Talkers> {
   for (let i = 0; i < speech.length; i++) speech[i] *= g;
   cached = { far: speech, near: speech.slice().reverse() };
   return cached;
+}
+
+/**
+ * A single-talk scene whose echo's delay jumps from `from` to `to` ms at `atS` seconds: the same room, loudspeaker and
+ * far end (the generator draws the same room for a seed whatever the delay), the microphone and its echo switching from
+ * one scene's to the other's. The reference is the first scene's (both scenes have the same).
+ */
+export function delayJump(t: Talkers, seed: number, seconds: number, from: number, to: number, atS: number): Scene {
+  const a = makeScene({ kind: 'st', seed, seconds, speaker: 'linear', delayMs: from }, t);
+  const b = makeScene({ kind: 'st', seed, seconds, speaker: 'linear', delayMs: to }, t);
+  const at = atS * FS;
+  return { ...a, mic: a.mic.map((v, i) => (i < at ? v : b.mic[i])), echo: a.echo.map((v, i) => (i < at ? v : b.echo[i])) };
 }
 
 export interface Run {

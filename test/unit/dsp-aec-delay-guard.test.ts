@@ -4,7 +4,7 @@
 import { AEC_LATENCY, EchoCanceller } from '../../src/dsp/aec';
 import { erle } from '../../scripts/bench/echo-metrics';
 import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
-import { FS, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
+import { delayJump, FS, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
 
 jest.setTimeout(60_000);
 
@@ -60,18 +60,9 @@ test('a true delay change beyond the window is still followed', async () => {
   const t = await talkers();
   // The same room, loudspeaker and talkers (the spec fixes the delay, so the generator draws the same room); the
   // microphone's echo moves from 30 to 400 ms at 8 s, past the filter's 282 ms.
-  const a = makeScene({ kind: 'st', seed: 33, seconds: 20, speaker: 'linear', delayMs: 30 }, t);
-  const b = makeScene({ kind: 'st', seed: 33, seconds: 20, speaker: 'linear', delayMs: 400 }, t);
-  const at = 8 * FS;
-  const mic = new Float32Array(a.mic.length);
-  const echo = new Float32Array(a.mic.length);
-  for (let i = 0; i < mic.length; i++) {
-    mic[i] = i < at ? a.mic[i] : b.mic[i];
-    echo[i] = i < at ? a.echo[i] : b.echo[i];
-  }
-  const scene: Scene = { ...a, mic, echo };
-  const on = runCanceller([mic], a.ref, { delayGuard: true });
-  const off = runCanceller([mic], a.ref, { delayGuard: false });
+  const scene = delayJump(t, 33, 20, 30, 400, 8);
+  const on = runCanceller([scene.mic], scene.ref, { delayGuard: true });
+  const off = runCanceller([scene.mic], scene.ref, { delayGuard: false });
   const eOn = erle(scene, on.out[0], 14 * FS, 20 * FS);
   const eOff = erle(scene, off.out[0], 14 * FS, 20 * FS);
   expect(on.stats.delayMs).toBeGreaterThan(350);

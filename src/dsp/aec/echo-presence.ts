@@ -150,7 +150,8 @@ export class EchoPresence {
 
   /**
    * One hop: whether the reference was active within the filter's reach, the microphone block's energy, the main
-   * filter's error energy on it. Returns whether the output mixes in the microphone (the weight below 1 now or on the
+   * filter's error energy on it, the smaller of the two filters' errors (`bestErr`) and whether the channel's filter has
+   * cancelled (both for LOST_*). Returns whether the output mixes in the microphone (the weight below 1 now or on the
    * previous hop).
    */
   hop(farActive: boolean, micEnergy: number, errEnergy: number, bestErr = errEnergy, cancelled = false): boolean {
@@ -163,14 +164,15 @@ export class EchoPresence {
         this.hits[this.hitAt] = n;
         this.hitAt = this.hitAt + 1 === ON_HITS ? 0 : this.hitAt + 1;
       }
-      const last = this.hits[(this.hitAt + ON_HITS - 1) % ON_HITS];
-      const quiet = n - Math.max(last, this.since) >= ABSENT_HOPS;
+      // Far-end hops since the last hit (or the last state change).
+      const sinceHit = n - Math.max(this.hits[(this.hitAt + ON_HITS - 1) % ON_HITS], this.since);
+      const quiet = sinceHit >= ABSENT_HOPS;
       if (this.state === 'present') {
         if (quiet) this.to(cue >= CUE ? 'probation' : 'absent');
         else {
           this.watchRunaway(micEnergy, errEnergy);
           this.bestAvg += RUNAWAY_SMOOTH * (bestErr - this.bestAvg);
-          if (this.lost && cancelled && n - Math.max(last, this.since) >= LOST_HOPS && this.avgHops >= RUNAWAY_AFTER && this.bestAvg > LOST_RATIO * this.micAvg) {
+          if (this.lost && cancelled && sinceHit >= LOST_HOPS && this.avgHops >= RUNAWAY_AFTER && this.bestAvg > LOST_RATIO * this.micAvg) {
             this.to('probation');
             this.resetNow = true;
             this.losses++;

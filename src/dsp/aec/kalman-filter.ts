@@ -118,13 +118,12 @@ export class PartitionedKalmanFilter {
 
   /**
    * One update with the error spectrum E = FFT([0_R, e]) in eRe/eIm; `psiS`: the estimated near-end power in E, per
-   * bin. Uses the offsets of the last filter() call (same lag).
+   * bin; `a2` this hop's A² (the channel's forgetNow()). Uses the offsets of the last filter() call (same lag).
    */
-  update(ring: RefRing, psiS: Float64Array, forget = this.forget): void {
+  update(ring: RefRing, psiS: Float64Array, a2 = this.forget): void {
     const inv = this.inv.a;
     const phi = this.phi.a;
     for (let k = 0; k < this.bins; k++) inv[k] = this.step / (phi[k] + psiS[k] + 1e-20);
-    const a2 = forget;
     this.arena.update(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.inv.at, this.eRe.at, this.eIm.at, a2, 1 - a2, this.stride);
   }
 

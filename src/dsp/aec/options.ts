@@ -79,8 +79,9 @@ export interface EchoCancellerOptions extends PresenceOptions {
    */
   bins?: number;
   /**
-   * A channel whose filter has lost its echo while present (a second without a hit, its error no smaller than the
-   * microphone) goes to probation with its filters emptied, instead of after 6 s (echo-presence.ts, LOST_HOPS).
+   * A channel whose filter had cancelled and then lost its echo while present (1.5 s of far end without a hit, neither
+   * filter's error more than 1 dB under the microphone's) goes to probation with its filters emptied, instead of after
+   * 6 s without a hit (echo-presence.ts, LOST_*; default true).
    */
   lostEcho?: boolean;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
