@@ -80,10 +80,13 @@ async function openLiveStream(engine: InferenceEngine): Promise<void> {
       '-re', '-f', 'lavfi', '-i', 'anullsrc=r=16000:cl=mono', '-t', '30', '-f', 'null', '-', // real time: still running when looked at
     ]);
     try {
-      await new Promise((r) => setTimeout(r, 300));
+      // chrt execs ffmpeg in the same process: wait for that exec (up to 5 s), not a fixed 300 ms, which a loaded machine
+      // overran once (the process still chrt when read: CI on 57c1129).
+      const comm = (): string => fs.readFileSync(`/proc/${child.pid}/comm`, 'utf8').trim();
+      for (let waited = 0; comm() !== 'ffmpeg' && waited < 5000; waited += 50) await new Promise((r) => setTimeout(r, 50));
       const kernel = readThreadPriority(child.pid!, child.pid!);
       expect(kernel).toEqual({ nice, policy: idle && hasChrt ? SCHED_IDLE : SCHED_OTHER });
-      expect(fs.readFileSync(`/proc/${child.pid}/comm`, 'utf8').trim()).toBe('ffmpeg');
+      expect(comm()).toBe('ffmpeg');
     } finally {
       child.kill('SIGTERM');
       await waitForExit(child).catch(() => undefined);
