@@ -13,8 +13,8 @@ import { makeLongWav, until } from '../helpers/jobs-helpers';
 import { freePort } from '../../scripts/lib/free-port';
 
 const API = '/v1/noise-suppressor';
-// A long nsm-4 job runs twice here: about 30 s two test files at a time on the slow 2-core machine, 57 s when other
-// files left its SCHED_IDLE file work no CPU (three at a time, 2026-11-30); jest's 120 s was too close.
+// A ten-minute job runs twice here (nsm-4 until 2026-11-30: about 30 s two test files at a time on the slow 2-core
+// machine, 57 s when other files left its SCHED_IDLE file work no CPU, three at a time); jest's 120 s was too close.
 jest.setTimeout(240_000);
 
 describe('jobs with a remote model service', () => {
@@ -108,9 +108,10 @@ describe('jobs with a remote model service', () => {
   });
 
   test('the model service is killed (-9) mid-job: the attempt fails, the job is retried and succeeds when it is back', async () => {
-    // nsm-4, several seconds for ten minutes even on a fast machine: progress is written at most once a second, and
-    // nsm-1 (~1 s there) could finish before any progress was visible to kill it mid-job.
-    const res = await request(worker.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-4').attach('file', tenMinutes);
+    // nsm-3, several seconds for ten minutes even on a fast machine (RTF ~0.008 there): progress is written at most
+    // once a second, and nsm-1 (~1 s there) could finish before any progress was visible to kill it mid-job. (nsm-4
+    // did as well, but its second attempt alone took ~25 s of the suite on the slow 2-core machine.)
+    const res = await request(worker.app).post(`${API}/jobs`).set(auth()).field('model', 'nsm-3').attach('file', tenMinutes);
     const id = res.body.id as string;
     await until(async () => {
       const j = await get(worker, id);
