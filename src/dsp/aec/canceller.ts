@@ -154,7 +154,7 @@ export class EchoCanceller {
     this.chans = Array.from(
       { length: opts.channels },
       // Only channel 0's microphone feeds the delay estimator.
-      (_, c) => new EchoChannel(this.arena, { ...chan, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, bins: o.bins, delayFromMic: o.delayFromMic && c === 0 }),
+      (_, c) => new EchoChannel(this.arena, { ...chan, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, bins: o.bins, delayFromMic: o.delayFromMic && c === 0 }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);
@@ -380,10 +380,20 @@ export class EchoCanceller {
     const o = this.opts.reopen;
     const reopen = o === 'always' || (o === 'first' && this.moves === 0);
     this.moves++;
-    for (const ch of this.chans) {
-      ch.main.shift(this.bulk - bulk, reopen);
-      ch.shadow.shift(this.bulk - bulk);
-      ch.shifted(this.bulk - bulk);
+    // A move made in doubt (echo-presence.ts) follows an echo whose delay jumped, the room's response with it: the
+    // coefficients stay where they are relative to the window, their variances raised to the prior's (the new lag is
+    // a few hops off the old one's alignment as often as not: without that, 1.3 s more to cancel again). Otherwise the
+    // estimate was wrong and the echo stayed: they keep their absolute lags.
+    const pr = ch0.presence;
+    if (pr !== null && pr.doubt) {
+      for (const ch of this.chans) ch.main.reopen();
+    } else {
+      const shift = this.bulk - bulk;
+      for (const ch of this.chans) {
+        ch.main.shift(shift, reopen);
+        ch.shadow.shift(shift);
+        ch.shifted(shift);
+      }
     }
     this.bulk = bulk;
   }

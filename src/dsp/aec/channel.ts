@@ -38,6 +38,8 @@ export interface ChannelOptions {
   presenceRestart: boolean;
   /** A present filter that lost its echo goes to probation (options.ts `lostEcho`). */
   lostEcho: boolean;
+  /** A present filter in doubt moves with the delay estimator's lag (options.ts `delayDoubt`). */
+  delayDoubt: boolean;
   /** The talker cue's lags (the ring's capacity) where terms bit 128 is on, else 0: its memory in the arena. */
   cueLags: number;
   /** The lowest bins the filters and the suppressor cover (options.ts `bins`; default all): above them the output is 0. */
@@ -178,7 +180,7 @@ export class EchoChannel {
     this.tailDecay = f64(this.bins).fill(0.8);
     this.late = new Float64Array(Math.ceil(this.bins / 16));
     this.early = new Float64Array(Math.ceil(this.bins / 16));
-    this.presence = o.presence ? new EchoPresence(o.presenceRestart, o.lostEcho) : null;
+    this.presence = o.presence ? new EchoPresence(o.presenceRestart, o.lostEcho, o.delayDoubt) : null;
     this.micOut = new Float64Array(o.hop);
     this.micPow = new Float64Array(o.hop + 1);
     this.cue = o.cueLags > 0 ? new TalkerCue(arena, o.hop, o.cueLags) : null;
@@ -248,7 +250,7 @@ export class EchoChannel {
     // The microphone's frame win · [previous block, d] as one more row of this FFT, when the delay estimator is to read
     // the microphone's power: while the channel has found no echo (the error and the echo estimate are its filters'
     // fits of chance then, which the estimator would lock onto), and with delayFromMic until the filter has cancelled.
-    const micRow = (pr !== null && pr.state !== 'present') || (this.o.delayFromMic && !this.cancelled);
+    const micRow = (pr !== null && (pr.state !== 'present' || pr.doubt)) || (this.o.delayFromMic && !this.cancelled);
     if (micRow) {
       const f = fft.sig;
       const o = rows * 2 * R;
@@ -333,6 +335,8 @@ export class EchoChannel {
    */
   vetoes(shift: number): boolean {
     const np = this.peakNow + shift;
+    // A filter in doubt (echo-presence.ts) removes nothing where it stands: the move is what may bring it back.
+    if (this.presence !== null && this.presence.doubt) return false;
     return this.hops > GUARD_LEARNT && this.hitRate > GUARD_RATE && (np < 0 || np >= this.main.partitions);
   }
 

@@ -136,6 +136,21 @@ export class DelayEstimator {
     this.candidateHops = 0;
   }
 
+  /**
+   * Weighs what the correlations learnt so far by k (0..1) against what comes next: the echo's delay may have jumped,
+   * and the old lag's correlation, built over seconds, would otherwise hold the estimate for about as long.
+   */
+  fade(k: number): void {
+    const n = this.maxLag + 1;
+    const cxy = this.cxy.a;
+    const cxx = this.cxx.a;
+    for (let l = 0; l < n; l++) {
+      cxy[l] *= k;
+      cxx[l] *= k;
+    }
+    this.cyy *= k;
+  }
+
   private decide(): void {
     const s = this.score;
     let best = 0;

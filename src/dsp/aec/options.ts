@@ -84,6 +84,13 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * 6 s without a hit (echo-presence.ts, LOST_*; default true).
    */
   lostEcho?: boolean;
+  /**
+   * A channel whose filter had cancelled and then, for DOUBT_HOPS far-end hops (0.5 s), removes nothing (the lost-echo
+   * test, sooner): the delay estimator reads the microphone, fades what it learnt before and takes a better lag at once,
+   * and the delay guard stands aside, so that an echo whose delay jumped is followed by moving the filter, which
+   * cancels again at once where the room is the same (echo-presence.ts, `doubt`; default true).
+   */
+  delayDoubt?: boolean;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
   presence?: boolean;
 }
@@ -126,6 +133,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     delayFromMic: !!(opts.delayFromMic ?? true),
     presence: opts.presence ?? true,
     lostEcho: opts.lostEcho ?? true,
+    delayDoubt: opts.delayDoubt ?? true,
     delayGuard: opts.delayGuard ?? false,
     bins: Math.min(129, Math.max(4, (Math.ceil(opts.bins ?? 129) + 3) & ~3)),
   };
