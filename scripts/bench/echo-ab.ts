@@ -3,10 +3,10 @@
 // the same way, paired per scene. Scenes per talk type and loudspeaker model from seeds 8000+ (disjoint from the
 // bench's 1000+ and the tuning set's 5000+). Then the cost: nsm-2's live streams and both cancellers on the same audio
 // in alternating rounds in this process, each as a share of nsm-2.
-//   node dist/scripts/bench/echo-ab.js --other /work/main/dist [--n 4] [--kinds st,dt,path] [--speakers linear,clip,sigmoid]
+//   node dist/scripts/bench/echo-ab.js --other /work/main/dist [--n 4] [--kinds st,dt,path,jump] [--speakers linear,clip,sigmoid]
 //        [--aecmos] [--no-cpu] [--set key=value]... (options of this checkout's canceller)
 //        [--clip-levels 0.4,0.55,0.7]  ('clip' scenes at each of these fractions of the peak, a group each; default 0.55)
-//        [--seed-base N]  (st scenes from seed N, dt N + 300, path N + 600; default 8000. 5000 with --kinds st: echo-tune's)
+//        [--seed-base N]  (st scenes from seed N, dt N + 300, path N + 600, jump N + 900; default 8000. 5000 with --kinds st: echo-tune's)
 //        [--other-set key=value]...    (options of the other dist's canceller)
 //        [--dt-from S]    (double talk: the near end talks from S s, default 4, and its SDR is scored from S to the end)
 //        [--st-windows]   (single talk: ERLE also over 2–5 and 5–10 s, groups st-…:2-5 and :5-10)
@@ -69,7 +69,7 @@ function aecmos(talk: string, scene: Scene, out: Float32Array, tmp: string): { e
 function score(scene: Scene, out: Float32Array, dtWhole: boolean, fs = FS): number {
   const n = scene.mic.length;
   if (scene.kind === 'st') return erle(scene, out, 10 * fs, n);
-  if (scene.kind === 'path') return erle(scene, out, scene.changeAt! + 2 * fs, n);
+  if (scene.kind === 'path' || scene.kind === 'jump') return erle(scene, out, scene.changeAt! + 2 * fs, n);
   return magSdr(scene.near, out, dtWhole ? scene.nearFrom! : 10 * fs, n);
 }
 
@@ -149,7 +149,7 @@ async function main(args: string[]): Promise<void> {
   const cpuPairs: number[][] = [[], []];
   let idx = 0;
   const base = Number(opt('--seed-base', '8000'));
-  const seeds: Record<string, number> = { st: base, dt: base + 300, path: base + 600 };
+  const seeds: Record<string, number> = { st: base, dt: base + 300, path: base + 600, jump: base + 900 };
   for (const kind of kinds) {
     for (const { speaker, clipAt, label } of speakerRuns) {
       for (let i = 0; i < n; i++) {
@@ -176,7 +176,7 @@ async function main(args: string[]): Promise<void> {
           }
           let s = `${names[vi]} ${m.toFixed(1)}`;
           if (withMos) {
-            const mos = aecmos(kind === 'path' ? 'st' : kind, scene, out, tmp);
+            const mos = aecmos(kind === 'path' || kind === 'jump' ? 'st' : kind, scene, out, tmp);
             for (const g of [`${kind}-${label}`, `${kind}-all`]) {
               push(`${g}:mosE`, vi, mos.echo);
               push(`${g}:mosO`, vi, mos.other);

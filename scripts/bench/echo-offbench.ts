@@ -151,6 +151,7 @@ function offScene(kind: 'st' | 'dt', seed: number, t: Talkers, o: { seconds: num
     speaker: linearish,
     serDb,
     changeAt: null,
+    delayAfterMs: null,
     nearFrom,
     stochastic,
     echoDb,

@@ -9,6 +9,8 @@
 //   st    far-end single talk: the echo alone (+ noise)                          → ERLE after 10 s, AECMOS st
 //   dt    double talk: far end from 0 s, near end from 4 s at SER −10..+10 dB    → near-end SDR over 10..end, AECMOS dt
 //   path  far-end single talk, the echo path changes at 10 s (loudspeaker moved) → ERLE from 12 s, re-convergence
+//   jump  far-end single talk, the echo's delay jumps at 10 s by 60–290 ms either way (a playback buffer changed),
+//         the same room                                                          → ERLE from 12 s, re-convergence
 //   nst   near-end single talk, the reference all zeros                          → output vs input, AECMOS nst
 import { seeded } from '../lib/stats';
 
@@ -296,7 +298,7 @@ export function loudspeaker(x: Float32Array, kind: Loudspeaker, clipAt = 0.55): 
   return y;
 }
 
-export type SceneKind = 'st' | 'dt' | 'path' | 'nst';
+export type SceneKind = 'st' | 'dt' | 'path' | 'jump' | 'nst';
 
 export interface Scene {
   name: string;
@@ -312,8 +314,10 @@ export interface Scene {
   delayMs: number;
   speaker: Loudspeaker;
   serDb: number | null;
-  /** Sample where the echo path changes (path scenes). */
+  /** Sample where the echo path changes (path scenes) or its delay jumps (jump scenes). */
   changeAt: number | null;
+  /** The echo's delay after the jump, ms (jump scenes). */
+  delayAfterMs: number | null;
   /** Sample where the near end starts talking (dt). */
   nearFrom: number | null;
 }
@@ -407,7 +411,17 @@ export function makeScene(spec: SceneSpec, talkers: Talkers): Scene {
     h2 = imageRir({ room, source: pointNear(rnd, micPos, 0.3 + rnd() * 1.2, dims), mic: micPos, length: rirLen });
     e2 = convolve(played, h2);
   }
-  for (let i = delay; i < n; i++) echo[i] = changeAt !== null && i >= changeAt ? e2![i - delay] : e1[i - delay];
+  // A jump: the same room's echo, at another delay from changeAt on (drawn here, after everything the other kinds draw,
+  // so that their scenes stay as they were). The first bulk delay stays within 10–300 ms, the second too.
+  let delay2 = delay;
+  if (spec.kind === 'jump') {
+    changeAt = M.round(n / 2);
+    const step = M.round(((60 + rnd() * 230) / 1000) * FS);
+    const lo = M.round(0.01 * FS);
+    const hi = M.round(0.3 * FS);
+    delay2 = delay + step <= hi && (delay - step < lo || rnd() < 0.5) ? delay + step : M.max(lo, delay - step);
+  }
+  for (let i = delay; i < n; i++) echo[i] = changeAt !== null && i >= changeAt ? (e2 ? e2[i - delay] : e1[i - delay2]) : e1[i - delay];
   // Echo level in the microphone: −30 dBFS RMS over its active part (a loud loudspeaker near the microphone).
   const eScale = activeRms(echo) > 0 ? M.pow(10, -30 / 20) / activeRms(echo) : 0;
   for (let i = 0; i < n; i++) echo[i] *= eScale;
@@ -450,6 +464,7 @@ export function makeScene(spec: SceneSpec, talkers: Talkers): Scene {
     speaker,
     serDb,
     changeAt,
+    delayAfterMs: spec.kind === 'jump' ? (delay2 / FS) * 1000 : null,
     nearFrom,
   };
 }

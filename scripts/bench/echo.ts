@@ -13,7 +13,7 @@
 //   --echo-set KEY=VALUE  canceller option override (repeatable), e.g. --echo-set overEstimate=3
 //   --echo-oracle         also the baselines told each scene's true bulk delay (speexdsp with its reference aligned,
 //                         WebRTC with the delay reported and delay-agnostic mode off): their best case
-//   --echo-kinds K,K      only these kinds of scene (st, dt, path, nst; default all)
+//   --echo-kinds K,K      only these kinds of scene (st, dt, path, nst, jump; default all)
 //   --echo-dt-from S      double talk from the start: the near end talks from S s (default 4) and its SDR is scored
 //                         from there to the end (default 10 s..end), so the filter converges while both talk
 //   --echo-chain MODEL    also what POST /denoise returns: the canceller, then MODEL's chain (echo-chain.ts; default
@@ -148,7 +148,8 @@ export function shift(y: Float32Array, lag: number): Float32Array {
   return out;
 }
 
-const KINDS: SceneKind[] = ['st', 'dt', 'path', 'nst'];
+// jump last: a kind's seeds are 1000 × its place here, and the others' scenes stay what they were.
+const KINDS: SceneKind[] = ['st', 'dt', 'path', 'nst', 'jump'];
 
 export function sceneSet(perKind: number, talkers: Talkers, dtFromS?: number, kinds: SceneKind[] = KINDS): Scene[] {
   const scenes: Scene[] = [];
@@ -195,6 +196,7 @@ function score(scene: Scene, out: Float32Array, dtWhole: boolean): { metric: num
     case 'st':
       return { metric: erle(scene, out, 10 * FS, n), extra: null };
     case 'path':
+    case 'jump':
       return { metric: erle(scene, out, scene.changeAt! + 2 * FS, n), extra: erle(scene, out, scene.changeAt! - 5 * FS, scene.changeAt!) };
     case 'dt':
       return { metric: magSdr(scene.near, out, dtWhole ? scene.nearFrom! : 10 * FS, n), extra: null };
@@ -276,12 +278,12 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
       audioS += scene.mic.length / FS;
       for (const [system, out] of outs) {
         const s = score(scene, out, dtFrom !== null);
-        const talk = scene.kind === 'path' ? 'st' : scene.kind;
+        const talk = scene.kind === 'path' || scene.kind === 'jump' ? 'st' : scene.kind;
         const mos = withMos && !(system === 'mic' && scene.kind === 'nst') ? aecmos(talk, scene, out, tmp) : null;
         rows.push({ scene: scene.name, kind: scene.kind, system, ...s, aecmos: mos });
       }
       const line = rows.filter((r) => r.scene === scene.name).map((r) => `${r.system} ${r.metric.toFixed(1)}${r.aecmos ? ` (${r.aecmos.echo.toFixed(2)}/${r.aecmos.other.toFixed(2)})` : ''}`);
-      console.log(`${scene.name.padEnd(8)} rt60 ${scene.rt60.toFixed(2)} delay ${scene.delayMs.toFixed(0).padStart(3)} ms ${scene.speaker.padEnd(7)} ${scene.serDb !== null ? `SER ${scene.serDb.toFixed(1)} ` : ''}est ${ours.stats.delayMs ?? '-'} | ${line.join(' | ')}`);
+      console.log(`${scene.name.padEnd(8)} rt60 ${scene.rt60.toFixed(2)} delay ${scene.delayMs.toFixed(0).padStart(3)}${scene.delayAfterMs !== null ? `→${scene.delayAfterMs.toFixed(0)}` : ''} ms ${scene.speaker.padEnd(7)} ${scene.serDb !== null ? `SER ${scene.serDb.toFixed(1)} ` : ''}est ${ours.stats.delayMs ?? '-'} | ${line.join(' | ')}`);
     }
     const cpuPerS: Record<string, number> = {};
     for (const k of Object.keys(cpu)) cpuPerS[k] = (cpu[k] / audioS) * 1000;
@@ -320,6 +322,7 @@ function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, numb
   const metricName: Record<SceneKind, string> = {
     st: 'ERLE dB, far-end single talk, 10 s..end',
     path: 'ERLE dB, from 2 s after the echo path change',
+    jump: "ERLE dB, from 2 s after the echo's delay jumped (the same room)",
     dt: `near-end magnitude-spectrogram SDR dB, double talk, ${dtFrom === null ? '10 s..end' : `near end from ${dtFrom} s, scored from there to the end`}`,
     nst: 'magnitude-spectrogram SDR dB against the input, silent reference',
   };
@@ -333,7 +336,7 @@ function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, numb
       const m = bootstrapMean(r.map((x) => (Number.isFinite(x.metric) ? x.metric : 99)));
       const mosE = r.every((x) => x.aecmos) ? bootstrapMean(r.map((x) => x.aecmos!.echo)) : null;
       const mosO = r.every((x) => x.aecmos) ? bootstrapMean(r.map((x) => x.aecmos!.other)) : null;
-      const extra = kind === 'path' ? `  before the change ${bootstrapMean(r.map((x) => x.extra!)).mean.toFixed(1)}` : '';
+      const extra = kind === 'path' || kind === 'jump' ? `  before the change ${bootstrapMean(r.map((x) => x.extra!)).mean.toFixed(1)}` : '';
       console.log(`  ${label[s].padEnd(12)} ${fmt(m).padEnd(22)}${mosE ? `  AECMOS echo ${fmt(mosE, 2)} other ${fmt(mosO!, 2)}` : ''}${extra}`);
     }
     for (const us of ourSystems) {
