@@ -11,7 +11,9 @@
 //              is forgotten either way, so that the estimator's best lag is taken at once). A filter that runs
 //              away (its error averaging 10 dB above the microphone's for a quarter second, or 20 dB: RUNAWAY_*)
 //              starts again from nothing. One that has cancelled and then loses its echo (1.5 s without a hit,
-//              neither filter removing anything: LOST_*) → probation with its filters emptied.
+//              neither filter removing anything: LOST_*) → probation with its filters emptied; after 0.5 s of that it
+//              is in doubt (DOUBT_*): still present, but the delay estimator looks for a new lag, and the filter moves
+//              with it, as when the echo's delay jumped in the same room.
 //   absent     the output fades to the microphone itself, bit for bit; both filters are emptied and learn nothing
 //              (their fits of chance would mislead the delay estimator, which now reads the microphone's own power).
 //              When the delay estimator finds a lag (its confidence reaches CUE) → probation.
@@ -71,19 +73,19 @@ const RUNAWAY_HOLD = 32;
  * stretch of far end at the noise floor fired it (docs/echo.md, "An echo that jumps").
  */
 const LOST_HOPS = 187;
+const LOST_RATIO = 1.26;
 /**
  * The same test after DOUBT_HOPS far-end hops (0.5 s) puts a present channel in doubt (option `delayDoubt`): the delay
  * estimator's history is weighed down by DOUBT_FADE and it reads the microphone, so that a new lag stands out within a
  * fraction of a second and is taken at once; the bulk move then keeps the filter's coefficients where they are in the
  * window (the room moved with the delay) and reopens their variances. 40 generated delay jumps of 90–370 ms, the same
- * room (docs/echo.md, "An echo that jumps"): ≥ 20 dB from 2 s after the jump on 32 (9 without), ERLE 2–4 s after it
+ * room (docs/echo.md, "Doubt: moving with the echo"): ≥ 20 dB from 2 s after the jump on 32 (9 without), ERLE 2–4 s after it
  * 41.6 / 38.1 / 50.3 dB on three sets (21.7 / 18.3 / 12.7 without); a fade of 0.1: 37.9 / 38.5 / 49.8, 0.02: 34.5 /
  * 36.0 / 49.9, no `follow` in doubt: 32.6 / 38.3 / 46.0. Ordinary scenes never doubt (single and double talk of echo-ab's
- * held-out sets bit for bit); 2 of 42 path changes did (−2.6, +1.1 dB).
+ * held-out sets bit for bit); 2 of 42 path changes did (−2.6, −1.5 dB).
  */
 const DOUBT_HOPS = 62;
 const DOUBT_FADE = 0.3;
-const LOST_RATIO = 1.26;
 /** An average this far above the microphone's (20 dB) restarts at once: the runaway above jumped from +4 to +19 dB in a hop. */
 const RUNAWAY_BURST = 100;
 /**
