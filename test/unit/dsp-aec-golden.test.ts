@@ -19,9 +19,11 @@ let scenes: Promise<Scene[]> | null = null;
 let agentScenes: Promise<Scene[]> | null = null;
 
 /** The canceller before 2026-11-30 (delayFromMic off, the Kalman filter's one A²) and before the faster forgetting of that day. */
-const BEFORE = { delayFromMic: false, forgetFree: 0.99995 };
+const BEFORE = { delayFromMic: false, forgetFree: 0.99995, shadowFrame: false };
 /** The canceller of the morning of 2026-11-30 (pinned with the WebAssembly loops only: the suite's time). */
-const SLOW = { forgetFree: 0.99995 };
+const SLOW = { forgetFree: 0.99995, shadowFrame: false };
+/** The canceller before the suppressor's frame could take the shadow's error (2026-11-30, `shadowFrame`). */
+const NO_FRAME = { shadowFrame: false };
 
 /** `extra`: options of an earlier canceller (their hashes stay pinned: everything else is as it was). */
 async function outputHash(backend: 'wasm' | 'js', agent = false, terms?: number, extra: object = {}): Promise<string> {
@@ -49,13 +51,15 @@ async function outputHash(backend: 'wasm' | 'js', agent = false, terms?: number,
 test('the output with the WebAssembly loops is bit for bit what it was', async () => {
   const aec = new EchoCanceller({ channels: 1 });
   expect(aec.arena.kind).toBe('wasm');
-  expect(await outputHash('wasm')).toBe('6b4db590ea8a2d77ff5dc4d4df36996526057d3cb45661d261c3671d87c12582');
+  expect(await outputHash('wasm')).toBe('b2941f5d73af9e2db1eb3859b4b7671f01a26c992112a84dccc160bfeb389343');
+  expect(await outputHash('wasm', false, undefined, NO_FRAME)).toBe('6b4db590ea8a2d77ff5dc4d4df36996526057d3cb45661d261c3671d87c12582');
   expect(await outputHash('wasm', false, undefined, SLOW)).toBe('e330837687c3d6b380efe761d9e301f5cf53004e3891040e34916a1f7e61e024');
   expect(await outputHash('wasm', false, undefined, BEFORE)).toBe('dd354cefddc9f942bf2c788abf5bf14dc8034f1ec5b80fb89a3154458a37a293');
 });
 
 test('the output with the JavaScript loops is bit for bit what it was', async () => {
-  expect(await outputHash('js')).toBe('ccf9fe604ed080a1cf62d492c560de9cc6b9ef19687a48a0192755ea434241d2');
+  expect(await outputHash('js')).toBe('e2b05602e4377be2c6d53da26f72d806bbdbfba71237e60410022f669d3aba9d');
+  expect(await outputHash('js', false, undefined, NO_FRAME)).toBe('ccf9fe604ed080a1cf62d492c560de9cc6b9ef19687a48a0192755ea434241d2');
   expect(await outputHash('js', false, undefined, BEFORE)).toBe('370a1259d353ae3b060d0a243e4a0da398ed4e458420d55d36f67b1c13ecef9d');
 });
 
@@ -78,10 +82,13 @@ test("a reference of digital silence in turns (a voice agent's) gives what it ga
   expect(await outputHash('wasm', true, 127, BEFORE)).toBe('02280b855aab0aaaceb5fe57f213b61e340883dfa71672f46ede4445244b7dbe');
   expect(await outputHash('js', true, 127, BEFORE)).toBe('371fdf16f41763c5b4fcbaed8243eb0f98e01f8feb5ef631a4cb9defed96d261');
   // With the default terms (255), since 2026-11-30 with the delay estimator hearing the microphone (docs/echo.md; with
-  // delayFromMic off these were b67ea9ff… / 53d7a7c8…; the first two tests pin the option's output).
-  expect(await outputHash('wasm', true)).toBe('4e16dc932bd8d56c1d9479e9daec360f3ed66981d13733508f9b85473aa575cd');
+  // delayFromMic off these were b67ea9ff… / 53d7a7c8…; the first two tests pin the option's output), and since the same
+  // day's `shadowFrame` (without it: the NO_FRAME hashes).
+  expect(await outputHash('wasm', true)).toBe('81d57a94dab7aac91ad241f93793539e7114006bfedd9f106d377bbbdd0855ff');
+  expect(await outputHash('wasm', true, undefined, NO_FRAME)).toBe('4e16dc932bd8d56c1d9479e9daec360f3ed66981d13733508f9b85473aa575cd');
   expect(await outputHash('wasm', true, undefined, SLOW)).toBe('bff768bd34752914b402fe025575ebc0436b8777ee1986139f3503680cb6f714');
-  expect(await outputHash('js', true)).toBe('56fd045c86efbd75b7468d064e749d55c6052d821db70fae29cad7a09bfe98eb');
+  expect(await outputHash('js', true)).toBe('9a766cb87867f6bf67d1ab0f4d9edc8f2ba0ad1e1fa2dba466a6ca7ae6c706d1');
+  expect(await outputHash('js', true, undefined, NO_FRAME)).toBe('56fd045c86efbd75b7468d064e749d55c6052d821db70fae29cad7a09bfe98eb');
 });
 
 test('without the talker cue (terms 127, the default before it) the output is pinned as well', async () => {
@@ -98,9 +105,9 @@ test('with many cancellers on the thread (where a stream prefetches its state) t
   const others = Array.from({ length: 8 }, () => new EchoCanceller({ channels: 1 }));
   const touch = jest.spyOn(AecArena.prototype, 'touch');
   try {
-    expect(await outputHash('wasm')).toBe('6b4db590ea8a2d77ff5dc4d4df36996526057d3cb45661d261c3671d87c12582');
+    expect(await outputHash('wasm')).toBe('b2941f5d73af9e2db1eb3859b4b7671f01a26c992112a84dccc160bfeb389343');
     expect(await outputHash('wasm', true, 63, BEFORE)).toBe('fffa1ca5947d5053cca7a2e6f5af5e82269c7071d736f8040c8b1ffaaa3126e5');
-    expect(await outputHash('wasm', true)).toBe('4e16dc932bd8d56c1d9479e9daec360f3ed66981d13733508f9b85473aa575cd');
+    expect(await outputHash('wasm', true)).toBe('81d57a94dab7aac91ad241f93793539e7114006bfedd9f106d377bbbdd0855ff');
     expect(touch.mock.calls.length).toBeGreaterThan(500);
   } finally {
     touch.mockRestore();

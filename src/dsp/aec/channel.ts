@@ -40,6 +40,8 @@ export interface ChannelOptions {
   lostEcho: boolean;
   /** A present filter in doubt moves with the delay estimator's lag (options.ts `delayDoubt`). */
   delayDoubt: boolean;
+  /** The suppressor's frame takes the shadow's error where the main filter adds energy (options.ts `shadowFrame`). */
+  shadowFrame: boolean;
   /** The talker cue's lags (the ring's capacity) where terms bit 128 is on, else 0: its memory in the arena. */
   cueLags: number;
   /** The lowest bins the filters and the suppressor cover (options.ts `bins`; default all): above them the output is 0. */
@@ -229,6 +231,20 @@ export class EchoChannel {
     let learn = true;
     let micEnergy = 0;
     for (let i = 0; i < R; i++) micEnergy += d[i] * d[i];
+    // The main filter adds energy on this hop, the shadow does better, and no hop of the last second showed a near-end
+    // talker: the suppressor's frame takes the shadow's error (docs/echo.md, "A burst the main filter adds"). Seen after a
+    // path change with a clipping loudspeaker: a loud onset 4 s later, the main filter's error above the microphone's
+    // and the shadow's 10 dB under it; the suppressor took the main filter's error for a near-end talker and passed it.
+    // The talker gate because in double talk the shadow's smaller error is the near end it has partly cancelled.
+    if (this.o.shadowFrame && withShadow && errShadow < errMain && errMain > micEnergy && this.sup.nearEnd.sinceTalker >= FREE_AFTER_HOPS) {
+      const t = fft.sig;
+      const row2 = 4 * R + R;
+      for (let i = 0; i < R; i++) {
+        const u = t[row2 + i];
+        t[R + i] = u * win[R + i];
+        this.ePrev[i] = u;
+      }
+    }
     if (farActive) this.hitRate += HIT_SMOOTH * ((micEnergy > 0 && errMain * 4 <= micEnergy ? 1 : 0) - this.hitRate);
     if (!this.cancelled && this.hops > GUARD_LEARNT && this.hitRate > GUARD_RATE) this.cancelled = true;
     if (pr) {

@@ -91,6 +91,12 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * cancels again at once where the room is the same (echo-presence.ts, `doubt`; default true).
    */
   delayDoubt?: boolean;
+  /**
+   * On a hop where the main filter's error is above the microphone's energy, the shadow's is below the main's, and no
+   * hop of the last second showed a near-end talker, the suppressor works on the shadow's error instead (channel.ts;
+   * default true).
+   */
+  shadowFrame?: boolean;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
   presence?: boolean;
 }
@@ -134,6 +140,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     presence: opts.presence ?? true,
     lostEcho: opts.lostEcho ?? true,
     delayDoubt: opts.delayDoubt ?? true,
+    shadowFrame: opts.shadowFrame ?? true,
     delayGuard: opts.delayGuard ?? false,
     bins: Math.min(129, Math.max(4, (Math.ceil(opts.bins ?? 129) + 3) & ~3)),
   };
