@@ -25,7 +25,7 @@ import { KNOT_LOW, SETTLE_PICKS } from '../../src/dsp/aec/clip-knot';
 import { writeWavFloat } from '../lib/audio-io';
 import { bootstrapMean, bootstrapRatio, pairedDiff } from '../lib/stats';
 import { erle, magSdr } from './echo-metrics';
-import { FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
+import { changesAt, FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { costRounds, sceneSecondsFor } from './echo-cpu';
 import { loadTalkers } from './echo-talkers';
 import { optionReader, settingsOf } from '../lib/args';
@@ -69,7 +69,7 @@ function aecmos(talk: string, scene: Scene, out: Float32Array, tmp: string): { e
 function score(scene: Scene, out: Float32Array, dtWhole: boolean, fs = FS): number {
   const n = scene.mic.length;
   if (scene.kind === 'st') return erle(scene, out, 10 * fs, n);
-  if (scene.kind === 'path' || scene.kind === 'jump') return erle(scene, out, scene.changeAt! + 2 * fs, n);
+  if (changesAt(scene.kind)) return erle(scene, out, scene.changeAt! + 2 * fs, n);
   return magSdr(scene.near, out, dtWhole ? scene.nearFrom! : 10 * fs, n);
 }
 
@@ -176,7 +176,7 @@ async function main(args: string[]): Promise<void> {
           }
           let s = `${names[vi]} ${m.toFixed(1)}`;
           if (withMos) {
-            const mos = aecmos(kind === 'path' || kind === 'jump' ? 'st' : kind, scene, out, tmp);
+            const mos = aecmos(changesAt(kind) ? 'st' : kind, scene, out, tmp);
             for (const g of [`${kind}-${label}`, `${kind}-all`]) {
               push(`${g}:mosE`, vi, mos.echo);
               push(`${g}:mosO`, vi, mos.other);

@@ -300,6 +300,11 @@ export function loudspeaker(x: Float32Array, kind: Loudspeaker, clipAt = 0.55): 
 
 export type SceneKind = 'st' | 'dt' | 'path' | 'jump' | 'nst';
 
+/** Kinds whose echo changes at `changeAt` (scored from 2 s after it; far-end single talk for AECMOS). */
+export function changesAt(kind: SceneKind): kind is 'path' | 'jump' {
+  return kind === 'path' || kind === 'jump';
+}
+
 export interface Scene {
   name: string;
   kind: SceneKind;

@@ -27,7 +27,7 @@ import { EchoCanceller, AEC_LATENCY, type EchoCancellerOptions } from '../../src
 import { writeWavFloat } from '../lib/audio-io';
 import { settingValue } from '../lib/args';
 import { bootstrapMean, pairedDiff, type MeanCi } from '../lib/stats';
-import { FS, makeScene, type Scene, type SceneKind, type Talkers } from './echo-scenes';
+import { changesAt, FS, makeScene, type Scene, type SceneKind, type Talkers } from './echo-scenes';
 import { erle, magSdr } from './echo-metrics';
 import { loadTalkers } from './echo-talkers';
 import { measureCpu, type CpuResult } from './echo-cpu';
@@ -278,7 +278,7 @@ export async function runEchoBench(args: string[]): Promise<EchoBenchResult> {
       audioS += scene.mic.length / FS;
       for (const [system, out] of outs) {
         const s = score(scene, out, dtFrom !== null);
-        const talk = scene.kind === 'path' || scene.kind === 'jump' ? 'st' : scene.kind;
+        const talk = changesAt(scene.kind) ? 'st' : scene.kind;
         const mos = withMos && !(system === 'mic' && scene.kind === 'nst') ? aecmos(talk, scene, out, tmp) : null;
         rows.push({ scene: scene.name, kind: scene.kind, system, ...s, aecmos: mos });
       }
@@ -336,7 +336,7 @@ function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, numb
       const m = bootstrapMean(r.map((x) => (Number.isFinite(x.metric) ? x.metric : 99)));
       const mosE = r.every((x) => x.aecmos) ? bootstrapMean(r.map((x) => x.aecmos!.echo)) : null;
       const mosO = r.every((x) => x.aecmos) ? bootstrapMean(r.map((x) => x.aecmos!.other)) : null;
-      const extra = kind === 'path' || kind === 'jump' ? `  before the change ${bootstrapMean(r.map((x) => x.extra!)).mean.toFixed(1)}` : '';
+      const extra = changesAt(kind) ? `  before the change ${bootstrapMean(r.map((x) => x.extra!)).mean.toFixed(1)}` : '';
       console.log(`  ${label[s].padEnd(12)} ${fmt(m).padEnd(22)}${mosE ? `  AECMOS echo ${fmt(mosE, 2)} other ${fmt(mosO!, 2)}` : ''}${extra}`);
     }
     for (const us of ourSystems) {

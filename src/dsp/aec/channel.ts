@@ -238,6 +238,7 @@ export class EchoChannel {
     // The talker gate because in double talk the shadow's smaller error is the near end it has partly cancelled.
     if (this.o.shadowFrame && withShadow && errShadow < errMain && errMain > micEnergy && this.sup.nearEnd.sinceTalker >= FREE_AFTER_HOPS) {
       const t = fft.sig;
+      // Row 2 of errorRows' layout (rows of 2R): [0, e_shadow]; its second half is the shadow's error.
       const row2 = 4 * R + R;
       for (let i = 0; i < R; i++) {
         const u = t[row2 + i];

@@ -194,8 +194,10 @@ export class EchoPresence {
           this.bestAvg += RUNAWAY_SMOOTH * (bestErr - this.bestAvg);
           const removesNothing = this.lost && cancelled && this.avgHops >= RUNAWAY_AFTER && this.bestAvg > LOST_RATIO * this.micAvg;
           const doubt = this.doubts && removesNothing && sinceHit >= DOUBT_HOPS;
-          if (doubt && !this.doubt && this.ownsDelay) this.delay!.fade(DOUBT_FADE);
-          if (doubt && !this.doubt) this.doubted++;
+          if (doubt && !this.doubt) {
+            this.doubted++;
+            if (this.ownsDelay) this.delay!.fade(DOUBT_FADE);
+          }
           this.doubt = doubt;
           if (removesNothing && sinceHit >= LOST_HOPS) {
             this.to('probation');

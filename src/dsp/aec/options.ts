@@ -88,7 +88,8 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * A channel whose filter had cancelled and then, for DOUBT_HOPS far-end hops (0.5 s), removes nothing (the lost-echo
    * test, sooner): the delay estimator reads the microphone, fades what it learnt before and takes a better lag at once,
    * and the delay guard stands aside, so that an echo whose delay jumped is followed by moving the filter, which
-   * cancels again at once where the room is the same (echo-presence.ts, `doubt`; default true).
+   * cancels again at once where the room is the same (echo-presence.ts, `doubt`; default true). Only with `lostEcho`,
+   * whose test it is.
    */
   delayDoubt?: boolean;
   /**
