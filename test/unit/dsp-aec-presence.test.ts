@@ -2,7 +2,8 @@
 // behind it (a headset) leaves the near-end talker as the microphone had it, and an echo that appears later (the
 // headset unplugged) is found and cancelled; the decision depends on nothing but the audio, so chunking does not
 // change the output; a filter that runs away while an echo is present starts again, and one whose echo's delay jumps
-// (lost: `lostEcho`) is found again within seconds, within 2 s where the filter moves with the new lag (`delayDoubt`). Scenes from the bench's generator
+// (lost: `lostEcho`) is found again within seconds, within 2 s where the filter moves with the new lag (`delayDoubt`), within 1 s where
+// the jump is found in the filter's own echo estimate (`findJump`). Scenes from the bench's generator
 // with the tests' talkers. Unit tier.
 import { erle, magSdr } from '../../scripts/bench/echo-metrics';
 import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
@@ -124,5 +125,28 @@ test('an echo whose delay jumps is cancelled again within 2 s: the filter in dou
     expect(erle(scene, runCanceller([scene.mic], scene.ref, { delayDoubt: false }).out[0], 8 * FS, 10 * FS)).toBeLessThan(back - 25);
     // Per hop like everything else: another chunking gives the same bytes.
     if (seed === 501) expect(Buffer.from(runCanceller([scene.mic], scene.ref, {}, [17, 999, 128, 320]).out[0].buffer).equals(Buffer.from(r.out[0].buffer))).toBe(true);
+  }
+});
+
+test('the jump is found to the sample when the doubt begins: cancelled again within 1 s, even where the estimator is slow', async () => {
+  const t = await talkers();
+  // ERLE 7–8 s, 1–2 s after the jump at 6 s (findJump off: 6.2, 4.2, 0.7, 3.6 dB; on: 49.8, 55.3, 49.2, 51.0): a jump
+  // later, one within the filter's window, one back to 20 ms, one earlier.
+  for (const [seed, from, to] of [
+    [501, 30, 400],
+    [504, 50, 150],
+    [505, 200, 20],
+    [508, 280, 180],
+  ]) {
+    const scene = delayJump(t, seed, 10, from, to, 6);
+    const r = runCanceller([scene.mic], scene.ref);
+    const pr = r.aec.chans[0].presence!;
+    expect(pr.jumps).toBe(1);
+    expect(pr.losses).toBe(0);
+    expect(Math.abs(r.stats.delayMs! - to)).toBeLessThan(25);
+    const back = erle(scene, r.out[0], 7 * FS, 8 * FS);
+    expect(back).toBeGreaterThan(40);
+    expect(erle(scene, runCanceller([scene.mic], scene.ref, { findJump: false }).out[0], 7 * FS, 8 * FS)).toBeLessThan(back - 25);
+    if (seed === 505) expect(Buffer.from(runCanceller([scene.mic], scene.ref, {}, [17, 999, 128, 320]).out[0].buffer).equals(Buffer.from(r.out[0].buffer))).toBe(true);
   }
 });

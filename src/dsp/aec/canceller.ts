@@ -9,11 +9,13 @@
 // index i is input index i − LATENCY (the first LATENCY output samples are zeros), so the output is as long as the
 // input whenever the input so far is whole hops. Chunking does not change the output. Until the reference first
 // carries signal the output is the microphone itself, delayed, bit for bit.
+import { RealFFT } from '../fft';
 import { sharedRowFft, type RowFft } from '../fft-pairs';
 import { boundSample, SAMPLE_LIMIT } from '../sample-bound';
 import { EchoChannel, Scratch } from './channel';
 import { FarActivity } from './far-activity';
 import { DelayEstimator } from './delay-estimator';
+import { JumpFinder, MIN_JUMP } from './jump-finder';
 import { giveSlot, takeSlot, type HeapSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
 import { AecArena } from './kernel';
@@ -41,6 +43,12 @@ const ACTIVE_PEAK = 4 / 32768;
 const SILENT_FRAME_POWER = 1e-7;
 /** Partitions the bulk delay keeps before the estimated echo onset (estimation error, early reflections). */
 const DELAY_MARGIN_HOPS = 4;
+/**
+ * A found jump's normalised correlation at least this (jump-finder.ts). The 40 generated jumps of docs/echo.md found
+ * theirs at 0.74–0.996 (one at 0.57, found again at its next doubt); a double-talk scene whose filter never cancelled
+ * peaked at 0.55 at a wrong shift (echo-ab's dt-53302: −0.6 dB).
+ */
+const JUMP_RHO = 0.65;
 const EARLY_MAX = 8;
 
 function sqrtHann(n: number): Float64Array {
@@ -80,6 +88,8 @@ export class EchoCanceller {
   /** Bulk-delay moves so far. */
   private moves = 0;
   private lastLag = -1;
+  /** The FFT a found jump moves the filters with (made on the first one). */
+  private jumpFft: RealFFT | null = null;
   /** Hops the window was moved earlier than the estimate's margin (see applyDelay). */
   private early = 0;
   private hops = 0;
@@ -154,7 +164,7 @@ export class EchoCanceller {
     this.chans = Array.from(
       { length: opts.channels },
       // Only channel 0's microphone feeds the delay estimator.
-      (_, c) => new EchoChannel(this.arena, { ...chan, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, shadowFrame: o.shadowFrame, bins: o.bins, delayFromMic: o.delayFromMic && c === 0 }),
+      (_, c) => new EchoChannel(this.arena, { ...chan, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, shadowFrame: o.shadowFrame, bins: o.bins, delayFromMic: o.delayFromMic && c === 0, findJump: o.findJump && o.delayDoubt }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);
@@ -169,6 +179,7 @@ export class EchoCanceller {
       ch.constrainEvery = this.opts.constrainEvery;
       ch.shadowEvery = this.opts.shadowEvery;
     }
+    if (o.findJump && o.delayDoubt && o.presence) this.chans[0].jumps = new JumpFinder();
     this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(HOP).a);
     // In the arena, where the prefetch reaches them (in the JavaScript heap they were cold at every hop's first loop).
     this.refIn = this.arena.alloc(HOP).a;
@@ -333,7 +344,36 @@ export class EchoCanceller {
         this.account(refEnergy, ch.micPrev, out[c], at);
       }
     }
+    if (this.chans[0].presence?.doubtNow && this.chans[0].jumps) this.findJump(this.chans[0].jumps);
     this.applyDelay();
+  }
+
+  /**
+   * A channel came into doubt: where did its echo go? A clear peak of the echo estimate's correlation with the
+   * microphone away from 0 is the same echo, moved (jump-finder.ts): the bulk delay moves by its whole hops, every
+   * channel's filter by the rest within its window, and the delay estimator takes the new lag.
+   */
+  private findJump(finder: JumpFinder): void {
+    const maxEarlier = (this.bulk + DELAY_MARGIN_HOPS) * HOP;
+    const maxLater = Math.max(0, this.maxLagHops - DELAY_MARGIN_HOPS - this.bulk) * HOP;
+    const found = finder.find(maxEarlier, maxLater);
+    if (found === null || found.rho < JUMP_RHO || Math.abs(found.shift) < MIN_JUMP) return;
+    const bulk = Math.max(0, Math.min(this.maxLagHops - DELAY_MARGIN_HOPS, this.bulk + Math.floor(found.shift / HOP)));
+    const rest = found.shift - (bulk - this.bulk) * HOP;
+    const fft = (this.jumpFft ??= new RealFFT(M));
+    for (const ch of this.chans) {
+      ch.main.moveSamples(rest, fft);
+      // The variances reopened: the filter unlearnt part of its echo during the doubt (without: ERLE 2–4 s after
+      // the jumps 44.8 / 39.6 / 45.9 dB on the three sets, with: 49.1 / 43.9 / 50.2).
+      ch.main.reopen();
+      ch.shadow.copyFrom(ch.main.wRe.a, ch.main.wIm.a);
+      ch.shifted(Math.floor(rest / HOP));
+    }
+    this.bulk = bulk;
+    this.early = 0;
+    this.delay.setLag(bulk + DELAY_MARGIN_HOPS, Math.round(found.shift / HOP));
+    this.lastLag = this.delay.lag;
+    for (const ch of this.chans) ch.presence?.jumped();
   }
 
   /** ERLE bookkeeping on channel 0: the output block is the previous microphone block's. */
@@ -386,7 +426,10 @@ export class EchoCanceller {
     // estimate was wrong and the echo stayed: they keep their absolute lags.
     const pr = ch0.presence;
     if (pr !== null && pr.doubt) {
-      for (const ch of this.chans) ch.main.reopen();
+      for (const ch of this.chans) {
+        ch.main.reopen();
+        ch.presence?.moved();
+      }
     } else {
       const shift = this.bulk - bulk;
       for (const ch of this.chans) {

@@ -8,6 +8,7 @@ import type { NonlinearLearner } from './nl-learner';
 import { PartitionedKalmanFilter } from './kalman-filter';
 import type { RefRing } from './ref-ring';
 import { EchoPresence } from './echo-presence';
+import type { JumpFinder } from './jump-finder';
 import { LevelRise } from './level-rise';
 export type { PresenceOptions } from './echo-presence';
 import { ResidualRatio } from './residual-ratio';
@@ -48,6 +49,8 @@ export interface ChannelOptions {
   bins?: number;
   /** The delay estimator reads the microphone's power until the filter has cancelled (options.ts; channel 0 only). */
   delayFromMic: boolean;
+  /** The presence decision's mismatch test and lost-echo clock (options.ts `findJump`). */
+  findJump: boolean;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
@@ -151,6 +154,8 @@ export class EchoChannel {
   learner: NonlinearLearner | null = null;
   /** Whether this channel's microphone holds any echo (null: not decided, always the canceller's output). */
   readonly presence: EchoPresence | null;
+  /** The microphone and the echo estimate of the last second, where a delay jump is searched for (channel 0, `findJump`). */
+  jumps: JumpFinder | null = null;
   /** The microphone block the output block is aligned with, kept while the output mixes it in. */
   private readonly micOut: Float64Array;
   /** The filter-independent talker cue while the filter is young (terms bit 128; null without it, and once done). */
@@ -182,7 +187,7 @@ export class EchoChannel {
     this.tailDecay = f64(this.bins).fill(0.8);
     this.late = new Float64Array(Math.ceil(this.bins / 16));
     this.early = new Float64Array(Math.ceil(this.bins / 16));
-    this.presence = o.presence ? new EchoPresence(o.presenceRestart, o.lostEcho, o.delayDoubt) : null;
+    this.presence = o.presence ? new EchoPresence(o.presenceRestart, o.lostEcho, o.delayDoubt, o.findJump) : null;
     this.micOut = new Float64Array(o.hop);
     this.micPow = new Float64Array(o.hop + 1);
     this.cue = o.cueLags > 0 ? new TalkerCue(arena, o.hop, o.cueLags) : null;
@@ -226,6 +231,7 @@ export class EchoChannel {
     const errMain = res[0];
     const echoEnergy = res[1];
     const errShadow = res[2];
+    if (this.jumps) this.jumps.record(d, this.ePrev, R);
     const pr = this.presence;
     let mixMic = false;
     let learn = true;
@@ -249,7 +255,7 @@ export class EchoChannel {
     if (farActive) this.hitRate += HIT_SMOOTH * ((micEnergy > 0 && errMain * 4 <= micEnergy ? 1 : 0) - this.hitRate);
     if (!this.cancelled && this.hops > GUARD_LEARNT && this.hitRate > GUARD_RATE) this.cancelled = true;
     if (pr) {
-      mixMic = pr.hop(farActive, micEnergy, errMain, withShadow && errShadow < errMain ? errShadow : errMain, this.cancelled);
+      mixMic = pr.hop(farActive, micEnergy, errMain, withShadow && errShadow < errMain ? errShadow : errMain, this.cancelled, echoEnergy);
       // No echo found (or a cue of one): both filters start again from nothing.
       if (pr.resetNow) {
         this.cancelled = false;

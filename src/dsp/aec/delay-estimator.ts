@@ -137,6 +137,31 @@ export class DelayEstimator {
   }
 
   /**
+   * Takes `lag` as the estimate: the canceller found that the echo jumped by `moved` hops (jump-finder.ts). The
+   * correlations move with it (what they learnt at the old lag is the same echo, now at the new one); lags that come
+   * in start at 0.
+   */
+  setLag(lag: number, moved: number): void {
+    const to = Math.max(0, Math.min(this.maxLag, lag));
+    const n = this.maxLag + 1;
+    const q = Math.max(-n, Math.min(n, moved));
+    if (q !== 0) {
+      for (const a of [this.cxy.a, this.cxx.a]) {
+        if (q > 0) {
+          a.copyWithin(q, 0, n - q);
+          a.fill(0, 0, Math.min(q, n));
+        } else {
+          a.copyWithin(0, -q, n);
+          a.fill(0, Math.max(0, n + q), n);
+        }
+      }
+    }
+    this.lag = to;
+    this.candidate = -1;
+    this.candidateHops = 0;
+  }
+
+  /**
    * Weighs what the correlations learnt so far by k (0..1) against what comes next: the echo's delay may have jumped,
    * and the old lag's correlation, built over seconds, would otherwise hold the estimate for about as long.
    */

@@ -63,7 +63,7 @@ const RUNAWAY_HOLD = 32;
 /**
  * A filter that has lost its echo while present (the echo's delay jumped beyond the filters' reach): after the channel
  * has cancelled (EchoChannel's latch), LOST_HOPS far-end hops without a hit (1.5 s) while the smaller of the two
- * filters' errors, averaged as for the runaway (~0.5 s), stays above LOST_RATIO (−1 dB) of the microphone's: neither
+ * filters' errors, averaged as for the runaway (~0.5 s), stays above LOST_RATIO (+1 dB) times the microphone's: neither
  * removes anything. The channel then goes to probation with both filters emptied, as for an echo appearing later, and
  * the delay estimator takes its best lag at once. Without this such a filter waited ABSENT_HOPS (6 s) for probation: a
  * delay jump of 100 → 250 ms kept the output at the microphone's level (ERLE −2..+5 dB) for 6 s, since a filter whose
@@ -86,6 +86,19 @@ const LOST_RATIO = 1.26;
  */
 const DOUBT_HOPS = 62;
 const DOUBT_FADE = 0.3;
+/**
+ * With `findJump`, the filter also removes nothing when its echo estimate no longer matches the microphone: neither
+ * filter's error more than 1 dB under the microphone's (MISMATCH_BEST), the estimate still at least a tenth of the
+ * microphone's energy (MISMATCH_ECHO) and its correlation with the microphone, over its own energy, under
+ * MISMATCH_SHARE. A filter that tracks the echo, in double talk too, has that share near 1 (the near end is
+ * uncorrelated with the estimate); after a delay jump the old estimate and the moved echo share 0.1–0.6 of it, and the
+ * Kalman filter's slow unlearning brings its error down to the microphone's (+0.2 to +0.9 dB) rather than above it,
+ * so the test without the share waited up to 2.3 s (docs/echo.md, "Finding the jump"). With a noise floor the
+ * estimate is far under a tenth of the microphone.
+ */
+const MISMATCH_BEST = 1 / 1.26;
+const MISMATCH_ECHO = 0.1;
+const MISMATCH_SHARE = 0.5;
 /** An average this far above the microphone's (20 dB) restarts at once: the runaway above jumped from +4 to +19 dB in a hop. */
 const RUNAWAY_BURST = 100;
 /**
@@ -141,6 +154,13 @@ export class EchoPresence {
   private errAvg = 0;
   /** The smaller of the two filters' errors (the shadow's where it ran), averaged as errAvg. */
   private bestAvg = 0;
+  /** The main filter's echo estimate's energy, averaged as errAvg (the mismatch test of `findJump`). */
+  private yAvg = 0;
+  /** Set by hop() on the hop a doubt begins (the canceller then searches for the jump). */
+  doubtNow = false;
+  /** Far-end hops at a move made in doubt and at the doubt's onset (the lost-echo clock with `findJump`). */
+  private movedAt = 0;
+  private doubtAt = 0;
   private micAvg = 0;
   private avgHops = 0;
   private above = 0;
@@ -154,13 +174,18 @@ export class EchoPresence {
   /** Whether doubt is used (DOUBT_*; option `delayDoubt`), and whether the channel is in doubt now. */
   private readonly doubts: boolean;
   doubt = false;
-  /** Times a present filter came into doubt (tests, the bench). */
+  /** Times a present filter came into doubt (tests, the bench), and times the canceller found the jump (jumped()). */
   doubted = 0;
+  jumps = 0;
 
-  constructor(restart = true, lost = false, doubts = false) {
+  /** Whether the mismatch test and the lost-echo clock of `findJump` are used. */
+  private readonly jumpsOn: boolean;
+
+  constructor(restart = true, lost = false, doubts = false, jumps = false) {
     this.restart = restart;
     this.lost = lost;
     this.doubts = doubts;
+    this.jumpsOn = jumps;
   }
 
   /** Whether the main filter learns this hop. */
@@ -174,10 +199,11 @@ export class EchoPresence {
    * cancelled (both for LOST_*). Returns whether the output mixes in the microphone (the weight below 1 now or on the
    * previous hop).
    */
-  hop(farActive: boolean, micEnergy: number, errEnergy: number, bestErr = errEnergy, cancelled = false): boolean {
+  hop(farActive: boolean, micEnergy: number, errEnergy: number, bestErr = errEnergy, cancelled = false, echoEnergy = 0): boolean {
     const cue = this.delay ? this.delay.confidence : 0;
     this.prevWeight = this.weight;
     this.resetNow = false;
+    this.doubtNow = false;
     if (farActive) {
       const n = ++this.farHops;
       if (micEnergy > HIT_RATIO * errEnergy) {
@@ -192,14 +218,17 @@ export class EchoPresence {
         else {
           this.watchRunaway(micEnergy, errEnergy);
           this.bestAvg += RUNAWAY_SMOOTH * (bestErr - this.bestAvg);
-          const removesNothing = this.lost && cancelled && this.avgHops >= RUNAWAY_AFTER && this.bestAvg > LOST_RATIO * this.micAvg;
+          this.yAvg += RUNAWAY_SMOOTH * (echoEnergy - this.yAvg);
+          const removesNothing = this.lost && cancelled && this.avgHops >= RUNAWAY_AFTER && (this.bestAvg > LOST_RATIO * this.micAvg || (this.jumpsOn && this.mismatched()));
           const doubt = this.doubts && removesNothing && sinceHit >= DOUBT_HOPS;
           if (doubt && !this.doubt) {
+            this.doubtNow = true;
+            this.doubtAt = n;
             this.doubted++;
             if (this.ownsDelay) this.delay!.fade(DOUBT_FADE);
           }
           this.doubt = doubt;
-          if (removesNothing && sinceHit >= LOST_HOPS) {
+          if (removesNothing && this.lostClock(n, sinceHit, doubt) >= LOST_HOPS) {
             this.to('probation');
             this.resetNow = true;
             this.losses++;
@@ -226,6 +255,42 @@ export class EchoPresence {
   watch(delay: DelayEstimator, owner: boolean): void {
     this.delay = delay;
     this.ownsDelay = owner;
+  }
+
+  /**
+   * Far-end hops that count towards LOST_HOPS. Without `findJump`, since the last hit. With it, from a move made in
+   * doubt too (the moved filter gets its chance: a move 0.3 s before the lost test emptied a filter that was about to
+   * cancel), and with doubt only from LOST_HOPS − DOUBT_HOPS after its onset (a test that became true late, the last hit
+   * long ago, emptied the filter on the hop its doubt began, before the jump could be searched for).
+   */
+  private lostClock(n: number, sinceHit: number, doubt: boolean): number {
+    if (!this.jumpsOn) return sinceHit;
+    const clock = n - Math.max(this.hits[(this.hitAt + ON_HITS - 1) % ON_HITS], this.since, this.movedAt);
+    if (!this.doubts) return clock;
+    return doubt ? Math.min(clock, n - this.doubtAt + DOUBT_HOPS) : 0;
+  }
+
+  /**
+   * The main filter's estimate does not match the microphone (MISMATCH_*). The averages are energies per hop, so the
+   * estimate's correlation with the microphone is (mic + ŷ − e) / 2 exactly (e = d − ŷ).
+   */
+  private mismatched(): boolean {
+    const mic = this.micAvg;
+    const y = this.yAvg;
+    const cross = 0.5 * (mic + y - this.errAvg);
+    return this.bestAvg > MISMATCH_BEST * mic && y > MISMATCH_ECHO * mic && cross < MISMATCH_SHARE * y;
+  }
+
+  /** The canceller moved the filter to where the echo jumped (jump-finder.ts): the doubt is over, its clocks start again. */
+  jumped(): void {
+    this.doubt = false;
+    this.since = this.farHops;
+    this.jumps++;
+  }
+
+  /** A move made in doubt: the lost-echo clock starts again from it. */
+  moved(): void {
+    this.movedAt = this.farHops;
   }
 
   /**
@@ -260,6 +325,7 @@ export class EchoPresence {
   private restartAverages(): void {
     this.errAvg = 0;
     this.bestAvg = 0;
+    this.yAvg = 0;
     this.micAvg = 0;
     this.avgHops = 0;
     this.above = 0;

@@ -12,6 +12,7 @@
 // The filter is unconstrained (each partition's 2R-point spectrum is free) except for one partition per hop in turn
 // (constrainNext). Echo path changes are caught by the shadow filter (shadow-filter.ts), which then hands over.
 import type { RowFft } from '../fft-pairs';
+import type { RealFFT } from '../fft';
 import type { AecArena, Slab } from './kernel';
 import type { RefRing } from './ref-ring';
 
@@ -125,6 +126,47 @@ export class PartitionedKalmanFilter {
     const phi = this.phi.a;
     for (let k = 0; k < this.bins; k++) inv[k] = this.step / (phi[k] + psiS[k] + 1e-20);
     this.arena.update(this.partitions, this.offs.at, ring.re.at, ring.im.at, ring.pow.at, this.wRe.at, this.wIm.at, this.pVar.at, this.inv.at, this.eRe.at, this.eIm.at, a2, 1 - a2, this.stride);
+  }
+
+  /**
+   * Moves the impulse response `s` samples later (earlier where negative) in the window: the echo's delay jumped by
+   * that much beyond the bulk move (jump-finder.ts). Each partition's taps are the first half of its inverse FFT (the
+   * second half, the unconstrained wrap-around, is dropped: the constraint on every partition at once); taps moved past
+   * either end are lost. The variances stay: the coefficients are as good as they were, where they now are.
+   */
+  moveSamples(s: number, fft: RealFFT): void {
+    const R = this.block;
+    const P = this.partitions;
+    const S = this.stride;
+    const K = R + 1;
+    const re = new Float64Array(K);
+    const im = new Float64Array(K);
+    const t = new Float64Array(2 * R);
+    const h = new Float64Array(P * R);
+    const wRe = this.wRe.a;
+    const wIm = this.wIm.a;
+    for (let p = 0; p < P; p++) {
+      re.fill(0);
+      im.fill(0);
+      for (let k = 0; k < this.bins; k++) {
+        re[k] = wRe[p * S + k];
+        im[k] = wIm[p * S + k];
+      }
+      fft.inverse(re, im, 0, t, 0);
+      for (let i = 0; i < R; i++) h[p * R + i] = t[i];
+    }
+    for (let p = 0; p < P; p++) {
+      t.fill(0);
+      for (let i = 0; i < R; i++) {
+        const n = p * R + i - s;
+        t[i] = n >= 0 && n < P * R ? h[n] : 0;
+      }
+      fft.forward(t, 0, re, im);
+      for (let k = 0; k < this.bins; k++) {
+        wRe[p * S + k] = re[k];
+        wIm[p * S + k] = im[k];
+      }
+    }
   }
 
   /** Multiplies the prior and every variance by f: the echo path's gain is larger than the prior assumed (prior-scale.ts). */

@@ -80,7 +80,7 @@ export interface EchoCancellerOptions extends PresenceOptions {
   bins?: number;
   /**
    * A channel whose filter had cancelled and then lost its echo while present (1.5 s of far end without a hit, neither
-   * filter's error more than 1 dB under the microphone's) goes to probation with its filters emptied, instead of after
+   * filter's error less than 1 dB above the microphone's: both add energy; or, with `findJump`, an estimate that no longer matches the microphone) goes to probation with its filters emptied, instead of after
    * 6 s without a hit (echo-presence.ts, LOST_*; default true).
    */
   lostEcho?: boolean;
@@ -92,6 +92,12 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * whose test it is.
    */
   delayDoubt?: boolean;
+  /**
+   * When a channel comes into doubt, the main filter's echo estimate of the last second is cross-correlated with the
+   * microphone; a clear peak away from 0 is a delay jump in the same room, and the filter moves by it, to the sample,
+   * at once (jump-finder.ts; default true). Only with `delayDoubt`.
+   */
+  findJump?: boolean;
   /**
    * On a hop where the main filter's error is above the microphone's energy, the shadow's is below the main's, and no
    * hop of the last second showed a near-end talker, the suppressor works on the shadow's error instead (channel.ts;
@@ -141,6 +147,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     presence: opts.presence ?? true,
     lostEcho: opts.lostEcho ?? true,
     delayDoubt: opts.delayDoubt ?? true,
+    findJump: opts.findJump ?? true,
     shadowFrame: opts.shadowFrame ?? true,
     delayGuard: opts.delayGuard ?? false,
     bins: Math.min(129, Math.max(4, (Math.ceil(opts.bins ?? 129) + 3) & ~3)),

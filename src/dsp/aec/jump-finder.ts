@@ -1,0 +1,108 @@
+// Where an echo whose delay jumped went, to the sample: the main filter's own echo estimate ŷ (what the echo sounded
+// like at the old delay) cross-correlated with the microphone. After a jump in the same room the microphone holds the
+// same echo, only earlier or later, so the correlation peaks sharply at the jump (the waveform, not band envelopes,
+// which a reverberant room smears flat: docs/echo.md, "Finding the jump"). The canceller asks once, when a channel
+// comes into doubt (echo-presence.ts), and moves the filter by what it finds. Cost: 2 × 128 samples copied per hop;
+// the search (three 32768-point FFTs, ~2 ms) only on a doubt's onset.
+import { RealFFT } from '../fft';
+
+/** Microphone samples correlated (the last 0.51 s) and the echo estimate's history (1.02 s: jumps up to ±0.51 s). */
+const SPAN = 8192;
+const HISTORY = 2 * SPAN;
+const SIZE = 4 * SPAN;
+/** Fewest overlapping samples for a lag to count (a backward jump overlaps less: the estimate's future is unknown). */
+const MIN_OVERLAP = 2048;
+/** Shifts this small are not a jump (a path change in the same place moves the peak by a few samples). */
+export const MIN_JUMP = 24;
+
+export interface FoundJump {
+  /** Samples the echo moved: positive later, negative earlier. */
+  shift: number;
+  /** Normalised correlation at the peak. */
+  rho: number;
+}
+
+let shared: { fft: RealFFT; a: Float64Array; b: Float64Array; aRe: Float64Array; aIm: Float64Array; bRe: Float64Array; bIm: Float64Array } | null = null;
+
+/** The search's scratch, one per thread (made on the first search: most threads never need it). */
+function scratch(): NonNullable<typeof shared> {
+  if (shared) return shared;
+  const bins = SIZE / 2 + 1;
+  shared = { fft: new RealFFT(SIZE), a: new Float64Array(SIZE), b: new Float64Array(SIZE), aRe: new Float64Array(bins), aIm: new Float64Array(bins), bRe: new Float64Array(bins), bIm: new Float64Array(bins) };
+  return shared;
+}
+
+export class JumpFinder {
+  /** The microphone and the echo estimate, rings of HISTORY samples; `head` the next write. */
+  private readonly d = new Float32Array(HISTORY);
+  private readonly y = new Float32Array(HISTORY);
+  private head = 0;
+  /** Samples recorded, up to HISTORY. */
+  private filled = 0;
+
+  /** One hop: the microphone block d and the main filter's error e on it (ŷ = d − e). */
+  record(d: Float32Array, e: Float64Array, n: number): void {
+    let h = this.head;
+    for (let i = 0; i < n; i++) {
+      this.d[h] = d[i];
+      this.y[h] = d[i] - e[i];
+      h = h + 1 === HISTORY ? 0 : h + 1;
+    }
+    this.head = h;
+    this.filled = Math.min(HISTORY, this.filled + n);
+  }
+
+  /**
+   * The shift within [−maxEarlier, maxLater] samples at which the last SPAN samples of the microphone best match the
+   * echo estimate's history, or null before a full history or where the estimate is silent.
+   */
+  find(maxEarlier: number, maxLater: number): FoundJump | null {
+    if (this.filled < HISTORY) return null;
+    const s = scratch();
+    const { a, b } = s;
+    // a: the estimate's history, oldest first; b: the microphone's last SPAN samples; both zero-padded to SIZE.
+    for (let i = 0, h = this.head; i < HISTORY; i++, h = h + 1 === HISTORY ? 0 : h + 1) {
+      a[i] = this.y[h];
+      if (i >= HISTORY - SPAN) b[i - (HISTORY - SPAN)] = this.d[h];
+    }
+    a.fill(0, HISTORY);
+    b.fill(0, SPAN);
+    s.fft.forward(a, 0, s.aRe, s.aIm);
+    s.fft.forward(b, 0, s.bRe, s.bIm);
+    // c[j] = Σ_n b[n] a[n + j]: conj(B) · A.
+    for (let k = 0; k < s.aRe.length; k++) {
+      const ar = s.aRe[k];
+      const ai = s.aIm[k];
+      const br = s.bRe[k];
+      const bi = s.bIm[k];
+      s.aRe[k] = br * ar + bi * ai;
+      s.aIm[k] = br * ai - bi * ar;
+    }
+    s.fft.inverse(s.aRe, s.aIm, 0, a, 0);
+    // Microphone sample n (time now − SPAN + n) against the estimate at j + n: a shift of Δ = (HISTORY − SPAN) − j.
+    // Energies over each lag's overlap from prefix sums.
+    const dPre = new Float64Array(SPAN + 1);
+    for (let n = 0; n < SPAN; n++) dPre[n + 1] = dPre[n] + b[n] * b[n];
+    if (!(dPre[SPAN] > 0)) return null;
+    const yPre = b; // the microphone's samples are summed up: b now holds the prefix sums of ŷ² over the history
+    let acc = 0;
+    yPre[0] = 0;
+    for (let i = 0, h = this.head; i < HISTORY; i++, h = h + 1 === HISTORY ? 0 : h + 1) {
+      acc += this.y[h] * this.y[h];
+      yPre[i + 1] = acc;
+    }
+    const base = HISTORY - SPAN;
+    let best: FoundJump | null = null;
+    const jFrom = Math.max(0, base - maxLater);
+    const jTo = Math.min(HISTORY - MIN_OVERLAP, base + maxEarlier);
+    for (let j = jFrom; j <= jTo; j++) {
+      const over = Math.min(SPAN, HISTORY - j);
+      const ed = dPre[over];
+      const ey = yPre[j + over] - yPre[j];
+      if (!(ed > 0 && ey > 0)) continue;
+      const rho = a[j] / Math.sqrt(ed * ey);
+      if (best === null || rho > best.rho) best = { shift: base - j, rho };
+    }
+    return best;
+  }
+}
