@@ -46,7 +46,7 @@ const DELAY_MARGIN_HOPS = 4;
 /**
  * A found jump's normalised correlation at least this (jump-finder.ts). The 40 generated jumps of docs/echo.md found
  * theirs at 0.74–0.996 (one at 0.57, found again at its next doubt); a double-talk scene whose filter never cancelled
- * peaked at 0.55 at a wrong shift (echo-ab's dt-53302: −0.6 dB).
+ * peaked at 0.55 at a wrong shift (echo-ab's dt-53302: −0.6 dB, before the mismatch test's `deep` kept it out of doubt).
  */
 const JUMP_RHO = 0.65;
 const EARLY_MAX = 8;
