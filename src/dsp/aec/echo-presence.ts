@@ -239,7 +239,10 @@ export class EchoPresence {
             if (this.ownsDelay) this.delay!.fade(DOUBT_FADE);
           }
           this.doubt = doubt;
-          if (removesNothing && this.lostClock(n, sinceHit, doubt) >= LOST_HOPS) {
+          // The clock on every hop, not only when the test holds: an operation first met in a stream's rare branch
+          // deoptimised the canceller's hop for every stream of the thread (docs/echo.md, "The cancellers' shared code").
+          const clock = this.lostClock(n, sinceHit, doubt);
+          if (removesNothing && clock >= LOST_HOPS) {
             this.to('probation');
             this.resetNow = true;
             this.losses++;
