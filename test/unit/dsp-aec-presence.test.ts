@@ -3,7 +3,8 @@
 // headset unplugged) is found and cancelled; the decision depends on nothing but the audio, so chunking does not
 // change the output; a filter that runs away while an echo is present starts again, and one whose echo's delay jumps
 // (lost: `lostEcho`) is found again within seconds, within 2 s where the filter moves with the new lag (`delayDoubt`), within 1 s where
-// the jump is found in the filter's own echo estimate (`findJump`). Scenes from the bench's generator
+// the jump is found in the filter's own echo estimate (`findJump`); a step of the echo path's gain is followed (`followGain`).
+// Scenes from the bench's generator
 // with the tests' talkers. Unit tier.
 import { erle, magSdr } from '../../scripts/bench/echo-metrics';
 import { makeScene, type Scene } from '../../scripts/bench/echo-scenes';
@@ -148,5 +149,29 @@ test('the jump is found to the sample when the doubt begins: cancelled again wit
     expect(back).toBeGreaterThan(40);
     expect(erle(scene, runCanceller([scene.mic], scene.ref, { findJump: false }).out[0], 7 * FS, 8 * FS)).toBeLessThan(back - 25);
     if (seed === 505) expect(Buffer.from(runCanceller([scene.mic], scene.ref, {}, [17, 999, 128, 320]).out[0].buffer).equals(Buffer.from(r.out[0].buffer))).toBe(true);
+  }
+});
+
+test('an echo path whose gain steps by 10 dB is followed within a quarter second (followGain); double talk never steps', async () => {
+  const t = await talkers();
+  // ERLE 8.5–10 s, 0.5–2 s after the step at 8 s (followGain off: 8.1, 6.2, 32.3, 26.7 dB; on: 60.0, 54.0, 43.3, 42.2).
+  for (const [seed, gain] of [
+    [63, 3.16],
+    [64, 3.16],
+    [64, 0.316],
+    [65, 0.316],
+  ]) {
+    const s = makeScene({ kind: 'st', seed, seconds: 14, speaker: 'linear', rt60: 0.4, delayMs: 100 }, t);
+    const echo = s.echo.map((v, i) => (i < 8 * FS ? v : gain * v));
+    const scene = { ...s, echo, mic: s.mic.map((v, i) => v - s.echo[i] + echo[i]) };
+    const r = runCanceller([scene.mic], scene.ref);
+    expect(r.aec.chans[0].presence!.gainSteps).toBeGreaterThan(0);
+    const after = erle(scene, r.out[0], 8.5 * FS, 10 * FS);
+    expect(after).toBeGreaterThan(40);
+    expect(erle(scene, runCanceller([scene.mic], scene.ref, { followGain: false }).out[0], 8.5 * FS, 10 * FS)).toBeLessThan(after - 8);
+  }
+  for (const seed of [2000, 2001]) {
+    const dt = makeScene({ kind: 'dt', seed }, t);
+    expect(runCanceller([dt.mic], dt.ref).aec.chans[0].presence!.gainSteps).toBe(0);
   }
 });

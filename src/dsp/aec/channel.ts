@@ -51,6 +51,8 @@ export interface ChannelOptions {
   delayFromMic: boolean;
   /** The presence decision's mismatch test and lost-echo clock (options.ts `findJump`). */
   findJump: boolean;
+  /** The filters follow a change of the echo path's gain (options.ts `followGain`). */
+  followGain: boolean;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
@@ -187,7 +189,7 @@ export class EchoChannel {
     this.tailDecay = f64(this.bins).fill(0.8);
     this.late = new Float64Array(Math.ceil(this.bins / 16));
     this.early = new Float64Array(Math.ceil(this.bins / 16));
-    this.presence = o.presence ? new EchoPresence(o.presenceRestart, o.lostEcho, o.delayDoubt, o.findJump) : null;
+    this.presence = o.presence ? new EchoPresence(o.presenceRestart, o.lostEcho, o.delayDoubt, o.findJump, o.followGain) : null;
     this.micOut = new Float64Array(o.hop);
     this.micPow = new Float64Array(o.hop + 1);
     this.cue = o.cueLags > 0 ? new TalkerCue(arena, o.hop, o.cueLags) : null;
@@ -256,6 +258,11 @@ export class EchoChannel {
     if (!this.cancelled && this.hops > GUARD_LEARNT && this.hitRate > GUARD_RATE) this.cancelled = true;
     if (pr) {
       mixMic = pr.hop(farActive, micEnergy, errMain, withShadow && errShadow < errMain ? errShadow : errMain, this.cancelled, echoEnergy);
+      // The echo path's gain changed: both filters scaled by it (echo-presence.ts, `followGain`).
+      if (pr.gainNow !== 0) {
+        main.scale(pr.gainNow);
+        sh.copyFrom(main.wRe.a, main.wIm.a);
+      }
       // No echo found (or a cue of one): both filters start again from nothing.
       if (pr.resetNow) {
         this.cancelled = false;

@@ -105,6 +105,18 @@ const MISMATCH_BEST = 1 / 1.26;
  * never cancelled (echo-ab's dt-53302: −1.0 dB); jumps come after −18 to −30 dB.
  */
 const MISMATCH_DEEP = 0.1;
+/**
+ * `followGain`: over the test's own averages (GAIN_SMOOTH, ~8 far-end hops), the estimate's correlation with the
+ * microphone above GAIN_RHO and its least-squares gain beyond GAIN_STEP (±2.3 dB) either way, for GAIN_HOPS far-end
+ * hops in a row (0.25 s). A correlation of 0.75 also scaled a filter after a path change whose new echo resembled the
+ * old (the bench's path-3003 36.7 → 17.5 dB); the presence decision's 0.5 s averages lagged behind a filter that was
+ * following the step by itself, which the scaling then overshot; 16 hops did so too (docs/echo.md, "A louder
+ * loudspeaker").
+ */
+const GAIN_RHO = 0.85;
+const GAIN_STEP = 1.3;
+const GAIN_HOPS = 31;
+const GAIN_SMOOTH = 1 / 8;
 const MISMATCH_ECHO = 0.1;
 const MISMATCH_SHARE = 0.5;
 /** An average this far above the microphone's (20 dB) restarts at once: the runaway above jumped from +4 to +19 dB in a hop. */
@@ -171,6 +183,16 @@ export class EchoPresence {
   private doubtAt = 0;
   /** The smaller error's average has been under MISMATCH_DEEP of the microphone's since the averages last restarted. */
   private deep = false;
+  /** Set by hop() to the gain the filters are to be scaled by this hop (0: none; `followGain`). */
+  gainNow = 0;
+  private gainHops = 0;
+  /** The gain test's own averages (GAIN_SMOOTH: ~8 far-end hops), so that the gain is the echo's now, not 0.5 s ago. */
+  private gMic = 0;
+  private gErr = 0;
+  private gY = 0;
+  /** Times the filters were scaled (tests, the bench). */
+  gainSteps = 0;
+  private readonly gains: boolean;
   private micAvg = 0;
   private avgHops = 0;
   private above = 0;
@@ -191,7 +213,8 @@ export class EchoPresence {
   /** Whether the mismatch test and the lost-echo clock of `findJump` are used. */
   private readonly jumpsOn: boolean;
 
-  constructor(restart = true, lost = false, doubts = false, jumps = false) {
+  constructor(restart = true, lost = false, doubts = false, jumps = false, gains = false) {
+    this.gains = gains;
     this.restart = restart;
     this.lost = lost;
     this.doubts = doubts;
@@ -214,6 +237,7 @@ export class EchoPresence {
     this.prevWeight = this.weight;
     this.resetNow = false;
     this.doubtNow = false;
+    this.gainNow = 0;
     if (farActive) {
       const n = ++this.farHops;
       if (micEnergy > HIT_RATIO * errEnergy) {
@@ -230,6 +254,7 @@ export class EchoPresence {
           this.bestAvg += RUNAWAY_SMOOTH * (bestErr - this.bestAvg);
           this.yAvg += RUNAWAY_SMOOTH * (echoEnergy - this.yAvg);
           if (this.avgHops >= RUNAWAY_AFTER && this.bestAvg < MISMATCH_DEEP * this.micAvg) this.deep = true;
+          this.watchGain(micEnergy, errEnergy, echoEnergy);
           const removesNothing = this.lost && cancelled && this.avgHops >= RUNAWAY_AFTER && (this.bestAvg > LOST_RATIO * this.micAvg || (this.jumpsOn && this.mismatched()));
           const doubt = this.doubts && removesNothing && sinceHit >= DOUBT_HOPS;
           if (doubt && !this.doubt) {
@@ -295,6 +320,37 @@ export class EchoPresence {
     return this.deep && this.bestAvg > MISMATCH_BEST * mic && y > MISMATCH_ECHO * mic && cross < MISMATCH_SHARE * y;
   }
 
+  /**
+   * With `followGain`: a filter that had cancelled deeply whose estimate still matches the microphone in shape
+   * (correlation over GAIN_RHO) but not in level (the least-squares gain <d, ŷ> / <ŷ, ŷ> beyond GAIN_STEP either way)
+   * for GAIN_HOPS far-end hops: the echo path's gain changed (the loudspeaker's volume). gainNow is set to that gain for
+   * the channel to scale its filters by, and the averages are brought to what they would have been with the scaled
+   * estimate (ŷ' = g ŷ: <ŷ', ŷ'> = g² <ŷ, ŷ>, e' = d − g ŷ).
+   */
+  private watchGain(micEnergy: number, errEnergy: number, echoEnergy: number): void {
+    if (!this.gains) return;
+    this.gMic += GAIN_SMOOTH * (micEnergy - this.gMic);
+    this.gErr += GAIN_SMOOTH * (errEnergy - this.gErr);
+    this.gY += GAIN_SMOOTH * (echoEnergy - this.gY);
+    if (!this.deep) return;
+    const mic = this.gMic;
+    const y = this.gY;
+    const cross = 0.5 * (mic + y - this.gErr);
+    const g = y > 0 ? cross / y : 1;
+    const rho = mic > 0 && y > 0 ? cross / Math.sqrt(mic * y) : 0;
+    this.gainHops = rho > GAIN_RHO && (g > GAIN_STEP || g < 1 / GAIN_STEP) ? this.gainHops + 1 : 0;
+    if (this.gainHops < GAIN_HOPS) return;
+    this.gainHops = 0;
+    this.gainNow = g;
+    this.gY = g * g * y;
+    this.gErr = Math.max(0, mic - 2 * g * cross + g * g * y);
+    const c = 0.5 * (this.micAvg + this.yAvg - this.errAvg);
+    this.errAvg = Math.max(0, this.micAvg - 2 * g * c + g * g * this.yAvg);
+    this.yAvg *= g * g;
+    this.bestAvg = Math.min(this.bestAvg, this.errAvg);
+    this.gainSteps++;
+  }
+
   /** The canceller moved the filter to where the echo jumped (jump-finder.ts): the doubt is over, its clocks start again. */
   jumped(): void {
     this.doubt = false;
@@ -338,6 +394,7 @@ export class EchoPresence {
 
   private restartAverages(): void {
     this.deep = false;
+    this.gainHops = 0;
     this.errAvg = 0;
     this.bestAvg = 0;
     this.yAvg = 0;

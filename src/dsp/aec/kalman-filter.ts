@@ -169,6 +169,16 @@ export class PartitionedKalmanFilter {
     }
   }
 
+  /** Multiplies every coefficient by g: the echo path's gain changed by g (echo-presence.ts, `followGain`). */
+  scale(g: number): void {
+    const re = this.wRe.a;
+    const im = this.wIm.a;
+    for (let i = 0; i < re.length; i++) {
+      re[i] *= g;
+      im[i] *= g;
+    }
+  }
+
   /** Multiplies the prior and every variance by f: the echo path's gain is larger than the prior assumed (prior-scale.ts). */
   scalePrior(f: number): void {
     for (let p = 0; p < this.partitions; p++) this.pInit[p] *= f;

@@ -99,6 +99,12 @@ export interface EchoCancellerOptions extends PresenceOptions {
    */
   findJump?: boolean;
   /**
+   * A filter that had cancelled deeply and whose estimate still matches the microphone in shape but not in level for a
+   * quarter second is scaled by the least-squares gain: the echo path's gain changed (the loudspeaker's volume), and the
+   * Kalman filter, taking the sudden error for a near-end talker, followed it over seconds (echo-presence.ts; default true).
+   */
+  followGain?: boolean;
+  /**
    * On a hop where the main filter's error is above the microphone's energy, the shadow's is below the main's, and no
    * hop of the last second showed a near-end talker, the suppressor works on the shadow's error instead (channel.ts;
    * default true).
@@ -148,6 +154,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     lostEcho: opts.lostEcho ?? true,
     delayDoubt: opts.delayDoubt ?? true,
     findJump: opts.findJump ?? true,
+    followGain: opts.followGain ?? true,
     shadowFrame: opts.shadowFrame ?? true,
     delayGuard: opts.delayGuard ?? false,
     bins: Math.min(129, Math.max(4, (Math.ceil(opts.bins ?? 129) + 3) & ~3)),
