@@ -97,6 +97,8 @@ const DOUBT_FADE = 0.3;
  * estimate is far under a tenth of the microphone.
  */
 const MISMATCH_BEST = 1 / 1.26;
+const MISMATCH_ECHO = 0.1;
+const MISMATCH_SHARE = 0.5;
 /**
  * The mismatch test counts only once the smaller error's average has been under MISMATCH_DEEP (−10 dB) of the
  * microphone's since the channel's last start: a filter that has cancelled deeply and then stops matching has lost its
@@ -117,8 +119,6 @@ const GAIN_RHO = 0.85;
 const GAIN_STEP = 1.3;
 const GAIN_HOPS = 31;
 const GAIN_SMOOTH = 1 / 8;
-const MISMATCH_ECHO = 0.1;
-const MISMATCH_SHARE = 0.5;
 /** An average this far above the microphone's (20 dB) restarts at once: the runaway above jumped from +4 to +19 dB in a hop. */
 const RUNAWAY_BURST = 100;
 /**
