@@ -8,7 +8,7 @@
 // The estimate moves only when another lag has been clearly better for half a second (hysteresis), so the filter is
 // not shifted back and forth. The correlation loop (32 bands × up to 64 lags per hop) runs in the canceller's
 // arena (kernel.ts).
-import type { AecArena, Slab } from './kernel';
+import { shiftRows, type AecArena, type Slab } from './kernel';
 
 export interface DelayEstimatorOptions {
   /** Largest lag in hops. */
@@ -142,21 +142,9 @@ export class DelayEstimator {
    * in start at 0.
    */
   setLag(lag: number, moved: number): void {
-    const to = Math.max(0, Math.min(this.maxLag, lag));
-    const n = this.maxLag + 1;
-    const q = Math.max(-n, Math.min(n, moved));
-    if (q !== 0) {
-      for (const a of [this.cxy.a, this.cxx.a]) {
-        if (q > 0) {
-          a.copyWithin(q, 0, n - q);
-          a.fill(0, 0, Math.min(q, n));
-        } else {
-          a.copyWithin(0, -q, n);
-          a.fill(0, Math.max(0, n + q), n);
-        }
-      }
-    }
-    this.lag = to;
+    shiftRows(this.cxy.a, moved, this.maxLag + 1, 1);
+    shiftRows(this.cxx.a, moved, this.maxLag + 1, 1);
+    this.lag = Math.max(0, Math.min(this.maxLag, lag));
     this.candidate = -1;
     this.candidateHops = 0;
   }

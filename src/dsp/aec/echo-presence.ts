@@ -136,6 +136,16 @@ const CUE = 0.15;
 const FADE_OUT = 1 / 125;
 const FADE_IN = 0.25;
 
+/** ⟨d, ŷ⟩ from the energies of d, ŷ and e = d − ŷ (per hop or averaged alike): exact, since |e|² = |d|² − 2⟨d, ŷ⟩ + |ŷ|². */
+function crossOf(mic: number, y: number, err: number): number {
+  return 0.5 * (mic + y - err);
+}
+
+/** |d − g ŷ|² from the same: the error energy had the estimate been g times what it was. */
+function scaledErr(mic: number, y: number, cross: number, g: number): number {
+  return Math.max(0, mic - 2 * g * cross + g * g * y);
+}
+
 export type PresenceState = 'present' | 'absent' | 'probation';
 
 /** The canceller's option for it (EchoCancellerOptions). */
@@ -316,7 +326,7 @@ export class EchoPresence {
   private mismatched(): boolean {
     const mic = this.micAvg;
     const y = this.yAvg;
-    const cross = 0.5 * (mic + y - this.errAvg);
+    const cross = crossOf(mic, y, this.errAvg);
     return this.deep && this.bestAvg > MISMATCH_BEST * mic && y > MISMATCH_ECHO * mic && cross < MISMATCH_SHARE * y;
   }
 
@@ -335,17 +345,16 @@ export class EchoPresence {
     if (!this.deep) return;
     const mic = this.gMic;
     const y = this.gY;
-    const cross = 0.5 * (mic + y - this.gErr);
+    const cross = crossOf(mic, y, this.gErr);
     const g = y > 0 ? cross / y : 1;
     const rho = mic > 0 && y > 0 ? cross / Math.sqrt(mic * y) : 0;
     this.gainHops = rho > GAIN_RHO && (g > GAIN_STEP || g < 1 / GAIN_STEP) ? this.gainHops + 1 : 0;
     if (this.gainHops < GAIN_HOPS) return;
     this.gainHops = 0;
     this.gainNow = g;
+    this.gErr = scaledErr(mic, y, cross, g);
     this.gY = g * g * y;
-    this.gErr = Math.max(0, mic - 2 * g * cross + g * g * y);
-    const c = 0.5 * (this.micAvg + this.yAvg - this.errAvg);
-    this.errAvg = Math.max(0, this.micAvg - 2 * g * c + g * g * this.yAvg);
+    this.errAvg = scaledErr(this.micAvg, this.yAvg, crossOf(this.micAvg, this.yAvg, this.errAvg), g);
     this.yAvg *= g * g;
     this.bestAvg = Math.min(this.bestAvg, this.errAvg);
     this.gainSteps++;

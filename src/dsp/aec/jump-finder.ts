@@ -22,13 +22,27 @@ export interface FoundJump {
   rho: number;
 }
 
-let shared: { fft: RealFFT; a: Float64Array; b: Float64Array; aRe: Float64Array; aIm: Float64Array; bRe: Float64Array; bIm: Float64Array } | null = null;
+interface Scratch {
+  fft: RealFFT;
+  a: Float64Array;
+  b: Float64Array;
+  aRe: Float64Array;
+  aIm: Float64Array;
+  bRe: Float64Array;
+  bIm: Float64Array;
+  /** Prefix sums of ŷ² over the history and of d² over the microphone's span. */
+  yPre: Float64Array;
+  dPre: Float64Array;
+}
+
+let shared: Scratch | null = null;
 
 /** The search's scratch, one per thread (made on the first search: most threads never need it). */
-function scratch(): NonNullable<typeof shared> {
+function scratch(): Scratch {
   if (shared) return shared;
   const bins = SIZE / 2 + 1;
-  shared = { fft: new RealFFT(SIZE), a: new Float64Array(SIZE), b: new Float64Array(SIZE), aRe: new Float64Array(bins), aIm: new Float64Array(bins), bRe: new Float64Array(bins), bIm: new Float64Array(bins) };
+  const f64 = (n: number): Float64Array => new Float64Array(n);
+  shared = { fft: new RealFFT(SIZE), a: f64(SIZE), b: f64(SIZE), aRe: f64(bins), aIm: f64(bins), bRe: f64(bins), bIm: f64(bins), yPre: f64(HISTORY + 1), dPre: f64(SPAN + 1) };
   return shared;
 }
 
@@ -59,12 +73,19 @@ export class JumpFinder {
   find(maxEarlier: number, maxLater: number): FoundJump | null {
     if (this.filled < HISTORY) return null;
     const s = scratch();
-    const { a, b } = s;
-    // a: the estimate's history, oldest first; b: the microphone's last SPAN samples; both zero-padded to SIZE.
+    const { a, b, yPre, dPre } = s;
+    const base = HISTORY - SPAN;
+    // a: the estimate's history, oldest first; b: the microphone's last SPAN samples; both zero-padded to SIZE. Their
+    // prefix sums of squares give each lag's energies over its overlap.
     for (let i = 0, h = this.head; i < HISTORY; i++, h = h + 1 === HISTORY ? 0 : h + 1) {
       a[i] = this.y[h];
-      if (i >= HISTORY - SPAN) b[i - (HISTORY - SPAN)] = this.d[h];
+      yPre[i + 1] = yPre[i] + a[i] * a[i];
+      if (i >= base) {
+        b[i - base] = this.d[h];
+        dPre[i - base + 1] = dPre[i - base] + b[i - base] * b[i - base];
+      }
     }
+    if (!(dPre[SPAN] > 0)) return null;
     a.fill(0, HISTORY);
     b.fill(0, SPAN);
     s.fft.forward(a, 0, s.aRe, s.aIm);
@@ -80,18 +101,6 @@ export class JumpFinder {
     }
     s.fft.inverse(s.aRe, s.aIm, 0, a, 0);
     // Microphone sample n (time now − SPAN + n) against the estimate at j + n: a shift of Δ = (HISTORY − SPAN) − j.
-    // Energies over each lag's overlap from prefix sums.
-    const dPre = new Float64Array(SPAN + 1);
-    for (let n = 0; n < SPAN; n++) dPre[n + 1] = dPre[n] + b[n] * b[n];
-    if (!(dPre[SPAN] > 0)) return null;
-    const yPre = b; // the microphone's samples are summed up: b now holds the prefix sums of ŷ² over the history
-    let acc = 0;
-    yPre[0] = 0;
-    for (let i = 0, h = this.head; i < HISTORY; i++, h = h + 1 === HISTORY ? 0 : h + 1) {
-      acc += this.y[h] * this.y[h];
-      yPre[i + 1] = acc;
-    }
-    const base = HISTORY - SPAN;
     let best: FoundJump | null = null;
     const jFrom = Math.max(0, base - maxLater);
     const jTo = Math.min(HISTORY - MIN_OVERLAP, base + maxEarlier);

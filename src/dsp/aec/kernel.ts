@@ -36,6 +36,21 @@ export interface Slab {
   at: number;
 }
 
+/**
+ * Moves the first rows × stride elements of `a` by `shift` rows (positive: toward later rows), zeros coming in: a
+ * filter's partitions after a bulk-delay move (shadow-filter.ts), the delay estimator's lags after a jump.
+ */
+export function shiftRows(a: Float32Array, shift: number, rows: number, stride: number): void {
+  const s = Math.max(-rows, Math.min(rows, shift));
+  if (s > 0) {
+    a.copyWithin(s * stride, 0, (rows - s) * stride);
+    a.fill(0, 0, s * stride);
+  } else if (s < 0) {
+    a.copyWithin(0, -s * stride, rows * stride);
+    a.fill(0, (rows + s) * stride, rows * stride);
+  }
+}
+
 export class AecArena {
   readonly kind: 'wasm' | 'js';
   readonly f32: Float32Array;

@@ -5,7 +5,7 @@
 // not caught up, or it is still converging), its coefficients replace the main filter's first partitions and the
 // main filter's uncertainty is reset, so it re-converges at full speed; when the shadow does clearly worse (double
 // talk pulled it away), it is reset from the main filter.
-import type { AecArena, Slab } from './kernel';
+import { shiftRows, type AecArena, type Slab } from './kernel';
 import type { RefRing } from './ref-ring';
 
 export class ShadowFilter {
@@ -67,17 +67,7 @@ export class ShadowFilter {
 
   /** Moves the coefficients by `shift` partitions, as the main filter's (zeros come in). */
   shift(shift: number): void {
-    const S = this.stride;
-    const P = this.partitions;
-    const s = Math.max(-P, Math.min(P, shift));
-    for (const a of [this.wRe.a, this.wIm.a]) {
-      if (s > 0) {
-        a.copyWithin(s * S, 0, (P - s) * S);
-        a.fill(0, 0, s * S);
-      } else if (s < 0) {
-        a.copyWithin(0, -s * S, P * S);
-        a.fill(0, (P + s) * S);
-      }
-    }
+    shiftRows(this.wRe.a, shift, this.partitions, this.stride);
+    shiftRows(this.wIm.a, shift, this.partitions, this.stride);
   }
 }
