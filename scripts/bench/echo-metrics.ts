@@ -31,6 +31,26 @@ export function erle(scene: Scene, out: Float32Array, from: number, to: number):
   return 10 * M.log10(num / M.max(den, 1e-20));
 }
 
+/**
+ * Seconds from `from` until the echo is cancelled again: the first 0.1 s window from which three in a row have an ERLE
+ * of 20 dB or more (a window whose echo is under −70 dBFS counts as cancelled), capped at `cap` s. What a listener hears of a change
+ * of the echo path as a burst of echo, which ERLE from 2 s after the change does not show.
+ */
+export function echoBurst(scene: Scene, out: Float32Array, from: number, cap = 3): number {
+  const step = FRAME * 5;
+  const ok: boolean[] = [];
+  for (let i = 0; i < cap * 10 + 2; i++) {
+    const a = from + i * step;
+    if (a + step > scene.mic.length) break;
+    let echo = 0;
+    for (let j = a; j < a + step; j++) echo += scene.echo[j] * scene.echo[j];
+    // Echo under −70 dBFS (the generated scenes' noise floor is at −78): nothing to hear.
+    ok.push(echo / step < 1e-7 || erle(scene, out, a, a + step) >= 20);
+  }
+  for (let i = 0; i + 3 <= ok.length && i < cap * 10; i++) if (ok[i] && ok[i + 1] && ok[i + 2]) return i / 10;
+  return cap;
+}
+
 /** Magnitude STFT (512, hop 128, Hann) of x[from, to). */
 function magSpec(x: Float32Array, from: number, to: number): Float64Array[] {
   const N = 512;

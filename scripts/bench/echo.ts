@@ -28,7 +28,7 @@ import { writeWavFloat } from '../lib/audio-io';
 import { settingValue } from '../lib/args';
 import { bootstrapMean, pairedDiff, type MeanCi } from '../lib/stats';
 import { changesAt, FS, makeScene, type Scene, type SceneKind, type Talkers } from './echo-scenes';
-import { erle, magSdr } from './echo-metrics';
+import { echoBurst, erle, magSdr } from './echo-metrics';
 import { loadTalkers } from './echo-talkers';
 import { measureCpu, type CpuResult } from './echo-cpu';
 import { runChain } from './echo-chain';
@@ -171,6 +171,9 @@ interface Row {
   metric: number;
   /** path: ERLE over the 5 s before the change; dt: ERLE-like echo removal is not measurable (null). */
   extra: number | null;
+  /** path, jump: ERLE over the first second after the change, and the echo burst (echo-metrics.ts echoBurst), s. */
+  first: number | null;
+  burst: number | null;
   aecmos: { echo: number; other: number } | null;
 }
 
@@ -190,18 +193,21 @@ function aecmos(talk: 'st' | 'dt' | 'nst', scene: Scene, out: Float32Array, tmp:
   return { echo: j.echo_mos, other: j.other_mos };
 }
 
-function score(scene: Scene, out: Float32Array, dtWhole: boolean): { metric: number; extra: number | null } {
+function score(scene: Scene, out: Float32Array, dtWhole: boolean): { metric: number; extra: number | null; first: number | null; burst: number | null } {
   const n = scene.mic.length;
+  const none = { extra: null, first: null, burst: null };
   switch (scene.kind) {
     case 'st':
-      return { metric: erle(scene, out, 10 * FS, n), extra: null };
+      return { metric: erle(scene, out, 10 * FS, n), ...none };
     case 'path':
-    case 'jump':
-      return { metric: erle(scene, out, scene.changeAt! + 2 * FS, n), extra: erle(scene, out, scene.changeAt! - 5 * FS, scene.changeAt!) };
+    case 'jump': {
+      const c = scene.changeAt!;
+      return { metric: erle(scene, out, c + 2 * FS, n), extra: erle(scene, out, c - 5 * FS, c), first: erle(scene, out, c, c + FS), burst: echoBurst(scene, out, c) };
+    }
     case 'dt':
-      return { metric: magSdr(scene.near, out, dtWhole ? scene.nearFrom! : 10 * FS, n), extra: null };
+      return { metric: magSdr(scene.near, out, dtWhole ? scene.nearFrom! : 10 * FS, n), ...none };
     case 'nst':
-      return { metric: magSdr(scene.mic, out, 0, n), extra: null };
+      return { metric: magSdr(scene.mic, out, 0, n), ...none };
   }
 }
 
@@ -336,7 +342,9 @@ function printTable(rows: Row[], baselines: Baseline[], cpu: Record<string, numb
       const m = bootstrapMean(r.map((x) => (Number.isFinite(x.metric) ? x.metric : 99)));
       const mosE = r.every((x) => x.aecmos) ? bootstrapMean(r.map((x) => x.aecmos!.echo)) : null;
       const mosO = r.every((x) => x.aecmos) ? bootstrapMean(r.map((x) => x.aecmos!.other)) : null;
-      const extra = changesAt(kind) ? `  before the change ${bootstrapMean(r.map((x) => x.extra!)).mean.toFixed(1)}` : '';
+      const extra = changesAt(kind)
+        ? `  before the change ${bootstrapMean(r.map((x) => x.extra!)).mean.toFixed(1)}, first second ${bootstrapMean(r.map((x) => x.first!)).mean.toFixed(1)}, echo burst ${bootstrapMean(r.map((x) => x.burst!)).mean.toFixed(2)} s`
+        : '';
       console.log(`  ${label[s].padEnd(12)} ${fmt(m).padEnd(22)}${mosE ? `  AECMOS echo ${fmt(mosE, 2)} other ${fmt(mosO!, 2)}` : ''}${extra}`);
     }
     for (const us of ourSystems) {
