@@ -2,8 +2,9 @@
 // behind it (a headset) leaves the near-end talker as the microphone had it, and an echo that appears later (the
 // headset unplugged) is found and cancelled; the decision depends on nothing but the audio, so chunking does not
 // change the output; a filter that runs away while an echo is present starts again, and one whose echo's delay jumps
-// (lost: `lostEcho`) is found again within seconds, within 2 s where the filter moves with the new lag (`delayDoubt`), within 1 s where
-// the jump is found in the filter's own echo estimate (`findJump`); a step of the echo path's gain is followed (`followGain`).
+// (lost: `lostEcho`) is found again within seconds, within 2 s where the filter moves with the new lag (`delayDoubt`),
+// within 1 s where the jump is found in the filter's own echo estimate (`findJump`), within a quarter second for most
+// (`earlyJump`); a step of the echo path's gain is followed (`followGain`).
 // Scenes from the bench's generator
 // with the tests' talkers. Unit tier.
 import { erle, magSdr } from '../../scripts/bench/echo-metrics';
@@ -110,7 +111,7 @@ test('an echo whose delay jumps is cancelled again within 2 s: the filter in dou
   const t = await talkers();
   // The same room before and after the jump at 6 s (30 → 400, 100 → 250, 250 → 60, 280 → 180 ms). ERLE 8–10 s, 2–4 s
   // after the jump: 51.6, 47.8, 50.3, 52.7 dB (the lost-echo decision alone: 6.0, 3.7, 6.9, 8.1; it comes at 7.5 s,
-  // and the filters learn again from nothing).
+  // and the filters learn again from nothing). Without the early search (earlyJump), which finds these before the doubt.
   for (const [seed, from, to] of [
     [501, 30, 400],
     [502, 100, 250],
@@ -118,14 +119,14 @@ test('an echo whose delay jumps is cancelled again within 2 s: the filter in dou
     [508, 280, 180],
   ]) {
     const scene = delayJump(t, seed, 10, from, to, 6);
-    const r = runCanceller([scene.mic], scene.ref);
+    const r = runCanceller([scene.mic], scene.ref, { earlyJump: 0 });
     expect(r.aec.chans[0].presence!.doubted).toBeGreaterThan(0);
     expect(Math.abs(r.stats.delayMs! - to)).toBeLessThan(25);
     const back = erle(scene, r.out[0], 8 * FS, 10 * FS);
     expect(back).toBeGreaterThan(35);
     expect(erle(scene, runCanceller([scene.mic], scene.ref, { delayDoubt: false }).out[0], 8 * FS, 10 * FS)).toBeLessThan(back - 25);
     // Per hop like everything else: another chunking gives the same bytes.
-    if (seed === 501) expect(Buffer.from(runCanceller([scene.mic], scene.ref, {}, [17, 999, 128, 320]).out[0].buffer).equals(Buffer.from(r.out[0].buffer))).toBe(true);
+    if (seed === 501) expect(Buffer.from(runCanceller([scene.mic], scene.ref, { earlyJump: 0 }, [17, 999, 128, 320]).out[0].buffer).equals(Buffer.from(r.out[0].buffer))).toBe(true);
   }
 });
 
@@ -149,6 +150,28 @@ test('the jump is found to the sample when the doubt begins: cancelled again wit
     expect(back).toBeGreaterThan(40);
     expect(erle(scene, runCanceller([scene.mic], scene.ref, { findJump: false }).out[0], 7 * FS, 8 * FS)).toBeLessThan(back - 25);
     if (seed === 505) expect(Buffer.from(runCanceller([scene.mic], scene.ref, {}, [17, 999, 128, 320]).out[0].buffer).equals(Buffer.from(r.out[0].buffer))).toBe(true);
+  }
+});
+
+test('a jump later, or earlier by less than a tenth of a second, is found within a quarter second of it (earlyJump)', async () => {
+  const t = await talkers();
+  // ERLE 6.25–7 s, 0.25–1 s after the jump at 6 s: 49.6, 50.5, 50.3, 49.0 dB (earlyJump 0, the search at the doubt's
+  // 0.5 s: −0.6, 2.1, 2.8, 0.2). An echo 50 ms earlier needs 50 ms + 128 ms of the microphone after the jump.
+  for (const [seed, from, to] of [
+    [501, 30, 400],
+    [504, 50, 150],
+    [502, 100, 250],
+    [507, 60, 10],
+  ]) {
+    const scene = delayJump(t, seed, 10, from, to, 6);
+    const r = runCanceller([scene.mic], scene.ref);
+    const pr = r.aec.chans[0].presence!;
+    expect(pr.jumps).toBe(1);
+    expect(pr.doubted).toBe(0);
+    const soon = erle(scene, r.out[0], 6.25 * FS, 7 * FS);
+    expect(soon).toBeGreaterThan(40);
+    expect(erle(scene, runCanceller([scene.mic], scene.ref, { earlyJump: 0 }).out[0], 6.25 * FS, 7 * FS)).toBeLessThan(soon - 30);
+    if (seed === 504) expect(Buffer.from(runCanceller([scene.mic], scene.ref, {}, [17, 999, 128, 320]).out[0].buffer).equals(Buffer.from(r.out[0].buffer))).toBe(true);
   }
 });
 

@@ -15,7 +15,7 @@ import { boundSample, SAMPLE_LIMIT } from '../sample-bound';
 import { EchoChannel, Scratch } from './channel';
 import { FarActivity } from './far-activity';
 import { DelayEstimator } from './delay-estimator';
-import { JumpFinder, MIN_JUMP } from './jump-finder';
+import { JUMP_SPAN, JumpFinder, MIN_JUMP } from './jump-finder';
 import { giveSlot, takeSlot, type HeapSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
 import { AecArena } from './kernel';
@@ -49,6 +49,8 @@ const DELAY_MARGIN_HOPS = 4;
  * peaked at 0.55 at a wrong shift (echo-ab's dt-53302: −0.6 dB, before the mismatch test's `deep` kept it out of doubt).
  */
 const JUMP_RHO = 0.65;
+/** An early search's (shorter window: chance peaks are higher) least correlation. */
+const EARLY_RHO = 0.75;
 const EARLY_MAX = 8;
 
 function sqrtHann(n: number): Float64Array {
@@ -164,7 +166,7 @@ export class EchoCanceller {
     this.chans = Array.from(
       { length: opts.channels },
       // Only channel 0's microphone feeds the delay estimator.
-      (_, c) => new EchoChannel(this.arena, { ...chan, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, shadowFrame: o.shadowFrame, bins: o.bins, delayFromMic: o.delayFromMic && c === 0, findJump: o.findJump && o.delayDoubt, followGain: o.followGain }),
+      (_, c) => new EchoChannel(this.arena, { ...chan, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, shadowFrame: o.shadowFrame, bins: o.bins, delayFromMic: o.delayFromMic && c === 0, findJump: o.findJump && o.delayDoubt, followGain: o.followGain, earlyJump: o.earlyJump }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);
@@ -344,7 +346,8 @@ export class EchoCanceller {
         this.account(refEnergy, ch.micPrev, out[c], at);
       }
     }
-    if (this.chans[0].presence?.doubtNow && this.chans[0].jumps) this.findJump(this.chans[0].jumps);
+    const pr0 = this.chans[0].presence;
+    if (pr0 && (pr0.doubtNow || pr0.searchNow) && this.chans[0].jumps) this.findJump(this.chans[0].jumps, pr0.doubtNow ? JUMP_SPAN : pr0.searchSpan);
     this.applyDelay();
   }
 
@@ -353,11 +356,11 @@ export class EchoCanceller {
    * microphone away from 0 is the same echo, moved (jump-finder.ts): the bulk delay moves by its whole hops, every
    * channel's filter by the rest within its window, and the delay estimator takes the new lag.
    */
-  private findJump(finder: JumpFinder): void {
+  private findJump(finder: JumpFinder, span: number): void {
     const maxEarlier = (this.bulk + DELAY_MARGIN_HOPS) * HOP;
     const maxLater = Math.max(0, this.maxLagHops - DELAY_MARGIN_HOPS - this.bulk) * HOP;
-    const found = finder.find(maxEarlier, maxLater);
-    if (found === null || found.rho < JUMP_RHO || Math.abs(found.shift) < MIN_JUMP) return;
+    const found = finder.find(maxEarlier, maxLater, span);
+    if (found === null || found.rho < (span < JUMP_SPAN ? EARLY_RHO : JUMP_RHO) || Math.abs(found.shift) < MIN_JUMP) return;
     const bulk = Math.max(0, Math.min(this.maxLagHops - DELAY_MARGIN_HOPS, this.bulk + Math.floor(found.shift / HOP)));
     const rest = found.shift - (bulk - this.bulk) * HOP;
     const fft = (this.jumpFft ??= new RealFFT(M));
@@ -369,6 +372,7 @@ export class EchoCanceller {
       ch.shadow.copyFrom(ch.main.wRe.a, ch.main.wIm.a);
       ch.shifted(Math.floor(rest / HOP));
     }
+    finder.moved();
     this.bulk = bulk;
     this.early = 0;
     this.delay.setLag(bulk + DELAY_MARGIN_HOPS, Math.round(found.shift / HOP));

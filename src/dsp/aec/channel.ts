@@ -53,6 +53,8 @@ export interface ChannelOptions {
   findJump: boolean;
   /** The filters follow a change of the echo path's gain (options.ts `followGain`). */
   followGain: boolean;
+  /** Far-end hops of a risen error before an early jump search (options.ts `earlyJump`; 0: none). */
+  earlyJump: number;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */
@@ -189,7 +191,7 @@ export class EchoChannel {
     this.tailDecay = f64(this.bins).fill(0.8);
     this.late = new Float64Array(Math.ceil(this.bins / 16));
     this.early = new Float64Array(Math.ceil(this.bins / 16));
-    this.presence = o.presence ? new EchoPresence(o.presenceRestart, o.lostEcho, o.delayDoubt, o.findJump, o.followGain) : null;
+    this.presence = o.presence ? new EchoPresence(o.presenceRestart, o.lostEcho, o.delayDoubt, o.findJump, o.followGain, o.earlyJump) : null;
     this.micOut = new Float64Array(o.hop);
     this.micPow = new Float64Array(o.hop + 1);
     this.cue = o.cueLags > 0 ? new TalkerCue(arena, o.hop, o.cueLags) : null;

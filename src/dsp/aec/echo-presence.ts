@@ -108,6 +108,20 @@ const MISMATCH_SHARE = 0.5;
  */
 const MISMATCH_DEEP = 0.1;
 /**
+ * `earlyJump`: a jump searched for within a quarter second, not after the doubt's 0.5 s. An episode begins when the
+ * smaller error (averaged over ~8 far-end hops: EARLY_SMOOTH), within EARLY_RISE far-end hops of having been 10 dB
+ * under the microphone's, is above EARLY_RATIO of it while the estimate's share of itself in the microphone is under
+ * MISMATCH_SHARE (a filter tracking its echo has ~1 there, in double talk too). From `earlyJump` hops into the episode,
+ * and every EARLY_RETRY hops after while the test holds, the canceller searches over the microphone since the rise,
+ * until EARLY_LAST (the doubt then searches over the full span). Forward jumps are found at the first search; a jump
+ * earlier by Δ needs Δ + 2048 samples of the microphone after it (the estimate's future is unknown).
+ */
+const EARLY_SMOOTH = 1 / 8;
+const EARLY_RATIO = 0.5;
+const EARLY_RETRY = 8;
+const EARLY_RISE = 16;
+const EARLY_LAST = 56;
+/**
  * `followGain`: over the test's own averages (GAIN_SMOOTH, ~8 far-end hops), the estimate's correlation with the
  * microphone above GAIN_RHO and its least-squares gain beyond GAIN_STEP (±2.3 dB) either way, for GAIN_HOPS far-end
  * hops in a row (0.25 s). A correlation of 0.75 also scaled a filter after a path change whose new echo resembled the
@@ -193,6 +207,15 @@ export class EchoPresence {
   private doubtAt = 0;
   /** The smaller error's average has been under MISMATCH_DEEP of the microphone's since the averages last restarted. */
   private deep = false;
+  /** Set by hop() on a hop the canceller is to search for a jump early (`earlyJump`), over the last searchSpan samples. */
+  searchNow = false;
+  searchSpan = 0;
+  private readonly earlyHops: number;
+  private deepAt = -1e9;
+  private eMic = 0;
+  private eBest = 0;
+  /** The far-end hop the current early episode began (−1: none). */
+  private earlyAt = -1;
   /** Set by hop() to the gain the filters are to be scaled by this hop (0: none; `followGain`). */
   gainNow = 0;
   private gainHops = 0;
@@ -223,8 +246,9 @@ export class EchoPresence {
   /** Whether the mismatch test and the lost-echo clock of `findJump` are used. */
   private readonly jumpsOn: boolean;
 
-  constructor(restart = true, lost = false, doubts = false, jumps = false, gains = false) {
+  constructor(restart = true, lost = false, doubts = false, jumps = false, gains = false, early = 0) {
     this.gains = gains;
+    this.earlyHops = jumps ? early : 0;
     this.restart = restart;
     this.lost = lost;
     this.doubts = doubts;
@@ -248,6 +272,7 @@ export class EchoPresence {
     this.resetNow = false;
     this.doubtNow = false;
     this.gainNow = 0;
+    this.searchNow = false;
     if (farActive) {
       const n = ++this.farHops;
       if (micEnergy > HIT_RATIO * errEnergy) {
@@ -265,6 +290,7 @@ export class EchoPresence {
           this.yAvg += RUNAWAY_SMOOTH * (echoEnergy - this.yAvg);
           if (this.avgHops >= RUNAWAY_AFTER && this.bestAvg < MISMATCH_DEEP * this.micAvg) this.deep = true;
           this.watchGain(micEnergy, errEnergy, echoEnergy);
+          this.watchEarly(micEnergy, bestErr);
           const removesNothing = this.lost && cancelled && this.avgHops >= RUNAWAY_AFTER && (this.bestAvg > LOST_RATIO * this.micAvg || (this.jumpsOn && this.mismatched()));
           const doubt = this.doubts && removesNothing && sinceHit >= DOUBT_HOPS;
           if (doubt && !this.doubt) {
@@ -360,9 +386,40 @@ export class EchoPresence {
     this.gainSteps++;
   }
 
+  /** With `earlyJump` (EARLY_*): sets searchNow and searchSpan on the hops of an episode the canceller is to search on. */
+  private watchEarly(micEnergy: number, bestErr: number): void {
+    this.eMic += EARLY_SMOOTH * (micEnergy - this.eMic);
+    this.eBest += EARLY_SMOOTH * (bestErr - this.eBest);
+    const n = this.farHops;
+    if (this.eBest < MISMATCH_DEEP * this.eMic) this.deepAt = n;
+    // The estimate's share of itself in the microphone (the gain test's averages, ~8 hops): near 1 while the filter
+    // tracks its echo, in double talk too; 0.1–0.6 after a jump (the mismatch test's MISMATCH_SHARE, fast).
+    const y = this.gY;
+    const share = y > 0 ? crossOf(this.gMic, y, this.gErr) / y : 1;
+    const lost = this.earlyHops > 0 && this.deep && !this.doubt && this.eBest > EARLY_RATIO * this.eMic && y > MISMATCH_ECHO * this.gMic && share < MISMATCH_SHARE;
+    // An episode begins with a sudden rise: within EARLY_RISE far-end hops of the error's last deep hop (a jump takes it
+    // from −20 dB to 0 in a few hops; a filter that drifts over seconds is left to the doubt). It lasts EARLY_LAST.
+    if (this.earlyAt < 0) {
+      if (!lost || n - this.deepAt > EARLY_RISE) return;
+      this.earlyAt = n;
+    }
+    const age = n - this.earlyAt;
+    if (age > EARLY_LAST) {
+      this.earlyAt = -1;
+      return;
+    }
+    if (!lost || age < this.earlyHops || (age - this.earlyHops) % EARLY_RETRY !== 0) return;
+    this.searchNow = true;
+    // The microphone since the rise began (the fast average's lag, ~8 hops, before it), in samples of 128.
+    this.searchSpan = (age + 8) * 128;
+  }
+
   /** The canceller moved the filter to where the echo jumped (jump-finder.ts): the doubt is over, its clocks start again. */
   jumped(): void {
     this.doubt = false;
+    // An early episode needs a new rise from deep cancellation after this.
+    this.earlyAt = -1;
+    this.deepAt = -1e9;
     this.since = this.farHops;
     this.jumps++;
   }

@@ -1,9 +1,10 @@
 // Where an echo whose delay jumped went, to the sample: the main filter's own echo estimate ŷ (what the echo sounded
 // like at the old delay) cross-correlated with the microphone. After a jump in the same room the microphone holds the
 // same echo, only earlier or later, so the correlation peaks sharply at the jump (the waveform, not band envelopes,
-// which a reverberant room smears flat: docs/echo.md, "Finding the jump"). The canceller asks once, when a channel
-// comes into doubt (echo-presence.ts), and moves the filter by what it finds. Cost: 2 × 128 samples copied per hop;
-// the search (three 32768-point FFTs, ~2 ms) only on a doubt's onset.
+// which a reverberant room smears flat: docs/echo.md, "Finding the jump"). The canceller asks when a channel comes
+// into doubt, and before that a few times within a quarter second of a sudden rise of its error, over the microphone
+// since the rise (echo-presence.ts, `earlyJump`); it moves the filter by what it finds. Cost: 2 × 128 samples copied
+// per hop; a search (three 32768-point FFTs, ~2 ms) only in those moments.
 import { RealFFT } from '../fft';
 
 /** Microphone samples correlated (the last 0.51 s) and the echo estimate's history (1.02 s: jumps up to ±0.51 s). */
@@ -14,6 +15,7 @@ const SIZE = 4 * SPAN;
 const MIN_OVERLAP = 2048;
 /** Shifts this small are not a jump (a path change in the same place moves the peak by a few samples). */
 export const MIN_JUMP = 24;
+export const JUMP_SPAN = SPAN;
 
 export interface FoundJump {
   /** Samples the echo moved: positive later, negative earlier. */
@@ -53,6 +55,8 @@ export class JumpFinder {
   private head = 0;
   /** Samples recorded, up to HISTORY. */
   private filled = 0;
+  /** Samples recorded since the filter was last moved to a jump (an early search needs a history from after it). */
+  private sinceMove = HISTORY;
 
   /** One hop: the microphone block d and the main filter's error e on it (ŷ = d − e). */
   record(d: Float32Array, e: Float64Array, n: number): void {
@@ -64,14 +68,24 @@ export class JumpFinder {
     }
     this.head = h;
     this.filled = Math.min(HISTORY, this.filled + n);
+    this.sinceMove = Math.min(HISTORY, this.sinceMove + n);
   }
 
   /**
-   * The shift within [−maxEarlier, maxLater] samples at which the last SPAN samples of the microphone best match the
-   * echo estimate's history, or null before a full history or where the estimate is silent.
+   * The filter was moved to a jump found here: the estimate's history before the move still shows the same jump, so an
+   * early search (a span shorter than SPAN) waits until the history is all from after it.
    */
-  find(maxEarlier: number, maxLater: number): FoundJump | null {
-    if (this.filled < HISTORY) return null;
+  moved(): void {
+    this.sinceMove = 0;
+  }
+
+  /**
+   * The shift within [−maxEarlier, maxLater] samples at which the last `span` samples (at least MIN_OVERLAP, at most
+   * SPAN) of the microphone best match the echo estimate's history, or null before a full history (for a shorter span,
+   * one wholly from after the last move) or where the estimate is silent.
+   */
+  find(maxEarlier: number, maxLater: number, span = SPAN): FoundJump | null {
+    if (this.filled < HISTORY || (span < SPAN && this.sinceMove < HISTORY)) return null;
     const s = scratch();
     const { a, b, yPre, dPre } = s;
     const base = HISTORY - SPAN;
@@ -80,11 +94,14 @@ export class JumpFinder {
     for (let i = 0, h = this.head; i < HISTORY; i++, h = h + 1 === HISTORY ? 0 : h + 1) {
       a[i] = this.y[h];
       yPre[i + 1] = yPre[i] + a[i] * a[i];
-      if (i >= base) {
-        b[i - base] = this.d[h];
-        dPre[i - base + 1] = dPre[i - base] + b[i - base] * b[i - base];
-      }
+      if (i >= base) b[i - base] = this.d[h];
     }
+    // Only the microphone's last `span` samples count (an early search, soon after a jump: the samples before it
+    // match the estimate at 0).
+    const cut = SPAN - Math.max(MIN_OVERLAP, Math.min(SPAN, span));
+    b.fill(0, 0, cut);
+    dPre.fill(0, 0, cut + 1);
+    for (let i = cut; i < SPAN; i++) dPre[i + 1] = dPre[i] + b[i] * b[i];
     if (!(dPre[SPAN] > 0)) return null;
     a.fill(0, HISTORY);
     b.fill(0, SPAN);
@@ -106,8 +123,9 @@ export class JumpFinder {
     const jTo = Math.min(HISTORY - MIN_OVERLAP, base + maxEarlier);
     for (let j = jFrom; j <= jTo; j++) {
       const over = Math.min(SPAN, HISTORY - j);
+      if (over - cut < MIN_OVERLAP) continue;
       const ed = dPre[over];
-      const ey = yPre[j + over] - yPre[j];
+      const ey = yPre[j + over] - yPre[j + cut];
       if (!(ed > 0 && ey > 0)) continue;
       const rho = a[j] / Math.sqrt(ed * ey);
       if (best === null || rho > best.rho) best = { shift: base - j, rho };

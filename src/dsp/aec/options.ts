@@ -110,6 +110,12 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * default true).
    */
   shadowFrame?: boolean;
+  /**
+   * With `findJump`: far-end hops after the error rose suddenly from deep cancellation, its estimate no longer matching
+   * the microphone, before the jump is searched for over the microphone since then, not waiting for the doubt
+   * (echo-presence.ts EARLY_*; default 8; 0: only at the doubt).
+   */
+  earlyJump?: number;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
   presence?: boolean;
 }
@@ -156,6 +162,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     findJump: opts.findJump ?? true,
     followGain: opts.followGain ?? true,
     shadowFrame: opts.shadowFrame ?? true,
+    earlyJump: opts.earlyJump ?? 8,
     delayGuard: opts.delayGuard ?? false,
     bins: Math.min(129, Math.max(4, (Math.ceil(opts.bins ?? 129) + 3) & ~3)),
   };
