@@ -1,6 +1,8 @@
 // Finding a delay jump (src/dsp/aec/jump-finder.ts) and moving the filter by it (PartitionedKalmanFilter.moveSamples):
 // on constructed signals the finder returns the jump to the sample either way, and nothing it would take where the
-// microphone is unrelated to the estimate; a filter moved by s samples holds its impulse response s samples later.
+// microphone is unrelated to the estimate; the estimate continued from the reference through the filter's taps is
+// the estimate, and finds an echo that came earlier within a short span; a filter moved by s samples holds its
+// impulse response s samples later.
 // Through the canceller, in dsp-aec-presence.test.ts. Unit tier.
 import { JumpFinder } from '../../src/dsp/aec/jump-finder';
 import { PartitionedKalmanFilter } from '../../src/dsp/aec/kalman-filter';
@@ -61,6 +63,47 @@ test('the finder returns a jump to the sample, later or earlier, and nothing bef
 test('a microphone unrelated to the estimate correlates nowhere near what the canceller takes (0.65)', () => {
   const found = fed(null, 1.2).find(8000, 8000)!;
   expect(found.rho).toBeLessThan(0.2);
+});
+
+test('the estimate continued from the reference is the estimate, and finds an echo that came earlier in a short span', () => {
+  const LAG = 3000;
+  const n = Math.round((1.2 * 16000) / HOP) * HOP;
+  const pad = 10_000;
+  const x = noise(n + 2 * pad, 5);
+  const other = noise(n, 9);
+  const h = Float64Array.from([0.8, 0, 0, -0.3, 0.1]);
+  // The estimate at time t (from 0): the reference LAG + k samples before it through the taps.
+  const yAt = (t: number): number => h.reduce((sum, v, k) => sum + v * x[pad + t - LAG - k], 0);
+  const shift = -1600;
+  const f = new JumpFinder();
+  const d = new Float32Array(HOP);
+  const e = new Float64Array(HOP);
+  const xr = new Float64Array(HOP);
+  for (let b = 0; b < n; b += HOP) {
+    for (let i = 0; i < HOP; i++) {
+      xr[i] = x[pad + b + i];
+      d[i] = yAt(b + i - shift) + 0.1 * other[b + i];
+      e[i] = d[i] - yAt(b + i);
+    }
+    f.recordRef(xr, HOP);
+    f.record(d, e, HOP);
+  }
+  const filter = { h, lag: LAG };
+  const past = new Float64Array(1024);
+  expect(f.predict(filter, -1024, 0, past, 0)).toBe(true);
+  const future = new Float64Array(LAG);
+  expect(f.predict(filter, 0, LAG, future, 0)).toBe(true);
+  let worst = 0;
+  for (let i = 0; i < 1024; i++) worst = Math.max(worst, Math.abs(past[i] - yAt(n - 1024 + i)));
+  for (let i = 0; i < LAG; i++) worst = Math.max(worst, Math.abs(future[i] - yAt(n + i)));
+  expect(worst).toBeLessThan(1e-6);
+  // Beyond what the reference has reached: no prediction.
+  expect(f.predict(filter, 0, LAG + 1, future, 0)).toBe(false);
+  // The microphone's last 2048 samples match the estimate 1600 samples ahead: only its continuation holds that.
+  const found = f.find(8000, 8000, 2048, filter)!;
+  expect(found.shift).toBe(shift);
+  expect(found.rho).toBeGreaterThan(0.95);
+  expect(f.find(8000, 8000, 2048)?.shift).not.toBe(shift);
 });
 
 test('a filter moved by s samples holds its impulse response s samples later, whole partitions and within one', () => {

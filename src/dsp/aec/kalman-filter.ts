@@ -138,9 +138,36 @@ export class PartitionedKalmanFilter {
     const R = this.block;
     const P = this.partitions;
     const S = this.stride;
-    const K = R + 1;
-    const re = new Float64Array(K);
-    const im = new Float64Array(K);
+    const h = this.impulse(fft);
+    const re = new Float64Array(R + 1);
+    const im = new Float64Array(R + 1);
+    const t = new Float64Array(2 * R);
+    const wRe = this.wRe.a;
+    const wIm = this.wIm.a;
+    for (let p = 0; p < P; p++) {
+      t.fill(0);
+      for (let i = 0; i < R; i++) {
+        const n = p * R + i - s;
+        t[i] = n >= 0 && n < P * R ? h[n] : 0;
+      }
+      fft.forward(t, 0, re, im);
+      for (let k = 0; k < this.bins; k++) {
+        wRe[p * S + k] = re[k];
+        wIm[p * S + k] = im[k];
+      }
+    }
+  }
+
+  /**
+   * The filter's impulse response, P × R taps: each partition's first half of its inverse FFT (the unconstrained
+   * wrap-around dropped). The echo estimate is ŷ(t) = Σ_k h[k] x(t − lag·R − k) over the loudspeaker model's reference x.
+   */
+  impulse(fft: RealFFT): Float64Array {
+    const R = this.block;
+    const P = this.partitions;
+    const S = this.stride;
+    const re = new Float64Array(R + 1);
+    const im = new Float64Array(R + 1);
     const t = new Float64Array(2 * R);
     const h = new Float64Array(P * R);
     const wRe = this.wRe.a;
@@ -155,18 +182,7 @@ export class PartitionedKalmanFilter {
       fft.inverse(re, im, 0, t, 0);
       for (let i = 0; i < R; i++) h[p * R + i] = t[i];
     }
-    for (let p = 0; p < P; p++) {
-      t.fill(0);
-      for (let i = 0; i < R; i++) {
-        const n = p * R + i - s;
-        t[i] = n >= 0 && n < P * R ? h[n] : 0;
-      }
-      fft.forward(t, 0, re, im);
-      for (let k = 0; k < this.bins; k++) {
-        wRe[p * S + k] = re[k];
-        wIm[p * S + k] = im[k];
-      }
-    }
+    return h;
   }
 
   /** Multiplies every coefficient by g: the echo path's gain changed by g (echo-presence.ts, `followGain`). */

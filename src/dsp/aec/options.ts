@@ -116,6 +116,11 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * (echo-presence.ts EARLY_*; default 8; 0: only at the doubt).
    */
   earlyJump?: number;
+  /**
+   * An early search also looks into the estimate's near future, computed from the reference with the filter's taps
+   * (jump-finder.ts `predict`): an echo that jumped earlier is found as soon as one that jumped later (default true).
+   */
+  earlyFuture?: boolean;
   /** Each channel decides whether its microphone holds any echo, and without one outputs it as it came (echo-presence.ts; default true). */
   presence?: boolean;
 }
@@ -163,6 +168,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     followGain: opts.followGain ?? true,
     shadowFrame: opts.shadowFrame ?? true,
     earlyJump: opts.earlyJump ?? 8,
+    earlyFuture: opts.earlyFuture ?? true,
     delayGuard: opts.delayGuard ?? false,
     bins: Math.min(129, Math.max(4, (Math.ceil(opts.bins ?? 129) + 3) & ~3)),
   };
