@@ -113,8 +113,9 @@ const MISMATCH_DEEP = 0.1;
  * under the microphone's, is above EARLY_RATIO of it while the estimate's share of itself in the microphone is under
  * MISMATCH_SHARE (a filter tracking its echo has ~1 there, in double talk too). From `earlyJump` hops into the episode,
  * and every EARLY_RETRY hops after while the test holds, the canceller searches over the microphone since the rise,
- * until EARLY_LAST (the doubt then searches over the full span). Forward jumps are found at the first search; a jump
- * earlier by Δ needs Δ + 2048 samples of the microphone after it (the estimate's future is unknown).
+ * until EARLY_LAST (the doubt then searches over the full span). A jump is found at the first search, an earlier one
+ * too where the canceller continues the estimate into the future (`earlyFuture`; without, it needs Δ + 2048 samples
+ * of the microphone after it).
  */
 const EARLY_SMOOTH = 1 / 8;
 const EARLY_RATIO = 0.5;

@@ -3,8 +3,10 @@
 // same echo, only earlier or later, so the correlation peaks sharply at the jump (the waveform, not band envelopes,
 // which a reverberant room smears flat: docs/echo.md, "Finding the jump"). The canceller asks when a channel comes
 // into doubt, and before that a few times within a quarter second of a sudden rise of its error, over the microphone
-// since the rise (echo-presence.ts, `earlyJump`); it moves the filter by what it finds. Cost: 2 × 128 samples copied
-// per hop; a search (three 32768-point FFTs, ~2 ms) only in those moments.
+// since the rise (echo-presence.ts, `earlyJump`); it moves the filter by what it finds. An early search continues the
+// estimate into the near future from the reference through the filter's taps (`predict`), so that an echo that came
+// earlier is found as soon as one that came later. Cost: 3 × 128 samples copied per hop into rings (224 KB); a search
+// (three 32768-point FFTs, two more for the future: ~2–4 ms) only in those moments.
 import { RealFFT } from '../fft';
 
 /** Microphone samples correlated (the last 0.51 s) and the echo estimate's history (1.02 s: jumps up to ±0.51 s). */
