@@ -66,6 +66,25 @@ function scratch(): Scratch {
   return shared;
 }
 
+/**
+ * a ← the inverse FFT of FFT(a) · FFT(b) (a circular convolution), or of FFT(a) · conj(FFT(b)) with `correlate` (a
+ * circular correlation), over the scratch's SIZE points.
+ */
+function product(s: Scratch, correlate: boolean): void {
+  s.fft.forward(s.a, 0, s.aRe, s.aIm);
+  s.fft.forward(s.b, 0, s.bRe, s.bIm);
+  const sign = correlate ? -1 : 1;
+  for (let k = 0; k < s.aRe.length; k++) {
+    const ar = s.aRe[k];
+    const ai = s.aIm[k];
+    const br = s.bRe[k];
+    const bi = sign * s.bIm[k];
+    s.aRe[k] = ar * br - ai * bi;
+    s.aIm[k] = ar * bi + ai * br;
+  }
+  s.fft.inverse(s.aRe, s.aIm, 0, s.a, 0);
+}
+
 export class JumpFinder {
   /** The microphone and the echo estimate, rings of HISTORY samples; `head` the next write. */
   private readonly d = new Float32Array(HISTORY);
@@ -109,17 +128,7 @@ export class JumpFinder {
     b.fill(0);
     for (let i = 0, k = (this.xHead - back + 2 * REF_HISTORY) % REF_HISTORY; i < len; i++, k = k + 1 === REF_HISTORY ? 0 : k + 1) a[i] = this.x[k];
     for (let i = 0; i < L; i++) b[i] = f.h[i];
-    s.fft.forward(a, 0, s.aRe, s.aIm);
-    s.fft.forward(b, 0, s.bRe, s.bIm);
-    for (let k = 0; k < s.aRe.length; k++) {
-      const ar = s.aRe[k];
-      const ai = s.aIm[k];
-      const br = s.bRe[k];
-      const bi = s.bIm[k];
-      s.aRe[k] = ar * br - ai * bi;
-      s.aIm[k] = ar * bi + ai * br;
-    }
-    s.fft.inverse(s.aRe, s.aIm, 0, a, 0);
+    product(s, false);
     // Output sample L − 1 + i is ŷ at now + from + i (the full convolution's first L − 1 lack their past).
     for (let i = 0; i < n; i++) out[at + i] = a[L - 1 + i];
     return true;
@@ -181,18 +190,8 @@ export class JumpFinder {
     const A = HISTORY + fut;
     a.fill(0, A);
     b.fill(0, SPAN);
-    s.fft.forward(a, 0, s.aRe, s.aIm);
-    s.fft.forward(b, 0, s.bRe, s.bIm);
     // c[j] = Σ_n b[n] a[n + j]: conj(B) · A.
-    for (let k = 0; k < s.aRe.length; k++) {
-      const ar = s.aRe[k];
-      const ai = s.aIm[k];
-      const br = s.bRe[k];
-      const bi = s.bIm[k];
-      s.aRe[k] = br * ar + bi * ai;
-      s.aIm[k] = br * ai - bi * ar;
-    }
-    s.fft.inverse(s.aRe, s.aIm, 0, a, 0);
+    product(s, true);
     // Microphone sample n (time now − SPAN + n) against the estimate at j + n: a shift of Δ = (HISTORY − SPAN) − j.
     let best: FoundJump | null = null;
     const jFrom = Math.max(0, base - maxLater);
