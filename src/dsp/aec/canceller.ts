@@ -15,7 +15,7 @@ import { boundSample, SAMPLE_LIMIT } from '../sample-bound';
 import { EchoChannel, Scratch } from './channel';
 import { FarActivity } from './far-activity';
 import { DelayEstimator } from './delay-estimator';
-import { JUMP_SPAN, JumpFinder, MIN_JUMP, MIN_SPAN } from './jump-finder';
+import { JUMP_SPAN, JumpFinder, MIN_JUMP } from './jump-finder';
 import { giveSlot, takeSlot, type HeapSlot } from './heap';
 import { jsHopPasses } from './hop-passes';
 import { AecArena } from './kernel';
@@ -360,7 +360,7 @@ export class EchoCanceller {
       }
     }
     const pr0 = this.chans[0].presence;
-    if (pr0 && (pr0.doubtNow || pr0.searchNow) && this.chans[0].jumps) this.findJump(this.chans[0].jumps, pr0.doubtNow ? JUMP_SPAN : pr0.searchSpan);
+    if (pr0 && (pr0.doubtNow || pr0.searchNow) && this.chans[0].jumps) this.findJump(this.chans[0].jumps, pr0.doubtNow ? JUMP_SPAN : pr0.searchSpan, pr0.searchFirst);
     this.applyDelay();
   }
 
@@ -369,15 +369,14 @@ export class EchoCanceller {
    * microphone away from 0 is the same echo, moved (jump-finder.ts): the bulk delay moves by its whole hops, every
    * channel's filter by the rest within its window, and the delay estimator takes the new lag.
    */
-  private findJump(finder: JumpFinder, span: number): void {
+  private findJump(finder: JumpFinder, span: number, first = true): void {
     const maxEarlier = (this.bulk + DELAY_MARGIN_HOPS) * HOP;
     const maxLater = Math.max(0, this.maxLagHops - DELAY_MARGIN_HOPS - this.bulk) * HOP;
     const fft = (this.jumpFft ??= new RealFFT(M));
     const early = span < JUMP_SPAN;
     const filter = early && this.earlyRef ? { h: this.chans[0].main.impulse(fft), lag: this.bulk * HOP } : null;
     const found = finder.find(maxEarlier, maxLater, span, filter);
-    // An episode's first search has the shortest span (echo-presence.ts).
-    const again = early && span > MIN_SPAN && found !== null && found.shift === this.earlyShift;
+    const again = early && !first && found !== null && found.shift === this.earlyShift;
     if (early) this.earlyShift = found === null ? NaN : found.shift;
     if (found === null || found.rho < (early ? (again ? EARLY_AGAIN_RHO : EARLY_RHO) : JUMP_RHO) || Math.abs(found.shift) < MIN_JUMP) return;
     const bulk = Math.max(0, Math.min(this.maxLagHops - DELAY_MARGIN_HOPS, this.bulk + Math.floor(found.shift / HOP)));

@@ -213,8 +213,10 @@ export class EchoPresence {
   searchSpan = 0;
   private readonly earlyHops: number;
   private deepAt = -1e9;
-  private eMic = 0;
   private eBest = 0;
+  /** Whether this hop's search is its episode's first, and the episode's searches so far. */
+  searchFirst = false;
+  private earlySearches = 0;
   /** The far-end hop the current early episode began (−1: none). */
   private earlyAt = -1;
   /** Set by hop() to the gain the filters are to be scaled by this hop (0: none; `followGain`). */
@@ -291,7 +293,7 @@ export class EchoPresence {
           this.yAvg += RUNAWAY_SMOOTH * (echoEnergy - this.yAvg);
           if (this.avgHops >= RUNAWAY_AFTER && this.bestAvg < MISMATCH_DEEP * this.micAvg) this.deep = true;
           this.watchGain(micEnergy, errEnergy, echoEnergy);
-          this.watchEarly(micEnergy, bestErr);
+          this.watchEarly(bestErr);
           const removesNothing = this.lost && cancelled && this.avgHops >= RUNAWAY_AFTER && (this.bestAvg > LOST_RATIO * this.micAvg || (this.jumpsOn && this.mismatched()));
           const doubt = this.doubts && removesNothing && sinceHit >= DOUBT_HOPS;
           if (doubt && !this.doubt) {
@@ -365,11 +367,12 @@ export class EchoPresence {
    * estimate (ŷ' = g ŷ: <ŷ', ŷ'> = g² <ŷ, ŷ>, e' = d − g ŷ).
    */
   private watchGain(micEnergy: number, errEnergy: number, echoEnergy: number): void {
-    if (!this.gains) return;
+    // The averages also serve `earlyJump` (watchEarly), on without `followGain` too.
+    if (!this.gains && this.earlyHops === 0) return;
     this.gMic += GAIN_SMOOTH * (micEnergy - this.gMic);
     this.gErr += GAIN_SMOOTH * (errEnergy - this.gErr);
     this.gY += GAIN_SMOOTH * (echoEnergy - this.gY);
-    if (!this.deep) return;
+    if (!this.gains || !this.deep) return;
     const mic = this.gMic;
     const y = this.gY;
     const cross = crossOf(mic, y, this.gErr);
@@ -388,21 +391,23 @@ export class EchoPresence {
   }
 
   /** With `earlyJump` (EARLY_*): sets searchNow and searchSpan on the hops of an episode the canceller is to search on. */
-  private watchEarly(micEnergy: number, bestErr: number): void {
-    this.eMic += EARLY_SMOOTH * (micEnergy - this.eMic);
+  private watchEarly(bestErr: number): void {
+    // The microphone's average is the gain test's (watchGain, the same smoothing).
+    const mic = this.gMic;
     this.eBest += EARLY_SMOOTH * (bestErr - this.eBest);
     const n = this.farHops;
-    if (this.eBest < MISMATCH_DEEP * this.eMic) this.deepAt = n;
+    if (this.eBest < MISMATCH_DEEP * mic) this.deepAt = n;
     // The estimate's share of itself in the microphone (the gain test's averages, ~8 hops): near 1 while the filter
     // tracks its echo, in double talk too; 0.1–0.6 after a jump (the mismatch test's MISMATCH_SHARE, fast).
     const y = this.gY;
-    const share = y > 0 ? crossOf(this.gMic, y, this.gErr) / y : 1;
-    const lost = this.earlyHops > 0 && this.deep && !this.doubt && this.eBest > EARLY_RATIO * this.eMic && y > MISMATCH_ECHO * this.gMic && share < MISMATCH_SHARE;
+    const share = y > 0 ? crossOf(mic, y, this.gErr) / y : 1;
+    const lost = this.earlyHops > 0 && this.deep && !this.doubt && this.eBest > EARLY_RATIO * mic && y > MISMATCH_ECHO * mic && share < MISMATCH_SHARE;
     // An episode begins with a sudden rise: within EARLY_RISE far-end hops of the error's last deep hop (a jump takes it
     // from −20 dB to 0 in a few hops; a filter that drifts over seconds is left to the doubt). It lasts EARLY_LAST.
     if (this.earlyAt < 0) {
       if (!lost || n - this.deepAt > EARLY_RISE) return;
       this.earlyAt = n;
+      this.earlySearches = 0;
     }
     const age = n - this.earlyAt;
     if (age > EARLY_LAST) {
@@ -411,6 +416,7 @@ export class EchoPresence {
     }
     if (!lost || age < this.earlyHops || (age - this.earlyHops) % EARLY_RETRY !== 0) return;
     this.searchNow = true;
+    this.searchFirst = this.earlySearches++ === 0;
     // The microphone since the rise began (the fast average's lag, ~8 hops, before it), in samples of 128.
     this.searchSpan = (age + 8) * 128;
   }

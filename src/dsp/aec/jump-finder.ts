@@ -15,8 +15,6 @@ const HISTORY = 2 * SPAN;
 const SIZE = 4 * SPAN;
 /** Fewest overlapping samples for a lag to count (a backward jump overlaps less: the estimate's future is unknown). */
 const MIN_OVERLAP = 2048;
-/** The shortest span a search takes (shorter ones are taken as this). */
-export const MIN_SPAN = MIN_OVERLAP;
 /** Shifts this small are not a jump (a path change in the same place moves the peak by a few samples). */
 export const MIN_JUMP = 24;
 export const JUMP_SPAN = SPAN;
