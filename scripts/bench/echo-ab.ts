@@ -10,6 +10,8 @@
 //        [--other-set key=value]...    (options of the other dist's canceller)
 //        [--dt-from S]    (double talk: the near end talks from S s, default 4, and its SDR is scored from S to the end)
 //        [--st-windows]   (single talk: ERLE also over 2–5 and 5–10 s, groups st-…:2-5 and :5-10)
+//        [--changes]      (path and jump, 16 kHz: also the echo burst after the change, s (echo-metrics.ts echoBurst, capped at
+//                          4), and the first second's ERLE, groups …:burst and :first)
 //        [--oracle-knot]  (this side's clip knot, with clipKnot=1, fixed from the first learning step at the scene's true
 //                          clip level and counted as settled: the upper bound of the knot's search)
 //        [--narrow]       (scenes at 8 kHz, run as the narrow-band chain runs the canceller, scored at 8 kHz: echo-narrow.ts;
@@ -24,7 +26,7 @@ import { LoudspeakerModel } from '../../src/dsp/aec/loudspeaker';
 import { KNOT_LOW, SETTLE_PICKS } from '../../src/dsp/aec/clip-knot';
 import { writeWavFloat } from '../lib/audio-io';
 import { bootstrapMean, bootstrapRatio, pairedDiff } from '../lib/stats';
-import { erle, magSdr } from './echo-metrics';
+import { echoBurst, erle, magSdr } from './echo-metrics';
 import { changesAt, FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { costRounds, sceneSecondsFor } from './echo-cpu';
 import { loadTalkers } from './echo-talkers';
@@ -132,6 +134,7 @@ async function main(args: string[]): Promise<void> {
   const dtFrom = opt('--dt-from', '');
   const nearFromS = dtFrom === '' ? undefined : Number(dtFrom);
   const stWindows = args.includes('--st-windows');
+  const changes = args.includes('--changes');
   const oracle = args.includes('--oracle-knot');
   if (oracle) useOracleKnot();
   const Other = require(path.join(other, 'src', 'dsp', 'aec')).EchoCanceller as new (o: { channels: number }) => Canceller;
@@ -175,6 +178,16 @@ async function main(args: string[]): Promise<void> {
             }
           }
           let s = `${names[vi]} ${m.toFixed(1)}`;
+          if (changes && !narrow && changesAt(kind)) {
+            const at = scene.changeAt!;
+            const burst = echoBurst(scene, out, at, 4);
+            const first = erle(scene, out, at, Math.min(scene.mic.length, at + rate));
+            for (const g of [`${kind}-${label}`, `${kind}-all`]) {
+              push(`${g}:burst`, vi, burst);
+              push(`${g}:first`, vi, first);
+            }
+            s += ` (${burst.toFixed(1)} s, ${first.toFixed(1)})`;
+          }
           if (withMos) {
             const mos = aecmos(changesAt(kind) ? 'st' : kind, scene, out, tmp);
             for (const g of [`${kind}-${label}`, `${kind}-all`]) {

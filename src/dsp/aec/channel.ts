@@ -23,6 +23,8 @@ export interface ChannelOptions {
   hop: number;
   partitions: number;
   shadowPartitions: number;
+  /** The shadow filter's step (options.ts `shadowStep`). */
+  shadowStep: number;
   step: number;
   forget: number;
   /** A² without near-end evidence (options.ts `forgetFree`). */
@@ -176,7 +178,7 @@ export class EchoChannel {
     this.hop = o.hop;
     this.bins = o.hop + 1;
     this.main = new PartitionedKalmanFilter(arena, { block: o.hop, partitions: o.partitions, step: o.step, forget: o.forget, priorDecay: o.priorDecay, bins: o.bins });
-    this.shadow = new ShadowFilter(arena, this.main.bins, o.shadowPartitions, 0.25);
+    this.shadow = new ShadowFilter(arena, this.main.bins, o.shadowPartitions, o.shadowStep);
     // The per-bin and per-sample state in the arena, where the WebAssembly hop passes reach it.
     const f64 = (n: number): Float64Array => arena.f64(n);
     this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias, f64, this.main.bins);

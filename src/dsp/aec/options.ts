@@ -27,6 +27,12 @@ export interface EchoCancellerOptions extends PresenceOptions {
   overdrive?: number;
   /** Partitions of the shadow filter (default 16: 128 ms). */
   shadowPartitions?: number;
+  /**
+   * The shadow filter's step μ (normalised block LMS over its own partitions; default 0.25). Its normalisation sums the
+   * reference over all of them, so a longer shadow learns each partition more slowly at the same μ (docs/echo.md, "A
+   * slow path change in a reverberant room": 36 partitions measured at 0.25–0.56).
+   */
+  shadowStep?: number;
   /** Diagnostics (the bench's ablations): output the linear filter's error without the suppressor. */
   linearOnly?: boolean;
   /** Hops between gradient constraints and between shadow-filter runs (cost; defaults 4 and 1). */
@@ -148,6 +154,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     overEstimate: opts.overEstimate ?? 1,
     floorDb: opts.floorDb ?? -50,
     shadowPartitions: opts.shadowPartitions ?? 16,
+    shadowStep: opts.shadowStep ?? 0.25,
     betaBias: opts.betaBias ?? 1,
     overdrive: opts.overdrive ?? 10,
     linearOnly: opts.linearOnly ?? false,
