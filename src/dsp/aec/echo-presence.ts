@@ -239,6 +239,12 @@ export class EchoPresence {
   private readonly lost: boolean;
   /** Times a present filter lost its echo (tests, the bench). */
   losses = 0;
+  /** This far-end hop: the early test's condition (a deep filter's estimate suddenly off the microphone), doubt or not. */
+  private mismatch = false;
+  /** A filter that had cancelled deeply matches its echo no longer: the early test's condition, or a doubt (`lostSuppress`). */
+  get echoLost(): boolean {
+    return this.state === 'present' && (this.mismatch || this.doubt);
+  }
   /** Whether doubt is used (DOUBT_*; option `delayDoubt`), and whether the channel is in doubt now. */
   private readonly doubts: boolean;
   doubt = false;
@@ -276,6 +282,7 @@ export class EchoPresence {
     this.doubtNow = false;
     this.gainNow = 0;
     this.searchNow = false;
+    this.mismatch = false;
     if (farActive) {
       const n = ++this.farHops;
       if (micEnergy > HIT_RATIO * errEnergy) {
@@ -401,7 +408,8 @@ export class EchoPresence {
     // tracks its echo, in double talk too; 0.1–0.6 after a jump (the mismatch test's MISMATCH_SHARE, fast).
     const y = this.gY;
     const share = y > 0 ? crossOf(mic, y, this.gErr) / y : 1;
-    const lost = this.earlyHops > 0 && this.deep && !this.doubt && this.eBest > EARLY_RATIO * mic && y > MISMATCH_ECHO * mic && share < MISMATCH_SHARE;
+    this.mismatch = this.earlyHops > 0 && this.deep && this.eBest > EARLY_RATIO * mic && y > MISMATCH_ECHO * mic && share < MISMATCH_SHARE;
+    const lost = this.mismatch && !this.doubt;
     // An episode begins with a sudden rise: within EARLY_RISE far-end hops of the error's last deep hop (a jump takes it
     // from −20 dB to 0 in a few hops; a filter that drifts over seconds is left to the doubt). It lasts EARLY_LAST.
     if (this.earlyAt < 0) {

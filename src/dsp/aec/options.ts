@@ -91,6 +91,14 @@ export interface EchoCancellerOptions extends PresenceOptions {
    */
   lostEcho?: boolean;
   /**
+   * While a filter that had cancelled deeply no longer matches its echo (the early jump test's condition, or its doubt),
+   * the suppressor also takes the echo's incoherent power through the main filter as it stands, Σ_p |W_p|² |X_p|² / 2,
+   * as residual echo: what the filter would remove if it were right, so the echo after a path change or a jump is
+   * suppressed while the filter finds it again (echo-presence.ts `echoLost`; docs/echo.md, "The echo suppressed while
+   * the filter is lost"; default true).
+   */
+  lostSuppress?: boolean;
+  /**
    * A channel whose filter had cancelled and then, for DOUBT_HOPS far-end hops (0.5 s), removes nothing (the lost-echo
    * test, sooner): the delay estimator reads the microphone, fades what it learnt before and takes a better lag at once,
    * and the delay guard stands aside, so that an echo whose delay jumped is followed by moving the filter, which
@@ -170,6 +178,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     delayFromMic: !!(opts.delayFromMic ?? true),
     presence: opts.presence ?? true,
     lostEcho: opts.lostEcho ?? true,
+    lostSuppress: opts.lostSuppress ?? true,
     delayDoubt: opts.delayDoubt ?? true,
     findJump: opts.findJump ?? true,
     followGain: opts.followGain ?? true,

@@ -179,6 +179,26 @@ export class EchoSuppressor {
   }
 
   /**
+   * `lostSuppress` (channel.ts): this hop's gains, after compute(), at most 1 − limit / |E|² per bin (an echo estimate from
+   * outside the suppressor's terms), never under the noise floor or the gain's floor. Only the output changes: the
+   * decision-directed state, the noise floor and the near-end evidence are what compute() left, so the filter, whose
+   * forgetting reads that evidence, runs as it would without it.
+   */
+  cap(ePow: Float64Array, limit: Float64Array): void {
+    const g = this.gain;
+    const noise = this.noise;
+    const floor = this.o.floor;
+    for (let k = 0; k < this.K; k++) {
+      const e = ePow[k] + 1e-20;
+      let c = 1 - limit[k] / e;
+      const nf = Math.sqrt(noise[k] / e);
+      if (c < nf) c = nf;
+      if (c < floor) c = floor;
+      if (c < g[k]) g[k] = c;
+    }
+  }
+
+  /**
    * The residual estimate over the evidence's bins as it would be without the hold (the terms at full weight, as the
    * loop above forms it), so that holding the terms back does not feed the evidence that holds them.
    */
