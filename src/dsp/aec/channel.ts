@@ -41,7 +41,7 @@ export interface ChannelOptions {
   presenceRestart: boolean;
   /** A present filter that lost its echo goes to probation (options.ts `lostEcho`). */
   lostEcho: boolean;
-  /** The suppressor takes the echo's incoherent power while the filter is lost (options.ts `lostSuppress`). */
+  /** The gains capped by the echo's incoherent power while the filter is lost (options.ts `lostSuppress`). */
   lostSuppress?: boolean;
   /** A present filter in doubt moves with the delay estimator's lag (options.ts `delayDoubt`). */
   delayDoubt: boolean;
@@ -432,8 +432,8 @@ export class EchoChannel {
 
   /**
    * `lostSuppress`: per bin, the echo's incoherent power through the main filter as it stands, Σ_p |W_p|² |X_p|² / 2
-   * (the scale of |Ŷ|² / 2), over-estimated by LOST_OVER, times `weight`. The filter's coefficients no longer match the echo's phase,
-   * but their power response (loudspeaker, microphone, the room's decay) still says how loud it is.
+   * (the scale of |Ŷ|² / 2), over-estimated by LOST_OVER, times `weight`. The filter's coefficients no longer match the
+   * echo's phase, but their power response (loudspeaker, microphone, the room's decay) still says how loud it is.
    */
   private incoherent(ring: RefRing, lag: number, weight: number): Float64Array {
     const P = this.main.partitions;

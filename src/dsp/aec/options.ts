@@ -92,10 +92,11 @@ export interface EchoCancellerOptions extends PresenceOptions {
   lostEcho?: boolean;
   /**
    * While a filter that had cancelled deeply no longer matches its echo (the early jump test's condition, or its doubt),
-   * the suppressor also takes the echo's incoherent power through the main filter as it stands, Σ_p |W_p|² |X_p|² / 2,
-   * as residual echo: what the filter would remove if it were right, so the echo after a path change or a jump is
-   * suppressed while the filter finds it again (echo-presence.ts `echoLost`; docs/echo.md, "The echo suppressed while
-   * the filter is lost"; default true).
+   * the suppressor's gains are capped by the echo's incoherent power through the main filter as it stands,
+   * Σ_p |W_p|² |X_p|² / 2 over-estimated and weighed by the near-end evidence, so that the echo after a path change or
+   * a jump is suppressed while the filter finds it again. The output only: the filter runs as without it
+   * (echo-presence.ts `echoLost`, channel.ts LOST_OVER; docs/echo.md, "The echo suppressed while the filter is lost";
+   * default true).
    */
   lostSuppress?: boolean;
   /**
