@@ -135,7 +135,7 @@ export class EchoCanceller {
     const capacity = this.maxLagHops + this.partitions + 1;
     // The shadow filter's coefficients replace the main filter's first partitions: it can have no more than it.
     const shadowPartitions = Math.min(o.shadowPartitions, this.partitions);
-    const chan = { hop: HOP, partitions: this.partitions, shadowPartitions, cueLags: o.terms & 128 ? cueLagsFor(this.maxLagHops, capacity) : 0 };
+    const chan = { hop: HOP, partitions: this.partitions, shadowPartitions, cueLags: o.terms & 128 ? cueLagsFor(this.maxLagHops, capacity) : 0, slope: o.residualSlope > 0 };
     const stride = RefRing.strideOf(BINS);
     const floats =
       RefRing.floats(BINS, capacity) +
@@ -174,7 +174,7 @@ export class EchoCanceller {
     this.chans = Array.from(
       { length: opts.channels },
       // Only channel 0's microphone feeds the delay estimator.
-      (_, c) => new EchoChannel(this.arena, { ...chan, shadowStep: o.shadowStep, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, shadowFrame: o.shadowFrame, bins: o.bins, delayFromMic: o.delayFromMic && c === 0, findJump: o.findJump && o.delayDoubt, followGain: o.followGain, earlyJump: o.earlyJump, lostSuppress: o.lostSuppress }),
+      (_, c) => new EchoChannel(this.arena, { ...chan, shadowStep: o.shadowStep, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, residualSlope: o.residualSlope, residualSlopeScale: o.residualSlopeScale, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, shadowFrame: o.shadowFrame, bins: o.bins, delayFromMic: o.delayFromMic && c === 0, findJump: o.findJump && o.delayDoubt, followGain: o.followGain, earlyJump: o.earlyJump, lostSuppress: o.lostSuppress }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);

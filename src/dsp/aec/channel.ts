@@ -12,6 +12,7 @@ import type { JumpFinder } from './jump-finder';
 import { LevelRise } from './level-rise';
 export type { PresenceOptions } from './echo-presence';
 import { ResidualRatio } from './residual-ratio';
+import { ResidualSlope } from './residual-slope';
 import { ShadowFilter } from './shadow-filter';
 import { EchoSuppressor } from './suppressor';
 import { TalkerCue, youngWeight } from './talker-cue';
@@ -34,6 +35,9 @@ export interface ChannelOptions {
   floorDb: number;
   linearOnly: boolean;
   betaBias: number;
+  /** Far-end hops of the residual slope's means (0: no slope) and its weight (residual-slope.ts). */
+  residualSlope: number;
+  residualSlopeScale: number;
   overdrive: number;
   /** Whether the channel decides that there is no echo at all and then outputs the microphone (echo-presence.ts). */
   presence: boolean;
@@ -118,6 +122,8 @@ export class EchoChannel {
   readonly ratio: ResidualRatio;
   /** The residual's share of the reference's recent wideband power (nonlinear echo), and that power per bin. */
   readonly wideRatio: ResidualRatio;
+  /** The residual's share as a regression slope (`residualSlope`; null: off). */
+  private readonly slope: ResidualSlope | null;
   readonly env: Float64Array;
   /** `lostSuppress`'s sum per bin (outside the arena: only JavaScript reads it, and only while a filter is lost). */
   private incoherentPow: Float64Array | null = null;
@@ -178,10 +184,11 @@ export class EchoChannel {
   /** The filter-independent talker cue while the filter is young (terms bit 128; null without it, and once done). */
   private cue: TalkerCue | null;
 
-  static floats(o: { hop: number; partitions: number; shadowPartitions: number; cueLags: number }): number {
-    // Besides the filters: 15 float64 arrays of up to hop + 1 values (the channel's, the suppressor's, the β's).
+  static floats(o: { hop: number; partitions: number; shadowPartitions: number; cueLags: number; slope: boolean }): number {
+    // Besides the filters: 15 float64 arrays of up to hop + 1 values (the channel's, the suppressor's, the β's), one
+    // more with the residual slope.
     const cue = o.cueLags > 0 ? TalkerCue.floats(o.cueLags) : 0;
-    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions) + 15 * 2 * ((o.hop + 4) & ~3) + cue;
+    return PartitionedKalmanFilter.floats(o.hop, o.partitions) + ShadowFilter.floats(o.hop + 1, o.shadowPartitions) + (o.slope ? 16 : 15) * 2 * ((o.hop + 4) & ~3) + cue;
   }
 
   constructor(arena: AecArena, o: ChannelOptions) {
@@ -194,6 +201,7 @@ export class EchoChannel {
     const f64 = (n: number): Float64Array => arena.f64(n);
     this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias, f64, this.main.bins);
     this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias, f64, this.main.bins);
+    this.slope = o.residualSlope > 0 ? new ResidualSlope(this.bins, 8, o.residualSlope, o.residualSlopeScale, f64, this.main.bins) : null;
     this.env = f64(this.bins);
     this.rise = new LevelRise(this.bins, 125, f64);
     this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive, active: this.main.bins }, f64);
@@ -323,6 +331,7 @@ export class EchoChannel {
       this.hops++;
       this.ratio.update(s.ePow, s.yPow);
       this.wideRatio.updateFlat(this.ratio, this.pw);
+      if (this.slope) this.slope.update(s.ePow, s.yPow);
       if (withShadow && learn) sh.update(ring, 1e-6);
       // While the channel finds no echo the filters and the loudspeaker model learn nothing (the learner still
       // counts the hop: its history runs in step with the ring).
@@ -336,7 +345,8 @@ export class EchoChannel {
     else this.tailInput(ring, lag, s.tailIn);
     // Suppression and overlap-add synthesis.
     P.mulInto(K, this.wideRatio.beta, this.env, s.nl);
-    const beta = rise ? rise.apply(this.ratio.beta, s.ePow, s.yPow) : this.ratio.beta;
+    const share = this.slope ? this.slope.raise(this.ratio.beta) : this.ratio.beta;
+    const beta = rise ? rise.apply(share, s.ePow, s.yPow) : share;
     if (this.cue && this.sup.terms & 128) this.talkerCue(this.cue, fft, d, ring, farActive);
     const g = this.sup.compute(s.ePow, s.yPow, main.phi.a, beta, s.tailIn, this.tailDecay, s.nl);
     if (this.o.lostSuppress && pr !== null && pr.echoLost && !reachZero) {

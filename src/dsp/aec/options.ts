@@ -23,6 +23,12 @@ export interface EchoCancellerOptions extends PresenceOptions {
   floorDb?: number;
   /** Bias compensation of the minimum-statistics residual ratios (the minimum of a fluctuating ratio is low). */
   betaBias?: number;
+  /**
+   * The residual's share also as the slope of |E|² on |Ŷ|² over this many far-end hops (0: off, the default;
+   * residual-slope.ts), weighted by `residualSlopeScale`: for references that went through a lossy codec.
+   */
+  residualSlope?: number;
+  residualSlopeScale?: number;
   /** Extra over-estimation of the residual echo while no near-end speech is evident (1: none). */
   overdrive?: number;
   /** Partitions of the shadow filter (default 16: 128 ms). */
@@ -165,6 +171,8 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     shadowPartitions: opts.shadowPartitions ?? 16,
     shadowStep: opts.shadowStep ?? 0.25,
     betaBias: opts.betaBias ?? 1,
+    residualSlope: opts.residualSlope ?? 0,
+    residualSlopeScale: opts.residualSlopeScale ?? 0.5,
     overdrive: opts.overdrive ?? 10,
     linearOnly: opts.linearOnly ?? false,
     terms: opts.terms ?? 255,
