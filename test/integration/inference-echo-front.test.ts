@@ -63,6 +63,14 @@ async function echoRun(rate: number, mic: Float32Array, ref: Float32Array, sizes
   return { out: r.out[0], free: r.free[0], stats: chain.echoStats!() };
 }
 
+/** The largest sample difference of two equally long signals. */
+function maxDiff(a: Float32Array, b: Float32Array): number {
+  expect(a.length).toBe(b.length);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
+  return m;
+}
+
 async function plainRun(rate: number, mic: Float32Array): Promise<Float32Array> {
   return (await run(chainAt(rate, 1, false), [mic], [rate])).out[0];
 }
@@ -122,8 +130,10 @@ describe('the echo canceller in front of the 16 kHz chain', () => {
     expect(r.out.length).toBe(scene.mic.length);
     expect(r.free.length).toBe(scene.mic.length);
     const chunked = await echoRun(rate, scene.mic, scene.ref, [4800, 333, 12000]);
-    expect(sameBits(chunked.out, r.out)).toBe(true);
-    expect(sameBits(chunked.free, r.free)).toBe(true);
+    // To float32 rounding, the resamplers' contract (resample.ts: runs under 96 samples are summed directly, longer
+    // ones by FFT blocks): with the residual slope one sample in 480 000 of the echo-free input differs by an ulp.
+    expect(maxDiff(chunked.out, r.out)).toBeLessThan(1e-6);
+    expect(maxDiff(chunked.free, r.free)).toBeLessThan(1e-6);
 
     // Far-end single talk after 4 s: the whole band, and the band above 8 kHz, against the microphone; in what the
     // model would get (the identity's output) and in the echo-free signal (an attenuation limit's dry mix).

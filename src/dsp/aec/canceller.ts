@@ -103,6 +103,13 @@ export class EchoCanceller {
   /** Hops the window was moved earlier than the estimate's margin (see applyDelay). */
   private early = 0;
   private hops = 0;
+  /**
+   * The last hop whose reference block, and per channel whose microphone block, could not be audio (over HOP in energy:
+   * more than every sample at full scale; a bounded hostile sample). The residual slope learns nothing while such a
+   * reference block is within the filter's reach, or such a microphone block within the error's frame.
+   */
+  private wildRefHop = -1e9;
+  private readonly wildMicHop: number[];
   private readonly priorScale: PriorScale;
   private echoIn = 0;
   private echoOut = 0;
@@ -174,7 +181,7 @@ export class EchoCanceller {
     this.chans = Array.from(
       { length: opts.channels },
       // Only channel 0's microphone feeds the delay estimator.
-      (_, c) => new EchoChannel(this.arena, { ...chan, shadowStep: o.shadowStep, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, residualSlope: o.residualSlope, residualSlopeScale: o.residualSlopeScale, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, shadowFrame: o.shadowFrame, bins: o.bins, delayFromMic: o.delayFromMic && c === 0, findJump: o.findJump && o.delayDoubt, followGain: o.followGain, earlyJump: o.earlyJump, lostSuppress: o.lostSuppress }),
+      (_, c) => new EchoChannel(this.arena, { ...chan, shadowStep: o.shadowStep, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, residualSlope: o.residualSlope, residualSlopeScale: o.residualSlopeScale, residualSlopeCorr: o.residualSlopeCorr, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, shadowFrame: o.shadowFrame, bins: o.bins, delayFromMic: o.delayFromMic && c === 0, findJump: o.findJump && o.delayDoubt, followGain: o.followGain, earlyJump: o.earlyJump, lostSuppress: o.lostSuppress }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);
@@ -194,6 +201,8 @@ export class EchoCanceller {
       if (o.earlyJump > 0 && o.earlyFuture) this.earlyRef = this.chans[0].jumps;
     }
     this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(HOP).a);
+    this.wildMicHop = [];
+    for (let c = 0; c < opts.channels; c++) this.wildMicHop.push(-1e9);
     // In the arena, where the prefetch reaches them (in the JavaScript heap they were cold at every hop's first loop).
     this.refIn = this.arena.alloc(HOP).a;
     this.refPrev = this.arena.f64(HOP);
@@ -343,8 +352,16 @@ export class EchoCanceller {
 
     // The reference as the filter reads it, for the jump finder's estimate of the near future (`earlyJump`).
     if (this.earlyRef) this.earlyRef.recordRef(xe, HOP);
+    // Written on every hop, not in a branch (see applyDelay: a rare branch's first run deoptimised hop()).
+    this.wildRefHop = refEnergy > HOP ? this.hops : this.wildRefHop;
+    const refWild = this.hops - this.wildRefHop <= this.bulk + this.partitions + 1;
     for (let c = 0; c < this.channels; c++) {
       const ch = this.chans[c];
+      let micEnergy = 0;
+      const m = this.micIn[c];
+      for (let i = 0; i < HOP; i++) micEnergy += m[i] * m[i];
+      this.wildMicHop[c] = micEnergy > HOP ? this.hops : this.wildMicHop[c];
+      ch.slopeHold = refWild || this.hops - this.wildMicHop[c] <= 1;
       ch.run(this.fft, this.win, ring, this.bulk, this.micIn[c], farActive, reachZero, this.scratch, out[c], at);
       if (c === 0) {
         // The delay estimator's microphone power: error plus echo estimate (uncorrelated enough for band energies).

@@ -38,6 +38,7 @@ export interface ChannelOptions {
   /** Far-end hops of the residual slope's means (0: no slope) and its weight (residual-slope.ts). */
   residualSlope: number;
   residualSlopeScale: number;
+  residualSlopeCorr: number;
   overdrive: number;
   /** Whether the channel decides that there is no echo at all and then outputs the microphone (echo-presence.ts). */
   presence: boolean;
@@ -124,6 +125,8 @@ export class EchoChannel {
   readonly wideRatio: ResidualRatio;
   /** The residual's share as a regression slope (`residualSlope`; null: off). */
   private readonly slope: ResidualSlope | null;
+  /** Set by the canceller per hop: a block that cannot be audio is in reach, and the slope learns nothing from it. */
+  slopeHold = false;
   readonly env: Float64Array;
   /** `lostSuppress`'s sum per bin (outside the arena: only JavaScript reads it, and only while a filter is lost). */
   private incoherentPow: Float64Array | null = null;
@@ -201,7 +204,7 @@ export class EchoChannel {
     const f64 = (n: number): Float64Array => arena.f64(n);
     this.ratio = new ResidualRatio(this.bins, 8, 0.1, o.betaBias, f64, this.main.bins);
     this.wideRatio = new ResidualRatio(this.bins, 8, 1, o.betaBias, f64, this.main.bins);
-    this.slope = o.residualSlope > 0 ? new ResidualSlope(this.bins, 8, o.residualSlope, o.residualSlopeScale, f64, this.main.bins) : null;
+    this.slope = o.residualSlope > 0 ? new ResidualSlope(this.bins, 8, o.residualSlope, o.residualSlopeScale, f64, this.main.bins, o.residualSlopeCorr) : null;
     this.env = f64(this.bins);
     this.rise = new LevelRise(this.bins, 125, f64);
     this.sup = new EchoSuppressor({ bins: this.bins, overEstimate: o.overEstimate, floor: Math.pow(10, o.floorDb / 20), ddAlpha: 0.5, hopsPerSecond: 125, overdrive: o.overdrive, active: this.main.bins }, f64);
@@ -331,7 +334,7 @@ export class EchoChannel {
       this.hops++;
       this.ratio.update(s.ePow, s.yPow);
       this.wideRatio.updateFlat(this.ratio, this.pw);
-      if (this.slope) this.slope.update(s.ePow, s.yPow);
+      if (this.slope && !this.slopeHold) this.slope.update(s.ePow, s.yPow);
       if (withShadow && learn) sh.update(ring, 1e-6);
       // While the channel finds no echo the filters and the loudspeaker model learn nothing (the learner still
       // counts the hop: its history runs in step with the ring).

@@ -24,11 +24,14 @@ export interface EchoCancellerOptions extends PresenceOptions {
   /** Bias compensation of the minimum-statistics residual ratios (the minimum of a fluctuating ratio is low). */
   betaBias?: number;
   /**
-   * The residual's share also as the slope of |E|² on |Ŷ|² over this many far-end hops (0: off, the default;
-   * residual-slope.ts), weighted by `residualSlopeScale`: for references that went through a lossy codec.
+   * The residual's share also as the slope of |E|² on |Ŷ|² per band over this many far-end hops (residual-slope.ts;
+   * default 250, 2 s; 0: off), × `residualSlopeScale` (1), counting from a correlation of E with Ŷ of
+   * `residualSlopeCorr` (0.35) on: what a reference that went through a lossy codec leaves (docs/echo.md, "A
+   * compressed reference").
    */
   residualSlope?: number;
   residualSlopeScale?: number;
+  residualSlopeCorr?: number;
   /** Extra over-estimation of the residual echo while no near-end speech is evident (1: none). */
   overdrive?: number;
   /** Partitions of the shadow filter (default 16: 128 ms). */
@@ -171,8 +174,9 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     shadowPartitions: opts.shadowPartitions ?? 16,
     shadowStep: opts.shadowStep ?? 0.25,
     betaBias: opts.betaBias ?? 1,
-    residualSlope: opts.residualSlope ?? 0,
-    residualSlopeScale: opts.residualSlopeScale ?? 0.5,
+    residualSlope: opts.residualSlope ?? 250,
+    residualSlopeScale: opts.residualSlopeScale ?? 1,
+    residualSlopeCorr: opts.residualSlopeCorr ?? 0.35,
     overdrive: opts.overdrive ?? 10,
     linearOnly: opts.linearOnly ?? false,
     terms: opts.terms ?? 255,
