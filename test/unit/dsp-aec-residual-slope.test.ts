@@ -18,6 +18,13 @@ jest.setTimeout(60_000);
 
 const f64 = (n: number): Float64Array => new Float64Array(n);
 
+/** Band sums of 8 bins each over the first `bins` (what residual-ratio.ts hands the slope). */
+function bandSums(x: Float64Array, bins = x.length): Float64Array {
+  const out = new Float64Array(Math.ceil(bins / 8));
+  for (let k = 0; k < bins; k++) out[k >> 3] += x[k];
+  return out;
+}
+
 /** 3000 hops of a residual that follows |Ŷ|² (share rho, fluctuating) and, with `talker`, an independent talker's bursts. */
 function feed(slope: ResidualSlope, rho: number, talker: boolean, seed: number): number {
   const rnd = seeded(seed);
@@ -34,7 +41,7 @@ function feed(slope: ResidualSlope, rho: number, talker: boolean, seed: number):
       y[k] = level * (0.5 + rnd());
       e[k] = rho * y[k] * (0.2 + 1.6 * rnd()) + burst;
     }
-    slope.update(e, y);
+    slope.update(bandSums(e), bandSums(y));
     if (hop >= 1000) for (let k = 0; k < 16; k++) ((eSum += e[k]), (ySum += y[k]));
   }
   return eSum / ySum;
@@ -82,7 +89,7 @@ test('raise keeps the larger share, at most 1, and leaves the bins above the jud
       // Band 0: twice the echo estimate (the slope clamps to 1); band 1: a tenth of it.
       e[k] = (k < 8 ? 2 : 0.1) * level;
     }
-    slope.update(e, y);
+    slope.update(bandSums(e, 16), bandSums(y, 16));
   }
   const given = new Float64Array(20).fill(0.3);
   const beta = slope.raise(given);

@@ -334,7 +334,7 @@ export class EchoChannel {
       this.hops++;
       this.ratio.update(s.ePow, s.yPow);
       this.wideRatio.updateFlat(this.ratio, this.pw);
-      if (this.slope && !this.slopeHold) this.slope.update(s.ePow, s.yPow);
+      if (this.slope && !this.slopeHold) this.slope.update(this.ratio.eSum, this.ratio.ySum);
       if (withShadow && learn) sh.update(ring, 1e-6);
       // While the channel finds no echo the filters and the loudspeaker model learn nothing (the learner still
       // counts the hop: its history runs in step with the ring).

@@ -24,7 +24,9 @@ export class ResidualRatio {
   private count = 0;
   /** β per bin (its band's). */
   readonly beta: Float64Array;
-  private readonly eSum: Float64Array;
+  /** This hop's band sums of |E|² and of the predictor (update(); residual-slope.ts reads them too). */
+  readonly eSum: Float64Array;
+  readonly ySum: Float64Array;
   private readonly yMean: Float64Array;
 
   /** A hop counts when the predictor is at least this share of its recent mean. */
@@ -43,6 +45,7 @@ export class ResidualRatio {
     this.past = new Float64Array(this.bands * SUBS).fill(1);
     this.beta = f64(bins).fill(1);
     this.eSum = new Float64Array(this.bands);
+    this.ySum = new Float64Array(this.bands);
     this.yMean = new Float64Array(this.bands);
   }
 
@@ -60,6 +63,7 @@ export class ResidualRatio {
         ys += yPow[k];
       }
       eSum[b] = es;
+      this.ySum[b] = ys;
       this.judge(b, es, ys);
     }
     this.advance();
@@ -78,6 +82,7 @@ export class ResidualRatio {
       for (; k < end; k++) ys += level;
       const es = other.eSum[b];
       this.eSum[b] = es;
+      this.ySum[b] = ys;
       this.judge(b, es, ys);
     }
     this.advance();

@@ -42,18 +42,12 @@ export class ResidualSlope {
     this.beta = f64(bins).fill(1);
   }
 
-  /** One far-end hop's |E|² and |Ŷ|² per bin. */
-  update(ePow: Float64Array, yPow: Float64Array): void {
+  /** One far-end hop's band sums of |E|² and |Ŷ|² (residual-ratio.ts's, whose bands these are). */
+  update(eSum: Float64Array, ySum: Float64Array): void {
     const a = this.a;
-    const P = this.binsPerBand;
-    for (let b = 0, k = 0; b < this.bands; b++) {
-      const end = Math.min(this.bins, k + P);
-      let es = 0;
-      let ys = 0;
-      for (; k < end; k++) {
-        es += ePow[k];
-        ys += yPow[k];
-      }
+    for (let b = 0; b < this.bands; b++) {
+      const es = eSum[b];
+      const ys = ySum[b];
       this.e[b] += a * (es - this.e[b]);
       this.y[b] += a * (ys - this.y[b]);
       this.ey[b] += a * (es * ys - this.ey[b]);
