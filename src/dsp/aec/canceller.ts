@@ -104,12 +104,11 @@ export class EchoCanceller {
   private early = 0;
   private hops = 0;
   /**
-   * The last hop whose reference block, and per channel whose microphone block, could not be audio (over HOP in energy:
-   * more than every sample at full scale; a bounded hostile sample). The residual slope learns nothing while such a
-   * reference block is within the filter's reach, or such a microphone block within the error's frame.
+   * The last hop whose reference block could not be audio (over HOP in energy: more than every sample at full scale; a
+   * bounded hostile sample). The residual slope learns nothing while it is within the filter's reach (the channel
+   * watches its microphone blocks alike).
    */
   private wildRefHop = -1e9;
-  private readonly wildMicHop: number[];
   private readonly priorScale: PriorScale;
   private echoIn = 0;
   private echoOut = 0;
@@ -201,8 +200,6 @@ export class EchoCanceller {
       if (o.earlyJump > 0 && o.earlyFuture) this.earlyRef = this.chans[0].jumps;
     }
     this.micIn = Array.from({ length: opts.channels }, () => this.arena.alloc(HOP).a);
-    this.wildMicHop = [];
-    for (let c = 0; c < opts.channels; c++) this.wildMicHop.push(-1e9);
     // In the arena, where the prefetch reaches them (in the JavaScript heap they were cold at every hop's first loop).
     this.refIn = this.arena.alloc(HOP).a;
     this.refPrev = this.arena.f64(HOP);
@@ -357,11 +354,7 @@ export class EchoCanceller {
     const refWild = this.hops - this.wildRefHop <= this.bulk + this.partitions + 1;
     for (let c = 0; c < this.channels; c++) {
       const ch = this.chans[c];
-      let micEnergy = 0;
-      const m = this.micIn[c];
-      for (let i = 0; i < HOP; i++) micEnergy += m[i] * m[i];
-      this.wildMicHop[c] = micEnergy > HOP ? this.hops : this.wildMicHop[c];
-      ch.slopeHold = refWild || this.hops - this.wildMicHop[c] <= 1;
+      ch.refWild = refWild;
       ch.run(this.fft, this.win, ring, this.bulk, this.micIn[c], farActive, reachZero, this.scratch, out[c], at);
       if (c === 0) {
         // The delay estimator's microphone power: error plus echo estimate (uncorrelated enough for band energies).

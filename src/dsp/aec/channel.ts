@@ -125,8 +125,13 @@ export class EchoChannel {
   readonly wideRatio: ResidualRatio;
   /** The residual's share as a regression slope (`residualSlope`; null: off). */
   private readonly slope: ResidualSlope | null;
-  /** Set by the canceller per hop: a block that cannot be audio is in reach, and the slope learns nothing from it. */
-  slopeHold = false;
+  /** Set by the canceller per hop: a reference block that cannot be audio is within the filter's reach. */
+  refWild = false;
+  /**
+   * Hops the slope still learns nothing for after a microphone block that cannot be audio (over R in energy: more than
+   * every sample at full scale): that block and the next, whose error frame holds it.
+   */
+  private micWild = 0;
   readonly env: Float64Array;
   /** `lostSuppress`'s sum per bin (outside the arena: only JavaScript reads it, and only while a filter is lost). */
   private incoherentPow: Float64Array | null = null;
@@ -265,6 +270,8 @@ export class EchoChannel {
     let learn = true;
     let micEnergy = 0;
     for (let i = 0; i < R; i++) micEnergy += d[i] * d[i];
+    // Written on every hop, not in a branch (canceller.ts applyDelay: a rare branch's first run deoptimised its caller).
+    this.micWild = micEnergy > R ? 2 : this.micWild > 0 ? this.micWild - 1 : 0;
     // The main filter adds energy on this hop, the shadow does better, and no hop of the last second showed a near-end
     // talker: the suppressor's frame takes the shadow's error (docs/echo.md, "A burst the main filter adds"). Seen after a
     // path change with a clipping loudspeaker: a loud onset 4 s later, the main filter's error above the microphone's
@@ -334,7 +341,7 @@ export class EchoChannel {
       this.hops++;
       this.ratio.update(s.ePow, s.yPow);
       this.wideRatio.updateFlat(this.ratio, this.pw);
-      if (this.slope && !this.slopeHold) this.slope.update(this.ratio.eSum, this.ratio.ySum);
+      if (this.slope && !this.refWild && this.micWild === 0) this.slope.update(this.ratio.eSum, this.ratio.ySum);
       if (withShadow && learn) sh.update(ring, 1e-6);
       // While the channel finds no echo the filters and the loudspeaker model learn nothing (the learner still
       // counts the hop: its history runs in step with the ring).
