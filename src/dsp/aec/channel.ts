@@ -47,7 +47,7 @@ export interface ChannelOptions {
   /** A present filter that lost its echo goes to probation (options.ts `lostEcho`). */
   lostEcho: boolean;
   /** The gains capped by the echo's incoherent power while the filter is lost (options.ts `lostSuppress`). */
-  lostSuppress?: boolean;
+  lostSuppress: boolean;
   /** A present filter in doubt moves with the delay estimator's lag (options.ts `delayDoubt`). */
   delayDoubt: boolean;
   /** The suppressor's frame takes the shadow's error where the main filter adds energy (options.ts `shadowFrame`). */
