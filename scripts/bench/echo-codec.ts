@@ -18,8 +18,11 @@ import { erle, magSdr } from './echo-metrics';
 import { FS, makeScene, type Scene, type SceneKind } from './echo-scenes';
 import { loadTalkers } from './echo-talkers';
 
-/** The reference through `codec` and back to 16 kHz mono float, as long as it was (ffmpeg trims the codecs' priming). */
-function throughCodec(x: Float32Array, codec: string, tmp: string): Float32Array {
+/**
+ * The reference through `codec` and back to 16 kHz mono float, as long as it was (ffmpeg trims the codecs' priming);
+ * `tmp` holds the encoded file. Throws where ffmpeg fails.
+ */
+export function throughCodec(x: Float32Array, codec: string, tmp: string): Float32Array {
   const [name, rate] = codec.split('-');
   const enc: Record<string, [string, string[]]> = {
     opus: ['opus', ['-c:a', 'libopus', '-b:a', `${rate}k`]],
@@ -109,4 +112,4 @@ function main(args: string[]): void {
   }
 }
 
-main(process.argv.slice(2));
+if (require.main === module) main(process.argv.slice(2));

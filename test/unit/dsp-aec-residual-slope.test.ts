@@ -2,14 +2,13 @@
 // residual that follows the echo estimate; under an independent near-end talker its correlation gate holds it back;
 // on a scene whose reference went through Opus at 16 kb/s (the bundled ffmpeg) the canceller with it leaves less
 // echo than without. Unit tier.
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../../src/config';
 import { ResidualSlope } from '../../src/dsp/aec/residual-slope';
 import { seeded } from '../../scripts/lib/stats';
 import { erle } from '../../scripts/bench/echo-metrics';
+import { throughCodec } from '../../scripts/bench/echo-codec';
 import { makeScene } from '../../scripts/bench/echo-scenes';
 import { FS, runCanceller, talkers } from '../helpers/dsp-aec-helpers';
 import { echoScene } from '../helpers/echo-helpers';
@@ -105,15 +104,7 @@ test('a reference through Opus at 16 kb/s: less echo left with the slope', async
   const scene = makeScene({ kind: 'st', seed: 93002, seconds: 14 }, await talkers());
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-slope-'));
   try {
-    const raw = path.join(dir, 'ref.f32');
-    fs.writeFileSync(raw, Buffer.from(scene.ref.buffer, scene.ref.byteOffset, scene.ref.byteLength));
-    const ff = loadConfig().ffmpegPath;
-    const enc = spawnSync(ff, ['-v', 'error', '-f', 'f32le', '-ar', String(FS), '-ac', '1', '-i', raw, '-c:a', 'libopus', '-b:a', '16k', path.join(dir, 'ref.opus')]);
-    expect(enc.status).toBe(0);
-    const dec = spawnSync(ff, ['-v', 'error', '-i', path.join(dir, 'ref.opus'), '-ac', '1', '-ar', String(FS), '-f', 'f32le', 'pipe:1'], { maxBuffer: 1 << 26 });
-    expect(dec.status).toBe(0);
-    const coded = new Float32Array(scene.ref.length);
-    coded.set(new Float32Array(dec.stdout.buffer.slice(dec.stdout.byteOffset, dec.stdout.byteOffset + dec.stdout.length)).subarray(0, coded.length));
+    const coded = throughCodec(scene.ref, 'opus-16', dir);
     const off = erle(scene, runCanceller([scene.mic], coded, { residualSlope: 0 }).out[0], 8 * FS, scene.mic.length);
     const on = erle(scene, runCanceller([scene.mic], coded).out[0], 8 * FS, scene.mic.length);
     // Measured 2026-11-30: 23.3 → 37.1 dB (the exact reference: 49.8 either way).
