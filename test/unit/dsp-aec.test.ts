@@ -190,10 +190,14 @@ function priorFactor(gainDb: number, nearDb: number | null, echo = true, tonal =
   return factor;
 }
 
-test('PriorScale: one factor after a second of reference, never below 1, nothing within 6 dB of the bench gain', () => {
+test('PriorScale: one factor after a second of reference, never below 1, nothing within 3 dB of the bench gain', () => {
+  expect(PRIOR_ZONE_DB).toBe(3);
   expect(priorFactor(-8.4, null)).toBe(1);
   expect(priorFactor(-30, null)).toBe(1);
-  expect(priorFactor(-8.4 + 5.5, null)).toBe(1);
+  expect(priorFactor(-8.4 + 2.5, null)).toBe(1);
+  const f3 = priorFactor(-8.4 + 3.5, null);
+  expect(10 * Math.log10(f3)).toBeGreaterThan(3);
+  expect(10 * Math.log10(f3)).toBeLessThan(4);
   const f6 = priorFactor(-8.4 + 6.5, null);
   expect(10 * Math.log10(f6)).toBeGreaterThan(6);
   expect(10 * Math.log10(f6)).toBeLessThan(7);

@@ -16,8 +16,12 @@ import { RefRing } from './ref-ring';
 const SETTLE_HOPS = 125;
 /** Microphone over reference energy on the bench's scenes in their first 2 s of far-end activity (median −8.4 dB, 126 scenes: −11.4..−5.6). */
 const BENCH_GAIN = Math.pow(10, -8.4 / 10);
-/** Up to 6 dB above the bench's gain the prior stays as tuned (the estimate's own spread, from the bulk delay and near-end speech in its second, is about as large; and the canceller stays bit for bit what was tuned). */
-export const PRIOR_ZONE_DB = 6;
+/**
+ * Up to 3 dB above the bench's gain the prior stays as tuned: just over the bench scenes' own spread (+2.8 dB), so each
+ * of them stays bit for bit what was tuned. 6 dB until 2026-12-01: a loud echo 3–6 dB above it (off-bench scenes) then
+ * learnt slowly, st-97004 10.7 dB of linear ERLE after 12 s (docs/echo.md, "A talker the residual estimate hides").
+ */
+export const PRIOR_ZONE_DB = 3;
 const MAX_SCALE = 1e8;
 /**
  * What the cross-spectra's magnitudes owe to chance, Σ_t |X_{t−l}|²|D_t|², counted 1.5 times: consecutive hops' frames
