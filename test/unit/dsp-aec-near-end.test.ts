@@ -64,6 +64,43 @@ test('the evidence: single talk and a path change keep the overdrive, a near-end
   expect(n.share()).toBe(1);
 });
 
+test('a talker the residual estimate hides (bit 256): after a second of sums that say "talker", no overdrive', () => {
+  const K = 129;
+  const flat = (v: number): Float64Array => new Float64Array(K).fill(v);
+  // Double talk where Φ stays large: the error 3 dB under the echo estimate (the sums say talker: above −6 dB) but 6 dB
+  // under the residual estimate (the residual test says echo), and a hop now and then showing the talker (its error
+  // above the echo estimate and twice the residual estimate).
+  const run = (sustained: boolean, hops: number, cueWeight = 0): number => {
+    const n = new NearEndEvidence();
+    n.sustained = sustained;
+    n.cue(NaN, cueWeight);
+    for (let i = 0; i < hops; i++) n.update(flat(i % 20 === 19 ? 5 : 0.5), flat(1), flat(2));
+    return n.share();
+  };
+  // Without the bit the residual test wins: full overdrive.
+  expect(run(false, 3000)).toBe(1);
+  expect(run(true, 3000)).toBe(0);
+  // Not before the sums have said so for a second (right after a path change they rise for less).
+  expect(run(true, 100)).toBe(1);
+  // Not while the talker cue counts more than half (a young filter's first seconds).
+  expect(run(true, 3000, 0.8)).toBe(1);
+  expect(run(true, 3000, 0.5)).toBe(0);
+  // Sums 11 dB under the echo estimate (a burst now and then in single talk): the share as without the bit.
+  const single = (sustained: boolean): number => {
+    const n = new NearEndEvidence();
+    n.sustained = sustained;
+    for (let i = 0; i < 3000; i++) n.update(flat(i % 20 === 19 ? 1.5 : 0.01), flat(1), flat(0.1));
+    return n.share();
+  };
+  expect(single(false)).toBeGreaterThan(0.5);
+  expect(single(true)).toBe(single(false));
+  // A hop without the talker for a quarter second: no evidence at all, as without the bit.
+  const gone = new NearEndEvidence();
+  gone.sustained = true;
+  for (let i = 0; i < 3000; i++) gone.update(flat(0.5), flat(1), flat(2));
+  expect(gone.share()).toBe(1);
+});
+
 test('double talk keeps more of the near end; single talk and a path change keep their ERLE', async () => {
   // Measured 16.0 → 18.5 and 13.6 → 16.3 dB (12 scenes of this kind, seeds 13/15/17, SER 0/5 dB, linear and
   // sigmoid loudspeakers: +0.1 to +3.4 dB each).

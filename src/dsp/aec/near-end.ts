@@ -17,9 +17,19 @@ const HOPS = 300;
 /** Σ|E|² / Σ|Ŷ|² (dB): full overdrive at or below LO, none at or above HI. */
 const ECHO_LO_DB = -12;
 const ECHO_HI_DB = -6;
+const ECHO_HI = Math.pow(10, ECHO_HI_DB / 10);
 /** Σ|E|² / Σ residual estimate (dB): full overdrive at or below LO, none at or above HI. */
 const RESID_LO_DB = -3;
 const RESID_HI_DB = 3;
+/**
+ * Hops (1 s) the summed error must have stood at ECHO_HI_DB of the echo estimate or above, hop after hop, before a hop
+ * that shows the talker gets no overdrive at all (terms bit 256): the sums' verdict, a talker, over the residual test's,
+ * which a large Φ (a filter that never saw single talk, a reverberant room) holds at "echo" in double talk (docs/echo.md,
+ * "A talker the residual estimate hides"). Right after a path change the same sums rise too, but for under a second.
+ */
+const SUSTAINED_HOPS = 125;
+/** The talker cue's weight (talker-cue.ts youngWeight: 1 until 2 s of far end, 0 from 5 s) at or below which it applies. */
+const SUSTAINED_CUE = 0.5;
 /** A hop shows the talker where its error exceeds twice the residual estimate and the echo estimate; held this many hops (250 ms). */
 const NOW_OVER_RESID = 2;
 const HOLD_HOPS = 31;
@@ -37,6 +47,10 @@ export class NearEndEvidence {
   private e = 0;
   private y = 0;
   private r = 0;
+  /** Consecutive hops whose sums stood at ECHO_HI_DB of the echo estimate or above. */
+  private talkerRun = 0;
+  /** Whether a sustained verdict of the sums takes the overdrive away (terms bit 256; the suppressor sets it). */
+  sustained = false;
   /** Hops since the error last stood above both estimates (large: never). */
   private since = HOLD_HOPS + 1;
   /** Hops since a hop last showed the talker (its error above both estimates); the channel's forgetting reads it. */
@@ -62,6 +76,10 @@ export class NearEndEvidence {
   share(): number {
     // Nothing summed yet, or no talker in the last quarter second: no evidence.
     if (this.since > HOLD_HOPS || !(this.y > 0) || !(this.r > 0)) return 1;
+    // Not while the cue counts much (the first 3.5 s of far end): a young filter's error stands near its estimate in
+    // single talk too, the sums remember that for seconds after it converged, and the overdrive is what keeps the first
+    // seconds' echo down (AECMOS's echo score in single talk −0.15 with the rule from the first second, −0.11 from 2 s).
+    if (this.sustained && this.cueWeight <= SUSTAINED_CUE && this.talkerRun >= SUSTAINED_HOPS) return 0;
     const fy = ramp(ECHO_HI_DB - 10 * Math.log10(this.e / this.y), ECHO_HI_DB - ECHO_LO_DB);
     if (fy >= 1) return 1;
     let fr = ramp(RESID_HI_DB - 10 * Math.log10(this.e / this.r), RESID_HI_DB - RESID_LO_DB);
@@ -86,6 +104,7 @@ export class NearEndEvidence {
     this.e += a * (e - this.e);
     this.y += a * (y - this.y);
     this.r += a * (r - this.r);
+    this.talkerRun = this.e >= ECHO_HI * this.y && this.y > 0 ? this.talkerRun + 1 : 0;
   }
 }
 

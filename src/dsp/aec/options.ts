@@ -53,8 +53,10 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * The suppressor's residual terms, a bit mask: Kalman 1, echo-estimate share 2, tail 4, wideband 8, level rise 16
    * (level-rise.ts), no overdrive while a near-end talker is evident 32 (near-end.ts), and by the same evidence the
    * echo-estimate share and wideband terms held back and the gain kept fuller 64 (suppressor.ts; 63 is the canceller
-   * before it), and in the first seconds a talker cue that does not lean on the filter 128 (talker-cue.ts; default 255
-   * since 2026-11-29, its cost × 1.00–1.04 over a 20 s stream; 127 is the canceller before it).
+   * before it), and in the first seconds a talker cue that does not lean on the filter 128 (talker-cue.ts; 255 since
+   * 2026-11-29, its cost × 1.00–1.04 over a 20 s stream; 127 is the canceller before it), and no overdrive at all once
+   * the evidence's sums have said "talker" for a second 256 (near-end.ts; default 511 since 2026-12-01, 255 the
+   * canceller before it: docs/echo.md, "A talker the residual estimate hides").
    */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */
@@ -179,7 +181,7 @@ export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
     residualSlopeCorr: opts.residualSlopeCorr ?? 0.35,
     overdrive: opts.overdrive ?? 10,
     linearOnly: opts.linearOnly ?? false,
-    terms: opts.terms ?? 255,
+    terms: opts.terms ?? 511,
     backend: opts.backend ?? 'wasm',
     constrainEvery: opts.constrainEvery ?? 4,
     shadowEvery: opts.shadowEvery ?? 1,

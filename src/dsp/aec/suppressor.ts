@@ -53,7 +53,8 @@ export class EchoSuppressor {
    * (level-rise.ts); 32: no overdrive while a near-end talker is evident (near-end.ts); 64: by the same evidence, the
    * leak and wideband terms held back, the floor raised towards NEAR_FLOOR and the decision-directed weight towards
    * NEAR_DD; 128: while the filter is young, the evidence also takes a cue that does not lean on Φ (talker-cue.ts; the
-   * channel computes it).
+   * channel computes it); 256: after a second of summed energies that say talker, no overdrive on a hop that shows one
+   * (near-end.ts, SUSTAINED_HOPS).
    */
   terms = 15;
   /** The evidence of a near-end talker (used where terms have 32 or 64). */
@@ -110,6 +111,7 @@ export class EchoSuppressor {
     const guard = (m & 32) !== 0;
     const hold = (m & 64) !== 0;
     // 1 without evidence of a near-end talker, 0 with clear evidence.
+    this.nearEnd.sustained = (m & 256) !== 0;
     const share = guard || hold ? this.nearEnd.share() : 1;
     const held = hold && share < 1;
     const wPhi = m & 1 ? 1 : 0;
