@@ -23,7 +23,8 @@ const RESID_LO_DB = -3;
 const RESID_HI_DB = 3;
 /**
  * Hops (1 s) the summed error must have stood at ECHO_HI_DB of the echo estimate or above, hop after hop, before a hop
- * that shows the talker gets no overdrive at all (terms bit 256): the sums' verdict, a talker, over the residual test's,
+ * that shows the talker reads as a clear talker, share 0 (terms bit 256: no overdrive, and the suppressor's hold and the
+ * lost-echo cap's weight as for any clear talker): the sums' verdict, a talker, over the residual test's,
  * which a large Φ (a filter that never saw single talk, a reverberant room) holds at "echo" in double talk (docs/echo.md,
  * "A talker the residual estimate hides"). Right after a path change the same sums rise too, but for under a second.
  */

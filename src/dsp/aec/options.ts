@@ -54,8 +54,8 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * (level-rise.ts), no overdrive while a near-end talker is evident 32 (near-end.ts), and by the same evidence the
    * echo-estimate share and wideband terms held back and the gain kept fuller 64 (suppressor.ts; 63 is the canceller
    * before it), and in the first seconds a talker cue that does not lean on the filter 128 (talker-cue.ts; 255 since
-   * 2026-11-29, its cost × 1.00–1.04 over a 20 s stream; 127 is the canceller before it), and no overdrive at all once
-   * the evidence's sums have said "talker" for a second 256 (near-end.ts; default 511 since 2026-12-01, 255 the
+   * 2026-11-29, its cost × 1.00–1.04 over a 20 s stream; 127 is the canceller before it), and a clear talker (no overdrive,
+   * the hold in full) once the evidence's sums have said "talker" for a second 256 (near-end.ts; default 511 since 2026-12-01, 255 the
    * canceller before it: docs/echo.md, "A talker the residual estimate hides").
    */
   terms?: number;

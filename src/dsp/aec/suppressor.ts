@@ -53,8 +53,8 @@ export class EchoSuppressor {
    * (level-rise.ts); 32: no overdrive while a near-end talker is evident (near-end.ts); 64: by the same evidence, the
    * leak and wideband terms held back, the floor raised towards NEAR_FLOOR and the decision-directed weight towards
    * NEAR_DD; 128: while the filter is young, the evidence also takes a cue that does not lean on Φ (talker-cue.ts; the
-   * channel computes it); 256: after a second of summed energies that say talker, no overdrive on a hop that shows one
-   * (near-end.ts, SUSTAINED_HOPS).
+   * channel computes it); 256: after a second of summed energies that say talker, a hop that shows one reads as a clear
+   * talker, share 0 (near-end.ts, SUSTAINED_HOPS).
    */
   terms = 15;
   /** The evidence of a near-end talker (used where terms have 32 or 64). */
