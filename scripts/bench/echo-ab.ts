@@ -14,6 +14,7 @@
 //                          4), and the first second's ERLE, groups …:burst and :first)
 //        [--oracle-knot]  (this side's clip knot, with clipKnot=1, fixed from the first learning step at the scene's true
 //                          clip level and counted as settled: the upper bound of the knot's search)
+//        [--agent]        (a voice agent's far end: digital silence in turns of 1–4 s, about half the time; echo-talkers.ts)
 //        [--narrow]       (scenes at 8 kHz, run as the narrow-band chain runs the canceller, scored at 8 kHz: echo-narrow.ts;
 //                          this side with bins=72, 0–4.44 kHz, unless --set bins=...; no --aecmos)
 import fs from 'node:fs';
@@ -29,7 +30,7 @@ import { bootstrapMean, bootstrapRatio, pairedDiff } from '../lib/stats';
 import { echoBurst, erle, magSdr } from './echo-metrics';
 import { changesAt, FS, makeScene, type Loudspeaker, type Scene, type SceneKind } from './echo-scenes';
 import { costRounds, sceneSecondsFor } from './echo-cpu';
-import { loadTalkers } from './echo-talkers';
+import { agentTalkers, loadTalkers } from './echo-talkers';
 import { optionReader, settingsOf } from '../lib/args';
 import { NARROW_FS, narrowScene, runNarrow } from './echo-narrow';
 
@@ -141,7 +142,7 @@ async function main(args: string[]): Promise<void> {
   const names = ['this', 'other'];
   const makes: Make[] = [() => new EchoCanceller({ channels: 1, ...sets }), () => new Other({ channels: 1, ...otherSets })];
   console.log(`this: ${PROJECT_ROOT} ${JSON.stringify(sets)}${oracle ? ' (oracle knot)' : ''}; other: ${other} ${JSON.stringify(otherSets)}`);
-  const talkers = loadTalkers();
+  const talkers = args.includes('--agent') ? agentTalkers(loadTalkers()) : loadTalkers();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-echo-ab-'));
   const res = new Map<string, number[][]>();
   const push = (g: string, vi: number, x: number): void => {
