@@ -50,7 +50,7 @@ export class NearEndEvidence {
   private r = 0;
   /** Consecutive hops whose sums stood at ECHO_HI_DB of the echo estimate or above. */
   private talkerRun = 0;
-  /** Whether a sustained verdict of the sums takes the overdrive away (terms bit 256; the suppressor sets it). */
+  /** Whether a sustained verdict of the sums takes the overdrive away (terms bit 256; set with the suppressor's terms). */
   sustained = false;
   /** Hops since the error last stood above both estimates (large: never). */
   private since = HOLD_HOPS + 1;

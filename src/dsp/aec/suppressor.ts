@@ -54,9 +54,16 @@ export class EchoSuppressor {
    * leak and wideband terms held back, the floor raised towards NEAR_FLOOR and the decision-directed weight towards
    * NEAR_DD; 128: while the filter is young, the evidence also takes a cue that does not lean on Φ (talker-cue.ts; the
    * channel computes it); 256: after a second of summed energies that say talker, a hop that shows one reads as a clear
-   * talker, share 0 (near-end.ts, SUSTAINED_HOPS).
+   * talker, share 0 (near-end.ts, SUSTAINED_HOPS). Set once, by the canceller; setting it also tells the evidence.
    */
-  terms = 15;
+  get terms(): number {
+    return this.mask;
+  }
+  set terms(m: number) {
+    this.mask = m;
+    this.nearEnd.sustained = (m & 256) !== 0;
+  }
+  private mask = 15;
   /** The evidence of a near-end talker (used where terms have 32 or 64). */
   readonly nearEnd = new NearEndEvidence();
   /** The same loops in WebAssembly (hop-passes.ts; bit-identical), set where every array lies in its memory. */
@@ -111,7 +118,6 @@ export class EchoSuppressor {
     const guard = (m & 32) !== 0;
     const hold = (m & 64) !== 0;
     // 1 without evidence of a near-end talker, 0 with clear evidence.
-    this.nearEnd.sustained = (m & 256) !== 0;
     const share = guard || hold ? this.nearEnd.share() : 1;
     const held = hold && share < 1;
     const wPhi = m & 1 ? 1 : 0;
