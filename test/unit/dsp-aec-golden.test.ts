@@ -57,20 +57,20 @@ test('the output with the WebAssembly loops is bit for bit what it was', async (
   expect(aec.arena.kind).toBe('wasm');
   // Since `residualSlope` (2026-11-30, the later of that day's two changes here); since `lostSuppress` the path change
   // of scene 42 moved; the agent's scenes below did not.
-  expect(await outputHash('wasm')).toBe('3084d4b4a6755c1a605349fdb87cafca918ec653c1a5162173f7b55d56cb2939');
-  expect(await outputHash('wasm', false, undefined, NO_SLOPE)).toBe('5a5a2bb28a81d00bfef402e725a264409ec584d040bd276d1a59bdda807ccb32');
-  expect(await outputHash('wasm', false, undefined, NO_LOST)).toBe('b2941f5d73af9e2db1eb3859b4b7671f01a26c992112a84dccc160bfeb389343');
-  expect(await outputHash('wasm', false, undefined, NO_FRAME)).toBe('6b4db590ea8a2d77ff5dc4d4df36996526057d3cb45661d261c3671d87c12582');
-  expect(await outputHash('wasm', false, undefined, SLOW)).toBe('e330837687c3d6b380efe761d9e301f5cf53004e3891040e34916a1f7e61e024');
-  expect(await outputHash('wasm', false, undefined, BEFORE)).toBe('dd354cefddc9f942bf2c788abf5bf14dc8034f1ec5b80fb89a3154458a37a293');
+  expect(await outputHash('wasm', false, 511)).toBe('3084d4b4a6755c1a605349fdb87cafca918ec653c1a5162173f7b55d56cb2939');
+  expect(await outputHash('wasm', false, 511, NO_SLOPE)).toBe('5a5a2bb28a81d00bfef402e725a264409ec584d040bd276d1a59bdda807ccb32');
+  expect(await outputHash('wasm', false, 511, NO_LOST)).toBe('b2941f5d73af9e2db1eb3859b4b7671f01a26c992112a84dccc160bfeb389343');
+  expect(await outputHash('wasm', false, 511, NO_FRAME)).toBe('6b4db590ea8a2d77ff5dc4d4df36996526057d3cb45661d261c3671d87c12582');
+  expect(await outputHash('wasm', false, 511, SLOW)).toBe('e330837687c3d6b380efe761d9e301f5cf53004e3891040e34916a1f7e61e024');
+  expect(await outputHash('wasm', false, 511, BEFORE)).toBe('dd354cefddc9f942bf2c788abf5bf14dc8034f1ec5b80fb89a3154458a37a293');
 });
 
 test('the output with the JavaScript loops is bit for bit what it was', async () => {
-  expect(await outputHash('js')).toBe('a6434686c1d11b4224474ddf1d2270847c86fdae171f484db805616efa84588e');
-  expect(await outputHash('js', false, undefined, NO_SLOPE)).toBe('042e981ad01e64983c96bded4c7b9f059c168332e1cda8644c28d607aa4d81d2');
-  expect(await outputHash('js', false, undefined, NO_LOST)).toBe('e2b05602e4377be2c6d53da26f72d806bbdbfba71237e60410022f669d3aba9d');
-  expect(await outputHash('js', false, undefined, NO_FRAME)).toBe('ccf9fe604ed080a1cf62d492c560de9cc6b9ef19687a48a0192755ea434241d2');
-  expect(await outputHash('js', false, undefined, BEFORE)).toBe('370a1259d353ae3b060d0a243e4a0da398ed4e458420d55d36f67b1c13ecef9d');
+  expect(await outputHash('js', false, 511)).toBe('a6434686c1d11b4224474ddf1d2270847c86fdae171f484db805616efa84588e');
+  expect(await outputHash('js', false, 511, NO_SLOPE)).toBe('042e981ad01e64983c96bded4c7b9f059c168332e1cda8644c28d607aa4d81d2');
+  expect(await outputHash('js', false, 511, NO_LOST)).toBe('e2b05602e4377be2c6d53da26f72d806bbdbfba71237e60410022f669d3aba9d');
+  expect(await outputHash('js', false, 511, NO_FRAME)).toBe('ccf9fe604ed080a1cf62d492c560de9cc6b9ef19687a48a0192755ea434241d2');
+  expect(await outputHash('js', false, 511, BEFORE)).toBe('370a1259d353ae3b060d0a243e4a0da398ed4e458420d55d36f67b1c13ecef9d');
 });
 
 test("a reference of digital silence in turns (a voice agent's) gives what it gave before the shortcuts for silence", async () => {
@@ -104,6 +104,14 @@ test("a reference of digital silence in turns (a voice agent's) gives what it ga
   expect(await outputHash('js', true, 255, NO_FRAME)).toBe('56fd045c86efbd75b7468d064e749d55c6052d821db70fae29cad7a09bfe98eb');
   // With the default terms (511, since 2026-12-01: no overdrive after a second of sums that say "talker"; docs/echo.md,
   // "A talker the residual estimate hides"): this scene's double talk is long enough for it.
+  expect(await outputHash('wasm', true, 511)).toBe('86cac2223c70fed28155503c4a4e0178dafea1ad020296f7dfaa135787c2bd75');
+  expect(await outputHash('js', true, 511)).toBe('122b4f70c10a402c504ca0dd3870e931750b85995825b8a8550b21b99a977be8');
+  // With terms 1023 (bit 512, off by default: on a hop with evidence of a talker the overdrive per bin; docs/echo.md,
+  // "Overdrive per bin"), in both scenes; the 511 hashes above are the default's.
+  expect(await outputHash('wasm', true, 1023)).toBe('bc53e71fd7816d28360d01fe6647a60e93a57b4880b4bc63b4d85136106c18b1');
+  expect(await outputHash('js', true, 1023)).toBe('5eab3c4baa723bc090b5ab87e18166577428b0e9532bbedca3da8612a6d3afbc');
+  expect(await outputHash('wasm', false, 1023)).toBe('5f7a6d1a15ba53509cfca7e3d0b4809eb897349a5663fce8e9911b4c86d15b25');
+  expect(await outputHash('js', false, 1023)).toBe('ea081052cdc6279810b6765aa56095040510f3e490b20ed6d90aec4d311949fe');
   expect(await outputHash('wasm', true)).toBe('86cac2223c70fed28155503c4a4e0178dafea1ad020296f7dfaa135787c2bd75');
   expect(await outputHash('js', true)).toBe('122b4f70c10a402c504ca0dd3870e931750b85995825b8a8550b21b99a977be8');
 });
@@ -122,9 +130,9 @@ test('with many cancellers on the thread (where a stream prefetches its state) t
   const others = Array.from({ length: 8 }, () => new EchoCanceller({ channels: 1 }));
   const touch = jest.spyOn(AecArena.prototype, 'touch');
   try {
-    expect(await outputHash('wasm')).toBe('3084d4b4a6755c1a605349fdb87cafca918ec653c1a5162173f7b55d56cb2939');
+    expect(await outputHash('wasm', false, 511)).toBe('3084d4b4a6755c1a605349fdb87cafca918ec653c1a5162173f7b55d56cb2939');
     expect(await outputHash('wasm', true, 63, BEFORE)).toBe('fffa1ca5947d5053cca7a2e6f5af5e82269c7071d736f8040c8b1ffaaa3126e5');
-    expect(await outputHash('wasm', true)).toBe('86cac2223c70fed28155503c4a4e0178dafea1ad020296f7dfaa135787c2bd75');
+    expect(await outputHash('wasm', true, 511)).toBe('86cac2223c70fed28155503c4a4e0178dafea1ad020296f7dfaa135787c2bd75');
     expect(touch.mock.calls.length).toBeGreaterThan(500);
   } finally {
     touch.mockRestore();

@@ -40,6 +40,7 @@ export type SuppressKernel = (
   K: number, ePow: Float64Array, yPow: Float64Array, phi: Float32Array, beta: Float64Array, tailIn: Float64Array, tailDecay: Float64Array, nl: Float64Array,
   g: Float64Array, prevClean: Float64Array, noise: Float64Array, smoothPow: Float64Array, tail: Float64Array, resid: Float64Array,
   wPhi: number, wLeak: number, wTail: number, wNl: number, over: number, rise: number, overdrive: number, dd: number, floor: number,
+  binOd: number, odHi: number, odLo: number,
 ) => void;
 
 export const jsHopPasses: HopPasses = {
@@ -172,7 +173,7 @@ export function wasmHopPasses(mod: WebAssembly.Module, memory: WebAssembly.Memor
       out.set(outBlock, at);
     },
     mulInto: (K, a, b, out) => k.mulInto(K, a.byteOffset, b.byteOffset, out.byteOffset),
-    suppress: (K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, prevClean, noise, smoothPow, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor) => {
+    suppress: (K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, prevClean, noise, smoothPow, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor, binOd, odHi, odLo) => {
       par[0] = wPhi;
       par[1] = wLeak;
       par[2] = wTail;
@@ -182,6 +183,9 @@ export function wasmHopPasses(mod: WebAssembly.Module, memory: WebAssembly.Memor
       par[6] = overdrive;
       par[7] = dd;
       par[8] = floor;
+      par[9] = binOd;
+      par[10] = odHi;
+      par[11] = odLo;
       k.suppress(K, ePow.byteOffset, yPow.byteOffset, phi.byteOffset, beta.byteOffset, tailIn.byteOffset, tailDecay.byteOffset, nl.byteOffset,
         g.byteOffset, prevClean.byteOffset, noise.byteOffset, smoothPow.byteOffset, tail.byteOffset, resid.byteOffset, par.byteOffset);
     },

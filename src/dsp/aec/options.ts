@@ -56,7 +56,10 @@ export interface EchoCancellerOptions extends PresenceOptions {
    * before it), and in the first seconds a talker cue that does not lean on the filter 128 (talker-cue.ts; 255 since
    * 2026-11-29, its cost × 1.00–1.04 over a 20 s stream; 127 is the canceller before it), and a clear talker (no overdrive,
    * the hold in full) once the evidence's sums have said "talker" for a second 256 (near-end.ts; default 511 since 2026-12-01, 255 the
-   * canceller before it: docs/echo.md, "A talker the residual estimate hides").
+   * canceller before it: docs/echo.md, "A talker the residual estimate hides"). Bit 512, off by default: on a hop with
+   * that evidence, the overdrive per bin by the bin's error over its residual estimate (suppressor.ts OD_HI; 1023 with
+   * it). It keeps more of a near end that starts in the filter's first seconds, and lets more echo through there in
+   * single talk (docs/echo.md, "Overdrive per bin").
    */
   terms?: number;
   /** The loudspeaker's distortion modelled (loudspeaker.ts; default true). */

@@ -17,6 +17,13 @@ import { EVIDENCE_FROM, EVIDENCE_TO, NearEndEvidence } from './near-end';
 /** Where a near-end talker is evident (terms bit 64): the gain's floor (−20 dB) and the decision-directed weight. */
 const NEAR_FLOOR = Math.pow(10, -20 / 20);
 const NEAR_DD = 0.8;
+/**
+ * terms bit 512 (off by default): on a hop with evidence of a near-end talker (share < 1), the overdrive per bin is
+ * scaled by that bin's error over its residual estimate: full at OD_LO or below, none at OD_HI or above (docs/echo.md,
+ * "Overdrive per bin"). A bin the talker fills keeps its near end; a bin with only echo in it is still driven down.
+ */
+const OD_HI = 3;
+const OD_LO = 0.5;
 
 export interface SuppressorOptions {
   bins: number;
@@ -54,7 +61,8 @@ export class EchoSuppressor {
    * leak and wideband terms held back, the floor raised towards NEAR_FLOOR and the decision-directed weight towards
    * NEAR_DD; 128: while the filter is young, the evidence also takes a cue that does not lean on Φ (talker-cue.ts; the
    * channel computes it); 256: after a second of summed energies that say talker, a hop that shows one reads as a clear
-   * talker, share 0 (near-end.ts, SUSTAINED_HOPS). Set once, by the canceller; setting it also tells the evidence.
+   * talker, share 0 (near-end.ts, SUSTAINED_HOPS); 512 (off by default): on a hop with such evidence, the overdrive per
+   * bin by the bin's error over its residual estimate (OD_HI). Set once, by the canceller; setting it also tells the evidence.
    */
   get terms(): number {
     return this.mask;
@@ -131,8 +139,9 @@ export class EchoSuppressor {
     const overdrive = guard ? 1 + (o.overdrive - 1) * share : o.overdrive;
     const dd = held ? o.ddAlpha + (NEAR_DD - o.ddAlpha) * (1 - share) : o.ddAlpha;
     const floor = held && o.floor < NEAR_FLOOR ? o.floor * Math.pow(NEAR_FLOOR / o.floor, 1 - share) : o.floor;
+    const binOd = (m & 512) !== 0 && share < 1 ? 1 : 0;
     if (this.kernel) {
-      this.kernel(K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, this.prevClean, noise, sp, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor);
+      this.kernel(K, ePow, yPow, phi, beta, tailIn, tailDecay, nl, g, this.prevClean, noise, sp, tail, resid, wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor, binOd, OD_HI, OD_LO);
       if (guard || hold) this.nearEnd.update(ePow, yPow, held ? this.fullResid(phi, beta, yPow, nl, over) : resid);
       return g;
     }
@@ -171,7 +180,9 @@ export class EchoSuppressor {
     const prev = this.prevClean;
     for (let k = 0; k < K; k++) {
       const e = ePow[k];
-      const inv = 1 / (od * resid[k] + 1e-20);
+      let odk = od;
+      if (binOd !== 0) odk = 1 + (od - 1) * Math.min(1, Math.max(0, (OD_HI - e / (resid[k] + 1e-20)) / (OD_HI - OD_LO)));
+      const inv = 1 / (odk * resid[k] + 1e-20);
       const post = e * inv;
       const prior = dd * prev[k] * inv + (1 - dd) * (post > 1 ? post - 1 : 0);
       let gk = prior / (1 + prior);

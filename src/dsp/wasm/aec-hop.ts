@@ -144,7 +144,8 @@ export function suppress(
   K: i32, ePow: usize, yPow: usize, phi: usize, beta: usize, tailIn: usize, tailDecay: usize, nl: usize,
   g: usize, prevClean: usize, noise: usize, smoothPow: usize, tail: usize, resid: usize, par: usize,
 ): void {
-  // The nine scalars come through memory (par: wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor): V8 called
+  // The scalars come through memory (par: wPhi, wLeak, wTail, wNl, over, rise, overdrive, dd, floor, binOd and its two
+  // bounds, suppressor.ts OD_HI / OD_LO): V8 called
   // the function with them as arguments through a generic JS-to-WebAssembly wrapper, ~3 % of the canceller's time.
   const wPhi = f64At(par, 0);
   const wLeak = f64At(par, 1);
@@ -155,6 +156,9 @@ export function suppress(
   const overdrive = f64At(par, 6);
   const dd = f64At(par, 7);
   const floor = f64At(par, 8);
+  const binOd = f64At(par, 9);
+  const odHi = f64At(par, 10);
+  const odLo = f64At(par, 11);
   let eSum: f64 = 0;
   let rSum: f64 = 0;
   let prevLeak = f64At(beta, 0) * f64At(yPow, 0);
@@ -189,7 +193,9 @@ export function suppress(
   const od = 1 + (overdrive - 1) * Math.min(1, Math.max(0, (6 - dom) / 4));
   for (let k = 0; k < K; k++) {
     const e = f64At(ePow, k);
-    const inv = 1 / (od * f64At(resid, k) + 1e-20);
+    let odk = od;
+    if (binOd != 0) odk = 1 + (od - 1) * Math.min(1, Math.max(0, (odHi - e / (f64At(resid, k) + 1e-20)) / (odHi - odLo)));
+    const inv = 1 / (odk * f64At(resid, k) + 1e-20);
     const post = e * inv;
     const prior = dd * f64At(prevClean, k) * inv + (1 - dd) * (post > 1 ? post - 1 : 0);
     let gk = prior / (1 + prior);
