@@ -12,6 +12,7 @@ export const CLOSE = {
   invalidData: 1007,
   internal: 1011,
   restarting: 1012,
+  /** Reserved (docs/streaming.md): nothing sends it yet, there being no admission limit for live streams. */
   overloaded: 1013,
   /** The key was revoked, expired or deleted while the stream ran (streaming/access.ts). */
   keyRefused: 4401,
