@@ -1,4 +1,4 @@
-// The bulk-delay guard (option `delayGuard`, off by default; canceller.ts applyDelay, EchoChannel.sinceHit): a delay
+// The bulk-delay guard (option `delayGuard`, on by default; canceller.ts applyDelay, EchoChannel.sinceHit): a delay
 // estimate that moves while the filter is cancelling, and would push the filter's strongest partition out of its window,
 // is not followed; a true delay change, after which the filter no longer cancels, still is. Unit tier.
 import { AEC_LATENCY, EchoCanceller } from '../../src/dsp/aec';
@@ -12,8 +12,8 @@ jest.setTimeout(60_000);
  * The canceller over a scene in chunks of the sizes `chunks` cycles through; from `at` s (counted in the estimator's
  * hops, so whatever the chunking) the delay estimator's lag is pinned to `lag` hops.
  */
-function pinned(scene: Scene, at: number, lag: number, delayGuard: boolean, chunks = [320]): { out: Float32Array; bulk: number } {
-  const aec = new EchoCanceller({ channels: 1, delayGuard });
+function pinned(scene: Scene, at: number, lag: number, delayGuard: boolean | undefined, chunks = [320]): { out: Float32Array; bulk: number } {
+  const aec = new EchoCanceller(delayGuard === undefined ? { channels: 1 } : { channels: 1, delayGuard });
   const d = aec.delay as unknown as { lag: number; push: (...a: unknown[]) => void };
   const push = d.push.bind(d);
   let hops = 0;
@@ -54,6 +54,10 @@ test('a wrong delay estimate while the filter cancels does not throw the filter 
   expect(eOn).toBeGreaterThan(eOff + 10);
   const free = erle(scene, runCanceller([scene.mic], scene.ref, { delayGuard: true }).out[0], 9 * FS, 14 * FS);
   expect(eOn).toBeGreaterThan(free - 1);
+  // The default has the guard on (docs/echo.md, "The delay guard on by default").
+  const byDefault = pinned(scene, 8, 33, undefined);
+  expect(byDefault.bulk).toBe(on.bulk);
+  expect(Buffer.from(byDefault.out.buffer).equals(Buffer.from(on.out.buffer))).toBe(true);
 });
 
 test('a true delay change beyond the window is still followed', async () => {

@@ -446,7 +446,8 @@ export class EchoCanceller {
     if (bulk === this.bulk) return;
     // A filter that is cancelling (EchoChannel.vetoes) knows where the echo is better than the envelopes do: the
     // estimator's lag moved by near-end speech (or its end) would push the strongest partition out of the window and
-    // throw the converged filter away (docs/echo.md, "A delay move in double talk").
+    // throw the converged filter away (docs/echo.md, "A delay move in double talk"); in a long reverberant room the
+    // estimate drifts late along its correlation's plateau ("The delay guard on by default").
     if (this.opts.delayGuard && ch0.vetoes(this.bulk - bulk)) return;
     const o = this.opts.reopen;
     const reopen = o === 'always' || (o === 'first' && this.moves === 0);
