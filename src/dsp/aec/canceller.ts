@@ -21,7 +21,7 @@ import { jsHopPasses } from './hop-passes';
 import { AecArena } from './kernel';
 import { LoudspeakerModel } from './loudspeaker';
 import { NonlinearLearner } from './nl-learner';
-import { resolveOptions, type EchoCancellerOptions, type EchoCancellerStats, type ResolvedOptions } from './options';
+import { channelShared, resolveOptions, type EchoCancellerOptions, type EchoCancellerStats, type ResolvedOptions } from './options';
 import { StatePrefetch } from './prefetch';
 import { PriorScale } from './prior-scale';
 import { RefRing } from './ref-ring';
@@ -177,10 +177,18 @@ export class EchoCanceller {
     this.far = new FarActivity(this.ring, SILENT_FRAME_POWER);
     const ringEnd = this.arena.used;
     this.delay = new DelayEstimator(this.arena, { maxLag: this.maxLagHops, firstBin: 4, binsPerBand: 3 });
+    const shared = channelShared(o);
     this.chans = Array.from(
       { length: opts.channels },
       // Only channel 0's microphone feeds the delay estimator.
-      (_, c) => new EchoChannel(this.arena, { ...chan, shadowStep: o.shadowStep, step: o.step, forget: o.forget, forgetFree: o.forgetFree, priorDecay: o.priorDecay, overEstimate: o.overEstimate, floorDb: o.floorDb, linearOnly: o.linearOnly, betaBias: o.betaBias, residualSlope: o.residualSlope, residualSlopeScale: o.residualSlopeScale, residualSlopeCorr: o.residualSlopeCorr, overdrive: o.overdrive, presence: o.presence, presenceRestart: opts.presenceRestart ?? true, lostEcho: o.lostEcho, delayDoubt: o.delayDoubt, shadowFrame: o.shadowFrame, bins: o.bins, delayFromMic: o.delayFromMic && c === 0, findJump: o.findJump && o.delayDoubt, followGain: o.followGain, earlyJump: o.earlyJump, lostSuppress: o.lostSuppress }),
+      (_, c) =>
+        new EchoChannel(this.arena, {
+          ...chan,
+          ...shared,
+          presenceRestart: opts.presenceRestart ?? true,
+          delayFromMic: o.delayFromMic && c === 0,
+          findJump: o.findJump && o.delayDoubt,
+        }),
     );
     if (o.nonlinear) {
       this.model = new LoudspeakerModel(this.arena, HOP, capacity + 2, stride, o.clipKnot);

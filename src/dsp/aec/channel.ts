@@ -4,6 +4,7 @@
 import type { RowFft } from '../fft-pairs';
 import { jsHopPasses, type HopPasses } from './hop-passes';
 import type { AecArena } from './kernel';
+import type { ChannelShared } from './options';
 import type { NonlinearLearner } from './nl-learner';
 import { PartitionedKalmanFilter } from './kalman-filter';
 import type { RefRing } from './ref-ring';
@@ -20,50 +21,22 @@ import { TalkerCue, youngWeight } from './talker-cue';
 /** Hops without a near-end talker (near-end.ts) before the Kalman filter forgets at `forgetFree` (1 s). */
 const FREE_AFTER_HOPS = 125;
 
-export interface ChannelOptions {
+/**
+ * A channel's options: the canceller's resolved options that every channel takes as they are (options.ts documents
+ * each), and these, set per canceller or per channel.
+ */
+export interface ChannelOptions extends ChannelShared {
   hop: number;
   partitions: number;
   shadowPartitions: number;
-  /** The shadow filter's step (options.ts `shadowStep`). */
-  shadowStep: number;
-  step: number;
-  forget: number;
-  /** A² without near-end evidence (options.ts `forgetFree`). */
-  forgetFree: number;
-  priorDecay: number;
-  overEstimate: number;
-  floorDb: number;
-  linearOnly: boolean;
-  betaBias: number;
-  /** Far-end hops of the residual slope's means (0: no slope) and its weight (residual-slope.ts). */
-  residualSlope: number;
-  residualSlopeScale: number;
-  residualSlopeCorr: number;
-  overdrive: number;
-  /** Whether the channel decides that there is no echo at all and then outputs the microphone (echo-presence.ts). */
-  presence: boolean;
   /** Whether an echo appearing after the channel found none is searched for as at a call's start (EchoPresence.restart). */
   presenceRestart: boolean;
-  /** A present filter that lost its echo goes to probation (options.ts `lostEcho`). */
-  lostEcho: boolean;
-  /** The gains capped by the echo's incoherent power while the filter is lost (options.ts `lostSuppress`). */
-  lostSuppress: boolean;
-  /** A present filter in doubt moves with the delay estimator's lag (options.ts `delayDoubt`). */
-  delayDoubt: boolean;
-  /** The suppressor's frame takes the shadow's error where the main filter adds energy (options.ts `shadowFrame`). */
-  shadowFrame: boolean;
   /** The talker cue's lags (the ring's capacity) where terms bit 128 is on, else 0: its memory in the arena. */
   cueLags: number;
-  /** The lowest bins the filters and the suppressor cover (options.ts `bins`; default all): above them the output is 0. */
-  bins?: number;
   /** The delay estimator reads the microphone's power until the filter has cancelled (options.ts; channel 0 only). */
   delayFromMic: boolean;
-  /** The presence decision's mismatch test and lost-echo clock (options.ts `findJump`). */
+  /** The presence decision's mismatch test and lost-echo clock (options.ts `findJump`, with `delayDoubt`). */
   findJump: boolean;
-  /** The filters follow a change of the echo path's gain (options.ts `followGain`). */
-  followGain: boolean;
-  /** Far-end hops of a risen error before an early jump search (options.ts `earlyJump`; 0: none). */
-  earlyJump: number;
 }
 
 /** Scratch shared by the channels of one canceller (they run one after the other), in its arena. */

@@ -168,6 +168,39 @@ export interface EchoCancellerStats {
 /** Every option but the channels and the presence ones, defaults filled in. */
 export type ResolvedOptions = Required<Omit<EchoCancellerOptions, 'channels' | 'presenceRestart'>>;
 
+/** The resolved options every EchoChannel takes as they are (channel.ts ChannelOptions; the rest are per channel). */
+const CHANNEL_KEYS = [
+  'shadowStep',
+  'step',
+  'forget',
+  'forgetFree',
+  'priorDecay',
+  'overEstimate',
+  'floorDb',
+  'linearOnly',
+  'betaBias',
+  'residualSlope',
+  'residualSlopeScale',
+  'residualSlopeCorr',
+  'overdrive',
+  'presence',
+  'lostEcho',
+  'lostSuppress',
+  'delayDoubt',
+  'shadowFrame',
+  'bins',
+  'followGain',
+  'earlyJump',
+] as const;
+export type ChannelShared = Pick<ResolvedOptions, (typeof CHANNEL_KEYS)[number]>;
+
+/** The options of `o` that each channel takes as they are. */
+export function channelShared(o: ResolvedOptions): ChannelShared {
+  const out: Partial<Record<keyof ChannelShared, unknown>> = {};
+  for (const k of CHANNEL_KEYS) out[k] = o[k];
+  return out as ChannelShared;
+}
+
 export function resolveOptions(opts: EchoCancellerOptions): ResolvedOptions {
   return {
     filterMs: opts.filterMs ?? 282,
