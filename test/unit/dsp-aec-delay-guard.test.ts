@@ -1,4 +1,4 @@
-// The bulk-delay guard (option `delayGuard`, on by default; canceller.ts applyDelay, EchoChannel.sinceHit): a delay
+// The bulk-delay guard (option `delayGuard`, on by default; canceller.ts applyDelay, EchoChannel.vetoes): a delay
 // estimate that moves while the filter is cancelling, and would push the filter's strongest partition out of its window,
 // is not followed; a true delay change, after which the filter no longer cancels, still is. Unit tier.
 import { AEC_LATENCY, EchoCanceller } from '../../src/dsp/aec';
