@@ -13,7 +13,7 @@ jest.setTimeout(60_000);
  * hops, so whatever the chunking) the delay estimator's lag is pinned to `lag` hops.
  */
 function pinned(scene: Scene, at: number, lag: number, delayGuard: boolean | undefined, chunks = [320]): { out: Float32Array; bulk: number } {
-  const aec = new EchoCanceller(delayGuard === undefined ? { channels: 1 } : { channels: 1, delayGuard });
+  const aec = new EchoCanceller({ channels: 1, delayGuard });
   const d = aec.delay as unknown as { lag: number; push: (...a: unknown[]) => void };
   const push = d.push.bind(d);
   let hops = 0;
