@@ -67,6 +67,22 @@ export function reflectionCoefficient(room: Room): number {
 
 /** Image-method room impulse response from `source` to `mic` (1/(4πd) per image, β per reflection). */
 export function imageRir(o: RirOptions): Float64Array {
+  // Scenes share rooms (a seed's scene at several delays, the same scene in several tests of a file): one computation
+  // each, a copy handed out so that a caller may change its own.
+  const key = JSON.stringify([o.room, o.source, o.mic, o.length ?? null]);
+  let h = rirCache.get(key);
+  if (!h) {
+    h = computeImageRir(o);
+    if (rirCache.size >= RIR_CACHE_MAX) rirCache.delete(rirCache.keys().next().value as string);
+    rirCache.set(key, h);
+  }
+  return h.slice();
+}
+
+const RIR_CACHE_MAX = 64;
+const rirCache = new Map<string, Float64Array>();
+
+function computeImageRir(o: RirOptions): Float64Array {
   const fs = FS;
   const len = o.length ?? M.min(fs, M.ceil(o.room.rt60 * fs));
   const h = new Float64Array(len + 2 * SINC_HALF);
@@ -97,7 +113,11 @@ export function imageRir(o: RirOptions): Float64Array {
   const ax = axis(nx, Lx, sx, rx);
   const ay = axis(ny, Ly, sy, ry);
   const az = axis(nz, Lz, sz, rz);
+  // β^r for every reflection count, as exp(r ln β) per image gave it (the same expression: the same bits), once.
+  const betaPow = new Float64Array(2 * (nx + ny + nz) + 4);
+  for (let r = 0; r < betaPow.length; r++) betaPow[r] = M.exp(r * logBeta);
   const maxD2 = maxDist * maxDist;
+  const hLen = h.length;
   for (let i = 0; i < ax.d.length; i++) {
     const dx2 = ax.d[i] * ax.d[i];
     if (dx2 > maxD2) continue;
@@ -110,15 +130,14 @@ export function imageRir(o: RirOptions): Float64Array {
         if (d2 > maxD2) continue;
         const d = M.sqrt(d2);
         const t = (d / C) * fs;
-        const amp = M.exp((rxy + az.refl[k]) * logBeta) / (4 * M.PI * M.max(d, 0.05));
+        const amp = betaPow[rxy + az.refl[k]] / (4 * M.PI * M.max(d, 0.05));
         const ti = M.floor(t);
         const f = M.floor((t - ti) * FRACTIONS);
         const start = ti - SINC_HALF + 1 + SINC_HALF; // h is offset by SINC_HALF so the first taps fit
-        const base = f * taps;
-        for (let q = 0; q < taps; q++) {
-          const idx = start + q;
-          if (idx >= 0 && idx < h.length) h[idx] += amp * tb[base + q];
-        }
+        const base = f * taps - start;
+        const lo = M.max(start, 0);
+        const hi = M.min(start + taps, hLen);
+        for (let idx = lo; idx < hi; idx++) h[idx] += amp * tb[base + idx];
       }
     }
   }
@@ -218,29 +237,44 @@ function fftInPlace(re: Float64Array, im: Float64Array, inverse: boolean): void 
     for (; j & bit; bit >>= 1) j ^= bit;
     j ^= bit;
     if (i < j) {
-      [re[i], re[j]] = [re[j], re[i]];
-      [im[i], im[j]] = [im[j], im[i]];
+      const r = re[i];
+      re[i] = re[j];
+      re[j] = r;
+      const q = im[i];
+      im[i] = im[j];
+      im[j] = q;
     }
   }
+  // Each stage's twiddles by the recurrence w ← w·e^(iθ) from 1, once per stage rather than once per block: the same
+  // values in the same order (the scenes stay as they were, bit for bit), a third of the time.
+  const twr = new Float64Array(n >> 1);
+  const twi = new Float64Array(n >> 1);
   for (let len = 2; len <= n; len <<= 1) {
+    const half = len >> 1;
     const ang = ((inverse ? 2 : -2) * M.PI) / len;
     const wr = M.cos(ang);
     const wi = M.sin(ang);
+    let cr = 1;
+    let ci = 0;
+    for (let j = 0; j < half; j++) {
+      twr[j] = cr;
+      twi[j] = ci;
+      const ncr = cr * wr - ci * wi;
+      ci = cr * wi + ci * wr;
+      cr = ncr;
+    }
     for (let i = 0; i < n; i += len) {
-      let cr = 1;
-      let ci = 0;
-      for (let j = 0; j < len / 2; j++) {
+      for (let j = 0; j < half; j++) {
         const a = i + j;
-        const b = a + len / 2;
-        const tr = re[b] * cr - im[b] * ci;
-        const ti = re[b] * ci + im[b] * cr;
+        const b = a + half;
+        const cr2 = twr[j];
+        const ci2 = twi[j];
+        const tr = re[b] * cr2 - im[b] * ci2;
+        const ti = re[b] * ci2 + im[b] * cr2;
         re[b] = re[a] - tr;
         im[b] = im[a] - ti;
         re[a] += tr;
         im[a] += ti;
-        const ncr = cr * wr - ci * wi;
-        ci = cr * wi + ci * wr;
-        cr = ncr;
       }
     }
   }
