@@ -60,20 +60,34 @@ function withHighBand(x: Float32Array): Float32Array {
     env = Math.abs(x[i]) + a * (env - Math.abs(x[i]));
     shaped[i] = env * (random() - 0.5);
   }
-  const taps = 101;
-  const lp = designLowpass(taps, 4000 / 48000, 8);
-  const mid = (taps - 1) / 2;
-  const hf = new Float32Array(x.length);
-  for (let i = 0; i < x.length; i++) {
-    let acc = 0;
-    for (let k = 0; k < taps; k++) {
-      const j = i + mid - k;
-      if (j >= 0 && j < x.length) acc += lp[k] * shaped[j];
-    }
-    hf[i] = shaped[i] - acc;
-  }
+  const hf = highPass48(shaped, 4000, 101);
   const g = Math.sqrt((energy(x) / energy(hf)) * Math.pow(10, -12 / 10));
   return x.map((v, i) => v + g * hf[i]);
+}
+
+/**
+ * x minus its linear-phase low-pass at `cutoffHz` (48 kHz, `taps` odd): what lies above the cutoff, aligned with x.
+ * Samples before `from` are left 0 (callers that measure from there skip the rest). The taps' sum runs in the same
+ * order at the edges and inside, without a bound check inside.
+ */
+export function highPass48(x: Float32Array, cutoffHz: number, taps: number, from = 0): Float32Array {
+  const lp = designLowpass(taps, cutoffHz / 48000, 8);
+  const mid = (taps - 1) / 2;
+  const n = x.length;
+  const y = new Float32Array(n);
+  for (let i = from; i < n; i++) {
+    let acc = 0;
+    if (i - mid >= 0 && i + mid < n) {
+      for (let k = 0, j = i + mid; k < taps; k++, j--) acc += lp[k] * x[j];
+    } else {
+      for (let k = 0; k < taps; k++) {
+        const j = i + mid - k;
+        if (j >= 0 && j < n) acc += lp[k] * x[j];
+      }
+    }
+    y[i] = x[i] - acc;
+  }
+  return y;
 }
 
 function rng(seed: number): () => number {

@@ -213,10 +213,12 @@ describe('live streams with an echo reference', () => {
       const out = new Float32Array(Buffer.from(c.audio).buffer, 0, c.audio.length / 4);
       expect(out.length).toBe(8 * 16000);
       let e = 0;
+      let nonFinite = 0; // counted, one expect: an expect per sample was 48,000 calls, ~1.5 s of the file
       for (let i = 6.5 * 16000; i < out.length; i++) {
-        expect(Number.isFinite(out[i])).toBe(true);
+        if (!Number.isFinite(out[i])) nonFinite++;
         e += out[i] * out[i];
       }
+      expect(nonFinite).toBe(0);
       levels.push(10 * Math.log10(e / (1.5 * 16000) + 1e-20));
     }
     expect(levels[0]).toBeGreaterThan(-50);
