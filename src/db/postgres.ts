@@ -2,7 +2,11 @@
 // goes through (gateway store, job queue, the SQLite import), transactions on one pooled connection, the migration
 // driver (one transaction under an advisory lock, so replicas starting together migrate once), and the stores'
 // statements on a pool (postgresDatabase).
-import { Pool, type PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
+
+// Loaded with the first pool: a box on SQLite (the default) does not load the driver (~80 ms of CPU at every start).
+let pgModule: typeof import('pg') | null = null;
+const pg = (): typeof import('pg') => (pgModule ??= require('pg') as typeof import('pg'));
 import { POSTGRES, toPositional, type Params, type Row, type Sql, type SqlDatabase } from './dialect';
 import { migrationSteps, runMigrations, type MigrationPlan, type MigrationResult, type MigrationStep } from './migrations';
 
@@ -19,7 +23,7 @@ export interface PoolOptions {
 /** A pool with the service's timeouts: 10 s to connect, idle connections closed after 30 s, statements ≤ 30 s. */
 export function createPool(options: PoolOptions): Pool {
   if (!options.databaseUrl) throw new Error('DATABASE_URL is not set');
-  const pool = new Pool({
+  const pool = new (pg().Pool)({
     connectionString: options.databaseUrl,
     max: options.max,
     connectionTimeoutMillis: 10_000,

@@ -3,7 +3,11 @@
 // client Redis itself maintains and recommends for new Node.js projects; it speaks RESP2/3, reconnects on its own and
 // runs Lua scripts with EVALSHA. One connection per process is enough: node-redis pipelines concurrent commands.
 import crypto from 'node:crypto';
-import { createClient, type RedisClientType } from '@redis/client';
+import type { RedisClientType } from '@redis/client';
+
+// Loaded with the first connection: on memory shared state (the default) the client is never loaded (~200 ms of CPU).
+let redisModule: typeof import('@redis/client') | null = null;
+const redis = (): typeof import('@redis/client') => (redisModule ??= require('@redis/client') as typeof import('@redis/client'));
 import { redactUrl, type Config } from '../../config';
 
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type
@@ -27,7 +31,7 @@ export async function openRedis(config: Pick<Config, 'redisUrl' | 'redisKeyPrefi
   const where = redactUrl(config.redisUrl);
   let started = false;
   let lastLogged = 0;
-  const client = createClient({
+  const client = redis().createClient({
     url: config.redisUrl,
     disableOfflineQueue: true,
     socket: {
