@@ -8,9 +8,11 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { createClient } from '@redis/client';
 import { WebSocketServer } from 'ws';
 import { PROJECT_ROOT } from '../../src/config';
 import { buildTsClient, installDir, run, startProxy, startServer, startStallingServer, type Run, type ServerProcess } from '../helpers/clients-helpers';
+import { startRedis, type RedisServer } from '../helpers/real-servers';
 import { fixture, multipartBody, rawRequest, readZip } from '../helpers/service-helpers';
 import { wavData } from '../helpers/streaming-helpers';
 
@@ -18,6 +20,7 @@ const FIXTURE = fixture('speech-noisy-16k-mono.wav');
 const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 
 let server: ServerProcess;
+let redis: RedisServer;
 let dir: string;
 let token: string;
 let stall: Awaited<ReturnType<typeof startStallingServer>>;
@@ -27,13 +30,29 @@ function driver(name: string, env: Record<string, string>, nodeArgs: string[] = 
   return run(process.execPath, [...nodeArgs, path.join(dir, name)], { cwd: dir, env: { URL: server.url, TOKEN: token, FIXTURE, ...env }, timeoutMs: 110_000 });
 }
 
+/** One admission at `at` (ms) in the key's rate-limit window, as src/shared-state/redis/rate-limiter.ts keeps it. */
+async function seedRateWindow(url: string, keyId: string, at: number): Promise<void> {
+  const client = createClient({ url });
+  await client.connect();
+  try {
+    const key = `nsg:rl:${keyId}`; // REDIS_KEY_PREFIX's default, then the limiter's own prefix
+    await client.zAdd(key, { score: at, value: `${at}:seeded:1` });
+    await client.pExpire(key, 60_000);
+  } finally {
+    await client.quit();
+  }
+}
+
 function expectOk(r: Run): void {
   if (r.code !== 0 || !r.report) throw new Error(`driver failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
 }
 
 beforeAll(async () => {
+  // Shared state on a real Redis (as gateway replicas share it), so that the rate-limit test can start from a window
+  // that already holds a call made 50 s ago.
+  redis = await startRedis();
   [server] = await Promise.all([
-    startServer({ JOBS_ALLOW_PRIVATE_URLS: 'true', JOBS_MAX_ACTIVE_PER_WORKSPACE: '1' }),
+    startServer({ JOBS_ALLOW_PRIVATE_URLS: 'true', JOBS_MAX_ACTIVE_PER_WORKSPACE: '1', REDIS_URL: redis.url }),
     buildTsClient(),
   ]);
   dir = installDir('nsm-ts-client-');
@@ -42,13 +61,18 @@ beforeAll(async () => {
   }
   token = await server.token();
   stall = await startStallingServer();
-  // A key allowed one request a minute: its retried 429 waits about a minute, so it runs while the other tests do.
-  rateRun = driver('ts-retry.mjs', { MODE: 'rate', TOKEN: await server.token({ rpm: 1 }) });
+  // A key allowed one request a minute, whose window already holds a call made 50 s ago: what another gateway replica
+  // sharing this Redis records when it admits one (a sorted set per key, scored by the admission time in ms). Its next
+  // call gets a real 429 rate_limited with a Retry-After of about 10 s, not a minute (the wait the suite saved: ~35 s).
+  const rateToken = await server.token({ rpm: 1 });
+  await seedRateWindow(redis.url, server.keyId(rateToken), Date.now() - 50_000);
+  rateRun = driver('ts-retry.mjs', { MODE: 'rate', TOKEN: rateToken });
 }, 180_000);
 
 afterAll(async () => {
   await stall?.close();
   await server?.stop();
+  await redis?.stop();
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -270,13 +294,15 @@ test('live streams: paced with events, Duplex, TransformStream, WHATWG WebSocket
   }
 });
 
-test('a real 429 rate_limited (1 request a minute) is retried after Retry-After; a shorter patience gets the typed error', async () => {
+test('a real 429 rate_limited (1 request a minute, one already made) is retried after Retry-After; a shorter patience gets the typed error', async () => {
   const r = await rateRun;
   expectOk(r);
   expect(r.report.second).toEqual({ default: 'nsm-2' });
   expect(r.report.retries).toHaveLength(1);
   expect(r.report.retries[0]).toMatchObject({ method: 'GET', status: 429, type: 'rate_limited' });
-  expect(r.report.retries[0].retryAfter).toBeGreaterThan(50);
+  // The seeded call leaves the window 60 s after it was made: about 10 s after the driver's call.
+  expect(r.report.retries[0].retryAfter).toBeGreaterThanOrEqual(2);
+  expect(r.report.retries[0].retryAfter).toBeLessThanOrEqual(12);
   expect(r.report.ms).toBeGreaterThanOrEqual(r.report.retries[0].retryAfter * 1000);
   // maxRetryAfterS 5: the next minute's 429 is thrown at once, with its Retry-After.
   expect(r.report.impatient.error).toMatchObject({ class: 'RateLimitError', type: 'rate_limited', status: 429 });

@@ -84,6 +84,8 @@ export interface ServerProcess {
   token(opts?: { rpm?: number; scopes?: string[] }): Promise<string>;
   /** Credits used this month by the workspace of a key made here. */
   creditsUsed(token: string): Promise<number>;
+  /** The stored id of a key made here (what the gateway's rate-limit window is kept under). */
+  keyId(token: string): string;
   stop(): Promise<void>;
 }
 
@@ -105,14 +107,19 @@ export async function startServer(env: Record<string, string> = {}): Promise<Ser
   }
   const store = openSqliteStore(config);
   const workspaces = new Map<string, string>();
+  const keyIds = new Map<string, string>();
   return {
     url: `http://127.0.0.1:${port}`,
     config,
     async token(opts = {}) {
       const ws = await store.createWorkspace(`clients-${Math.random().toString(36).slice(2)}`, opts.rpm ? 'enterprise' : 'scale', opts.rpm ? { requestsPerMinute: opts.rpm } : undefined);
-      const { token } = await store.createToken({ workspaceId: ws.id, name: 'clients', scopes: opts.scopes ?? ['*'], allowedIps: [], expiresAt: null });
+      const { token, record } = await store.createToken({ workspaceId: ws.id, name: 'clients', scopes: opts.scopes ?? ['*'], allowedIps: [], expiresAt: null });
       workspaces.set(token, ws.id);
+      keyIds.set(token, record.id);
       return token;
+    },
+    keyId(token) {
+      return keyIds.get(token)!;
     },
     async creditsUsed(token) {
       return store.creditsUsed(workspaces.get(token)!, new Date());

@@ -67,6 +67,8 @@ describe('jobs on PostgreSQL across gateway processes', () => {
     DATABASE_URL: databaseUrl,
     JOBS_DIR: path.join(root, 'shared-jobs'),
     JOBS_LEASE_SECONDS: '2',
+    // B re-queues A's job at its first housekeeping pass after the lease ran out: every 0.5 s, not every 5 s.
+    JOBS_HOUSEKEEPING_SECONDS: '0.5',
   });
   const get = async (g: Gateway, id: string): Promise<JobView> => {
     const res = await rawRequest(`${g.base}${API}/jobs/${id}`, { headers: { Authorization: `Bearer ${token}` } });
