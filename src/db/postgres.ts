@@ -3,12 +3,12 @@
 // driver (one transaction under an advisory lock, so replicas starting together migrate once), and the stores'
 // statements on a pool (postgresDatabase).
 import type { Pool, PoolClient } from 'pg';
+import { POSTGRES, toPositional, type Params, type Row, type Sql, type SqlDatabase } from './dialect';
+import { migrationSteps, runMigrations, type MigrationPlan, type MigrationResult, type MigrationStep } from './migrations';
 
 // Loaded with the first pool: a box on SQLite (the default) does not load the driver (~80 ms of CPU at every start).
 let pgModule: typeof import('pg') | null = null;
 const pg = (): typeof import('pg') => (pgModule ??= require('pg') as typeof import('pg'));
-import { POSTGRES, toPositional, type Params, type Row, type Sql, type SqlDatabase } from './dialect';
-import { migrationSteps, runMigrations, type MigrationPlan, type MigrationResult, type MigrationStep } from './migrations';
 
 export interface PoolOptions {
   databaseUrl: string;

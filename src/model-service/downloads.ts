@@ -4,12 +4,12 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { Response } from 'express';
 import type archiverType from 'archiver';
+import type { MemoryFile } from '../audio/memory-file';
+import { contentDisposition } from './names';
 
 // Loaded with the first zip (a batch's download): ~190 ms of CPU that a start-up and a single-file call do not need.
 let archiverModule: typeof archiverType | null = null;
 const archiver = (): typeof archiverType => (archiverModule ??= require('archiver') as typeof archiverType);
-import type { MemoryFile } from '../audio/memory-file';
-import { contentDisposition } from './names';
 
 /** What the zip needs of a batch manifest (app.ts's BatchManifest): each item's output name, and the whole as JSON. */
 interface ZipManifest {

@@ -82,7 +82,6 @@ function sameBits(a: Float32Array, b: Float32Array): boolean {
   return true;
 }
 
-/** The band above 8 kHz of a 48 kHz signal (linear phase FIR high-pass, delay compensated). */
 /** A 16 kHz scene's microphone and reference at 8 kHz (the half-band decimator). */
 function at8k(scene: { mic: Float32Array; ref: Float32Array }): { mic: Float32Array; ref: Float32Array } {
   return { mic: new Decimator2().process(scene.mic), ref: new Decimator2().process(scene.ref) };

@@ -4,11 +4,11 @@
 // runs Lua scripts with EVALSHA. One connection per process is enough: node-redis pipelines concurrent commands.
 import crypto from 'node:crypto';
 import type { RedisClientType } from '@redis/client';
+import { redactUrl, type Config } from '../../config';
 
 // Loaded with the first connection: on memory shared state (the default) the client is never loaded (~200 ms of CPU).
 let redisModule: typeof import('@redis/client') | null = null;
 const redis = (): typeof import('@redis/client') => (redisModule ??= require('@redis/client') as typeof import('@redis/client'));
-import { redactUrl, type Config } from '../../config';
 
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type
 export type RedisClient = RedisClientType<{}, {}, {}, 3, {}>;
