@@ -11,6 +11,7 @@ import path from 'node:path';
 import { createClient } from '@redis/client';
 import { WebSocketServer } from 'ws';
 import { PROJECT_ROOT } from '../../src/config';
+import { rateWindowKey } from '../../src/shared-state/redis/rate-limiter';
 import { buildTsClient, installDir, run, startProxy, startServer, startStallingServer, type Run, type ServerProcess } from '../helpers/clients-helpers';
 import { startRedis, type RedisServer } from '../helpers/real-servers';
 import { fixture, multipartBody, rawRequest, readZip } from '../helpers/service-helpers';
@@ -30,12 +31,15 @@ function driver(name: string, env: Record<string, string>, nodeArgs: string[] = 
   return run(process.execPath, [...nodeArgs, path.join(dir, name)], { cwd: dir, env: { URL: server.url, TOKEN: token, FIXTURE, ...env }, timeoutMs: 110_000 });
 }
 
+/** The server's REDIS_KEY_PREFIX, set here rather than taken from the environment. */
+const REDIS_PREFIX = 'nsg-clients-ts:';
+
 /** One admission at `at` (ms) in the key's rate-limit window, as src/shared-state/redis/rate-limiter.ts keeps it. */
 async function seedRateWindow(url: string, keyId: string, at: number): Promise<void> {
   const client = createClient({ url });
   await client.connect();
   try {
-    const key = `nsg:rl:${keyId}`; // REDIS_KEY_PREFIX's default, then the limiter's own prefix
+    const key = rateWindowKey(REDIS_PREFIX, keyId);
     await client.zAdd(key, { score: at, value: `${at}:seeded:1` });
     await client.pExpire(key, 60_000);
   } finally {
@@ -50,9 +54,11 @@ function expectOk(r: Run): void {
 beforeAll(async () => {
   // Shared state on a real Redis (as gateway replicas share it), so that the rate-limit test can start from a window
   // that already holds a call made 50 s ago.
-  redis = await startRedis();
   [server] = await Promise.all([
-    startServer({ JOBS_ALLOW_PRIVATE_URLS: 'true', JOBS_MAX_ACTIVE_PER_WORKSPACE: '1', REDIS_URL: redis.url }),
+    startRedis().then((r) => {
+      redis = r;
+      return startServer({ JOBS_ALLOW_PRIVATE_URLS: 'true', JOBS_MAX_ACTIVE_PER_WORKSPACE: '1', REDIS_URL: r.url, REDIS_KEY_PREFIX: REDIS_PREFIX });
+    }),
     buildTsClient(),
   ]);
   dir = installDir('nsm-ts-client-');

@@ -34,6 +34,11 @@ end
 return {allowed, count, oldest}
 `);
 
+/** The sorted set that holds `key`'s window under the deployment's key prefix. */
+export function rateWindowKey(prefix: string, key: string): string {
+  return `${prefix}rl:${key}`;
+}
+
 export class RedisRateLimiter implements RateLimiter {
   private seq = 0;
   private readonly tag = Math.random().toString(36).slice(2, 10);
@@ -45,7 +50,7 @@ export class RedisRateLimiter implements RateLimiter {
     const member = `${now}:${this.tag}:${(this.seq = (this.seq + 1) % 1e9)}`;
     const reply = (await SLIDING_WINDOW.run(
       this.redis.client,
-      [`${this.redis.prefix}rl:${key}`],
+      [rateWindowKey(this.redis.prefix, key)],
       [Math.trunc(now), RATE_WINDOW_MS, limit, member, hit ? 1 : 0],
     )) as [number, number, string];
     const [allowed, count, edge] = reply;
