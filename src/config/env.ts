@@ -203,6 +203,7 @@ export const VARIABLES = {
   JOBS_ALLOW_PRIVATE_URLS: v(bool().default(false), { meaning: 'let job `url`/`webhook_url` reach loopback/private addresses (tests, closed networks)' }),
   JOBS_RUNNER: v(bool().default(true), { meaning: '`false`: this process serves the API but runs no jobs and sends no webhooks' }),
   JOBS_LEASE_SECONDS: v(int(1, 86_400).default(30), { meaning: 'a running job whose runner stops renewing for this long is re-queued' }),
+  JOBS_RETRY_SECONDS: v(decimal({ min: 0.1, max: 600 }).default(10), { meaning: 'wait before a job\'s second attempt after a transient failure; each later wait is 4 times longer, at most 10 minutes' }),
   JOBS_HOUSEKEEPING_SECONDS: v(decimal({ min: 0.1, max: 3600 }).default(5), { meaning: 'time between the runner\'s housekeeping passes (re-queue jobs of dead runners once their lease expired, settle pending refunds)' }),
   JOBS_MAX_ACTIVE_PER_WORKSPACE: v(int(1, 100_000).default(20), { meaning: 'queued + running jobs per workspace (`429 too_many_jobs` beyond)' }),
   JOBS_MIN_FREE_DISK_MB: v(int(0, 1_048_576).default(1024), { meaning: 'free-space floor on `DATA_DIR` for new jobs (`507`)' }),

@@ -144,6 +144,8 @@ export interface JobsConfig {
   minFreeDiskBytes: number;
   /** Runs of one job before it is failed for good (crashes, unreachable model service). */
   maxAttempts: number;
+  /** Wait before the second attempt after a transient failure, ×4 for each later one (JOBS_RETRY_SECONDS, 10 s). */
+  retryBaseMs: number;
   /** `nsm jobs`: the server to talk to (NSM_URL, default http://localhost:8080) and the token (NSM_TOKEN). */
   clientUrl: string;
   clientToken: string | null;
@@ -263,6 +265,7 @@ function jobsConfig(e: Environment, dataDir: string, workers: number): JobsConfi
     maxActivePerWorkspace: e.JOBS_MAX_ACTIVE_PER_WORKSPACE,
     minFreeDiskBytes: e.JOBS_MIN_FREE_DISK_MB * MB,
     maxAttempts: 3,
+    retryBaseMs: Math.round(e.JOBS_RETRY_SECONDS * 1000),
     clientUrl: e.NSM_URL.trim().replace(/\/+$/, ''),
     clientToken: e.NSM_TOKEN ?? null,
     crashAt: e.JOBS_CRASH_AT ?? null,

@@ -61,9 +61,10 @@ describe('jobs with a remote model service', () => {
       }, 30_000, 50);
     };
     await startService();
-    // The worker gateway runs two jobs at once; the model service admits one.
+    // The worker gateway runs two jobs at once; the model service admits one. Its first retry waits 1 s
+    // (JOBS_RETRY_SECONDS), not the default 10.
     worker = await createApp(
-      { ...config, modelServiceUrl: serviceUrl, modelServiceToken: MODEL_TOKEN, jobs: { ...config.jobs, concurrency: 2, leaseMs: 3000 } },
+      { ...config, modelServiceUrl: serviceUrl, modelServiceToken: MODEL_TOKEN, jobs: { ...config.jobs, concurrency: 2, leaseMs: 3000, retryBaseMs: 1000 } },
       { log: (l) => logs.push(l) },
     );
     // A second gateway on the same DATA_DIR that only serves the API (no runner).
@@ -126,7 +127,7 @@ describe('jobs with a remote model service', () => {
     }, 120_000, 200);
     expect(done).toMatchObject({ status: 'succeeded', attempts: 2 });
     expect(done.stats).toMatchObject({ duration_s: 600 });
-    expect(logs.some((l) => new RegExp(`${id} attempt 1 failed \\(.*\\); retrying in \\d+ s`).test(l))).toBe(true);
+    expect(logs.some((l) => new RegExp(`${id} attempt 1 failed \\(.*\\); retrying in 1 s`).test(l))).toBe(true);
   });
 
   test('DELETE through another gateway process stops the work on the model service', async () => {

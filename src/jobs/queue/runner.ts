@@ -63,9 +63,9 @@ interface Running {
   done: Promise<void>;
 }
 
-/** Transient failures back off 10 s, 40 s, 160 s … before the next attempt. */
-function retryBackoffMs(attempts: number): number {
-  return Math.min(10 * 60_000, 10_000 * 4 ** Math.max(0, attempts - 1));
+/** Transient failures back off `baseMs`, 4×, 16× … (10 s, 40 s, 160 s by default), at most 10 minutes. */
+function retryBackoffMs(attempts: number, baseMs: number): number {
+  return Math.min(10 * 60_000, baseMs * 4 ** Math.max(0, attempts - 1));
 }
 
 
@@ -314,7 +314,7 @@ export class JobRunner {
     const permanent = classifyPermanent(err);
     if (!permanent && job.attempts < config.jobs.maxAttempts) {
       const error: JobError = { type: 'processing_failed', message: errorMessage(err) };
-      const runAfter = now + retryBackoffMs(job.attempts);
+      const runAfter = now + retryBackoffMs(job.attempts, config.jobs.retryBaseMs);
       await store.retryJob(job.id, this.owner, runAfter, error, true, now);
       this.deps.metrics?.retried('transient');
       log(`[jobs] ${job.id} attempt ${job.attempts} failed (${error.message}); retrying in ${Math.round((runAfter - now) / 1000)} s`, 'warn');
