@@ -99,14 +99,15 @@ test('defaults are unchanged; empty means unset; integers may carry spaces; REDI
     concurrency: Math.max(1, Math.floor(defaultWorkers() / 2)),
     runner: true,
     leaseMs: 30_000,
+    retryBaseMs: 10_000,
     maxActivePerWorkspace: 20,
     minFreeDiskBytes: 1024 * 1024 * 1024,
     clientUrl: 'http://localhost:8080',
     clientToken: null,
   });
-  const given = loadConfig({ WORKERS: ' 3 ', PORT: '', LOG_REQUESTS: 'true', JOB_RETENTION_HOURS: '0.5', REDIS_KEY_PREFIX: '', LOG_LEVEL: 'WARN', NSM_URL: 'http://h:1/' });
-  expect([given.workers, given.port, given.logRequests, given.jobs.retentionMs, given.redisKeyPrefix, given.logLevel, given.jobs.concurrency, given.jobs.clientUrl])
-    .toEqual([3, 8080, true, 1_800_000, '', 'warn', 1, 'http://h:1']);
+  const given = loadConfig({ WORKERS: ' 3 ', PORT: '', LOG_REQUESTS: 'true', JOB_RETENTION_HOURS: '0.5', REDIS_KEY_PREFIX: '', LOG_LEVEL: 'WARN', NSM_URL: 'http://h:1/', JOBS_RETRY_SECONDS: '0.5' });
+  expect([given.workers, given.port, given.logRequests, given.jobs.retentionMs, given.redisKeyPrefix, given.logLevel, given.jobs.concurrency, given.jobs.clientUrl, given.jobs.retryBaseMs])
+    .toEqual([3, 8080, true, 1_800_000, '', 'warn', 1, 'http://h:1', 500]);
 });
 
 describe('every entry point stops on a bad variable with the one line and exit status 1', () => {
