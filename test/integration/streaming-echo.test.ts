@@ -234,6 +234,31 @@ describe('live streams with an echo reference', () => {
     expect(c.done!.stats).toMatchObject({ echo_reference: true, input_seconds: 1 });
   }, 60_000);
 
+  test('vad=true with a reference: the echo-free microphone\'s speech events, at /denoise\'s segments with that echo_reference; the audio unchanged', async () => {
+    // (vad=true with echo_reference=last once failed every stream of the worker's tick: the speech detector was
+    // opened with the input's channels, the reference included, and fed the output's.)
+    const res = await request(handle.app).post(`${API}/denoise`).set('Authorization', `Bearer ${token}`)
+      .attach('file', file('mic16000.wav')).attach('echo_reference', file('far16000.wav'))
+      .field('speech_segments', 'true').field('response', 'json');
+    expect(res.status).toBe(200);
+    const expected = (res.body.speech_segments as Array<{ start_s: number; end_s: number }>).map((x) => [Math.round(x.start_s * 1000), Math.round(x.end_s * 1000)]);
+    expect(expected.length).toBeGreaterThan(0);
+    const input = interleave(2, samples('mic16000.wav'), samples('far16000.wav'));
+    // A plain speech stream at the same time, on the same worker's ticks: it must not notice the other.
+    const [c, plain] = await Promise.all([
+      stream(`${base}?channels=2&echo_reference=last&vad=true`, input, 1280),
+      stream(`${base}?vad=true`, samples('mic16000.wav'), 640),
+    ]);
+    expect([c.errors, plain.errors, c.closeCode, plain.closeCode]).toEqual([[], [], 1000, 1000]);
+    expect(await c.ready).toMatchObject({ echo_reference: true, output_channels: 1, vad: true });
+    expect(c.audio.equals((await denoise('mic16000.wav', 'far16000.wav')).pcm)).toBe(true);
+    expect(c.speech.map((e) => e.type)).toEqual(expected.flatMap(() => ['speech_start', 'speech_end']));
+    const got = expected.map((_, i) => [c.speech[2 * i].at_ms, c.speech[2 * i + 1].at_ms]);
+    // Within one 32 ms frame of the detector, as plain streams (streaming-vad.test.ts).
+    got.forEach(([a, b], i) => expect([Math.abs(a - expected[i][0]) <= 32, Math.abs(b - expected[i][1]) <= 32]).toEqual([true, true]));
+    expect(c.done!.stats).toMatchObject({ echo_reference: true, speech_segment_count: expected.length });
+  }, 120_000);
+
   test.each([
     ['channels=2&echo_reference=first', '"echo_reference" must be last (got "first")'],
     ['channels=2&echo_reference=', '"echo_reference" must be last'],

@@ -30,8 +30,10 @@ export class LiveSpeech {
   open(id: number, stream: LiveChainStream, opts: LiveOpen, session: ort.InferenceSession): void {
     if (!opts.vad) return;
     this.batch ??= new VadBatch(session);
-    this.batch.open(id, { vad: opts.vad, rate: stream.chainRate, channels: opts.channels, dryMix: dryMixForLimit(opts.attenuationLimitDb) });
-    const t: Tapped = { stream, shiftMs: (stream.chainShift * 1000) / stream.chainRate, clientRate: opts.sampleRate, channels: opts.channels, input: [], output: [] };
+    // The tap's channels are the output's: with an echo reference, the echo-free microphone without the reference.
+    const channels = opts.channels - (opts.echoReference ? 1 : 0);
+    this.batch.open(id, { vad: opts.vad, rate: stream.chainRate, channels, dryMix: dryMixForLimit(opts.attenuationLimitDb) });
+    const t: Tapped = { stream, shiftMs: (stream.chainShift * 1000) / stream.chainRate, clientRate: opts.sampleRate, channels, input: [], output: [] };
     // Copies: the chain reuses its buffers within a tick (a flush pushes twice).
     stream.tap = (input, output) => {
       t.input.push(input.map((x) => x.slice()));
@@ -52,7 +54,8 @@ export class LiveSpeech {
 
   /**
    * After the chains' part of a tick: every speech stream's new audio to the batch, and the events it decided added to
-   * the results (a stream not in the tick gets an item of its own, with no bytes).
+   * the results (a stream not in the tick gets an item of its own, with no bytes). What goes wrong here fails speech
+   * streams only: a throw out of this method would fail every stream of the tick (host.ts awaits it for all of them).
    */
   async tick(results: LiveItem[], now = performance.now()): Promise<LiveItem[]> {
     const batch = this.batch;
@@ -68,10 +71,17 @@ export class LiveSpeech {
     for (const [id, t] of this.streams) {
       const end = ended.has(id);
       if (t.output.length === 0 && !end) continue;
-      chunks.push({ id, input: join(t.input, t.channels), output: join(t.output, t.channels), end });
-      tapped.set(id, t);
+      const input = join(t.input, t.channels);
+      const output = join(t.output, t.channels);
       t.input = [];
       t.output = [];
+      if (input === null || output === null) {
+        // Not the channels the stream was opened with: a defect, and this stream's alone.
+        results = this.failOne(results, id, `speech detection failed: the audio has other channels than the stream's ${t.channels}`);
+        continue;
+      }
+      chunks.push({ id, input, output, end });
+      tapped.set(id, t);
     }
     for (const id of ended) this.streams.delete(id); // the batch drops them itself after their last frames
     let decided: Map<number, VadEvent[]>;
@@ -94,6 +104,12 @@ export class LiveSpeech {
     return results;
   }
 
+  private failOne(results: LiveItem[], id: number, message: string): LiveItem[] {
+    this.close(id);
+    const failed: LiveItem = { streamId: id, bytes: new Uint8Array(0), end: false, error: message };
+    return results.some((r) => r.streamId === id) ? results.map((r) => (r.streamId === id ? failed : r)) : [...results, failed];
+  }
+
   private failAll(results: LiveItem[], message: string): LiveItem[] {
     const failed = new Set(this.streams.keys());
     for (const id of failed) this.close(id);
@@ -103,8 +119,9 @@ export class LiveSpeech {
   }
 }
 
-/** A chunk's pieces as one planar array per channel. */
-function join(parts: Float32Array[][], channels: number): Float32Array[] {
+/** A chunk's pieces as one planar array per channel; null when a piece has another number of channels. */
+function join(parts: Float32Array[][], channels: number): Float32Array[] | null {
+  if (parts.some((p) => p.length !== channels)) return null;
   if (parts.length === 1) return parts[0];
   return Array.from({ length: channels }, (_, c) => concatAll(parts.map((p) => p[c])));
 }
