@@ -1,11 +1,12 @@
 // Fuzz of the live-stream protocol against real server processes (issue 35): the gateway with its in-process engine,
 // and a gateway relaying to a model-service process (MODEL_SERVICE_URL: relay.ts and /internal/stream). Seeded
-// clients open streams of any encoding (G.711 too), with or without speech events and an echo reference, and send
-// random text and binary messages (any JSON, 0 and 1 bytes, sizes that are not whole frames, 1 MiB and more, invalid
-// UTF-8), in random orders (before `ready`, end first, end twice, audio after end), pings, raw garbage on the socket,
-// abrupt closes and socket destroys at random moments, and raw upgrade requests cut off at random points. Then: every process is alive, every stream the server closed got a documented close code (and its error
-// message where the protocol promises one), streams that ended normally returned every byte, no credit is left held,
-// and a normal stream opened afterwards equals /denoise. STREAM_FUZZ_SEED=N replays a run; STREAM_FUZZ_MS sets its length.
+// clients open streams of any model and encoding (G.711 too), with or without speech events and an echo reference,
+// send random text and binary messages (any JSON, 0 and 1 bytes, sizes that are not whole frames, 1 MiB and more,
+// invalid UTF-8), in random orders (before `ready`, end first, end twice, audio after end), pings, raw garbage on the
+// socket, abrupt closes and socket destroys at random moments, and raw upgrade requests cut off at random points.
+// Then: every process is alive, every stream the server closed got a documented close code (and its error message
+// where the protocol promises one), streams that ended normally returned every byte, no credit is left held, and a
+// normal stream opened afterwards equals /denoise. STREAM_FUZZ_SEED=N replays a run; STREAM_FUZZ_MS sets its length.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -72,7 +73,7 @@ async function wsClient(url: string, token: string, rnd: () => number, label: st
   const rate = encoding === 'mulaw' || encoding === 'alaw' ? pick([8000, 8000, 16000]) : pick([16000, 16000, 8000, 44100]);
   const frame = { pcm_s16le: 2, pcm_f32le: 4, mulaw: 1, alaw: 1 }[encoding] * channels;
   const q =
-    `model=${pick(['nsm-1', 'nsm-2'])}&encoding=${encoding}&channels=${channels}&sample_rate=${rate}` +
+    `model=${pick(['nsm-1', 'nsm-2', 'nsm-1', 'nsm-2', 'nsm-3', 'nsm-4', 'nsm-2-hd'])}&encoding=${encoding}&channels=${channels}&sample_rate=${rate}` +
     `${echo ? '&echo_reference=last' : ''}${rnd() < 0.25 ? '&vad=true' : ''}`;
   const o: Outcome = { label, actions: [q], code: null, self: false, errors: [], done: null, validBytes: 0, received: 0, sentInvalidUtf8: false, outShare: echo ? (channels - 1) / channels : 1 };
   const ws = new WebSocket(`${url}?${q}`, { headers: { Authorization: `Bearer ${token}` }, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
