@@ -49,6 +49,10 @@ describe('addressRefusal', () => {
     expect(why).toContain(kind === 'metadata' ? 'metadata' : kind);
   });
 
+  test('the reason reads as English: an unspecified address, a loopback one', () => {
+    expect([addressRefusal('0.0.0.0'), addressRefusal('127.0.0.1')]).toEqual(['an unspecified address', 'a loopback address']);
+  });
+
   test.each(['8.8.8.8', '1.1.1.1', '93.184.215.14', '2606:4700:4700::1111', '::ffff:8.8.8.8'])('%s is allowed', (address) => {
     expect(addressRefusal(address)).toBeNull();
   });

@@ -121,8 +121,11 @@ export function addressRefusal(address: string): string | null {
     return 'an IPv4-compatible IPv6 address (::/96)';
   }
   if (range === 'unicast') return null;
-  return `a ${range} address`;
+  // ipaddr.js's range names, as they are (linkLocal, uniqueLocal …); those said with a vowel take "an".
+  return `${AN_RANGES.has(range) ? 'an' : 'a'} ${range} address`;
 }
+
+const AN_RANGES = new Set(['unspecified', 'ipv4Mapped', 'amt', 'as112', 'orchid2']);
 
 export interface GuardOptions {
   /** JOBS_ALLOW_PRIVATE_URLS: skip the address checks (tests and closed networks), all but the metadata one. */
