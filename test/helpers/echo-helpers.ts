@@ -8,6 +8,7 @@
 // the 48 kHz scene decimated by our own 3:1 decimator.
 import path from 'node:path';
 import { PROJECT_ROOT } from '../../src/config';
+import { seededRandom } from '../../src/audio/synthetic-noise';
 import { WavReader } from '../../src/audio/wav';
 import { Decimator3, designLowpass } from '../../src/dsp/resample';
 import { writeWav16 } from '../../scripts/lib/audio-io';
@@ -52,7 +53,7 @@ async function clip48(): Promise<Float32Array> {
 
 /** x plus white noise above 4 kHz under x's envelope (10 ms), 12 dB below x's energy. */
 function withHighBand(x: Float32Array): Float32Array {
-  const random = rng(11);
+  const random = seededRandom(11);
   const a = Math.exp(-1 / (0.01 * 48000));
   const shaped = new Float32Array(x.length);
   let env = 0;
@@ -90,17 +91,6 @@ export function highPass48(x: Float32Array, cutoffHz: number, taps: number, from
   return y;
 }
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** `x` looped (with 0.3 s of silence between repeats) to `n` samples, starting at sample `from` (zeros before). */
 function looped(x: Float32Array, n: number, from: number, gap: number): Float32Array {
   const out = new Float32Array(n);
@@ -110,7 +100,7 @@ function looped(x: Float32Array, n: number, from: number, gap: number): Float32A
 
 /** A sparse room response at 48 kHz: taps (sample offsets) and gains. */
 function room48(delayMs: number, gain: number, seed: number): { at: Int32Array; g: Float64Array } {
-  const random = rng(seed);
+  const random = seededRandom(seed);
   const taps = 200;
   const at = new Int32Array(taps + 1);
   const g = new Float64Array(taps + 1);
@@ -167,7 +157,7 @@ export async function echoScene(o: SceneOptions): Promise<EchoScene> {
   const reversed = x.slice().reverse();
   const near48 = o.nearFrom === undefined ? new Float32Array(n48) : looped(reversed, n48, Math.round(o.nearFrom * 48000), Math.round(0.2 * 48000));
   for (let i = 0; i < n48; i++) near48[i] *= 0.5; // about −26 dBFS, like the echo
-  const random = rng((o.seed ?? 7) + 1);
+  const random = seededRandom((o.seed ?? 7) + 1);
   const mic48 = new Float32Array(n48);
   for (let i = 0; i < n48; i++) mic48[i] = echo48[i] + near48[i] + (random() - 0.5) * 0.002; // noise about −65 dBFS
   if (o.rate === 48000) return { rate: 48000, mic: mic48, ref: far, echo: echo48, near: near48 };

@@ -10,6 +10,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
+import { seededRandom } from '../../src/audio/synthetic-noise';
 import { loadConfig } from '../../src/config';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
@@ -21,18 +22,6 @@ const SEED = Number(process.env.HTTP_FUZZ_SEED || crypto.randomInt(1, 2 ** 31));
 const FUZZ_MS = Number(process.env.HTTP_FUZZ_MS ?? 3000);
 const CONCURRENCY = 4;
 const API = '/v1/noise-suppressor';
-
-/** mulberry32, as in streaming-fuzz.test.ts: small and seedable. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Field names the endpoints know, and values valid or not. */
 const FIELDS: Record<string, string[]> = {
@@ -213,7 +202,7 @@ describe(`HTTP fuzz of the file endpoints (seed ${SEED}, HTTP_FUZZ_SEED to repla
   });
 
   test('the server survives it, answers only as documented, and still denoises', async () => {
-    const rnd = prng(SEED);
+    const rnd = seededRandom(SEED);
     const outcomes: Outcome[] = [];
     const until = Date.now() + FUZZ_MS;
     let n = 0;
@@ -221,7 +210,7 @@ describe(`HTTP fuzz of the file endpoints (seed ${SEED}, HTTP_FUZZ_SEED to repla
       Array.from({ length: CONCURRENCY }, async () => {
         while (Date.now() < until && proc.alive()) {
           const label = `client ${n++}`;
-          const own = prng(Math.floor(rnd() * 2 ** 31));
+          const own = seededRandom(Math.floor(rnd() * 2 ** 31));
           outcomes.push(await (own() < 0.15 ? rawClient(proc.port, token, own, label) : httpClient(proc.url, token, own, label)));
         }
       }),

@@ -11,6 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import WebSocket from 'ws';
+import { seededRandom } from '../../src/audio/synthetic-noise';
 import { loadConfig } from '../../src/config';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
@@ -25,18 +26,6 @@ const IDLE_MS = 1500;
 const SERVICE_TOKEN = 'stream-fuzz-model-service-token-0123456789';
 /** Close codes the server may send a fuzzing client (docs/streaming.md); 1011 would be a defect here. */
 const DOCUMENTED = new Set([1000, 1002, 1007, 1009, 4408]);
-
-/** mulberry32: small, seedable, good enough to pick actions. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const TEXTS = [
   'null', '0', '-1e309', 'true', '[]', '[1,2,{"type":"end"}]', '"end"', '{}', '{"type":null}', '{"type":5}', '{"type":"END"}',
@@ -201,7 +190,7 @@ async function rawClient(port: number, token: string, rnd: () => number, label: 
 }
 
 async function fuzz(proc: ServerProcess, token: string, seed: number): Promise<Outcome[]> {
-  const rnd = prng(seed);
+  const rnd = seededRandom(seed);
   const url = `ws://127.0.0.1:${proc.port}${STREAM_PATH}`;
   const outcomes: Outcome[] = [];
   const until = Date.now() + FUZZ_MS;
@@ -212,7 +201,7 @@ async function fuzz(proc: ServerProcess, token: string, seed: number): Promise<O
       while (Date.now() < until && proc.alive()) {
         const label = `client ${n++}`;
         const clientSeed = Math.floor(rnd() * 2 ** 31);
-        const own = prng(clientSeed);
+        const own = seededRandom(clientSeed);
         outcomes.push(await (own() < 0.12 ? rawClient(proc.port, token, own, label) : wsClient(url, token, own, label)));
       }
     }),
