@@ -10,11 +10,11 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
-import { seededRandom } from '../../src/audio/synthetic-noise';
 import { loadConfig } from '../../src/config';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
 import { fixture } from '../helpers/audio-helpers';
+import { fuzzClients } from '../helpers/fuzz';
 import { eventually, multipartBody, rawRequest, testConfig, type RawResponse } from '../helpers/service-helpers';
 import { startServerProcess, type ServerProcess } from '../helpers/streaming-process-helpers';
 
@@ -202,18 +202,8 @@ describe(`HTTP fuzz of the file endpoints (seed ${SEED}, HTTP_FUZZ_SEED to repla
   });
 
   test('the server survives it, answers only as documented, and still denoises', async () => {
-    const rnd = seededRandom(SEED);
-    const outcomes: Outcome[] = [];
-    const until = Date.now() + FUZZ_MS;
-    let n = 0;
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (Date.now() < until && proc.alive()) {
-          const label = `client ${n++}`;
-          const own = seededRandom(Math.floor(rnd() * 2 ** 31));
-          outcomes.push(await (own() < 0.15 ? rawClient(proc.port, token, own, label) : httpClient(proc.url, token, own, label)));
-        }
-      }),
+    const outcomes = await fuzzClients(SEED, { ms: FUZZ_MS, concurrency: CONCURRENCY, alive: () => proc.alive() }, (own, label) =>
+      own() < 0.15 ? rawClient(proc.port, token, own, label) : httpClient(proc.url, token, own, label),
     );
     expect({ alive: proc.alive(), tail: proc.alive() ? '' : proc.output().slice(-1500) }).toEqual({ alive: true, tail: '' });
     const statuses = new Map<string, number>();

@@ -11,11 +11,11 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import WebSocket from 'ws';
-import { seededRandom } from '../../src/audio/synthetic-noise';
 import { loadConfig } from '../../src/config';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
 import { eventually, fixture, multipartBody, rawRequest, testConfig } from '../helpers/service-helpers';
+import { fuzzClients } from '../helpers/fuzz';
 import { startModelServiceProcess, startServerProcess, type ServerProcess } from '../helpers/streaming-process-helpers';
 import { STREAM_PATH, StreamClient, wavData } from '../helpers/streaming-helpers';
 
@@ -189,24 +189,11 @@ async function rawClient(port: number, token: string, rnd: () => number, label: 
   return o;
 }
 
-async function fuzz(proc: ServerProcess, token: string, seed: number): Promise<Outcome[]> {
-  const rnd = seededRandom(seed);
+function fuzz(proc: ServerProcess, token: string, seed: number): Promise<Outcome[]> {
   const url = `ws://127.0.0.1:${proc.port}${STREAM_PATH}`;
-  const outcomes: Outcome[] = [];
-  const until = Date.now() + FUZZ_MS;
-  let n = 0;
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      // A dead server ends the run at once (the test then says so).
-      while (Date.now() < until && proc.alive()) {
-        const label = `client ${n++}`;
-        const clientSeed = Math.floor(rnd() * 2 ** 31);
-        const own = seededRandom(clientSeed);
-        outcomes.push(await (own() < 0.12 ? rawClient(proc.port, token, own, label) : wsClient(url, token, own, label)));
-      }
-    }),
+  return fuzzClients(seed, { ms: FUZZ_MS, concurrency: CONCURRENCY, alive: () => proc.alive() }, (own, label) =>
+    own() < 0.12 ? rawClient(proc.port, token, own, label) : wsClient(url, token, own, label),
   );
-  return outcomes;
 }
 
 /** What is wrong with an outcome (empty when it is as documented). */
