@@ -237,13 +237,19 @@ describe('live streams with an echo reference', () => {
   test('vad=true with a reference: the echo-free microphone\'s speech events, at /denoise\'s segments with that echo_reference; the audio unchanged', async () => {
     // (vad=true with echo_reference=last once failed every stream of the worker's tick: the speech detector was
     // opened with the input's channels, the reference included, and fed the output's.)
+    // A scene of its own: 12 s, the near end from 8 s. Here the stream's last speech_end came at the end of the
+    // stream (12000 ms, the file's 11840) while its detector compared the output with the echo-free microphone
+    // instead of the microphone as it came, which the file path uses; on the 8 s scene above both gave the same.
+    const scene = await echoScene({ rate: 16000, seconds: 12, nearFrom: 8, delayMs: 80, seed: 3 });
+    writeMono(file('mic-vad.wav'), 16000, scene.mic);
+    writeMono(file('far-vad.wav'), 16000, scene.ref);
     const res = await request(handle.app).post(`${API}/denoise`).set('Authorization', `Bearer ${token}`)
-      .attach('file', file('mic16000.wav')).attach('echo_reference', file('far16000.wav'))
+      .attach('file', file('mic-vad.wav')).attach('echo_reference', file('far-vad.wav'))
       .field('speech_segments', 'true').field('response', 'json');
     expect(res.status).toBe(200);
     const expected = (res.body.speech_segments as Array<{ start_s: number; end_s: number }>).map((x) => [Math.round(x.start_s * 1000), Math.round(x.end_s * 1000)]);
     expect(expected.length).toBeGreaterThan(0);
-    const input = interleave(2, samples('mic16000.wav'), samples('far16000.wav'));
+    const input = interleave(2, samples('mic-vad.wav'), samples('far-vad.wav'));
     // A plain speech stream at the same time, on the same worker's ticks: it must not notice the other.
     const [c, plain] = await Promise.all([
       stream(`${base}?channels=2&echo_reference=last&vad=true`, input, 1280),
@@ -251,7 +257,7 @@ describe('live streams with an echo reference', () => {
     ]);
     expect([c.errors, plain.errors, c.closeCode, plain.closeCode]).toEqual([[], [], 1000, 1000]);
     expect(await c.ready).toMatchObject({ echo_reference: true, output_channels: 1, vad: true });
-    expect(c.audio.equals((await denoise('mic16000.wav', 'far16000.wav')).pcm)).toBe(true);
+    expect(c.audio.equals((await denoise('mic-vad.wav', 'far-vad.wav')).pcm)).toBe(true);
     expect(c.speech.map((e) => e.type)).toEqual(expected.flatMap(() => ['speech_start', 'speech_end']));
     const got = expected.map((_, i) => [c.speech[2 * i].at_ms, c.speech[2 * i + 1].at_ms]);
     // Within one 32 ms frame of the detector, as plain streams (streaming-vad.test.ts).

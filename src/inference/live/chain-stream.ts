@@ -141,7 +141,8 @@ export class LiveChainStream {
       parts.push(this.fromChain ? this.fromChain.process(out) : out);
     }
     const flushed = await this.stream.end();
-    this.tap?.(this.stream.taken, flushed);
+    // The flush took no input (a reference's canceller gives its last echo-free samples: not the microphone's).
+    this.tap?.(this.channels !== this.outChannels ? planar0(this.outChannels) : this.stream.taken, flushed);
     parts.push(this.fromChain ? this.fromChain.process(flushed) : flushed);
     const out = parts.reduce((acc, p) => acc.map((x, c) => concat(x, p[c])));
     return this.encode(this.take(out));
@@ -172,8 +173,9 @@ export class LiveChainStream {
   /** Chain-rate input (with the reference, when there is one) through the chain. */
   private async chainPush(planar: Float32Array[]): Promise<Float32Array[]> {
     const out = await this.stream.push(planar);
-    // The tap sees the input (with a reference, the echo-free microphone) beside the chain's output.
-    this.tap?.(this.stream.taken, out);
+    // The tap sees the input beside the chain's output; with a reference, the microphone as it came (the reference
+    // left out), as the file path's speech detector does: echo the canceller removed is not speech.
+    this.tap?.(this.channels !== this.outChannels ? planar.slice(0, this.outChannels) : this.stream.taken, out);
     return out;
   }
 
@@ -223,4 +225,8 @@ export class LiveChainStream {
     for (let c = 0; c < ch; c++) for (let f = 0; f < frames; f++) out[f * ch + c] = planar[c][f];
     return new Uint8Array(out.buffer);
   }
+}
+
+function planar0(channels: number): Float32Array[] {
+  return Array.from({ length: channels }, () => new Float32Array(0));
 }
