@@ -89,9 +89,9 @@ export class LiveChainStream {
     this.frame = LIVE_SAMPLE_BYTES[opts.encoding] * opts.channels;
   }
 
-  /** Input channels (with an echo reference, the reference last) and output channels. */
+  /** Input channels (with an echo reference, the reference last) and output channels (the tap's too). */
   private readonly channels: number;
-  private readonly outChannels: number;
+  readonly outChannels: number;
   private readonly frame: number;
   /** μ-law or A-law bytes at the edges (null: PCM in `format`). */
   private readonly law: G711Law | null;

@@ -30,8 +30,8 @@ export class LiveSpeech {
   open(id: number, stream: LiveChainStream, opts: LiveOpen, session: ort.InferenceSession): void {
     if (!opts.vad) return;
     this.batch ??= new VadBatch(session);
-    // The tap's channels are the output's: with an echo reference, the echo-free microphone without the reference.
-    const channels = opts.channels - (opts.echoReference ? 1 : 0);
+    // The tap's channels are the output's: with an echo reference, the microphone without the reference.
+    const channels = stream.outChannels;
     this.batch.open(id, { vad: opts.vad, rate: stream.chainRate, channels, dryMix: dryMixForLimit(opts.attenuationLimitDb) });
     const t: Tapped = { stream, shiftMs: (stream.chainShift * 1000) / stream.chainRate, clientRate: opts.sampleRate, channels, input: [], output: [] };
     // Copies: the chain reuses its buffers within a tick (a flush pushes twice).

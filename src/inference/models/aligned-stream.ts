@@ -53,7 +53,8 @@ export class AlignedStream {
   private readonly inputChannels: number;
   /**
    * What the last push() or end() took as the signal its output stands for: the input itself, or with an echo
-   * reference the echo-free microphone (the live tap reads it).
+   * reference the echo-free microphone (the live tap reads it without a reference; with one the tap takes the
+   * microphone as it came, as the file path's speech detector does).
    */
   get taken(): Float32Array[] {
     const parts = this.takenParts;
