@@ -3,8 +3,8 @@
 // back to back by 6 clients for 30 s), then driven for N minutes at RATE_FACTOR of it (Poisson arrivals) with a mix:
 // /denoise of every input format, batches, jobs with webhooks to a loopback receiver (some cancelled), live streams,
 // a few hostile files (junk, empty, truncated) and slow senders; and, beside the mix, live streams of 3 s to a minute
-// paced in real time on a workspace of their own (--streams N open on average; a quarter with speech events, a quarter
-// with an echo reference as a second channel), with their underruns as the bench
+// paced in real time on a workspace of their own (--streams N open on average; a fifth each with speech events, with
+// an echo reference as a second channel, and with both), with their underruns as the bench
 // counts them and their credits checked exactly (the workspace's charge = the sum of ceil(minutes) of each stream).
 // Every window it prints requests by status,
 // unexpected 5xx, p50/p99, RSS and open descriptors of the server's node processes (with its file-work process;
@@ -365,7 +365,7 @@ async function main(): Promise<void> {
         if (performance.now() >= end) break;
         lw.started++;
         live.all.started++;
-        const p = pacedStream(server.port, liveKey.token, livePcm, pick(LIVE_SECONDS), pick(['nsm-1', 'nsm-2']), pick(['plain', 'plain', 'vad', 'echo'] as const)).then((r) => recordLive(lw, r));
+        const p = pacedStream(server.port, liveKey.token, livePcm, pick(LIVE_SECONDS), pick(['nsm-1', 'nsm-2']), pick(['plain', 'plain', 'vad', 'echo', 'echo-vad'] as const)).then((r) => recordLive(lw, r));
         liveInFlight.add(p);
         void p.finally(() => liveInFlight.delete(p));
       }

@@ -239,6 +239,25 @@ export async function runStreamRows(ctx: Ctx, env: NodeJS.ProcessEnv, dataDir: s
     detail: `closes ${tiny.map((r) => r.code).join('/')}, each equal to /denoise: ${tiny.every((r) => same(r, tinyRef))}, ${((Date.now() - t0) / 1000).toFixed(1)} s (target: 1000, equal)`,
   });
 
+  // Speech events with an echo reference (2026-12-02: that stream's first tick once failed every stream of the tick),
+  // beside a plain speech stream: both whole.
+  const mono = pcm(3);
+  const stereo = Buffer.alloc(mono.length * 2);
+  for (let i = 0; i < mono.length / 2; i++) {
+    stereo.writeInt16LE(mono.readInt16LE(2 * i), 4 * i);
+    stereo.writeInt16LE(mono.readInt16LE(2 * ((i + 8000) % (mono.length / 2))), 4 * i + 2);
+  }
+  const [echoVad, plainVad] = await Promise.all([
+    stream(gw, t, '?model=nsm-2&channels=2&echo_reference=last&vad=true', (ws) => sendAll(ws, stereo, 1280)),
+    stream(gw, t, '?model=nsm-2&vad=true', (ws) => sendAll(ws, mono, 640)),
+  ]);
+  const whole = (r: Run): boolean => r.code === 1000 && r.errors.length === 0 && r.bytes === mono.length;
+  ctx.add({
+    item: '36.v', title: 'stream: vad=true with echo_reference=last, beside a plain vad=true stream',
+    pass: whole(echoVad) && whole(plainVad) && gw.alive(),
+    detail: `echo+vad ${echoVad.code} ${echoVad.errors[0]?.type ?? ''} ${echoVad.bytes}/${mono.length} bytes; vad ${plainVad.code} ${plainVad.errors[0]?.type ?? ''} ${plainVad.bytes}/${mono.length} bytes (target: 1000 and every byte, both)`,
+  });
+
   // kill -9 of the file-work process while 3 streams run in real time: they go on.
   const child = childrenOf(gw.child.pid!).find((c) => c.comm === 'node' || c.comm.startsWith('node'));
   const during = Promise.all(Array.from({ length: 3 }, () => stream(gw, t, '', (ws) => realTime(ws, 4))));

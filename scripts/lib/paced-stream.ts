@@ -24,8 +24,11 @@ export interface PacedResult {
   speechEvents: number;
 }
 
-/** 'vad': speech events on; 'echo': a second channel, the same speech from half the clip away, as the echo reference. */
-export type PacedVariant = 'plain' | 'vad' | 'echo';
+/**
+ * 'vad': speech events on; 'echo': a second channel, the same speech from half the clip away, as the echo reference;
+ * 'echo-vad': both.
+ */
+export type PacedVariant = 'plain' | 'vad' | 'echo' | 'echo-vad';
 
 /** Frame k of `pcm` (looped), or for 'echo' that frame interleaved with the reference's. */
 function frameOf(pcm: Buffer, pcmFrames: number, k: number, echo: boolean): Buffer {
@@ -45,7 +48,8 @@ function frameOf(pcm: Buffer, pcmFrames: number, k: number, echo: boolean): Buff
 export function pacedStream(port: number, token: string, pcm: Buffer, seconds: number, model = 'nsm-2', variant: PacedVariant = 'plain'): Promise<PacedResult> {
   return new Promise((resolve) => {
     const r: PacedResult = { sentSeconds: 0, code: 0, refused: false, done: null, errors: [], outFrames: 0, underruns: 0, maxLateMs: 0, speechEvents: 0 };
-    const extra = variant === 'vad' ? '&vad=true' : variant === 'echo' ? '&channels=2&echo_reference=last' : '';
+    const echo = variant === 'echo' || variant === 'echo-vad';
+    const extra = `${echo ? '&channels=2&echo_reference=last' : ''}${variant === 'vad' || variant === 'echo-vad' ? '&vad=true' : ''}`;
     const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/noise-suppressor/stream?model=${model}${extra}`, { headers: { Authorization: `Bearer ${token}` }, perMessageDeflate: false });
     const frames = Math.round((seconds * 1000) / FRAME_MS);
     const pcmFrames = Math.floor(pcm.length / (FRAME_SAMPLES * 2));
@@ -64,7 +68,7 @@ export function pacedStream(port: number, token: string, pcm: Buffer, seconds: n
       while (sendTimes.length < due && ws.readyState === WebSocket.OPEN) {
         const k = sendTimes.length;
         sendTimes.push(performance.now());
-        ws.send(frameOf(pcm, pcmFrames, k, variant === 'echo'));
+        ws.send(frameOf(pcm, pcmFrames, k, echo));
       }
       if (sendTimes.length >= frames) {
         r.sentSeconds = (sendTimes.length * FRAME_MS) / 1000;
