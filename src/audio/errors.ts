@@ -23,6 +23,17 @@ export class AudioTooLongError extends AudioInputError {
   }
 }
 
+/** The file's container is not one the decoder may open (its demuxer is not on the whitelist: AVI, MPEG-TS, FLV, …). */
+export class UnsupportedFormatError extends AudioInputError {
+  override readonly name = 'UnsupportedFormatError';
+  /** ffmpeg's name for the container ("avi", "mpegts"). */
+  readonly format: string;
+  constructor(format: string) {
+    super(`unsupported input format "${format}": send WAV, FLAC, OGG, Opus, MP3, M4A, WebM or another audio file`);
+    this.format = format;
+  }
+}
+
 /** ffmpeg could not be started, the encoder failed, or another internal step broke. */
 export class AudioPipelineError extends Error {
   override readonly name = 'AudioPipelineError';

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
-import { AudioInputError, AudioPipelineError } from './errors';
+import { AudioInputError, AudioPipelineError, UnsupportedFormatError } from './errors';
 import { killChild, spawnFfprobe, StderrTail, untrustedInputArgs, waitForExit } from './ffmpeg';
 
 export { AudioInputError } from './errors';
@@ -200,9 +200,7 @@ export function parseProbe(json: FfprobeJson): MediaProbe {
 export function probeFailure(stderr: string, inputPath: string, errorString: string | null): AudioInputError {
   if (/matches no streams/.test(stderr)) return new AudioInputError('no audio stream found');
   const rejected = /\[([A-Za-z0-9_]+)[A-Za-z0-9_,]* @ 0x[0-9a-f]+\] Format not on whitelist/.exec(stderr);
-  if (rejected) {
-    return new AudioInputError(`unsupported input format "${rejected[1]}": send WAV, FLAC, OGG, Opus, MP3, M4A, WebM or another audio file`);
-  }
+  if (rejected) return new UnsupportedFormatError(rejected[1]);
   const lines = stderr.split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
   // The useful reason is usually the line naming the input ("<path>: Invalid data found ...") plus what preceded it.
   const reasonIdx = lines.findIndex((l) => l.includes(inputPath) && /:\s*\S/.test(l.slice(l.indexOf(inputPath) + inputPath.length)));

@@ -70,9 +70,12 @@ export function containerOf(probe: MediaProbe, nameHint: string): VideoContainer
     if (ext === 'webm' || ext === 'mkv') return ext;
     return misfit ? 'mkv' : 'webm';
   }
-  throw new VideoRequestError(
-    `output_format=video takes MP4, MOV, MKV or WebM input; this file is "${names[0]}" (ask for an audio format instead)`,
-  );
+  throw notAVideoContainer(names[0]);
+}
+
+/** The refusal of an input in a container other than these four (`format`: ffmpeg's name for it). */
+export function notAVideoContainer(format: string): VideoRequestError {
+  return new VideoRequestError(`output_format=video takes MP4, MOV, MKV or WebM input; this file is "${format}" (ask for an audio format instead)`);
 }
 
 /** The extension of a video answer from its content type (jobs name their result by it); null for audio. */

@@ -6,11 +6,11 @@
 // next to the output, removed whatever happens.
 import fs from 'node:fs';
 import path from 'node:path';
-import { AudioAbortedError, AudioPipelineError } from '../audio/errors';
+import { AudioAbortedError, AudioPipelineError, UnsupportedFormatError } from '../audio/errors';
 import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from '../audio/ffmpeg';
 import { assertReadableFile, probeMedia, type MediaProbe } from '../audio/probe';
 import { denoiseFile, type DenoiseFileDeps, type DenoiseFileOptions, type DenoiseStats } from '../pipeline';
-import { CONTAINERS, containerOf, VideoRequestError, videoStreams, type VideoContainer } from './containers';
+import { CONTAINERS, containerOf, notAVideoContainer, VideoRequestError, videoStreams, type VideoContainer } from './containers';
 
 export { CONTAINERS, VIDEO_EXTENSIONS, VideoRequestError, videoExtensionOf, type VideoContainer } from './containers';
 
@@ -38,7 +38,12 @@ export interface VideoPlan {
  */
 export async function planVideo(deps: DenoiseFileDeps, inputPath: string, nameHint: string): Promise<VideoPlan> {
   await assertReadableFile(inputPath);
-  const probe = await probeMedia(deps.config, inputPath);
+  const probe = await probeMedia(deps.config, inputPath).catch((err: unknown) => {
+    // A container the decoder does not open at all (AVI, MPEG-TS, FLV) is as much a wrong request for video as one it
+    // opens but this does not remux (WMV): the same 400, rather than the audio upload's "send WAV, FLAC, …".
+    if (err instanceof UnsupportedFormatError) throw notAVideoContainer(err.format);
+    throw err;
+  });
   if (videoStreams(probe).length === 0) {
     throw new VideoRequestError(
       'output_format=video needs an input with a video stream; this file has none (ask for wav, flac, mp3, opus or m4a instead)',

@@ -135,6 +135,18 @@ describe('over HTTP and as a job', () => {
     const wmv = await request(handle.app).post(`${API}/denoise`).set(auth()).field('output_format', 'video').attach('file', asf);
     expect(wmv.status).toBe(400);
     expect(wmv.body.detail).toMatch(/takes MP4, MOV, MKV or WebM input; this file is "asf"/);
+    // A container the decoder does not open at all gets the same answer, not the audio upload's "send WAV, FLAC, …";
+    // asked for audio, it is still the 422 of an unsupported format.
+    const avi = path.join(tmp, 'talk.avi');
+    await ffmpeg(['-f', 'lavfi', '-i', 'testsrc=size=64x48:rate=10:duration=1', '-i', SPEECH, '-t', '1', '-c:v', 'mpeg4', '-c:a', 'pcm_s16le', '-y', avi]);
+    const aviVideo = await request(handle.app).post(`${API}/denoise`).set(auth()).field('output_format', 'video').attach('file', avi);
+    expect({ status: aviVideo.status, detail: aviVideo.body.detail }).toEqual({
+      status: 400,
+      detail: 'output_format=video takes MP4, MOV, MKV or WebM input; this file is "avi" (ask for an audio format instead)',
+    });
+    const aviAudio = await request(handle.app).post(`${API}/denoise`).set(auth()).attach('file', avi);
+    expect(aviAudio.status).toBe(422);
+    expect(aviAudio.body.detail).toMatch(/^unsupported input format "avi"/);
   });
 
   test('a job with output_format=video: the MKV result, named .mkv', async () => {
