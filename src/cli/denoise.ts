@@ -193,21 +193,38 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
     const parsed = path.parse(input);
     return { input, output: path.join(outDir ?? parsed.dir, `${parsed.name}_denoised.${fmt}`) };
   });
+  const echoReference = stringOf(line, 'echo-reference') ?? null;
   const seen = new Map<string, string>();
   for (const job of jobs) {
     if (job.output === '-') continue;
     const key = path.resolve(job.output);
-    if (job.input !== '-' && key === path.resolve(job.input)) throw new UsageError(`output would overwrite the input ${job.input}`);
+    if (job.input !== '-' && sameFile(job.output, job.input)) throw new UsageError(`output would overwrite the input ${job.input}`);
+    if (echoReference !== null && echoReference !== '-' && sameFile(job.output, echoReference)) {
+      throw new UsageError(`output would overwrite the echo reference ${echoReference}`);
+    }
     const other = seen.get(key);
     if (other !== undefined) throw new UsageError(`${other} and ${job.input} would both be written to ${job.output}`);
     seen.set(key, job.input);
   }
   if (json && jobs.some((j) => j.output === '-')) throw new UsageError('--json cannot share standard output with the audio (-o -)');
-  const echoReference = stringOf(line, 'echo-reference') ?? null;
   if (echoReference !== null && inputs.length > 1) throw new UsageError('--echo-reference goes with one input: each recording has its own far end');
   if (echoReference === '-') throw new UsageError('--echo-reference must be a file (standard input is for the input)');
   if (video && speech?.trimMaxPauseS != null) throw new UsageError('--trim-silence does not apply to a video output: the video keeps its length');
   return { jobs, outDir: outDir ?? null, model, attenuationLimitDb: limit, format: fmt, video, loudnessLufs: loudness, keepInputSampleRate: keep, speech, echoReference, force, json, quiet };
+}
+
+/**
+ * Whether two paths name one file: the same path, or (both existing) the same inode, so that a symbolic or hard link
+ * to the input is not replaced under --force either.
+ */
+function sameFile(a: string, b: string): boolean {
+  if (path.resolve(a) === path.resolve(b)) return true;
+  try {
+    const [x, y] = [fs.statSync(a), fs.statSync(b)];
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
 }
 
 function speechArgs(line: ReturnType<typeof parseCommandLine>): SpeechRequest | null {

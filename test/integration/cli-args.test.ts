@@ -49,6 +49,28 @@ describe('parseCommandLine', () => {
     expect(parseDenoiseArgs(['-', '-o', '-'], 0).jobs).toEqual([{ input: '-', output: '-' }]);
     expect(() => parseDenoiseArgs(['in.wav', '--keep-rate', '--model-rate'], 0)).toThrow('--keep-rate and --model-rate exclude each other');
   });
+
+  test('nsm denoise never writes over its input or its echo reference, by any name (--force or not)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-same-file-'));
+    try {
+      const input = path.join(dir, 'in.wav');
+      const far = path.join(dir, 'far.wav');
+      fs.writeFileSync(input, 'input');
+      fs.writeFileSync(far, 'far end');
+      fs.symlinkSync(input, path.join(dir, 'link.wav'));
+      fs.linkSync(input, path.join(dir, 'hard.wav'));
+      for (const name of ['in.wav', 'link.wav', 'hard.wav']) {
+        expect(() => parseDenoiseArgs([input, '-o', path.join(dir, name), '--force'], 0)).toThrow(`output would overwrite the input ${input}`);
+        expect(() => parseDenoiseArgs([path.join(dir, name), '-o', input, '--force'], 0)).toThrow('output would overwrite the input');
+      }
+      expect(() => parseDenoiseArgs([input, '--echo-reference', far, '-o', far, '--force'], 0)).toThrow(`output would overwrite the echo reference ${far}`);
+      // Another file, existing or not, is an ordinary output.
+      expect(parseDenoiseArgs([input, '-o', path.join(dir, 'out.wav')], 0).jobs).toEqual([{ input, output: path.join(dir, 'out.wav') }]);
+      expect(parseDenoiseArgs([input, '--echo-reference', far, '-o', path.join(dir, 'out.wav')], 0).echoReference).toBe(far);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('one error style on every CLI (real processes)', () => {
