@@ -1,5 +1,7 @@
 // Command-line parsing shared by `nsm`, `nsm jobs`, `keys` and `db`: node:util parseArgs underneath, and one style
 // for every mistake: `<program>: <what is wrong> (see <program> ... --help)`, exit status 2.
+import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 
 /** A mistake in the command line: reported in one line with where to find help, exit status 2. */
@@ -119,4 +121,18 @@ export function takeOption(argv: string[], name: string): { value: string | unde
 export function dataDirFromArgs(argv: string[], env: NodeJS.ProcessEnv): { argv: string[]; env: NodeJS.ProcessEnv } {
   const { value, rest } = takeOption(argv, 'data-dir');
   return { argv: rest, env: value === undefined ? env : { ...env, DATA_DIR: value } };
+}
+
+/**
+ * Whether two paths name one file: the same path, or (both existing) the same inode, so that an output named by a
+ * symbolic or hard link to an input is caught like the same path (the CLIs never write over their inputs).
+ */
+export function sameFile(a: string, b: string): boolean {
+  if (path.resolve(a) === path.resolve(b)) return true;
+  try {
+    const [x, y] = [fs.statSync(a), fs.statSync(b)];
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
 }

@@ -19,7 +19,7 @@ import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/runtime/engine';
 import type { InferenceEngine } from '../inference/types';
-import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
+import { flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { progressReporter } from './progress';
 import { shown, summaryLine } from './denoise-summary';
@@ -211,20 +211,6 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
   if (echoReference === '-') throw new UsageError('--echo-reference must be a file (standard input is for the input)');
   if (video && speech?.trimMaxPauseS != null) throw new UsageError('--trim-silence does not apply to a video output: the video keeps its length');
   return { jobs, outDir: outDir ?? null, model, attenuationLimitDb: limit, format: fmt, video, loudnessLufs: loudness, keepInputSampleRate: keep, speech, echoReference, force, json, quiet };
-}
-
-/**
- * Whether two paths name one file: the same path, or (both existing) the same inode, so that a symbolic or hard link
- * to the input is not replaced under --force either.
- */
-function sameFile(a: string, b: string): boolean {
-  if (path.resolve(a) === path.resolve(b)) return true;
-  try {
-    const [x, y] = [fs.statSync(a), fs.statSync(b)];
-    return x.dev === y.dev && x.ino === y.ino;
-  } catch {
-    return false;
-  }
 }
 
 function speechArgs(line: ReturnType<typeof parseCommandLine>): SpeechRequest | null {

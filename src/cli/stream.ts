@@ -11,7 +11,7 @@ import WebSocket from 'ws';
 import { G711_WAV_HEADER_BYTES, g711WavHeader, pcm16WavHeader } from '../audio/wav';
 import type { Config } from '../config';
 import { MODEL_IDS } from '../inference/types';
-import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec } from './args';
+import { flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { addedLatency, LatencyHistogram } from './stream-latency';
 
@@ -79,7 +79,7 @@ export function parseStreamArgs(argv: string[], env: NodeJS.ProcessEnv) {
   if (!output) throw new UsageError('-o OUT is required (a .wav file, or - for the raw stream on standard output)');
   const input = line.positionals[0];
   if (output !== '-' && path.extname(output).toLowerCase() !== '.wav') throw new UsageError(`the output is a WAV file: name it .wav, or use -o - (got ${output})`);
-  if (output !== '-' && input !== '-' && path.resolve(output) === path.resolve(input)) throw new UsageError(`output would overwrite the input ${input}`);
+  if (output !== '-' && input !== '-' && sameFile(output, input)) throw new UsageError(`output would overwrite the input ${input}`);
   const model = stringOf(line, 'model') ?? 'nsm-2';
   if (!(MODEL_IDS as readonly string[]).includes(model)) throw new UsageError(`unknown model "${model}" (expected one of ${MODEL_IDS.join(', ')})`);
   const rateText = stringOf(line, 'rate') ?? '16000';

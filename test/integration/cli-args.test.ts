@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseCommandLine, UsageError } from '../../src/cli/args';
 import { parseDenoiseArgs } from '../../src/cli/nsm';
+import { parseStreamArgs } from '../../src/cli/stream';
 import { PROJECT_ROOT } from '../../src/config';
 
 const SPECS = {
@@ -64,6 +65,7 @@ describe('parseCommandLine', () => {
         expect(() => parseDenoiseArgs([path.join(dir, name), '-o', input, '--force'], 0)).toThrow('output would overwrite the input');
       }
       expect(() => parseDenoiseArgs([input, '--echo-reference', far, '-o', far, '--force'], 0)).toThrow(`output would overwrite the echo reference ${far}`);
+      expect(() => parseStreamArgs([input, '-o', path.join(dir, 'link.wav'), '--force'], {})).toThrow(`output would overwrite the input ${input}`);
       // Another file, existing or not, is an ordinary output.
       expect(parseDenoiseArgs([input, '-o', path.join(dir, 'out.wav')], 0).jobs).toEqual([{ input, output: path.join(dir, 'out.wav') }]);
       expect(parseDenoiseArgs([input, '--echo-reference', far, '-o', path.join(dir, 'out.wav')], 0).echoReference).toBe(far);
