@@ -6,7 +6,7 @@ import { isOutputFormat, OUTPUT_FORMATS } from '../audio/formats';
 import { LOUDNESS_RANGE } from '../dsp/normalize';
 import { loudnessOption } from './denoise';
 import { MODEL_IDS } from '../inference/types';
-import { flag, parseCommandLine, stringOf, usageLine, UsageError, type OptionSpec, type ParsedLine } from './args';
+import { flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec, type ParsedLine } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { Client, dispositionName, multipartUpload, ServerError, type ApiAnswer } from './jobs-client';
 import { PollSchedule } from './poll-schedule';
@@ -41,6 +41,7 @@ Submit options:
       --webhook-url URL     POSTed a signed job.succeeded / job.failed event
       --wait                wait for the job, then download the result
   -o, --output OUT          with --wait or download: where to save (default: the server's file name)
+      --force               replace OUT when it exists (without it nothing is written over; never the input)
 
 Common options:
       --server URL          default NSM_URL, else http://localhost:8080
@@ -77,6 +78,7 @@ const JOBS_OPTIONS: Record<string, OptionSpec> = {
   'keep-rate': { type: 'boolean' },
   'model-rate': { type: 'boolean' },
   wait: { type: 'boolean' },
+  force: { type: 'boolean' },
   json: { type: 'boolean' },
   quiet: { type: 'boolean', short: 'q' },
   help: { type: 'boolean', short: 'h' },
@@ -198,6 +200,10 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
       throw new ServerError(status, 'download_failed', message);
     }
     output ??= dispositionName(res.headers['content-disposition'] as string | undefined) ?? `${id}.${job.params.output_format}`;
+    if (!flag(opts, 'force') && fs.existsSync(output)) {
+      res.resume();
+      throw new UsageError(`${output} exists; pass --force to replace it (the result stays on the server: nsm jobs download ${id} -o OTHER)`);
+    }
     const resumed = status === 206 && have > 0;
     if (!resumed) have = 0;
     const out = fs.createWriteStream(partial(output), { flags: resumed ? 'a' : 'w' });
@@ -259,6 +265,14 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
           return JOBS_EXIT.badInput;
         }
         const parts = reference !== undefined ? [{ field: 'echo_reference', path: reference }] : [];
+        // Where --wait will save, checked before the upload spends a credit (a name the server gives is checked then).
+        const output = flag(opts, 'wait') ? stringOf(opts, 'output') : undefined;
+        if (output !== undefined) {
+          for (const [input, what] of [[file, 'input'], [reference, 'echo reference']] as const) {
+            if (input !== undefined && sameFile(output, input)) throw new UsageError(`output would overwrite the ${what} ${input}`);
+          }
+          if (!flag(opts, 'force') && fs.existsSync(output)) throw new UsageError(`${output} exists; pass --force to replace it`);
+        }
         let answer: ApiAnswer;
         if (url && parts.length === 0) {
           fields.push(['url', url]);

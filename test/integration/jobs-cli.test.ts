@@ -124,12 +124,47 @@ describe('nsm jobs against a server', () => {
     // Only the missing bytes went over the wire (206), as the request log shows.
     const row = await until(async () => (await handle.store.queryRequests({ endpoint: 'jobs/{id}/result', status: 206, limit: 1 }))[0]);
     expect(row.bytesOut).toBe(served.length - 100_000);
+    // An existing file is not written over without --force; with it, it is.
+    fs.writeFileSync(out, 'precious');
+    const kept = await nsm(['jobs', 'download', id, '-o', out], env, work);
+    expect({ code: kept.code, stderr: kept.stderr }).toEqual({
+      code: 2,
+      stderr: `nsm jobs: ${out} exists; pass --force to replace it (the result stays on the server: nsm jobs download ${id} -o OTHER) (see nsm jobs --help)\n`,
+    });
+    expect(fs.readFileSync(out, 'utf8')).toBe('precious');
+    const forced = await nsm(['jobs', 'download', id, '-o', out, '--force'], env, work);
+    expect(forced.code).toBe(0);
+    expect(fs.readFileSync(out).equals(served)).toBe(true);
     // A finished job's result can be deleted; downloading again then fails.
     const cancel = await nsm(['jobs', 'cancel', id], env, work);
     expect(cancel.stdout.trim()).toBe(`${id} succeeded (result deleted)`);
     const again = await nsm(['jobs', 'download', id, '-o', path.join(work, 'x.wav')], env, work);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/no result/);
+  });
+
+  test('submit --wait -o never names the input or the echo reference, nor an existing file without --force: refused before the upload', async () => {
+    const input = path.join(work, 'keep-in.wav');
+    const far = path.join(work, 'keep-far.wav');
+    fs.copyFileSync(fixture('speech-noisy-16k-mono.wav'), input);
+    fs.copyFileSync(fixture('speech-noisy-16k-mono.wav'), far);
+    fs.symlinkSync(input, path.join(work, 'keep-link.wav'));
+    const before = (await handle.store.queryRequests({ endpoint: 'jobs', limit: 1000 })).length;
+    expect(before).toBeGreaterThan(0); // the earlier submits are in the log: a submit here would show
+    const cases: Array<[string[], string]> = [
+      [[input, '--wait', '-o', input, '--force'], `output would overwrite the input ${input}`],
+      [[input, '--wait', '-o', path.join(work, 'keep-link.wav'), '--force'], `output would overwrite the input ${input}`],
+      [[input, '--echo-reference', far, '--wait', '-o', far, '--force'], `output would overwrite the echo reference ${far}`],
+      [[input, '--wait', '-o', far], `${far} exists; pass --force to replace it`],
+    ];
+    for (const [args, message] of cases) {
+      const r = await nsm(['jobs', 'submit', ...args], env, work);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 2, stderr: `nsm jobs: ${message} (see nsm jobs --help)\n` });
+    }
+    // Nothing was uploaded (no job, no credit) and both files are as they were.
+    expect((await handle.store.queryRequests({ endpoint: 'jobs', limit: 1000 })).length).toBe(before);
+    const original = fs.readFileSync(fixture('speech-noisy-16k-mono.wav'));
+    expect(fs.readFileSync(input).equals(original) && fs.readFileSync(far).equals(original)).toBe(true);
   });
 
   test('submit --format mp3 --loudness -16: the publishing options reach the job', async () => {
