@@ -3,7 +3,8 @@
 // and repeated names), file and echo_reference parts that are audio, garbage, empty, truncated or missing, malformed
 // multipart bodies (no boundary, a wrong one, no closing line, a part cut off, a huge header line), other content
 // types, bad tokens; and raw requests over TCP whose framing lies (a Content-Length never sent, chunk sizes that are
-// not numbers, a request cut off in its headers). Then: the process is alive and logged nothing uncaught, every answer
+// not numbers, a request cut off in its headers); and the JSON endpoints (the console's API with a signed-in session,
+// jobs by id, webhooks, stream tickets) hostile ids, query strings and bodies. Then: the process is alive and logged nothing uncaught, every answer
 // is a documented status (no 500, 502 or 504; 503 only with Retry-After), every refusal is the JSON envelope with its
 // request id, no credit is left held once the jobs are cancelled, and a normal /denoise afterwards succeeds.
 // HTTP_FUZZ_SEED=N replays a run; HTTP_FUZZ_MS sets its length; HTTP_FUZZ_DUMP=FILE writes every outcome to FILE.
@@ -22,6 +23,7 @@ const SEED = Number(process.env.HTTP_FUZZ_SEED || crypto.randomInt(1, 2 ** 31));
 const FUZZ_MS = Number(process.env.HTTP_FUZZ_MS ?? 3000);
 const CONCURRENCY = 4;
 const API = '/v1/noise-suppressor';
+const ADMIN_SECRET = 'http-fuzz-admin-secret-0123456789';
 
 /** Field names the endpoints know, and values valid or not. */
 const FIELDS: Record<string, string[]> = {
@@ -153,6 +155,88 @@ async function httpClient(base: string, token: string, rnd: () => number, label:
   return o;
 }
 
+/** JSON values of every kind and size, for bodies of the JSON endpoints. */
+const JSON_VALUES: unknown[] = [
+  null, true, 0, -1, 1.5, 1e300, 'NaN', '', 'x'.repeat(5000), '../../etc/passwd', '\u0000', '💥', [], [1, 'a'], {}, { name: null },
+  { name: 'w2', plan: 'pro' }, 'free', 'pro', 'enterprise', 'custom', 10, 1e12, ['noise-suppressor:denoise'], '*', ['127.0.0.1'],
+  ['::1/200'], ['not-an-ip'], '2026-13-45', '2099-01-01T00:00:00Z', { __proto__: { admin: true } }, { constructor: { prototype: { x: 1 } } },
+];
+const JSON_NAMES = ['name', 'plan', 'scopes', 'allowed_ips', 'expires_at', 'workspace_id', 'new_workspace', 'requests_per_minute', 'credits_per_month', 'secret', '__proto__', 'constructor'];
+const IDS = ['x', '..', '%2e%2e', `job_${'a'.repeat(300)}`, '%00', '%zz', 'null', '__proto__', 'constructor', '-1', '%F0%9F%92%A5'];
+const CONSOLE_ROUTES: Array<[string, string]> = [
+  ['GET', '/session'], ['POST', '/login'], ['GET', '/keys'], ['POST', '/keys'], ['POST', '/keys/ID/revoke'], ['GET', '/meta'],
+  ['POST', '/playground/key'], ['GET', '/requests'], ['GET', '/workspaces'], ['POST', '/workspaces'], ['POST', '/workspaces/ID/plan'],
+  ['GET', '/workspaces/ID/usage'], ['GET', '/jobs'], ['GET', '/jobs/ID'], ['POST', '/jobs/ID/cancel'], ['GET', '/jobs/ID/result'],
+  ['GET', '/webhooks/secret'], ['POST', '/webhooks/secret/rotate'], ['GET', '/webhooks/deliveries'],
+];
+const API_ROUTES: Array<[string, string]> = [
+  ['GET', '/jobs'], ['GET', '/jobs/ID'], ['DELETE', '/jobs/ID'], ['POST', '/jobs/ID/cancel'], ['GET', '/jobs/ID/result'], ['HEAD', '/jobs/ID/result'],
+  ['POST', '/stream/tickets'], ['GET', '/webhooks/secret'], ['POST', '/webhooks/secret/rotate'], ['GET', '/webhooks/deliveries'], ['PATCH', '/jobs'],
+];
+
+/** The console's session for the JSON client (signed in once; a client that ends it signs in again). */
+interface ConsoleSession {
+  cookie: string;
+  csrf: string;
+}
+
+async function signIn(base: string): Promise<ConsoleSession> {
+  const res = await rawRequest(`${base}/console/api/login`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: Buffer.from(JSON.stringify({ secret: ADMIN_SECRET })) });
+  const cookie = String(res.headers['set-cookie'] ?? '').split(';')[0];
+  return { cookie, csrf: String((parseJson(res.body) as { csrf_token?: string } | null)?.csrf_token ?? '') };
+}
+
+/** JSON endpoints: hostile ids, query strings (arrays, nested keys, huge values) and bodies, signed in or not. */
+async function jsonClient(base: string, token: string, session: ConsoleSession, rnd: () => number, label: string): Promise<Outcome> {
+  const pick = <T>(xs: T[]): T => xs[Math.floor(rnd() * xs.length)];
+  const o: Outcome = { label, actions: [], status: null, problems: [] };
+  const onConsole = rnd() < 0.55;
+  const [routeMethod, route] = pick(onConsole ? CONSOLE_ROUTES : API_ROUTES);
+  const method = rnd() < 0.1 ? pick(['GET', 'POST', 'PUT', 'DELETE', 'PATCH']) : routeMethod;
+  const id = rnd() < 0.8 ? pick(IDS) : encodeURIComponent(JSON.stringify(pick(JSON_VALUES))).slice(0, 300);
+  const query: string[] = [];
+  for (let i = Math.floor(rnd() * 4); i > 0; i--) {
+    const k = pick(['limit', 'cursor', 'status', 'workspace', 'days', 'offset', 'endpoint', 'since', 'ids']);
+    const v = pick(['-1', '0', '1', '1e308', 'abc', '', '%zz', 'x'.repeat(3000), 'queued', 'null', '9999999999999999999']);
+    query.push(pick([`${k}=${v}`, `${k}[]=${v}&${k}[]=1`, `${k}[a][b]=${v}`, `${k}=${v}&${k}=2`]));
+  }
+  const url = `${base}${onConsole ? '/console/api' : API}${route.replace('ID', id)}${query.length ? `?${query.join('&')}` : ''}`;
+  const headers: Record<string, string | number> = {};
+  if (onConsole) {
+    if (rnd() < 0.85) headers.Cookie = rnd() < 0.9 ? session.cookie : pick(['ns_console_session=x', 'ns_console_session=%zz; ns_console_session=y', 'a'.repeat(9000)]);
+    if (rnd() < 0.85) headers['X-CSRF-Token'] = rnd() < 0.9 ? session.csrf : pick(['', 'x', `${session.csrf}x`]);
+  } else if (rnd() < 0.9) headers.Authorization = `Bearer ${token}`;
+  let body: Buffer | undefined;
+  if (method !== 'GET' && method !== 'HEAD' && rnd() < 0.85) {
+    const kind = rnd();
+    if (kind < 0.6) {
+      const fields: Record<string, unknown> = {};
+      for (let i = Math.floor(rnd() * 5); i > 0; i--) fields[pick(JSON_NAMES)] = pick(JSON_VALUES);
+      body = Buffer.from(rnd() < 0.1 ? JSON.stringify([fields]) : JSON.stringify(fields));
+      headers['Content-Type'] = pick(['application/json', 'application/json', 'application/json; charset=utf-16', 'text/plain', 'application/x-www-form-urlencoded']);
+    } else if (kind < 0.85) {
+      body = Buffer.from(pick(['{', 'null', '"text"', '1', `{"a":${'['.repeat(5000)}`, '\u0000\u0001', 'name=a&plan=pro&scopes[]=x']));
+      headers['Content-Type'] = pick(['application/json', 'application/x-www-form-urlencoded']);
+    } else {
+      body = Buffer.alloc(Math.floor(rnd() * 300_000), 'a');
+      headers['Content-Type'] = 'application/json';
+    }
+    headers['Content-Length'] = body.length;
+  }
+  o.actions.push(`${method} ${url.slice(base.length, base.length + 120)}${body ? ` body ${body.length} B ${body.toString('latin1', 0, 60)}` : ''}`);
+  try {
+    const res = await rawRequest(url, { method, headers, body });
+    // A HEAD answer has no body to hold the envelope.
+    if (method === 'HEAD') {
+      o.status = res.status;
+      if (res.status >= 500 && res.status !== 503) o.problems.push(`status ${res.status}`);
+    } else judge(res, o);
+  } catch (err) {
+    o.actions.push(`client error ${(err as Error).message}`);
+  }
+  return o;
+}
+
 /** Raw TCP: requests whose framing lies. Only the process's survival counts for these. */
 async function rawClient(port: number, token: string, rnd: () => number, label: string): Promise<Outcome> {
   const kind = Math.floor(rnd() * 4);
@@ -188,7 +272,7 @@ describe(`HTTP fuzz of the file endpoints (seed ${SEED}, HTTP_FUZZ_SEED to repla
     dir = testConfig().dataDir;
     // npm start's layout: the gateway, and the file work in its own process. The budget of unauthenticated refusals
     // per address is off: the fuzz's 401/404/405 answers would use it up and hide what comes after.
-    proc = await startServerProcess(dir, { FILE_WORK_PROCESS: 'true', WORKERS: '2', UNAUTHENTICATED_REQUESTS_PER_MINUTE: '0' });
+    proc = await startServerProcess(dir, { FILE_WORK_PROCESS: 'true', WORKERS: '2', UNAUTHENTICATED_REQUESTS_PER_MINUTE: '0', ADMIN_SECRET });
     store = openSqliteStore(loadConfig({ DATA_DIR: dir } as NodeJS.ProcessEnv));
     const ws = await store.createWorkspace('http-fuzz', 'enterprise', { creditsPerMonth: 1_000_000, requestsPerMinute: 1_000_000 });
     workspaceId = ws.id;
@@ -202,9 +286,13 @@ describe(`HTTP fuzz of the file endpoints (seed ${SEED}, HTTP_FUZZ_SEED to repla
   });
 
   test('the server survives it, answers only as documented, and still denoises', async () => {
-    const outcomes = await fuzzClients(SEED, { ms: FUZZ_MS, concurrency: CONCURRENCY, alive: () => proc.alive() }, (own, label) =>
-      own() < 0.15 ? rawClient(proc.port, token, own, label) : httpClient(proc.url, token, own, label),
-    );
+    const session = await signIn(proc.url);
+    expect(session.csrf).not.toBe('');
+    const outcomes = await fuzzClients(SEED, { ms: FUZZ_MS, concurrency: CONCURRENCY, alive: () => proc.alive() }, (own, label) => {
+      const kind = own();
+      if (kind < 0.15) return rawClient(proc.port, token, own, label);
+      return kind < 0.45 ? jsonClient(proc.url, token, session, own, label) : httpClient(proc.url, token, own, label);
+    });
     expect({ alive: proc.alive(), tail: proc.alive() ? '' : proc.output().slice(-1500) }).toEqual({ alive: true, tail: '' });
     const statuses = new Map<string, number>();
     for (const o of outcomes) {
