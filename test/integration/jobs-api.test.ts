@@ -133,6 +133,12 @@ describe('jobs API through the full app', () => {
     const tail = await request(handle.app).get(url).set(as(tokenA)).set('Range', 'bytes=-10').buffer(true).parse(binary);
     expect(tail.status).toBe(206);
     expect(tail.body.equals(full.body.subarray(full.body.length - 10))).toBe(true);
+    // A suffix longer than the file is the whole file (RFC 9110 §14.1.2), not 416; a suffix of 0 bytes stays 416.
+    const longer = await request(handle.app).get(url).set(as(tokenA)).set('Range', 'bytes=-999999999').buffer(true).parse(binary);
+    expect([longer.status, longer.headers['content-range']]).toEqual([206, `bytes 0-${full.body.length - 1}/${full.body.length}`]);
+    expect(longer.body.equals(full.body)).toBe(true);
+    const zero = await request(handle.app).get(url).set(as(tokenA)).set('Range', 'bytes=-0');
+    expect(zero.status).toBe(416);
 
     const bad = await request(handle.app).get(url).set(as(tokenA)).set('Range', `bytes=${full.body.length + 5}-`);
     expect(bad.status).toBe(416);

@@ -18,6 +18,7 @@ import { creditPeriod, type GatewayStore } from '../../store/gateway/types';
 import { randomBase62 } from '../../store/gateway/tokens';
 import { JobApiError, sendJobError, UploadStalledError } from './errors';
 import { sendGatewayError } from '../../http/errors';
+import { clampSuffixRanges } from '../../http/range';
 import type { DiskBudget } from '../../storage/disk-budget';
 import { crashPoint } from '../crash-point';
 import { INCOMING_OWNER, type JobFiles } from '../queue/files';
@@ -232,7 +233,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     return { status: 200, ok: true };
   }
 
-  async function result(_req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
+  async function result(req: Request, res: Response, ctx: GatewayContext): Promise<ForwardOutcome> {
     const job = await owned(ctx);
     if (job.status === 'queued' || job.status === 'running') {
       throw new JobApiError('job_not_finished', `Job ${job.id} is ${job.status}; fetch the result once its status is succeeded.`);
@@ -242,6 +243,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     }
     if (!job.result) throw new JobApiError('result_gone', `The result of job ${job.id} was deleted.`);
     const file = files.result(job.result.file);
+    clampSuffixRanges(req, job.result.bytes);
     const status = await new Promise<number>((resolve) => {
       res.sendFile(
         file,

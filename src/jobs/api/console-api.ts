@@ -3,6 +3,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Config } from '../../config';
 import { requestIdOf } from '../../http/errors';
+import { clampSuffixRanges } from '../../http/range';
 import { contentDisposition } from '../../model-service/names';
 import type { GatewayStore } from '../../store/gateway/types';
 import type { JobFiles } from '../queue/files';
@@ -81,6 +82,7 @@ export function createJobsConsoleRouter(deps: JobsConsoleDeps): express.Router {
     wrap(async (req, res) => {
       const job = await store.getJob(String(req.params.id));
       if (!job || job.status !== 'succeeded' || !job.result) return bad(res, 404, 'not_found', 'no result for this job');
+      clampSuffixRanges(req, job.result.bytes);
       res.sendFile(files.result(job.result.file), {
         acceptRanges: true,
         headers: { 'Content-Type': job.result.contentType, 'Content-Disposition': contentDisposition(job.result.filename) },
