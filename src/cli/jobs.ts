@@ -201,7 +201,7 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
     }
     output ??= dispositionName(res.headers['content-disposition'] as string | undefined) ?? `${id}.${job.params.output_format}`;
     if (!flag(opts, 'force') && fs.existsSync(output)) {
-      res.resume();
+      res.destroy(); // not read through: a result may be gigabytes
       throw new UsageError(`${output} exists; pass --force to replace it (the result stays on the server: nsm jobs download ${id} -o OTHER)`);
     }
     const resumed = status === 206 && have > 0;
