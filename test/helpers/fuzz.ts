@@ -22,3 +22,8 @@ export async function fuzzClients<T>(
   );
   return outcomes;
 }
+
+/** `pick(xs)`: one of `xs`, drawn with `rnd` (a client's own generator, so a seed replays its picks). */
+export function picker(rnd: () => number): <T>(xs: readonly T[]) => T {
+  return (xs) => xs[Math.floor(rnd() * xs.length)];
+}

@@ -15,7 +15,7 @@ import { loadConfig } from '../../src/config';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
 import { fixture } from '../helpers/audio-helpers';
-import { fuzzClients } from '../helpers/fuzz';
+import { fuzzClients, picker } from '../helpers/fuzz';
 import { eventually, multipartBody, rawRequest, testConfig, type RawResponse } from '../helpers/service-helpers';
 import { startServerProcess, type ServerProcess } from '../helpers/streaming-process-helpers';
 
@@ -96,7 +96,7 @@ function judge(res: RawResponse, o: Outcome): void {
 }
 
 async function httpClient(base: string, token: string, rnd: () => number, label: string): Promise<Outcome> {
-  const pick = <T>(xs: T[]): T => xs[Math.floor(rnd() * xs.length)];
+  const pick = picker(rnd);
   const o: Outcome = { label, actions: [], status: null, problems: [] };
   const endpoint = pick(['denoise', 'denoise', 'denoise/batch', 'jobs', 'jobs', 'models', 'nothing-here']);
   const parts: Array<{ name: string; value?: string; data?: Buffer; filename?: string; contentType?: string }> = [];
@@ -188,7 +188,7 @@ async function signIn(base: string): Promise<ConsoleSession> {
 
 /** JSON endpoints: hostile ids, query strings (arrays, nested keys, huge values) and bodies, signed in or not. */
 async function jsonClient(base: string, token: string, session: ConsoleSession, rnd: () => number, label: string): Promise<Outcome> {
-  const pick = <T>(xs: T[]): T => xs[Math.floor(rnd() * xs.length)];
+  const pick = picker(rnd);
   const o: Outcome = { label, actions: [], status: null, problems: [] };
   const onConsole = rnd() < 0.55;
   const [routeMethod, route] = pick(onConsole ? CONSOLE_ROUTES : API_ROUTES);

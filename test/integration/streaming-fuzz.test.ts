@@ -15,7 +15,7 @@ import { loadConfig } from '../../src/config';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import type { GatewayStore } from '../../src/store/gateway/types';
 import { eventually, fixture, multipartBody, rawRequest, testConfig } from '../helpers/service-helpers';
-import { fuzzClients } from '../helpers/fuzz';
+import { fuzzClients, picker } from '../helpers/fuzz';
 import { startModelServiceProcess, startServerProcess, type ServerProcess } from '../helpers/streaming-process-helpers';
 import { STREAM_PATH, StreamClient, wavData } from '../helpers/streaming-helpers';
 
@@ -52,7 +52,7 @@ interface Outcome {
 
 /** One fuzzing WebSocket client: a random query, then a random script of actions. */
 async function wsClient(url: string, token: string, rnd: () => number, label: string): Promise<Outcome> {
-  const pick = <T>(xs: T[]): T => xs[Math.floor(rnd() * xs.length)];
+  const pick = picker(rnd);
   const int = (lo: number, hi: number): number => lo + Math.floor(rnd() * (hi - lo + 1));
   const encoding = pick(['pcm_s16le', 'pcm_s16le', 'pcm_f32le', 'mulaw', 'alaw'] as const);
   // Random bytes as an echo reference (NaN, ±Inf and 1e38 floats among them) go through the canceller; as
