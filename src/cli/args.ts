@@ -123,6 +123,11 @@ export function dataDirFromArgs(argv: string[], env: NodeJS.ProcessEnv): { argv:
   return { argv: rest, env: value === undefined ? env : { ...env, DATA_DIR: value } };
 }
 
+/** The refusal when `file` exists and `force` was not given (every CLI that writes a file says it so); else null. */
+export function existingRefusal(file: string, force: boolean): string | null {
+  return !force && fs.existsSync(file) ? `${file} exists; pass --force to replace it` : null;
+}
+
 /**
  * Whether two paths name one file: the same path, or (both existing) the same inode, so that an output named by a
  * symbolic or hard link to an input is caught like the same path (the CLIs never write over their inputs).

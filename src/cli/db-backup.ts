@@ -15,6 +15,7 @@ import { openSqliteStore } from '../store/gateway/sqlite';
 import { openJobStore } from '../store/jobs';
 import { PRIVATE_FILE_MODE } from '../startup/private-files';
 import { processAlive } from '../startup/process-alive';
+import { existingRefusal } from './args';
 
 /** The command cannot be carried out (exit 1), with the reason for the operator. */
 export class CommandError extends Error {}
@@ -192,7 +193,10 @@ export async function backupSqlite(config: Pick<Config, 'dataDir'>, file: string
   if ([file, jobsFile].some((f) => f === live.gateway || f === live.jobs)) throw new CommandError('FILE is a live database itself');
   // An existing jobs part is replaced too (or removed, when there is no jobs.db now): a restore must not pair this
   // gateway copy with an older job queue.
-  for (const f of [file, jobsFile]) if (fs.existsSync(f) && !force) throw new CommandError(`${f} exists; pass --force to replace it`);
+  for (const f of [file, jobsFile]) {
+    const existing = existingRefusal(f, force);
+    if (existing) throw new CommandError(existing);
+  }
   // FILE's folder is made when missing (`backup /data/backups/nsm-….db` on a fresh volume), and said so.
   const dir = path.dirname(file);
   const made: string[] = [];

@@ -20,7 +20,7 @@ import { describeStore, migrateStore } from '../store';
 import { copySqliteToPostgres } from '../store/gateway/copy-sqlite-to-postgres';
 import { usePrivateUmask } from '../startup/private-files';
 import { gatewayDbPath } from '../db/paths';
-import { dataDirFromArgs, flag, parseCommandLine, usageLine, UsageError, type OptionSpec } from './args';
+import { dataDirFromArgs, existingRefusal, flag, parseCommandLine, usageLine, UsageError, type OptionSpec } from './args';
 import { watchForNewDatabase } from './databases';
 import { backupSqlite, backupsInProgress, CommandError, restoreSqlite } from './db-backup';
 import { CONFIG_EXIT, configOrExplain } from './environment';
@@ -79,7 +79,8 @@ export const COMMANDS: Record<string, DbCommand> = {
               `pg_dump --format=custom --file ${file} "$DATABASE_URL" (pg_dump is not on the PATH here)`,
           );
         }
-        if (fs.existsSync(file) && !force) throw new CommandError(`${file} exists; pass --force to replace it`);
+        const existing = existingRefusal(file, force);
+        if (existing) throw new CommandError(existing);
         const r = spawnSync('pg_dump', ['--format=custom', '--file', file, url], { stdio: ['ignore', 'inherit', 'inherit'] });
         if (r.status !== 0) throw new CommandError(`pg_dump failed with exit code ${r.status}`);
         io.out(`backed up PostgreSQL (pg_dump, custom format; gateway store and job queue) to ${file} (${bytes(fs.statSync(file).size)})`);

@@ -19,7 +19,7 @@ import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
 import { DEFAULT_MODEL, MODEL_IDS, type ModelId } from '../inference/types';
 import { createInferenceEngine } from '../inference/runtime/engine';
 import type { InferenceEngine } from '../inference/types';
-import { flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec } from './args';
+import { existingRefusal, flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { progressReporter } from './progress';
 import { shown, summaryLine } from './denoise-summary';
@@ -260,7 +260,8 @@ export async function runDenoise(argv: string[]): Promise<number> {
   for (const job of args.jobs) {
     if (job.input !== '-' && !fs.existsSync(job.input)) problems.push(`input not found: ${job.input}`);
     if (job.output !== '-' && !outDirMissing && !outDirNotDir) {
-      if (!args.force && fs.existsSync(job.output)) problems.push(`${job.output} exists; pass --force to replace it`);
+      const existing = existingRefusal(job.output, args.force);
+      if (existing) problems.push(existing);
       else if (!fs.existsSync(path.dirname(path.resolve(job.output)))) problems.push(`no such directory for ${job.output}`);
     }
   }

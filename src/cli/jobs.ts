@@ -6,7 +6,7 @@ import { isOutputFormat, OUTPUT_FORMATS } from '../audio/formats';
 import { LOUDNESS_RANGE } from '../dsp/normalize';
 import { loudnessOption } from './denoise';
 import { MODEL_IDS } from '../inference/types';
-import { flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec, type ParsedLine } from './args';
+import { existingRefusal, flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec, type ParsedLine } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { Client, dispositionName, multipartUpload, ServerError, type ApiAnswer } from './jobs-client';
 import { PollSchedule } from './poll-schedule';
@@ -200,9 +200,10 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
       throw new ServerError(status, 'download_failed', message);
     }
     output ??= dispositionName(res.headers['content-disposition'] as string | undefined) ?? `${id}.${job.params.output_format}`;
-    if (!flag(opts, 'force') && fs.existsSync(output)) {
+    const existing = existingRefusal(output, flag(opts, 'force'));
+    if (existing) {
       res.destroy(); // not read through: a result may be gigabytes
-      throw new UsageError(`${output} exists; pass --force to replace it (the result stays on the server: nsm jobs download ${id} -o OTHER)`);
+      throw new UsageError(`${existing} (the result stays on the server: nsm jobs download ${id} -o OTHER)`);
     }
     const resumed = status === 206 && have > 0;
     if (!resumed) have = 0;
@@ -271,7 +272,8 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
           for (const [input, what] of [[file, 'input'], [reference, 'echo reference']] as const) {
             if (input !== undefined && sameFile(output, input)) throw new UsageError(`output would overwrite the ${what} ${input}`);
           }
-          if (!flag(opts, 'force') && fs.existsSync(output)) throw new UsageError(`${output} exists; pass --force to replace it`);
+          const existing = existingRefusal(output, flag(opts, 'force'));
+          if (existing) throw new UsageError(existing);
         }
         let answer: ApiAnswer;
         if (url && parts.length === 0) {

@@ -11,7 +11,7 @@ import WebSocket from 'ws';
 import { G711_WAV_HEADER_BYTES, g711WavHeader, pcm16WavHeader } from '../audio/wav';
 import type { Config } from '../config';
 import { MODEL_IDS } from '../inference/types';
-import { flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec } from './args';
+import { existingRefusal, flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { addedLatency, LatencyHistogram } from './stream-latency';
 
@@ -130,8 +130,9 @@ export async function runStreamCli(argv: string[], io: StreamIo = { out: process
     return STREAM_EXIT.usage;
   }
   if (o.output !== '-') {
-    if (!o.force && fs.existsSync(o.output)) {
-      say(`${o.output} exists; pass --force to replace it`);
+    const existing = existingRefusal(o.output, o.force);
+    if (existing) {
+      say(existing);
       return STREAM_EXIT.usage;
     }
     if (!fs.existsSync(path.dirname(path.resolve(o.output)))) {
