@@ -24,6 +24,9 @@ let denoised: Buffer; // what the agent must get: the service's μ-law stream of
 interface Agent {
   url: string;
   messages: Array<Record<string, any>>;
+  /** The messages of each connection, in the order they opened, and how many have closed. */
+  connections: Array<Array<Record<string, any>>>;
+  closes: () => number;
   closed: Promise<void>;
   close(): Promise<void>;
 }
@@ -33,12 +36,18 @@ async function startAgent(): Promise<Agent> {
   const httpServer = http.createServer();
   const wss = new WebSocketServer({ server: httpServer });
   const messages: Array<Record<string, any>> = [];
+  const connections: Array<Array<Record<string, any>>> = [];
+  let closes = 0;
   let closedResolve!: () => void;
   const closed = new Promise<void>((r) => (closedResolve = r));
   wss.on('connection', (ws) => {
+    const own: Array<Record<string, any>> = [];
+    connections.push(own);
+    ws.on('close', () => closes++);
     ws.on('message', (data) => {
       const msg = JSON.parse(String(data));
       messages.push(msg);
+      own.push(msg);
       if (msg.event === 'start') {
         ws.send(JSON.stringify({ event: 'media', streamSid: msg.start.streamSid, media: { payload: Buffer.alloc(160, 0xff).toString('base64') } }));
         ws.send(JSON.stringify({ event: 'mark', streamSid: msg.start.streamSid, mark: { name: 'agent-said-hello' } }));
@@ -50,6 +59,8 @@ async function startAgent(): Promise<Agent> {
   return {
     url: `ws://127.0.0.1:${(httpServer.address() as AddressInfo).port}/agent`,
     messages,
+    connections,
+    closes: () => closes,
     closed,
     close: () => new Promise((resolve) => {
       for (const c of wss.clients) c.terminate();
@@ -211,6 +222,51 @@ test('fail-open: when the service refuses the stream, the caller\'s audio goes t
     expect(view.order).toEqual([['connected', 0], ['start', 0], ['mark', 8000], ['dtmf', 12800], ['stop', 24000]]);
     expect(view.audio.equals(ulaw)).toBe(true);
     expect(bridge.output()).toMatch(/noise suppression unavailable \(invalid_token/);
+  } finally {
+    bridge.child.kill('SIGTERM');
+    await agent.close();
+  }
+});
+
+test('hostile clients on the bridge\'s port close their own call only (1008, 1009); the process and the next call are unharmed', async () => {
+  expect(denoised).toBeDefined();
+  const agent = await startAgent();
+  const bridge = await startBridge({ NSM_URL: server.url, NSM_TOKEN: token, AGENT_URL: agent.url, NSM_MODEL: 'nsm-1' });
+  const start = JSON.stringify({ event: 'start', streamSid: STREAM_SID, start: { streamSid: STREAM_SID } });
+  const media = JSON.stringify({ event: 'media', media: { payload: ulaw.subarray(0, 160).toString('base64') } });
+  const nested = (depth: number): string => `{"event":"mark","mark":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+  /** Sends `messages` on a new connection; the close code it ends with (1000: the bridge let it be, we closed). */
+  async function hostile(messages: string[]): Promise<number> {
+    const ws = new WebSocket(bridge.url);
+    const code = new Promise<number>((resolve) => ws.once('close', (c) => resolve(c)));
+    ws.on('error', () => undefined);
+    await new Promise((r, j) => ws.once('open', r).once('error', j));
+    for (const m of messages) if (ws.readyState === WebSocket.OPEN) ws.send(m);
+    await new Promise((r) => setTimeout(r, 300));
+    if (ws.readyState === WebSocket.OPEN) ws.close(1000);
+    return code;
+  }
+  try {
+    expect(await hostile([media])).toBe(1008); // audio before start: the bridge has no stream to write it to
+    expect(await hostile([JSON.stringify({ event: 'mark', mark: { name: 'x' } })])).toBe(1008);
+    expect(await hostile([start, start])).toBe(1008);
+    // Forwarded later from the stream's callbacks, where JSON.stringify's stack overflow used to escape.
+    expect(await hostile([start, nested(30_000)])).toBe(1008);
+    expect(await hostile([nested(200_000)])).toBe(1009); // over the 64 KiB a message may have
+    // Not Twilio's and ignored, then a call with a broken media message and two stops: left open.
+    expect(await hostile(['null', '[1]', '5', '{"event":7}', start, '{"event":"media","media":null}', '{"event":"stop"}', '{"event":"stop"}'])).toBe(1000);
+    expect(bridge.child.exitCode).toBeNull();
+    expect(bridge.output()).toMatch(/media before start/);
+    expect(bridge.output()).toMatch(/a second start/);
+    expect(bridge.output()).toMatch(/a mark message that cannot be forwarded/);
+    expect(bridge.output()).not.toMatch(/Uncaught|TypeError|RangeError/);
+
+    // The next call is denoised as ever, on its own agent connection.
+    const before = agent.connections.length;
+    await call(bridge.url, ulaw, false);
+    await eventually(() => agent.closes() >= agent.connections.length, 20_000);
+    expect(agent.connections.length).toBe(before + 1);
+    expect(agentView(agent.connections[before]).audio.equals(denoised)).toBe(true);
   } finally {
     bridge.child.kill('SIGTERM');
     await agent.close();

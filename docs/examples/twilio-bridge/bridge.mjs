@@ -11,6 +11,10 @@
 // Fail-open: if the service refuses the stream (no credits, too many streams) or the stream breaks mid-call, the
 // caller's audio is forwarded as it came (from the first sample not yet denoised), so the call goes on.
 //
+// Anyone can reach the bridge's port, not only Twilio, so what arrives is checked before it is used: messages are at
+// most MAX_MESSAGE bytes, `start` must come (after `connected`) within START_TIMEOUT_MS and only once, a message the
+// bridge forwards must serialise again, and anything unexpected closes that call only (1008 or 1011), never the process.
+//
 // Encoding: the stream carries Twilio's μ-law as it is (`encoding=mulaw`, the default). For a server older than
 // μ-law streams, pass { encoding: 'pcm_s16le' } (or set NSM_STREAM_ENCODING=pcm_s16le): the bridge then decodes μ-law
 // to 16-bit PCM at 8 kHz (alawmulaw) and encodes the answer back, which gives the same bytes.
@@ -21,6 +25,13 @@ import { NsmClient } from 'nsm-client';
 const { mulaw } = alawmulaw;
 const RATE = 8000;
 const CHUNK = 160; // 20 ms of 8 kHz μ-law, Twilio's own message size
+// Twilio's messages are under 1 KB (a 20 ms media message ~300 bytes; `start` grows with customParameters).
+const MAX_MESSAGE = 64 * 1024;
+const START_TIMEOUT_MS = 10_000; // Twilio sends `connected` and `start` as soon as the socket opens
+const AGENT_HANDSHAKE_MS = 10_000; // an agent that does not answer ends the call instead of queueing its audio
+
+/** A protocol error from the Twilio side: the call is closed with 1008 and this reason. */
+class Refused extends Error {}
 
 /** μ-law bytes → 16-bit little-endian PCM bytes. */
 function mulawToPcm(bytes) {
@@ -40,6 +51,12 @@ function concat(a, b) {
   out.set(a);
   out.set(b, a.length);
   return out;
+}
+
+/** The caller's own audio (the other party's, with <Start><Stream track="both_tracks">, is not ours to clean). */
+function isInbound(msg) {
+  const track = msg.media?.track ?? 'inbound';
+  return track === 'inbound' || track === 'inbound_track';
 }
 
 /**
@@ -64,21 +81,44 @@ class Call {
     this.seq = 1;
     this.chunk = 1;
     this.stopped = false;
+    this.started = false;
   }
 
+  /** One text message from the Twilio side; whatever goes wrong closes this call only. */
   onTwilioMessage(text) {
+    try {
+      this.handle(text);
+    } catch (err) {
+      const refused = err instanceof Refused;
+      this.log(`call ${this.streamSid ?? '(not started)'}: ${refused ? 'closed' : 'failed'}: ${err.message}`);
+      if (this.twilio.readyState === WebSocket.OPEN) this.twilio.close(refused ? 1008 : 1011, refused ? err.message.slice(0, 120) : 'bridge error');
+    }
+  }
+
+  handle(text) {
     let msg;
     try {
       msg = JSON.parse(text);
     } catch {
       return; // not JSON: not Twilio's
     }
-    if (!msg || typeof msg.event !== 'string') return;
+    if (!msg || typeof msg !== 'object' || typeof msg.event !== 'string' || this.stopped) return; // stop is the last
+    if (msg.event !== 'media' || !isInbound(msg)) {
+      // Forwarded as it is, later and from other callbacks: it must serialise now (a 30,000-deep array does not).
+      try {
+        JSON.stringify(msg);
+      } catch {
+        throw new Refused(`a ${msg.event.slice(0, 20)} message that cannot be forwarded`);
+      }
+    }
+    if (!this.started && msg.event !== 'connected' && msg.event !== 'start') throw new Refused(`${msg.event.slice(0, 20)} before start`);
     switch (msg.event) {
       case 'connected':
         this.toAgent(msg);
         break;
       case 'start':
+        if (this.started) throw new Refused('a second start');
+        this.started = true;
         this.start(msg);
         break;
       case 'media':
@@ -95,7 +135,8 @@ class Call {
   }
 
   start(msg) {
-    this.streamSid = msg.start?.streamSid ?? msg.streamSid ?? null;
+    const sid = msg.start?.streamSid ?? msg.streamSid;
+    this.streamSid = typeof sid === 'string' ? sid.slice(0, 64) : null;
     const fmt = msg.start?.mediaFormat ?? {};
     if ((fmt.encoding && fmt.encoding !== 'audio/x-mulaw') || (fmt.sampleRate && fmt.sampleRate !== RATE) || (fmt.channels && fmt.channels !== 1)) {
       this.log(`call ${this.streamSid}: unexpected media format ${JSON.stringify(fmt)}; forwarding it untouched`);
@@ -108,7 +149,7 @@ class Call {
 
   openAgent() {
     const url = new URL(this.opts.agentUrl);
-    const agent = new WebSocket(url, { perMessageDeflate: false });
+    const agent = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: AGENT_HANDSHAKE_MS });
     this.agent = agent;
     agent.on('open', () => {
       for (const m of this.agentQueue) agent.send(m);
@@ -155,9 +196,8 @@ class Call {
   }
 
   media(msg) {
-    const track = msg.media?.track ?? 'inbound';
     const payload = typeof msg.media?.payload === 'string' ? msg.media.payload : '';
-    if (track !== 'inbound' && track !== 'inbound_track') {
+    if (!isInbound(msg)) {
       // the other party's audio (<Start><Stream track="both_tracks">): not ours to clean
       this.events.push({ at: this.inSamples, msg });
       this.flush(false);
@@ -260,7 +300,7 @@ export async function startBridge(options) {
     ...options,
   };
   opts.client = new NsmClient(opts.nsmUrl, opts.token);
-  const wss = new WebSocketServer({ host: opts.host, port: opts.port, path: opts.path, perMessageDeflate: false });
+  const wss = new WebSocketServer({ host: opts.host, port: opts.port, path: opts.path, perMessageDeflate: false, maxPayload: MAX_MESSAGE });
   await new Promise((resolve, reject) => {
     wss.once('listening', resolve);
     wss.once('error', reject);
@@ -269,11 +309,21 @@ export async function startBridge(options) {
   wss.on('connection', (twilio) => {
     const call = new Call(twilio, opts);
     calls.add(call);
+    const startBy = setTimeout(() => {
+      if (call.started || twilio.readyState !== WebSocket.OPEN) return;
+      opts.log(`call (not started): closed: no start within ${START_TIMEOUT_MS / 1000} s`);
+      twilio.close(1008, 'no start');
+    }, START_TIMEOUT_MS);
     twilio.on('message', (data, isBinary) => {
       if (!isBinary) call.onTwilioMessage(data.toString());
     });
     twilio.on('close', () => {
-      call.onTwilioClose();
+      clearTimeout(startBy);
+      try {
+        call.onTwilioClose();
+      } catch (err) {
+        opts.log(`call ${call.streamSid}: closing: ${err.message}`);
+      }
       calls.delete(call);
     });
     twilio.on('error', () => undefined);
