@@ -26,6 +26,8 @@ export interface ProbedStream {
   durationS: number | null;
   /** A cover picture stored as a video stream (MP3/M4A artwork): not a video. */
   attachedPicture: boolean;
+  /** The disposition flags set (ffprobe's names: "default", "forced", "comment", …): a remux gives them back. */
+  dispositions: string[];
 }
 
 export interface MediaProbe {
@@ -159,7 +161,7 @@ interface FfprobeJson {
     channels?: number;
     start_time?: string;
     duration?: string;
-    disposition?: { attached_pic?: number };
+    disposition?: Record<string, unknown>;
   }>;
   chapters?: Array<{ start_time?: string }>;
 }
@@ -183,6 +185,7 @@ export function parseProbe(json: FfprobeJson): MediaProbe {
       startTimeS: seconds(s.start_time),
       durationS: seconds(s.duration),
       attachedPicture: s.disposition?.attached_pic === 1,
+      dispositions: Object.entries(s.disposition ?? {}).filter(([name, on]) => on === 1 && /^[a-z_]+$/.test(name)).map(([name]) => name),
     };
   });
   const duration = seconds(json.format?.duration);

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { AudioAbortedError, AudioPipelineError, UnsupportedFormatError } from '../audio/errors';
 import { killChild, spawnFfmpeg, StderrTail, untrustedInputArgs, waitForExit } from '../audio/ffmpeg';
-import { assertReadableFile, probeMedia, type MediaProbe } from '../audio/probe';
+import { assertReadableFile, probeMedia, type MediaProbe, type ProbedStream } from '../audio/probe';
 import { denoiseFile, type DenoiseFileDeps, type DenoiseFileOptions, type DenoiseStats } from '../pipeline';
 import { CONTAINERS, containerOf, notAVideoContainer, VideoRequestError, videoStreams, type VideoContainer } from './containers';
 
@@ -129,7 +129,7 @@ async function writeInSync(
   const cleanedStart = startsOf(await probeMedia(deps.config, cleaned)).audio ?? 0;
   const offsets: Offsets = { video: 0, audio: (want.audio ?? 0) - cleanedStart, chapters: 0 };
   for (let pass = 0; pass < 2; pass++) {
-    await remux(deps, inputPath, cleaned, offsets, probe.chapters > 0, outputPath, spec, signal);
+    await remux(deps, inputPath, cleaned, offsets, probe, outputPath, spec, signal);
     const got = startsOf(await probeMedia(deps.config, outputPath));
     const off = (k: keyof Starts): number => (want[k] === null || got[k] === null ? 0 : got[k]! - want[k]!);
     if (Math.abs(off('video')) <= SYNC_TOLERANCE_S && Math.abs(off('audio')) <= SYNC_TOLERANCE_S && Math.abs(off('chapters')) <= SYNC_TOLERANCE_S) return;
@@ -139,30 +139,62 @@ async function writeInSync(
   }
 }
 
+/** Disposition flags the bundled ffmpeg (4.1) sets with `-disposition` (ffprobe also reports others it cannot set). */
+const SETTABLE_DISPOSITIONS = new Set([
+  'default', 'dub', 'original', 'comment', 'lyrics', 'karaoke', 'forced', 'hearing_impaired', 'visual_impaired',
+  'clean_effects', 'captions', 'descriptions', 'metadata',
+]);
+
 /**
- * The input's container again: its video streams, the cleaned track in the first audio track's place (with that
- * track's language and title), the other audio tracks, subtitles and attachments, chapters and global metadata, all
- * copied, each input shifted by its offset.
+ * The output's streams, one `-map` each and in this order: the input's video streams, the cleaned track (input 1) in
+ * the first audio track's place, the other audio tracks, subtitles and attachments. Each takes its input stream's
+ * metadata (language, title, an attachment's filename and mimetype) explicitly: naming one stream's metadata turns
+ * ffmpeg's copying of every other stream's off. The cleaned track also takes the first audio track's dispositions, so
+ * it stays the default track where that one was.
+ */
+export function streamMaps(probe: MediaProbe): string[] {
+  const of = (type: ProbedStream['type']) => probe.streams.filter((s) => s.type === type);
+  const [first, ...otherAudio] = of('audio');
+  const args: string[] = [];
+  let out = 0;
+  const map = (source: string, metadataFrom: ProbedStream): void => {
+    args.push('-map', source, `-map_metadata:s:${out}`, `0:s:${metadataFrom.index}`);
+    out++;
+  };
+  for (const s of of('video')) map(`0:${s.index}`, s);
+  if (first) {
+    const flags = first.dispositions.filter((d) => SETTABLE_DISPOSITIONS.has(d));
+    args.push(`-disposition:${out}`, flags.length > 0 ? flags.join('+') : '0');
+    map('1:a:0', first);
+  }
+  for (const s of [...otherAudio, ...of('subtitle'), ...of('attachment')]) map(`0:${s.index}`, s);
+  return args;
+}
+
+/**
+ * The input's container again: its streams as `streamMaps` lists them, chapters and global metadata, all copied, each
+ * input shifted by its offset.
  */
 async function remux(
   deps: DenoiseFileDeps,
   inputPath: string,
   cleaned: string,
   offsets: Offsets,
-  chapters: boolean,
+  probe: MediaProbe,
   outputPath: string,
   spec: (typeof CONTAINERS)[VideoContainer],
   signal: AbortSignal | undefined,
 ): Promise<void> {
   const input = path.resolve(inputPath);
+  const chapters = probe.chapters > 0;
   const child = spawnFfmpeg(deps.config, [
     '-nostats', '-loglevel', 'error',
     ...untrustedInputArgs(), '-itsoffset', offsets.video.toFixed(6), '-i', input,
     '-itsoffset', offsets.audio.toFixed(6), '-i', path.resolve(cleaned),
     // The chapters from a third reading of the input: the muxer moves them apart from the streams.
     ...(chapters ? [...untrustedInputArgs(), '-itsoffset', offsets.chapters.toFixed(6), '-i', input] : []),
-    '-map', '0:v', '-map', '1:a:0', '-map', '0:a?', '-map', '-0:a:0', '-map', '0:s?', '-map', '0:t?',
-    '-c', 'copy', '-map_metadata', '0', '-map_chapters', chapters ? '2' : '-1', '-map_metadata:s:a:0', '0:s:a:0',
+    ...streamMaps(probe),
+    '-c', 'copy', '-map_metadata', '0', '-map_chapters', probe.chapters > 0 ? '2' : '-1',
     ...spec.args, '-f', spec.muxer, '-y', path.resolve(outputPath),
   ]);
   child.stdin!.end();

@@ -205,4 +205,43 @@ describe('nsm denoise -o OUT.mkv / .mp4', () => {
     expect(webm.code).toBe(3);
     expect(webm.stderr).toMatch(/WebM cannot hold this file's subtitle stream \(subrip\): name the output \.mkv/);
   });
+
+  test('every stream keeps its language, title and flags; an attached font keeps its name (Matroska needs it)', async () => {
+    // A release as players see it: a titled video, the main track (French, default), subtitles (Spanish, forced), a
+    // commentary track (German, not default) and a font. The remux once named only the first audio track's metadata,
+    // which turned ffmpeg's copying of every other stream's off: the attachment lost its filename and the write
+    // failed; without one, every title and language but the first track's was gone.
+    const srt = path.join(tmp, 'subs.srt');
+    const font = path.join(tmp, 'Caption.ttf');
+    fs.writeFileSync(font, Buffer.alloc(512, 7));
+    const input = path.join(tmp, 'release.mkv');
+    const tag = (spec: string, pairs: Record<string, string>) => Object.entries(pairs).flatMap(([k, v]) => [`-metadata:s:${spec}`, `${k}=${v}`]);
+    await ffmpeg([
+      '-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=25:duration=3', '-i', SPEECH, '-i', srt, '-f', 'lavfi', '-i', 'sine=f=330:r=44100:d=3',
+      '-map', '0:v', '-map', '1:a', '-map', '2:s', '-map', '3:a', '-c:v', 'libvpx', '-deadline', 'realtime', '-c:a', 'libopus', '-c:s', 'srt',
+      ...tag('v:0', { language: 'eng', title: 'Camera A' }), ...tag('a:0', { language: 'fra', title: 'Main' }),
+      ...tag('s:0', { language: 'spa', title: 'Subtitles' }), ...tag('a:1', { language: 'deu', title: 'Commentary' }),
+      '-disposition:a:0', 'default', '-disposition:s:0', 'forced', '-disposition:a:1', '0',
+      '-attach', font, '-metadata:s:t', 'mimetype=application/x-truetype-font', '-y', input,
+    ]);
+    const out = path.join(tmp, 'release-clean.mkv');
+    const run = await nsm(['denoise', input, '-o', out, '-q']);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const streams = (file: string): string[] => {
+      const json = JSON.parse(execFileSync(config.ffprobePath, ['-v', 'error', '-show_entries', 'stream=codec_type:stream_tags:stream_disposition', '-of', 'json', file]).toString());
+      return (json.streams as Array<{ codec_type: string; tags?: Record<string, string>; disposition: Record<string, number> }>).map((s) => {
+        const t = s.tags ?? {};
+        const flags = Object.keys(s.disposition).filter((k) => s.disposition[k] === 1);
+        return JSON.stringify([s.codec_type, t.language, t.title, t.filename, t.mimetype, flags]);
+      }).sort();
+    };
+    const before = streams(input);
+    expect(before).toHaveLength(5);
+    expect(before).toContain(JSON.stringify(['audio', 'fra', 'Main', null, null, ['default']]));
+    expect(before).toContain(JSON.stringify(['audio', 'deu', 'Commentary', null, null, []]));
+    expect(before).toContain(JSON.stringify(['subtitle', 'spa', 'Subtitles', null, null, ['forced']]));
+    expect(streams(out)).toEqual(before);
+    expect(await packets(out, '0:t')).toEqual(await packets(input, '0:t'));
+  });
 });
