@@ -1,5 +1,6 @@
 """Driver of test/e2e/clients-python.test.ts: live streams with nsm_client (asyncio + websockets) against the real
-server: paced, unpaced with a callback, the sync helper, a refused option, a mid-stream error, refusals typed."""
+server: paced, unpaced with a callback, the sync helper, a refused option, a mid-stream error, refusals typed; and
+against a stand-in server, a stream that ends before `ready`."""
 import asyncio
 import hashlib
 import json
@@ -59,6 +60,16 @@ async def main():
         await s.end()
     except NsmError as e:
         report["midStream"] = err(e)
+    # A stream that could not start: the server sends `error` in place of `ready` and closes (a stand-in server does,
+    # on demand: the real one does so only when its live worker fails to start); a close before any message; junk.
+    fake = NsmClient(os.environ["FAKE_URL"], TOKEN)
+    report["beforeReady"] = {}
+    for mode in ("error", "close", "junk"):
+        try:
+            await fake.streams.open(mode=mode)
+            report["beforeReady"][mode] = "opened"
+        except NsmError as e:
+            report["beforeReady"][mode] = err(e)
 
 
 asyncio.run(main())

@@ -5,7 +5,10 @@
 // download cut mid-body and resumed with Range, and live streams with asyncio.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { WebSocketServer } from 'ws';
 import { PROJECT_ROOT } from '../../src/config';
 import { makeTmpDir } from '../helpers/audio-helpers';
 import { PY_CLIENT, PYTHON, run, startProxy, startServer, startStallingServer, type Run, type ServerProcess } from '../helpers/clients-helpers';
@@ -184,10 +187,36 @@ test('a job download cut mid-body resumes with Range and If-Range, to a file and
   }
 });
 
-test('live streams with asyncio: paced, callback, ticket, sync helper, refusals and a mid-stream error typed', async () => {
+/** A stand-in for a server whose stream cannot start: answers the upgrade, then as `?mode=` says. */
+async function startUnreadyServer(): Promise<{ url: string; close(): Promise<void> }> {
+  const httpServer = http.createServer();
+  const wss = new WebSocketServer({ server: httpServer });
+  wss.on('connection', (ws, req) => {
+    const mode = new URL(req.url ?? '/', 'http://x').searchParams.get('mode');
+    if (mode === 'error') {
+      ws.send(JSON.stringify({ type: 'error', error: { type: 'internal_error', message: 'could not start the stream: no worker', request_id: 'req_unready' } }));
+      ws.close(1011, 'internal_error');
+    } else if (mode === 'close') ws.close(1012, 'restarting');
+    else ws.send('[1]');
+  });
+  await new Promise<void>((r) => httpServer.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(httpServer.address() as AddressInfo).port}`,
+    close: () => new Promise((resolve) => {
+      for (const c of wss.clients) c.terminate();
+      wss.close();
+      httpServer.close(() => resolve());
+    }),
+  };
+}
+
+test('live streams with asyncio: paced, callback, ticket, sync helper, refusals, a mid-stream error and one before ready typed', async () => {
   const pcm = wavData(fs.readFileSync(FIXTURE));
   fs.writeFileSync(path.join(out, 'speech.pcm'), pcm);
-  const r = await driver('py_streams.py', { PCM_FILE: path.join(out, 'speech.pcm') });
+  const unready = await startUnreadyServer();
+  const r = await driver('py_streams.py', { PCM_FILE: path.join(out, 'speech.pcm'), FAKE_URL: unready.url }).finally(() => unready.close());
+  // Nothing on stderr: a stream closed without end() (the ticket's) logs no "Future exception was never retrieved".
+  expect(r.stderr).toBe('');
   expectOk(r);
   const rep = r.report;
   const expected = sha(wavData(direct));
@@ -201,4 +230,9 @@ test('live streams with asyncio: paced, callback, ticket, sync helper, refusals 
   expect(rep.unknownOption.message).toMatch(/turbo/);
   expect(rep.badToken).toMatchObject({ class: 'AuthenticationError', type: 'invalid_token', status: 401, request_id: expect.stringMatching(/^req_/) });
   expect(rep.midStream).toMatchObject({ class: 'StreamError', type: 'invalid_request', closeCode: 1007 });
+  expect(rep.beforeReady).toEqual({
+    error: { class: 'StreamError', type: 'internal_error', status: null, closeCode: 1011, request_id: 'req_unready', message: 'could not start the stream: no worker' },
+    close: { class: 'StreamError', type: 'connection_closed', status: null, closeCode: 1012, request_id: null, message: 'stream closed with 1012 (restarting) before ready' },
+    junk: expect.objectContaining({ class: 'StreamError', type: 'unexpected_message', message: 'expected ready, got [1]' }),
+  });
 });

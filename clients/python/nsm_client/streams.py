@@ -82,6 +82,35 @@ def _close_info(exc: Any) -> Tuple[int, str]:
     return getattr(exc, "code", 1006), getattr(exc, "reason", "")
 
 
+async def _first_message(ws: Any) -> Dict[str, Any]:
+    """The server's ``ready``. A stream that could not start sends ``error`` instead, then closes (1011, or 1012 when
+    the server is restarting): raised typed, with its close code, as a mid-stream error is; a close before any message
+    or anything else first raises a StreamError too."""
+    websockets = _import_websockets()
+    try:
+        raw = await ws.recv()
+    except websockets.exceptions.ConnectionClosed as exc:
+        code, reason = _close_info(exc)
+        raise StreamError("connection_closed", f"stream closed with {code}{f' ({reason})' if reason else ''} before ready",
+                          close_code=code) from None
+    try:
+        first = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        first = None
+    if isinstance(first, dict) and first.get("type") == "ready":
+        return first
+    if isinstance(first, dict) and first.get("type") == "error":
+        try:
+            await asyncio.wait_for(ws.wait_closed(), 5)
+        except asyncio.TimeoutError:
+            await ws.close()
+        e = first.get("error") if isinstance(first.get("error"), dict) else {}
+        raise StreamError(str(e.get("type", "stream_error")), str(e.get("message", "stream error")),
+                          request_id=e.get("request_id"), body=first, close_code=ws.close_code)
+    await ws.close()
+    raise StreamError("unexpected_message", f"expected ready, got {str(raw)[:200]}")
+
+
 class LiveStream:
     """One live stream. Use ``async with client.streams.open(...) as s``; then ``await s.send(pcm)`` and
     ``done = await s.end()``. Output goes to ``on_audio`` when given, else it is collected in ``s.output``."""
@@ -107,6 +136,9 @@ class LiveStream:
         self._carry = b""
         self._next_deadline = float("-inf")
         self._done: "asyncio.Future[Dict[str, Any]]" = asyncio.get_running_loop().create_future()
+        # Marked as seen here, so a stream closed without end() (whose done fails) logs no "Future exception was never
+        # retrieved"; callers still get the error when they await end().
+        self._done.add_done_callback(lambda f: None if f.cancelled() else f.exception())
         self._error_message: Optional[Dict[str, Any]] = None
         self._ended = False
         self._reader = asyncio.ensure_future(self._read())
@@ -292,11 +324,7 @@ class Streams:
                             attempt += 1
                             continue
                     raise
-                raw = await ws.recv()
-                ready = json.loads(raw) if isinstance(raw, str) else {}
-                if ready.get("type") != "ready":
-                    await ws.close()
-                    raise StreamError("unexpected_message", f"expected ready, got {str(raw)[:200]}")
+                ready = await _first_message(ws)
                 stream = LiveStream(ws, ready, pace=pace, bytes_per_sample=bytes_per_sample, on_audio=on_audio, on_message=on_message)
                 if on_message is not None:
                     r = on_message(ready)
