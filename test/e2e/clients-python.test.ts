@@ -5,13 +5,10 @@
 // download cut mid-body and resumed with Range, and live streams with asyncio.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { WebSocketServer } from 'ws';
 import { PROJECT_ROOT } from '../../src/config';
 import { makeTmpDir } from '../helpers/audio-helpers';
-import { PY_CLIENT, PYTHON, run, startProxy, startServer, startStallingServer, type Run, type ServerProcess } from '../helpers/clients-helpers';
+import { PY_CLIENT, PYTHON, run, startProxy, startServer, startStallingServer, startWsStandIn, type Run, type ServerProcess } from '../helpers/clients-helpers';
 import { fixture, multipartBody, rawRequest, readZip } from '../helpers/service-helpers';
 import { wavData } from '../helpers/streaming-helpers';
 
@@ -188,10 +185,8 @@ test('a job download cut mid-body resumes with Range and If-Range, to a file and
 });
 
 /** A stand-in for a server whose stream cannot start: answers the upgrade, then as `?mode=` says. */
-async function startUnreadyServer(): Promise<{ url: string; close(): Promise<void> }> {
-  const httpServer = http.createServer();
-  const wss = new WebSocketServer({ server: httpServer });
-  wss.on('connection', (ws, req) => {
+function startUnreadyServer(): ReturnType<typeof startWsStandIn> {
+  return startWsStandIn((ws, req) => {
     const mode = new URL(req.url ?? '/', 'http://x').searchParams.get('mode');
     if (mode === 'error') {
       ws.send(JSON.stringify({ type: 'error', error: { type: 'internal_error', message: 'could not start the stream: no worker', request_id: 'req_unready' } }));
@@ -199,15 +194,6 @@ async function startUnreadyServer(): Promise<{ url: string; close(): Promise<voi
     } else if (mode === 'close') ws.close(1012, 'restarting');
     else ws.send('[1]');
   });
-  await new Promise<void>((r) => httpServer.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(httpServer.address() as AddressInfo).port}`,
-    close: () => new Promise((resolve) => {
-      for (const c of wss.clients) c.terminate();
-      wss.close();
-      httpServer.close(() => resolve());
-    }),
-  };
 }
 
 test('live streams with asyncio: paced, callback, ticket, sync helper, refusals, a mid-stream error and one before ready typed', async () => {

@@ -3,13 +3,11 @@
 // in real time, mark, dtmf, stop) and a fake voice agent (a WebSocket server), with the real server denoising.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { mulaw } from 'alawmulaw';
-import WebSocket, { WebSocketServer } from 'ws';
+import WebSocket from 'ws';
 import { loadConfig } from '../../src/config';
-import { BRIDGE, buildTsClient, installDir, startServer, type ServerProcess } from '../helpers/clients-helpers';
+import { BRIDGE, buildTsClient, installDir, startServer, startWsStandIn, type ServerProcess } from '../helpers/clients-helpers';
 import { eventually, fixture } from '../helpers/service-helpers';
 import { StreamClient } from '../helpers/streaming-helpers';
 
@@ -33,14 +31,12 @@ interface Agent {
 
 /** The fake agent: records every message; when the call starts it sends a mark and 20 ms of audio back. */
 async function startAgent(): Promise<Agent> {
-  const httpServer = http.createServer();
-  const wss = new WebSocketServer({ server: httpServer });
   const messages: Array<Record<string, any>> = [];
   const connections: Array<Array<Record<string, any>>> = [];
   let closes = 0;
   let closedResolve!: () => void;
   const closed = new Promise<void>((r) => (closedResolve = r));
-  wss.on('connection', (ws) => {
+  const server = await startWsStandIn((ws) => {
     const own: Array<Record<string, any>> = [];
     connections.push(own);
     ws.on('close', () => closes++);
@@ -55,19 +51,7 @@ async function startAgent(): Promise<Agent> {
     });
     ws.on('close', () => closedResolve());
   });
-  await new Promise<void>((r) => httpServer.listen(0, '127.0.0.1', r));
-  return {
-    url: `ws://127.0.0.1:${(httpServer.address() as AddressInfo).port}/agent`,
-    messages,
-    connections,
-    closes: () => closes,
-    closed,
-    close: () => new Promise((resolve) => {
-      for (const c of wss.clients) c.terminate();
-      wss.close();
-      httpServer.close(() => resolve());
-    }),
-  };
+  return { url: `${server.url.replace('http', 'ws')}/agent`, messages, connections, closes: () => closes, closed, close: server.close };
 }
 
 async function startBridge(env: Record<string, string>): Promise<{ url: string; child: ChildProcess; output: () => string }> {

@@ -5,14 +5,11 @@
 // resumed with Range, and live streams (paced, Duplex, TransformStream, WHATWG WebSocket with a ticket, errors).
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { createClient } from '@redis/client';
-import { WebSocketServer } from 'ws';
 import { PROJECT_ROOT } from '../../src/config';
 import { rateWindowKey } from '../../src/shared-state/redis/rate-limiter';
-import { buildTsClient, installDir, run, startProxy, startServer, startStallingServer, type Run, type ServerProcess } from '../helpers/clients-helpers';
+import { buildTsClient, installDir, run, startProxy, startServer, startStallingServer, startWsStandIn, type Run, type ServerProcess } from '../helpers/clients-helpers';
 import { startRedis, type RedisServer } from '../helpers/real-servers';
 import { fixture, multipartBody, rawRequest, readZip } from '../helpers/service-helpers';
 import { wavData } from '../helpers/streaming-helpers';
@@ -236,10 +233,8 @@ async function submitAndWait(key: string): Promise<{ id: string }> {
 }
 
 /** A stand-in for the stream endpoint that speaks messages the server does not send yet (speech_start/end). */
-async function fakeStreamServer(): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer();
-  const wss = new WebSocketServer({ server, path: '/v1/noise-suppressor/stream' });
-  wss.on('connection', (ws, req) => {
+function fakeStreamServer(): ReturnType<typeof startWsStandIn> {
+  return startWsStandIn((ws, req) => {
     const query = Object.fromEntries(new URL(req.url!, 'http://x').searchParams);
     ws.send(JSON.stringify({ type: 'ready', request_id: 'req_fake', model: query.model, sample_rate: Number(query.sample_rate), encoding: query.encoding, channels: 1, latency_ms: 0, latency_samples: 0 }));
     let first = true;
@@ -256,16 +251,7 @@ async function fakeStreamServer(): Promise<{ url: string; close(): Promise<void>
         ws.close(1000);
       }
     });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise((resolve) => {
-      for (const c of wss.clients) c.terminate();
-      wss.close();
-      server.close(() => resolve());
-    }),
-  };
+  }, '/v1/noise-suppressor/stream');
 }
 
 test('live streams: paced with events, Duplex, TransformStream, WHATWG WebSocket with a ticket, errors, unknown messages', async () => {

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { WebSocketServer, type WebSocket } from 'ws';
 import { PROJECT_ROOT, type Config } from '../../src/config';
 import { openSqliteStore } from '../../src/store/gateway/sqlite';
 import { freePort } from '../../scripts/lib/free-port';
@@ -223,6 +224,27 @@ export async function startStallingServer(): Promise<{ url: string; close(): Pro
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A loopback WebSocket server standing in for a peer the clients talk to (a fake agent, a server misbehaving on
+ * demand): `onConnection` gets each socket and its upgrade request. `path` limits the upgrades it accepts. */
+export async function startWsStandIn(
+  onConnection: (ws: WebSocket, req: http.IncomingMessage) => void,
+  path?: string,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer();
+  const wss = new WebSocketServer({ server, ...(path ? { path } : {}) });
+  wss.on('connection', onConnection);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise((resolve) => {
+        for (const c of wss.clients) c.terminate();
+        wss.close();
         server.close(() => resolve());
       }),
   };
