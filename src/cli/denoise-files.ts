@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { denoiseVideo, planVideo, VideoRequestError, type VideoContainer } from '../video';
+import { videoFamily } from './output-names';
 
 /** Reads standard input into a file (ffmpeg probes and decodes files; a pipe cannot be probed twice). */
 export async function spoolStdin(dir: string): Promise<string> {
@@ -19,7 +20,7 @@ export function partialName(target: string): string {
 
 /** -o OUT.mp4 (.mov, .mkv, .webm): the input's container, which OUT's extension must name (MP4 and MOV, or MKV and WebM). */
 export async function videoOut(
-  deps: Parameters<typeof planVideo>[0],
+  deps: Parameters<typeof denoiseVideo>[0],
   input: string,
   partial: string,
   output: string,
@@ -27,9 +28,8 @@ export async function videoOut(
   options: Parameters<typeof denoiseVideo>[4],
 ) {
   const plan = await planVideo(deps, input, output);
-  const family = (c: VideoContainer): string => (c === 'mp4' || c === 'mov' ? 'MP4/MOV' : 'Matroska/WebM');
-  if (family(plan.container) !== family(wanted)) {
-    throw new VideoRequestError(`the input is ${family(plan.container)}: name the output .${plan.container} (the video is copied, not converted)`);
+  if (videoFamily(plan.container) !== videoFamily(wanted)) {
+    throw new VideoRequestError(`the input is ${videoFamily(plan.container)}: name the output .${plan.container} (the video is copied, not converted)`);
   }
   return denoiseVideo(deps, input, partial, { ...plan, container: wanted }, options);
 }

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config';
-import { FORMATS, OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
+import { OUTPUT_FORMATS, type OutputFormat } from '../audio/formats';
 import { AudioAbortedError, AudioInputError, denoiseFile, type DenoiseFileOptions, type DenoiseStats } from '../pipeline';
 import { VIDEO_EXTENSIONS, VideoRequestError, type VideoContainer } from '../video';
 import { LOUDNESS_PRESETS, LOUDNESS_RANGE } from '../dsp/normalize';
@@ -24,15 +24,12 @@ import { CONFIG_EXIT, configOrExplain } from './environment';
 import { progressReporter } from './progress';
 import { shown, summaryLine } from './denoise-summary';
 import { partialName, spoolStdin, videoOut } from './denoise-files';
+import { formatOfPath, OUTPUT_EXTENSIONS, videoOfPath } from './output-names';
 import { TRIM_DEFAULT_MAX_PAUSE_S, TRIM_MAX_PAUSE_BOUNDS, VAD_DEFAULTS, type SpeechRequest, type SpeechSegment } from '../vad/options';
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, badInput: 3, interrupted: 130 } as const;
 
-/** Output file extensions and the format each one means (the output's extension picks the format). */
-export const OUTPUT_EXTENSIONS: Record<string, OutputFormat> = Object.fromEntries(
-  OUTPUT_FORMATS.map((f) => [FORMATS[f].extension, f]),
-) as Record<string, OutputFormat>;
-export { OUTPUT_FORMATS };
+export { OUTPUT_EXTENSIONS, OUTPUT_FORMATS };
 
 export const DENOISE_HELP = `nsm denoise — remove background noise from speech recordings
 
@@ -108,10 +105,6 @@ export interface DenoiseArgs {
   quiet: boolean;
 }
 
-function formatOfPath(file: string): OutputFormat | null {
-  const ext = path.extname(file).slice(1).toLowerCase();
-  return ext ? (OUTPUT_EXTENSIONS[ext] ?? null) : null;
-}
 
 /** The options of `nsm denoise` (node:util parseArgs, through args.ts). */
 const DENOISE_OPTIONS: Record<string, OptionSpec> = {
@@ -172,7 +165,7 @@ export function parseDenoiseArgs(argv: string[], defaultAttenuationLimitDb: numb
   }
 
   // The format: --format, else the output's extension, else wav; an extension that disagrees is a mistake.
-  const video = output === undefined ? null : (VIDEO_EXTENSIONS.find((e) => path.extname(output).toLowerCase() === `.${e}`) ?? null);
+  const video = output === undefined ? null : videoOfPath(output);
   if (video && format) throw new UsageError(`--format does not apply to a video output (${output}): its audio is ${video === 'mp4' || video === 'mov' ? 'AAC' : 'Opus'}`);
   if (output !== undefined && output !== '-' && !video) {
     const fromExt = formatOfPath(output);

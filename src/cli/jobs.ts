@@ -5,6 +5,9 @@ import fs from 'node:fs';
 import { isOutputFormat, OUTPUT_FORMATS } from '../audio/formats';
 import { LOUDNESS_RANGE } from '../dsp/normalize';
 import { loudnessOption } from './denoise';
+import { formatOfPath, videoFamily, videoOfPath } from './output-names';
+import { planVideo, type VideoContainer } from '../video';
+import type { Config } from '../config';
 import { MODEL_IDS } from '../inference/types';
 import { existingRefusal, flag, parseCommandLine, sameFile, stringOf, usageLine, UsageError, type OptionSpec, type ParsedLine } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
@@ -40,7 +43,9 @@ Submit options:
       --keep-rate | --model-rate
       --webhook-url URL     POSTed a signed job.succeeded / job.failed event
       --wait                wait for the job, then download the result
-  -o, --output OUT          with --wait or download: where to save (default: the server's file name)
+  -o, --output OUT          with --wait or download: where to save (default: the server's file name); its
+                            extension (.wav, .flac, .mp3, .opus, .m4a; .mp4, .mov, .mkv, .webm: video) picks
+                            the format when -f is not given, and must agree with it and with the result
       --force               replace OUT when it exists (without it nothing is written over; never the input)
 
 Common options:
@@ -83,6 +88,31 @@ const JOBS_OPTIONS: Record<string, OptionSpec> = {
   quiet: { type: 'boolean', short: 'q' },
   help: { type: 'boolean', short: 'h' },
 };
+
+/**
+ * Why a job's result must not be saved under `output`: its extension names another format than the job's (a FLAC
+ * result in x.mp3, a video in x.wav) or, for a video, another container than the result's. Null when it fits or says
+ * nothing.
+ */
+function resultNameRefusal(output: string, job: { params: { output_format: string }; stats?: { output_container?: VideoContainer } | null }): string | null {
+  const video = videoOfPath(output);
+  const named = video ? 'video' : formatOfPath(output);
+  if (named === null) return null;
+  const have = job.params.output_format;
+  if (named !== have) return `the result is ${have === 'video' ? 'a video' : have.toUpperCase()}, not what ${output} names`;
+  const own = job.stats?.output_container;
+  if (video && own && own !== video) return `the result is a ${videoFamily(own)} video: name the output .${own}`;
+  return null;
+}
+
+/** The video container of a local input, as the server will find it; null when it is not a video ffprobe reads. */
+async function localVideoContainer(config: Config, file: string): Promise<VideoContainer | null> {
+  try {
+    return (await planVideo({ config }, file, file)).container;
+  } catch {
+    return null; // the server says what is wrong with it
+  }
+}
 
 export function parseJobsArgs(argv: string[]): ParsedLine {
   return parseCommandLine(argv, JOBS_OPTIONS);
@@ -200,7 +230,7 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
       throw new ServerError(status, 'download_failed', message);
     }
     output ??= dispositionName(res.headers['content-disposition'] as string | undefined) ?? `${id}.${job.params.output_format}`;
-    const existing = existingRefusal(output, flag(opts, 'force'));
+    const existing = resultNameRefusal(output, job) ?? existingRefusal(output, flag(opts, 'force'));
     if (existing) {
       res.destroy(); // not read through: a result may be gigabytes
       throw new UsageError(`${existing} (the result stays on the server: nsm jobs download ${id} -o OTHER)`);
@@ -269,6 +299,20 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         // Where --wait will save, checked before the upload spends a credit (a name the server gives is checked then).
         const output = flag(opts, 'wait') ? stringOf(opts, 'output') : undefined;
         if (output !== undefined) {
+          // The name's extension says the format, as for `nsm denoise`: taken when --format is not given, else it must agree.
+          const named = videoOfPath(output) ? 'video' : formatOfPath(output);
+          if (named !== null && format === undefined) fields.push(['output_format', named]);
+          else if (named !== null && named !== format) throw new UsageError(`--format ${format} does not match the output name ${output}`);
+          const wanted = videoOfPath(output);
+          if (wanted && file !== undefined) {
+            // A video comes back in its own container (the server copies its streams): known here from the file
+            // itself, before any upload.
+            const own = await localVideoContainer(config, file);
+            if (own && own !== wanted) {
+              io.err.write(`nsm jobs: ${file}: a ${videoFamily(own)} video comes back as .${own} (copied, not converted): name the output .${own}\n`);
+              return JOBS_EXIT.badInput;
+            }
+          }
           for (const [input, what] of [[file, 'input'], [reference, 'echo reference']] as const) {
             if (input !== undefined && sameFile(output, input)) throw new UsageError(`output would overwrite the ${what} ${input}`);
           }

@@ -143,7 +143,7 @@ export function createJobStreamRouter(deps: JobStreamDeps): express.Router {
         let segments: SpeechSegment[] | undefined;
         try {
           // output_format=video: the input's container back (the job's input name comes as `filename`).
-          const plan = params.video ? await planVideo({ config, engine }, inputPath, String(q.filename ?? '')) : null;
+          const plan = params.video ? await planVideo({ config }, inputPath, String(q.filename ?? '')) : null;
           const ext = plan ? CONTAINERS[plan.container].extension : params.outputFormat;
           const contentType = plan ? CONTAINERS[plan.container].contentType : FORMATS[params.outputFormat].contentType;
           const out = path.join(await scope.dir(), `output.${ext}`);

@@ -36,7 +36,7 @@ export interface VideoPlan {
  * Checks, before anything is decoded, that the input is a video this answers (a video stream, in MP4, MOV, MKV or
  * WebM): VideoRequestError (400) otherwise, with what to do instead.
  */
-export async function planVideo(deps: DenoiseFileDeps, inputPath: string, nameHint: string): Promise<VideoPlan> {
+export async function planVideo(deps: Pick<DenoiseFileDeps, 'config'>, inputPath: string, nameHint: string): Promise<VideoPlan> {
   await assertReadableFile(inputPath);
   const probe = await probeMedia(deps.config, inputPath).catch((err: unknown) => {
     // A container the decoder does not open at all (AVI, MPEG-TS, FLV) is as much a wrong request for video as one it

@@ -194,6 +194,45 @@ describe('nsm jobs against a server', () => {
     expect(out.stats).toMatchObject({ output_format: 'video', output_container: 'mkv', loudness_target_reached: true });
   });
 
+  test('-o names the format as for nsm denoise: taken without --format, refused before the upload when it disagrees; a result is never saved under another format\'s name', async () => {
+    const video = path.join(work, 'talk.mkv'); // from the test before
+    expect(fs.existsSync(video)).toBe(true);
+    const speech = fixture('speech-noisy-16k-mono.wav');
+    const uploads = async (): Promise<number> => (await handle.store.queryRequests({ endpoint: 'jobs', limit: 1000 })).length;
+    const before = await uploads();
+    const refused: Array<[string[], number, string]> = [
+      [[speech, '--format', 'flac', '--wait', '-o', path.join(work, 'x.mp3')], 2, `--format flac does not match the output name ${path.join(work, 'x.mp3')} (see nsm jobs --help)`],
+      [[speech, '--format', 'video', '--wait', '-o', path.join(work, 'x.wav')], 2, `--format video does not match the output name ${path.join(work, 'x.wav')} (see nsm jobs --help)`],
+      [[video, '--wait', '-o', path.join(work, 'x.mp4')], 3, `${video}: a Matroska/WebM video comes back as .mkv (copied, not converted): name the output .mkv`],
+    ];
+    for (const [args, code, message] of refused) {
+      const r = await nsm(['jobs', 'submit', ...args], env, work);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code, stderr: `nsm jobs: ${message}\n` });
+    }
+    expect(await uploads()).toBe(before); // nothing went out, no credit spent
+    expect(fs.readdirSync(work).filter((f) => f.startsWith('x.'))).toEqual([]);
+
+    // Without --format the name says it: FLAC bytes in .flac, the video back in .mkv.
+    const flac = await nsm(['jobs', 'submit', speech, '--wait', '-o', path.join(work, 'named.flac'), '--json', '-q'], env, work);
+    expect(flac.code).toBe(0);
+    expect(JSON.parse(flac.stdout).params.output_format).toBe('flac');
+    expect(fs.readFileSync(path.join(work, 'named.flac')).subarray(0, 4).toString()).toBe('fLaC');
+    const mkv = await nsm(['jobs', 'submit', video, '--wait', '-o', path.join(work, 'named.mkv'), '--json', '-q'], env, work);
+    expect(mkv.code).toBe(0);
+    const job = JSON.parse(mkv.stdout);
+    expect(job.params.output_format).toBe('video');
+    expect(fs.readFileSync(path.join(work, 'named.mkv')).readUInt32BE(0)).toBe(0x1a45dfa3); // EBML: Matroska
+
+    // A finished result under a name of another format or container: refused, nothing written, the result kept.
+    for (const [name, message] of [['y.wav', 'the result is a video, not what'], ['y.mp4', 'the result is a Matroska/WebM video: name the output .mkv']]) {
+      const r = await nsm(['jobs', 'download', job.id, '-o', path.join(work, name)], env, work);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(message);
+      expect(fs.existsSync(path.join(work, name))).toBe(false);
+    }
+    expect((await nsm(['jobs', 'download', job.id, '-o', path.join(work, 'again.mkv'), '-q'], env, work)).code).toBe(0);
+  });
+
   test('a job that fails: wait exits 1 with the error; submit --wait too', async () => {
     const r = await nsm(['jobs', 'submit', fixture('not-audio.wav'), '--wait', '--interval', '0.2'], env, work);
     expect(r.code).toBe(1);
