@@ -13,6 +13,7 @@ import { creditPeriod, type GatewayStore, type PlanId, type TokenRecord, type Wo
 import { dataDirFromArgs, parseCommandLine, usageLine, UsageError, USAGE_EXIT, type OptionSpec } from './args';
 import { CONFIG_EXIT, configOrExplain } from './environment';
 import { watchForNewDatabase } from './databases';
+import { InputError, NAME_MAX, requireString } from '../console/validation';
 
 // Run as a command: a gateway.db it creates is this user's only (0600, and SQLite's -wal/-shm with it).
 if (require.main === module) usePrivateUmask();
@@ -140,6 +141,16 @@ function table(rows: string[][]): string[] {
   return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join('  ').trimEnd());
 }
 
+/** A new workspace's or key's name, held to the console's rule for names (80 characters, no control characters). */
+function consoleName(value: string, what: string, option: string): string {
+  try {
+    return requireString(value, what, NAME_MAX);
+  } catch (err) {
+    if (err instanceof InputError) throw new UsageError(`${option}: ${err.message}`);
+    throw err;
+  }
+}
+
 async function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): Promise<void> {
   const wsName = args.options.get('workspace');
   if (wsName === undefined) throw new UsageError('--workspace is required');
@@ -168,6 +179,8 @@ async function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): 
     expiresAt = new Date(t).toISOString();
   }
 
+  // Every check before anything is written: a refused key leaves no new workspace behind.
+  const name = consoleName(args.options.get('name') ?? `key-${new Date().toISOString().slice(0, 10)}`, 'key name', '--name');
   let ws = await store.getWorkspaceByName(wsName);
   if (ws) {
     if (requestedPlan !== undefined && requestedPlan !== ws.plan) {
@@ -178,11 +191,10 @@ async function cmdCreate(store: GatewayStore, args: ParsedArgs, io: KeysCliIo): 
     }
   } else {
     const plan = requestedPlan ?? 'free';
-    ws = await store.createWorkspace(wsName, plan, customLimits(args, plan));
+    ws = await store.createWorkspace(consoleName(wsName, 'workspace name', '--workspace'), plan, customLimits(args, plan));
     io.out(`created workspace ${ws.name}`);
   }
 
-  const name = args.options.get('name') ?? `key-${new Date().toISOString().slice(0, 10)}`;
   const { token, record } = await store.createToken({ workspaceId: ws.id, name, scopes, allowedIps: ips, expiresAt });
   io.out(`workspace:   ${describeWorkspace(ws)}`);
   io.out(`key id:      ${record.id}`);

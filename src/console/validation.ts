@@ -20,6 +20,9 @@ export const PLAN_IDS: PlanId[] = ['free', 'starter', 'scale', 'enterprise'];
 
 export class InputError extends Error {}
 
+/** Longest workspace or key name, in the console and the keys CLI alike. */
+export const NAME_MAX = 80;
+
 export function requireString(value: unknown, field: string, maxLength = 100): string {
   if (typeof value !== 'string') throw new InputError(`${field} is required`);
   const trimmed = value.trim();

@@ -132,6 +132,10 @@ test('bad input exits non-zero with a clear message and prints no token', async 
     [['plan', '--workspace', 'ghost', '--plan', 'free'], /no workspace named "ghost"/],
     [['frobnicate'], /unknown command "frobnicate"/],
     [['list', '--color', 'red'], /unknown option --color/],
+    // The console's rule for names: 80 characters, no control characters; a bad key name creates no workspace either.
+    [['create', '--workspace', 'w'.repeat(81)], /--workspace: workspace name is longer than 80 characters/],
+    [['create', '--workspace', 'a\tb'], /--workspace: workspace name contains control characters/],
+    [['create', '--workspace', 'a', '--name', 'k'.repeat(81)], /--name: key name is longer than 80 characters/],
   ];
   for (const [args, message] of cases) {
     const res = await keys(...args);

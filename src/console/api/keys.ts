@@ -3,7 +3,7 @@
 import type express from 'express';
 import type { GatewayStore, Workspace } from '../../store/gateway/types';
 import { handle, sendError } from '../respond';
-import { InputError, parseAllowedIps, parseExpiry, parseScopes, requireString } from '../validation';
+import { InputError, parseAllowedIps, parseExpiry, parseScopes, requireString, NAME_MAX } from '../validation';
 import { tokenView } from './shapes';
 import { createWorkspaceFrom } from './workspaces';
 
@@ -24,7 +24,7 @@ export function registerKeyRoutes(api: express.Router, store: GatewayStore): voi
     '/keys',
     handle(async (req, res) => {
       const body = (req.body ?? {}) as Record<string, unknown>;
-      const name = requireString(body.name, 'key name', 80);
+      const name = requireString(body.name, 'key name', NAME_MAX);
       const scopes = parseScopes(body.scopes);
       const allowedIps = parseAllowedIps(body.allowed_ips);
       const expiresAt = parseExpiry(body.expires_at);

@@ -3,12 +3,12 @@
 import type express from 'express';
 import type { GatewayStore, Workspace } from '../../store/gateway/types';
 import { handle, sendError } from '../respond';
-import { InputError, optionalCustomLimit, parsePlan, requireString } from '../validation';
+import { InputError, optionalCustomLimit, parsePlan, requireString, NAME_MAX } from '../validation';
 import { workspaceView } from './shapes';
 
 /** Checks a new workspace's fields (name unique, plan, enterprise limits) and creates it. */
 export async function createWorkspaceFrom(store: GatewayStore, body: Record<string, unknown>): Promise<Workspace> {
-  const name = requireString(body.name, 'workspace name', 80);
+  const name = requireString(body.name, 'workspace name', NAME_MAX);
   if (await store.getWorkspaceByName(name)) throw new InputError(`a workspace named "${name}" already exists`);
   const plan = parsePlan(body.plan);
   const custom = {
