@@ -123,9 +123,22 @@ export function dataDirFromArgs(argv: string[], env: NodeJS.ProcessEnv): { argv:
   return { argv: rest, env: value === undefined ? env : { ...env, DATA_DIR: value } };
 }
 
-/** The refusal when `file` exists and `force` was not given (every CLI that writes a file says it so); else null. */
+/**
+ * The refusal when `file` exists and `force` was not given (every CLI that writes a file says it so), or when it is
+ * not a regular file at all, `--force` or not: the CLIs write beside their target and rename onto it, which would
+ * put a file in the place of a device, a pipe or a socket (`db backup /dev/null --force` as root replaced /dev/null).
+ * Null when the file may be written.
+ */
 export function existingRefusal(file: string, force: boolean): string | null {
-  return !force && fs.existsSync(file) ? `${file} exists; pass --force to replace it` : null;
+  let stat: fs.Stats;
+  try {
+    stat = fs.statSync(file);
+  } catch {
+    return null; // nothing there (a dangling link is replaced, as a missing file is written)
+  }
+  if (stat.isDirectory()) return `${file} is a folder: name a file to write`;
+  if (!stat.isFile()) return `${file} is not a regular file (a device, pipe or socket): name a file to write`;
+  return force ? null : `${file} exists; pass --force to replace it`;
 }
 
 /**

@@ -75,6 +75,42 @@ describe('parseCommandLine', () => {
   });
 });
 
+test('no CLI puts a file in the place of a pipe, a device or a folder, --force or not (they write beside it and rename)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nsm-not-a-file-'));
+  try {
+    const fifo = path.join(dir, 'pipe.wav');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const folder = path.join(dir, 'folder.wav');
+    fs.mkdirSync(folder);
+    const targets: Array<[string, string]> = [[fifo, 'is not a regular file (a device, pipe or socket)'], [folder, 'is a folder']];
+    if (process.getuid?.() === 0) {
+      // As root (the case that replaced /dev/null): a character device of its own, the same as /dev/null.
+      const device = path.join(dir, 'null.wav');
+      expect(spawnSync('mknod', ['-m', '666', device, 'c', '1', '3']).status).toBe(0);
+      targets.push([device, 'is not a regular file (a device, pipe or socket)']);
+    }
+    const input = path.join(PROJECT_ROOT, 'fixtures/speech-noisy-16k-mono.wav');
+    const dataDir = path.join(dir, 'data');
+    // A database for `db backup` to copy.
+    expect(spawnSync(process.execPath, [path.join(PROJECT_ROOT, 'dist/src/cli/keys.js'), 'create', '--workspace', 'w'], { env: { ...process.env, DATA_DIR: dataDir } }).status).toBe(0);
+    for (const [target, why] of targets) {
+      const before = fs.statSync(target);
+      const runs = [
+        [path.join(PROJECT_ROOT, 'bin/nsm.js'), 'denoise', input, '-o', target, '--force', '-q'],
+        [path.join(PROJECT_ROOT, 'dist/src/cli/db.js'), 'backup', target, '--force'],
+      ];
+      for (const args of runs) {
+        const r = spawnSync(process.execPath, args, { env: { ...process.env, DATA_DIR: dataDir, WORKERS: '1' }, encoding: 'utf8', timeout: 60_000 });
+        expect([args[1], r.status === 0, r.stderr.includes(why) || r.stderr.includes('is a directory')]).toEqual([args[1], false, true]);
+        const after = fs.statSync(target);
+        expect([after.ino, after.mode, after.rdev]).toEqual([before.ino, before.mode, before.rdev]); // the same thing, untouched
+      }
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 describe('one error style on every CLI (real processes)', () => {
   let dataDir: string;
   beforeAll(() => {
