@@ -105,7 +105,6 @@ export interface DenoiseArgs {
   quiet: boolean;
 }
 
-
 /** The options of `nsm denoise` (node:util parseArgs, through args.ts). */
 const DENOISE_OPTIONS: Record<string, OptionSpec> = {
   output: { type: 'string', short: 'o' },

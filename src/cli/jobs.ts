@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import { isOutputFormat, OUTPUT_FORMATS } from '../audio/formats';
 import { LOUDNESS_RANGE } from '../dsp/normalize';
 import { loudnessOption } from './denoise';
-import { formatOfPath, videoFamily, videoOfPath } from './output-names';
+import { namedOutput, videoFamily, videoOfPath } from './output-names';
 import { planVideo, type VideoContainer } from '../video';
 import type { Config } from '../config';
 import { MODEL_IDS } from '../inference/types';
@@ -95,12 +95,12 @@ const JOBS_OPTIONS: Record<string, OptionSpec> = {
  * nothing.
  */
 function resultNameRefusal(output: string, job: { params: { output_format: string }; stats?: { output_container?: VideoContainer } | null }): string | null {
-  const video = videoOfPath(output);
-  const named = video ? 'video' : formatOfPath(output);
+  const named = namedOutput(output);
   if (named === null) return null;
   const have = job.params.output_format;
   if (named !== have) return `the result is ${have === 'video' ? 'a video' : have.toUpperCase()}, not what ${output} names`;
   const own = job.stats?.output_container;
+  const video = videoOfPath(output);
   if (video && own && own !== video) return `the result is a ${videoFamily(own)} video: name the output .${own}`;
   return null;
 }
@@ -300,7 +300,7 @@ export async function runJobsCli(argv: string[], io: JobsIo = { out: process.std
         const output = flag(opts, 'wait') ? stringOf(opts, 'output') : undefined;
         if (output !== undefined) {
           // The name's extension says the format, as for `nsm denoise`: taken when --format is not given, else it must agree.
-          const named = videoOfPath(output) ? 'video' : formatOfPath(output);
+          const named = namedOutput(output);
           if (named !== null && format === undefined) fields.push(['output_format', named]);
           else if (named !== null && named !== format) throw new UsageError(`--format ${format} does not match the output name ${output}`);
           const wanted = videoOfPath(output);

@@ -21,6 +21,11 @@ export function videoOfPath(file: string): VideoContainer | null {
   return VIDEO_EXTENSIONS.find((e) => path.extname(file).toLowerCase() === `.${e}`) ?? null;
 }
 
+/** What a file name asks for: `video` for a video container's extension, else the audio format it names, else null. */
+export function namedOutput(file: string): OutputFormat | 'video' | null {
+  return videoOfPath(file) ? 'video' : formatOfPath(file);
+}
+
 /** MP4 and MOV, or Matroska and WebM: a video is written back in its own family (its streams are copied). */
 export function videoFamily(c: VideoContainer): string {
   return c === 'mp4' || c === 'mov' ? 'MP4/MOV' : 'Matroska/WebM';

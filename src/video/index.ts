@@ -152,7 +152,7 @@ const SETTABLE_DISPOSITIONS = new Set([
  * ffmpeg's copying of every other stream's off. The cleaned track also takes the first audio track's dispositions, so
  * it stays the default track where that one was.
  */
-export function streamMaps(probe: MediaProbe): string[] {
+function streamMaps(probe: MediaProbe): string[] {
   const of = (type: ProbedStream['type']) => probe.streams.filter((s) => s.type === type);
   const [first, ...otherAudio] = of('audio');
   const args: string[] = [];
@@ -194,7 +194,7 @@ async function remux(
     // The chapters from a third reading of the input: the muxer moves them apart from the streams.
     ...(chapters ? [...untrustedInputArgs(), '-itsoffset', offsets.chapters.toFixed(6), '-i', input] : []),
     ...streamMaps(probe),
-    '-c', 'copy', '-map_metadata', '0', '-map_chapters', probe.chapters > 0 ? '2' : '-1',
+    '-c', 'copy', '-map_metadata', '0', '-map_chapters', chapters ? '2' : '-1',
     ...spec.args, '-f', spec.muxer, '-y', path.resolve(outputPath),
   ]);
   child.stdin!.end();
