@@ -127,6 +127,7 @@ export const VARIABLES = {
   LIVE_TICK_MS: v(decimal({ min: 0, max: 20 }).default(2), { meaning: 'least time between the starts of two ticks of a live worker (one tick runs every stream\'s waiting audio together): larger batches cost less CPU per stream, at up to this much added latency; 0: as soon as the previous tick is done' }),
   FILE_WORK_PROCESS: v(bool().default(true), { meaning: '`npm start` without `MODEL_SERVICE_URL`: file work (uploads, batches, jobs) runs in a child process of its own, a model service on a loopback port, at the file-work priority, while live streams stay in the server\'s process; `false`: all in one process' }),
   FILE_WORK_IDLE: v(bool().default(true), { meaning: 'file workers and their ffmpeg processes also run under Linux\'s SCHED_IDLE policy (set with util-linux `chrt`): they only get CPU time that live streams and the HTTP thread leave; `false`: niceness only' }),
+  FILE_WORK_RESTART_SECONDS: v(decimal({ min: 0.05, max: 10 }).default(0.5), { meaning: 'wait before restarting a file-work process that died; twice as long after each further death in a row, at most 10 s (20 times this when that is more); back to this after a minute up' }),
   FILE_WORK_NICE: v(int(0, 19).default(10), { meaning: 'niceness of the file workers and their ffmpeg processes (Linux): when the CPU is short, live streams and the HTTP thread run first; 0 turns it off' }),
   MODELS_DIR: v(text('a directory').optional(), { default: '`./models` (in the clone)', meaning: 'ONNX graphs, `manifest.json`, `sample.wav`' }),
   FFMPEG_PATH: v(text('a path to an ffmpeg binary').optional(), { default: 'the binary in `@ffmpeg-installer/ffmpeg`', meaning: 'ffmpeg to use' }),
@@ -206,6 +207,7 @@ export const VARIABLES = {
   JOBS_RETRY_SECONDS: v(decimal({ min: 0.1, max: 600 }).default(10), { meaning: 'wait before a job\'s second attempt after a transient failure; each later wait is 4 times longer, at most 10 minutes' }),
   JOBS_HOUSEKEEPING_SECONDS: v(decimal({ min: 0.1, max: 3600 }).default(5), { meaning: 'time between the runner\'s housekeeping passes (re-queue jobs of dead runners once their lease expired, settle pending refunds)' }),
   JOBS_MAX_ACTIVE_PER_WORKSPACE: v(int(1, 100_000).default(20), { meaning: 'queued + running jobs per workspace (`429 too_many_jobs` beyond)' }),
+  JOBS_BUSY_RETRY_AFTER_SECONDS: v(int(1, 3600).default(5), { meaning: 'Retry-After of `429 too_many_jobs`: a slot frees when one of the workspace\'s jobs ends, which the server cannot foresee; set it near your jobs\' typical run' }),
   JOBS_MIN_FREE_DISK_MB: v(int(0, 1_048_576).default(1024), { meaning: 'free-space floor on `DATA_DIR` for new jobs (`507`)' }),
   JOBS_CRASH_AT: v(oneOf(['after-charge', 'after-refund'] as const).optional(), {
     default: 'unset',

@@ -27,6 +27,8 @@ export interface Config {
   fileWorkNice: number;
   /** File workers under Linux's SCHED_IDLE policy too (FILE_WORK_IDLE): CPU time only when nothing else wants it. */
   fileWorkIdle: boolean;
+  /** First wait before a dead file-work process is started again, ms (FILE_WORK_RESTART_SECONDS, 0.5 s); it doubles per death in a row. */
+  fileWorkRestartMs: number;
   /** ffmpeg binary: FFMPEG_PATH, else the one shipped in @ffmpeg-installer/ffmpeg. */
   ffmpegPath: string;
   /** ffprobe binary: FFPROBE_PATH, else the one shipped in @ffprobe-installer/ffprobe. */
@@ -140,6 +142,8 @@ export interface JobsConfig {
   housekeepingMs: number;
   /** Queued + running jobs one workspace may have at once (JOBS_MAX_ACTIVE_PER_WORKSPACE, 20). */
   maxActivePerWorkspace: number;
+  /** Retry-After of `429 too_many_jobs`, seconds (JOBS_BUSY_RETRY_AFTER_SECONDS, 5). */
+  busyRetryAfterS: number;
   /** New jobs are refused while DATA_DIR would have less than this free (JOBS_MIN_FREE_DISK_MB, 1024 MB). */
   minFreeDiskBytes: number;
   /** Runs of one job before it is failed for good (crashes, unreachable model service). */
@@ -205,6 +209,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     fileWorkProcess: e.FILE_WORK_PROCESS,
     fileWorkNice: e.FILE_WORK_NICE,
     fileWorkIdle: e.FILE_WORK_IDLE,
+    fileWorkRestartMs: Math.round(e.FILE_WORK_RESTART_SECONDS * 1000),
     ffmpegPath: e.FFMPEG_PATH ?? defaultFfmpeg(),
     ffprobePath: e.FFPROBE_PATH ?? defaultFfprobe(),
     modelsDir: path.resolve(e.MODELS_DIR ?? path.join(PROJECT_ROOT, 'models')),
@@ -263,6 +268,7 @@ function jobsConfig(e: Environment, dataDir: string, workers: number): JobsConfi
     leaseMs: e.JOBS_LEASE_SECONDS * 1000,
     housekeepingMs: Math.round(e.JOBS_HOUSEKEEPING_SECONDS * 1000),
     maxActivePerWorkspace: e.JOBS_MAX_ACTIVE_PER_WORKSPACE,
+    busyRetryAfterS: e.JOBS_BUSY_RETRY_AFTER_SECONDS,
     minFreeDiskBytes: e.JOBS_MIN_FREE_DISK_MB * MB,
     maxAttempts: 3,
     retryBaseMs: Math.round(e.JOBS_RETRY_SECONDS * 1000),

@@ -20,11 +20,11 @@ export type { MetricsJson } from './protocol';
 /** `node dist/src/model-service-main.js`, next to this folder in dist/. */
 const MODEL_SERVICE_MAIN = path.join(__dirname, '..', 'model-service-main.js');
 /**
- * Restarts after a death wait 0.5 s, then twice as long after each further death in a row, at most 10 s, for as long
- * as the server runs. A child that stayed up (ready) this long counts as healthy: the next death starts at 0.5 s again.
+ * Restarts after a death wait FILE_WORK_RESTART_SECONDS (0.5 s), then twice as long after each further death in a row,
+ * at most 10 s (or 20 times the first wait), for as long as the server runs. A child that stayed up (ready) this long
+ * counts as healthy: the next death starts at the first wait again.
  */
 const HEALTHY_MS = 60_000;
-const FIRST_RESTART_DELAY_MS = 500;
 const MAX_RESTART_DELAY_MS = 10_000;
 /** How long /metrics waits for the child's part before answering without it. */
 const METRICS_WAIT_MS = 2_000;
@@ -86,7 +86,8 @@ export async function startFileProcess(opts: FileProcessOptions): Promise<FilePr
   const scheduleRestart = (pid: number | undefined, how: string, upMs: number | null, exit?: { code: number | null; signal: string | null }): void => {
     if (closing || restartTimer) return;
     failures = upMs !== null && upMs >= HEALTHY_MS ? 1 : failures + 1;
-    const delay = Math.min(MAX_RESTART_DELAY_MS, FIRST_RESTART_DELAY_MS * 2 ** Math.min(failures - 1, 20));
+    const first = config.fileWorkRestartMs;
+    const delay = Math.min(Math.max(MAX_RESTART_DELAY_MS, 20 * first), first * 2 ** Math.min(failures - 1, 20));
     logger.error(
       { event: 'file_process_exited', pid, ...exit, how, ready: upMs !== null, failures_in_a_row: failures, restart_in_ms: delay },
       `the file-work process (pid ${pid ?? 'none'}) ${how}${upMs === null ? ' before it was ready' : ''}; file calls answer upstream_unavailable until it is back (restart in ${delay} ms)`,

@@ -1792,7 +1792,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"] | components["schemas"]["JobErrorEnvelope"];
                 };
             };
-            /** @description Rate limited, or the workspace already has JOBS_MAX_ACTIVE_PER_WORKSPACE queued + running jobs. `error.type`: `rate_limited`, `too_many_jobs`. Every 429 carries Retry-After (5 s for `too_many_jobs`). */
+            /** @description Rate limited, or the workspace already has JOBS_MAX_ACTIVE_PER_WORKSPACE queued + running jobs. `error.type`: `rate_limited`, `too_many_jobs`. Every 429 carries Retry-After (for `too_many_jobs` JOBS_BUSY_RETRY_AFTER_SECONDS, 5 s by default). */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];

@@ -70,7 +70,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     // Cheap checks before accepting up to JOBS_MAX_UPLOAD_MB of upload.
     const active = await store.countActive(workspaceId);
     if (active >= max) {
-      throw new JobApiError('too_many_jobs', `This workspace already has ${active} queued or running jobs (at most ${max}); wait for some to finish.`);
+      throw new JobApiError('too_many_jobs', `This workspace already has ${active} queued or running jobs (at most ${max}); wait for some to finish.`, config.jobs.busyRetryAfterS);
     }
     // The declared size is reserved now (refused at once when it does not fit beside the uploads in progress); a
     // chunked upload takes its bytes as they come. Either way writing stops at the floor.
@@ -146,7 +146,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
         max,
       );
       if (!outcome.ok) {
-        throw new JobApiError('too_many_jobs', `This workspace already has ${outcome.active} queued or running jobs (at most ${max}); wait for some to finish.`);
+        throw new JobApiError('too_many_jobs', `This workspace already has ${outcome.active} queued or running jobs (at most ${max}); wait for some to finish.`, config.jobs.busyRetryAfterS);
       }
       created = true;
       // The job exists: its charge is no longer pending (if this fails, housekeeping confirms it, finding the job).
@@ -302,7 +302,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
           throw new JobApiError('invalid_request', `No jobs handler for ${route.method} ${route.endpoint}.`);
       }
     } catch (err) {
-      if (err instanceof JobApiError) return { status: sendJobError(res, err.type, err.message), ok: false };
+      if (err instanceof JobApiError) return { status: sendJobError(res, err.type, err.message, err.retryAfterS), ok: false };
       if (err instanceof UploadStalledError) {
         // The rest of the upload is not waited for: the connection closes after the answer.
         ctx.errorType = 'request_timeout';

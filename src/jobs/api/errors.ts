@@ -19,17 +19,14 @@ export const JOB_ERRORS = {
 
 export type JobErrorType = keyof typeof JOB_ERRORS;
 
-/**
- * Retry-After of `429 too_many_jobs`: a job slot frees when one of the workspace's jobs ends, which the server cannot
- * predict; a few seconds keeps a polite client from hammering and is short next to a job's run.
- */
-export const TOO_MANY_JOBS_RETRY_AFTER_S = 5;
 
 /** A refusal with its envelope type; thrown inside the handlers and sent by sendJobError. */
 export class JobApiError extends Error {
   constructor(
     readonly type: JobErrorType,
     message: string,
+    /** Retry-After of a 429 (`too_many_jobs`: JOBS_BUSY_RETRY_AFTER_SECONDS). */
+    readonly retryAfterS?: number,
   ) {
     super(message);
   }
@@ -41,7 +38,7 @@ export class JobApiError extends Error {
 /** The upload stalled (the gateway's 408 request_timeout, as /denoise answers it). */
 export class UploadStalledError extends Error {}
 
-export function sendJobError(res: Response, type: JobErrorType, message: string): number {
+export function sendJobError(res: Response, type: JobErrorType, message: string, retryAfterS?: number): number {
   const status = JOB_ERRORS[type];
   res.locals.errorType = type;
   // The reason in words, for the request log's error_message and the request line (as the gateway's errors have).
@@ -52,7 +49,7 @@ export function sendJobError(res: Response, type: JobErrorType, message: string)
     res.destroy();
     return status;
   }
-  if (status === 429) res.setHeader('Retry-After', String(TOO_MANY_JOBS_RETRY_AFTER_S));
+  if (retryAfterS !== undefined) res.setHeader('Retry-After', String(retryAfterS));
   res.status(status).json({ error: { type, message, request_id: requestIdOf(res) } });
   return status;
 }
