@@ -5,7 +5,8 @@
 //   node scripts/ensure-ready.js [--fresh | --changed] build models
 //
 // - dependencies missing (fresh clone, or a dependency added since the last install): `npm ci`, whose `prepare`
-//   step compiles the TypeScript and converts the models; nothing else is run after it;
+//   step compiles the TypeScript and converts the models; nothing else is run after it (no audit: a round trip to the
+//   registry that `npm test` has no use for);
 // - otherwise `build` / `models` run when their output is missing, or always with --fresh (what `npm test` wants:
 //   the tests run from dist/, so it must match the sources). Either way each runs at most once;
 // - with --changed (what `npm run test:unit` wants), `build` runs only when dist/ no longer matches the sources:
@@ -74,7 +75,7 @@ const absent = missingDependencies();
 if (absent.length > 0) {
   if (absent[0] !== '(node_modules)') console.error(`[setup] not installed: ${absent.join(', ')}`);
   // Also runs prepare: build + models.
-  run([exists('package-lock.json') ? 'ci' : 'install'], { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' });
+  run([exists('package-lock.json') ? 'ci' : 'install', '--no-audit', '--no-fund'], { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' });
 } else {
   // The WebAssembly kernels are built by the same step (a dist/ from before they existed lacks them).
   if (want.includes('build') && (fresh || !exists('dist/src/server.js') || !exists('dist/src/dsp/wasm/dtln-dsp.wasm') || !exists('dist/src/dsp/wasm/fft-pairs.wasm') || !exists('dist/src/dsp/wasm/bin-gains.wasm') || !exists('dist/src/dsp/wasm/aec.wasm') || !exists('dist/src/dsp/wasm/aec-hop.wasm') || (changed && buildIsStale()))) run(['run', 'build']);
