@@ -13,7 +13,10 @@ const os = require('node:os');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
-const bin = (name) => path.join(root, 'node_modules', '.bin', name);
+/** A package's command-line program, run with this Node (resolved through the package, so the dependency check sees it). */
+const program = (packageJson, name) => path.join(path.dirname(packageJson), require(packageJson).bin[name]);
+const ASC = program(require.resolve('assemblyscript/package.json'), 'asc');
+const TSC = program(require.resolve('typescript/package.json'), 'tsc');
 /** Kernels: src/dsp/wasm/<name>.ts → dist/src/dsp/wasm/<name>.wasm (loaded by src/dsp/wasm-load.ts). */
 const KERNELS = ['dtln-dsp', 'fft-pairs', 'bin-gains', 'aec', 'aec-hop', 'halfband'];
 const ASC_FLAGS = ['-O3', '--runtime', 'stub', '--noAssert', '--importMemory', '--initialMemory', '1', '--enable', 'simd'];
@@ -21,16 +24,15 @@ const ASC_FLAGS = ['-O3', '--runtime', 'stub', '--noAssert', '--importMemory', '
 const wasmOnly = process.argv.includes('--wasm');
 const tasks = KERNELS.map((k) => ({
   name: `asc ${k}`,
-  cmd: bin('asc'),
-  args: [`src/dsp/wasm/${k}.ts`, '-o', `dist/src/dsp/wasm/${k}.wasm`, ...ASC_FLAGS],
+  args: [ASC, `src/dsp/wasm/${k}.ts`, '-o', `dist/src/dsp/wasm/${k}.wasm`, ...ASC_FLAGS],
 }));
 // tsc first: the longest task, so it never waits for a free slot at the end.
-if (!wasmOnly) tasks.unshift({ name: 'tsc', cmd: bin('tsc'), args: ['-p', 'tsconfig.json'] });
+if (!wasmOnly) tasks.unshift({ name: 'tsc', args: [TSC, '-p', 'tsconfig.json'] });
 
 /** Runs one task; its output is printed as one block when it ends, so that parallel tasks do not interleave. */
 function run(task) {
   return new Promise((resolve) => {
-    const child = spawn(task.cmd, task.args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, task.args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
