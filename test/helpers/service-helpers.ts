@@ -11,10 +11,14 @@ import type { GatewayStore } from '../../src/store/gateway/types';
 export const FIXTURES = path.join(PROJECT_ROOT, 'fixtures');
 export const fixture = (name: string): string => path.join(FIXTURES, name);
 
-/** A Config with its own data/tmp directories; everything else from the defaults (real ffmpeg, real models/). */
+/**
+ * A Config with its own data/tmp directories; everything else from the defaults (real ffmpeg, real models/). One file
+ * worker: a second cost each of the 65 apps the suite builds ~0.24 s of CPU (its thread, modules and ONNX sessions);
+ * tests about the pool's size or concurrency ask for more.
+ */
 export function testConfig(overrides: Partial<Config> = {}): Config {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ns-test-'));
-  const base = loadConfig({ DATA_DIR: dataDir, WORKERS: '2', NODE_ENV: 'test' } as NodeJS.ProcessEnv);
+  const base = loadConfig({ DATA_DIR: dataDir, WORKERS: '1', NODE_ENV: 'test' } as NodeJS.ProcessEnv);
   return { ...base, logRequests: false, ...overrides };
 }
 

@@ -40,7 +40,7 @@ describe('public API through the full app', () => {
   let workspaceId: string;
 
   beforeAll(async () => {
-    config = testConfig();
+    config = testConfig({ workers: 2 }); // two file workers: /health and /metrics report the configured size
     handle = await createApp(config, { log: () => undefined });
     token = await createToken(handle.store, ['*']);
     workspaceId = (await handle.store.listWorkspaces())[0].id;

@@ -52,7 +52,7 @@ describe('probes, metrics and request lines of the whole app', () => {
   const logged = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
 
   beforeAll(async () => {
-    config = testConfig({ logRequests: true });
+    config = testConfig({ logRequests: true, workers: 2 });
     handle = await createApp(config, { log: (line) => lines.push(line), processMetrics: true });
     token = await createToken(handle.store, ['*']);
   });
