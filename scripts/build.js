@@ -15,19 +15,21 @@ const path = require('node:path');
 const root = path.resolve(__dirname, '..');
 /** A package's command-line program, run with this Node (resolved through the package, so the dependency check sees it). */
 const program = (packageJson, name) => path.join(path.dirname(packageJson), require(packageJson).bin[name]);
-const ASC = program(require.resolve('assemblyscript/package.json'), 'asc');
-const TSC = program(require.resolve('typescript/package.json'), 'tsc');
 /** Kernels: src/dsp/wasm/<name>.ts → dist/src/dsp/wasm/<name>.wasm (loaded by src/dsp/wasm-load.ts). */
 const KERNELS = ['dtln-dsp', 'fft-pairs', 'bin-gains', 'aec', 'aec-hop', 'halfband'];
 const ASC_FLAGS = ['-O3', '--runtime', 'stub', '--noAssert', '--importMemory', '--initialMemory', '1', '--enable', 'simd'];
 
-const wasmOnly = process.argv.includes('--wasm');
-const tasks = KERNELS.map((k) => ({
-  name: `asc ${k}`,
-  args: [ASC, `src/dsp/wasm/${k}.ts`, '-o', `dist/src/dsp/wasm/${k}.wasm`, ...ASC_FLAGS],
-}));
-// tsc first: the longest task, so it never waits for a free slot at the end.
-if (!wasmOnly) tasks.unshift({ name: 'tsc', args: [TSC, '-p', 'tsconfig.json'] });
+/** What to run: resolved when the build runs (ensure-ready.js reads KERNELS before node_modules exists). */
+function buildTasks(wasmOnly) {
+  const asc = program(require.resolve('assemblyscript/package.json'), 'asc');
+  const tasks = KERNELS.map((k) => ({
+    name: `asc ${k}`,
+    args: [asc, `src/dsp/wasm/${k}.ts`, '-o', `dist/src/dsp/wasm/${k}.wasm`, ...ASC_FLAGS],
+  }));
+  // tsc first: the longest task, so it never waits for a free slot at the end.
+  if (!wasmOnly) tasks.unshift({ name: 'tsc', args: [program(require.resolve('typescript/package.json'), 'tsc'), '-p', 'tsconfig.json'] });
+  return tasks;
+}
 
 /** Runs one task; its output is printed as one block when it ends, so that parallel tasks do not interleave. */
 function run(task) {
@@ -42,8 +44,9 @@ function run(task) {
 }
 
 async function main() {
+  const wasmOnly = process.argv.includes('--wasm');
   if (!wasmOnly) require('./clean-dist.js');
-  const queue = [...tasks];
+  const queue = buildTasks(wasmOnly);
   const slots = Math.max(1, Math.min(queue.length, os.availableParallelism?.() ?? os.cpus().length));
   const failed = [];
   await Promise.all(
@@ -61,4 +64,6 @@ async function main() {
   }
 }
 
-main();
+// ensure-ready.js reads the kernel list to tell whether a dist/ lacks one.
+module.exports = { KERNELS };
+if (require.main === module) main();

@@ -20,6 +20,7 @@
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { KERNELS } = require('./build.js');
 
 const root = path.resolve(__dirname, '..');
 const args = process.argv.slice(2);
@@ -78,7 +79,7 @@ if (absent.length > 0) {
   run([exists('package-lock.json') ? 'ci' : 'install', '--no-audit', '--no-fund'], { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' });
 } else {
   // The WebAssembly kernels are built by the same step (a dist/ from before they existed lacks them).
-  if (want.includes('build') && (fresh || !exists('dist/src/server.js') || !exists('dist/src/dsp/wasm/dtln-dsp.wasm') || !exists('dist/src/dsp/wasm/fft-pairs.wasm') || !exists('dist/src/dsp/wasm/bin-gains.wasm') || !exists('dist/src/dsp/wasm/aec.wasm') || !exists('dist/src/dsp/wasm/aec-hop.wasm') || (changed && buildIsStale()))) run(['run', 'build']);
+  if (want.includes('build') && (fresh || !exists('dist/src/server.js') || KERNELS.some((k) => !exists(`dist/src/dsp/wasm/${k}.wasm`)) || (changed && buildIsStale()))) run(['run', 'build']);
   const modelsDir = process.env.MODELS_DIR ? path.resolve(process.env.MODELS_DIR) : path.join(root, 'models');
   const modelsReady = ['dtln_stage1.onnx', 'dtln_stage2.onnx', 'manifest.json', 'sample.wav'].every((f) =>
     fs.existsSync(path.join(modelsDir, f)),

@@ -1,8 +1,8 @@
 // Issue 35, item 4: the file-work process killed again and again, during its start-up too (right after its spawn,
 // before it is ready, several times in a row), keeps coming back with a doubling backoff (0.5 s, 1 s, 2 s, … at most
 // 10 s by default; here FILE_WORK_RESTART_SECONDS starts it at 50 ms, which does not change what is checked and spares
-// 14 s of waiting) for as long as the server runs: each time it is ready again, /readyz is 200 again, /denoise answers 200, and
-// a job submitted while it was down completes. Real server, real child, kill -9 from outside.
+// 14 s of waiting) for as long as the server runs: each time it is ready again, /readyz is 200 again, /denoise answers
+// 200, and a job submitted while it was down completes. Real server, real child, kill -9 from outside.
 import { denoise, childPids, filePid, startServer, stop, type Server } from '../helpers/file-process-helpers';
 import { eventually, fixture, multipartBody, noiseWav, rawRequest } from '../helpers/service-helpers';
 

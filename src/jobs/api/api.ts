@@ -16,7 +16,7 @@ import type { ForwardOutcome, Forwarder, GatewayContext } from '../../gateway/ty
 import { cleanInputName, contentDisposition } from '../../model-service/names';
 import { creditPeriod, type GatewayStore } from '../../store/gateway/types';
 import { randomBase62 } from '../../store/gateway/tokens';
-import { JobApiError, sendJobError, UploadStalledError } from './errors';
+import { JobApiError, sendJobError, UploadStalledError, type JobErrorType } from './errors';
 import { sendGatewayError } from '../../http/errors';
 import { clampSuffixRanges } from '../../http/range';
 import type { DiskBudget } from '../../storage/disk-budget';
@@ -53,6 +53,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
   const { config, store, files, space } = deps;
   const receive = uploadReceiver(config);
   const guard = { allowPrivate: config.jobs.allowPrivateUrls };
+  const sendError = (res: Response, type: JobErrorType, message: string): number => sendJobError(res, type, message, config.jobs.busyRetryAfterS);
 
   async function owned(ctx: GatewayContext): Promise<JobRecord> {
     const id = ctx.params?.id ?? '';
@@ -70,7 +71,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
     // Cheap checks before accepting up to JOBS_MAX_UPLOAD_MB of upload.
     const active = await store.countActive(workspaceId);
     if (active >= max) {
-      throw new JobApiError('too_many_jobs', `This workspace already has ${active} queued or running jobs (at most ${max}); wait for some to finish.`, config.jobs.busyRetryAfterS);
+      throw new JobApiError('too_many_jobs', `This workspace already has ${active} queued or running jobs (at most ${max}); wait for some to finish.`);
     }
     // The declared size is reserved now (refused at once when it does not fit beside the uploads in progress); a
     // chunked upload takes its bytes as they come. Either way writing stops at the floor.
@@ -146,7 +147,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
         max,
       );
       if (!outcome.ok) {
-        throw new JobApiError('too_many_jobs', `This workspace already has ${outcome.active} queued or running jobs (at most ${max}); wait for some to finish.`, config.jobs.busyRetryAfterS);
+        throw new JobApiError('too_many_jobs', `This workspace already has ${outcome.active} queued or running jobs (at most ${max}); wait for some to finish.`);
       }
       created = true;
       // The job exists: its charge is no longer pending (if this fails, housekeeping confirms it, finding the job).
@@ -270,13 +271,13 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
           for (const h of ['Content-Type', 'Content-Disposition', 'Last-Modified', 'ETag', 'Cache-Control']) res.removeHeader(h);
           if (err.status === 416) {
             res.setHeader('Content-Range', `bytes */${job.result!.bytes}`);
-            return resolve(sendJobError(res, 'range_not_satisfiable', `The requested range is outside the ${job.result!.bytes}-byte result.`));
+            return resolve(sendError(res, 'range_not_satisfiable', `The requested range is outside the ${job.result!.bytes}-byte result.`));
           }
           if (err.code === 'ENOENT' || err.status === 404) {
-            return resolve(sendJobError(res, 'result_gone', `The result of job ${job.id} is no longer on this server.`));
+            return resolve(sendError(res, 'result_gone', `The result of job ${job.id} is no longer on this server.`));
           }
           deps.log(`[jobs] sending the result of ${job.id} failed: ${err.message}`, 'error');
-          resolve(sendJobError(res, 'internal_error', 'Could not send the result.'));
+          resolve(sendError(res, 'internal_error', 'Could not send the result.'));
         },
       );
     });
@@ -302,7 +303,7 @@ export function createJobsHandler(deps: JobsApiDeps): Forwarder {
           throw new JobApiError('invalid_request', `No jobs handler for ${route.method} ${route.endpoint}.`);
       }
     } catch (err) {
-      if (err instanceof JobApiError) return { status: sendJobError(res, err.type, err.message, err.retryAfterS), ok: false };
+      if (err instanceof JobApiError) return { status: sendError(res, err.type, err.message), ok: false };
       if (err instanceof UploadStalledError) {
         // The rest of the upload is not waited for: the connection closes after the answer.
         ctx.errorType = 'request_timeout';

@@ -19,14 +19,11 @@ export const JOB_ERRORS = {
 
 export type JobErrorType = keyof typeof JOB_ERRORS;
 
-
 /** A refusal with its envelope type; thrown inside the handlers and sent by sendJobError. */
 export class JobApiError extends Error {
   constructor(
     readonly type: JobErrorType,
     message: string,
-    /** Retry-After of a 429 (`too_many_jobs`: JOBS_BUSY_RETRY_AFTER_SECONDS). */
-    readonly retryAfterS?: number,
   ) {
     super(message);
   }
@@ -38,7 +35,8 @@ export class JobApiError extends Error {
 /** The upload stalled (the gateway's 408 request_timeout, as /denoise answers it). */
 export class UploadStalledError extends Error {}
 
-export function sendJobError(res: Response, type: JobErrorType, message: string, retryAfterS?: number): number {
+/** `busyRetryAfterS`: the Retry-After every 429 carries (JOBS_BUSY_RETRY_AFTER_SECONDS; the only 429 is `too_many_jobs`). */
+export function sendJobError(res: Response, type: JobErrorType, message: string, busyRetryAfterS: number): number {
   const status = JOB_ERRORS[type];
   res.locals.errorType = type;
   // The reason in words, for the request log's error_message and the request line (as the gateway's errors have).
@@ -49,7 +47,7 @@ export function sendJobError(res: Response, type: JobErrorType, message: string,
     res.destroy();
     return status;
   }
-  if (retryAfterS !== undefined) res.setHeader('Retry-After', String(retryAfterS));
+  if (status === 429) res.setHeader('Retry-After', String(busyRetryAfterS));
   res.status(status).json({ error: { type, message, request_id: requestIdOf(res) } });
   return status;
 }
