@@ -106,6 +106,11 @@ export async function startServer(env: Record<string, string> = {}): Promise<Ser
     child.kill('SIGKILL');
     throw new Error(`server did not start:\n${output}`);
   }
+  // A server that dies under a test shows up as refused connections in the drivers: say why, with its last output.
+  let stopping = false;
+  child.once('exit', (code, signal) => {
+    if (!stopping) console.error(`the server (pid ${child.pid}) exited during the test: code ${code}, signal ${signal}; its last output:\n${output}`);
+  });
   const store = openSqliteStore(config);
   const workspaces = new Map<string, string>();
   const keyIds = new Map<string, string>();
@@ -126,6 +131,7 @@ export async function startServer(env: Record<string, string> = {}): Promise<Ser
       return store.creditsUsed(workspaces.get(token)!, new Date());
     },
     async stop() {
+      stopping = true;
       await store.close();
       if (child.exitCode === null) {
         const exited = new Promise((r) => child.once('exit', r));
