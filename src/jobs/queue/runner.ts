@@ -48,6 +48,11 @@ export interface RunnerDeps {
   now?: () => number;
 }
 
+/** A wait in the log: tenths under 10 s (JOBS_RETRY_SECONDS may be 0.1; "0 s" said nothing), whole seconds above. */
+export function inSeconds(ms: number): string {
+  return ms < 10_000 ? `${Math.round(ms / 100) / 10} s` : `${Math.round(ms / 1000)} s`;
+}
+
 /** Which slots a job holds: downloading its URL input, or being processed. */
 type Pool = 'fetch' | 'process';
 
@@ -308,7 +313,7 @@ export class JobRunner {
     if (err instanceof ModelServiceBusy) {
       await store.retryJob(job.id, this.owner, now + err.retryAfterMs, null, false, now);
       this.deps.metrics?.retried('busy');
-      log(`[jobs] ${job.id}: ${err.why}; retrying in ${Math.round(err.retryAfterMs / 1000)} s`);
+      log(`[jobs] ${job.id}: ${err.why}; retrying in ${inSeconds(err.retryAfterMs)}`);
       return;
     }
     const permanent = classifyPermanent(err);
@@ -317,7 +322,7 @@ export class JobRunner {
       const runAfter = now + retryBackoffMs(job.attempts, config.jobs.retryBaseMs);
       await store.retryJob(job.id, this.owner, runAfter, error, true, now);
       this.deps.metrics?.retried('transient');
-      log(`[jobs] ${job.id} attempt ${job.attempts} failed (${error.message}); retrying in ${Math.round((runAfter - now) / 1000)} s`, 'warn');
+      log(`[jobs] ${job.id} attempt ${job.attempts} failed (${error.message}); retrying in ${inSeconds(runAfter - now)}`, 'warn');
       return;
     }
     const error: JobError = permanent ?? { type: 'processing_failed', message: errorMessage(err) };
