@@ -18,7 +18,8 @@ export const fixture = (name: string): string => path.join(FIXTURES, name);
  */
 export function testConfig(overrides: Partial<Config> = {}): Config {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ns-test-'));
-  const base = loadConfig({ DATA_DIR: dataDir, WORKERS: '1', NODE_ENV: 'test' } as NodeJS.ProcessEnv);
+  // The worker count through WORKERS, so that what derives from it (the jobs' concurrency) follows an override.
+  const base = loadConfig({ DATA_DIR: dataDir, WORKERS: String(overrides.workers ?? 1), NODE_ENV: 'test' } as NodeJS.ProcessEnv);
   return { ...base, logRequests: false, ...overrides };
 }
 
