@@ -16,6 +16,7 @@ import type { GatewayStore } from '../../store/gateway/types';
 import type { ModelServiceReplicas } from '../../upstream/replicas';
 import type { JobFiles } from './files';
 import { InsufficientStorageError, type DiskBudget } from '../../storage/disk-budget';
+import { formatSeconds } from '../../audio/limits';
 import type { JobMetrics } from '../metrics';
 import { ModelServiceBusy, ModelServiceRejected, streamJob } from './model-client';
 import { downloadToFile, FetchFailedError, type SafeHttpOptions } from '../outbound/safe-http';
@@ -46,11 +47,6 @@ export interface RunnerDeps {
   /** Poll interval for new jobs (a job created by this process wakes the runner at once). */
   pollMs?: number;
   now?: () => number;
-}
-
-/** A wait in the log: tenths under 10 s (JOBS_RETRY_SECONDS may be 0.1; "0 s" said nothing), whole seconds above. */
-export function inSeconds(ms: number): string {
-  return ms < 10_000 ? `${Math.round(ms / 100) / 10} s` : `${Math.round(ms / 1000)} s`;
 }
 
 /** Which slots a job holds: downloading its URL input, or being processed. */
@@ -313,7 +309,7 @@ export class JobRunner {
     if (err instanceof ModelServiceBusy) {
       await store.retryJob(job.id, this.owner, now + err.retryAfterMs, null, false, now);
       this.deps.metrics?.retried('busy');
-      log(`[jobs] ${job.id}: ${err.why}; retrying in ${inSeconds(err.retryAfterMs)}`);
+      log(`[jobs] ${job.id}: ${err.why}; retrying in ${formatSeconds(err.retryAfterMs / 1000)}`);
       return;
     }
     const permanent = classifyPermanent(err);
@@ -322,7 +318,8 @@ export class JobRunner {
       const runAfter = now + retryBackoffMs(job.attempts, config.jobs.retryBaseMs);
       await store.retryJob(job.id, this.owner, runAfter, error, true, now);
       this.deps.metrics?.retried('transient');
-      log(`[jobs] ${job.id} attempt ${job.attempts} failed (${error.message}); retrying in ${inSeconds(runAfter - now)}`, 'warn');
+      // formatSeconds: tenths under a minute (JOBS_RETRY_SECONDS may be 0.1, which whole seconds logged as "0 s").
+      log(`[jobs] ${job.id} attempt ${job.attempts} failed (${error.message}); retrying in ${formatSeconds((runAfter - now) / 1000)}`, 'warn');
       return;
     }
     const error: JobError = permanent ?? { type: 'processing_failed', message: errorMessage(err) };
